@@ -1,0 +1,45 @@
+"""`load_checkpoint`: one entry point for HF folders, GGUF files and training checkpoints."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import Any
+
+from jax.sharding import Mesh
+
+from precisecoder.model.config import ModelConfig
+from precisecoder.model.decoder import Decoder
+from precisecoder.model.gguf_import import load_gguf
+from precisecoder.model.hf import load_hf
+from precisecoder.model.tokenizer import load_tokenizer
+
+
+def _is_hf_folder(path: pathlib.Path) -> bool:
+  return (path / "config.json").exists() and any(path.glob("*.safetensors"))
+
+
+def load_checkpoint(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None = None,
+                    remat: bool = False, with_tokenizer: bool = True
+                    ) -> tuple[Decoder, Any, ModelConfig]:
+  """(model, tokenizer, config) from an HF folder, a .gguf file or a training checkpoint dir.
+
+  With a mesh, every parameter is placed straight onto its sharding.
+  """
+  path = pathlib.Path(path)
+  if not path.exists():
+    raise FileNotFoundError(f"{path}: checkpoint does not exist")
+  if path.is_file() and path.suffix == ".gguf":
+    model, config = load_gguf(path, dtype=dtype, mesh=mesh, remat=remat)
+    tokenizer_path = path
+  elif path.is_dir() and _is_hf_folder(path):
+    model, config = load_hf(path, dtype=dtype, mesh=mesh, remat=remat)
+    tokenizer_path = path
+  elif path.is_dir():
+    from precisecoder.model import training_checkpoint  # Orbax import is slow; only when needed
+    model, config, tokenizer_path = training_checkpoint.load(path, dtype=dtype, mesh=mesh,
+                                                             remat=remat)
+  else:
+    raise ValueError(f"{path}: not a Hugging Face folder, a .gguf file or a training checkpoint")
+  tokenizer = load_tokenizer(tokenizer_path, arch=config.arch) if with_tokenizer else None
+  return model, tokenizer, config

@@ -1,0 +1,231 @@
+"""The decoder: one Flax NNX module for Qwen3 and Llama checkpoints.
+
+Layer weights are stacked along a leading `layers` axis and the forward scans over them, so a
+30-layer model compiles as fast as a 1-layer one. Attention is grouped-query with rotary
+position embeddings (non-interleaved halves, as in Hugging Face), SwiGLU MLPs and RMSNorm;
+Qwen3 adds an RMSNorm over each query and key head.
+
+Two entry points share the layer code:
+  * `model(tokens, attention_mask)`: full-sequence logits for training (left or right padding);
+  * `model.forward_cached(tokens, positions, cache, index)`: prefill and one-token decode
+    against a fixed-size KV cache for sampling.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from precisecoder.model.config import ModelConfig
+from precisecoder.model.sharding import constrain
+
+_NEG_INF = -1e30  # finite, so fully masked rows (padding) give uniform weights, not NaN
+
+
+def _param(rngs: nnx.Rngs | None, shape, dtype, axes, *, ones: bool = False, std: float = 0.02):
+  if ones:
+    value = jnp.ones(shape, dtype)
+  else:
+    value = (std * jax.random.normal(rngs.params(), shape, jnp.float32)).astype(dtype)
+  return nnx.Param(value, logical_axes=axes)
+
+
+def rms_norm(x: jax.Array, scale: jax.Array, eps: float) -> jax.Array:
+  x32 = x.astype(jnp.float32)
+  x32 = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + eps)
+  return (x32 * scale.astype(jnp.float32)).astype(x.dtype)
+
+
+def rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:
+  """Rotary embedding of x [B, T, H, D] at integer positions [B, T] (rotate-half layout)."""
+  half = x.shape[-1] // 2
+  freqs = theta ** (-jnp.arange(half, dtype=jnp.float32) / half)
+  angles = positions.astype(jnp.float32)[..., None] * freqs  # [B, T, half]
+  cos, sin = jnp.cos(angles)[:, :, None, :], jnp.sin(angles)[:, :, None, :]
+  x1, x2 = jnp.split(x.astype(jnp.float32), 2, axis=-1)
+  out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+  return out.astype(x.dtype)
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class KVCache:
+  """Keys and values for every layer at fixed length S, and which slots hold real tokens."""
+  k: jax.Array  # [L, B, S, K, D]
+  v: jax.Array  # [L, B, S, K, D]
+  valid: jax.Array  # [B, S] bool
+
+  @classmethod
+  def zeros(cls, config: ModelConfig, batch: int, length: int) -> KVCache:
+    shape = (config.num_layers, batch, length, config.num_kv_heads, config.head_dim)
+    dtype = jnp.dtype(config.dtype)
+    return cls(k=jnp.zeros(shape, dtype), v=jnp.zeros(shape, dtype),
+               valid=jnp.zeros((batch, length), bool))
+
+
+CACHE_AXES = ("layers", "batch", "cache_seq", "kv_heads", "head_dim")
+
+
+class DecoderLayers(nnx.Module):
+  """All transformer blocks, with weights stacked on a leading `layers` axis."""
+
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+    c = config
+    l, d, h, k, hd, f = (c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim,
+                         c.intermediate_size)
+    dt = jnp.dtype(c.dtype)
+    self.attn_norm = _param(rngs, (l, d), dt, ("layers", "norm"), ones=True)
+    self.q_proj = _param(rngs, (l, d, h, hd), dt, ("layers", "embed", "q_heads", "head_dim"))
+    self.k_proj = _param(rngs, (l, d, k, hd), dt, ("layers", "embed", "kv_heads", "head_dim"))
+    self.v_proj = _param(rngs, (l, d, k, hd), dt, ("layers", "embed", "kv_heads", "head_dim"))
+    self.o_proj = _param(rngs, (l, h, hd, d), dt, ("layers", "q_heads", "head_dim", "embed"))
+    if c.qk_norm:
+      self.q_norm = _param(rngs, (l, hd), dt, ("layers", "head_dim"), ones=True)
+      self.k_norm = _param(rngs, (l, hd), dt, ("layers", "head_dim"), ones=True)
+    self.mlp_norm = _param(rngs, (l, d), dt, ("layers", "norm"), ones=True)
+    self.gate_proj = _param(rngs, (l, d, f), dt, ("layers", "embed", "mlp"))
+    self.up_proj = _param(rngs, (l, d, f), dt, ("layers", "embed", "mlp"))
+    self.down_proj = _param(rngs, (l, f, d), dt, ("layers", "mlp", "embed"))
+
+  def stacked(self) -> dict[str, jax.Array]:
+    names = ["attn_norm", "q_proj", "k_proj", "v_proj", "o_proj", "mlp_norm", "gate_proj",
+             "up_proj", "down_proj"]
+    if hasattr(self, "q_norm"):
+      names += ["q_norm", "k_norm"]
+    return {n: getattr(self, n)[...] for n in names}
+
+
+def _attention(q, k, v, mask):
+  """q [B,T,H,D], k/v [B,S,K,D], mask [B,T,S] -> [B,T,H,D]; softmax in float32."""
+  b, t, h, d = q.shape
+  kv = k.shape[2]
+  q = q.reshape(b, t, kv, h // kv, d)
+  scores = jnp.einsum("btkgd,bskd->bkgts", q, k, preferred_element_type=jnp.float32)
+  scores = scores * (d ** -0.5)
+  scores = jnp.where(mask[:, None, None, :, :], scores, _NEG_INF)
+  weights = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+  out = jnp.einsum("bkgts,bskd->btkgd", weights, v)
+  return out.reshape(b, t, h, d)
+
+
+def _block(config: ModelConfig, x, p, positions, attend):
+  """One transformer block. `attend(q, k, v) -> out` hides training vs cached attention."""
+  eps = config.rms_norm_eps
+  y = rms_norm(x, p["attn_norm"], eps)
+  q = jnp.einsum("btd,dhk->bthk", y, p["q_proj"])
+  k = jnp.einsum("btd,dhk->bthk", y, p["k_proj"])
+  v = jnp.einsum("btd,dhk->bthk", y, p["v_proj"])
+  if config.qk_norm:
+    q, k = rms_norm(q, p["q_norm"], eps), rms_norm(k, p["k_norm"], eps)
+  q = constrain(rope(q, positions, config.rope_theta), ("batch", "seq", "q_heads", "head_dim"))
+  k = constrain(rope(k, positions, config.rope_theta), ("batch", "seq", "kv_heads", "head_dim"))
+  v = constrain(v, ("batch", "seq", "kv_heads", "head_dim"))
+  attn, extra = attend(q, k, v)
+  x = x + jnp.einsum("bthk,hkd->btd", attn, p["o_proj"])
+  x = constrain(x, ("batch", "seq", "act_embed"))
+  y = rms_norm(x, p["mlp_norm"], eps)
+  gate = jnp.einsum("btd,df->btf", y, p["gate_proj"])
+  up = jnp.einsum("btd,df->btf", y, p["up_proj"])
+  hidden = constrain(jax.nn.silu(gate) * up, ("batch", "seq", "mlp"))
+  x = x + jnp.einsum("btf,fd->btd", hidden, p["down_proj"])
+  return constrain(x, ("batch", "seq", "act_embed")), extra
+
+
+def positions_from_mask(attention_mask: jax.Array) -> jax.Array:
+  """Position of each token = number of real tokens before it (0 on padding)."""
+  return jnp.maximum(jnp.cumsum(attention_mask.astype(jnp.int32), axis=-1) - 1, 0)
+
+
+class Decoder(nnx.Module):
+  """Causal language model: tokens -> next-token logits."""
+
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+    self.config = config
+    dt = jnp.dtype(config.dtype)
+    v, d = config.vocab_size, config.hidden_size
+    self.embed = _param(rngs, (v, d), dt, ("vocab", "embed"))
+    self.layers = DecoderLayers(config, rngs=rngs)
+    self.final_norm = _param(rngs, (d,), dt, ("norm",), ones=True)
+    if not config.tie_embeddings:
+      self.lm_head = _param(rngs, (d, v), dt, ("embed", "vocab"))
+
+  def _embed(self, tokens):
+    x = jnp.take(self.embed[...], tokens, axis=0)
+    return constrain(x, ("batch", "seq", "act_embed"))
+
+  def _logits(self, x):
+    x = rms_norm(x, self.final_norm[...], self.config.rms_norm_eps)
+    if self.config.tie_embeddings:
+      logits = jnp.einsum("btd,vd->btv", x, self.embed[...], preferred_element_type=jnp.float32)
+    else:
+      logits = jnp.einsum("btd,dv->btv", x, self.lm_head[...], preferred_element_type=jnp.float32)
+    return constrain(logits.astype(jnp.float32), ("batch", "seq", "vocab"))
+
+  def __call__(self, tokens: jax.Array, attention_mask: jax.Array | None = None) -> jax.Array:
+    """Logits float32[B, T, V] for int32[B, T] tokens; mask bool[B, T] marks real tokens."""
+    config = self.config
+    if attention_mask is None:
+      attention_mask = jnp.ones(tokens.shape, bool)
+    attention_mask = attention_mask.astype(bool)
+    positions = positions_from_mask(attention_mask)
+    t = tokens.shape[1]
+    causal = jnp.tril(jnp.ones((t, t), bool))
+    mask = causal[None] & attention_mask[:, None, :]
+
+    def attend(q, k, v):
+      return _attention(q, k, v, mask), None
+
+    def body(x, p):
+      return _block(config, x, p, positions, attend)[0], None
+
+    if config.remat:
+      body = jax.checkpoint(body, prevent_cse=False)
+    x, _ = jax.lax.scan(body, self._embed(tokens), self.layers.stacked())
+    return self._logits(x)
+
+  def forward_cached(self, tokens: jax.Array, positions: jax.Array, token_valid: jax.Array,
+                     cache: KVCache, index: jax.Array) -> tuple[jax.Array, KVCache]:
+    """Runs tokens [B, T] written at cache slots index..index+T-1; returns (logits, cache).
+
+    Each query attends to every valid cache slot up to its own; `token_valid` [B, T] marks
+    which new tokens are real (left padding in a prefill is not).
+    """
+    config = self.config
+    t = tokens.shape[1]
+    s = cache.k.shape[2]
+    valid = jax.lax.dynamic_update_slice(cache.valid, token_valid, (0, index))
+    slots = jnp.arange(s)
+    mask = valid[:, None, :] & (slots[None, None, :] <= index + jnp.arange(t)[None, :, None])
+
+    def body(carry, xs):
+      x, k_all, v_all = carry
+      p, layer = xs
+
+      def attend(q, k, v):
+        k_new = jax.lax.dynamic_update_slice(k_all, k[None].astype(k_all.dtype),
+                                             (layer, 0, index, 0, 0))
+        v_new = jax.lax.dynamic_update_slice(v_all, v[None].astype(v_all.dtype),
+                                             (layer, 0, index, 0, 0))
+        out = _attention(q, k_new[layer], v_new[layer], mask)
+        return out, (k_new, v_new)
+
+      x, (k_all, v_all) = _block(config, x, p, positions, attend)
+      return (x, k_all, v_all), None
+
+    layers = jnp.arange(config.num_layers)
+    (x, k_all, v_all), _ = jax.lax.scan(
+        body, (self._embed(tokens), cache.k, cache.v), (self.layers.stacked(), layers))
+    return self._logits(x), KVCache(k=k_all, v=v_all, valid=valid)
+
+
+def param_count(model: nnx.Module) -> int:
+  return sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
+
+
+def abstract_decoder(config: ModelConfig) -> tuple[Any, nnx.State]:
+  """(graphdef, abstract state) without allocating weights; loaders fill in the values."""
+  return nnx.split(nnx.eval_shape(lambda: Decoder(config, rngs=nnx.Rngs(0))))

@@ -1,0 +1,45 @@
+"""Named model configurations (architecture only; weights come from checkpoints)."""
+
+from __future__ import annotations
+
+from precisecoder.model.config import ModelConfig
+
+_QWEN3_VOCAB = 151936
+_QWEN3_EOS = (151645, 151643)  # <|im_end|>, <|endoftext|>
+
+
+def _qwen3(layers, hidden, heads, kv_heads, ffn, tied) -> ModelConfig:
+  return ModelConfig(
+      arch="qwen3", vocab_size=_QWEN3_VOCAB, hidden_size=hidden, num_layers=layers,
+      num_heads=heads, num_kv_heads=kv_heads, head_dim=128, intermediate_size=ffn,
+      rope_theta=1_000_000.0, rms_norm_eps=1e-6, tie_embeddings=tied,
+      max_position_embeddings=40960, bos_token_id=None, eos_token_ids=_QWEN3_EOS,
+      pad_token_id=151643)
+
+
+PRESETS: dict[str, ModelConfig] = {
+    # A few million parameters: unit tests and CPU benchmarks.
+    "tiny": ModelConfig(
+        arch="qwen3", vocab_size=1024, hidden_size=128, num_layers=4, num_heads=8,
+        num_kv_heads=4, head_dim=32, intermediate_size=384, rope_theta=1_000_000.0,
+        rms_norm_eps=1e-6, tie_embeddings=True, max_position_embeddings=4096,
+        bos_token_id=None, eos_token_ids=(1,), pad_token_id=0),
+    # HuggingFaceTB/SmolLM2-135M-Instruct (Llama architecture).
+    "smollm2-135m": ModelConfig(
+        arch="llama", vocab_size=49152, hidden_size=576, num_layers=30, num_heads=9,
+        num_kv_heads=3, head_dim=64, intermediate_size=1536, rope_theta=100000.0,
+        rms_norm_eps=1e-5, tie_embeddings=True, max_position_embeddings=8192,
+        bos_token_id=1, eos_token_ids=(2,), pad_token_id=2),
+    "qwen3-0.6b": _qwen3(28, 1024, 16, 8, 3072, tied=True),
+    "qwen3-1.7b": _qwen3(28, 2048, 16, 8, 6144, tied=True),
+    "qwen3-4b": _qwen3(36, 2560, 32, 8, 9728, tied=True),
+    "qwen3-8b": _qwen3(36, 4096, 32, 8, 12288, tied=False),
+    "qwen3-14b": _qwen3(40, 5120, 40, 8, 17408, tied=False),
+}
+
+
+def get(name: str, **overrides) -> ModelConfig:
+  """The preset `name`, with any field overridden (e.g. dtype="bfloat16", remat=True)."""
+  if name not in PRESETS:
+    raise KeyError(f"unknown model preset {name!r}; known: {sorted(PRESETS)}")
+  return PRESETS[name].replace(**overrides)

@@ -1,0 +1,199 @@
+"""Batched sampling with a KV cache: one prefill, then a jitted `while_loop` of one-token steps.
+
+Shapes are static: prompts are left-padded to a bucketed length and the cache holds
+prompt + `max_new_tokens` slots, so a run recompiles only for a new bucket, batch size or
+sampling setting (and the persistent compilation cache makes even that cheap across runs).
+Each prompt is prefilled once and its cache repeated for its `num_samples` rows. The loop
+stops as soon as every row has produced an end-of-sequence token.
+
+Behaviour log-probs are those of the sampled token under the temperature-scaled model
+distribution, log softmax(logits / T) (log softmax(logits) when greedy), before top-k/top-p
+truncation: exactly what a learner recomputes from the same policy at the same temperature.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import pathlib
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding
+
+from precisecoder.model.decoder import CACHE_AXES, Decoder, KVCache, positions_from_mask
+from precisecoder.model.sharding import constrain, logical_to_spec
+
+_MASKED = -1e30
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleOutput:
+  """Rows are prompt-major: row = prompt_index * num_samples + k."""
+  prompt_ids: np.ndarray  # int32 [N, P], left-padded with pad_id
+  prompt_mask: np.ndarray  # bool [N, P], True on real prompt tokens
+  tokens: np.ndarray  # int32 [N, T], pad_id after the end
+  logprobs: np.ndarray  # float32 [N, T], behaviour log-probs, 0 after the end
+  lengths: np.ndarray  # int32 [N], generated tokens including the end-of-sequence token
+  groups: np.ndarray  # int32 [N], index of the prompt each row answers
+
+  @property
+  def completion_mask(self) -> np.ndarray:
+    return np.arange(self.tokens.shape[1])[None, :] < self.lengths[:, None]
+
+  def completion_ids(self, row: int, *, keep_eos: bool = False, eos_ids: Sequence[int] = ()
+                     ) -> list[int]:
+    ids = self.tokens[row, :self.lengths[row]].tolist()
+    if not keep_eos and ids and ids[-1] in eos_ids:
+      ids = ids[:-1]
+    return ids
+
+
+def enable_compilation_cache(path: str | os.PathLike | None = None) -> pathlib.Path:
+  """Persists compiled programs across runs (default ~/.cache/precisecoder/jax)."""
+  path = pathlib.Path(path or os.environ.get("JAX_COMPILATION_CACHE_DIR")
+                      or pathlib.Path.home() / ".cache" / "precisecoder" / "jax")
+  path.mkdir(parents=True, exist_ok=True)
+  jax.config.update("jax_compilation_cache_dir", str(path))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+  return path
+
+
+def bucket_length(n: int, multiple: int = 64) -> int:
+  return max(multiple, -(-n // multiple) * multiple)
+
+
+def choose_tokens(logits: jax.Array, key: jax.Array, *, temperature: float, top_p: float,
+                  top_k: int) -> tuple[jax.Array, jax.Array]:
+  """Samples one token per row of float32 logits [N, V]; returns (tokens, behaviour log-probs)."""
+  if temperature == 0.0:
+    tokens = jnp.argmax(logits, axis=-1)
+    logp = jax.nn.log_softmax(logits, axis=-1)
+  else:
+    scaled = logits / temperature
+    logp = jax.nn.log_softmax(scaled, axis=-1)
+    if 0 < top_k < logits.shape[-1]:
+      kth = jax.lax.top_k(scaled, top_k)[0][:, -1:]
+      scaled = jnp.where(scaled < kth, _MASKED, scaled)
+    if top_p < 1.0:
+      ordered = jnp.flip(jnp.sort(scaled, axis=-1), axis=-1)
+      probs = jax.nn.softmax(ordered, axis=-1)
+      before = jnp.cumsum(probs, axis=-1) - probs  # mass of strictly more likely tokens
+      threshold = jnp.min(jnp.where(before < top_p, ordered, jnp.inf), axis=-1, keepdims=True)
+      scaled = jnp.where(scaled < threshold, _MASKED, scaled)
+    tokens = jax.random.categorical(key, scaled, axis=-1)
+  tokens = tokens.astype(jnp.int32)
+  return tokens, jnp.take_along_axis(logp, tokens[:, None], axis=-1)[:, 0]
+
+
+def _constrain_cache(cache: KVCache) -> KVCache:
+  return KVCache(k=constrain(cache.k, CACHE_AXES), v=constrain(cache.v, CACHE_AXES),
+                 valid=constrain(cache.valid, ("batch", "cache_seq")))
+
+
+@functools.partial(jax.jit, static_argnames=(
+    "graphdef", "num_samples", "max_new_tokens", "temperature", "top_p", "top_k", "eos_ids",
+    "pad_id"))
+def _generate(graphdef, state, prompt, prompt_mask, key, *, num_samples, max_new_tokens,
+              temperature, top_p, top_k, eos_ids, pad_id):
+  model: Decoder = nnx.merge(graphdef, state)
+  num_prompts, prompt_len = prompt.shape
+  n = num_prompts * num_samples
+  cache = _constrain_cache(KVCache.zeros(model.config, num_prompts, prompt_len + max_new_tokens))
+  logits, cache = model.forward_cached(prompt, positions_from_mask(prompt_mask), prompt_mask,
+                                       cache, jnp.int32(0))
+
+  def repeat(x, axis):  # prompt-major rows: each prompt's copies are adjacent
+    return jnp.repeat(x, num_samples, axis=axis, total_repeat_length=x.shape[axis] * num_samples)
+
+  cache = _constrain_cache(KVCache(k=repeat(cache.k, 1), v=repeat(cache.v, 1),
+                                   valid=repeat(cache.valid, 0)))
+  last = constrain(repeat(logits[:, -1], 0), ("batch", "vocab"))
+  position = repeat(jnp.sum(prompt_mask, axis=-1, dtype=jnp.int32), 0)
+  eos = jnp.asarray(eos_ids, jnp.int32)
+
+  state0 = dict(
+      step=jnp.int32(0), last=last, cache=cache, position=position,
+      done=jnp.zeros((n,), bool), lengths=jnp.zeros((n,), jnp.int32),
+      tokens=jnp.full((n, max_new_tokens), pad_id, jnp.int32),
+      logprobs=jnp.zeros((n, max_new_tokens), jnp.float32))
+
+  def cond(s):
+    return (s["step"] < max_new_tokens) & ~jnp.all(s["done"])
+
+  def body(s):
+    step, done = s["step"], s["done"]
+    token, logprob = choose_tokens(s["last"], jax.random.fold_in(key, step),
+                                   temperature=temperature, top_p=top_p, top_k=top_k)
+    token = jnp.where(done, pad_id, token)
+    logprob = jnp.where(done, 0.0, logprob)
+    live = ~done
+    tokens = jax.lax.dynamic_update_slice(s["tokens"], token[:, None], (0, step))
+    logprobs = jax.lax.dynamic_update_slice(s["logprobs"], logprob[:, None], (0, step))
+    logits, cache = model.forward_cached(token[:, None], s["position"][:, None], live[:, None],
+                                         s["cache"], prompt_len + step)
+    return dict(
+        step=step + 1, last=constrain(logits[:, 0], ("batch", "vocab")),
+        cache=_constrain_cache(cache), position=s["position"] + live.astype(jnp.int32),
+        done=done | (live & jnp.isin(token, eos)), lengths=s["lengths"] + live.astype(jnp.int32),
+        tokens=tokens, logprobs=logprobs)
+
+  final = jax.lax.while_loop(cond, body, state0)
+  return final["tokens"], final["logprobs"], final["lengths"]
+
+
+def left_pad(prompt_ids: Sequence[Sequence[int]], length: int, pad_id: int
+             ) -> tuple[np.ndarray, np.ndarray]:
+  tokens = np.full((len(prompt_ids), length), pad_id, np.int32)
+  mask = np.zeros((len(prompt_ids), length), bool)
+  for row, ids in enumerate(prompt_ids):
+    if ids:
+      tokens[row, length - len(ids):] = ids
+      mask[row, length - len(ids):] = True
+  return tokens, mask
+
+
+def sample(model: Decoder, prompt_ids: Sequence[Sequence[int]], *, num_samples: int = 1,
+           max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
+           eos_ids: Sequence[int], pad_id: int, seed: int = 0, mesh: Mesh | None = None,
+           prompt_bucket: int = 64) -> SampleOutput:
+  """Samples `num_samples` completions per prompt; deterministic for a seed (and any mesh)."""
+  if not prompt_ids:
+    raise ValueError("sample: no prompts")
+  for i, ids in enumerate(prompt_ids):
+    if not len(ids):
+      raise ValueError(f"sample: prompt {i} is empty")
+  if num_samples < 1 or max_new_tokens < 1:
+    raise ValueError(f"sample: num_samples={num_samples} and max_new_tokens={max_new_tokens} "
+                     "must be positive")
+  if temperature < 0 or not 0 < top_p <= 1 or top_k < 0:
+    raise ValueError(f"sample: bad temperature={temperature}, top_p={top_p} or top_k={top_k}")
+  longest = max(len(ids) for ids in prompt_ids)
+  prompt_len = bucket_length(longest, prompt_bucket)
+  limit = model.config.max_position_embeddings
+  if longest + max_new_tokens > limit:
+    raise ValueError(f"sample: prompt ({longest}) + max_new_tokens ({max_new_tokens}) exceeds "
+                     f"the model's {limit} positions")
+  prompt, mask = left_pad(prompt_ids, prompt_len, pad_id)
+  graphdef, state = nnx.split(model)
+  statics = dict(num_samples=int(num_samples), max_new_tokens=int(max_new_tokens),
+                 temperature=float(temperature), top_p=float(top_p), top_k=int(top_k),
+                 eos_ids=tuple(int(e) for e in eos_ids), pad_id=int(pad_id))
+  key = jax.random.key(seed)
+  if mesh is None:
+    tokens, logprobs, lengths = _generate(graphdef, state, prompt, mask, key, **statics)
+  else:
+    with jax.set_mesh(mesh):
+      batch = NamedSharding(mesh, logical_to_spec(("batch", None), prompt.shape, mesh))
+      prompt_d, mask_d = jax.device_put((prompt, mask), batch)
+      tokens, logprobs, lengths = _generate(graphdef, state, prompt_d, mask_d, key, **statics)
+  tokens, logprobs, lengths = jax.device_get((tokens, logprobs, lengths))
+  return SampleOutput(
+      prompt_ids=np.repeat(prompt, num_samples, axis=0),
+      prompt_mask=np.repeat(mask, num_samples, axis=0),
+      tokens=np.asarray(tokens), logprobs=np.asarray(logprobs), lengths=np.asarray(lengths),
+      groups=np.repeat(np.arange(len(prompt_ids), dtype=np.int32), num_samples))
