@@ -1,13 +1,30 @@
-"""Task records (DESIGN.md "Contract: task files").
+"""Task records: parsing, writing, and `gt_diff` <-> programs (DESIGN.md "Contract: task files").
 
-OWNER NOTE (temporary, removed when parsing lands): the dataclass fields below are the
-interface other modules code against; parsing/loading/gt_diff helpers are being added.
+Two inputs load into the same `Task`:
+* contract records (JSON Lines, one task per line; extra fields pass through);
+* raw PDB records (a JSON array or JSON Lines) whose values are Python-literal
+  strings ("'BigCodeBench/13_0'", "5", "True", a `gt_diff` dict as text).
+  PDB records carry no tests; pass `tests_for` to join them from their source.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
-from typing import Any
+import json
+import math
+import os
+import pathlib
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+from precisecoder import edits
+
+TEST_KINDS = ("unittest", "assert", "call", "io")
+
+# Contract field name -> PDB field names that may carry it.
+_ALIASES = {"prompt": ("prompt", "task_prompt")}
+_KNOWN = {"task_id", "buggy_code", "gt_solution", "gt_diff", "tests", "prompt", "task_prompt",
+          "timeout_s", "is_buggy", "bug_count", "source_dataset"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,3 +40,271 @@ class Task:
   bug_count: int = 1
   source_dataset: str = ""
   extra: dict[str, Any] = dataclasses.field(default_factory=dict)  # passed-through fields
+
+
+class TaskError(ValueError):
+  """A task record that cannot be used; the message names file, line and field."""
+
+
+# ---------------------------------------------------------------------------
+# gt_diff <-> programs
+# ---------------------------------------------------------------------------
+
+
+def derive_gt_diff(buggy: str, fixed: str) -> dict[str, dict[str, str]]:
+  """The PDB-format diff that turns `buggy` into `fixed` (buggy-line coordinates)."""
+  return edits.line_diff(buggy, fixed)
+
+
+def apply_gt_diff(buggy: str, gt_diff: Mapping[str, Mapping[str, str]]) -> str:
+  """`buggy` with `gt_diff` applied (lines right-stripped, no trailing newline)."""
+  return edits.apply_diff(buggy, edits.validate_diff(gt_diff, "gt_diff"))
+
+
+def _code_lines(code: str) -> list[str]:
+  """Lines as the diff sees them: right-stripped, blank lines ignored."""
+  return [line.rstrip() for line in code.splitlines() if line.strip()]
+
+
+def gt_diff_mismatch(buggy: str, fixed: str, gt_diff: Mapping[str, Mapping[str, str]]) -> str | None:
+  """None if applying `gt_diff` to `buggy` gives `fixed`, else the first differing line."""
+  got = _code_lines(edits.apply_diff(buggy, gt_diff))
+  want = _code_lines(fixed)
+  for i, (g, w) in enumerate(zip(got, want)):
+    if g != w:
+      return f"non-blank line {i + 1}: gt_diff gives {g!r}, gt_solution has {w!r}"
+  if len(got) != len(want):
+    return f"gt_diff gives {len(got)} non-blank lines, gt_solution has {len(want)}"
+  return None
+
+
+# ---------------------------------------------------------------------------
+# Parsing
+# ---------------------------------------------------------------------------
+
+
+def _is_raw_pdb(record: Mapping[str, Any]) -> bool:
+  return (isinstance(record.get("is_buggy"), str) or isinstance(record.get("bug_count"), str)
+          or ("task_prompt" in record and "prompt" not in record))
+
+
+def _literal(value: Any) -> Any:
+  """A raw PDB value decoded from its Python-literal text; other text stays as is."""
+  if not isinstance(value, str):
+    return value
+  try:
+    return ast.literal_eval(value)
+  except (ValueError, SyntaxError, MemoryError, RecursionError):
+    return value
+
+
+def _text(record: Mapping[str, Any], field: str, where: str, raw: bool, required: bool = True) -> str:
+  names = _ALIASES.get(field, (field,))
+  present = [n for n in names if n in record]
+  if not present:
+    if required:
+      raise TaskError(f"{where}: missing field {field!r}")
+    return ""
+  value = record[present[0]]
+  if raw:
+    decoded = _literal(value)
+    value = decoded if isinstance(decoded, str) else value
+  if not isinstance(value, str):
+    raise TaskError(f"{where}: field {present[0]!r} must be a string, got {type(value).__name__}")
+  return value
+
+
+def _boolean(value: Any, where: str, field: str) -> bool:
+  if isinstance(value, str):
+    value = {"true": True, "false": False}.get(value.strip().lower(), value)
+  if not isinstance(value, bool):
+    raise TaskError(f"{where}: field {field!r} must be a boolean, got {value!r}")
+  return value
+
+
+def _number(value: Any, where: str, field: str, kind: type) -> Any:
+  if isinstance(value, str):
+    value = _literal(value.strip())
+  if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+      or (kind is int and value != int(value))):
+    raise TaskError(f"{where}: field {field!r} must be a {kind.__name__}, got {value!r}")
+  if value < 0:
+    raise TaskError(f"{where}: field {field!r} must not be negative, got {value!r}")
+  return kind(value)
+
+
+def _parse_gt_diff(value: Any, where: str) -> dict[str, dict[str, str]]:
+  if isinstance(value, str):
+    text = value
+    try:
+      value = json.loads(text)
+    except json.JSONDecodeError:
+      value = _literal(text)
+      if isinstance(value, str):
+        raise TaskError(f"{where}: field 'gt_diff' is neither JSON nor a Python literal") from None
+  try:
+    return edits.validate_diff(value, f"{where}: field 'gt_diff'")
+  except ValueError as e:
+    raise TaskError(str(e)) from None
+
+
+def validate_tests(tests: Any, where: str) -> dict[str, Any]:
+  """Checks a test spec against the contract's test kinds."""
+  field = f"{where}: field 'tests'"
+  if not isinstance(tests, Mapping):
+    raise TaskError(f"{field} must be an object, got {type(tests).__name__}")
+  kind = tests.get("kind")
+  if kind not in TEST_KINDS:
+    raise TaskError(f"{field}.kind: {kind!r} is not one of {TEST_KINDS}")
+  if kind in ("unittest", "assert"):
+    if not isinstance(tests.get("code"), str) or not tests["code"].strip():
+      raise TaskError(f"{field}.code: a non-empty string is required for kind {kind!r}")
+    return dict(tests)
+  if kind == "call" and (not isinstance(tests.get("entry_point"), str) or not tests["entry_point"]):
+    raise TaskError(f"{field}.entry_point: a non-empty string is required for kind 'call'")
+  cases = tests.get("cases")
+  if not isinstance(cases, list) or not cases:
+    raise TaskError(f"{field}.cases: a non-empty list is required for kind {kind!r}")
+  for i, case in enumerate(cases):
+    if not isinstance(case, Mapping):
+      raise TaskError(f"{field}.cases[{i}]: expected an object")
+    needed = ("expected",) if kind == "call" else ("stdin", "stdout")
+    for name in needed:
+      if name not in case:
+        raise TaskError(f"{field}.cases[{i}]: missing {name!r}")
+    if kind == "call" and not isinstance(case.get("args", []), list):
+      raise TaskError(f"{field}.cases[{i}].args: expected a list")
+    if kind == "call" and not isinstance(case.get("kwargs", {}), Mapping):
+      raise TaskError(f"{field}.cases[{i}].kwargs: expected an object")
+    if kind == "io" and not (isinstance(case["stdin"], str) and isinstance(case["stdout"], str)):
+      raise TaskError(f"{field}.cases[{i}]: stdin and stdout must be strings")
+  return dict(tests)
+
+
+TestsFor = Callable[[str, Mapping[str, Any]], "dict[str, Any] | None"]
+
+
+def parse_task(record: Mapping[str, Any], where: str, *, tests_for: TestsFor | None = None,
+               require_tests: bool = True) -> Task:
+  """A `Task` from a contract or raw PDB record; `where` ("file:line") prefixes errors.
+
+  `tests_for(task_id, record)` supplies tests for records that have none (PDB);
+  with `require_tests=False` such records load with `tests == {}`.
+  """
+  if not isinstance(record, Mapping):
+    raise TaskError(f"{where}: expected a JSON object, got {type(record).__name__}")
+  raw = _is_raw_pdb(record)
+  task_id = _text(record, "task_id", where, raw)
+  if not task_id:
+    raise TaskError(f"{where}: field 'task_id' is empty")
+  where = f"{where} ({task_id})"
+  buggy = _text(record, "buggy_code", where, raw)
+  if not buggy.strip():
+    raise TaskError(f"{where}: field 'buggy_code' is empty")
+  fixed = _text(record, "gt_solution", where, raw)
+  prompt = _text(record, "prompt", where, raw, required=False)
+
+  is_buggy = _boolean(record.get("is_buggy", True), where, "is_buggy")
+  if "gt_diff" in record and record["gt_diff"] not in (None, ""):
+    gt_diff = _parse_gt_diff(record["gt_diff"], where)
+    problem = gt_diff_mismatch(buggy, fixed, gt_diff)
+    if problem:
+      raise TaskError(f"{where}: field 'gt_diff' disagrees with buggy_code -> gt_solution ({problem})")
+  else:
+    gt_diff = derive_gt_diff(buggy, fixed)
+  if is_buggy and not gt_diff:
+    raise TaskError(f"{where}: is_buggy is true but buggy_code and gt_solution do not differ")
+  if not is_buggy and gt_diff:
+    raise TaskError(f"{where}: is_buggy is false but gt_diff is not empty (a clean task has "
+                    "buggy_code == gt_solution)")
+  default_count = len(edits.parse_blocks(gt_diff)) if is_buggy else 0
+  bug_count = _number(record.get("bug_count", default_count), where, "bug_count", int)
+  timeout_s = _number(record.get("timeout_s", 6.0), where, "timeout_s", float)
+  if timeout_s <= 0:
+    raise TaskError(f"{where}: field 'timeout_s' must be positive, got {timeout_s}")
+  source = _text(record, "source_dataset", where, raw, required=False)
+
+  tests = record.get("tests")
+  if tests is None and tests_for is not None:
+    tests = tests_for(task_id, record)
+  if tests is None:
+    if require_tests:
+      raise TaskError(f"{where}: missing field 'tests' (raw PDB records need tests joined from "
+                      "their source benchmark)")
+    tests = {}
+  else:
+    tests = validate_tests(tests, where)
+
+  extra = {k: (_literal(v) if raw else v) for k, v in record.items() if k not in _KNOWN}
+  return Task(task_id=task_id, buggy_code=buggy, gt_solution=fixed, gt_diff=gt_diff, tests=tests,
+              prompt=prompt, timeout_s=timeout_s, is_buggy=is_buggy, bug_count=bug_count,
+              source_dataset=source, extra=extra)
+
+
+def task_to_record(task: Task) -> dict[str, Any]:
+  """The contract JSON record of a task (extra fields first, contract fields win)."""
+  record = dict(task.extra)
+  record.update(task_id=task.task_id, prompt=task.prompt, buggy_code=task.buggy_code,
+                gt_solution=task.gt_solution, gt_diff=task.gt_diff, tests=task.tests,
+                timeout_s=task.timeout_s, is_buggy=task.is_buggy, bug_count=task.bug_count,
+                source_dataset=task.source_dataset)
+  return record
+
+
+# ---------------------------------------------------------------------------
+# Files
+# ---------------------------------------------------------------------------
+
+
+def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[str, Any]]:
+  """(where, record) for every record of a JSON Lines file or a JSON array file."""
+  path = pathlib.Path(path)
+  try:
+    text = path.read_text(encoding="utf-8")
+  except OSError as e:
+    raise TaskError(f"{path}: cannot read ({e.strerror or e})") from None
+  except UnicodeDecodeError as e:
+    raise TaskError(f"{path}: not UTF-8 text ({e})") from None
+  if text.lstrip().startswith("["):
+    try:
+      records = json.loads(text)
+    except json.JSONDecodeError as e:
+      raise TaskError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
+    for i, record in enumerate(records):
+      yield f"{path}[{i}]", record
+    return
+  for line_no, line in enumerate(text.splitlines(), 1):
+    if not line.strip():
+      continue
+    try:
+      record = json.loads(line)
+    except json.JSONDecodeError as e:
+      raise TaskError(f"{path}:{line_no}: invalid JSON ({e.msg}, column {e.colno})") from None
+    yield f"{path}:{line_no}", record
+
+
+def load_tasks(path: str | os.PathLike[str], *, tests_for: TestsFor | None = None,
+               require_tests: bool = True) -> list[Task]:
+  """Every task of a task file; the first bad record raises a `TaskError` naming it."""
+  tasks, seen = [], {}
+  for where, record in iter_records(path):
+    task = parse_task(record, where, tests_for=tests_for, require_tests=require_tests)
+    if task.task_id in seen:
+      raise TaskError(f"{where}: duplicate task_id {task.task_id!r} (first at {seen[task.task_id]})")
+    seen[task.task_id] = where
+    tasks.append(task)
+  return tasks
+
+
+def write_tasks(path: str | os.PathLike[str], tasks: Iterable[Task]) -> int:
+  """Writes contract JSON Lines atomically; returns the number of tasks written."""
+  path = pathlib.Path(path)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  tmp = path.with_name(path.name + ".tmp")
+  count = 0
+  with tmp.open("w", encoding="utf-8") as f:
+    for task in tasks:
+      f.write(json.dumps(task_to_record(task), ensure_ascii=False) + "\n")
+      count += 1
+  os.replace(tmp, path)
+  return count
