@@ -1,0 +1,404 @@
+"""The PreciseCoder reward: counterfactual per-defect credit for a batch of programs.
+
+For each (task, program) pair (PAPER.md "The method"):
+  unit       the program passes the task's tests;
+  fix_i      defect i's counterfactual program (every reference fix except
+             block i, plus the predicted block aligned to i) passes;
+  ess_i      the smallest contiguous run of the predicted block that still fixes
+             defect i (sizes 1, 2, ... up to the slack, smallest first);
+  precision  min((Σ matched reference lines + slack credit) / ℓ, 1);
+  recall     (1/m) Σ fix_i, gated to 1 when unit = 1;
+  F1, r_λ = (1 − λ)·unit + λ·F1, and the baselines' terms.
+
+Every program of a batch (full programs, counterfactuals, ess candidates) is
+run once: jobs are deduplicated by `Job.key()` across the batch and across
+calls, exact block matches and programs the task already vouches for are not
+run, and programs that do not compile are failed without a run.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any, Iterable, Mapping, Protocol, Sequence
+
+import numpy as np
+
+from precisecoder import edits
+from precisecoder.execution.types import Job, Limits, Result, Status
+from precisecoder.tasks import Task
+
+ARRAY_KEYS = ("unit", "precision", "recall", "recall_gated", "f1", "reward", "precision_only",
+              "recall_only", "edit_lines", "edit_cost", "noop", "damage")
+
+
+class Pool(Protocol):
+  def run(self, jobs: Sequence[Job], deadline_s: float | None = None) -> list[Result]:
+    ...
+
+
+def default_epsilon(ref: edits.Block) -> int:
+  """PDB's slack: 2 extra lines for a single-line reference block, 1 for a multi-line one."""
+  return 2 if len(ref) == 1 else 1
+
+
+@dataclasses.dataclass
+class MatchScore:
+  """One aligned predicted block, and what its test runs showed."""
+
+  match: edits.Match
+  slack: int  # extra predicted lines credited beyond the reference lines
+  fixed: bool = True  # exact matches are credited without a run
+  ess_size: int | None = None  # smallest passing sub-block size, if one was found
+
+  def as_record(self) -> dict[str, Any]:
+    m = self.match
+    return {"kind": m.kind, "pred_lines": [m.pred.start, m.pred.end], "pred_edits": len(m.pred),
+            "ref_blocks": sorted(r.index for r in m.refs), "fixed": self.fixed,
+            "slack": self.slack if self.fixed else 0, "ess_size": self.ess_size}
+
+
+@dataclasses.dataclass
+class SampleScore:
+  """Every term for one (task, program) pair."""
+
+  task: Task
+  program: str | None
+  unit: float = 0.0
+  precision: float = 0.0
+  recall: float = 0.0
+  recall_gated: float = 0.0
+  f1: float = 0.0
+  edit_lines: int = 0
+  edit_cost: float = 0.0
+  noop: bool = False
+  damage: bool | None = None
+  fixed: list[int] = dataclasses.field(default_factory=list)
+  matches: list[MatchScore] = dataclasses.field(default_factory=list)
+  error: str | None = None
+  pred_diff: edits.Diff = dataclasses.field(default_factory=dict, repr=False)
+
+
+class _Verdicts:
+  """Pass/fail per job key, shared by every batch a scorer sees (bounded, LRU)."""
+
+  def __init__(self, capacity: int):
+    self._capacity = capacity
+    self._passed: collections.OrderedDict[str, bool] = collections.OrderedDict()
+    self.requested = 0  # program verdicts asked for
+    self.executed = 0  # programs actually sent to the pool
+    self.skipped = 0  # verdicts known without running (exact, vouched, no compile)
+
+  def get(self, key: str) -> bool | None:
+    if key in self._passed:
+      self._passed.move_to_end(key)
+      return self._passed[key]
+    return None
+
+  def put(self, key: str, passed: bool) -> None:
+    self._passed[key] = passed
+    self._passed.move_to_end(key)
+    while len(self._passed) > self._capacity:
+      self._passed.popitem(last=False)
+
+
+class _Batch:
+  """Collects the programs a round needs, runs each unique one once, answers verdicts."""
+
+  def __init__(self, scorer: "RewardScorer"):
+    self._scorer = scorer
+    self._jobs: dict[str, Job] = {}
+    self._infra: dict[str, str] = {}
+
+  def job(self, program: str, task: Task) -> str:
+    """Registers `program` under `task`'s tests; returns its key."""
+    job = Job(program=program, tests=task.tests, limits=self._scorer.limits_for(task))
+    key = job.key()
+    verdicts = self._scorer.verdicts
+    verdicts.requested += 1
+    if verdicts.get(key) is None and key not in self._jobs:
+      if _compile_error(program) is not None:
+        verdicts.put(key, False)
+        verdicts.skipped += 1
+      else:
+        self._jobs[key] = job
+    return key
+
+  def run(self) -> None:
+    if not self._jobs:
+      return
+    keys, jobs = list(self._jobs), list(self._jobs.values())
+    results = self._scorer.pool.run(jobs, deadline_s=self._scorer.deadline_s)
+    if len(results) != len(jobs):
+      raise RuntimeError(f"pool returned {len(results)} results for {len(jobs)} jobs")
+    self._scorer.verdicts.executed += len(jobs)
+    for key, result in zip(keys, results):
+      if result.status is Status.INFRA_ERROR:
+        self._infra[key] = result.detail or "execution pool failed"
+      else:
+        self._scorer.verdicts.put(key, result.passed)
+    self._jobs = {}
+
+  def passed(self, key: str) -> bool:
+    verdict = self._scorer.verdicts.get(key)
+    return bool(verdict)  # infra errors (never cached) count as failures
+
+  def infra_error(self, key: str) -> str | None:
+    return self._infra.get(key)
+
+
+def _compile_error(program: str) -> str | None:
+  """Why `program` cannot run (it does not compile), or None."""
+  try:
+    compile(program, "<program>", "exec", dont_inherit=True)
+  except SyntaxError as e:
+    return f"syntax error at line {e.lineno}: {e.msg}"
+  except (ValueError, RecursionError, MemoryError, OverflowError) as e:
+    return f"cannot compile: {type(e).__name__}: {e}"
+  return None
+
+
+def _harmonic(a: float, b: float) -> float:
+  return 2 * a * b / (a + b) if a + b > 0 else 0.0
+
+
+class RewardScorer:
+  """Scores programs against tasks with the PreciseCoder terms (see module doc).
+
+  Args:
+    pool: the execution pool (`ExecutionPool`, or anything with its `run`).
+    epsilon: slack lines per matched reference block; None follows PDB's default
+      (2 for a single-line block, 1 for a multi-line one).
+    pdb_compat: reproduce the released PDB evaluator: its ess runs keep the
+      matched reference block in the test program, and F1 uses ungated recall.
+    lam: λ of r_λ = (1 − λ)·unit + λ·F1.
+    trust_references: take a program identical (in diff terms) to the task's
+      reference fix as passing and an unchanged buggy program as failing,
+      without running them (PDB keeps only tasks where both hold).
+    deadline_s: per-round deadline passed to `pool.run`.
+    cache_size: verdicts remembered across calls.
+  """
+
+  def __init__(self, pool: Pool, epsilon: int | None = None, pdb_compat: bool = False,
+               lam: float = 1 / 3, *, trust_references: bool = True,
+               deadline_s: float | None = None, cache_size: int = 200_000):
+    if epsilon is not None and epsilon < 0:
+      raise ValueError(f"epsilon must be >= 0, got {epsilon}")
+    if not 0 <= lam <= 1:
+      raise ValueError(f"lam must be in [0, 1], got {lam}")
+    self.pool = pool
+    self.epsilon = epsilon
+    self.pdb_compat = pdb_compat
+    self.lam = lam
+    self.trust_references = trust_references
+    self.deadline_s = deadline_s
+    self.verdicts = _Verdicts(cache_size)
+
+  def limits_for(self, task: Task) -> Limits:
+    return Limits(timeout_s=float(task.timeout_s))
+
+  def stats(self) -> dict[str, int]:
+    v = self.verdicts
+    return {"verdicts_requested": v.requested, "programs_executed": v.executed,
+            "verdicts_without_run": v.skipped}
+
+  # -------------------------------------------------------------------------
+  # Public API
+  # -------------------------------------------------------------------------
+
+  def score(self, tasks: Sequence[Task], programs: Sequence[str | None]) -> dict[str, np.ndarray]:
+    """Per-term float32 arrays of shape [N] (keys: `ARRAY_KEYS`)."""
+    return self.to_arrays(self.evaluate(tasks, programs))
+
+  def score_records(self, tasks: Sequence[Task], programs: Sequence[str | None],
+                    samples: Sequence[int] | None = None,
+                    errors: Sequence[str | None] | None = None) -> list[dict[str, Any]]:
+    """One score-file line per pair (DESIGN.md "Contract: predictions and scores")."""
+    scores = self.evaluate(tasks, programs, errors)
+    return [self.to_record(s, samples[i] if samples is not None else 0) for i, s in enumerate(scores)]
+
+  def evaluate(self, tasks: Sequence[Task], programs: Sequence[str | None],
+               errors: Sequence[str | None] | None = None) -> list[SampleScore]:
+    """Every term of every pair; `errors[i]` marks a pair as unscorable up front."""
+    if len(tasks) != len(programs):
+      raise ValueError(f"{len(tasks)} tasks but {len(programs)} programs")
+    scores = [self._diff(t, p, errors[i] if errors else None) for i, (t, p) in
+              enumerate(zip(tasks, programs))]
+    batch = _Batch(self)
+
+    # Round 1: full programs and counterfactuals of non-exact matches.
+    unit_keys: list[str | None] = []
+    cf_keys: list[list[str | None]] = []
+    for s in scores:
+      unit_keys.append(self._unit_job(s, batch))
+      cf_keys.append([None if m.match.kind == edits.EXACT else batch.job(
+          self._counterfactual(s.task, m.match.refs, m.match.pred), s.task) for m in s.matches])
+    batch.run()
+    for s, unit_key, keys in zip(scores, unit_keys, cf_keys):
+      if unit_key is not None:
+        s.unit = float(batch.passed(unit_key))
+        infra = batch.infra_error(unit_key)
+        if infra and s.error is None:
+          s.error = f"infra_error: {infra}"
+      for m, key in zip(s.matches, keys):
+        if key is not None:
+          m.fixed = batch.passed(key)
+
+    self._essential_runs(scores, batch)
+    for s in scores:
+      self._finish(s)
+    return scores
+
+  # -------------------------------------------------------------------------
+  # Steps
+  # -------------------------------------------------------------------------
+
+  def _diff(self, task: Task, program: str | None, error: str | None) -> SampleScore:
+    s = SampleScore(task=task, program=program, error=error)
+    s.fixed = [0] * len(edits.parse_blocks(task.gt_diff))
+    if program is None or error is not None:
+      s.error = error or "no program"
+      return s
+    if not program.strip():
+      s.error = "empty program"
+      return s
+    pred_diff = edits.line_diff(task.buggy_code, program)
+    s.edit_lines = len(pred_diff)
+    s.noop = not pred_diff
+    s.edit_cost = edits.line_levenshtein(task.buggy_code, program) / max(
+        1, len(task.buggy_code.splitlines()))
+    if task.is_buggy and pred_diff:
+      alignment = edits.align(task.buggy_code, pred_diff, task.gt_diff)
+      s.matches = [MatchScore(m, self._initial_slack(m)) for m in alignment.matches]
+    s.pred_diff = pred_diff
+    return s
+
+  def _initial_slack(self, match: edits.Match) -> int:
+    if match.kind == edits.EXACT:
+      return 0
+    allowed = sum(self.epsilon if self.epsilon is not None else default_epsilon(r) for r in match.refs)
+    return max(min(allowed, len(match.pred) - match.ref_lines), 0)
+
+  def _unit_job(self, s: SampleScore, batch: _Batch) -> str | None:
+    if s.error is not None:
+      return None
+    problem = _compile_error(s.program)
+    if problem is not None:
+      s.error = problem
+      return None
+    if self.trust_references:
+      pred_diff = s.pred_diff
+      if pred_diff == s.task.gt_diff:  # the reference fix (or, for a clean task, a no-op)
+        s.unit = 1.0
+        self.verdicts.skipped += 1
+        return None
+      if s.task.is_buggy and not pred_diff:  # the unchanged buggy program
+        s.unit = 0.0
+        self.verdicts.skipped += 1
+        return None
+    return batch.job(s.program, s.task)
+
+  def _counterfactual(self, task: Task, excluded: Iterable[edits.Block], pred: edits.Block) -> str:
+    refs = edits.parse_blocks(task.gt_diff)
+    return edits.apply_diff(task.buggy_code, edits.counterfactual_diff(refs, excluded, pred))
+
+  def _essential_runs(self, scores: Sequence[SampleScore], batch: _Batch) -> None:
+    """Finds ess sizes, smallest first, one pool round per size across the batch."""
+    pending = [(s, m) for s in scores for m in s.matches if m.fixed and m.slack > 0
+               and m.match.kind != edits.EXACT]
+    size = 1
+    while pending:
+      round_keys = []
+      for s, m in pending:
+        # The released evaluator keeps every reference block in its ess program (its
+        # exclusion list is a dict, not the ids); the paper excludes the matched ones.
+        excluded = () if self.pdb_compat else m.match.refs
+        keys = [batch.job(self._counterfactual(s.task, excluded, edits.sub_block(m.match.pred, i, size)),
+                          s.task) for i in range(len(m.match.pred) - size + 1)]
+        round_keys.append(keys)
+      batch.run()
+      still = []
+      for (s, m), keys in zip(pending, round_keys):
+        if any(batch.passed(k) for k in keys):
+          m.ess_size = size
+          m.slack = size - 1
+        elif size < m.slack:
+          still.append((s, m))
+      pending = still
+      size += 1
+
+  def _finish(self, s: SampleScore) -> None:
+    task = s.task
+    if not task.is_buggy:
+      s.damage = s.unit < 1
+      return
+    if s.edit_lines == 0:
+      return  # a no-op (or an unscorable pair) scores 0 everywhere
+    credit, fixed_refs = 0, set()
+    for m in s.matches:
+      if m.fixed:
+        credit += m.match.ref_lines + m.slack
+        fixed_refs.update(r.index for r in m.match.refs)
+    for i in fixed_refs:
+      s.fixed[i] = 1
+    s.precision = min(credit / s.edit_lines, 1.0)
+    s.recall = len(fixed_refs) / len(s.fixed) if s.fixed else 0.0
+    s.recall_gated = 1.0 if s.unit == 1 else s.recall
+    s.f1 = _harmonic(s.precision, s.recall if self.pdb_compat else s.recall_gated)
+
+  # -------------------------------------------------------------------------
+  # Output
+  # -------------------------------------------------------------------------
+
+  def reward_terms(self, s: SampleScore) -> dict[str, float]:
+    lam = self.lam
+    return {"reward": (1 - lam) * s.unit + lam * s.f1,
+            "precision_only": (1 - lam) * s.unit + lam * s.precision,
+            "recall_only": (1 - lam) * s.unit + lam * s.recall_gated}
+
+  def to_arrays(self, scores: Sequence[SampleScore]) -> dict[str, np.ndarray]:
+    columns: dict[str, list[float]] = {k: [] for k in ARRAY_KEYS}
+    for s in scores:
+      row = {"unit": s.unit, "precision": s.precision, "recall": s.recall,
+             "recall_gated": s.recall_gated, "f1": s.f1, "edit_lines": s.edit_lines,
+             "edit_cost": s.edit_cost, "noop": float(s.noop), "damage": float(bool(s.damage)),
+             **self.reward_terms(s)}
+      for k in ARRAY_KEYS:
+        columns[k].append(row[k])
+    return {k: np.asarray(v, dtype=np.float32) for k, v in columns.items()}
+
+  def to_record(self, s: SampleScore, sample: int = 0) -> dict[str, Any]:
+    buggy = s.task.is_buggy
+    return {"task_id": s.task.task_id, "sample": sample, "unit": int(s.unit),
+            "precision": s.precision if buggy else None, "recall": s.recall if buggy else None,
+            "recall_gated": s.recall_gated if buggy else None, "f1": s.f1 if buggy else None,
+            "reward": self.reward_terms(s)["reward"], "edit_lines": s.edit_lines,
+            "noop": s.noop, "damage": s.damage, "fixed": s.fixed, "error": s.error,
+            "matches": [m.as_record() for m in s.matches]}
+
+
+def ea_grpo_rewards(unit: np.ndarray, edit_cost: np.ndarray, group_size: int, alpha: float,
+                    beta: float) -> np.ndarray:
+  """EA-GRPO (PRepair) rewards for rows grouped prompt-major in groups of `group_size`.
+
+  A failing sample gets 0. A passing one gets 1 − T·β·σ(z), where z is its edit
+  cost standardised over the group's passing samples and T = 1 only once the
+  group's pass rate reaches α.
+  """
+  unit = np.asarray(unit, dtype=np.float64)
+  cost = np.asarray(edit_cost, dtype=np.float64)
+  if unit.shape != cost.shape or unit.ndim != 1 or group_size <= 0 or unit.size % group_size:
+    raise ValueError(f"unit {unit.shape} and edit_cost {cost.shape} must be [N] with N a multiple "
+                     f"of group_size={group_size}")
+  passed = (unit > 0.5).reshape(-1, group_size)
+  cost = cost.reshape(-1, group_size)
+  out = np.zeros_like(cost)
+  for g in range(cost.shape[0]):
+    ok = passed[g]
+    if not ok.any():
+      continue
+    c = cost[g, ok]
+    z = (c - c.mean()) / (c.std() + 1e-6)
+    active = float(ok.mean() >= alpha)
+    out[g, ok] = 1.0 - active * beta / (1.0 + np.exp(-z))
+  return out.reshape(-1).astype(np.float32)
