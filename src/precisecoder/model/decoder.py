@@ -154,7 +154,10 @@ class Decoder(nnx.Module):
       self.lm_head = _param(rngs, (d, v), dt, ("embed", "vocab"))
 
   def _embed(self, tokens):
-    x = jnp.take(self.embed[...], tokens, axis=0)
+    # Gather from an explicitly all-gathered table: XLA cannot gather from a vocab- and
+    # embed-sharded table into batch-sharded activations without a full rematerialisation.
+    table = constrain(self.embed[...], (None, None))
+    x = jnp.take(table, tokens, axis=0)
     return constrain(x, ("batch", "seq", "act_embed"))
 
   def _logits(self, x):
