@@ -1,0 +1,1 @@
+"""Training: the GRPO/GDPO RL loop, SFT and DPO trainers, losses, checkpoints, metrics."""

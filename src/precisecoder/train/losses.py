@@ -1,0 +1,92 @@
+"""Policy-gradient, KL, SFT and DPO losses on per-token log-probs (pure JAX, jit-friendly).
+
+Shapes: [B, T] for per-token arrays (T = completion tokens), [B] for per-sequence ones.
+`mask` marks real completion tokens.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+
+
+def token_logprobs(logits: jax.Array, targets: jax.Array, temperature: float = 1.0
+                   ) -> tuple[jax.Array, jax.Array]:
+  """(log p(target), entropy) per position under softmax(logits / temperature)."""
+  logp_all = jax.nn.log_softmax(logits.astype(jnp.float32) / temperature, axis=-1)
+  logp = jnp.take_along_axis(logp_all, targets[..., None], axis=-1)[..., 0]
+  entropy = -jnp.sum(jnp.exp(logp_all) * logp_all, axis=-1)
+  return logp, entropy
+
+
+def aggregate(per_token: jax.Array, mask: jax.Array, mode: str) -> jax.Array:
+  """Reduces a [B, T] per-token loss to a scalar.
+
+  token-mean: every token in the batch weighs the same (DAPO).
+  seq-mean-token-mean: mean over each sequence, then over sequences (GRPO as published).
+  seq-mean-token-sum-norm: token sums divided by a constant T (Dr. GRPO: no length bias).
+  """
+  mask = mask.astype(per_token.dtype)
+  if mode == "token-mean":
+    return jnp.sum(per_token * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+  if mode == "seq-mean-token-mean":
+    per_seq = jnp.sum(per_token * mask, axis=-1) / jnp.maximum(jnp.sum(mask, axis=-1), 1.0)
+    return jnp.mean(per_seq)
+  if mode == "seq-mean-token-sum-norm":
+    return jnp.sum(per_token * mask) / (per_token.shape[0] * per_token.shape[1])
+  raise ValueError(f"unknown loss aggregation {mode!r}; known: {AGGREGATIONS}")
+
+
+class PolicyLoss(NamedTuple):
+  loss: jax.Array
+  pg_loss: jax.Array
+  kl: jax.Array
+  entropy: jax.Array
+  clip_fraction: jax.Array
+  ratio_mean: jax.Array
+
+
+def kl_k3(logp: jax.Array, ref_logp: jax.Array) -> jax.Array:
+  """Per-token KL(policy || reference) estimate exp(r - p) - (r - p) - 1 (always >= 0)."""
+  delta = ref_logp - logp
+  return jnp.exp(delta) - delta - 1.0
+
+
+def policy_loss(logp: jax.Array, old_logp: jax.Array, advantages: jax.Array, mask: jax.Array,
+                *, clip_low: float = 0.2, clip_high: float = 0.2,
+                aggregation: str = "token-mean", entropy: jax.Array | None = None,
+                ref_logp: jax.Array | None = None, kl_beta: float = 0.0) -> PolicyLoss:
+  """PPO clipped surrogate with separate lower/upper clip (DAPO's clip-higher) + β·KL."""
+  ratio = jnp.exp(logp - old_logp)
+  adv = advantages[:, None]
+  unclipped = ratio * adv
+  clipped = jnp.clip(ratio, 1.0 - clip_low, 1.0 + clip_high) * adv
+  per_token = -jnp.minimum(unclipped, clipped)
+  fmask = mask.astype(jnp.float32)
+  pg = aggregate(per_token, mask, aggregation)
+  if ref_logp is not None:
+    kl = aggregate(kl_k3(logp, ref_logp), mask, aggregation)
+  else:
+    kl = jnp.zeros((), jnp.float32)
+  loss = pg + kl_beta * kl
+  n = jnp.maximum(jnp.sum(fmask), 1.0)
+  clip_fraction = jnp.sum((clipped < unclipped) * fmask) / n
+  ent = jnp.zeros((), jnp.float32) if entropy is None else jnp.sum(entropy * fmask) / n
+  return PolicyLoss(loss=loss, pg_loss=pg, kl=kl, entropy=ent, clip_fraction=clip_fraction,
+                    ratio_mean=jnp.sum(ratio * fmask) / n)
+
+
+def sft_loss(logp: jax.Array, mask: jax.Array) -> jax.Array:
+  """Mean negative log-likelihood of the answer tokens."""
+  return aggregate(-logp, mask, "token-mean")
+
+
+def dpo_loss(policy_chosen: jax.Array, policy_rejected: jax.Array, ref_chosen: jax.Array,
+             ref_rejected: jax.Array, beta: float = 0.1) -> tuple[jax.Array, jax.Array]:
+  """DPO on summed sequence log-probs [B]; returns (loss, preference accuracy)."""
+  margin = beta * ((policy_chosen - ref_chosen) - (policy_rejected - ref_rejected))
+  return jnp.mean(-jax.nn.log_sigmoid(margin)), jnp.mean(margin > 0)
