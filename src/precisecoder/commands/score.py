@@ -1,0 +1,178 @@
+"""`precisecoder score`: score model predictions on tasks (DESIGN.md "Contract: predictions and scores").
+
+  precisecoder score --tasks T.jsonl --predictions P.jsonl --output S.jsonl \
+      [--pdb-compat] [--epsilon N] [--workers N] [--json]
+
+Writes one JSON line per prediction and prints a summary (means over tasks:
+unit, precision, recall, F1, reward, edited lines over buggy tasks; no-op and
+damage rates over clean tasks). Exit status: 0 when every line was scored,
+2 for unusable inputs (unreadable file, bad JSON, unknown task id).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import pathlib
+import sys
+import time
+from typing import Any, Sequence
+
+import tqdm
+
+from precisecoder import prompts, rewards, tasks as tasks_lib
+
+
+class InputError(Exception):
+  """An input file that cannot be used as a whole."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  parser.add_argument("--tasks", required=True, help="task file (contract JSON Lines or PDB records)")
+  parser.add_argument("--predictions", required=True,
+                      help='JSON Lines: {"task_id", "completion" | "program", ["sample"]}')
+  parser.add_argument("--output", required=True, help="score file to write (JSON Lines)")
+  parser.add_argument("--pdb-compat", action="store_true",
+                      help="reproduce the released PDB evaluator (its ess quirk, ungated F1)")
+  parser.add_argument("--epsilon", type=int, default=None,
+                      help="slack lines per reference block (default: 2 single-line, 1 multi-line)")
+  parser.add_argument("--lam", type=float, default=1 / 3, help="lambda of r = (1-l)*unit + l*F1")
+  parser.add_argument("--workers", type=int, default=None, help="execution workers (default: CPUs)")
+  parser.add_argument("--batch-size", type=int, default=512,
+                      help="predictions per scoring round (progress granularity)")
+  parser.add_argument("--json", action="store_true", help="print the summary as JSON only")
+
+
+def read_predictions(path: str, known: dict[str, tasks_lib.Task]) -> list[dict[str, Any]]:
+  """Prediction lines with `program` (or an `error`) resolved; raises InputError if unusable."""
+  try:
+    text = pathlib.Path(path).read_text(encoding="utf-8")
+  except (OSError, UnicodeDecodeError) as e:
+    raise InputError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+  out, counts = [], collections.Counter()
+  for line_no, line in enumerate(text.splitlines(), 1):
+    if not line.strip():
+      continue
+    where = f"{path}:{line_no}"
+    try:
+      record = json.loads(line)
+    except json.JSONDecodeError as e:
+      raise InputError(f"{where}: invalid JSON ({e.msg}, column {e.colno})") from None
+    if not isinstance(record, dict) or not isinstance(record.get("task_id"), str):
+      raise InputError(f"{where}: expected an object with a string 'task_id'")
+    task_id = record["task_id"]
+    if task_id not in known:
+      raise InputError(f"{where}: unknown task_id {task_id!r} (not in the task file)")
+    sample = record.get("sample", counts[task_id])
+    counts[task_id] += 1
+    program, error = None, None
+    if isinstance(record.get("program"), str):
+      program = record["program"]
+    elif isinstance(record.get("completion"), str):
+      program = prompts.extract_program(record["completion"])
+    else:
+      error = f"{where}: no string 'completion' or 'program'"
+    out.append({"task_id": task_id, "sample": sample, "program": program, "error": error})
+  return out
+
+
+def summarize(records: Sequence[dict[str, Any]], tasks: dict[str, tasks_lib.Task]) -> dict[str, Any]:
+  """Means over tasks (a task's samples averaged first), as PDB reports them."""
+  per_task: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+  for r in records:
+    per_task[r["task_id"]].append(r)
+
+  def task_mean(field: str, buggy: bool) -> float | None:
+    values = []
+    for task_id, rows in per_task.items():
+      if tasks[task_id].is_buggy == buggy:
+        values.append(sum(float(r[field] or 0) for r in rows) / len(rows))
+    return sum(values) / len(values) if values else None
+
+  n_buggy = sum(tasks[t].is_buggy for t in per_task)
+  return {
+      "predictions": len(records), "tasks": len(per_task), "buggy_tasks": n_buggy,
+      "clean_tasks": len(per_task) - n_buggy,
+      "unit": task_mean("unit", True), "precision": task_mean("precision", True),
+      "recall": task_mean("recall", True), "f1": task_mean("f1", True),
+      "reward": task_mean("reward", True), "edit_lines": task_mean("edit_lines", True),
+      "noop_rate": task_mean("noop", False), "damage_rate": task_mean("damage", False),
+      "errors": sum(r["error"] is not None for r in records),
+  }
+
+
+def format_table(summary: dict[str, Any]) -> str:
+  rows = [("predictions", summary["predictions"]), ("tasks (buggy / clean)",
+          f"{summary['buggy_tasks']} / {summary['clean_tasks']}")]
+  for label, key, pct in [("unit (pass)", "unit", True), ("precision", "precision", True),
+                          ("recall", "recall", True), ("F1", "f1", True),
+                          ("reward r_lambda", "reward", False), ("edited lines", "edit_lines", False),
+                          ("no-op rate (clean)", "noop_rate", True),
+                          ("damage rate (clean)", "damage_rate", True)]:
+    value = summary[key]
+    text = "-" if value is None else (f"{100 * value:.1f}%" if pct else f"{value:.3f}")
+    rows.append((label, text))
+  rows += [("unscorable predictions", summary["errors"]),
+           ("programs executed", summary.get("programs_executed", "-")),
+           ("predictions / s", f"{summary.get('predictions_per_s', 0):.1f}")]
+  width = max(len(label) for label, _ in rows)
+  return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
+
+
+def _make_pool(workers: int | None):
+  from precisecoder.execution import ExecutionPool  # pylint: disable=import-outside-toplevel
+  return ExecutionPool(workers=workers)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+  """Scores the files named in `args`; returns the summary. Raises InputError."""
+  if args.batch_size <= 0:
+    raise InputError(f"--batch-size must be positive, got {args.batch_size}")
+  try:
+    task_list = tasks_lib.load_tasks(args.tasks)
+  except tasks_lib.TaskError as e:
+    raise InputError(str(e)) from None
+  known = {t.task_id: t for t in task_list}
+  predictions = read_predictions(args.predictions, known)
+
+  start = time.perf_counter()
+  output = pathlib.Path(args.output)
+  output.parent.mkdir(parents=True, exist_ok=True)
+  tmp = output.with_name(output.name + ".tmp")
+  records = []
+  with _make_pool(args.workers) as pool, tmp.open("w", encoding="utf-8") as out, tqdm.tqdm(
+      total=len(predictions), unit="pred", desc="score", file=sys.stderr,
+      disable=None) as progress:
+    scorer = rewards.RewardScorer(pool, epsilon=args.epsilon, pdb_compat=args.pdb_compat,
+                                  lam=args.lam)
+    for lo in range(0, len(predictions), args.batch_size):
+      chunk = predictions[lo:lo + args.batch_size]
+      chunk_records = scorer.score_records(
+          [known[p["task_id"]] for p in chunk], [p["program"] for p in chunk],
+          samples=[p["sample"] for p in chunk], errors=[p["error"] for p in chunk])
+      for record in chunk_records:
+        out.write(json.dumps(record, ensure_ascii=False) + "\n")
+      records.extend(chunk_records)
+      progress.update(len(chunk))
+      progress.set_postfix(executed=scorer.stats()["programs_executed"])
+  os.replace(tmp, output)
+  elapsed = time.perf_counter() - start
+  summary = summarize(records, known)
+  summary.update(scorer.stats(), seconds=round(elapsed, 3),
+                 predictions_per_s=len(records) / elapsed if elapsed > 0 else 0.0)
+  return summary
+
+
+def main(args: argparse.Namespace) -> int:
+  try:
+    summary = run(args)
+  except InputError as e:
+    print(f"precisecoder score: error: {e}", file=sys.stderr)
+    return 2
+  if args.json:
+    print(json.dumps(summary))
+  else:
+    print(format_table(summary))
+  return 0
