@@ -1,0 +1,22 @@
+"""`precisecoder export`: any checkpoint -> a Hugging Face folder (config.json + safetensors)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  parser.add_argument("--checkpoint", required=True,
+                      help="Hugging Face folder, .gguf file or training checkpoint directory")
+  parser.add_argument("--output", required=True, help="folder to write")
+  parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                      help="dtype of the written weights")
+
+
+def main(args: argparse.Namespace) -> int:
+  from precisecoder.model import export_hf, load_checkpoint
+
+  model, tokenizer, config = load_checkpoint(args.checkpoint, dtype="float32")
+  out = export_hf(model, config, tokenizer, args.output, dtype=args.dtype)
+  print(f"exported {config.arch} ({config.num_params() / 1e6:.1f}M parameters) to {out}")
+  return 0

@@ -1,0 +1,122 @@
+"""`precisecoder generate`: sample debugging completions for a task file from any checkpoint.
+
+Each output line is a prediction in the DESIGN.md contract plus the exact prompt text:
+  {"task_id", "sample", "completion", "prompt", "num_tokens", "finished"}
+so that `precisecoder score` evaluates the checkpoint. Lines are written batch by batch;
+a task whose prompt does not fit the context gets an empty completion and an "error".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import pathlib
+import time
+
+from tqdm import tqdm
+
+log = logging.getLogger("precisecoder.generate")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  parser.add_argument("--checkpoint", required=True,
+                      help="Hugging Face folder, .gguf file or training checkpoint directory")
+  parser.add_argument("--tasks", required=True, help="task file (JSON Lines, DESIGN.md contract)")
+  parser.add_argument("--output", required=True, help="predictions file to write (JSON Lines)")
+  parser.add_argument("--samples", type=int, default=1, help="completions per task")
+  parser.add_argument("--temperature", type=float, default=0.0, help="0 means greedy")
+  parser.add_argument("--top-p", type=float, default=1.0)
+  parser.add_argument("--top-k", type=int, default=0, help="0 disables top-k")
+  parser.add_argument("--max-new-tokens", type=int, default=512)
+  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--batch-size", type=int, default=8, help="prompts per sampler call")
+  parser.add_argument("--thinking", action="store_true",
+                      help="ask for reasoning (and enable Qwen3's thinking mode)")
+  parser.add_argument("--no-tests-in-prompt", action="store_true",
+                      help="leave the unit tests out of the prompt")
+  parser.add_argument("--limit", type=int, default=0, help="only the first N tasks (0: all)")
+  parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+  parser.add_argument("--mesh", default="",
+                      help="mesh preset or data,fsdp,tensor shape (default: one device)")
+  parser.add_argument("--compile-cache", default="",
+                      help="persistent JAX compilation cache directory")
+
+
+def _mesh(spec: str):
+  if not spec:
+    return None
+  from precisecoder.model import make_mesh
+  if "," in spec:
+    return make_mesh(tuple(int(s) for s in spec.split(",")))
+  return make_mesh(spec)
+
+
+def main(args: argparse.Namespace) -> int:
+  logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+  from precisecoder import prompts, tasks as tasks_lib
+  from precisecoder.model import load_checkpoint
+  from precisecoder.model import chat
+  from precisecoder.model.tokenizer import eos_token_ids, pad_token_id
+  from precisecoder.sampling import enable_compilation_cache, sample
+
+  if args.samples < 1 or args.max_new_tokens < 1 or args.batch_size < 1:
+    raise SystemExit("generate: --samples, --max-new-tokens and --batch-size must be positive")
+  if args.samples > 1 and args.temperature == 0:
+    log.warning("--samples %d with --temperature 0: greedy samples are identical", args.samples)
+  try:
+    tasks = tasks_lib.load_tasks(args.tasks)
+  except (OSError, ValueError) as e:
+    raise SystemExit(f"generate: {e}") from None
+  if args.limit:
+    tasks = tasks[:args.limit]
+  enable_compilation_cache(args.compile_cache or None)
+  mesh = _mesh(args.mesh)
+  model, tokenizer, config = load_checkpoint(args.checkpoint, dtype=args.dtype, mesh=mesh)
+  eos_ids = eos_token_ids(tokenizer, config.eos_token_ids)
+  pad_id = pad_token_id(tokenizer, config.pad_token_id)
+  context = config.max_position_embeddings - args.max_new_tokens
+
+  out_path = pathlib.Path(args.output)
+  out_path.parent.mkdir(parents=True, exist_ok=True)
+  started, generated = time.perf_counter(), 0
+  with out_path.open("w") as out, tqdm(total=len(tasks) * args.samples, desc="generate",
+                                       unit="completion") as bar:
+    for batch_index, start in enumerate(range(0, len(tasks), args.batch_size)):
+      batch = tasks[start:start + args.batch_size]
+      texts = [chat.render_prompt(tokenizer, prompts.debug_messages(
+          t, thinking=args.thinking, include_tests=not args.no_tests_in_prompt),
+                                  thinking=args.thinking) for t in batch]
+      ids = [chat.encode_prompt(tokenizer, text) for text in texts]
+      fits = [0 < len(i) <= context for i in ids]
+      for task, text, ok, i in zip(batch, texts, fits, ids):
+        if not ok:
+          log.warning("%s: prompt of %d tokens does not fit the %d-token context", task.task_id,
+                      len(i), context)
+          for k in range(args.samples):
+            out.write(json.dumps({"task_id": task.task_id, "sample": k, "completion": "",
+                                  "prompt": text, "num_tokens": 0, "finished": False,
+                                  "error": f"prompt of {len(i)} tokens exceeds the context"})
+                      + "\n")
+      kept = [n for n, ok in enumerate(fits) if ok]
+      if kept:
+        result = sample(model, [ids[n] for n in kept], num_samples=args.samples,
+                        max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                        top_p=args.top_p, top_k=args.top_k, eos_ids=eos_ids, pad_id=pad_id,
+                        seed=args.seed + batch_index, mesh=mesh)
+        for row in range(len(result.lengths)):
+          n = kept[result.groups[row]]
+          completion = result.completion_ids(row, eos_ids=eos_ids)
+          length = int(result.lengths[row])
+          generated += length
+          out.write(json.dumps({
+              "task_id": batch[n].task_id, "sample": row % args.samples,
+              "completion": chat.decode_completion(tokenizer, completion), "prompt": texts[n],
+              "num_tokens": length, "finished": len(completion) < length}) + "\n")
+      out.flush()
+      bar.update(len(batch) * args.samples)
+      bar.set_postfix(tok_s=f"{generated / (time.perf_counter() - started):.1f}")
+  log.info("wrote %d completions for %d tasks to %s (%d tokens, %.1f tokens/s)",
+           len(tasks) * args.samples, len(tasks), out_path, generated,
+           generated / (time.perf_counter() - started))
+  return 0
