@@ -1,0 +1,111 @@
+"""Reading the policy out of a training run's Orbax checkpoints.
+
+TRAIN writes `<workdir>/checkpoints/<step>/{params,opt_state,meta}` (train/checkpointing.py).
+`meta["model"]` (see `model_meta`) records the ModelConfig and where the tokenizer lives; the
+`params` item is the model's `nnx.Param` state, as an `nnx.State` or a pure dict. Parameters are
+restored straight onto their shardings when a mesh is given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+from typing import Any
+
+import jax
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh, SingleDeviceSharding
+
+from precisecoder.model.config import ModelConfig
+from precisecoder.model.decoder import Decoder, abstract_decoder
+from precisecoder.model.sharding import named_sharding
+
+_SKIP_KEYS = {"value", "raw_value", "_value"}  # Variable wrappers in a saved nnx.State
+
+
+def model_meta(config: ModelConfig, tokenizer_source: str | os.PathLike) -> dict[str, Any]:
+  """The JSON that a training checkpoint's `meta["model"]` holds, so it can be loaded alone."""
+  return {"config": dataclasses.asdict(config), "tokenizer": str(tokenizer_source)}
+
+
+def _step_dir(path: pathlib.Path) -> pathlib.Path:
+  """The newest `<step>` folder under a workdir, its `checkpoints` folder, or the step itself."""
+  if (path / "params").is_dir() and (path / "meta").exists():
+    return path
+  root = path / "checkpoints" if (path / "checkpoints").is_dir() else path
+  steps = sorted((p for p in root.iterdir() if p.is_dir() and p.name.isdigit()),
+                 key=lambda p: int(p.name))
+  if not steps:
+    raise FileNotFoundError(f"{path}: not a Hugging Face folder, a .gguf file or a training "
+                            "checkpoint (no <step>/params under it or under checkpoints/)")
+  return steps[-1]
+
+
+def _read_meta(step_dir: pathlib.Path) -> dict[str, Any]:
+  meta_dir = step_dir / "meta"
+  files = [meta_dir] if meta_dir.is_file() else sorted(meta_dir.glob("*"))
+  for file in files:
+    if file.is_file():
+      try:
+        data = json.loads(file.read_text())
+      except (json.JSONDecodeError, UnicodeDecodeError):
+        continue
+      if isinstance(data, dict) and "model" in data:
+        return data
+  raise ValueError(f"{meta_dir}: no JSON with a 'model' entry (written by model_meta)")
+
+
+def _normalise(path: tuple[Any, ...]) -> tuple[str, ...]:
+  keys = []
+  for entry in path:
+    key = getattr(entry, "key", getattr(entry, "name", getattr(entry, "idx", entry)))
+    if str(key) not in _SKIP_KEYS:
+      keys.append(str(key))
+  return tuple(keys)
+
+
+def load(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None = None,
+         remat: bool = False) -> tuple[Decoder, ModelConfig, pathlib.Path]:
+  """(model, config, tokenizer source) from a workdir, its checkpoints dir or one step dir."""
+  import orbax.checkpoint as ocp
+
+  step_dir = _step_dir(pathlib.Path(path))
+  meta = _read_meta(step_dir)["model"]
+  fields = dict(meta["config"], dtype=dtype, remat=remat)
+  fields["eos_token_ids"] = tuple(fields.get("eos_token_ids") or ())
+  config = ModelConfig(**fields)
+  graphdef, abstract = abstract_decoder(config)
+  ours = {p: v for p, v in nnx.to_flat_state(abstract)}
+
+  params_dir = step_dir / "params"
+  checkpointer = ocp.StandardCheckpointer()
+  saved = checkpointer.metadata(params_dir)
+  saved_tree = getattr(saved, "item_metadata", saved)
+  saved_tree = getattr(saved_tree, "tree", saved_tree)
+
+  def target(leaf_path, leaf):
+    key = _normalise(leaf_path)
+    if key not in ours:
+      raise ValueError(f"{params_dir}: saved parameter {'/'.join(key)} is not in the model")
+    var = ours[key]
+    shape = tuple(var.get_value().shape)
+    if tuple(leaf.shape) != shape:
+      raise ValueError(f"{params_dir}: {'/'.join(key)} has shape {tuple(leaf.shape)}; "
+                       f"config implies {shape}")
+    sharding = (named_sharding(var.get_metadata()["logical_axes"], shape, mesh) if mesh
+                else SingleDeviceSharding(jax.devices()[0]))
+    return jax.ShapeDtypeStruct(shape, np.dtype(jax.numpy.dtype(dtype)), sharding=sharding)
+
+  abstract_saved = jax.tree_util.tree_map_with_path(
+      target, saved_tree, is_leaf=lambda x: hasattr(x, "shape") and hasattr(x, "dtype"))
+  restored = checkpointer.restore(params_dir, abstract_saved)
+  values = {_normalise(p): v for p, v in jax.tree_util.tree_flatten_with_path(restored)[0]}
+  missing = set(ours) - set(values)
+  if missing:
+    raise ValueError(f"{params_dir}: parameters missing from the checkpoint: "
+                     f"{sorted('/'.join(m) for m in missing)}")
+  flat = [(p, var.replace(values[p])) for p, var in ours.items()]
+  return nnx.merge(graphdef, nnx.from_flat_state(flat)), config, pathlib.Path(meta["tokenizer"])

@@ -1,0 +1,103 @@
+"""The KV-cache sampler on a tiny random decoder."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from precisecoder.model import Decoder, presets
+from precisecoder.sampling import bucket_length, choose_tokens, sample
+
+PROMPTS = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14], [20]]
+EOS = 1
+
+
+@pytest.fixture(scope="module")
+def model():
+  # Large weights make the distribution peaked, so greedy and sampled runs differ visibly.
+  config = presets.get("tiny", num_layers=2)
+  decoder = Decoder(config, rngs=nnx.Rngs(0))
+  decoder.embed[...] = decoder.embed[...] * 3.5  # mean top probability ~0.6
+  return decoder
+
+
+def _run(model, **overrides):
+  kwargs = dict(num_samples=3, max_new_tokens=12, temperature=1.0, eos_ids=(EOS,), pad_id=0,
+                seed=0)
+  kwargs.update(overrides)
+  return sample(model, PROMPTS, **kwargs)
+
+
+def test_shapes_groups_and_padding(model):
+  out = _run(model)
+  n = len(PROMPTS) * 3
+  assert out.tokens.shape == (n, 12) and out.tokens.dtype == np.int32
+  assert out.logprobs.shape == (n, 12) and out.logprobs.dtype == np.float32
+  assert out.groups.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+  assert out.prompt_ids.shape == (n, bucket_length(7))
+  for row in range(n):
+    ids = PROMPTS[out.groups[row]]
+    assert out.prompt_ids[row, -len(ids):].tolist() == ids  # left-padded, prompt-major
+    assert out.prompt_mask[row].sum() == len(ids)
+
+
+def test_deterministic_for_a_seed_and_different_across_seeds(model):
+  a, b, c = _run(model, seed=3), _run(model, seed=3), _run(model, seed=4)
+  np.testing.assert_array_equal(a.tokens, b.tokens)
+  np.testing.assert_array_equal(a.logprobs, b.logprobs)
+  assert (a.tokens != c.tokens).any()
+  assert (a.tokens[0] != a.tokens[1]).any()  # samples of one prompt differ
+
+
+def test_logprobs_are_the_temperature_scaled_policy(model):
+  temperature = 0.7
+  out = _run(model, temperature=temperature, num_samples=2)
+  full = np.concatenate([out.prompt_ids, out.tokens], axis=1)
+  mask = np.concatenate([out.prompt_mask, out.completion_mask], axis=1)
+  logits = model(jnp.asarray(full), jnp.asarray(mask)) / temperature
+  logp = np.asarray(jax.nn.log_softmax(logits, axis=-1))
+  p = out.prompt_ids.shape[1]
+  for row in range(len(out.tokens)):
+    for t in range(out.lengths[row]):
+      want = logp[row, p + t - 1, out.tokens[row, t]]
+      assert abs(out.logprobs[row, t] - want) < 1e-4
+
+
+def test_eos_ends_a_row_and_pads_after_it(model):
+  greedy = _run(model, temperature=0.0, num_samples=1)
+  row, step = 1, 4  # make the greedy token at this step the end-of-sequence token
+  eos = int(greedy.tokens[row, step])
+  out = _run(model, temperature=0.0, num_samples=1, eos_ids=(eos,))
+  first = int(np.argmax(out.tokens[row] == eos))
+  assert out.lengths[row] == first + 1
+  assert (out.tokens[row, first + 1:] == 0).all() and (out.logprobs[row, first + 1:] == 0).all()
+  assert out.completion_ids(row, eos_ids=(eos,)) == out.tokens[row, :first].tolist()
+
+
+def test_top_k_one_and_tiny_top_p_are_greedy(model):
+  greedy = _run(model, temperature=0.0, num_samples=1)
+  for kwargs in (dict(top_k=1), dict(top_p=1e-6)):
+    out = _run(model, temperature=1.3, num_samples=2, seed=9, **kwargs)
+    np.testing.assert_array_equal(out.tokens[::2], greedy.tokens)
+    np.testing.assert_array_equal(out.tokens[1::2], greedy.tokens)
+
+
+def test_choose_tokens_respects_top_k_and_top_p():
+  logits = jnp.log(jnp.asarray([[0.5, 0.3, 0.15, 0.05]] * 4000))
+  keys = jax.random.key(0)
+  tokens, _ = choose_tokens(logits, keys, temperature=1.0, top_p=1.0, top_k=2)
+  counts = np.bincount(np.asarray(tokens), minlength=4) / 4000
+  assert counts[2] == counts[3] == 0 and abs(counts[0] - 0.625) < 0.03
+  tokens, _ = choose_tokens(logits, keys, temperature=1.0, top_p=0.85, top_k=0)
+  counts = np.bincount(np.asarray(tokens), minlength=4) / 4000
+  assert counts[3] == 0 and counts[2] > 0.1  # 0.5 + 0.3 < 0.85, so the third token stays
+
+
+def test_bad_arguments_raise(model):
+  with pytest.raises(ValueError, match="prompt 1 is empty"):
+    sample(model, [[1], []], max_new_tokens=2, eos_ids=(), pad_id=0)
+  with pytest.raises(ValueError, match="exceeds"):
+    sample(model, [[1]], max_new_tokens=10_000, eos_ids=(), pad_id=0)
+  with pytest.raises(ValueError, match="top_p"):
+    sample(model, [[1]], max_new_tokens=2, top_p=0.0, eos_ids=(), pad_id=0)
