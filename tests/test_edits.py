@@ -1,0 +1,95 @@
+"""Line diff, blocks and alignment passes (PDB's evaluator semantics)."""
+
+from hypothesis import given, settings, strategies as st
+
+from precisecoder import edits
+
+BUGGY = "def f(x):\n    a = 1\n    b = 2\n    c = 3\n    d = 4\n    e = 5\n    return a\n"
+
+
+def test_modify_add_delete_and_blank_lines():
+  after = "def f(x):\n    a = 10\n    b = 2\n    new = 0\n    c = 3\n\n    e = 5\n    return a\n"
+  diff = edits.line_diff(BUGGY, after)
+  # A line replaced by a blank line stays a Modify: only blank -> blank changes are dropped.
+  assert diff == {
+      "2": {"type": "Modify", "original": "    a = 1", "modified": "    a = 10"},
+      "4": {"type": "Add", "original": "", "modified": "    new = 0"},
+      "5": {"type": "Modify", "original": "    d = 4", "modified": ""},
+  }
+  assert edits.line_diff(BUGGY, BUGGY.replace("    d = 4\n", "")) == {
+      "5": {"type": "Delete", "original": "    d = 4", "modified": ""}}
+  assert edits.apply_diff(BUGGY, diff).replace("\n\n", "\n") == after.rstrip("\n").replace("\n\n", "\n")
+
+
+def test_trailing_space_and_blank_only_changes_vanish():
+  assert edits.line_diff(BUGGY, BUGGY.replace("\n", "  \n") + "\n\n") == {}
+  assert edits.line_diff(BUGGY, BUGGY.replace("    b = 2\n", "    b = 2\n\n")) == {}
+
+
+def test_indentation_change_is_an_edit():
+  diff = edits.line_diff(BUGGY, BUGGY.replace("    b = 2", "  b = 2"))
+  assert list(diff) == ["3"] and diff["3"]["type"] == "Modify"
+
+
+def test_blocks_and_gaps():
+  diff = {"2": {"type": "Modify", "original": "a", "modified": "b"},
+          "3": {"type": "Modify", "original": "a", "modified": "b"},
+          "7": {"type": "Add", "original": "", "modified": "x"},
+          "7 ": {"type": "Add", "original": "", "modified": "y"},
+          "7  ": {"type": "Delete", "original": "z", "modified": ""}}
+  blocks = edits.parse_blocks(diff)
+  assert [(b.start, b.end, len(b)) for b in blocks] == [(2, 3, 2), (7, 7, 3)]
+  assert (blocks[0].gap_before, blocks[0].gap_after) == (1, 3)
+  assert (blocks[1].gap_before, blocks[1].gap_after) == (3, None)
+  # An insert before line 6 does not join a change on line 5.
+  split = edits.parse_blocks({"5": {"type": "Modify", "original": "a", "modified": "b"},
+                              "6": {"type": "Add", "original": "", "modified": "x"}})
+  assert [(b.start, b.end) for b in split] == [(5, 5), (6, 6)]
+
+
+def _modify(line, new):
+  original = BUGGY.splitlines()[line - 1]
+  return {str(line): {"type": "Modify", "original": original, "modified": new}}
+
+
+def test_alignment_passes():
+  ref = _modify(3, "    b = 20")
+  exact = edits.align(BUGGY, ref, ref)
+  assert [m.kind for m in exact.matches] == ["exact"]
+  wrap = edits.align(BUGGY, {**_modify(3, "    b = 20"), **_modify(4, "    c = 30")}, ref)
+  assert [m.kind for m in wrap.matches] == ["wrap"]
+  near = edits.align(BUGGY, _modify(4, "    c = 30"), ref)
+  assert [m.kind for m in near.matches] == ["near"]
+  far_ref = _modify(6, "    e = 50")
+  # A change at line 2 shares no context with a reference at line 6: unmatched...
+  unmatched = edits.align(BUGGY, _modify(2, "    a = 7"), far_ref)
+  assert not unmatched.matches and len(unmatched.unmatched_refs) == 1
+  # ...but the same content moved far away is a distant-identical candidate.
+  moved = {"2": {"type": "Modify", "original": "    e = 5", "modified": "    e = 50"}}
+  assert [m.kind for m in edits.align(BUGGY, moved, far_ref).matches] == ["identical"]
+
+
+def test_counterfactual_replaces_only_the_matched_block():
+  ref = {**_modify(2, "    a = 10"), **_modify(6, "    e = 50")}
+  refs = edits.parse_blocks(ref)
+  pred = edits.parse_blocks(_modify(6, "    e = 51"))[0]
+  program = edits.apply_diff(BUGGY, edits.counterfactual_diff(refs, [refs[1]], pred))
+  assert "    a = 10" in program and "    e = 51" in program and "e = 50" not in program
+
+
+def test_line_levenshtein():
+  assert edits.line_levenshtein(BUGGY, BUGGY) == 0
+  assert edits.line_levenshtein(BUGGY, BUGGY.replace("b = 2", "b = 3")) == 1
+  assert edits.line_levenshtein(BUGGY, "def f(x):\n    return 1\n") == 6
+
+
+lines = st.lists(st.sampled_from(["a = 1", "b = 2", "  c = 3", "", "return a", "x += 1"]),
+                 max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines, lines)
+def test_apply_of_line_diff_reproduces_the_target(before, after):
+  before, after = "\n".join(before), "\n".join(after)
+  got = edits.apply_diff(before, edits.line_diff(before, after))
+  assert [l for l in got.splitlines() if l.strip()] == [l for l in after.splitlines() if l.strip()]
