@@ -41,10 +41,14 @@ def test_blocks_and_gaps():
   assert [(b.start, b.end, len(b)) for b in blocks] == [(2, 3, 2), (7, 7, 3)]
   assert (blocks[0].gap_before, blocks[0].gap_after) == (1, 3)
   assert (blocks[1].gap_before, blocks[1].gap_after) == (3, None)
-  # An insert before line 6 does not join a change on line 5.
-  split = edits.parse_blocks({"5": {"type": "Modify", "original": "a", "modified": "b"},
-                              "6": {"type": "Add", "original": "", "modified": "x"}})
+  # An insert before line 5 belongs to line 5, so a change on line 6 starts a new block;
+  # an insert before line 6 does join a change on line 5.
+  split = edits.parse_blocks({"5": {"type": "Add", "original": "", "modified": "x"},
+                              "6": {"type": "Modify", "original": "a", "modified": "b"}})
   assert [(b.start, b.end) for b in split] == [(5, 5), (6, 6)]
+  joined = edits.parse_blocks({"5": {"type": "Modify", "original": "a", "modified": "b"},
+                               "6": {"type": "Add", "original": "", "modified": "x"}})
+  assert [(b.start, b.end) for b in joined] == [(5, 6)]
 
 
 def _modify(line, new):
