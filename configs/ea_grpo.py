@@ -1,0 +1,12 @@
+"""Baseline: EA-GRPO (PRepair) — passing samples get 1 − T·β·σ(z) of their edit cost."""
+
+from precisecoder.train import config as base
+
+
+def get_config(arg=None):
+  c = base.default(arg)
+  c.rl.reward = "ea_grpo"
+  c.rl.advantage = "grpo"
+  c.rl.ea_alpha = 0.5
+  c.rl.ea_beta = 0.5
+  return c

@@ -1,0 +1,10 @@
+"""Ablation: GDPO on (1 − λ)·unit + λ·precision (F1 replaced by precision)."""
+
+from precisecoder.train import config as base
+
+
+def get_config(arg=None):
+  c = base.default(arg)
+  c.rl.reward = "precision_only"
+  c.rl.advantage = "gdpo"
+  return c

@@ -1,0 +1,1 @@
+"""Reading runs: plots of training curves and the markdown report."""

@@ -1,0 +1,83 @@
+"""Run metrics: JSON Lines (`metrics.jsonl`) plus TensorBoard scalars, and progress logging."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pathlib
+import time
+from typing import Any
+
+from absl import logging
+
+from precisecoder.train.tensorboard import EventWriter
+
+
+def _plain(value: Any) -> Any:
+  if hasattr(value, "item"):
+    value = value.item()
+  if isinstance(value, float) and not math.isfinite(value):
+    return None
+  return value
+
+
+def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
+  path = pathlib.Path(path)
+  if not path.exists():
+    return []
+  return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+class MetricsWriter:
+  """Writes one JSON line per record; numeric values also go to TensorBoard.
+
+  On resume from step k, records after k (written before the interruption but not covered
+  by the checkpoint) are dropped so the file reads as if the run had never stopped.
+  """
+
+  def __init__(self, workdir: str | os.PathLike, *, resume_step: int = 0,
+               tensorboard: bool = True):
+    workdir = pathlib.Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    self.path = workdir / "metrics.jsonl"
+    kept = [r for r in read_metrics(self.path) if r.get("step", 0) <= resume_step]
+    with open(self.path, "w") as f:
+      f.writelines(json.dumps(r) + "\n" for r in kept)
+    self._file = open(self.path, "a")
+    self._events = EventWriter(workdir / "tensorboard") if tensorboard else None
+
+  def write(self, step: int, values: dict[str, Any], *, prefix: str = "") -> None:
+    record = {"step": step, **{prefix + k: _plain(v) for k, v in values.items()}}
+    self._file.write(json.dumps(record) + "\n")
+    self._file.flush()
+    if self._events is not None:
+      scalars = {k: float(v) for k, v in record.items()
+                 if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)}
+      self._events.scalars(step, scalars)
+
+  def close(self) -> None:
+    self._file.close()
+    if self._events is not None:
+      self._events.close()
+
+
+class Progress:
+  """Logs step rate and ETA every `every` steps."""
+
+  def __init__(self, total_steps: int, start_step: int = 0, every: int = 1):
+    self.total = total_steps
+    self.start = start_step
+    self.every = every
+    self.t0 = time.perf_counter()
+
+  def update(self, step: int, summary: str = "") -> None:
+    done = step - self.start
+    if done <= 0 or (step % self.every and step != self.total):
+      return
+    elapsed = time.perf_counter() - self.t0
+    rate = done / elapsed
+    eta = (self.total - step) / rate if rate > 0 else float("inf")
+    logging.info("step %d/%d  %.2f s/step  ETA %s  %s", step, self.total, 1 / rate,
+                 time.strftime("%H:%M:%S", time.gmtime(eta)) if math.isfinite(eta) else "?",
+                 summary)

@@ -1,0 +1,151 @@
+"""The RL loop (GRPO / GDPO): rollout -> reward -> advantages -> μ passes -> metrics.
+
+One step:
+  1. the next batch of tasks from the checkpointed iterator;
+  2. sample G completions per task in `rollout_chunks` chunks; each finished chunk is scored
+     by the reward pool in a background thread while the next chunk samples, so only the
+     last chunk's scoring is exposed (reported as `time/reward_exposed`);
+  3. advantages from the reward recipe (recipes.py);
+  4. μ passes of shuffled minibatches through the clipped policy-gradient step;
+  5. metrics, periodic evaluation, asynchronous checkpoints; SIGTERM saves and exits 0.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from typing import Any
+
+import jax
+import ml_collections
+import numpy as np
+from absl import logging
+
+from precisecoder.train import metrics as metrics_lib
+from precisecoder.train import recipes, rollout as rollout_lib, step as step_lib, tasksets
+from precisecoder.train.run import Run, mean_metrics, sample_seed
+
+_TERMS_LOGGED = ("unit", "precision", "recall", "f1", "edit_lines", "noop")
+
+
+def _score_timed(scorer, tasks, programs) -> tuple[dict[str, np.ndarray], float]:
+  t0 = time.perf_counter()
+  return scorer.score(tasks, programs), time.perf_counter() - t0
+
+
+def _concat_terms(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+  return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def collect(run: Run, batch_tasks: list, executor: concurrent.futures.Executor
+            ) -> tuple[rollout_lib.Rollout, dict[str, np.ndarray], dict[str, float]]:
+  """Samples and scores one step's rollouts, overlapping scoring with sampling."""
+  rl = run.cfg.rl
+  policy = run.sync_policy()
+  chunks = np.array_split(np.arange(len(batch_tasks)), max(1, min(rl.rollout_chunks,
+                                                                  len(batch_tasks))))
+  parts, futures = [], []
+  t_sample = 0.0
+  for i, index in enumerate(chunks):
+    t0 = time.perf_counter()
+    part = rollout_lib.sample_rollout(
+        policy, [batch_tasks[j] for j in index], num_samples=rl.group_size,
+        max_new_tokens=rl.max_new_tokens, temperature=rl.temperature, top_p=rl.top_p,
+        seed=sample_seed(run.cfg.seed, run.step, i),
+        include_tests=run.cfg.data.include_tests_in_prompt, mesh=run.mesh)
+    t_sample += time.perf_counter() - t0
+    parts.append(part)
+    futures.append(executor.submit(_score_timed, run.scorer, part.tasks, part.programs))
+  t0 = time.perf_counter()
+  scored = [f.result() for f in futures]
+  exposed = time.perf_counter() - t0
+  rollout = rollout_lib.concat_rollouts(parts, run.policy.pad_id)
+  timing = {"time/sample": t_sample, "time/reward": sum(s for _, s in scored),
+            "time/reward_exposed": exposed}
+  return rollout, _concat_terms([t for t, _ in scored]), timing
+
+
+def learn(run: Run, step_fn, batch: dict[str, np.ndarray]) -> dict[str, float]:
+  """μ passes over shuffled minibatches; one optimiser update per minibatch."""
+  rl = run.cfg.rl
+  n = batch["tokens"].shape[0]
+  size = min(rl.minibatch_size, n)
+  if n % size:
+    raise ValueError(f"rl.minibatch_size={size} must divide the {n} rows of a step "
+                     "(prompts_per_step * group_size)")
+  out = []
+  for epoch in range(rl.num_iterations):
+    order = np.random.default_rng([run.cfg.seed, run.step, epoch]).permutation(n)
+    for start in range(0, n, size):
+      rows = order[start:start + size]
+      mb = step_lib.to_device({k: v[rows] for k, v in batch.items()})
+      run.params, run.opt_state, m = step_fn(run.params, run.opt_state, mb)
+      out.append(m)
+  return mean_metrics(jax.device_get(out))
+
+
+def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
+  """Runs (or resumes) RL training in `workdir`; returns the process exit status."""
+  rl = cfg.rl
+  total = cfg.train.steps
+  with Run(cfg, workdir, total_steps=total, keep_initial=rl.kl_beta > 0) as run:
+    step_fn = step_lib.make_rl_step(run.graphdef, run.tx, rl)
+    ref_fn = step_lib.make_logprob_fn(run.graphdef, rl.temperature) if rl.kl_beta > 0 else None
+    ref_params = run.initial_params
+    iterator = tasksets.task_iterator(tasksets.train_tasks(cfg), rl.prompts_per_step, cfg.seed)
+    if run.data_state is not None:
+      iterator.set_state(run.data_state)
+    if run.step == 0 and cfg.train.eval_at_start and cfg.train.eval_every > 0:
+      run.evaluate()
+    progress = metrics_lib.Progress(total, run.step)
+    executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="reward")
+    try:
+      while run.step < total:
+        if 0 <= cfg.train.stop_after <= run.step:
+          break
+        t_step = time.perf_counter()
+        batch_tasks = tasksets.as_tasks(next(iterator), f"train batch {run.step + 1}")
+        run.step += 1
+        rollout, terms, timing = collect(run, batch_tasks, executor)
+        advantages, reward = recipes.compute_advantages(rl, terms)
+        batch = rollout_lib.training_arrays(rollout, run.policy.pad_id)
+        batch["advantages"] = advantages
+        if ref_fn is not None:
+          batch["ref_logprobs"] = np.asarray(ref_fn(ref_params, batch["tokens"], batch["mask"],
+                                                    batch["completion_mask"]))
+        t0 = time.perf_counter()
+        learned = learn(run, step_fn, batch)
+        timing["time/train"] = time.perf_counter() - t0
+        groups = reward.reshape(-1, rl.group_size)
+        record: dict[str, Any] = {
+            "reward": float(reward.mean()),
+            **{f"reward/{k}": float(terms[k].mean()) for k in _TERMS_LOGGED},
+            "advantage_abs": float(np.abs(advantages).mean()),
+            "zero_variance_groups": float(np.mean(groups.std(axis=1) == 0)),
+            "completion_tokens": float(rollout.lengths.mean()),
+            **{f"train/{k}": v for k, v in learned.items()},
+        }
+        data_state = iterator.get_state()
+        timing["time/checkpoint"] = 0.0
+        preempted = run.preemption.preempted()
+        if run.should(cfg.train.checkpoint_every) or preempted:
+          timing["time/checkpoint"] = run.save(data_state, force=preempted)
+        timing["time/step"] = time.perf_counter() - t_step
+        timing["reward_exposed_fraction"] = timing["time/reward_exposed"] / timing["time/step"]
+        run.metrics.write(run.step, {**record, **timing})
+        progress.update(run.step, f"reward={record['reward']:.3f} "
+                        f"pass={record['reward/unit']:.3f} "
+                        f"exposed_reward={timing['reward_exposed_fraction']:.1%}")
+        if preempted:
+          logging.warning("preempted: checkpoint of step %d saved; exiting", run.step)
+          run.checkpointer.wait()
+          return 0
+        if run.should(cfg.train.eval_every):
+          run.evaluate()
+    finally:
+      executor.shutdown(wait=True)
+    if run.step >= total:
+      run.finish()
+    elif run.checkpointer.latest_step() != run.step:
+      run.save(iterator.get_state(), force=True)
+  return 0

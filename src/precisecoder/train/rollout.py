@@ -1,0 +1,100 @@
+"""Rollouts: tasks -> chat prompts -> sampled completions -> extracted programs."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+from jax.sharding import Mesh
+
+from precisecoder import prompts, sampling
+from precisecoder.tasks import Task
+from precisecoder.train.policy import Policy
+
+
+@dataclasses.dataclass
+class Rollout:
+  """Rows are prompt-major (the samples of one task are adjacent)."""
+  tasks: list[Task]  # per row
+  prompt_ids: np.ndarray  # int32 [N, P], left-padded
+  prompt_mask: np.ndarray  # bool [N, P]
+  tokens: np.ndarray  # int32 [N, T]
+  logprobs: np.ndarray  # float32 [N, T], behaviour log-probs
+  lengths: np.ndarray  # int32 [N]
+  completions: list[str]
+  programs: list[str]
+
+  def __len__(self) -> int:
+    return len(self.tasks)
+
+  @property
+  def completion_mask(self) -> np.ndarray:
+    return np.arange(self.tokens.shape[1])[None, :] < self.lengths[:, None]
+
+
+def encode_prompts(policy: Policy, tasks: Sequence[Task], *, include_tests: bool = True
+                   ) -> list[list[int]]:
+  return [policy.prompt_ids(prompts.debug_messages(t, include_tests=include_tests))
+          for t in tasks]
+
+
+def sample_rollout(policy: Policy, tasks: Sequence[Task], *, num_samples: int,
+                   max_new_tokens: int, temperature: float, seed: int, top_p: float = 1.0,
+                   include_tests: bool = True, mesh: Mesh | None = None) -> Rollout:
+  """`num_samples` completions per task and the programs extracted from them."""
+  ids = encode_prompts(policy, tasks, include_tests=include_tests)
+  out = sampling.sample(policy.model, ids, num_samples=num_samples,
+                        max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                        eos_ids=policy.eos_ids, pad_id=policy.pad_id, seed=seed, mesh=mesh)
+  completions = [policy.tokenizer.decode(out.completion_ids(r, eos_ids=policy.eos_ids),
+                                         skip_special_tokens=True)
+                 for r in range(out.tokens.shape[0])]
+  return Rollout(
+      tasks=[tasks[g] for g in out.groups], prompt_ids=out.prompt_ids,
+      prompt_mask=out.prompt_mask, tokens=out.tokens, logprobs=out.logprobs,
+      lengths=out.lengths, completions=completions,
+      programs=[prompts.extract_program(c) for c in completions])
+
+
+def _pad_to(x: np.ndarray, width: int, value, *, left: bool) -> np.ndarray:
+  extra = width - x.shape[1]
+  if extra <= 0:
+    return x
+  pad = ((0, 0), (extra, 0)) if left else ((0, 0), (0, extra))
+  return np.pad(x, pad, constant_values=value)
+
+
+def concat_rollouts(parts: Sequence[Rollout], pad_id: int) -> Rollout:
+  """Joins rollouts sampled in chunks, re-padding prompts (left) and completions (right)."""
+  p = max(r.prompt_ids.shape[1] for r in parts)
+  t = max(r.tokens.shape[1] for r in parts)
+  return Rollout(
+      tasks=[x for r in parts for x in r.tasks],
+      prompt_ids=np.concatenate([_pad_to(r.prompt_ids, p, pad_id, left=True) for r in parts]),
+      prompt_mask=np.concatenate([_pad_to(r.prompt_mask, p, False, left=True) for r in parts]),
+      tokens=np.concatenate([_pad_to(r.tokens, t, pad_id, left=False) for r in parts]),
+      logprobs=np.concatenate([_pad_to(r.logprobs, t, 0.0, left=False) for r in parts]),
+      lengths=np.concatenate([r.lengths for r in parts]),
+      completions=[x for r in parts for x in r.completions],
+      programs=[x for r in parts for x in r.programs])
+
+
+def bucket(n: int, multiple: int) -> int:
+  return max(multiple, -(-n // multiple) * multiple)
+
+
+def training_arrays(rollout: Rollout, pad_id: int, *, length_multiple: int = 32
+                    ) -> dict[str, np.ndarray]:
+  """Prompt + completion as one sequence for the learner; completions trimmed to the
+  longest one and padded to a bucket so the train step compiles for few shapes."""
+  t = bucket(int(rollout.lengths.max(initial=1)), length_multiple)
+  tokens = _pad_to(rollout.tokens[:, :t], t, pad_id, left=False)
+  cmask = _pad_to(rollout.completion_mask[:, :t], t, False, left=False)
+  logprobs = _pad_to(rollout.logprobs[:, :t], t, 0.0, left=False)
+  return {
+      "tokens": np.concatenate([rollout.prompt_ids, tokens], axis=1).astype(np.int32),
+      "mask": np.concatenate([rollout.prompt_mask, cmask], axis=1),
+      "completion_mask": cmask,
+      "old_logprobs": logprobs.astype(np.float32),
+  }

@@ -1,0 +1,157 @@
+"""What every trainer shares: the workdir, the policy and its optimiser state, resume from the
+latest checkpoint, evaluation with the reward pool, metrics and the final report."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import pathlib
+import time
+from typing import Any
+
+import jax
+import ml_collections
+import numpy as np
+from absl import logging
+from flax import nnx
+
+from precisecoder import evaluate as evaluate_lib
+from precisecoder.model import make_mesh, training_checkpoint
+from precisecoder.rewards import RewardScorer
+from precisecoder.train import checkpointing, metrics, policy as policy_lib, step as step_lib
+from precisecoder.train import tasksets
+
+
+def sample_seed(seed: int, step: int, part: int = 0) -> int:
+  """A sampling seed per (run seed, step, chunk): resuming at step k replays nothing."""
+  return (seed * 1_000_003 + step * 1009 + part) % (2**31 - 1)
+
+
+def _encode_data_state(state: Any) -> Any:
+  if isinstance(state, bytes):
+    return {"bytes": state.decode("latin-1")}
+  return state
+
+
+def _decode_data_state(state: Any) -> Any:
+  if isinstance(state, dict) and set(state) == {"bytes"}:
+    return state["bytes"].encode("latin-1")
+  return state
+
+
+class Run(contextlib.AbstractContextManager):
+  """One training run in a workdir; resumes the workdir's latest checkpoint if it has one."""
+
+  def __init__(self, cfg: ml_collections.ConfigDict, workdir: str, *, total_steps: int,
+               keep_initial: bool = False):
+    self.cfg = cfg
+    self.workdir = pathlib.Path(workdir)
+    self.workdir.mkdir(parents=True, exist_ok=True)
+    (self.workdir / "config.json").write_text(cfg.to_json_best_effort(indent=2) + "\n")
+    self.total_steps = total_steps
+    self.mesh = make_mesh(cfg.model.mesh) if jax.device_count() > 1 else None
+    self.policy = policy_lib.load_policy(cfg, self.mesh)
+    self.graphdef, self.params = nnx.split(self.policy.model)
+    # A frozen copy of the starting weights (KL reference, DPO reference) taken before resume.
+    self.initial_params = jax.tree.map(lambda x: x.copy(), self.params) if keep_initial else None
+    self.tx = step_lib.make_optimizer(cfg.optim, total_steps)
+    self.opt_state = jax.jit(self.tx.init)(self.params)
+    self.rng = jax.random.key(cfg.seed)
+    self.checkpointer = checkpointing.Checkpointer(
+        self.workdir / "checkpoints", max_to_keep=cfg.train.keep_checkpoints)
+    self.step = 0
+    self.data_state: Any = None
+    latest = self.checkpointer.latest_step()
+    if latest is not None:
+      t0 = time.perf_counter()
+      self.params, self.opt_state, meta = self.checkpointer.restore(
+          latest, self.params, self.opt_state)
+      self.step = int(meta["step"])
+      self.rng = checkpointing.rng_from_json(meta["rng"])
+      self.data_state = _decode_data_state(meta.get("data_state"))
+      logging.info("resumed %s at step %d (%.1f s)", self.workdir, self.step,
+                   time.perf_counter() - t0)
+    self.metrics = metrics.MetricsWriter(self.workdir, resume_step=self.step)
+    self.preemption = checkpointing.PreemptionWatcher()
+    self._pool = None
+    self._scorer: RewardScorer | None = None
+
+  # The policy for sampling and evaluation shares the current parameters.
+  def model(self):
+    return nnx.merge(self.graphdef, self.params)
+
+  def sync_policy(self) -> policy_lib.Policy:
+    self.policy.model = self.model()
+    return self.policy
+
+  @property
+  def scorer(self) -> RewardScorer:
+    if self._scorer is None:
+      from precisecoder.execution import ExecutionPool  # worker processes start on first use
+      rl = self.cfg.rl
+      self._pool = ExecutionPool(workers=rl.reward_workers)
+      epsilon = None if rl.epsilon < 0 else int(rl.epsilon)
+      self._scorer = RewardScorer(self._pool, epsilon=epsilon, lam=rl.lam)
+    return self._scorer
+
+  def save(self, data_state: Any = None, *, force: bool = False) -> float:
+    """Starts an asynchronous checkpoint of the current step; returns seconds it blocked."""
+    t0 = time.perf_counter()
+    meta = {"step": self.step, "rng": checkpointing.rng_to_json(self.rng),
+            "model": training_checkpoint.model_meta(self.policy.config, self.policy.source),
+            "data_state": _encode_data_state(data_state), "time": time.time()}
+    self.checkpointer.save(self.step, self.params, self.opt_state, meta, force=force)
+    return time.perf_counter() - t0
+
+  def evaluate(self) -> dict[str, float]:
+    """Greedy evaluation on validation tasks and clean programs; written to eval/step_N.json."""
+    cfg = self.cfg
+    if not hasattr(self, "_eval_tasks"):
+      self._eval_tasks = tasksets.eval_tasks(cfg)
+    summary, records = evaluate_lib.evaluate(
+        self.sync_policy(), self._eval_tasks, self.scorer,
+        max_new_tokens=cfg.train.eval_max_new_tokens, batch_size=cfg.train.eval_batch_size,
+        include_tests=cfg.data.include_tests_in_prompt, seed=cfg.seed, mesh=self.mesh)
+    out = self.workdir / "eval"
+    out.mkdir(exist_ok=True)
+    (out / f"step_{self.step}.json").write_text(json.dumps(
+        {"step": self.step, "summary": summary, "records": records}, indent=1) + "\n")
+    self.metrics.write(self.step, summary, prefix="eval/")
+    logging.info("eval at step %d: %s", self.step,
+                 "  ".join(f"{k}={v:.3f}" for k, v in summary.items() if isinstance(v, float)))
+    return summary
+
+  def should(self, every: int) -> bool:
+    return every > 0 and (self.step % every == 0 or self.step == self.total_steps)
+
+  def finish(self) -> pathlib.Path | None:
+    """Waits for the last checkpoint and writes the report (when configured)."""
+    self.checkpointer.wait()
+    if not self.cfg.train.report:
+      return None
+    from precisecoder.analysis import report
+    path = report.write_report(self.workdir)
+    logging.info("report: %s", path)
+    print(f"Report: {path}", flush=True)
+    return path
+
+  def close(self) -> None:
+    self.checkpointer.close()
+    self.metrics.close()
+    self.preemption.restore_handler()
+    if self._pool is not None:
+      self._pool.close()
+
+  def __exit__(self, *exc) -> None:
+    self.close()
+
+
+def mean_metrics(items: list[dict[str, Any]]) -> dict[str, float]:
+  if not items:
+    return {}
+  return {k: float(np.mean([float(x[k]) for x in items])) for k in items[0]}
+
+
+def param_digest(params: Any) -> float:
+  """A cheap fingerprint of the parameters (sum of |w|), for logs and resume checks."""
+  return float(sum(np.abs(np.asarray(x, np.float64)).sum() for x in jax.tree.leaves(params)))

@@ -1,0 +1,123 @@
+"""Jitted train steps (RL, SFT, DPO) over (graphdef, params) with donated buffers.
+
+A batch holds whole sequences (prompt left-padded, then the completion or answer right-padded)
+and `completion_mask` over the last T positions, where the loss lives.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import optax
+from flax import nnx
+
+from precisecoder.train import losses
+
+
+def make_optimizer(optim: ml_collections.ConfigDict, total_steps: int
+                   ) -> optax.GradientTransformation:
+  warmup = max(int(optim.warmup_steps), 0)
+  schedule = optax.join_schedules(
+      [optax.linear_schedule(0.0, optim.learning_rate, max(warmup, 1)),
+       optax.constant_schedule(optim.learning_rate)], [warmup]) if warmup else optim.learning_rate
+  parts = [optax.clip_by_global_norm(optim.grad_clip)] if optim.grad_clip > 0 else []
+  parts.append(optax.adamw(schedule, b1=optim.b1, b2=optim.b2, weight_decay=optim.weight_decay))
+  del total_steps
+  return optax.chain(*parts)
+
+
+def completion_logprobs(graphdef: nnx.GraphDef, params: nnx.State, tokens: jax.Array,
+                        mask: jax.Array, completion_len: int, temperature: float = 1.0
+                        ) -> tuple[jax.Array, jax.Array]:
+  """(log-prob, entropy) [B, T] of the last `completion_len` tokens given what precedes them."""
+  model = nnx.merge(graphdef, params)
+  logits = model(tokens, mask)
+  start = tokens.shape[1] - completion_len
+  return losses.token_logprobs(logits[:, start - 1:-1], tokens[:, start:], temperature)
+
+
+def _apply(tx, params, opt_state, grads):
+  updates, opt_state = tx.update(grads, opt_state, params)
+  return optax.apply_updates(params, updates), opt_state, optax.global_norm(grads)
+
+
+def make_rl_step(graphdef: nnx.GraphDef, tx: optax.GradientTransformation,
+                 rl: ml_collections.ConfigDict) -> Callable:
+  """step(params, opt_state, batch) -> (params, opt_state, metrics)."""
+
+  def loss_fn(params, batch):
+    t = batch["completion_mask"].shape[1]
+    logp, entropy = completion_logprobs(graphdef, params, batch["tokens"], batch["mask"], t,
+                                        rl.temperature)
+    out = losses.policy_loss(
+        logp, batch["old_logprobs"], batch["advantages"], batch["completion_mask"],
+        clip_low=rl.clip_low, clip_high=rl.clip_high, aggregation=rl.aggregation,
+        entropy=entropy, ref_logp=batch.get("ref_logprobs"), kl_beta=rl.kl_beta)
+    return out.loss, out
+
+  @functools.partial(jax.jit, donate_argnums=(0, 1))
+  def step(params, opt_state, batch):
+    (_, out), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch)
+    params, opt_state, gnorm = _apply(tx, params, opt_state, grads)
+    return params, opt_state, {**out._asdict(), "grad_norm": gnorm}
+
+  return step
+
+
+def make_logprob_fn(graphdef: nnx.GraphDef, temperature: float = 1.0) -> Callable:
+  """logprobs(params, tokens, mask, completion_mask) -> [B, T] (reference policy, DPO)."""
+
+  @jax.jit
+  def fn(params, tokens, mask, completion_mask):
+    logp, _ = completion_logprobs(graphdef, params, tokens, mask, completion_mask.shape[1],
+                                  temperature)
+    return logp * completion_mask
+
+  return fn
+
+
+def make_sft_step(graphdef: nnx.GraphDef, tx: optax.GradientTransformation) -> Callable:
+
+  def loss_fn(params, batch):
+    t = batch["completion_mask"].shape[1]
+    logp, _ = completion_logprobs(graphdef, params, batch["tokens"], batch["mask"], t)
+    return losses.sft_loss(logp, batch["completion_mask"])
+
+  @functools.partial(jax.jit, donate_argnums=(0, 1))
+  def step(params, opt_state, batch):
+    loss, grads = jax.value_and_grad(loss_fn)(params, batch)
+    params, opt_state, gnorm = _apply(tx, params, opt_state, grads)
+    return params, opt_state, {"loss": loss, "grad_norm": gnorm}
+
+  return step
+
+
+def make_dpo_step(graphdef: nnx.GraphDef, tx: optax.GradientTransformation, beta: float
+                  ) -> Callable:
+  """Chosen and rejected sequences stacked in one batch: rows [0, B) chosen, [B, 2B) rejected."""
+
+  def loss_fn(params, batch):
+    t = batch["completion_mask"].shape[1]
+    logp, _ = completion_logprobs(graphdef, params, batch["tokens"], batch["mask"], t)
+    seq = jnp.sum(logp * batch["completion_mask"], axis=-1)
+    ref = batch["ref_seq_logprobs"]
+    b = seq.shape[0] // 2
+    loss, accuracy = losses.dpo_loss(seq[:b], seq[b:], ref[:b], ref[b:], beta)
+    return loss, accuracy
+
+  @functools.partial(jax.jit, donate_argnums=(0, 1))
+  def step(params, opt_state, batch):
+    (loss, accuracy), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch)
+    params, opt_state, gnorm = _apply(tx, params, opt_state, grads)
+    return params, opt_state, {"loss": loss, "preference_accuracy": accuracy,
+                               "grad_norm": gnorm}
+
+  return step
+
+
+def to_device(batch: dict[str, Any]) -> dict[str, jax.Array]:
+  return {k: jnp.asarray(v) for k, v in batch.items()}
