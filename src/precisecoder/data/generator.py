@@ -1,0 +1,196 @@
+"""Seeded generator of small debugging tasks (self-contained functions with call tests).
+
+Tiers:
+* `easy`: 3-12-line functions with one bug a small model can see (a flipped
+  comparison or operator, an off-by-one, a wrong constant);
+* `medium`: 8-30-line functions with one bug from any single-line operator;
+* `hard`: medium functions with 2-4 bugs, or a 2-4-line (atomic) bug.
+
+Tests are `call` cases whose expected values come from the correct function,
+so verdicts are computed outside the program. Every bug is verified to fail
+them (in-process: the programs are our own templates; `precisecoder data build`
+re-verifies every task in the sandboxed pool). Output is deterministic for
+(split, tier, n, seed); splits share no function (see `families`).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any, Sequence
+
+from precisecoder.data import families as families_lib
+from precisecoder.data import injection, mutation
+from precisecoder.data.checking import TrustedCallChecker, call_trusted, load_trusted
+from precisecoder.data.families import Family
+from precisecoder.data.mutation import Mutation
+from precisecoder.tasks import Task
+
+TIERS = ("easy", "medium", "hard")
+NUM_CASES = 8
+EASY_OPERATORS = ("boundary_shift", "comparison_swap", "arithmetic_swap", "constant_off_by_one",
+                  "wrong_constant", "range_bound", "boolean_flip", "augassign_swap")
+_MAX_ATTEMPTS_PER_TASK = 50
+
+
+class GeneratorError(RuntimeError):
+  """A family template is broken (its correct code fails on its own inputs)."""
+
+
+def _signature(code: str) -> str:
+  return code.splitlines()[0].removeprefix("def ").rstrip(":")
+
+
+def _prompt(fn_signature: str, description: str) -> str:
+  return f"Implement `{fn_signature}`. {description}"
+
+
+def _tests(family: Family, fn: str, code: str, knobs: dict[str, Any],
+           rng: random.Random) -> dict[str, Any]:
+  """NUM_CASES distinct call cases (edge cases first) with expected values from `code`."""
+  target = load_trusted(code, fn)
+  cases, seen = [], set()
+  pending = [list(args) for args in family.edge]
+  for _ in range(20 * NUM_CASES):
+    if len(cases) >= NUM_CASES:
+      break
+    args = pending.pop(0) if pending else family.sample(rng, knobs)
+    key = json.dumps(args, sort_keys=True)
+    if key in seen:
+      continue
+    seen.add(key)
+    try:
+      expected = call_trusted(target, args)
+    except Exception as e:  # pylint: disable=broad-except
+      raise GeneratorError(f"family {family.key!r}: correct code fails on {args!r}: {e!r}") from e
+    cases.append({"args": json.loads(key), "expected": json.loads(json.dumps(expected))})
+  return {"kind": "call", "entry_point": fn, "cases": cases}
+
+
+def _family_pool(tier: str, split: str) -> tuple[Family, ...]:
+  return families_lib.families("easy" if tier == "easy" else "medium", split)
+
+
+def _bug_plan(tier: str, rng: random.Random) -> tuple[int, bool]:
+  """(number of bugs, whether one of them is a 2-4-line block) for a task of `tier`."""
+  if tier != "hard":
+    return 1, False
+  if rng.random() < 0.3:
+    return rng.choice((1, 1, 2)), True
+  return rng.choice((2, 2, 3, 4)), False
+
+
+def _checked_task(family: Family, tier: str, split: str, rng: random.Random,
+                  checker: TrustedCallChecker) -> tuple[str, str, str, dict, list[Mutation]] | None:
+  """One attempt: (fn, prompt, code, tests, bugs) or None if this draw has no usable bug."""
+  fn, description, code, knobs = family.render(rng)
+  tests = _tests(family, fn, code, knobs, rng)
+  source = injection.Source(key=family.key, code=code, tests=tests)
+  k, multi = _bug_plan(tier, rng)
+  operators = EASY_OPERATORS if tier == "easy" else None
+  singles = injection.balanced_order(injection.candidates(source, operators=operators), rng)
+  need = k - int(multi)
+  verified_singles = []
+  if need:
+    # Verify lazily: a few more than needed, in shuffled order.
+    for m in singles:
+      if injection.verify([source], [[m]], checker)[0]:
+        verified_singles.append(m)
+      if len(verified_singles) >= need * 3 or (need == 1 and verified_singles):
+        break
+  chosen: list[Mutation] = []
+  if multi:
+    blocks = injection.balanced_order(injection.candidates(source, multi_line=True), rng)
+    for block in blocks:
+      if injection.verify([source], [[block]], checker)[0]:
+        chosen = [block]
+        break
+    if not chosen:
+      return None
+  if need:
+    rest = [m for m in verified_singles
+            if not chosen or injection.gap(*sorted([chosen[0], m], key=lambda x: x.span)) >= 4]
+    picked = injection.compose(rest, need, rng)
+    if picked is None:
+      return None
+    chosen = sorted(chosen + picked, key=lambda m: m.span)
+    if multi and len(chosen) > 1 and injection.compose(chosen, len(chosen), random.Random(0),
+                                                       tries=1) is None:
+      return None
+  return fn, _prompt(_signature(code), description), code, tests, chosen
+
+
+
+def _task(task_id: str, tier: str, split: str, family: Family, prompt: str, code: str,
+          tests: dict, bugs: Sequence[Mutation]) -> Task:
+  buggy, gt_diff = injection.buggy_program(code, bugs)
+  return Task(task_id=task_id, buggy_code=buggy, gt_solution=code, gt_diff=gt_diff, tests=tests,
+              prompt=prompt, timeout_s=6.0, is_buggy=True, bug_count=len(bugs),
+              source_dataset="generator",
+              extra={"family": family.key, "split": split, "tier": tier,
+                     "bug_type": [m.category for m in bugs],
+                     "bug_subtype": [m.operator for m in bugs],
+                     "multi_line": any(m.size > 1 for m in bugs),
+                     "editable_lines": len(mutation.editable_lines(code))})
+
+
+def make_tasks(split: str, tier: str, n: int, seed: int = 0) -> list[Task]:
+  """`n` verified buggy tasks of `tier` from the families of `split`."""
+  if tier not in TIERS:
+    raise ValueError(f"unknown tier {tier!r}; expected one of {TIERS}")
+  pool = _family_pool(tier, split)
+  rng = random.Random(f"precisecoder-generator:{split}:{tier}:{seed}")
+  checker = TrustedCallChecker()
+  tasks: list[Task] = []
+  seen: set[str] = set()
+  attempts = 0
+  order: list[Family] = []
+  while len(tasks) < n:
+    attempts += 1
+    if attempts > _MAX_ATTEMPTS_PER_TASK * max(n, 1):
+      raise GeneratorError(f"only {len(tasks)} of {n} {tier}/{split} tasks after {attempts} tries")
+    if not order:  # deal families evenly, in a seeded order
+      order = list(pool)
+      rng.shuffle(order)
+    family = order.pop()
+    drawn = _checked_task(family, tier, split, rng, checker)
+    if drawn is None:
+      continue
+    fn, prompt, code, tests, bugs = drawn
+    try:
+      task = _task(f"gen-{tier}-{split}-{seed}-{len(tasks):06d}", tier, split, family, prompt,
+                   code, tests, bugs)
+    except ValueError:  # a composed diff that does not round-trip: draw again
+      continue
+    if task.buggy_code in seen:
+      continue
+    seen.add(task.buggy_code)
+    tasks.append(task)
+  return tasks
+
+
+def make_clean_tasks(split: str, n: int, seed: int = 0, tier: str = "easy") -> list[Task]:
+  """`n` already-correct programs (is_buggy false) from the families of `split`."""
+  pool = _family_pool(tier, split)
+  rng = random.Random(f"precisecoder-generator-clean:{split}:{tier}:{seed}")
+  tasks: list[Task] = []
+  seen: set[str] = set()
+  attempts = 0
+  while len(tasks) < n:
+    attempts += 1
+    if attempts > _MAX_ATTEMPTS_PER_TASK * max(n, 1):
+      raise GeneratorError(f"only {len(tasks)} of {n} clean {split} programs after {attempts} "
+                           "tries (too few distinct family members)")
+    family = pool[(attempts - 1) % len(pool)]
+    fn, description, code, knobs = family.render(rng)
+    if code in seen:
+      continue
+    seen.add(code)
+    tests = _tests(family, fn, code, knobs, rng)
+    tasks.append(Task(task_id=f"gen-clean-{split}-{seed}-{len(tasks):06d}", buggy_code=code,
+                      gt_solution=code, gt_diff={}, tests=tests,
+                      prompt=_prompt(_signature(code), description), is_buggy=False, bug_count=0,
+                      source_dataset="generator",
+                      extra={"family": family.key, "split": split, "tier": tier,
+                             "editable_lines": len(mutation.editable_lines(code))}))
+  return tasks
