@@ -42,7 +42,7 @@ def completion_logprobs(graphdef: nnx.GraphDef, params: nnx.State, tokens: jax.A
 
 def _apply(tx, params, opt_state, grads):
   updates, opt_state = tx.update(grads, opt_state, params)
-  return optax.apply_updates(params, updates), opt_state, optax.global_norm(grads)
+  return optax.apply_updates(params, updates), opt_state, optax.tree.norm(grads)
 
 
 def make_rl_step(graphdef: nnx.GraphDef, tx: optax.GradientTransformation,
