@@ -344,12 +344,14 @@ def $fn(base, exponent):
     Family("triangle", ("triangle", "triangular_number", "tri_number"),
            "Return the n-th triangular number n * (n + 1) / 2 as an integer.", """
 def $fn(n):
-    return n * (n + 1) // 2
+    doubled = n * (n + 1)
+    return doubled // 2
 """, _int(0, 100), {}, ((0,), (1,), (4,))),
     Family("to_fahrenheit", ("to_fahrenheit", "celsius_to_f", "c2f"),
            "Convert the Celsius temperature c to Fahrenheit (c * 9 / 5 + 32), rounded down.", """
 def $fn(c):
-    return c * 9 // 5 + 32
+    scaled = c * 9 // 5
+    return scaled + 32
 """, _int(-40, 100), {}, ((0,), (100,), (-40,), (37,))),
     Family("is_leap", ("is_leap", "leap_year", "has_feb_29"),
            "Return True if `year` is a leap year: divisible by 4, except century years, which "

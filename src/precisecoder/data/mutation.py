@@ -321,14 +321,14 @@ def single_line_mutations(code: str, editable: Sequence[int]) -> list[Mutation]:
 
   def add(m: Mutation) -> None:
     key = (m.start, m.end, m.replacement)
-    if key not in seen:
+    if key not in seen and _parses(code, m):
       seen.add(key)
       out.append(m)
 
   for node in ast.walk(tree):
-    if not _one_line(node) or node.lineno not in allowed:
+    if getattr(node, "lineno", None) not in allowed:
       continue
-    if isinstance(node, ast.expr):
+    if isinstance(node, ast.expr) and _one_line(node):
       if id(node) in call_funcs:
         continue
       for operator, category, new in _expression_rewrites(node, scope.get(node.lineno, ())):
@@ -339,6 +339,15 @@ def single_line_mutations(code: str, editable: Sequence[int]) -> list[Mutation]:
       for m in _statement_mutations(node, lines):
         add(m)
   return out
+
+
+def _parses(code: str, m: Mutation) -> bool:
+  """Whether the mutated program is still valid Python (bugs are semantic, not syntax errors)."""
+  try:
+    ast.parse(apply_mutations(code, [m]))
+  except (SyntaxError, ValueError):
+    return False
+  return True
 
 
 def _safe_unparse(node: ast.AST) -> str | None:
@@ -477,4 +486,4 @@ def multi_line_mutations(code: str, editable: Sequence[int],
         operator = "block_rewrite"
         out.append(Mutation(operator, run[0].category, start, start + size - 1,
                             tuple(m.replacement[0] for m in run)))
-  return out
+  return [m for m in out if _parses(code, m)]
