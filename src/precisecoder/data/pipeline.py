@@ -5,15 +5,13 @@
 run continues with the next unseen batch instead of replaying the epoch.
 
 Sources: a list of `Task`s, a contract JSON Lines file (.jsonl, .jsonl.gz), or
-ArrayRecord files written by the TFDS builder (a TFDS dataset folder, or
-`*.array_record*` files). Each host reads its own shard
-(`shard_index::shard_count`) of the records; the shuffle is a fresh
-permutation every epoch, fixed by `seed`.
+a task set built by `tfds_builder` (its folder; `split` picks the split).
+Each host reads its own equal, strided shard of the records; the shuffle is a
+fresh permutation every epoch, fixed by `seed`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 from typing import Any, Sequence
@@ -21,44 +19,22 @@ from typing import Any, Sequence
 import grain
 
 from precisecoder.data import files
-from precisecoder.tasks import Task, parse_task
+from precisecoder.tasks import Task
 
 TaskSource = Sequence[Task] | str | os.PathLike[str]
-
-
-class _ArrayRecordTasks:
-  """Random access to task records stored as JSON bytes in ArrayRecord files."""
-
-  def __init__(self, files: Sequence[pathlib.Path]):
-    self._files = [str(f) for f in files]
-    self._source = grain.sources.ArrayRecordDataSource(self._files)
-
-  def __len__(self) -> int:
-    return len(self._source)
-
-  def __getitem__(self, index: int) -> Task:
-    record = json.loads(self._source[index])
-    return parse_task(record, f"{self._files[0]}... record {index}")
-
-
-def array_record_files(path: pathlib.Path, split: str = "train") -> list[pathlib.Path]:
-  """The ArrayRecord shards of a TFDS dataset folder (or one file), in order."""
-  if path.is_file():
-    return [path]
-  files = sorted(path.rglob(f"*-{split}.array_record*"))
-  if not files:
-    files = sorted(path.rglob("*.array_record*"))
-  if not files:
-    raise FileNotFoundError(f"{path}: no ArrayRecord files (expected a TFDS dataset folder)")
-  return files
 
 
 def _source(tasks: TaskSource, split: str) -> Any:
   if not isinstance(tasks, (str, os.PathLike)):
     return list(tasks)
   path = pathlib.Path(tasks)
-  if path.is_dir() or ".array_record" in path.name:
-    return _ArrayRecordTasks(array_record_files(path, split))
+  if path.is_dir():
+    from precisecoder.data import tfds_builder  # pylint: disable=import-outside-toplevel  # slow
+    found = [path] if tfds_builder.is_tfds_dir(path) else sorted(
+        p.parent for p in path.rglob("dataset_info.json"))
+    if len(found) != 1:
+      raise FileNotFoundError(f"{path}: expected one built TFDS task set, found {len(found)}")
+    return tfds_builder.tfds_source(found[0], split)
   return files.read_tasks(path)
 
 
