@@ -1,0 +1,251 @@
+"""`precisecoder data`: build, verify, describe and convert task sets.
+
+  precisecoder data build generator --out DIR [--tier easy] [--train N] [--validation N]
+                                    [--test N] [--clean N] [--seed S]
+  precisecoder data build humaneval --out DIR [--kinds single,multi,clean] [--seed S]
+  precisecoder data build pdb --records PATH --out DIR [--bigcodebench PATH]
+                              [--livecodebench PATH] [--name NAME]
+  precisecoder data build tfds --split train=T.jsonl [--split validation=V.jsonl]
+                               --data-dir DIR [--config NAME]
+  precisecoder data verify TASKS.jsonl [...]
+  precisecoder data card TASKS.jsonl [...] [--json]
+
+Every `build` (except tfds) writes task files, a data card (card.json,
+CARD.md), and a summary.json with the full verification in the sandboxed pool
+(gold passes, buggy fails, every bug necessary, every multi-line bug atomic,
+gt_diff round trip); the exit status is 1 if any check fails. Exit status 2 is
+for unusable inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+import time
+from typing import Any, Sequence
+
+import tqdm
+
+from precisecoder.data import cards, files, generator, verification
+from precisecoder.tasks import Task, TaskError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+  build = sub.add_parser("build", help="build a task set into a folder")
+  what = build.add_subparsers(dest="what", required=True, metavar="SET")
+
+  gen = what.add_parser("generator", help="seeded small-function tasks (train/validation/test)")
+  gen.add_argument("--tier", choices=generator.TIERS, default="easy")
+  gen.add_argument("--train", type=int, default=2000, help="buggy train tasks")
+  gen.add_argument("--validation", type=int, default=200, help="buggy validation tasks")
+  gen.add_argument("--test", type=int, default=200, help="buggy test tasks")
+  gen.add_argument("--clean", type=int, default=100, help="clean tasks per validation/test split")
+  gen.add_argument("--seed", type=int, default=0)
+
+  he = what.add_parser("humaneval", help="HumanEval single-line, multi-line and clean sets")
+  he.add_argument("--kinds", default="single,multi,clean")
+  he.add_argument("--seed", type=int, default=0)
+
+  pdb = what.add_parser("pdb", help="PDB records joined with local source-benchmark tests")
+  pdb.add_argument("--records", required=True, help="PDB parquet / JSON / JSONL file or folder")
+  pdb.add_argument("--bigcodebench", help="local BigCodeBench copy (JSON/JSONL/parquet)")
+  pdb.add_argument("--livecodebench", help="local LiveCodeBench code_generation_lite copy")
+  pdb.add_argument("--name", default="pdb", help="output file stem")
+
+  tfds = what.add_parser("tfds", help="TFDS ArrayRecord dataset from task files")
+  tfds.add_argument("--split", action="append", required=True, metavar="NAME=PATH")
+  tfds.add_argument("--data-dir", required=True)
+  tfds.add_argument("--config", default="default")
+
+  for b in (gen, he, pdb):
+    b.add_argument("--out", required=True, help="output folder")
+    b.add_argument("--workers", type=int, default=None, help="execution workers (default: CPUs)")
+
+  ver = sub.add_parser("verify", help="fully verify task files in the sandboxed pool")
+  ver.add_argument("paths", nargs="+")
+  ver.add_argument("--workers", type=int, default=None)
+
+  card = sub.add_parser("card", help="print the data card of task files")
+  card.add_argument("paths", nargs="+")
+  card.add_argument("--json", action="store_true")
+
+
+# ---------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------
+
+
+def _pool(workers: int | None):
+  from precisecoder.execution import ExecutionPool  # pylint: disable=import-outside-toplevel
+  return ExecutionPool(workers=workers)
+
+
+def _checker(pool):
+  from precisecoder.data.checking import PoolChecker  # pylint: disable=import-outside-toplevel
+  return PoolChecker(pool)
+
+
+def _verify(named: dict[str, list[Task]], checker) -> dict[str, Any]:
+  """Full verification of every set, with a progress bar; {name: summary + failures}."""
+  out = {}
+  for name, tasks in named.items():
+    total = sum(len(verification.runs_for(t)) for t in tasks)
+    with tqdm.tqdm(total=total, desc=f"verify {name}", unit="run", file=sys.stderr) as bar:
+      report = verification.verify_tasks(tasks, checker, progress=bar.update)
+    out[name] = {**report.summary(), "failures_first": report.failures[:20]}
+  return out
+
+
+def _write_set(out: pathlib.Path, name: str, tasks: list[Task]) -> dict[str, Any]:
+  files.write_tasks(out / f"{name}.jsonl", tasks)
+  return cards.data_card(tasks, name)
+
+
+def _finish(out: pathlib.Path, summary: dict[str, Any], card_list: list[dict[str, Any]]) -> int:
+  (out / "card.json").write_text(json.dumps(card_list, indent=1) + "\n")
+  (out / "CARD.md").write_text("\n".join(cards.card_markdown(c) for c in card_list))
+  (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+  failures = sum(v["failures"] for v in summary.get("verification", {}).values())
+  for c in card_list:
+    print(f"{c['name']:>28}: {c['tasks']:6d} tasks ({c['buggy']} buggy, {c['clean']} clean), "
+          f"{c['program_lines_mean']:.1f} lines, bugs/task {c['by_bug_count']}")
+  for name, v in summary.get("verification", {}).items():
+    status = "OK" if not v["failures"] else f"{v['failures']} FAILED"
+    print(f"{name:>28}: verified {v['tasks']} tasks with {v['checks']} runs: {status}")
+    for line in v["failures_first"]:
+      print(f"    {line}")
+  print(f"wrote {out}/ (task files, card.json, CARD.md, summary.json)")
+  return 1 if failures else 0
+
+
+# ---------------------------------------------------------------------------
+# Builds
+# ---------------------------------------------------------------------------
+
+
+def _build_generator(args: argparse.Namespace, out: pathlib.Path) -> int:
+  sets: dict[str, list[Task]] = {}
+  started = time.time()
+  for split in ("train", "validation", "test"):
+    n = getattr(args, split)
+    if n:
+      sets[f"{args.tier}_{split}"] = generator.make_tasks(split, args.tier, n, args.seed)
+    if split != "train" and args.clean:
+      sets[f"clean_{split}"] = generator.make_clean_tasks(split, args.clean, args.seed)
+  generated_s = time.time() - started
+  card_list = [_write_set(out, name, tasks) for name, tasks in sets.items()]
+  with _pool(args.workers) as pool:
+    summary = {"set": "generator", "tier": args.tier, "seed": args.seed,
+               "generation_seconds": round(generated_s, 2),
+               "verification": _verify(sets, _checker(pool))}
+  return _finish(out, summary, card_list)
+
+
+def _build_humaneval(args: argparse.Namespace, out: pathlib.Path) -> int:
+  from precisecoder.data import humaneval  # pylint: disable=import-outside-toplevel
+  kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+  for kind in kinds:
+    if kind not in humaneval.KINDS:
+      raise ValueError(f"--kinds: unknown kind {kind!r}; expected some of {humaneval.KINDS}")
+  sets, reports = {}, {}
+  with _pool(args.workers) as pool:
+    checker = _checker(pool)
+    for kind in kinds:
+      with tqdm.tqdm(desc=f"inject humaneval {kind}", unit="candidate", file=sys.stderr) as bar:
+        tasks, report = humaneval.build(kind, checker, seed=args.seed, progress=bar.update)
+      sets[f"humaneval_{kind}"] = tasks
+      reports[kind] = report
+    summary = {"set": "humaneval", "seed": args.seed, "injection": reports,
+               "verification": _verify(sets, checker)}
+  card_list = [_write_set(out, name, tasks) for name, tasks in sets.items()]
+  for kind, report in reports.items():
+    _print_yield(f"humaneval {kind}", report.get("yield_"))
+  return _finish(out, summary, card_list)
+
+
+def _print_yield(title: str, table: dict[str, Any] | None) -> None:
+  if not table:
+    return
+  print(f"injection yield, {title} (kept / attempted):")
+  for key in ("category", "operator"):
+    for name, v in table[key].items():
+      rate = v["kept"] / v["attempted"] if v["attempted"] else 0.0
+      print(f"  {key:>8} {name:>24}: {v['kept']:5d} / {v['attempted']:5d}  ({rate:.0%})")
+
+
+def _build_pdb(args: argparse.Namespace, out: pathlib.Path) -> int:
+  from precisecoder.data import pdb  # pylint: disable=import-outside-toplevel
+  report = pdb.load_pdb(args.records, bigcodebench=args.bigcodebench,
+                        livecodebench=args.livecodebench)
+  with _pool(args.workers) as pool:
+    checker = _checker(pool)
+    failing = set(pdb.failing_gold(report.tasks, checker))
+    kept = [t for t in report.tasks if t.task_id not in failing]
+    summary = {"set": "pdb", "load": report.summary(), "gold_failing": sorted(failing),
+               "missing_tests": report.missing_tests, "duplicates": report.duplicates,
+               "malformed": report.malformed, "source_errors": report.source_errors,
+               "verification": _verify({args.name: kept}, checker)}
+  print(f"PDB records: {json.dumps(report.summary())}, gold failing its tests: {len(failing)}")
+  card_list = [_write_set(out, args.name, kept)]
+  return _finish(out, summary, card_list)
+
+
+def _build_tfds(args: argparse.Namespace) -> int:
+  from precisecoder.data import tfds_builder  # pylint: disable=import-outside-toplevel
+  splits = {}
+  for item in args.split:
+    name, sep, path = item.partition("=")
+    if not sep or not name or not path:
+      raise ValueError(f"--split {item!r}: expected NAME=PATH")
+    splits[name] = path
+  builder_dir = tfds_builder.build_tfds(splits, args.data_dir, config=args.config)
+  for name in splits:
+    print(f"{name}: {len(tfds_builder.tfds_source(builder_dir, name))} tasks")
+  print(f"wrote {builder_dir}")
+  return 0
+
+
+# ---------------------------------------------------------------------------
+# Entry point
+# ---------------------------------------------------------------------------
+
+
+def _load(paths: Sequence[str]) -> dict[str, list[Task]]:
+  return {path: files.read_tasks(path) for path in paths}
+
+
+def main(args: argparse.Namespace) -> int:
+  try:
+    if args.action == "card":
+      card_list = [cards.data_card(tasks, name) for name, tasks in _load(args.paths).items()]
+      print(json.dumps(card_list, indent=1) if args.json
+            else "\n".join(cards.card_markdown(c) for c in card_list))
+      return 0
+    if args.action == "verify":
+      named = _load(args.paths)
+      with _pool(args.workers) as pool:
+        results = _verify(named, _checker(pool))
+      return _finish_verify(results)
+    if args.what == "tfds":
+      return _build_tfds(args)
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    build = {"generator": _build_generator, "humaneval": _build_humaneval, "pdb": _build_pdb}
+    return build[args.what](args, out)
+  except (TaskError, ValueError, FileNotFoundError, OSError) as e:
+    print(f"precisecoder data: {e}", file=sys.stderr)
+    return 2
+
+
+def _finish_verify(results: dict[str, Any]) -> int:
+  failures = 0
+  for name, v in results.items():
+    failures += v["failures"]
+    status = "OK" if not v["failures"] else f"{v['failures']} FAILED"
+    print(f"{name}: {v['tasks']} tasks, {v['checks']} runs: {status}")
+    for line in v["failures_first"]:
+      print(f"    {line}")
+  return 1 if failures else 0
