@@ -15,6 +15,7 @@ prefix, no blank, comment or docstring lines) are touched.
 from __future__ import annotations
 
 import ast
+import collections
 import copy
 import dataclasses
 import re
@@ -474,16 +475,20 @@ def multi_line_mutations(code: str, editable: Sequence[int],
         span = range(stmt.lineno, stmt.end_lineno + 1)
         if 2 <= len(span) <= 4 and set(span) <= allowed:
           out.append(Mutation("guard_removed", CHECKING, stmt.lineno, stmt.end_lineno, ()))
-  # Rewrites of 2-4 consecutive lines: the first operator of each line, combined.
-  by_line: dict[int, Mutation] = {}
+  # Rewrites of 2-3 consecutive lines: one single-line rewrite per line, a few
+  # deterministic combinations per run (variant v takes each line's v-th rewrite).
+  by_line: dict[int, list[Mutation]] = collections.defaultdict(list)
   for m in singles:
-    if m.end == m.start and len(m.replacement) == 1 and m.start not in by_line:
-      by_line[m.start] = m
+    if m.end == m.start and len(m.replacement) == 1:
+      by_line[m.start].append(m)
   for start in sorted(by_line):
     for size in (2, 3):
       run = [by_line.get(start + i) for i in range(size)]
-      if all(run):
-        operator = "block_rewrite"
-        out.append(Mutation(operator, run[0].category, start, start + size - 1,
-                            tuple(m.replacement[0] for m in run)))
+      if not all(run):
+        continue
+      combos = {tuple(options[v % len(options)] for options in run) for v in range(3)}
+      for combo in sorted(combos, key=lambda c: [m.replacement for m in c]):
+        category = collections.Counter(m.category for m in combo).most_common(1)[0][0]
+        out.append(Mutation("block_rewrite", category, start, start + size - 1,
+                            tuple(m.replacement[0] for m in combo)))
   return [m for m in out if _parses(code, m)]

@@ -1,0 +1,69 @@
+"""HumanEval task sets: test conversion, frozen prompt lines, clean set, shipped buggy sets."""
+
+import pytest
+
+from precisecoder import edits
+from precisecoder.data import humaneval, injection, mutation
+from precisecoder.data.checking import TrustedCallChecker
+from precisecoder.tasks import apply_gt_diff, parse_task, task_to_record
+
+
+@pytest.fixture(scope="module")
+def problems():
+  return {p["task_id"]: p for p in humaneval.problems()}
+
+
+def test_asserts_become_call_cases_only_when_exact(problems):
+  tests = {tid: humaneval.convert_tests(p) for tid, p in problems.items()}
+  kinds = [t["kind"] for t in tests.values()]
+  assert len(kinds) == 164 and kinds.count("call") == 133 and kinds.count("assert") == 31
+  t0 = tests["HumanEval/0"]
+  assert t0["entry_point"] == "has_close_elements"
+  assert t0["cases"][0] == {"args": [[1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.3], "expected": True}
+  # Tolerance checks (abs(candidate(x) - y) < 1e-6) cannot be a call case.
+  assert tests["HumanEval/2"]["kind"] == "assert"
+  assert tests["HumanEval/2"]["code"].rstrip().endswith("check(truncate_number)")
+
+
+def test_converted_cases_accept_every_canonical_solution(problems):
+  checker = TrustedCallChecker(max_lines=5_000_000)  # HumanEval's own canonical code
+  for source in humaneval.sources():
+    if source.tests["kind"] == "call":
+      assert checker.passes_one(source.code, source.tests), source.key
+
+
+def test_prompt_lines_are_frozen(problems):
+  for source in humaneval.sources()[:40]:
+    prompt_lines = len(problems[source.key]["prompt"].rstrip("\n").splitlines())
+    editable = mutation.editable_lines(source.code, source.first_editable)
+    assert editable and min(editable) > prompt_lines
+    for m in injection.candidates(source, multi_line=True):
+      assert m.start > prompt_lines
+
+
+def test_clean_set():
+  tasks = humaneval.load_tasks("clean")
+  assert len(tasks) == 164
+  for t in tasks:
+    assert not t.is_buggy and t.buggy_code == t.gt_solution and t.gt_diff == {}
+    assert parse_task(task_to_record(t), "roundtrip") == t
+
+
+@pytest.mark.parametrize("kind", ["single", "multi"])
+def test_shipped_buggy_sets(kind):
+  if not humaneval.builtin_path(kind).exists():
+    pytest.skip("built by `precisecoder data build humaneval`")
+  tasks = humaneval.load_tasks(kind)
+  assert len(tasks) >= 150
+  checker = TrustedCallChecker(max_lines=5_000_000)
+  for t in tasks:
+    assert apply_gt_diff(t.buggy_code, t.gt_diff) == t.gt_solution.rstrip("\n")
+    blocks = edits.parse_blocks(t.gt_diff)
+    assert len(blocks) == t.bug_count
+    if kind == "multi":
+      assert t.bug_count == 1 and 2 <= len(t.gt_diff) <= 4
+    else:
+      assert 1 <= t.bug_count <= 4 and all(len(b.edits) == 1 for b in blocks)
+  call = [t for t in tasks if t.tests["kind"] == "call"][:25]
+  for t in call:  # a sample re-checked here; the build verified all of them in the pool
+    assert checker.passes_one(t.gt_solution, t.tests) and not checker.passes_one(t.buggy_code, t.tests)
