@@ -132,7 +132,8 @@ def _build_generator(args: argparse.Namespace, out: pathlib.Path) -> int:
   for split in ("train", "validation", "test"):
     n = getattr(args, split)
     if n:
-      sets[f"{args.tier}_{split}"] = generator.make_tasks(split, args.tier, n, args.seed)
+      sets[f"{args.tier}_{split}"] = generator.make_tasks(split, args.tier, n, args.seed,
+                                                               progress=True)
     if split != "train" and args.clean:
       sets[f"clean_{split}"] = generator.make_clean_tasks(split, args.clean, args.seed)
   generated_s = time.time() - started

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from typing import Any, Sequence
+
+import tqdm
 
 from precisecoder.data import families as families_lib
 from precisecoder.data import injection, mutation
@@ -134,7 +137,8 @@ def _task(task_id: str, tier: str, split: str, family: Family, prompt: str, code
                      "editable_lines": len(mutation.editable_lines(code))})
 
 
-def make_tasks(split: str, tier: str, n: int, seed: int = 0) -> list[Task]:
+def make_tasks(split: str, tier: str, n: int, seed: int = 0, *, progress: bool = False
+               ) -> list[Task]:
   """`n` verified buggy tasks of `tier` from the families of `split`."""
   if tier not in TIERS:
     raise ValueError(f"unknown tier {tier!r}; expected one of {TIERS}")
@@ -145,6 +149,8 @@ def make_tasks(split: str, tier: str, n: int, seed: int = 0) -> list[Task]:
   seen: set[str] = set()
   attempts = 0
   order: list[Family] = []
+  bar = tqdm.tqdm(total=n, desc=f"generate {tier}/{split}", unit="task", disable=not progress,
+                  file=sys.stderr)
   while len(tasks) < n:
     attempts += 1
     if attempts > _MAX_ATTEMPTS_PER_TASK * max(n, 1):
@@ -166,6 +172,8 @@ def make_tasks(split: str, tier: str, n: int, seed: int = 0) -> list[Task]:
       continue
     seen.add(task.buggy_code)
     tasks.append(task)
+    bar.update()
+  bar.close()
   return tasks
 
 
