@@ -95,11 +95,12 @@ def _checked_task(family: Family, tier: str, split: str, rng: random.Random,
   need = k - int(multi)
   verified_singles = []
   if need:
-    # Verify lazily: a few more than needed, in shuffled order.
+    # Verify lazily, in shuffled order: a few spares when bugs must be spaced out.
+    enough = need * 3 if (multi or need > 1) else 1
     for m in singles:
       if injection.verify([source], [[m]], checker)[0]:
         verified_singles.append(m)
-      if len(verified_singles) >= need * 3 or (need == 1 and verified_singles):
+      if len(verified_singles) >= enough:
         break
   chosen: list[Mutation] = []
   if multi:
@@ -111,17 +112,12 @@ def _checked_task(family: Family, tier: str, split: str, rng: random.Random,
     if not chosen:
       return None
   if need:
-    rest = [m for m in verified_singles
-            if not chosen or injection.gap(*sorted([chosen[0], m], key=lambda x: x.span)) >= 4]
+    rest = [m for m in verified_singles if injection.well_separated(chosen + [m])]
     picked = injection.compose(rest, need, rng)
-    if picked is None:
+    if picked is None or not injection.well_separated(chosen + picked):
       return None
     chosen = sorted(chosen + picked, key=lambda m: m.span)
-    if multi and len(chosen) > 1 and injection.compose(chosen, len(chosen), random.Random(0),
-                                                       tries=1) is None:
-      return None
   return fn, _prompt(_signature(code), description), code, tests, chosen
-
 
 
 def _task(task_id: str, tier: str, split: str, family: Family, prompt: str, code: str,

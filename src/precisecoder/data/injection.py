@@ -155,17 +155,21 @@ def gap(a: Mutation, b: Mutation) -> int:
   return b.span[0] - a.span[1] - 1
 
 
+def well_separated(bugs: Sequence[Mutation]) -> bool:
+  """Whether bugs keep PDB's minimum stride (2 lines, 4 next to a multi-line bug)."""
+  ordered = sorted(bugs, key=lambda m: m.span)
+  return all(gap(a, b) >= (MULTI_STRIDE if max(a.size, b.size) > 1 else SINGLE_STRIDE)
+             for a, b in zip(ordered, ordered[1:]))
+
+
 def compose(bugs: Sequence[Mutation], k: int, rng: random.Random,
             tries: int = 64) -> list[Mutation] | None:
-  """k of `bugs` on distinct, well-separated lines (PDB's minimum stride), or None."""
-  if k == 1:
-    return [rng.choice(list(bugs))] if bugs else None
+  """k of `bugs` on well-separated lines (PDB's minimum stride), or None."""
+  if len(bugs) < k or k < 1:
+    return None
   for _ in range(tries):
-    chosen = sorted(rng.sample(list(bugs), min(k, len(bugs))), key=lambda m: m.span)
-    if len(chosen) < k:
-      return None
-    if all(gap(a, b) >= (MULTI_STRIDE if max(a.size, b.size) > 1 else SINGLE_STRIDE)
-           for a, b in zip(chosen, chosen[1:])):
+    chosen = sorted(rng.sample(list(bugs), k), key=lambda m: m.span)
+    if well_separated(chosen):
       return chosen
   return None
 
