@@ -1,0 +1,330 @@
+"""The code that runs inside a sandboxed child, around the untrusted program.
+
+It executes the program, runs the part of the test spec that the child may
+see, and writes JSON lines to the private channel fd. It never decides a
+verdict: the pool judges the records (`judge.py`). Every function and module
+the harness needs after the program starts is bound here, before the program
+can patch anything.
+
+Records (one JSON object per line):
+  {"ready": NONCE}                          sandbox up, program about to run
+  {"case": i, "value": V} / {"case": i, "error": E}      call: one per case
+  {"test": NAME, "outcome": "ok"|"fail"|"error"|"skip", "detail": D, "nonce": N}
+  {"end": KIND, "nonce": N}                 the harness reached its last line
+  {"error": E, "memory": bool}              the program or test code raised
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import sys
+import traceback
+import types
+import unittest
+
+_write = os.write
+_dumps = json.dumps
+_exit = os._exit
+_type = type
+_isinstance = isinstance
+_getattr = getattr
+_sorted = sorted
+_plain_scalars = (_type(None), bool, int, float, str)
+_MAX_DEPTH = 64
+PROGRAM_FILENAME = "<program>"
+TESTS_FILENAME = "<tests>"
+EXIT_UNCAUGHT = 1
+
+
+class PlainDataError(TypeError):
+  """A value that is not plain JSON data (exact built-in types only)."""
+
+
+def to_plain(value, depth: int = 0):
+  """`value` as JSON-ready data with exact types; subclasses are rejected."""
+  kind = _type(value)
+  if depth > _MAX_DEPTH:
+    raise PlainDataError("value nested too deeply")
+  if kind in _plain_scalars:
+    return value
+  if kind is list or kind is tuple:
+    return [to_plain(item, depth + 1) for item in value]
+  if kind is dict:
+    out = {}
+    for key, item in value.items():
+      if _type(key) not in _plain_scalars:
+        raise PlainDataError(f"dict key of type {kind_name(key)}")
+      out[key] = to_plain(item, depth + 1)
+    return out
+  raise PlainDataError(f"a {kind_name(value)} is not JSON data")
+
+
+def kind_name(value) -> str:
+  kind = _type(value)
+  return f"{_getattr(kind, '__module__', '?')}.{_getattr(kind, '__qualname__', '?')}"
+
+
+def check_plain(value, depth: int = 0) -> None:
+  """Raises unless `value` is built from exact built-in data types (assert kind)."""
+  kind = _type(value)
+  if depth > _MAX_DEPTH:
+    raise PlainDataError("value nested too deeply")
+  if kind in _plain_scalars or kind is complex or kind is bytes or kind is range:
+    return
+  if kind in (list, tuple, set, frozenset):
+    for item in value:
+      check_plain(item, depth + 1)
+    return
+  if kind is dict:
+    for key, item in value.items():
+      check_plain(key, depth + 1)
+      check_plain(item, depth + 1)
+    return
+  raise PlainDataError(f"returned a {kind_name(value)}, not plain data")
+
+
+class Channel:
+  """Writes records to the private fd; a closed or hijacked fd loses them."""
+
+  def __init__(self, fd: int, nonce: str):
+    self._fd = fd
+    self._nonce = nonce
+
+  def send(self, record: dict, signed: bool = False) -> None:
+    if signed:
+      record = dict(record, nonce=self._nonce)
+    data = (_dumps(record, separators=(",", ":")) + "\n").encode()
+    while data:
+      data = data[_write(self._fd, data):]
+
+
+class _Integrity:
+  """Identity snapshot of what tests rely on; any change after the program ran is tampering."""
+
+  def __init__(self):
+    self._watched = [("builtins", builtins.__dict__), ("unittest.case", unittest.case.__dict__),
+                     ("TestCase", unittest.TestCase.__dict__), ("json", json.__dict__),
+                     ("sys", sys.__dict__)]
+    self._snapshot = [(name, dict(namespace)) for name, namespace in self._watched]
+    self._modules = {name: sys.modules.get(name) for name in ("builtins", "unittest", "unittest.case",
+                                                              "json", "sys", "gc")}
+
+  def restore(self) -> None:
+    """Undoes patches the program made at import time (before any test runs)."""
+    for (_, namespace), (_, saved) in zip(self._watched, self._snapshot):
+      if _type(namespace) is dict:
+        namespace.clear()
+        namespace.update(saved)
+      else:  # a class's mappingproxy: restore attribute by attribute
+        for key in list(namespace):
+          if key not in saved:
+            delattr(unittest.TestCase, key)
+        for key, value in saved.items():
+          if namespace.get(key) is not value:
+            setattr(unittest.TestCase, key, value)
+    sys.modules.update(self._modules)
+    sys.settrace(None)
+    sys.setprofile(None)
+
+  def violations(self) -> list[str]:
+    found = []
+    for (name, namespace), (_, saved) in zip(self._watched, self._snapshot):
+      keys = set(namespace) | set(saved)
+      changed = [k for k in keys if k not in ("__stdout__", "__stderr__", "last_value",
+                                               "last_type", "last_traceback")
+                 and namespace.get(k) is not saved.get(k)
+                 and not (name == "sys" and k in _SYS_VOLATILE)]
+      if changed:
+        found.append(f"{name}.{_sorted(changed)[0]}")
+    found += [f"sys.modules[{n!r}]" for n, m in self._modules.items() if sys.modules.get(n) is not m]
+    if sys.gettrace() is not None or sys.getprofile() is not None:
+      found.append("a trace or profile hook")
+    return found
+
+
+_SYS_VOLATILE = {"stdout", "stderr", "stdin", "exc_info", "_git", "path_importer_cache",
+                 "last_exc", "ps1", "ps2", "displayhook", "excepthook"}
+
+
+def _load_module(name: str, source: str) -> types.ModuleType:
+  module = types.ModuleType(name)
+  module.__builtins__ = builtins
+  sys.modules[name] = module
+  exec(compile(source, PROGRAM_FILENAME, "exec"), module.__dict__)  # pylint: disable=exec-used
+  return module
+
+
+def _describe(error: BaseException) -> str:
+  if _isinstance(error, SystemExit):
+    return f"SystemExit({error.code!r}) before the tests finished"
+  frames = traceback.extract_tb(error.__traceback__)
+  where = next((f"{f.filename}:{f.lineno}" for f in reversed(frames)
+                if f.filename in (PROGRAM_FILENAME, TESTS_FILENAME)), "")
+  text = f"{_type(error).__name__}: {error}"[:500]
+  return f"{text} ({where})" if where else text
+
+
+def _resolve(namespace: dict, entry_point: str):
+  if entry_point.startswith("Solution()."):
+    return _getattr(namespace["Solution"](), entry_point.split(".", 1)[1])
+  if entry_point not in namespace:
+    raise NameError(f"the program defines no {entry_point!r}")
+  return namespace[entry_point]
+
+
+def _guard_returns(function):
+  """Wraps a callable so that a non-plain return value (AlwaysEqual, int subclass) fails."""
+
+  def guarded(*args, **kwargs):
+    value = function(*args, **kwargs)
+    check_plain(value)
+    return value
+
+  guarded.__name__ = _getattr(function, "__name__", "guarded")
+  guarded.__doc__ = _getattr(function, "__doc__", None)
+  return guarded
+
+
+def run_call(channel: Channel, module: types.ModuleType, tests: dict) -> None:
+  function = None
+  for index, case in enumerate(tests["cases"]):
+    try:
+      if function is None:
+        function = _resolve(module.__dict__, tests["entry_point"])
+      value = function(*case.get("args", ()), **case.get("kwargs", {}))
+      record = {"case": index, "value": to_plain(value)}
+    except MemoryError:
+      record = {"case": index, "error": "MemoryError", "memory": True}
+    except BaseException as e:  # pylint: disable=broad-except
+      record = {"case": index, "error": _describe(e)}
+    channel.send(record)
+  channel.send({"end": "call"}, signed=True)
+
+
+def run_assert(channel: Channel, module: types.ModuleType, tests: dict,
+               integrity: _Integrity) -> None:
+  namespace = module.__dict__
+  for name, value in list(namespace.items()):
+    if callable(value) and not _isinstance(value, (type, types.ModuleType)) \
+        and not name.startswith("__"):
+      namespace[name] = _guard_returns(value)
+  integrity.restore()
+  exec(compile(tests["code"], TESTS_FILENAME, "exec"), namespace)  # pylint: disable=exec-used
+  violations = integrity.violations()
+  if violations:
+    raise RuntimeError(f"the program tampered with {violations[0]}")
+  channel.send({"end": "assert"}, signed=True)
+
+
+def _test_methods(case_class: type) -> list[str]:
+  return _sorted(name for name in dir(case_class)
+                 if name.startswith("test") and callable(_getattr(case_class, name)))
+
+
+def run_unittest(channel: Channel, module: types.ModuleType, tests: dict,
+                 integrity: _Integrity) -> None:
+  namespace = module.__dict__
+  integrity.restore()
+  exec(compile(tests["code"], TESTS_FILENAME, "exec"), namespace)  # pylint: disable=exec-used
+  for class_name in tests["classes"]:
+    case_class = namespace.get(class_name)
+    if not (_isinstance(case_class, type) and issubclass(case_class, unittest.TestCase)):
+      channel.send({"test": class_name, "outcome": "error", "detail": "not a TestCase"}, True)
+      continue
+    try:
+      case_class.setUpClass()
+      class_error = None
+    except BaseException as e:  # pylint: disable=broad-except
+      class_error = _describe(e)
+    for method in _test_methods(case_class):
+      name = f"{class_name}.{method}"
+      if class_error is not None:
+        channel.send({"test": name, "outcome": "error", "detail": class_error}, True)
+        continue
+      outcome, detail = _run_one_test(case_class, method)
+      violations = integrity.violations()
+      if violations:
+        outcome, detail = "error", f"the program tampered with {violations[0]}"
+        integrity.restore()
+      channel.send({"test": name, "outcome": outcome, "detail": detail}, True)
+    try:
+      case_class.tearDownClass()
+    except BaseException:  # pylint: disable=broad-except
+      pass
+  channel.send({"end": "unittest"}, signed=True)
+
+
+def _run_one_test(case_class: type, method: str) -> tuple[str, str]:
+  """Runs setUp, the test and tearDown directly: unittest's own result objects are not trusted."""
+  try:
+    test = case_class(method)
+    test.setUp()
+    try:
+      _getattr(test, method)()
+    finally:
+      test.tearDown()
+      test.doCleanups()
+    return "ok", ""
+  except unittest.SkipTest as e:
+    return "skip", str(e)[:200]
+  except AssertionError as e:
+    return "fail", _describe(e)
+  except MemoryError:
+    return "error", "MemoryError"
+  except BaseException as e:  # pylint: disable=broad-except
+    return "error", _describe(e)
+
+
+def run(channel_fd: int, nonce: str, job: dict) -> None:
+  """Runs one job's program and tests in this (already sandboxed) process; never returns."""
+  channel = Channel(channel_fd, nonce)
+  kind = job["tests"]["kind"]
+  integrity = _Integrity()
+  exit_code = 0
+  try:
+    channel.send({"ready": nonce})
+    if kind == "io":
+      sys.argv = ["program"]
+      try:
+        _load_module("__main__", job["program"])
+      except SystemExit as e:  # exit codes follow the interpreter's own rules
+        exit_code = e.code if _type(e.code) is int else (0 if e.code is None else 1)
+      _flush()
+      channel.send({"end": "io", "exit": exit_code}, signed=True)
+      _exit(exit_code)
+    module = _load_module("__precisecoder_program__", job["program"])
+    if kind == "call":
+      run_call(channel, module, job["tests"])
+    elif kind == "assert":
+      run_assert(channel, module, job["tests"], integrity)
+    elif kind == "unittest":
+      run_unittest(channel, module, job["tests"], integrity)
+    else:
+      raise ValueError(f"unknown test kind {kind!r}")
+  except MemoryError:
+    exit_code = EXIT_UNCAUGHT
+    _safe_send(channel, {"error": "MemoryError", "memory": True})
+  except BaseException as e:  # pylint: disable=broad-except
+    exit_code = EXIT_UNCAUGHT
+    _safe_send(channel, {"error": _describe(e), "memory": False})
+    if kind == "io":
+      traceback.print_exc()
+  _flush()
+  _exit(exit_code)
+
+
+def _safe_send(channel: Channel, record: dict) -> None:
+  try:
+    channel.send(record)
+  except BaseException:  # pylint: disable=broad-except
+    pass
+
+
+def _flush() -> None:
+  for stream in (sys.stdout, sys.stderr):
+    try:
+      stream.flush()
+    except BaseException:  # pylint: disable=broad-except
+      pass

@@ -1,0 +1,235 @@
+"""Pool-side half of a job: what the child may see, and the verdict on what it wrote.
+
+`split` validates a test spec and separates it into the part sent to the
+sandbox (programs, arguments, stdin, test code) and the part that never
+leaves this process (expected return values and expected output). `judge`
+turns a worker's raw run records into a `Result`; it parses the child's JSON
+as data only and decides every verdict here.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import signal
+from typing import Any, Mapping
+
+from precisecoder.execution.types import Limits, Result, Status
+
+KINDS = ("unittest", "assert", "call", "io")
+EXIT_SETUP_FAILED = 121  # worker.EXIT_SETUP_FAILED (the worker module is not imported here)
+
+
+class InvalidTests(ValueError):
+  """A test spec that breaks the contract (DESIGN.md "Test kinds")."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Expected:
+  """What the verdict needs and the child never sees."""
+
+  kind: str
+  values: tuple = ()  # call: expected return values (after a JSON round trip)
+  outputs: tuple = ()  # io: expected stdout per case
+  test_names: frozenset = frozenset()  # unittest: every "Class.test_method" that must pass
+
+
+def _require(tests: Mapping[str, Any], field: str, kind: type | tuple) -> Any:
+  if field not in tests:
+    raise InvalidTests(f"missing field {field!r}")
+  value = tests[field]
+  if not isinstance(value, kind):
+    raise InvalidTests(f"field {field!r} must be {getattr(kind, '__name__', kind)}, "
+                       f"not {type(value).__name__}")
+  return value
+
+
+def split(tests: Mapping[str, Any]) -> tuple[dict, Expected]:
+  """(spec for the child, expected results kept here). Raises InvalidTests."""
+  if not isinstance(tests, Mapping):
+    raise InvalidTests(f"tests must be a dict, not {type(tests).__name__}")
+  kind = tests.get("kind")
+  if kind not in KINDS:
+    raise InvalidTests(f"field 'kind' must be one of {KINDS}, not {kind!r}")
+  if kind == "call":
+    entry_point = _require(tests, "entry_point", str)
+    child_cases, values = [], []
+    for i, case in enumerate(_require(tests, "cases", list)):
+      if not isinstance(case, Mapping) or "expected" not in case:
+        raise InvalidTests(f"cases[{i}] needs 'expected'")
+      args, kwargs = case.get("args", []), case.get("kwargs", {})
+      if not isinstance(args, list) or not isinstance(kwargs, Mapping):
+        raise InvalidTests(f"cases[{i}]: 'args' must be a list and 'kwargs' a dict")
+      child_cases.append({"args": args, "kwargs": dict(kwargs)})
+      values.append(_round_trip(case["expected"], f"cases[{i}].expected"))
+    return ({"kind": kind, "entry_point": entry_point, "cases": child_cases},
+            Expected(kind, values=tuple(values)))
+  if kind == "io":
+    child_cases, outputs = [], []
+    for i, case in enumerate(_require(tests, "cases", list)):
+      if not isinstance(case, Mapping) or not isinstance(case.get("stdout"), str) \
+          or not isinstance(case.get("stdin", ""), str):
+        raise InvalidTests(f"cases[{i}] needs string 'stdin' and 'stdout'")
+      child_cases.append({"stdin": case.get("stdin", "")})
+      outputs.append(case["stdout"])
+    return {"kind": kind, "cases": child_cases}, Expected(kind, outputs=tuple(outputs))
+  code = _require(tests, "code", str)
+  if kind == "assert":
+    return {"kind": kind, "code": code}, Expected(kind)
+  classes, names = test_names(code)
+  if not names:
+    raise InvalidTests("the unittest code defines no test methods")
+  return ({"kind": kind, "code": code, "classes": classes},
+          Expected(kind, test_names=frozenset(names)))
+
+
+def _round_trip(value: Any, where: str) -> Any:
+  try:
+    return json.loads(json.dumps(value))
+  except (TypeError, ValueError) as e:
+    raise InvalidTests(f"{where} is not JSON data: {e}") from e
+
+
+def test_names(code: str) -> tuple[list[str], list[str]]:
+  """The TestCase classes of `code` and every 'Class.test_x' unittest would run, from its AST."""
+  try:
+    tree = ast.parse(code)
+  except SyntaxError as e:
+    raise InvalidTests(f"unittest code line {e.lineno}: {e.msg}") from e
+  own: dict[str, tuple[list[str], set[str]]] = {}  # class -> (base names, test methods)
+  for node in tree.body:
+    if isinstance(node, ast.ClassDef):
+      bases = [ast.unparse(base).rsplit(".", 1)[-1] for base in node.bases]
+      methods = {item.name for item in node.body
+                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and item.name.startswith("test")}
+      own[node.name] = (bases, methods)
+
+  def is_test_case(name: str, seen: frozenset = frozenset()) -> bool:
+    if name.endswith("TestCase") and name not in own:
+      return True
+    if name not in own or name in seen:
+      return False
+    return any(is_test_case(base, seen | {name}) for base in own[name][0])
+
+  def methods(name: str, seen: frozenset = frozenset()) -> set[str]:
+    if name not in own or name in seen:
+      return set()
+    found = set(own[name][1])
+    for base in own[name][0]:
+      found |= methods(base, seen | {name})
+    return found
+
+  classes = [name for name in own if is_test_case(name)]
+  return classes, sorted(f"{c}.{m}" for c in classes for m in methods(c))
+
+
+def _records(run: Mapping[str, Any]) -> list[dict]:
+  """The child's channel lines that parse as JSON objects (anything else is ignored)."""
+  records = []
+  for line in run.get("channel", "").splitlines()[1:]:  # line 0 is the "ready" record
+    try:
+      record = json.loads(line)
+    except ValueError:
+      continue
+    if isinstance(record, dict):
+      records.append(record)
+  return records
+
+
+def _signed(record: dict, run: Mapping[str, Any]) -> bool:
+  return record.get("nonce") == run["nonce"]
+
+
+def _abnormal(run: Mapping[str, Any], records: list[dict], limits: Limits) -> tuple[Status, str]:
+  """Why a run produced no complete verdict."""
+  if not run["ready"]:
+    return Status.INFRA_ERROR, "sandbox setup failed: " + run.get("stderr", "")[-300:]
+  if run["timeout"]:
+    return Status.TIMEOUT, f"wall-clock limit of {limits.timeout_s:g}s"
+  if run["signal"] == signal.SIGXCPU:
+    return Status.TIMEOUT, "CPU time limit"
+  if any(r.get("memory") is True for r in records):
+    return Status.MEMORY, f"memory limit of {limits.memory_mb} MB"
+  if run["overflow"]:
+    return Status.FAIL, f"{run['overflow']} exceeded {limits.max_output_bytes} bytes"
+  if run["signal"] is not None:
+    return Status.CRASH, f"killed by {signal.Signals(run['signal']).name}"
+  errors = [r["error"] for r in records if isinstance(r.get("error"), str) and "case" not in r]
+  if errors:
+    return Status.FAIL, errors[-1]
+  return Status.FAIL, f"exited with status {run['exit']} before the harness finished"
+
+
+def normalise_output(text: str) -> str:
+  return "\n".join(line.rstrip() for line in text.splitlines()).rstrip()
+
+
+def judge(expected: Expected, runs: list[Mapping[str, Any]], limits: Limits) -> Result:
+  """The verdict on a job's runs (one per io case, else one)."""
+  duration = sum(run["duration_s"] for run in runs)
+  last = runs[-1]
+
+  def result(status: Status, detail: str = "") -> Result:
+    return Result(status, duration, detail[:1000], last["stdout"], last["stderr"])
+
+  if expected.kind == "io":
+    for i, want in enumerate(expected.outputs):
+      if i >= len(runs):
+        return result(Status.INFRA_ERROR, f"case {i} was not run")
+      run = runs[i]
+      if not run["ready"] or run["timeout"] or run["overflow"] or run["exit"] != 0:
+        status, detail = _abnormal(run, _records(run), limits)
+        return result(status, f"case {i}: {detail}")
+      if normalise_output(run["stdout"]) != normalise_output(want):
+        return result(Status.FAIL, f"case {i}: wrong output")
+    return result(Status.PASS)
+
+  records = _records(last)
+  ended = any(r.get("end") == expected.kind and _signed(r, last) for r in records)
+  if expected.kind == "call":
+    outcomes = {r["case"]: r for r in records if type(r.get("case")) is int}
+    for i, want in enumerate(expected.values):
+      record = outcomes.get(i)
+      if record is None:
+        break
+      if "error" in record:
+        if record.get("memory") is True:
+          return result(Status.MEMORY, f"case {i}: MemoryError")
+        return result(Status.FAIL, f"case {i}: {record['error']}")
+      if "value" not in record or record["value"] != want:
+        return result(Status.FAIL, f"case {i}: wrong return value")
+    else:
+      if ended:
+        return result(Status.PASS)
+    return result(*_abnormal(last, records, limits))
+
+  if expected.kind == "assert":
+    if ended:
+      return result(Status.PASS)
+    return result(*_abnormal(last, records, limits))
+
+  outcomes: dict[str, dict] = {}
+  for record in records:
+    if isinstance(record.get("test"), str) and _signed(record, last):
+      outcomes.setdefault(record["test"], record)
+  for name in sorted(outcomes):
+    if name not in expected.test_names:
+      return result(Status.FAIL, f"unexpected test {name}")
+    if outcomes[name].get("outcome") != "ok":
+      detail = outcomes[name].get("detail")
+      return result(Status.FAIL, f"{name}: {outcomes[name].get('outcome')} {detail}".strip())
+  missing = sorted(expected.test_names - outcomes.keys())
+  if not missing and ended:
+    return result(Status.PASS)
+  status, detail = _abnormal(last, records, limits)
+  if status is Status.FAIL and missing:
+    detail = f"{missing[0]} did not run ({detail})"
+  return result(status, detail)
+
+
+def limits_payload(limits: Limits) -> dict:
+  """The limits as the worker applies them (CPU defaults to ceil(timeout) + 1)."""
+  cpu = limits.cpu_s if limits.cpu_s is not None else int(limits.timeout_s + 0.999) + 1
+  return dict(dataclasses.asdict(limits), cpu_s=max(1, int(cpu + 0.999)))

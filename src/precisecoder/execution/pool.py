@@ -1,0 +1,373 @@
+"""`ExecutionPool`: persistent sandboxing workers, fed jobs in chunks, judged here."""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import dataclasses
+import logging
+import math
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from typing import Any, Sequence
+
+import precisecoder
+from precisecoder.execution import judge as judge_lib
+from precisecoder.execution import protocol
+from precisecoder.execution.types import Job, Limits, Result, Status
+
+_log = logging.getLogger(__name__)
+_WORKER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+               "CUDA_VISIBLE_DEVICES": "", "TPU_VISIBLE_CHIPS": "", "JAX_PLATFORMS": "cpu",
+               "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+_STARTUP_TIMEOUT_S = 60.0
+_MAX_CHUNK = 16
+_WATCHDOG_SLACK_S = 30.0  # a worker silent this long past its jobs' limits is presumed stuck
+_MAX_ATTEMPTS = 2
+_LATENCY_WINDOW = 100_000
+_live_pools: "weakref.WeakSet[ExecutionPool]" = weakref.WeakSet()
+_logged_modes: set[str] = set()
+
+
+@dataclasses.dataclass
+class _Prepared:
+  """One unique job of a batch, split into the child's part and ours."""
+
+  message: dict  # what the worker receives (no expected values)
+  expected: judge_lib.Expected
+  limits: Limits
+  budget_s: float  # the longest the worker may legitimately need for it
+  attempts: int = 0
+
+
+class _Worker:
+  """One worker process and the job ids it holds, in the order it will answer them."""
+
+  def __init__(self, slot: int):
+    self.slot = slot
+    src_root = os.path.dirname(os.path.dirname(os.path.abspath(precisecoder.__file__)))
+    self.process = subprocess.Popen(
+        [sys.executable, "-E", "-s", "-m", "precisecoder.execution.worker", str(slot)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=src_root, env=_WORKER_ENV,
+        close_fds=True)
+    self.inbox = self.process.stdin.fileno()  # we write
+    self.outbox = self.process.stdout.fileno()  # we read
+    os.set_blocking(self.inbox, False)
+    os.set_blocking(self.outbox, False)
+    self.reader = protocol.MessageReader()
+    self.pending_out = bytearray()
+    self.inflight: collections.deque[int] = collections.deque()
+    self.busy_since = time.monotonic()
+    self.mode = ""
+    self.note = ""
+
+  def await_hello(self, deadline: float) -> None:
+    while not self.mode:
+      remaining = deadline - time.monotonic()
+      if remaining <= 0:
+        raise RuntimeError(f"execution worker {self.slot} did not start")
+      readable, _, _ = select.select([self.outbox], [], [], remaining)
+      if not readable:
+        continue
+      data = os.read(self.outbox, 1 << 16)
+      if not data:
+        raise RuntimeError(f"execution worker {self.slot} exited at start-up "
+                           f"(status {self.process.wait()})")
+      for message in self.reader.feed(data):
+        self.mode, self.note = message["hello"], message.get("note", "")
+
+  def send(self, jobs: list[dict]) -> None:
+    self.pending_out += protocol.encode({"jobs": jobs})
+    self.flush()
+
+  def flush(self) -> None:
+    """Writes what the pipe takes now; the rest waits for the next writable event."""
+    try:
+      while self.pending_out:
+        del self.pending_out[:os.write(self.inbox, self.pending_out)]
+    except BlockingIOError:
+      pass
+
+  def kill(self) -> None:
+    if self.process.poll() is None:
+      self.process.kill()
+    self.process.wait()
+    for stream in (self.process.stdin, self.process.stdout):
+      try:
+        stream.close()
+      except OSError:
+        pass
+
+  def close(self, timeout_s: float = 2.0) -> None:
+    try:
+      self.process.stdin.close()  # end of input: the worker exits after its current job
+      self.process.wait(timeout_s)
+    except (OSError, subprocess.TimeoutExpired):
+      pass
+    self.kill()
+
+
+class ExecutionPool:
+  """Runs untrusted programs against their tests in sandboxed worker processes.
+
+  Usage:
+    with ExecutionPool(workers=4) as pool:
+      results = pool.run([Job(program, tests, Limits(timeout_s=2))])
+
+  `run` returns one `Result` per job, in order. Identical jobs in a batch
+  (equal `Job.key()`) run once. Workers start on first use.
+  """
+
+  def __init__(self, workers: int | None = None):
+    self.num_workers = workers if workers is not None else len(os.sched_getaffinity(0))
+    if self.num_workers < 1:
+      raise ValueError(f"workers must be at least 1, not {self.num_workers}")
+    self._workers: list[_Worker] = []
+    self._lock = threading.Lock()
+    self._closed = False
+    self._counts: collections.Counter[str] = collections.Counter()
+    self._latencies: collections.deque[float] = collections.deque(maxlen=_LATENCY_WINDOW)
+    self._mode = ""
+    _live_pools.add(self)
+    _install_sigterm_handler()
+
+  def __enter__(self) -> "ExecutionPool":
+    return self
+
+  def __exit__(self, *exc_info) -> None:
+    self.close()
+
+  # -- lifecycle ---------------------------------------------------------------
+
+  def _start(self) -> None:
+    if self._closed:
+      raise RuntimeError("the execution pool is closed")
+    if len(self._workers) == self.num_workers:
+      return
+    missing = [slot for slot in range(self.num_workers)
+               if slot not in {w.slot for w in self._workers}]
+    started = [_Worker(slot) for slot in missing]
+    deadline = time.monotonic() + _STARTUP_TIMEOUT_S
+    for worker in started:
+      worker.await_hello(deadline)
+      self._note_mode(worker)
+    self._workers += started
+
+  def _note_mode(self, worker: _Worker) -> None:
+    self._mode = worker.mode
+    if worker.mode not in _logged_modes:
+      _logged_modes.add(worker.mode)
+      if worker.mode == "root":
+        _log.info("execution sandbox: namespaces and a per-run unprivileged uid")
+      else:
+        _log.warning("execution sandbox degraded to %r: %s", worker.mode, worker.note)
+
+  def _replace(self, worker: _Worker) -> _Worker:
+    worker.kill()
+    self._counts["worker_restarts"] += 1
+    fresh = _Worker(worker.slot)
+    fresh.await_hello(time.monotonic() + _STARTUP_TIMEOUT_S)
+    self._workers[self._workers.index(worker)] = fresh
+    return fresh
+
+  def close(self) -> None:
+    """Stops every worker (and so every run); safe to call more than once."""
+    if self._closed:
+      return
+    self._closed = True
+    for worker in self._workers:
+      worker.close()
+    self._workers = []
+
+  # -- batches -----------------------------------------------------------------
+
+  def run(self, jobs: Sequence[Job], deadline_s: float | None = None) -> list[Result]:
+    """Runs every job; results in the same order. Jobs still pending at the
+    batch deadline get `Status.TIMEOUT` with detail "batch deadline"."""
+    with self._lock:
+      self._start()
+      return self._run(list(jobs), deadline_s)
+
+  def _run(self, jobs: list[Job], deadline_s: float | None) -> list[Result]:
+    started = time.monotonic()
+    batch_deadline = started + deadline_s if deadline_s is not None else math.inf
+    results: list[Result | None] = [None] * len(jobs)
+    slots_of_key: dict[str, list[int]] = {}
+    prepared: list[_Prepared] = []
+    owners: list[list[int]] = []  # unique job -> positions in `jobs`
+    for position, job in enumerate(jobs):
+      key = job.key()
+      if key in slots_of_key:
+        slots_of_key[key].append(position)
+        self._counts["duplicates"] += 1
+        continue
+      slots_of_key[key] = positions = [position]
+      try:
+        child_tests, expected = judge_lib.split(job.tests)
+        if not isinstance(job.program, str):
+          raise judge_lib.InvalidTests(f"program must be a str, not {type(job.program).__name__}")
+      except judge_lib.InvalidTests as e:
+        results[position] = Result(Status.INFRA_ERROR, detail=f"invalid job: {e}")
+        continue
+      cases = len(child_tests["cases"]) if child_tests["kind"] == "io" else 1
+      prepared.append(_Prepared(
+          {"id": len(prepared), "program": job.program, "tests": child_tests,
+           "limits": judge_lib.limits_payload(job.limits)},
+          expected, job.limits, budget_s=job.limits.timeout_s * max(cases, 1) + 1.0))
+      owners.append(positions)
+    self._counts["jobs"] += len(jobs)
+
+    outcomes = self._execute(prepared, batch_deadline)
+    for unique, result in enumerate(outcomes):
+      for position in owners[unique]:
+        results[position] = result
+    for result in outcomes:
+      self._counts[result.status.value] += 1
+    return [result for result in results]  # every slot is filled
+
+  def _execute(self, prepared: list[_Prepared], batch_deadline: float) -> list[Result]:
+    """Feeds chunks to workers and judges replies as they arrive."""
+    outcomes: list[Result | None] = [None] * len(prepared)
+    queue = collections.deque(range(len(prepared)))
+    remaining = len(prepared)
+    while remaining:
+      now = time.monotonic()
+      if now >= batch_deadline:
+        for index in range(len(prepared)):
+          if outcomes[index] is None:
+            outcomes[index] = Result(Status.TIMEOUT, detail="batch deadline")
+        for worker in list(self._workers):
+          if worker.inflight:  # still running a job nobody waits for: start afresh
+            worker.inflight.clear()
+            self._replace(worker)
+        break
+      self._dispatch(queue, prepared)
+      poller, by_fd = select.poll(), {}
+      for worker in self._workers:
+        poller.register(worker.outbox, select.POLLIN)
+        by_fd[worker.outbox] = worker
+        if worker.pending_out:
+          poller.register(worker.inbox, select.POLLOUT)
+          by_fd[worker.inbox] = worker
+      timeout_ms = max(1, int(1e3 * min(batch_deadline - now, 1.0)))
+      for fd, event in poller.poll(timeout_ms):
+        worker = by_fd[fd]
+        if worker not in self._workers:
+          continue  # replaced earlier in this round
+        if fd == worker.inbox:
+          worker.flush()
+          continue
+        try:
+          data = os.read(fd, 1 << 20)
+        except BlockingIOError:
+          continue
+        if not data:
+          remaining -= self._worker_died(worker, queue, prepared, outcomes, "worker exited")
+          continue
+        for reply in worker.reader.feed(data):
+          index = worker.inflight.popleft()
+          worker.busy_since = time.monotonic()
+          if reply["id"] != index:
+            raise RuntimeError(f"worker {worker.slot} answered job {reply['id']}, "
+                               f"expected {index}")
+          outcomes[index] = self._verdict(prepared[index], reply)
+          remaining -= 1
+      for worker in list(self._workers):  # watchdog for a wedged worker
+        if worker.inflight:
+          budget = prepared[worker.inflight[0]].budget_s + _WATCHDOG_SLACK_S
+          if time.monotonic() - worker.busy_since > budget:
+            remaining -= self._worker_died(worker, queue, prepared, outcomes, "worker stuck")
+    return outcomes
+
+  def _dispatch(self, queue: collections.deque, prepared: list[_Prepared]) -> None:
+    if not queue:
+      return
+    chunk = max(1, min(_MAX_CHUNK, len(queue) // (2 * len(self._workers))))
+    for worker in sorted(self._workers, key=lambda w: len(w.inflight)):
+      if not queue:
+        break
+      if len(worker.inflight) > chunk // 2:
+        continue  # still busy: top up once it has drained half
+      ids = [queue.popleft() for _ in range(min(chunk, len(queue)))]
+      if not worker.inflight:
+        worker.busy_since = time.monotonic()
+      worker.inflight.extend(ids)
+      worker.send([prepared[i].message for i in ids])
+
+  def _worker_died(self, worker: _Worker, queue: collections.deque,
+                   prepared: list[_Prepared], outcomes: list, why: str) -> int:
+    """Replaces a dead worker; reruns its current job once, then calls it an infra error."""
+    self._counts["worker_deaths"] += 1
+    finished = 0
+    held = list(worker.inflight)
+    worker.inflight.clear()
+    if held:
+      current = prepared[held[0]]
+      current.attempts += 1
+      if current.attempts >= _MAX_ATTEMPTS:
+        outcomes[held[0]] = Result(Status.INFRA_ERROR,
+                                   detail=f"{why} twice while running this job")
+        finished = 1
+        held = held[1:]
+    queue.extendleft(reversed(held))
+    _log.warning("execution worker %d: %s; restarting it", worker.slot, why)
+    self._replace(worker)
+    return finished
+
+  def _verdict(self, item: _Prepared, reply: dict) -> Result:
+    if "infra_error" in reply:
+      return Result(Status.INFRA_ERROR, detail=reply["infra_error"])
+    result = judge_lib.judge(item.expected, reply["runs"], item.limits)
+    self._counts["runs"] += len(reply["runs"])
+    self._latencies.append(result.duration_s)
+    return result
+
+  # -- statistics --------------------------------------------------------------
+
+  def stats(self) -> dict[str, Any]:
+    """Counts by status, runs, duplicates, worker restarts, latency percentiles (ms)."""
+    counts = dict(self._counts)
+    out: dict[str, Any] = {"workers": self.num_workers, "sandbox": self._mode,
+                           "jobs": counts.pop("jobs", 0), "runs": counts.pop("runs", 0),
+                           "duplicates": counts.pop("duplicates", 0),
+                           "worker_restarts": counts.pop("worker_restarts", 0),
+                           "worker_deaths": counts.pop("worker_deaths", 0)}
+    for status in Status:
+      out[status.value] = counts.get(status.value, 0)
+    latencies = sorted(self._latencies)
+    for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0)):
+      out[f"latency_{name}_ms"] = (
+          1e3 * latencies[min(len(latencies) - 1, int(q * len(latencies)))] if latencies else 0.0)
+    return out
+
+
+def _close_all() -> None:
+  for pool in list(_live_pools):
+    pool.close()
+
+
+_sigterm_installed = False
+
+
+def _install_sigterm_handler() -> None:
+  """On SIGTERM close every pool, then die of SIGTERM as before (only if nobody else handles it)."""
+  global _sigterm_installed
+  if _sigterm_installed or threading.current_thread() is not threading.main_thread():
+    return
+  _sigterm_installed = True
+  atexit.register(_close_all)
+  if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+    return
+
+  def on_sigterm(signum, frame):  # pylint: disable=unused-argument
+    _close_all()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+  signal.signal(signal.SIGTERM, on_sigterm)

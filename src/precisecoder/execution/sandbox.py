@@ -1,0 +1,238 @@
+"""Containment for one worker and for each run it forks (Linux, stdlib only).
+
+A worker calls `Sandbox.create(slot)` once. That picks the strongest mode the
+host allows and says which:
+
+  "root"       we are root: the worker gets its own mount and network
+               namespaces (every mount read-only, fresh root-owned tmpfs on
+               /tmp, /var/tmp and /dev/shm, loopback down) and each run gets
+               a new PID namespace and drops to a per-worker unprivileged uid
+               with no_new_privs.
+  "userns"     unprivileged user namespaces: the same namespaces, but the run
+               keeps our uid (inside a nested user namespace without
+               capabilities), so the read-only mounts are what protects files.
+  "plain"      no namespaces: new session, rlimits, and a kill of the whole
+               process group; a setsid daemon can escape this mode.
+
+Every mode applies the rlimits, the private working directory, the scrubbed
+environment and the fd hygiene of `enter_child`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import errno
+import os
+import resource
+import shutil
+import signal
+import tempfile
+
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWPID = 0x20000000
+_CLONE_NEWNET = 0x40000000
+_MS_RDONLY = 1
+_MS_NOSUID = 2
+_MS_NODEV = 4
+_MS_NOEXEC = 8
+_MS_REMOUNT = 32
+_MS_BIND = 4096
+_MS_REC = 16384
+_MS_PRIVATE = 1 << 18
+_PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
+_PR_SET_NO_NEW_PRIVS = 38
+_FIRST_RUN_UID = 61000  # + worker slot; unused by any account on the hosts we run on
+_MOUNT_FLAGS = {"nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC}
+_VIRTUAL_FS = ("/proc", "/sys", "/dev")  # pseudo file systems: left as they are
+_PRIVATE_TMPFS = ("/tmp", "/var/tmp", "/dev/shm")
+_CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
+              "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+  if result != 0:
+    code = ctypes.get_errno()
+    raise OSError(code, f"{what}: {os.strerror(code)}")
+
+
+def _unshare(flags: int) -> None:
+  _check(_libc.unshare(ctypes.c_int(flags)), "unshare")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int,
+           data: str | None = None) -> None:
+  encode = lambda s: None if s is None else s.encode()
+  _check(_libc.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags),
+                     encode(data)), f"mount {target}")
+
+
+def _prctl(option: int, value: int) -> None:
+  _check(_libc.prctl(ctypes.c_int(option), ctypes.c_ulong(value), ctypes.c_ulong(0),
+                     ctypes.c_ulong(0), ctypes.c_ulong(0)), "prctl")
+
+
+def _mount_points() -> list[tuple[str, int]]:
+  """(mount point, lockable flags) of this mount namespace, parents first."""
+  points = []
+  with open("/proc/self/mountinfo") as f:
+    for line in f:
+      fields = line.split()
+      point = fields[4].replace("\\040", " ")
+      flags = sum(_MOUNT_FLAGS.get(option, 0) for option in fields[5].split(","))
+      points.append((point, flags))
+  return points
+
+
+def _make_filesystem_read_only() -> None:
+  """Remounts every real mount read-only and hides the world-writable directories."""
+  _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+  for point, flags in _mount_points():
+    if any(point == v or point.startswith(v + "/") for v in _VIRTUAL_FS):
+      continue
+    try:
+      _mount(None, point, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | flags)
+    except OSError as e:
+      if e.errno not in (errno.EACCES, errno.EPERM, errno.ENOENT, errno.EINVAL):
+        raise
+  for point in _PRIVATE_TMPFS:  # root-owned and 0755: a run cannot leave files there
+    if os.path.isdir(point):
+      _mount("tmpfs", point, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=64m")
+
+
+def _write(path: str, text: str) -> None:
+  with open(path, "w") as f:
+    f.write(text)
+
+
+@dataclasses.dataclass
+class Sandbox:
+  """How this worker contains its runs (see the module docstring)."""
+
+  mode: str  # "root" | "userns" | "plain"
+  run_uid: int | None  # the uid runs drop to ("root" mode only)
+  runs_dir: str  # parent of each run's private working directory
+  note: str = ""  # why a weaker mode was chosen
+  _own_pid_ns: int | None = None  # fd of our PID namespace, for the per-run reset
+
+  @classmethod
+  def create(cls, slot: int) -> "Sandbox":
+    notes = []
+    if os.geteuid() == 0:
+      try:
+        _unshare(_CLONE_NEWNS | _CLONE_NEWNET)
+        _make_filesystem_read_only()
+        sandbox = cls("root", _FIRST_RUN_UID + slot, _make_runs_dir())
+        return sandbox._with_pid_namespaces(notes)
+      except OSError as e:
+        notes.append(f"root namespaces unavailable ({e})")
+    try:
+      uid, gid = os.geteuid(), os.getegid()
+      _unshare(_CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWNET)
+      _write("/proc/self/setgroups", "deny")
+      _write("/proc/self/uid_map", f"0 {uid} 1")
+      _write("/proc/self/gid_map", f"0 {gid} 1")
+      _make_filesystem_read_only()
+      _prctl(_PR_SET_DUMPABLE, 0)  # a run with our uid must not ptrace or read us
+      sandbox = cls("userns", None, _make_runs_dir(), note="; ".join(notes))
+      return sandbox._with_pid_namespaces(notes)
+    except OSError as e:
+      notes.append(f"user namespaces unavailable ({e})")
+    return cls("plain", None, tempfile.mkdtemp(prefix="precisecoder-runs-"),
+               note="; ".join(notes) + "; runs are contained by rlimits and process groups only")
+
+  def _with_pid_namespaces(self, notes: list[str]) -> "Sandbox":
+    try:
+      self._own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+      self._prepare_pid_namespace()
+      pid = os.fork()
+      if pid == 0:
+        os._exit(0 if os.getpid() == 1 else 1)
+      _, status = os.waitpid(pid, 0)
+      if os.waitstatus_to_exitcode(status) != 0:
+        raise OSError(errno.EINVAL, "fork did not land in a new PID namespace")
+    except OSError as e:
+      self._own_pid_ns = None
+      notes.append(f"per-run PID namespaces unavailable ({e}): orphans are killed by process group")
+    self.note = "; ".join(notes)
+    return self
+
+  @property
+  def pid_namespaces(self) -> bool:
+    return self._own_pid_ns is not None
+
+  def _prepare_pid_namespace(self) -> None:
+    # Our next fork becomes PID 1 of a new namespace; setns first resets the
+    # namespace for children, as unshare refuses to nest from a pending one.
+    _check(_libc.setns(self._own_pid_ns, _CLONE_NEWPID), "setns")
+    _unshare(_CLONE_NEWPID)
+
+  def fork(self) -> int:
+    """Forks a run: PID 1 of a fresh PID namespace where available."""
+    if self._own_pid_ns is not None:
+      self._prepare_pid_namespace()
+    return os.fork()
+
+  def make_run_dir(self) -> str:
+    path = tempfile.mkdtemp(dir=self.runs_dir)
+    if self.run_uid is not None:
+      os.chown(path, self.run_uid, self.run_uid)
+    return path
+
+  def remove_run_dir(self, path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+  def kill_run(self, pid: int) -> None:
+    """Kills a run and everything it started (its namespace or process group)."""
+    for target, kill in ((pid, os.kill), (pid, os.killpg)):
+      try:
+        kill(target, signal.SIGKILL)
+      except (ProcessLookupError, PermissionError):
+        pass
+
+  def enter_child(self, run_dir: str, limits: dict, keep_fds: list[int]) -> None:
+    """In the forked child: applies every containment step. Raises on failure."""
+    os.setsid()
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    low = 3
+    for fd in sorted(keep_fds) + [_max_fd()]:
+      os.closerange(low, fd)  # close_range(2) underneath: one system call
+      low = fd + 1
+    os.chdir(run_dir)
+    os.environ.clear()
+    os.environ.update(_CHILD_ENV, HOME=run_dir, TMPDIR=run_dir, PWD=run_dir)
+    tempfile.tempdir = run_dir
+    memory = int(limits["memory_mb"]) << 20
+    cpu = int(limits["cpu_s"])
+    for name, value in ((resource.RLIMIT_AS, memory), (resource.RLIMIT_CPU, cpu),
+                        (resource.RLIMIT_FSIZE, int(limits["max_file_bytes"])),
+                        (resource.RLIMIT_NOFILE, int(limits["max_open_files"])),
+                        (resource.RLIMIT_NPROC, int(limits["max_processes"])),
+                        (resource.RLIMIT_CORE, 0)):
+      resource.setrlimit(name, (value, value))
+    if self.mode == "root":
+      os.setgroups([])
+      os.setresgid(self.run_uid, self.run_uid, self.run_uid)
+      os.setresuid(self.run_uid, self.run_uid, self.run_uid)
+    elif self.mode == "userns":
+      _unshare(_CLONE_NEWUSER)  # no capabilities over the worker's mounts or processes
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1)  # setuid binaries cannot give root back
+
+
+def set_parent_death_signal() -> None:
+  """SIGKILL this process when its parent dies (a worker must not outlive its pool)."""
+  _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _make_runs_dir() -> str:
+  path = "/tmp/precisecoder-runs"  # on the private tmpfs
+  os.makedirs(path, mode=0o711, exist_ok=True)
+  return path
+
+
+def _max_fd() -> int:
+  return 2**31 - 1  # closerange clips to the real table

@@ -1,0 +1,238 @@
+"""A pool worker: a warm interpreter that forks one sandboxed child per run.
+
+Started by `ExecutionPool` as `python -E -s -m precisecoder.execution.worker SLOT`.
+It reads framed chunks of jobs on fd 0 and answers one framed message per job
+on fd 1, in order. It never imports JAX and never sees expected values: the
+pool strips them before sending (judge.py compares in the pool).
+
+Messages in:  {"jobs": [{"id": ID, "program": SRC, "tests": {...}, "limits": {...}}]}
+Messages out: {"hello": MODE, "note": TEXT} once, then {"id": ID, "runs": [RUN, ...]}
+where RUN (one per process: one per case for io, else one) is
+  {"ready": bool, "exit": int|None, "signal": int|None, "timeout": bool,
+   "overflow": str|None, "stdout": str, "stderr": str, "channel": str,
+   "nonce": str, "duration_s": float}
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import sys
+import time
+
+# Warm imports: children inherit them, so programs importing them pay nothing.
+import bisect  # noqa: F401 pylint: disable=unused-import
+import collections  # noqa: F401 pylint: disable=unused-import
+import copy  # noqa: F401 pylint: disable=unused-import
+import datetime  # noqa: F401 pylint: disable=unused-import
+import decimal  # noqa: F401 pylint: disable=unused-import
+import fractions  # noqa: F401 pylint: disable=unused-import
+import functools  # noqa: F401 pylint: disable=unused-import
+import hashlib  # noqa: F401 pylint: disable=unused-import
+import heapq  # noqa: F401 pylint: disable=unused-import
+import itertools  # noqa: F401 pylint: disable=unused-import
+import math  # noqa: F401 pylint: disable=unused-import
+import operator  # noqa: F401 pylint: disable=unused-import
+import random  # noqa: F401 pylint: disable=unused-import
+import re  # noqa: F401 pylint: disable=unused-import
+import statistics  # noqa: F401 pylint: disable=unused-import
+import string  # noqa: F401 pylint: disable=unused-import
+import typing  # noqa: F401 pylint: disable=unused-import
+
+from precisecoder.execution import harness
+from precisecoder.execution import protocol
+from precisecoder.execution import sandbox as sandbox_lib
+
+CHANNEL_FD = 3
+_READ_SIZE = 1 << 16
+EXIT_SETUP_FAILED = 121  # the child could not sandbox itself (then no "ready" record)
+
+
+class _Stream:
+  """One capped output pipe of a run."""
+
+  def __init__(self, name: str, fd: int, cap: int):
+    self.name = name
+    self.fd = fd
+    self.cap = cap
+    self.chunks: list[bytes] = []
+    self.size = 0
+    self.open = True
+
+  def read(self) -> bool:
+    """Reads what is there; False once the cap is exceeded."""
+    try:
+      data = os.read(self.fd, _READ_SIZE)
+    except BlockingIOError:
+      return True
+    if not data:
+      self.open = False
+      return True
+    self.size += len(data)
+    if self.size > self.cap:
+      self.chunks.append(data[:max(0, self.cap - (self.size - len(data)))])
+      return False
+    self.chunks.append(data)
+    return True
+
+  def text(self) -> str:
+    return b"".join(self.chunks).decode("utf-8", errors="replace")
+
+
+class Worker:
+  """Runs jobs one at a time, each in forked sandboxed children."""
+
+  def __init__(self, slot: int):
+    self.sandbox = sandbox_lib.Sandbox.create(slot)
+
+  def run_job(self, job: dict) -> dict:
+    tests, limits = job["tests"], job["limits"]
+    if tests["kind"] == "io":
+      runs = []
+      for case in tests["cases"]:
+        run = self.run_once(job, case.get("stdin", "").encode(), limits)
+        runs.append(run)
+        if not (run["ready"] and run["exit"] == 0 and not run["timeout"] and not run["overflow"]):
+          break  # a failed case decides the verdict; skip the rest
+      return {"id": job["id"], "runs": runs}
+    return {"id": job["id"], "runs": [self.run_once(job, b"", limits)]}
+
+  def run_once(self, job: dict, stdin_data: bytes, limits: dict) -> dict:
+    """Forks one sandboxed child for `job` and collects what it wrote."""
+    nonce = os.urandom(16).hex()
+    run_dir = self.sandbox.make_run_dir()
+    stdin_r, stdin_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    chan_r, chan_w = os.pipe()
+    start = time.perf_counter()
+    pid = self.sandbox.fork()
+    if pid == 0:  # the child: never returns
+      self._child(job, nonce, run_dir, limits, (stdin_r, out_w, err_w, chan_w))
+    for fd in (stdin_r, out_w, err_w, chan_w):
+      os.close(fd)
+    cap = limits["max_output_bytes"]
+    streams = {name: _Stream(name, fd, cap)
+               for name, fd in (("stdout", out_r), ("stderr", err_r), ("channel", chan_r))}
+    try:
+      timeout, overflow, status = self._watch(pid, streams, stdin_w, stdin_data,
+                                              start + limits["timeout_s"])
+    finally:
+      self.sandbox.kill_run(pid)
+      for stream in streams.values():
+        os.close(stream.fd)
+      self.sandbox.remove_run_dir(run_dir)
+    duration = time.perf_counter() - start
+    if status is None:
+      _, status = os.waitpid(pid, 0)
+    channel = streams["channel"].text()
+    return {"ready": channel.startswith(f'{{"ready":"{nonce}"}}\n'),
+            "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+            "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+            "timeout": timeout, "overflow": overflow, "nonce": nonce,
+            "stdout": streams["stdout"].text(), "stderr": streams["stderr"].text()[-4000:],
+            "channel": channel, "duration_s": duration}
+
+  def _child(self, job, nonce, run_dir, limits, fds) -> None:
+    try:
+      stdin_r, out_w, err_w, chan_w = fds
+      os.dup2(stdin_r, 0)
+      os.dup2(out_w, 1)
+      os.dup2(err_w, 2)
+      os.dup2(chan_w, CHANNEL_FD)
+      self.sandbox.enter_child(run_dir, limits, keep_fds=[CHANNEL_FD])
+      sys.stdin = open(0, "r", closefd=False)  # fresh text streams on the new fds
+      sys.stdout = open(1, "w", closefd=False)
+      sys.stderr = open(2, "w", closefd=False)
+    except BaseException as e:  # pylint: disable=broad-except
+      try:
+        os.write(2, f"sandbox setup failed: {e!r}\n".encode())
+      finally:
+        os._exit(EXIT_SETUP_FAILED)
+    harness.run(CHANNEL_FD, nonce, job)
+
+  def _watch(self, pid: int, streams: dict, stdin_w: int, stdin_data: bytes, deadline: float):
+    """Pumps the pipes until the child exits or the deadline passes."""
+    pidfd = os.pidfd_open(pid)
+    selector = selectors.DefaultSelector()
+    try:
+      selector.register(pidfd, selectors.EVENT_READ, "exit")
+      for stream in streams.values():
+        os.set_blocking(stream.fd, False)
+        selector.register(stream.fd, selectors.EVENT_READ, stream)
+      pending = memoryview(stdin_data)
+      if pending:
+        os.set_blocking(stdin_w, False)
+        selector.register(stdin_w, selectors.EVENT_WRITE, "stdin")
+      else:
+        os.close(stdin_w)
+        stdin_w = -1
+      exited = False
+      while True:
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+          return True, None, None
+        for key, _ in selector.select(remaining):
+          if key.data == "exit":
+            exited = True
+          elif key.data == "stdin":
+            try:
+              pending = pending[os.write(stdin_w, pending[:_READ_SIZE]):]
+            except BlockingIOError:
+              pass
+            except BrokenPipeError:  # the program stopped reading: drop the rest
+              pending = pending[:0]
+            if not pending:
+              selector.unregister(stdin_w)
+              os.close(stdin_w)
+              stdin_w = -1
+          else:
+            if not key.data.read():
+              return False, key.data.name, None
+            if not key.data.open:
+              selector.unregister(key.fd)
+        if exited:
+          _, status = os.waitpid(pid, 0)
+          self.sandbox.kill_run(pid)  # orphans in "plain" mode share its process group
+          for stream in streams.values():  # drain what is buffered
+            while stream.open:
+              before = stream.size
+              if not stream.read():
+                return False, stream.name, status
+              if stream.size == before:
+                break
+          return False, None, status
+    finally:
+      selector.close()
+      os.close(pidfd)
+      if stdin_w >= 0:
+        os.close(stdin_w)
+
+
+def main(argv: list[str]) -> int:
+  slot = int(argv[1]) if len(argv) > 1 else 0
+  # The protocol owns fds 0/1; stray prints from imports must not corrupt it.
+  inbox, outbox = os.dup(0), os.dup(1)
+  devnull = os.open(os.devnull, os.O_RDWR)
+  os.dup2(devnull, 0)
+  os.dup2(devnull, 1)
+  sandbox_lib.set_parent_death_signal()
+  signal.signal(signal.SIGINT, signal.SIG_IGN)  # the pool decides when we stop
+  worker = Worker(slot)
+  protocol.write_all(outbox, protocol.encode(
+      {"hello": worker.sandbox.mode, "note": worker.sandbox.note}))
+  while True:
+    message = protocol.read_message(inbox)
+    if message is None:
+      return 0
+    for job in message["jobs"]:
+      try:
+        reply = worker.run_job(job)
+      except Exception as e:  # pylint: disable=broad-except
+        reply = {"id": job["id"], "infra_error": f"{type(e).__name__}: {e}"}
+      protocol.write_all(outbox, protocol.encode(reply))
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv))
