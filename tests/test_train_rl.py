@@ -63,3 +63,25 @@ def test_precisecoder_main_path_with_eval_and_report(tmp_path):
               "train/clip_fraction", "train/entropy", "reward/unit"):
     assert key in step_rows[0], key
   assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+
+
+def test_sigterm_saves_and_exits_zero(tmp_path):
+  """A preempted run checkpoints the step it finished and returns 0; the rerun resumes."""
+  import os
+  import signal
+  import threading
+  import time
+
+  def preempt_after_first_step():
+    while not metrics.read_metrics(tmp_path / "metrics.jsonl"):
+      time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+  killer = threading.Thread(target=preempt_after_first_step, daemon=True)
+  killer.start()
+  assert rl.train(_config(steps=50, checkpoint_every=100), str(tmp_path)) == 0
+  killer.join(timeout=5)
+  done = len(metrics.read_metrics(tmp_path / "metrics.jsonl"))
+  assert 1 <= done < 50
+  steps = sorted(int(p.name) for p in (tmp_path / "checkpoints").iterdir() if p.name.isdigit())
+  assert steps == [done]

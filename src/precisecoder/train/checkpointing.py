@@ -16,6 +16,7 @@ from typing import Any
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+from etils import epath
 from absl import logging
 
 _ITEMS = ("params", "opt_state", "meta")
@@ -26,7 +27,10 @@ class Checkpointer:
 
   def __init__(self, directory: str | os.PathLike, *, max_to_keep: int = 3,
                async_save: bool = True):
-    self.directory = pathlib.Path(directory).absolute()
+    # epath: a local folder or a bucket (gs://...), which outlives preempted TPU VMs.
+    self.directory = epath.Path(directory)
+    if "://" not in str(directory):
+      self.directory = epath.Path(pathlib.Path(directory).absolute())
     options = ocp.CheckpointManagerOptions(
         max_to_keep=max_to_keep, enable_async_checkpointing=async_save, create=True)
     self._manager = ocp.CheckpointManager(self.directory, item_names=_ITEMS, options=options)

@@ -16,7 +16,7 @@ MODEL_PRESETS: dict[str, dict] = {
     "tiny": dict(preset="tiny", checkpoint="", mesh="cpu", prompts_per_step=2, group_size=4,
                  max_new_tokens=24, minibatch_size=8, learning_rate=1e-3),
     "local": dict(preset="smollm2-135m", checkpoint="bundled-smollm2", mesh="cpu",
-                  prompts_per_step=2, group_size=4, max_new_tokens=96, minibatch_size=8,
+                  prompts_per_step=2, group_size=4, max_new_tokens=96, minibatch_size=4,
                   learning_rate=2e-6),
     "smollm2-135m": dict(preset="smollm2-135m", checkpoint="bundled-smollm2", mesh="fsdp",
                          prompts_per_step=32, group_size=6, max_new_tokens=512,
@@ -82,7 +82,8 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
                                          samples_per_task=4))
 
   c.train = ml_collections.ConfigDict(dict(
-      steps=200, checkpoint_every=20, keep_checkpoints=3, log_every=1, eval_every=50,
+      steps=200, checkpoint_every=20, keep_checkpoints=3,
+      checkpoint_dir="",  # "" -> <workdir>/checkpoints; may be a bucket (gs://...) log_every=1, eval_every=50,
       eval_at_start=True, eval_max_new_tokens=m["max_new_tokens"], eval_batch_size=16,
       report=True, stop_after=-1))  # stop_after: end early at this step (tests, preemption drills)
   if name in _SMALL_RUNS:
@@ -96,10 +97,12 @@ _SMALL_RUNS = {
     "tiny": dict(
         data=dict(num_train=16, num_validation=2, num_clean=2),
         train=dict(steps=3, checkpoint_every=1, eval_every=3, eval_batch_size=4)),
-    # Measured on 2 shared cores: sampling 8 rows x 128 tokens ~35 s, one update on 8 rows of
-    # ~450 tokens ~100 s. Short prompts (no tests), one rollout chunk: on a CPU, decoding is
-    # bound by reading the weights, so two half-batches cost twice one full batch.
+    # Measured on 2 shared cores: sampling 8 rows x 128 tokens ~35 s; one update on 4 rows of
+    # 384 tokens ~55 s with remat (3.7 GB; 8 rows without remat took 14 GB). Short prompts
+    # (no tests), one rollout chunk: on a CPU decoding is bound by reading the weights, so
+    # two half-batches cost twice one full batch.
     "local": dict(
+        model=dict(remat=True),
         data=dict(num_train=64, num_validation=8, num_clean=4, include_tests_in_prompt=False),
         rl=dict(rollout_chunks=1),
         train=dict(steps=4, checkpoint_every=2, eval_every=4, eval_batch_size=12)),

@@ -5,6 +5,7 @@ Runs the trainer the config names (rl, sft or dpo). A workdir that holds a check
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -20,6 +21,11 @@ flags.mark_flags_as_required(["config", "workdir"])
 TRAINERS = ("rl", "sft", "dpo")
 
 
+def _multi_host() -> bool:
+  hosts = os.environ.get("TPU_WORKER_HOSTNAMES", "")
+  return "," in hosts or "JAX_COORDINATOR_ADDRESS" in os.environ
+
+
 def run(cfg, workdir: str) -> int:
   """Dispatches to the trainer `cfg.trainer`; returns the exit status."""
   import jax
@@ -27,6 +33,8 @@ def run(cfg, workdir: str) -> int:
   from precisecoder.sampling import enable_compilation_cache
 
   enable_compilation_cache()
+  if _multi_host():
+    jax.distributed.initialize()  # coordinates from the TPU metadata / JAX_COORDINATOR_ADDRESS
   if jax.process_count() > 1:
     logging.info("host %d of %d", jax.process_index(), jax.process_count())
   if cfg.trainer == "rl":

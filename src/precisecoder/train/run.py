@@ -58,7 +58,7 @@ class Run(contextlib.AbstractContextManager):
     self.opt_state = jax.jit(self.tx.init)(self.params)
     self.rng = jax.random.key(cfg.seed)
     self.checkpointer = checkpointing.Checkpointer(
-        self.workdir / "checkpoints", max_to_keep=cfg.train.keep_checkpoints)
+        cfg.train.checkpoint_dir or self.workdir / "checkpoints", max_to_keep=cfg.train.keep_checkpoints)
     self.step = 0
     self.data_state: Any = None
     latest = self.checkpointer.latest_step()
