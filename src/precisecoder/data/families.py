@@ -11,10 +11,13 @@ the code stay literal.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import io
 import random
 import string
 import textwrap
+import tokenize
 from typing import Any, Callable
 
 SPLITS = ("train", "validation", "test")
@@ -40,7 +43,50 @@ class Family:
     values = {**knobs, "fn": fn}
     code = string.Template(textwrap.dedent(self.code).strip("\n") + "\n").substitute(values)
     prompt = string.Template(self.prompt).substitute(values)
-    return fn, prompt, code, knobs
+    return fn, prompt, rename_locals(code, rng), knobs
+
+
+# Local variable names and the synonyms a family member may use instead.
+_SYNONYMS = {
+    "count": ("count", "found", "hits", "n_found"), "total": ("total", "acc", "running", "subtotal"),
+    "result": ("result", "out", "res", "answer"), "x": ("x", "v", "item", "value"),
+    "best": ("best", "top", "champion"), "i": ("i", "idx", "pos"), "ch": ("ch", "char", "letter"),
+    "w": ("w", "token", "term"), "low": ("low", "lowest", "smallest"),
+    "high": ("high", "highest", "biggest"), "items": ("items", "arr", "work"),
+    "seen": ("seen", "visited", "met"), "stack": ("stack", "pending", "opened"),
+    "groups": ("groups", "buckets", "by_key"), "window": ("window", "current_sum", "win"),
+    "row": ("row", "line", "current"), "counts": ("counts", "freq", "tally"),
+    "doubled": ("doubled", "twice", "pair_product"), "scaled": ("scaled", "base_f", "partial"),
+}
+
+
+def rename_locals(code: str, rng: random.Random) -> str:
+  """`code` with some local variables renamed to synonyms (never onto an existing name)."""
+  tree = ast.parse(code)
+  used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+  params = {a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments) for a in n.args}
+  used |= params | {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+  stored = sorted({n.id for n in ast.walk(tree)  # parameters keep the names the prompt uses
+                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} - params)
+  renames = {}
+  for name in stored:
+    choice = rng.choice(_SYNONYMS.get(name, (name,)))
+    if choice != name and choice not in used and choice not in renames.values():
+      renames[name] = choice
+  if not renames:
+    return code
+  lines = code.splitlines(keepends=True)
+  edits = []
+  previous = None
+  for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+    if tok.type == tokenize.NAME and tok.string in renames and previous != ".":
+      edits.append((tok.start, tok.end, renames[tok.string]))
+    if tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT):
+      previous = tok.string
+  for (row, col), (_, end_col), new in reversed(edits):
+    line = lines[row - 1]
+    lines[row - 1] = line[:col] + new + line[end_col:]
+  return "".join(lines)
 
 
 # ---------------------------------------------------------------------------
