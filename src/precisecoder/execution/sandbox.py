@@ -117,7 +117,7 @@ class Sandbox:
   run_uid: int | None  # the uid runs drop to ("root" mode only)
   runs_dir: str  # parent of each run's private working directory
   note: str = ""  # why a weaker mode was chosen
-  _own_pid_ns: int | None = None  # fd of our PID namespace, for the per-run reset
+  is_init: bool = False  # PID 1 of a private PID namespace that holds every run
 
   @classmethod
   def create(cls, slot: int) -> "Sandbox":
@@ -146,35 +146,29 @@ class Sandbox:
                note="; ".join(notes) + "; runs are contained by rlimits and process groups only")
 
   def _with_pid_namespaces(self, notes: list[str]) -> "Sandbox":
+    """Makes this worker PID 1 of a new PID namespace that holds all of its runs.
+
+    The process that called us stays outside, waits, and exits with the
+    worker's status; as PID 1 the worker can then kill everything a run left
+    behind (daemons included) with one kill(-1) and reap it.
+    """
     try:
-      self._own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
-      self._prepare_pid_namespace()
-      pid = os.fork()
-      if pid == 0:
-        os._exit(0 if os.getpid() == 1 else 1)
-      _, status = os.waitpid(pid, 0)
-      if os.waitstatus_to_exitcode(status) != 0:
-        raise OSError(errno.EINVAL, "fork did not land in a new PID namespace")
+      _unshare(_CLONE_NEWPID)
     except OSError as e:
-      self._own_pid_ns = None
-      notes.append(f"per-run PID namespaces unavailable ({e}): orphans are killed by process group")
+      notes.append(f"PID namespaces unavailable ({e}): orphans are killed by process group")
+      self.note = "; ".join(notes)
+      return self
+    pid = os.fork()
+    if pid:
+      os.closerange(0, _max_fd())  # the worker alone holds the protocol pipes
+      _, status = os.waitpid(pid, 0)
+      os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+    set_parent_death_signal()
+    self.is_init = os.getpid() == 1
     self.note = "; ".join(notes)
     return self
 
-  @property
-  def pid_namespaces(self) -> bool:
-    return self._own_pid_ns is not None
-
-  def _prepare_pid_namespace(self) -> None:
-    # Our next fork becomes PID 1 of a new namespace; setns first resets the
-    # namespace for children, as unshare refuses to nest from a pending one.
-    _check(_libc.setns(self._own_pid_ns, _CLONE_NEWPID), "setns")
-    _unshare(_CLONE_NEWPID)
-
   def fork(self) -> int:
-    """Forks a run: PID 1 of a fresh PID namespace where available."""
-    if self._own_pid_ns is not None:
-      self._prepare_pid_namespace()
     return os.fork()
 
   def make_run_dir(self) -> str:
@@ -187,12 +181,19 @@ class Sandbox:
     shutil.rmtree(path, ignore_errors=True)
 
   def kill_run(self, pid: int) -> None:
-    """Kills a run and everything it started (its namespace or process group)."""
-    for target, kill in ((pid, os.kill), (pid, os.killpg)):
+    """Kills a run and everything it started, and reaps them all."""
+    # As PID 1, every other process in our namespace belongs to this run.
+    targets = ((os.kill, -1),) if self.is_init else ((os.kill, pid), (os.killpg, pid))
+    for kill, target in targets:
       try:
         kill(target, signal.SIGKILL)
       except (ProcessLookupError, PermissionError):
         pass
+    while True:
+      try:
+        os.waitpid(-1, 0)
+      except ChildProcessError:
+        return
 
   def enter_child(self, run_dir: str, limits: dict, keep_fds: list[int]) -> None:
     """In the forked child: applies every containment step. Raises on failure."""

@@ -15,6 +15,7 @@ where RUN (one per process: one per case for io, else one) is
 
 from __future__ import annotations
 
+import gc
 import os
 import selectors
 import signal
@@ -115,17 +116,19 @@ class Worker:
     cap = limits["max_output_bytes"]
     streams = {name: _Stream(name, fd, cap)
                for name, fd in (("stdout", out_r), ("stderr", err_r), ("channel", chan_r))}
+    status = None
     try:
       timeout, overflow, status = self._watch(pid, streams, stdin_w, stdin_data,
                                               start + limits["timeout_s"])
     finally:
+      if status is None:
+        os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
       self.sandbox.kill_run(pid)
       for stream in streams.values():
         os.close(stream.fd)
       self.sandbox.remove_run_dir(run_dir)
     duration = time.perf_counter() - start
-    if status is None:
-      _, status = os.waitpid(pid, 0)
     channel = streams["channel"].text()
     return {"ready": channel.startswith(f'{{"ready":"{nonce}"}}\n'),
             "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
@@ -194,7 +197,7 @@ class Worker:
               selector.unregister(key.fd)
         if exited:
           _, status = os.waitpid(pid, 0)
-          self.sandbox.kill_run(pid)  # orphans in "plain" mode share its process group
+          self.sandbox.kill_run(pid)  # orphans may still hold the pipes
           for stream in streams.values():  # drain what is buffered
             while stream.open:
               before = stream.size
@@ -220,6 +223,8 @@ def main(argv: list[str]) -> int:
   sandbox_lib.set_parent_death_signal()
   signal.signal(signal.SIGINT, signal.SIG_IGN)  # the pool decides when we stop
   worker = Worker(slot)
+  harness.prepare()
+  gc.freeze()  # the warm heap is shared copy-on-write: keep collections from touching it
   protocol.write_all(outbox, protocol.encode(
       {"hello": worker.sandbox.mode, "note": worker.sandbox.note}))
   while True:

@@ -1,0 +1,153 @@
+"""ExecutionPool: the four test kinds, batching, deadlines, bad specs, worker loss, statistics."""
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from precisecoder.execution import ExecutionPool, Job, Limits, Status
+from precisecoder.execution import judge
+
+ADD = "def add(a, b):\n  return a + b\n"
+WRONG_ADD = "def add(a, b):\n  return a - b\n"
+CALL = {"kind": "call", "entry_point": "add",
+        "cases": [{"args": [2, 3], "expected": 5}, {"args": [-1], "kwargs": {"b": 1}, "expected": 0}]}
+ASSERT = {"kind": "assert",
+          "code": "def check(candidate):\n  assert candidate(2, 3) == 5\n  assert candidate(-1, 1) == 0\n"
+                  "check(add)\n"}
+UNITTEST = {"kind": "unittest", "code": (
+    "import unittest\n"
+    "class Base(unittest.TestCase):\n"
+    "  def setUp(self):\n    self.pair = (2, 3)\n"
+    "  def test_pair(self):\n    self.assertEqual(add(*self.pair), 5)\n"
+    "class More(Base):\n"
+    "  def test_negative(self):\n    self.assertEqual(add(-1, 1), 0)\n")}
+IO = {"kind": "io", "cases": [{"stdin": "2 3\n", "stdout": "5\n"}, {"stdin": "-1 1", "stdout": "0"}]}
+IO_PROGRAM = "a, b = map(int, input().split())\nprint(a + b, '  ')\n\n"
+FAST = Limits(timeout_s=2.0)
+
+
+@pytest.fixture(scope="module")
+def pool():
+  with ExecutionPool(workers=2) as p:
+    yield p
+
+
+@pytest.mark.parametrize("program, tests", [(ADD, CALL), (ADD, ASSERT), (ADD, UNITTEST),
+                                            (IO_PROGRAM, IO)])
+def test_every_kind_passes_right_and_fails_wrong(pool, program, tests):
+  wrong = program.replace("a + b", "a - b")
+  right_result, wrong_result = pool.run([Job(program, tests, FAST), Job(wrong, tests, FAST)])
+  assert right_result.status is Status.PASS, right_result
+  assert right_result.passed
+  assert wrong_result.status is Status.FAIL, wrong_result
+  assert wrong_result.detail
+
+
+def test_results_keep_order_and_duplicates_run_once(pool):
+  before = pool.stats()
+  jobs = [Job(ADD if i % 3 else WRONG_ADD, CALL, FAST) for i in range(40)]
+  results = pool.run(jobs)
+  assert [r.passed for r in results] == [bool(i % 3) for i in range(40)]
+  after = pool.stats()
+  assert after["duplicates"] - before["duplicates"] == 38
+  assert after["jobs"] - before["jobs"] == 40
+
+
+def test_solution_method_entry_point(pool):
+  program = "class Solution:\n  def twice(self, x):\n    return [x, x]\n"
+  tests = {"kind": "call", "entry_point": "Solution().twice",
+           "cases": [{"args": [[1, "a"]], "expected": [[1, "a"], [1, "a"]]}]}
+  assert pool.run([Job(program, tests, FAST)])[0].passed
+
+
+def test_call_compares_after_a_json_round_trip(pool):
+  program = "def pair(x):\n  return (x, {1: x})\n"
+  tests = {"kind": "call", "entry_point": "pair", "cases": [{"args": [2], "expected": [2, {"1": 2}]}]}
+  assert pool.run([Job(program, tests, FAST)])[0].passed
+
+
+def test_timeout_memory_and_crash_statuses(pool):
+  jobs = [Job("while True:\n  pass\n", ASSERT, Limits(timeout_s=0.5)),
+          Job("x = bytearray(2 << 30)\n", ASSERT, Limits(timeout_s=2, memory_mb=256)),
+          Job("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", ASSERT, FAST)]
+  started = time.monotonic()
+  timeout, memory, crash = pool.run(jobs)
+  assert time.monotonic() - started < 5
+  assert timeout.status is Status.TIMEOUT
+  assert memory.status is Status.MEMORY, memory
+  assert crash.status is Status.CRASH and "SIGSEGV" in crash.detail
+
+
+def test_batch_deadline_times_out_what_is_left(pool):
+  jobs = [Job(f"import time\ntime.sleep(3)\nx = {i}\n", ASSERT, Limits(timeout_s=5)) for i in range(4)]
+  started = time.monotonic()
+  results = pool.run(jobs, deadline_s=0.5)
+  assert time.monotonic() - started < 3
+  assert all(r.status is Status.TIMEOUT and r.detail == "batch deadline" for r in results)
+  assert pool.run([Job(ADD, CALL, FAST)])[0].passed  # the pool recovered
+
+
+@pytest.mark.parametrize("tests, message", [
+    ({"kind": "fuzz"}, "field 'kind'"),
+    ({"kind": "call", "cases": []}, "missing field 'entry_point'"),
+    ({"kind": "call", "entry_point": "f", "cases": [{"args": [1]}]}, "cases[0] needs 'expected'"),
+    ({"kind": "io", "cases": [{"stdin": 3, "stdout": ""}]}, "cases[0]"),
+    ({"kind": "unittest", "code": "x = 1\n"}, "no test methods"),
+    ({"kind": "unittest", "code": "class T(:\n"}, "line 1"),
+])
+def test_invalid_specs_are_reported_not_raised(pool, tests, message):
+  result = pool.run([Job(ADD, tests, FAST)])[0]
+  assert result.status is Status.INFRA_ERROR
+  assert message in result.detail
+
+
+def test_unittest_names_come_from_the_ast():
+  classes, names = judge.test_names(UNITTEST["code"])
+  assert classes == ["Base", "More"]
+  assert names == ["Base.test_pair", "More.test_negative", "More.test_pair"]
+
+
+def test_io_ignores_trailing_whitespace_only():
+  assert judge.normalise_output("1  \n2\n\n") == judge.normalise_output("1\n2")
+  assert judge.normalise_output(" 1\n2") != judge.normalise_output("1\n2")
+
+
+def test_a_dead_worker_is_replaced_and_its_job_rerun_once():
+  job = Job("import time\ntime.sleep(0.6)\n" + ADD, CALL, FAST)
+  with ExecutionPool(workers=1) as pool:
+    pool.run([Job(ADD, CALL, FAST)])
+    killer = threading.Timer(0.3, lambda: os.kill(pool._workers[0].process.pid, signal.SIGKILL))
+    killer.start()
+    assert pool.run([job])[0].passed
+    assert pool.stats()["worker_restarts"] == 1
+
+    def kill_every_worker():
+      for _ in range(2):
+        time.sleep(0.3)
+        os.kill(pool._workers[0].process.pid, signal.SIGKILL)
+        time.sleep(0.5)  # the replacement starts and takes the rerun
+
+    killer = threading.Thread(target=kill_every_worker)
+    killer.start()
+    result = pool.run([Job("import time\ntime.sleep(1.5)\n" + ADD, CALL, FAST)])[0]
+    killer.join()
+    assert result.status is Status.INFRA_ERROR and "twice" in result.detail
+
+
+def test_stats_and_idempotent_close():
+  pool = ExecutionPool(workers=1)
+  pool.run([Job(ADD, CALL, FAST), Job(WRONG_ADD, CALL, FAST)])
+  stats = pool.stats()
+  assert stats["pass"] == 1 and stats["fail"] == 1 and stats["runs"] == 2
+  assert 0 < stats["latency_p50_ms"] <= stats["latency_max_ms"]
+  pids = [w.process.pid for w in pool._workers]
+  pool.close()
+  pool.close()
+  for pid in pids:
+    with pytest.raises(ProcessLookupError):
+      os.kill(pid, 0)
+  with pytest.raises(RuntimeError, match="closed"):
+    pool.run([Job(ADD, CALL, FAST)])
