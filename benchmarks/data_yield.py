@@ -72,7 +72,7 @@ def main() -> None:
   from precisecoder.execution import ExecutionPool  # pylint: disable=import-outside-toplevel
   sources = humaneval.sources()
   with ExecutionPool(workers=args.workers) as pool:
-    checker = PoolChecker(pool)
+    checker = PoolChecker(pool, timeout_s=3.0)
     for multi in (False, True):
       stats, with_bug, secs = run(sources, checker, multi)
       show(f"HumanEval, {'multi-line' if multi else 'single-line'}", stats, with_bug,

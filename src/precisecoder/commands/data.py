@@ -60,13 +60,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   tfds.add_argument("--data-dir", required=True)
   tfds.add_argument("--config", default="default")
 
-  for b in (gen, he, pdb):
-    b.add_argument("--out", required=True, help="output folder")
-    b.add_argument("--workers", type=int, default=None, help="execution workers (default: CPUs)")
-
   ver = sub.add_parser("verify", help="fully verify task files in the sandboxed pool")
   ver.add_argument("paths", nargs="+")
-  ver.add_argument("--workers", type=int, default=None)
+  for b in (gen, he, pdb, ver):
+    if b is not ver:
+      b.add_argument("--out", required=True, help="output folder")
+    b.add_argument("--workers", type=int, default=None, help="execution workers (default: CPUs)")
+    b.add_argument("--timeout", type=float, default=3.0,
+                   help="seconds per verification run (mutants that loop forever time out)")
 
   card = sub.add_parser("card", help="print the data card of task files")
   card.add_argument("paths", nargs="+")
@@ -83,9 +84,9 @@ def _pool(workers: int | None):
   return ExecutionPool(workers=workers)
 
 
-def _checker(pool):
+def _checker(pool, timeout_s: float):
   from precisecoder.data.checking import PoolChecker  # pylint: disable=import-outside-toplevel
-  return PoolChecker(pool)
+  return PoolChecker(pool, timeout_s=timeout_s)
 
 
 def _verify(named: dict[str, list[Task]], checker) -> dict[str, Any]:
@@ -141,7 +142,7 @@ def _build_generator(args: argparse.Namespace, out: pathlib.Path) -> int:
   with _pool(args.workers) as pool:
     summary = {"set": "generator", "tier": args.tier, "seed": args.seed,
                "generation_seconds": round(generated_s, 2),
-               "verification": _verify(sets, _checker(pool))}
+               "verification": _verify(sets, _checker(pool, args.timeout))}
   return _finish(out, summary, card_list)
 
 
@@ -153,17 +154,16 @@ def _build_humaneval(args: argparse.Namespace, out: pathlib.Path) -> int:
       raise ValueError(f"--kinds: unknown kind {kind!r}; expected some of {humaneval.KINDS}")
   sets, reports = {}, {}
   with _pool(args.workers) as pool:
-    checker = _checker(pool)
+    checker = _checker(pool, args.timeout)
     for kind in kinds:
-      with tqdm.tqdm(desc=f"inject humaneval {kind}", unit="candidate", file=sys.stderr) as bar:
-        tasks, report = humaneval.build(kind, checker, seed=args.seed, progress=bar.update)
+      tasks, report = humaneval.build(kind, checker, seed=args.seed, progress=True)
       sets[f"humaneval_{kind}"] = tasks
       reports[kind] = report
     summary = {"set": "humaneval", "seed": args.seed, "injection": reports,
                "verification": _verify(sets, checker)}
   card_list = [_write_set(out, name, tasks) for name, tasks in sets.items()]
   for kind, report in reports.items():
-    _print_yield(f"humaneval {kind}", report.get("yield_"))
+    _print_yield(f"humaneval {kind}", report.get("yield"))
   return _finish(out, summary, card_list)
 
 
@@ -182,7 +182,7 @@ def _build_pdb(args: argparse.Namespace, out: pathlib.Path) -> int:
   report = pdb.load_pdb(args.records, bigcodebench=args.bigcodebench,
                         livecodebench=args.livecodebench)
   with _pool(args.workers) as pool:
-    checker = _checker(pool)
+    checker = _checker(pool, args.timeout)
     failing = set(pdb.failing_gold(report.tasks, checker))
     kept = [t for t in report.tasks if t.task_id not in failing]
     summary = {"set": "pdb", "load": report.summary(), "gold_failing": sorted(failing),
@@ -228,7 +228,7 @@ def main(args: argparse.Namespace) -> int:
     if args.action == "verify":
       named = _load(args.paths)
       with _pool(args.workers) as pool:
-        results = _verify(named, _checker(pool))
+        results = _verify(named, _checker(pool, args.timeout))
       return _finish_verify(results)
     if args.what == "tfds":
       return _build_tfds(args)

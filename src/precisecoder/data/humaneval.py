@@ -22,7 +22,10 @@ import ast
 import json
 import pathlib
 import random
-from typing import Any, Callable, Sequence
+import sys
+from typing import Any, Sequence
+
+import tqdm
 
 from precisecoder.data import files, injection, mutation
 from precisecoder.data.checking import Checker
@@ -139,7 +142,7 @@ def _task(problem: dict[str, Any], source: injection.Source, bugs: Sequence[muta
 
 
 def build(kind: str, checker: Checker, seed: int = 0,
-          progress: Callable[[int], None] | None = None) -> tuple[list[Task], dict[str, Any]]:
+          progress: bool = False) -> tuple[list[Task], dict[str, Any]]:
   """(tasks, report) for a kind, every bug verified by `checker`.
 
   The report holds the injection yield (attempted/kept per operator and
@@ -159,8 +162,10 @@ def build(kind: str, checker: Checker, seed: int = 0,
   usable = [(p, s) for p, s, ok in zip(probs, srcs, gold_ok) if ok]
   proposals = [injection.candidates(s, multi_line=(kind == "multi")) for _, s in usable]
   stats = injection.Yield()
-  kept = injection.verify([s for _, s in usable], proposals, checker, progress=progress,
-                          stats=stats)
+  with tqdm.tqdm(total=sum(map(len, proposals)), desc=f"inject humaneval {kind}",
+                 unit="candidate", disable=not progress, file=sys.stderr) as bar:
+    kept = injection.verify([s for _, s in usable], proposals, checker, progress=bar.update,
+                            stats=stats, batch_size=128)
   tasks, skipped = [], {}
   for (problem, source), bugs in zip(usable, kept):
     k = 1 if kind == "multi" else rng.choices((1, 2, 3, 4), weights=(4, 3, 2, 1))[0]
@@ -175,7 +180,7 @@ def build(kind: str, checker: Checker, seed: int = 0,
       tasks.append(_task(problem, source, chosen, kind))
     except ValueError as e:
       skipped[source.key] = str(e)
-  report.update(yield_=stats.table(), skipped=skipped)
+  report.update({"yield": stats.table(), "skipped": skipped})
   return tasks, report
 
 
