@@ -85,6 +85,39 @@ def check_plain(value, depth: int = 0) -> None:
   raise PlainDataError(f"returned a {kind_name(value)}, not plain data")
 
 
+def _trusted_comparison(function) -> bool:
+  """Whether a type's __eq__/__ne__ is C code or Python from a real source file."""
+  code = _getattr(function, "__code__", None)
+  if code is None:
+    return True  # a slot wrapper or builtin: the type inherits a built-in comparison
+  filename = code.co_filename
+  return filename.startswith("/") and filename != PROGRAM_FILENAME and os.path.isfile(filename)
+
+
+def check_comparable(value, depth: int = 0, budget: list | None = None) -> None:
+  """Raises if `value` holds an object whose equality the program wrote (unittest kind).
+
+  Catches AlwaysEqual objects and lying subclasses of int/str/...; a program
+  that fakes a source file name for its code is not caught (see the package
+  docstring).
+  """
+  budget = budget if budget is not None else [10_000]
+  budget[0] -= 1
+  kind = _type(value)
+  if depth > _MAX_DEPTH or budget[0] < 0 or kind in _plain_scalars:
+    return
+  for name in ("__eq__", "__ne__"):
+    if not _trusted_comparison(_getattr(kind, name, None)):
+      raise PlainDataError(f"returned a {kind_name(value)} whose {name} the program defined")
+  if kind in (list, tuple, set, frozenset):
+    for item in value:
+      check_comparable(item, depth + 1, budget)
+  elif kind is dict:
+    for key, item in value.items():
+      check_comparable(key, depth + 1, budget)
+      check_comparable(item, depth + 1, budget)
+
+
 class Channel:
   """Writes records to the private fd; a closed or hijacked fd loses them."""
 
@@ -185,12 +218,12 @@ def _resolve(namespace: dict, entry_point: str):
   return namespace[entry_point]
 
 
-def _guard_returns(function):
-  """Wraps a callable so that a non-plain return value (AlwaysEqual, int subclass) fails."""
+def _guard_returns(function, check):
+  """Wraps a callable so that a return value `check` rejects raises instead."""
 
   def guarded(*args, **kwargs):
     value = function(*args, **kwargs)
-    check_plain(value)
+    check(value)
     return value
 
   guarded.__name__ = _getattr(function, "__name__", "guarded")
@@ -217,16 +250,21 @@ def run_call(channel: Channel, module: types.ModuleType, tests: dict) -> None:
 def run_assert(channel: Channel, module: types.ModuleType, tests: dict,
                integrity: _Integrity) -> None:
   namespace = module.__dict__
-  for name, value in list(namespace.items()):
-    if callable(value) and not _isinstance(value, (type, types.ModuleType)) \
-        and not name.startswith("__"):
-      namespace[name] = _guard_returns(value)
+  _guard_namespace(namespace, check_plain)
   integrity.restore()
   exec(compile(tests["code"], TESTS_FILENAME, "exec"), namespace)  # pylint: disable=exec-used
   violations = integrity.violations()
   if violations:
     raise RuntimeError(f"the program tampered with {violations[0]}")
   channel.send({"end": "assert"}, signed=True)
+
+
+def _guard_namespace(namespace: dict, check) -> None:
+  """Guards the return values of every top-level callable the program left behind."""
+  for name, value in list(namespace.items()):
+    if callable(value) and not _isinstance(value, (type, types.ModuleType)) \
+        and not name.startswith("__"):
+      namespace[name] = _guard_returns(value, check)
 
 
 def _test_methods(case_class: type) -> list[str]:
@@ -237,6 +275,7 @@ def _test_methods(case_class: type) -> list[str]:
 def run_unittest(channel: Channel, module: types.ModuleType, tests: dict,
                  integrity: _Integrity) -> None:
   namespace = module.__dict__
+  _guard_namespace(namespace, check_comparable)
   integrity.restore()
   exec(compile(tests["code"], TESTS_FILENAME, "exec"), namespace)  # pylint: disable=exec-used
   for class_name in tests["classes"]:

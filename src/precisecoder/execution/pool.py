@@ -66,6 +66,7 @@ class _Worker:
     self.busy_since = time.monotonic()
     self.mode = ""
     self.note = ""
+    self.run_uid: int | None = None
 
   def await_hello(self, deadline: float) -> None:
     while not self.mode:
@@ -81,6 +82,7 @@ class _Worker:
                            f"(status {self.process.wait()})")
       for message in self.reader.feed(data):
         self.mode, self.note = message["hello"], message.get("note", "")
+        self.run_uid = message.get("run_uid")
 
   def send(self, jobs: list[dict]) -> None:
     self.pending_out += protocol.encode({"jobs": jobs})

@@ -1,6 +1,6 @@
 """Containment for one worker and for each run it forks (Linux, stdlib only).
 
-A worker calls `Sandbox.create(slot)` once. That picks the strongest mode the
+A worker calls `Sandbox.create()` once. That picks the strongest mode the
 host allows and says which:
 
   "root"       we are root: the worker gets its own mount and network
@@ -27,6 +27,7 @@ import os
 import resource
 import shutil
 import signal
+import sys
 import tempfile
 
 _CLONE_NEWNS = 0x00020000
@@ -44,7 +45,7 @@ _MS_PRIVATE = 1 << 18
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_SET_NO_NEW_PRIVS = 38
-_FIRST_RUN_UID = 61000  # + worker slot; unused by any account on the hosts we run on
+_RUN_UID_BASE = 1_000_000  # + the worker's host pid: unique among live workers, no account has it
 _MOUNT_FLAGS = {"nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC}
 _VIRTUAL_FS = ("/proc", "/sys", "/dev")  # pseudo file systems: left as they are
 _PRIVATE_TMPFS = ("/tmp", "/var/tmp", "/dev/shm")
@@ -88,9 +89,44 @@ def _mount_points() -> list[tuple[str, int]]:
   return points
 
 
+def _blocked_ancestor(path: str) -> str | None:
+  """The highest ancestor of `path` that other users cannot traverse (e.g. /root), if any."""
+  parts = os.path.realpath(path).split(os.sep)[1:]
+  for depth in range(1, len(parts)):
+    ancestor = os.sep + os.path.join(*parts[:depth])
+    if not os.stat(ancestor).st_mode & 0o001:
+      return ancestor
+  return None
+
+
+def _expose(paths: list[str]) -> None:
+  """Makes `paths` reachable for an unprivileged run even below a private directory.
+
+  The interpreter may live under /root (pyenv): the private ancestor is
+  covered with an empty tmpfs and only `paths` are bound back into it, so a
+  run sees the interpreter and its libraries and nothing else of that home.
+  """
+  by_ancestor: dict[str, list[str]] = {}
+  for path in {os.path.realpath(p) for p in paths}:
+    ancestor = _blocked_ancestor(path)
+    if ancestor is not None and os.path.isdir(path):
+      by_ancestor.setdefault(ancestor, []).append(path)
+  for ancestor, inner in sorted(by_ancestor.items()):
+    inner = [p for p in inner if not any(p.startswith(q + os.sep) for q in inner)]
+    handles = {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in inner}
+    _mount("tmpfs", ancestor, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
+    for path, handle in handles.items():
+      os.makedirs(path, mode=0o755, exist_ok=True)
+      _mount(f"/proc/self/fd/{handle}", path, None, _MS_BIND | _MS_REC)
+      os.close(handle)
+
+
 def _make_filesystem_read_only() -> None:
   """Remounts every real mount read-only and hides the world-writable directories."""
   _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+  if os.geteuid() == 0:  # runs drop to another uid: they must still reach Python
+    _expose([sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))]
+            + [p for p in sys.path if p and os.path.isdir(p)])
   for point, flags in _mount_points():
     if any(point == v or point.startswith(v + "/") for v in _VIRTUAL_FS):
       continue
@@ -114,19 +150,19 @@ class Sandbox:
   """How this worker contains its runs (see the module docstring)."""
 
   mode: str  # "root" | "userns" | "plain"
-  run_uid: int | None  # the uid runs drop to ("root" mode only)
+  run_uid: int | None  # the uid runs drop to ("root" mode only), this worker's alone
   runs_dir: str  # parent of each run's private working directory
   note: str = ""  # why a weaker mode was chosen
   is_init: bool = False  # PID 1 of a private PID namespace that holds every run
 
   @classmethod
-  def create(cls, slot: int) -> "Sandbox":
+  def create(cls) -> "Sandbox":
     notes = []
     if os.geteuid() == 0:
       try:
         _unshare(_CLONE_NEWNS | _CLONE_NEWNET)
         _make_filesystem_read_only()
-        sandbox = cls("root", _FIRST_RUN_UID + slot, _make_runs_dir())
+        sandbox = cls("root", _RUN_UID_BASE + os.getpid(), _make_runs_dir())
         return sandbox._with_pid_namespaces(notes)
       except OSError as e:
         notes.append(f"root namespaces unavailable ({e})")

@@ -6,7 +6,7 @@ on fd 1, in order. It never imports JAX and never sees expected values: the
 pool strips them before sending (judge.py compares in the pool).
 
 Messages in:  {"jobs": [{"id": ID, "program": SRC, "tests": {...}, "limits": {...}}]}
-Messages out: {"hello": MODE, "note": TEXT} once, then {"id": ID, "runs": [RUN, ...]}
+Messages out: {"hello": MODE, "note": TEXT, "run_uid": UID|None} once, then {"id": ID, "runs": [RUN, ...]}
 where RUN (one per process: one per case for io, else one) is
   {"ready": bool, "exit": int|None, "signal": int|None, "timeout": bool,
    "overflow": str|None, "stdout": str, "stderr": str, "channel": str,
@@ -84,8 +84,8 @@ class _Stream:
 class Worker:
   """Runs jobs one at a time, each in forked sandboxed children."""
 
-  def __init__(self, slot: int):
-    self.sandbox = sandbox_lib.Sandbox.create(slot)
+  def __init__(self):
+    self.sandbox = sandbox_lib.Sandbox.create()
 
   def run_job(self, job: dict) -> dict:
     tests, limits = job["tests"], job["limits"]
@@ -214,7 +214,6 @@ class Worker:
 
 
 def main(argv: list[str]) -> int:
-  slot = int(argv[1]) if len(argv) > 1 else 0
   # The protocol owns fds 0/1; stray prints from imports must not corrupt it.
   inbox, outbox = os.dup(0), os.dup(1)
   devnull = os.open(os.devnull, os.O_RDWR)
@@ -222,11 +221,13 @@ def main(argv: list[str]) -> int:
   os.dup2(devnull, 1)
   sandbox_lib.set_parent_death_signal()
   signal.signal(signal.SIGINT, signal.SIG_IGN)  # the pool decides when we stop
-  worker = Worker(slot)
+  del argv  # the slot number is for `ps` readers only
+  worker = Worker()
   harness.prepare()
   gc.freeze()  # the warm heap is shared copy-on-write: keep collections from touching it
   protocol.write_all(outbox, protocol.encode(
-      {"hello": worker.sandbox.mode, "note": worker.sandbox.note}))
+      {"hello": worker.sandbox.mode, "note": worker.sandbox.note,
+       "run_uid": worker.sandbox.run_uid}))
   while True:
     message = protocol.read_message(inbox)
     if message is None:

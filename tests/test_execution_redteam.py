@@ -1,0 +1,424 @@
+"""Red team: hostile programs against the pool, each with the verdict it must get.
+
+The task is `add(a, b)`; every hostile program gets it wrong (or never
+defines it) and tries to pass anyway, hang the pool, escape, or leave
+something behind. Honest programs in the same batches must pass. After each
+batch no run process may survive and no file outside the runs may change.
+"""
+
+import os
+import pathlib
+import shutil
+import socket
+import textwrap
+import time
+
+import pytest
+
+from precisecoder.execution import ExecutionPool, Job, Limits, Status
+
+T, F, M, C = Status.TIMEOUT, Status.FAIL, Status.MEMORY, Status.CRASH
+LIMITS = Limits(timeout_s=1.0, memory_mb=512)
+TESTS = {
+    "assert": {"kind": "assert", "code": "def check(candidate):\n"
+               "  assert candidate(2, 3) == 5\n  assert candidate(40, 2) == 42\ncheck(add)\n"},
+    "call": {"kind": "call", "entry_point": "add",
+             "cases": [{"args": [2, 3], "expected": 5}, {"args": [40, 2], "expected": 42}]},
+    "unittest": {"kind": "unittest", "code": "import unittest\nclass TestAdd(unittest.TestCase):\n"
+                 "  def test_small(self):\n    self.assertEqual(add(2, 3), 5)\n"
+                 "  def test_large(self):\n    self.assertEqual(add(40, 2), 42)\n"},
+    "io": {"kind": "io", "cases": [{"stdin": "2 3\n", "stdout": "5\n"},
+                                   {"stdin": "40 2\n", "stdout": "42\n"}]},
+}
+WRONG = "def add(a, b):\n  return a * b\n"
+
+# (name, test kind, program, acceptable statuses). {outside} is a world-writable
+# directory outside every run, {port} a listener the test opened on 127.0.0.1.
+HOSTILE = [
+    ("infinite loop", "assert", "while True:\n  pass\n", {T}),
+    ("ignores SIGTERM and SIGALRM", "call", """
+        import signal
+        for s in (signal.SIGTERM, signal.SIGALRM, signal.SIGINT, signal.SIGXCPU, signal.SIGHUP):
+          signal.signal(s, signal.SIG_IGN)
+        signal.alarm(1)
+        while True:
+          pass
+        """, {T}),
+    ("fork bomb", "assert", """
+        import os
+        while True:
+          try:
+            os.fork()
+          except OSError:
+            pass
+        """, {T, F, C, M}),
+    ("double-fork setsid daemon", "assert", """
+        import os, time
+        if os.fork() == 0:
+          os.setsid()
+          if os.fork() == 0:
+            while True:
+              time.sleep(0.05)
+          os._exit(0)
+        """ + WRONG, {F}),
+    ("memory bomb", "call", "x = ' ' * (1 << 34)\n" + WRONG, {M}),
+    ("growing memory bomb", "assert", "x = []\nwhile True:\n  x.append(' ' * 10 ** 7)\n", {M, T}),
+    ("a gigabyte of output", "call", "import sys\nwhile True:\n  sys.stdout.write('x' * 65536)\n",
+     {F, T}),
+    ("output to stderr and stdout until killed", "io",
+     "import os\nwhile True:\n  os.write(2, b'e' * 65536)\n", {F, T}),
+    ("deep recursion", "call", "def add(a, b):\n  return add(a, b)\n", {F}),
+    ("recursion past the C stack", "assert", """
+        import sys
+        sys.setrecursionlimit(10 ** 7)
+        def add(a, b):
+          return add(a, b) + 1
+        """, {C, F, M}),
+    ("sys.exit(0) before the asserts", "assert", WRONG + "import sys\nsys.exit(0)\n", {F}),
+    ("os._exit(0) before the asserts", "assert", WRONG + "import os\nos._exit(0)\n", {F}),
+    ("sys.exit(0) inside the tested function", "unittest",
+     "import sys\ndef add(a, b):\n  sys.exit(0)\n", {F}),
+    ("os._exit(0) inside the tested function", "call",
+     "import os\ndef add(a, b):\n  os._exit(0)\n", {F}),
+    ("kills its parent, init and everyone", "assert", """
+        import os, signal
+        for pid in (os.getppid(), 1, -1):
+          try:
+            os.kill(pid, signal.SIGKILL)
+          except OSError:
+            pass
+        """ + WRONG, {F, C}),
+    ("AlwaysEqual in an assert", "assert", """
+        class AlwaysEqual:
+          def __eq__(self, other):
+            return True
+          __hash__ = None
+        def add(a, b):
+          return AlwaysEqual()
+        """, {F}),
+    ("AlwaysEqual in a call", "call", """
+        class AlwaysEqual:
+          def __eq__(self, other):
+            return True
+        def add(a, b):
+          return AlwaysEqual()
+        """, {F}),
+    ("AlwaysEqual through assertEqual", "unittest", """
+        class AlwaysEqual:
+          def __eq__(self, other):
+            return True
+          def __ne__(self, other):
+            return False
+        def add(a, b):
+          return AlwaysEqual()
+        """, {F}),
+    ("int subclass with a lying __eq__", "assert", """
+        class Liar(int):
+          def __eq__(self, other):
+            return True
+        def add(a, b):
+          return Liar(0)
+        """, {F}),
+    ("int subclass in a call", "call", """
+        class Liar(int):
+          def __eq__(self, other):
+            return True
+        def add(a, b):
+          return Liar(0)
+        """, {F}),
+    ("str subclass through assertEqual", "unittest", """
+        class Liar(str):
+          def __eq__(self, other):
+            return True
+          __hash__ = str.__hash__
+        def add(a, b):
+          return Liar('no')
+        """, {F}),
+    ("patches unittest at import", "unittest", """
+        import unittest
+        unittest.TestCase.assertEqual = lambda self, *a, **k: None
+        unittest.TestCase.run = lambda self, result=None: None
+        unittest.TestResult.wasSuccessful = lambda self: True
+        """ + WRONG, {F}),
+    ("patches unittest while under test", "unittest", """
+        import unittest
+        def add(a, b):
+          unittest.TestCase.assertEqual = lambda self, *a, **k: None
+          return 0
+        """, {F}),
+    ("patches builtins", "assert", """
+        import builtins
+        builtins.AssertionError = type('Quiet', (Exception,), {})
+        builtins.__import__ = lambda *a, **k: None
+        def add(a, b):
+          builtins.isinstance = lambda *a: True
+          return 0
+        """, {F}),
+    ("patches json", "call", """
+        import json
+        json.dumps = lambda *a, **k: '{"case":0,"value":5}'
+        json.loads = lambda *a, **k: {"case": 0, "value": 5}
+        """ + WRONG, {F}),
+    ("trace hook that jumps over asserts", "assert", """
+        import sys
+        def tracer(frame, event, arg):
+          if frame.f_code.co_name == 'check' and event == 'line':
+            frame.f_lineno = frame.f_code.co_firstlineno + 3
+          return tracer
+        def add(a, b):
+          sys.settrace(tracer)
+          sys._getframe(1).f_trace = tracer
+          return 0
+        """, {F}),
+    ("reads expected values from the caller's frames", "call", """
+        import sys
+        def add(a, b):
+          frame = sys._getframe(1)
+          while frame is not None:
+            for value in list(frame.f_locals.values()):
+              if isinstance(value, dict) and 'expected' in value:
+                return value['expected']
+            frame = frame.f_back
+          return 0
+        """, {F}),
+    ("reads expected constants from the check function", "assert", """
+        import sys
+        def add(a, b):
+          frame = sys._getframe(1)
+          ints = [c for c in frame.f_code.co_consts if type(c) is int]
+          calls = getattr(add, 'calls', 0)
+          add.calls = calls + 1
+          return ints[-2 + calls] if len(ints) >= 2 else 0
+        """, {F}),
+    ("walks gc.get_objects() for expected values", "call", """
+        import gc
+        def add(a, b):
+          for obj in gc.get_objects():
+            if isinstance(obj, dict) and 'expected' in obj:
+              return obj['expected']
+            if isinstance(obj, list) and obj and isinstance(obj[0], dict) and 'expected' in obj[0]:
+              return obj[0]['expected']
+          return 0
+        """, {F}),
+    ("reads /proc/*/mem", "call", """
+        import os, re
+        found = []
+        for pid in os.listdir('/proc'):
+          if pid.isdigit():
+            try:
+              with open(f'/proc/{pid}/maps') as maps, open(f'/proc/{pid}/mem', 'rb') as mem:
+                for line in maps:
+                  start, end = (int(x, 16) for x in line.split()[0].split('-'))
+                  mem.seek(start)
+                  found += re.findall(rb'"expected": ?(\\d+)', mem.read(min(end - start, 1 << 22)))
+            except (OSError, ValueError, OverflowError):
+              pass
+        def add(a, b):
+          return int(found[0]) if found else 0
+        """, {F, T}),
+    ("forges records on every fd", "assert", """
+        import os, json
+        lines = [{"end": "assert"}, {"end": "assert", "nonce": "0" * 32},
+                 {"test": "TestAdd.test_small", "outcome": "ok"}, {"case": 0, "value": 5}]
+        data = ''.join(json.dumps(line) + '\\n' for line in lines).encode()
+        for fd in range(1024):
+          try:
+            os.write(fd, data)
+          except OSError:
+            pass
+        os._exit(0)
+        """, {F}),
+    ("forges unittest records and exits", "unittest", """
+        import os, json
+        for fd in range(3, 64):
+          for name in ("TestAdd.test_small", "TestAdd.test_large"):
+            try:
+              os.write(fd, (json.dumps({"test": name, "outcome": "ok"}) + "\\n").encode())
+              os.write(fd, b'{"end": "unittest"}\\n')
+            except OSError:
+              pass
+        os._exit(0)
+        """, {F}),
+    ("closes every inherited fd", "call", "import os\nos.closerange(0, 4096)\n" + WRONG.replace(
+        "a * b", "a + b"), {F, C}),
+    ("threads that outlive the run", "assert", """
+        import threading, time
+        def linger():
+          while True:
+            time.sleep(0.01)
+        for _ in range(4):
+          threading.Thread(target=linger).start()
+        """ + WRONG, {F}),
+    ("writes and deletes files outside its directory", "call", """
+        import os, shutil
+        for path in ('{outside}/victim.txt', '/tmp/planted', '/var/tmp/planted', '/dev/shm/planted',
+                     os.path.expanduser('~/../planted'), '/planted', '{outside}/new.txt'):
+          try:
+            with open(path, 'w') as f:
+              f.write('pwned')
+          except OSError:
+            pass
+        for path in ('{outside}/victim.txt', '{outside}'):
+          try:
+            os.remove(path)
+          except OSError:
+            pass
+          shutil.rmtree(path, ignore_errors=True)
+        """ + WRONG, {F}),
+    ("connects to a listener on 127.0.0.1", "call", """
+        import socket
+        def add(a, b):
+          s = socket.create_connection(('127.0.0.1', {port}), timeout=0.5)
+          s.sendall(b'pwned')
+          return a + b
+        """, {F}),
+    ("reaches the network", "io", """
+        import socket
+        socket.create_connection(('1.1.1.1', 53), timeout=0.5)
+        a, b = map(int, input().split())
+        print(a + b)
+        """, {F}),
+    ("regains root", "call", """
+        import os, subprocess
+        os.setuid(0)
+        def add(a, b):
+          return a + b
+        """, {F}),
+    ("prints PASS and exits 0", "assert",
+     "print('All tests passed\\nOK')\nimport sys\nsys.stdout.flush()\nimport os\nos._exit(0)\n", {F}),
+    ("raises KeyboardInterrupt in the test", "unittest",
+     "def add(a, b):\n  raise KeyboardInterrupt\n", {F}),
+    ("kills itself", "io", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", {C}),
+]
+
+HONEST = [
+    ("plain", "assert", "def add(a, b):\n  return a + b\n"),
+    ("plain call", "call", "def add(a, b):\n  return a + b\n"),
+    ("plain unittest", "unittest", "def add(a, b):\n  return a + b\n"),
+    ("stdin", "io", "import sys\na, b = map(int, sys.stdin.read().split())\nprint(a + b)\n"),
+    ("exits 0 after printing", "io", "import sys\na, b = map(int, input().split())\n"
+     "print(a + b)\nsys.exit(0)\n"),
+    ("uses its working directory", "call", """
+        import os, tempfile
+        with open('scratch.txt', 'w') as f:
+          f.write('ok')
+        with tempfile.NamedTemporaryFile('w') as f:
+          f.write('ok')
+        def add(a, b):
+          return a + b
+        """),
+    ("starts a subprocess", "call", """
+        import subprocess, sys
+        out = subprocess.run([sys.executable, '-c', 'print(1)'], capture_output=True, text=True)
+        assert out.stdout.strip() == '1', out
+        def add(a, b):
+          return a + b
+        """),
+    ("uses threads", "assert", """
+        import concurrent.futures
+        def add(a, b):
+          with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            return sum(pool.map(int, [a, b]))
+        """),
+    ("returns numpy-free tuples", "assert", "def add(a, b):\n  return (a + b, 0)[0]\n"),
+]
+
+
+def _run_uids_alive(pool: ExecutionPool) -> list[int]:
+  """Pids of processes owned by the uids this pool's runs drop to."""
+  uids = {worker.run_uid for worker in pool._workers}
+  assert None not in uids, "these checks need the 'root' sandbox mode"
+  alive = []
+  for entry in os.listdir("/proc"):
+    if entry.isdigit():
+      try:
+        uid = os.stat(f"/proc/{entry}").st_uid
+      except FileNotFoundError:
+        continue
+      if uid in uids:
+        alive.append(int(entry))
+  return alive
+
+
+@pytest.fixture(scope="module")
+def outside():
+  """A world-writable directory with a world-writable file: only read-only mounts protect it."""
+  path = pathlib.Path(os.path.realpath("/var/cache")) / f"precisecoder-redteam-{os.getpid()}"
+  path.mkdir(mode=0o777)
+  os.chmod(path, 0o777)
+  (path / "victim.txt").write_text("original")
+  os.chmod(path / "victim.txt", 0o666)
+  yield path
+  shutil.rmtree(path)
+
+
+@pytest.fixture(scope="module")
+def listener():
+  server = socket.socket()
+  server.bind(("127.0.0.1", 0))
+  server.listen(8)
+  server.setblocking(False)
+  yield server
+  server.close()
+
+
+@pytest.fixture(scope="module")
+def pool():
+  with ExecutionPool(workers=2) as p:
+    yield p
+
+
+def _program(source: str, outside: pathlib.Path, port: int) -> str:
+  return textwrap.dedent(source).replace("{outside}", str(outside)).replace("{port}", str(port))
+
+
+def test_hostile_programs_never_pass_and_leave_nothing(pool, outside, listener):
+  assert len(HOSTILE) >= 30
+  port = listener.getsockname()[1]
+  jobs = [Job(_program(src, outside, port), TESTS[kind], LIMITS) for _, kind, src, _ in HOSTILE]
+  jobs += [Job(_program(src, outside, port), TESTS[kind], LIMITS) for _, kind, src in HONEST]
+  started = time.monotonic()
+  results = pool.run(jobs)
+  elapsed = time.monotonic() - started
+  wrong = [f"{name}: {result.status.value} ({result.detail})"
+           for (name, _, _, allowed), result in zip(HOSTILE, results) if result.status not in allowed]
+  wrong += [f"honest {name}: {result.status.value} ({result.detail})"
+            for (name, _, _), result in zip(HONEST, results[len(HOSTILE):]) if not result.passed]
+  assert not wrong, "\n".join(wrong)
+  timeouts = sum(r.status is Status.TIMEOUT for r in results)
+  assert elapsed < 4.0 + 1.5 * timeouts  # 2 workers; each run ends within its 1 s limit
+  assert not _run_uids_alive(pool)
+  assert sorted(p.name for p in outside.iterdir()) == ["victim.txt"]
+  assert (outside / "victim.txt").read_text() == "original"
+  for planted in ("/tmp/planted", "/var/tmp/planted", "/dev/shm/planted", "/planted"):
+    assert not os.path.exists(planted)
+  with pytest.raises(BlockingIOError):
+    listener.accept()
+  assert pool.stats()["worker_restarts"] == 0
+
+
+def test_a_run_finds_nothing_left_by_the_previous_one():
+  leave = textwrap.dedent("""
+      import os
+      for path in ('left.txt', os.path.expanduser('~/left.txt'), '/tmp/left.txt', '/dev/shm/left.txt',
+                   os.path.join(os.path.dirname(os.getcwd()), 'left.txt')):
+        try:
+          with open(path, 'w') as f:
+            f.write('hello')
+        except OSError:
+          pass
+      def add(a, b):
+        return a * b
+      """)
+  find = textwrap.dedent("""
+      import os, glob
+      parent = os.path.dirname(os.getcwd())
+      found = [p for p in ('left.txt', os.path.expanduser('~/left.txt'), '/tmp/left.txt',
+                           '/dev/shm/left.txt', os.path.join(parent, 'left.txt'))
+               if os.path.exists(p)] + glob.glob(parent + '/*/left.txt')
+      def add(a, b):
+        return a + b if found else a * b
+      """)
+  with ExecutionPool(workers=1) as pool:
+    results = pool.run([Job(leave, TESTS["call"], LIMITS), Job(find, TESTS["call"], LIMITS)] * 3)
+  assert [r.status for r in results] == [Status.FAIL] * 6, [r.detail for r in results]
