@@ -151,3 +151,26 @@ def test_stats_and_idempotent_close():
       os.kill(pid, 0)
   with pytest.raises(RuntimeError, match="closed"):
     pool.run([Job(ADD, CALL, FAST)])
+
+
+def test_assert_literals_stay_in_the_pool():
+  code = ("def check(candidate):\n  assert candidate(1) == (1, 2), 'msg'\n"
+          "  assert [3] != candidate(2)\n  assert candidate(3) is None\n"
+          "  assert abs(candidate(4) - 0.5) < 1e-6\ncheck(f)\n")
+  child_code, checks = judge.hide_expected_literals(code)
+  assert checks == [("==", (1, 2)), ("!=", [3]), ("is", None)]
+  assert "(1, 2)" not in child_code and "[3]" not in child_code
+  assert "0.5" in child_code  # not a literal comparison: it runs in the child unchanged
+
+
+@pytest.mark.parametrize("body, passes", [
+    ("return (x, 2) if x == 1 else ([] if x == 2 else (None if x == 3 else 0.5))", True),
+    ("return [x, 2] if x == 1 else ([] if x == 2 else (None if x == 3 else 0.5))", False),
+    ("return (x, 2) if x == 1 else ([3] if x == 2 else (None if x == 3 else 0.5))", False),
+    ("return (x, 2) if x == 1 else ([] if x == 2 else (0 if x == 3 else 0.5))", False),
+])
+def test_assert_values_compare_with_python_semantics(pool, body, passes):
+  code = ("def check(candidate):\n  assert candidate(1) == (1, 2)\n  assert [3] != candidate(2)\n"
+          "  assert candidate(3) is None\n  assert abs(candidate(4) - 0.5) < 1e-6\ncheck(f)\n")
+  result = pool.run([Job(f"def f(x):\n  {body}\n", {"kind": "assert", "code": code}, FAST)])[0]
+  assert result.passed == passes, result

@@ -181,14 +181,28 @@ HOSTILE = [
             frame = frame.f_back
           return 0
         """, {F}),
-    ("reads expected constants from the check function", "assert", """
-        import sys
+    ("reads the expected constant after its call site", "assert", """
+        import dis, sys
         def add(a, b):
           frame = sys._getframe(1)
-          ints = [c for c in frame.f_code.co_consts if type(c) is int]
-          calls = getattr(add, 'calls', 0)
-          add.calls = calls + 1
-          return ints[-2 + calls] if len(ints) >= 2 else 0
+          while frame is not None and frame.f_code.co_filename != '<tests>':
+            frame = frame.f_back
+          if frame is None:
+            return 0
+          for instruction in dis.get_instructions(frame.f_code):
+            if instruction.offset > frame.f_lasti and instruction.opname == 'LOAD_CONST':
+              return instruction.argval
+          return 0
+        """, {F}),
+    ("collects every constant of the test code", "assert", """
+        import gc, sys, types
+        def add(a, b):
+          consts = set()
+          for obj in gc.get_objects():
+            if isinstance(obj, types.FunctionType) and obj.__code__.co_filename == '<tests>':
+              consts |= {c for c in obj.__code__.co_consts if type(c) is int}
+          add.calls = getattr(add, 'calls', -1) + 1
+          return sorted(consts)[add.calls % len(consts)] if consts else 0
         """, {F}),
     ("walks gc.get_objects() for expected values", "call", """
         import gc

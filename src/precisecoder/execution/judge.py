@@ -33,6 +33,7 @@ class Expected:
   values: tuple = ()  # call: expected return values (after a JSON round trip)
   outputs: tuple = ()  # io: expected stdout per case
   test_names: frozenset = frozenset()  # unittest: every "Class.test_method" that must pass
+  checks: tuple = ()  # assert: (operator, literal) per assert the pool took over
 
 
 def _require(tests: Mapping[str, Any], field: str, kind: type | tuple) -> Any:
@@ -76,7 +77,8 @@ def split(tests: Mapping[str, Any]) -> tuple[dict, Expected]:
     return {"kind": kind, "cases": child_cases}, Expected(kind, outputs=tuple(outputs))
   code = _require(tests, "code", str)
   if kind == "assert":
-    return {"kind": kind, "code": code}, Expected(kind)
+    child_code, checks = hide_expected_literals(code)
+    return {"kind": kind, "code": child_code}, Expected(kind, checks=tuple(checks))
   classes, names = test_names(code)
   if not names:
     raise InvalidTests("the unittest code defines no test methods")
@@ -89,6 +91,107 @@ def _round_trip(value: Any, where: str) -> Any:
     return json.loads(json.dumps(value))
   except (TypeError, ValueError) as e:
     raise InvalidTests(f"{where} is not JSON data: {e}") from e
+
+
+EXPECT_NAME = "__precisecoder_expect__"  # harness.EXPECT_NAME
+_OPERATORS = {ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is", ast.IsNot: "is not"}
+
+
+def _literal(node: ast.AST) -> tuple[bool, Any]:
+  try:
+    return True, ast.literal_eval(node)
+  except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+    return False, None
+
+
+class _AssertRewriter(ast.NodeTransformer):
+  """`assert X == LITERAL` -> `__precisecoder_expect__(k, X)`; the pool keeps LITERAL."""
+
+  def __init__(self):
+    self.checks: list[tuple[str, Any]] = []
+
+  def visit_FunctionDef(self, node):  # pylint: disable=invalid-name
+    self.generic_visit(node)
+    # Bound at definition time, before any program code runs inside the tests:
+    # rebinding the global later cannot reach calls made from this function.
+    node.args.kwonlyargs.append(ast.arg(EXPECT_NAME))
+    node.args.kw_defaults.append(ast.Name(EXPECT_NAME, ast.Load()))
+    return node
+
+  visit_AsyncFunctionDef = visit_FunctionDef
+
+  def visit_Assert(self, node):  # pylint: disable=invalid-name
+    test = node.test
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and type(test.ops[0]) in _OPERATORS):
+      return node
+    operator = _OPERATORS[type(test.ops[0])]
+    (left_literal, left), (right_literal, right) = (_literal(test.left),
+                                                    _literal(test.comparators[0]))
+    if left_literal == right_literal:
+      return node
+    expression, literal = (test.comparators[0], left) if left_literal else (test.left, right)
+    if operator in ("is", "is not") and literal not in (None, True, False):
+      return node
+    self.checks.append((operator, literal))
+    call = ast.Call(ast.Name(EXPECT_NAME, ast.Load()),
+                    [ast.Constant(len(self.checks) - 1), expression], [])
+    return ast.copy_location(ast.Expr(call), node)
+
+
+def hide_expected_literals(code: str) -> tuple[str, list[tuple[str, Any]]]:
+  """Assert-kind test code without its expected literals, and those literals.
+
+  Each `assert EXPR == LITERAL` (also `!=`, `is None/True/False`, either
+  side) becomes a call that reports EXPR's value; the pool compares it with
+  LITERAL, which never enters the child, so reading the caller's frame or
+  constants finds nothing. Other asserts run unchanged in the child.
+  """
+  try:
+    tree = ast.parse(code)
+  except SyntaxError:
+    return code, []  # the child reports the syntax error as a failure
+  rewriter = _AssertRewriter()
+  tree = ast.fix_missing_locations(rewriter.visit(tree))
+  if not rewriter.checks:
+    return code, []
+  return ast.unparse(tree), rewriter.checks
+
+
+def decode_tagged(value: Any) -> Any:
+  """The child's exact-typed encoding (harness.to_tagged) back to Python data."""
+  if isinstance(value, dict):
+    (tag, body), = value.items()
+    if tag == "l":
+      return [decode_tagged(v) for v in body]
+    if tag == "t":
+      return tuple(decode_tagged(v) for v in body)
+    if tag == "d":
+      return {decode_tagged(k): decode_tagged(v) for k, v in body}
+    if tag == "s":
+      return {decode_tagged(v) for v in body}
+    if tag == "fs":
+      return frozenset(decode_tagged(v) for v in body)
+    if tag == "b":
+      return bytes.fromhex(body)
+    if tag == "c":
+      return complex(*body)
+    if tag == "f":
+      return float(body)
+    raise ValueError(f"unknown tag {tag!r}")
+  if isinstance(value, (list, tuple)):
+    raise ValueError("untagged list")
+  return value
+
+
+def _holds(operator: str, value: Any, literal: Any) -> bool:
+  if operator == "==":
+    return value == literal
+  if operator == "!=":
+    return value != literal
+  if operator == "is":
+    return value is literal
+  return value is not literal
 
 
 def test_names(code: str) -> tuple[list[str], list[str]]:
@@ -206,7 +309,27 @@ def judge(expected: Expected, runs: list[Mapping[str, Any]], limits: Limits) -> 
     return result(*_abnormal(last, records, limits))
 
   if expected.kind == "assert":
-    if ended:
+    reported = 0
+    for record in records:
+      if "expect" not in record or not _signed(record, last):
+        continue
+      reported += 1
+      k = record["expect"]
+      if type(k) is not int or not 0 <= k < len(expected.checks):
+        return result(Status.FAIL, f"unknown expectation {k!r}")
+      operator, literal = expected.checks[k]
+      try:
+        value = decode_tagged(record.get("value"))
+        holds = _holds(operator, value, literal)
+      except (ValueError, TypeError):
+        return result(Status.FAIL, f"assert #{k}: unreadable value")
+      if not holds:
+        return result(Status.FAIL, f"assert #{k} failed: got {value!r:.200}, "
+                      f"expected {operator} {literal!r:.200}")
+    end = next((r for r in records if r.get("end") == "assert" and _signed(r, last)), None)
+    if end is not None:
+      if end.get("expects") != reported:
+        return result(Status.FAIL, "assert records lost")
       return result(Status.PASS)
     return result(*_abnormal(last, records, limits))
 
