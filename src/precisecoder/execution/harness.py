@@ -154,7 +154,12 @@ class Channel:
 
 
 class _Integrity:
-  """Identity snapshot of what tests rely on; any change after the program ran is tampering."""
+  """Identity snapshot of what tests rely on, taken before the program runs.
+
+  Any change found after the tests (or after each unittest test) is
+  tampering and fails the run: patched builtins, unittest, json or sys
+  attributes, replaced modules, or a trace/profile hook left installed.
+  """
 
   def __init__(self):
     self._watched = [("builtins", builtins.__dict__), ("unittest.case", unittest.case.__dict__),
@@ -163,25 +168,6 @@ class _Integrity:
     self._snapshot = [(name, dict(namespace)) for name, namespace in self._watched]
     self._modules = {name: sys.modules.get(name) for name in ("builtins", "unittest", "unittest.case",
                                                               "json", "sys", "gc")}
-
-  def restore(self) -> None:
-    """Undoes patches the program made at import time (before any test runs)."""
-    if not self.violations():
-      return
-    for (_, namespace), (_, saved) in zip(self._watched, self._snapshot):
-      if _type(namespace) is dict:
-        namespace.clear()
-        namespace.update(saved)
-      else:  # a class's mappingproxy: restore attribute by attribute
-        for key in list(namespace):
-          if key not in saved:
-            delattr(unittest.TestCase, key)
-        for key, value in saved.items():
-          if namespace.get(key) is not value:
-            setattr(unittest.TestCase, key, value)
-    sys.modules.update(self._modules)
-    sys.settrace(None)
-    sys.setprofile(None)
 
   def violations(self) -> list[str]:
     found = []
@@ -282,7 +268,6 @@ def run_assert(channel: Channel, module: types.ModuleType, tests: dict,
     reported[0] += 1
 
   namespace[EXPECT_NAME] = expect
-  integrity.restore()
   exec(compile(tests["code"], TESTS_FILENAME, "exec"), namespace)  # pylint: disable=exec-used
   violations = integrity.violations()
   if violations:
@@ -307,7 +292,6 @@ def run_unittest(channel: Channel, module: types.ModuleType, tests: dict,
                  integrity: _Integrity) -> None:
   namespace = module.__dict__
   _guard_namespace(namespace, check_comparable)
-  integrity.restore()
   exec(compile(tests["code"], TESTS_FILENAME, "exec"), namespace)  # pylint: disable=exec-used
   for class_name in tests["classes"]:
     case_class = namespace.get(class_name)
@@ -326,9 +310,10 @@ def run_unittest(channel: Channel, module: types.ModuleType, tests: dict,
         continue
       outcome, detail = _run_one_test(case_class, method)
       violations = integrity.violations()
-      if violations:
+      if violations:  # patched unittest, builtins, json or sys: nothing after this is trusted
         outcome, detail = "error", f"the program tampered with {violations[0]}"
-        integrity.restore()
+        channel.send({"test": name, "outcome": outcome, "detail": detail}, True)
+        return
       channel.send({"test": name, "outcome": outcome, "detail": detail}, True)
     try:
       case_class.tearDownClass()

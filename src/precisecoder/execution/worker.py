@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import gc
 import os
-import selectors
+import select
 import signal
 import sys
 import time
@@ -156,30 +156,34 @@ class Worker:
     harness.run(CHANNEL_FD, nonce, job)
 
   def _watch(self, pid: int, streams: dict, stdin_w: int, stdin_data: bytes, deadline: float):
-    """Pumps the pipes until the child exits or the deadline passes."""
+    """Pumps the pipes until the child exits or the deadline passes.
+
+    Returns (timed out, name of an overflowing stream or None, wait status or None).
+    """
     pidfd = os.pidfd_open(pid)
-    selector = selectors.DefaultSelector()
+    poller = select.poll()
+    by_fd = {stream.fd: stream for stream in streams.values()}
     try:
-      selector.register(pidfd, selectors.EVENT_READ, "exit")
-      for stream in streams.values():
-        os.set_blocking(stream.fd, False)
-        selector.register(stream.fd, selectors.EVENT_READ, stream)
+      poller.register(pidfd, select.POLLIN)
+      for fd in by_fd:
+        os.set_blocking(fd, False)
+        poller.register(fd, select.POLLIN)
       pending = memoryview(stdin_data)
       if pending:
         os.set_blocking(stdin_w, False)
-        selector.register(stdin_w, selectors.EVENT_WRITE, "stdin")
+        poller.register(stdin_w, select.POLLOUT)
       else:
         os.close(stdin_w)
         stdin_w = -1
-      exited = False
       while True:
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
           return True, None, None
-        for key, _ in selector.select(remaining):
-          if key.data == "exit":
+        exited = False
+        for fd, _ in poller.poll(max(1, int(remaining * 1e3))):
+          if fd == pidfd:
             exited = True
-          elif key.data == "stdin":
+          elif fd == stdin_w:
             try:
               pending = pending[os.write(stdin_w, pending[:_READ_SIZE]):]
             except BlockingIOError:
@@ -187,14 +191,15 @@ class Worker:
             except BrokenPipeError:  # the program stopped reading: drop the rest
               pending = pending[:0]
             if not pending:
-              selector.unregister(stdin_w)
+              poller.unregister(stdin_w)
               os.close(stdin_w)
               stdin_w = -1
           else:
-            if not key.data.read():
-              return False, key.data.name, None
-            if not key.data.open:
-              selector.unregister(key.fd)
+            stream = by_fd[fd]
+            if not stream.read():
+              return False, stream.name, None
+            if not stream.open:
+              poller.unregister(fd)
         if exited:
           _, status = os.waitpid(pid, 0)
           self.sandbox.kill_run(pid)  # orphans may still hold the pipes
@@ -207,7 +212,6 @@ class Worker:
                 break
           return False, None, status
     finally:
-      selector.close()
       os.close(pidfd)
       if stdin_w >= 0:
         os.close(stdin_w)
