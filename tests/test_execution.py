@@ -174,3 +174,51 @@ def test_assert_values_compare_with_python_semantics(pool, body, passes):
           "  assert candidate(3) is None\n  assert abs(candidate(4) - 0.5) < 1e-6\ncheck(f)\n")
   result = pool.run([Job(f"def f(x):\n  {body}\n", {"kind": "assert", "code": code}, FAST)])[0]
   assert result.passed == passes, result
+
+
+@pytest.mark.parametrize("mode", ["userns", "plain"])
+def test_weaker_sandbox_modes_still_run_every_kind(mode):
+  programs = [(ADD, CALL), (ADD, ASSERT), (ADD, UNITTEST), (IO_PROGRAM, IO),
+              (WRONG_ADD, CALL), ("import os\nos._exit(0)\n", ASSERT)]
+  with ExecutionPool(workers=1, sandbox=mode) as pool:
+    results = pool.run([Job(program, tests, FAST) for program, tests in programs])
+    assert pool.stats()["sandbox"] == mode
+  assert [r.passed for r in results] == [True, True, True, True, False, False], results
+
+
+def test_workers_never_import_jax(pool):
+  program = "import sys\ndef loaded():\n  return sorted(m for m in ('jax', 'flax', 'torch') if m in sys.modules)\n"
+  tests = {"kind": "call", "entry_point": "loaded", "cases": [{"args": [], "expected": []}]}
+  assert pool.run([Job(program, tests, FAST)])[0].passed
+
+
+def test_a_pool_driven_from_short_lived_threads_keeps_its_workers():
+  with ExecutionPool(workers=1) as pool:
+    for _ in range(2):
+      thread = threading.Thread(target=lambda: pool.run([Job(ADD, CALL, FAST)]))
+      thread.start()
+      thread.join()
+      time.sleep(0.2)
+    assert pool.run([Job(ADD, CALL, FAST)])[0].passed
+    assert pool.stats()["worker_deaths"] == 0
+
+
+def test_sigterm_stops_the_pool_and_its_workers(tmp_path):
+  script = tmp_path / "serve.py"
+  script.write_text(
+      "import sys, time\n"
+      "from precisecoder.execution import ExecutionPool, Job\n"
+      "pool = ExecutionPool(workers=2)\n"
+      f"pool.run([Job({ADD!r}, {CALL!r})])\n"
+      "print(*[w.process.pid for w in pool._workers], flush=True)\n"
+      "time.sleep(60)\n")
+  import subprocess, sys  # pylint: disable=import-outside-toplevel,multiple-imports
+  server = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+  worker_pids = [int(pid) for pid in server.stdout.readline().split()]
+  assert len(worker_pids) == 2
+  server.send_signal(signal.SIGTERM)
+  assert server.wait(10) == -signal.SIGTERM
+  deadline = time.monotonic() + 5
+  while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in worker_pids):
+    time.sleep(0.05)
+  assert not any(os.path.exists(f"/proc/{p}") for p in worker_pids)

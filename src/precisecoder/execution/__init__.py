@@ -1,16 +1,83 @@
-"""Sandboxed execution pool: run untrusted programs against tests, judge them here.
+"""Sandboxed execution pool: run untrusted programs against tests; judge them here.
 
   from precisecoder.execution import ExecutionPool, Job, Limits, Result, Status
   with ExecutionPool(workers=2) as pool:
-    results = pool.run([Job(program, {"kind": "call", ...}, Limits(timeout_s=2))])
+    results = pool.run([Job(program, tests, Limits(timeout_s=2))], deadline_s=60)
+    print(pool.stats())
 
-Layout: `pool` (batches, chunked dispatch, worker replacement, statistics),
-`worker` (a warm interpreter per worker that forks one child per run),
-`sandbox` (namespaces, rlimits, uid drop), `harness` (runs inside the child),
-`judge` (expected values and verdicts, never leave this process), `protocol`
-(framed JSON between pool and workers).
+Modules: `pool` (batches in chunks, dedup, deadlines, worker replacement,
+statistics), `worker` (a warm interpreter that forks one child per run),
+`sandbox` (namespaces, read-only mounts, uid drop, rlimits), `harness` (the
+code around the program inside the child), `judge` (expected values and
+verdicts; never leaves the pool process), `protocol` (framed JSON between the
+pool and its workers), `types` (the public contract).
 
-Threat model (see the end of this docstring).
+Threat model
+============
+The adversary writes the program (and only the program): a model under RL
+pressure, or a person. Test specs come from us and are trusted.
+
+Containment, every test kind ("root" sandbox mode, the mode we run in):
+  * A worker lives in its own mount, network and PID namespaces and is PID 1 of
+    the latter. Every run is a fork of it that drops to a uid no other process
+    uses (one per worker), with no_new_privs, a new session, rlimits (CPU, address
+    space, file size, processes, open files, no core dumps), fds 0-2 on capped
+    pipes plus one private channel fd, a scrubbed environment and a fresh
+    working directory on a private tmpfs, removed afterwards.
+  * Files: every mount is read-only; /tmp, /var/tmp and /dev/shm are private
+    root-owned tmpfs. A private ancestor of the interpreter (pyenv under /root)
+    is replaced by a tmpfs that holds only the interpreter and its libraries.
+  * Processes: the wall-clock limit is enforced by the worker with SIGKILL; after
+    each run the worker kills every other process of its namespace (kill(-1)),
+    so setsid daemons, fork bombs and lingering threads die with the run. Runs
+    cannot signal, ptrace or read the memory of the worker or the pool (other
+    uid, other PID namespace). Workers exit when the pool's pipe closes (after
+    at most their current run), and runs die with their worker (PDEATHSIG).
+  * Network: only a loopback interface that is down; nothing is reachable,
+    including listeners on the host's 127.0.0.1.
+  * Degraded modes, logged once: "userns" (unprivileged user namespaces: the
+    same namespaces, runs keep our uid inside a nested user namespace, so only
+    the read-only mounts protect files) and "plain" (no namespaces: rlimits and
+    process-group kills; a setsid daemon can outlive its run and files writable
+    by our uid are exposed). Use "root" or "userns" for untrusted code.
+
+Verdict integrity, per test kind (exit status and printed text never count):
+  * call: GUARANTEED. Expected values never enter the worker or the child.
+    The child reports return values only, as JSON of exact built-in types (a
+    subclass of int or str, or any other object, is rejected); the pool
+    compares them with the expected values after a JSON round trip. A program
+    that forges channel records can only claim return values it could have
+    returned, so it cannot pass without computing the answers.
+  * io: GUARANTEED. Expected output never leaves the pool; the pool compares the
+    captured stdout (trailing white space ignored) and requires exit status 0.
+  * assert: asserts of the form `assert EXPR == LITERAL` (also `!=`,
+    `is None/True/False`, either side) are rewritten before they reach the
+    child: the child reports EXPR's value, exactly typed, and the pool compares
+    it with LITERAL, which the child never sees. For those asserts, reading the
+    caller's frames, code constants or `gc.get_objects()` finds nothing, and
+    AlwaysEqual objects fail (values must be plain built-in data). Other
+    asserts (e.g. `abs(f(x) - 0.5) < 1e-6`) run in the child as written. A pass
+    needs the harness's end record, signed with a per-run nonce, and the same
+    number of value reports as the harness made: `sys.exit`, `os._exit`,
+    killing anything, closing fds, or printing "OK" never pass.
+  * unittest: the test code must run beside the program. The pool derives the
+    expected test set from the test code's AST and requires exactly that set of
+    "ok" records plus the end record, all signed with the nonce. The harness
+    runs setUp/test/tearDown itself (unittest's runner and result objects are
+    not used), checks after every test that builtins, unittest, json, sys and
+    trace/profile hooks are as they were before the program ran, and rejects
+    return values whose __eq__/__ne__ the program wrote (AlwaysEqual, lying
+    int/str subclasses).
+  NOT guaranteed for assert and unittest: the program runs in the same
+  interpreter as the harness, so a program that deliberately rewrites the
+  harness in memory (ctypes, or finding the nonce through gc and forging its
+  records, or giving its own __eq__ code a real file name) can forge a pass,
+  and non-literal asserts and unittest expectations are in the child's
+  memory. Use call or io tests where a verdict must hold against such a
+  program; the pool reports every pass with the same Status either way.
+
+Not in scope: kernel exploits, side channels (timing, /proc of other
+processes), CPU contention between runs, and programs that need the network.
 """
 
 from precisecoder.execution.pool import ExecutionPool

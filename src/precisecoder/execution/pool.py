@@ -20,6 +20,7 @@ from typing import Any, Sequence
 import precisecoder
 from precisecoder.execution import judge as judge_lib
 from precisecoder.execution import protocol
+from precisecoder.execution import sandbox as sandbox_lib
 from precisecoder.execution.types import Job, Limits, Result, Status
 
 _log = logging.getLogger(__name__)
@@ -49,11 +50,12 @@ class _Prepared:
 class _Worker:
   """One worker process and the job ids it holds, in the order it will answer them."""
 
-  def __init__(self, slot: int):
+  def __init__(self, slot: int, sandbox: str):
     self.slot = slot
     src_root = os.path.dirname(os.path.dirname(os.path.abspath(precisecoder.__file__)))
     self.process = subprocess.Popen(
-        [sys.executable, "-E", "-s", "-m", "precisecoder.execution.worker", str(slot)],
+        [sys.executable, "-E", "-s", "-m", "precisecoder.execution.worker", str(slot),
+         sandbox],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=src_root, env=_WORKER_ENV,
         close_fds=True)
     self.inbox = self.process.stdin.fileno()  # we write
@@ -124,12 +126,20 @@ class ExecutionPool:
 
   `run` returns one `Result` per job, in order. Identical jobs in a batch
   (equal `Job.key()`) run once. Workers start on first use.
+
+  Args:
+    workers: worker processes (default: the CPUs this process may use).
+    sandbox: "auto" (the strongest containment the host allows) or a cap at a
+      weaker mode, "userns" or "plain" (see `sandbox.py`; for tests).
   """
 
-  def __init__(self, workers: int | None = None):
+  def __init__(self, workers: int | None = None, *, sandbox: str = "auto"):
     self.num_workers = workers if workers is not None else len(os.sched_getaffinity(0))
     if self.num_workers < 1:
       raise ValueError(f"workers must be at least 1, not {self.num_workers}")
+    if sandbox not in sandbox_lib.MODES:
+      raise ValueError(f"sandbox must be one of {sandbox_lib.MODES}, not {sandbox!r}")
+    self._sandbox = sandbox
     self._workers: list[_Worker] = []
     self._lock = threading.Lock()
     self._closed = False
@@ -154,7 +164,7 @@ class ExecutionPool:
       return
     missing = [slot for slot in range(self.num_workers)
                if slot not in {w.slot for w in self._workers}]
-    started = [_Worker(slot) for slot in missing]
+    started = [_Worker(slot, self._sandbox) for slot in missing]
     deadline = time.monotonic() + _STARTUP_TIMEOUT_S
     for worker in started:
       worker.await_hello(deadline)
@@ -173,7 +183,7 @@ class ExecutionPool:
   def _replace(self, worker: _Worker) -> _Worker:
     worker.kill()
     self._counts["worker_restarts"] += 1
-    fresh = _Worker(worker.slot)
+    fresh = _Worker(worker.slot, self._sandbox)
     fresh.await_hello(time.monotonic() + _STARTUP_TIMEOUT_S)
     self._workers[self._workers.index(worker)] = fresh
     return fresh

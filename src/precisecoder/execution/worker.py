@@ -1,6 +1,6 @@
 """A pool worker: a warm interpreter that forks one sandboxed child per run.
 
-Started by `ExecutionPool` as `python -E -s -m precisecoder.execution.worker SLOT`.
+Started by `ExecutionPool` as `python -E -s -m precisecoder.execution.worker SLOT MODE`.
 It reads framed chunks of jobs on fd 0 and answers one framed message per job
 on fd 1, in order. It never imports JAX and never sees expected values: the
 pool strips them before sending (judge.py compares in the pool).
@@ -84,8 +84,8 @@ class _Stream:
 class Worker:
   """Runs jobs one at a time, each in forked sandboxed children."""
 
-  def __init__(self):
-    self.sandbox = sandbox_lib.Sandbox.create()
+  def __init__(self, strongest: str = "auto"):
+    self.sandbox = sandbox_lib.Sandbox.create(strongest)
 
   def run_job(self, job: dict) -> dict:
     tests, limits = job["tests"], job["limits"]
@@ -223,10 +223,11 @@ def main(argv: list[str]) -> int:
   devnull = os.open(os.devnull, os.O_RDWR)
   os.dup2(devnull, 0)
   os.dup2(devnull, 1)
-  sandbox_lib.set_parent_death_signal()
+  # No PR_SET_PDEATHSIG here: it follows the pool *thread* that started us, and
+  # pools are driven from threads. We exit when the pool's pipe closes instead.
   signal.signal(signal.SIGINT, signal.SIG_IGN)  # the pool decides when we stop
-  del argv  # the slot number is for `ps` readers only
-  worker = Worker()
+  # argv: [slot (for `ps` readers), strongest sandbox mode]
+  worker = Worker(argv[2] if len(argv) > 2 else "auto")
   harness.prepare()
   gc.freeze()  # the warm heap is shared copy-on-write: keep collections from touching it
   protocol.write_all(outbox, protocol.encode(
