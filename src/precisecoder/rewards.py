@@ -112,17 +112,24 @@ class _Batch:
     self._compile_errors: dict[str, str] = {}
 
   def job(self, program: str, task: Task) -> str:
-    """Registers `program` under `task`'s tests; returns its key."""
+    """Registers `program` under `task`'s tests; returns its key.
+
+    Programs run right-stripped, as PDB runs them, so a counterfactual that
+    rebuilds the prediction itself shares its run.
+    """
+    program = edits.rstrip_lines(program)
     job = Job(program=program, tests=task.tests, limits=self._scorer.limits_for(task))
     key = job.key()
     verdicts = self._scorer.verdicts
     verdicts.requested += 1
     if verdicts.get(key) is None and key not in self._jobs:
-      problem = _compile_error(program)
-      if problem is not None:
-        verdicts.put(key, False)
+      known = self._scorer.known_verdict(program, task)
+      problem = None if known is not None else _compile_error(program)
+      if known is not None or problem is not None:
+        verdicts.put(key, bool(known))
         verdicts.skipped += 1
-        self._compile_errors[key] = problem
+        if problem is not None:
+          self._compile_errors[key] = problem
       else:
         self._jobs[key] = job
     return key
@@ -203,6 +210,17 @@ class RewardScorer:
 
   def limits_for(self, task: Task) -> Limits:
     return Limits(timeout_s=float(task.timeout_s))
+
+  def known_verdict(self, program: str, task: Task) -> bool | None:
+    """The verdict a task vouches for (`trust_references`): its reference fix passes,
+    its buggy program fails. `program` is right-stripped."""
+    if not self.trust_references:
+      return None
+    if program == edits.rstrip_lines(task.gt_solution):
+      return True
+    if task.is_buggy and program == edits.rstrip_lines(task.buggy_code):
+      return False
+    return None
 
   def stats(self) -> dict[str, int]:
     v = self.verdicts
