@@ -6,11 +6,12 @@ verdict: the pool judges the records (`judge.py`). Every function and module
 the harness needs after the program starts is bound here, before the program
 can patch anything.
 
-Records (one JSON object per line):
+Records (one JSON object per line; N is the run's nonce):
   {"ready": NONCE}                          sandbox up, program about to run
   {"case": i, "value": V} / {"case": i, "error": E}      call: one per case
+  {"expect": k, "value": TAGGED, "nonce": N}            assert: a value the pool judges
   {"test": NAME, "outcome": "ok"|"fail"|"error"|"skip", "detail": D, "nonce": N}
-  {"end": KIND, "nonce": N}                 the harness reached its last line
+  {"end": KIND, "nonce": N[, "expects": count]}        the harness reached its last line
   {"error": E, "memory": bool}              the program or test code raised
 """
 

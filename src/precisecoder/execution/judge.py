@@ -18,7 +18,6 @@ from typing import Any, Mapping
 from precisecoder.execution.types import Limits, Result, Status
 
 KINDS = ("unittest", "assert", "call", "io")
-EXIT_SETUP_FAILED = 121  # worker.EXIT_SETUP_FAILED (the worker module is not imported here)
 
 
 class InvalidTests(ValueError):
