@@ -91,26 +91,30 @@ def choose_tokens(logits: jax.Array, key: jax.Array, *, temperature: float, top_
 
 
 def _constrain_cache(cache: KVCache) -> KVCache:
-  return KVCache(k=constrain(cache.k, CACHE_AXES), v=constrain(cache.v, CACHE_AXES),
+  return KVCache(k=tuple(constrain(k, CACHE_AXES) for k in cache.k),
+                 v=tuple(constrain(v, CACHE_AXES) for v in cache.v),
                  valid=constrain(cache.valid, ("batch", "cache_seq")))
 
 
 @functools.partial(jax.jit, static_argnames=(
     "graphdef", "num_samples", "max_new_tokens", "temperature", "top_p", "top_k", "eos_ids",
-    "pad_id"))
+    "pad_id", "segments"))
 def _generate(graphdef, state, prompt, prompt_mask, key, *, num_samples, max_new_tokens,
-              temperature, top_p, top_k, eos_ids, pad_id):
+              temperature, top_p, top_k, eos_ids, pad_id, segments):
   model: Decoder = nnx.merge(graphdef, state)
   num_prompts, prompt_len = prompt.shape
   n = num_prompts * num_samples
   cache = _constrain_cache(KVCache.zeros(model.config, num_prompts, prompt_len + max_new_tokens))
+  layer_params = model.layer_params()  # sliced once, outside the decode loop
   logits, cache = model.forward_cached(prompt, positions_from_mask(prompt_mask), prompt_mask,
-                                       cache, jnp.int32(0))
+                                       cache, jnp.int32(0), layer_params, window=prompt_len,
+                                       last_logits_only=True)
 
   def repeat(x, axis):  # prompt-major rows: each prompt's copies are adjacent
     return jnp.repeat(x, num_samples, axis=axis, total_repeat_length=x.shape[axis] * num_samples)
 
-  cache = _constrain_cache(KVCache(k=repeat(cache.k, 1), v=repeat(cache.v, 1),
+  cache = _constrain_cache(KVCache(k=tuple(repeat(k, 0) for k in cache.k),
+                                   v=tuple(repeat(v, 0) for v in cache.v),
                                    valid=repeat(cache.valid, 0)))
   last = constrain(repeat(logits[:, -1], 0), ("batch", "vocab"))
   position = repeat(jnp.sum(prompt_mask, axis=-1, dtype=jnp.int32), 0)
@@ -122,10 +126,7 @@ def _generate(graphdef, state, prompt, prompt_mask, key, *, num_samples, max_new
       tokens=jnp.full((n, max_new_tokens), pad_id, jnp.int32),
       logprobs=jnp.zeros((n, max_new_tokens), jnp.float32))
 
-  def cond(s):
-    return (s["step"] < max_new_tokens) & ~jnp.all(s["done"])
-
-  def body(s):
+  def body(s, window):
     step, done = s["step"], s["done"]
     token, logprob = choose_tokens(s["last"], jax.random.fold_in(key, step),
                                    temperature=temperature, top_p=top_p, top_k=top_k)
@@ -135,15 +136,29 @@ def _generate(graphdef, state, prompt, prompt_mask, key, *, num_samples, max_new
     tokens = jax.lax.dynamic_update_slice(s["tokens"], token[:, None], (0, step))
     logprobs = jax.lax.dynamic_update_slice(s["logprobs"], logprob[:, None], (0, step))
     logits, cache = model.forward_cached(token[:, None], s["position"][:, None], live[:, None],
-                                         s["cache"], prompt_len + step)
+                                         s["cache"], prompt_len + step, layer_params,
+                                         window=window)
     return dict(
         step=step + 1, last=constrain(logits[:, 0], ("batch", "vocab")),
         cache=_constrain_cache(cache), position=s["position"] + live.astype(jnp.int32),
         done=done | (live & jnp.isin(token, eos)), lengths=s["lengths"] + live.astype(jnp.int32),
         tokens=tokens, logprobs=logprobs)
 
-  final = jax.lax.while_loop(cond, body, state0)
+  # Decode in segments, each reading the cache only up to where that segment can have filled
+  # it: the attention reads about half the cache on average instead of all of it.
+  final = state0
+  for end in segment_ends(max_new_tokens, segments):
+    final = jax.lax.while_loop(
+        lambda s, end=end: (s["step"] < end) & ~jnp.all(s["done"]),
+        functools.partial(body, window=prompt_len + end), final)
   return final["tokens"], final["logprobs"], final["lengths"]
+
+
+def segment_ends(max_new_tokens: int, segments: int) -> list[int]:
+  """Step counts at which decode segments end: equal parts, rounded up to 16 tokens."""
+  size = -(-max_new_tokens // max(1, segments))
+  size = -(-size // 16) * 16
+  return sorted({min(max_new_tokens, end) for end in range(size, max_new_tokens + size, size)})
 
 
 def left_pad(prompt_ids: Sequence[Sequence[int]], length: int, pad_id: int
@@ -160,8 +175,12 @@ def left_pad(prompt_ids: Sequence[Sequence[int]], length: int, pad_id: int
 def sample(model: Decoder, prompt_ids: Sequence[Sequence[int]], *, num_samples: int = 1,
            max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
            eos_ids: Sequence[int], pad_id: int, seed: int = 0, mesh: Mesh | None = None,
-           prompt_bucket: int = 64) -> SampleOutput:
-  """Samples `num_samples` completions per prompt; deterministic for a seed (and any mesh)."""
+           prompt_bucket: int = 64, decode_segments: int = 4) -> SampleOutput:
+  """Samples `num_samples` completions per prompt; deterministic for a seed (and any mesh).
+
+  `decode_segments` trades compile time (one decode loop per segment) for decode speed
+  (each segment reads only the part of the KV cache filled so far); 1 compiles one loop.
+  """
   if not prompt_ids:
     raise ValueError("sample: no prompts")
   for i, ids in enumerate(prompt_ids):
@@ -182,7 +201,8 @@ def sample(model: Decoder, prompt_ids: Sequence[Sequence[int]], *, num_samples: 
   graphdef, state = nnx.split(model)
   statics = dict(num_samples=int(num_samples), max_new_tokens=int(max_new_tokens),
                  temperature=float(temperature), top_p=float(top_p), top_k=int(top_k),
-                 eos_ids=tuple(int(e) for e in eos_ids), pad_id=int(pad_id))
+                 eos_ids=tuple(int(e) for e in eos_ids), pad_id=int(pad_id),
+                 segments=int(decode_segments))
   key = jax.random.key(seed)
   if mesh is None:
     tokens, logprobs, lengths = _generate(graphdef, state, prompt, mask, key, **statics)

@@ -54,20 +54,26 @@ def rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass
 class KVCache:
-  """Keys and values for every layer at fixed length S, and which slots hold real tokens."""
-  k: jax.Array  # [L, B, S, K, D]
-  v: jax.Array  # [L, B, S, K, D]
+  """Keys and values per layer at a fixed length S, and which slots hold real tokens.
+
+  One array per layer (not one stacked array) so that each decode step updates and reads a
+  layer's cache in place, with no per-step copies.
+  """
+  k: tuple[jax.Array, ...]  # L x [B, K, S, D]
+  v: tuple[jax.Array, ...]  # L x [B, K, S, D]
   valid: jax.Array  # [B, S] bool
 
   @classmethod
   def zeros(cls, config: ModelConfig, batch: int, length: int) -> KVCache:
-    shape = (config.num_layers, batch, length, config.num_kv_heads, config.head_dim)
+    shape = (batch, config.num_kv_heads, length, config.head_dim)
     dtype = jnp.dtype(config.dtype)
-    return cls(k=jnp.zeros(shape, dtype), v=jnp.zeros(shape, dtype),
+    layers = range(config.num_layers)
+    return cls(k=tuple(jnp.zeros(shape, dtype) for _ in layers),
+               v=tuple(jnp.zeros(shape, dtype) for _ in layers),
                valid=jnp.zeros((batch, length), bool))
 
 
-CACHE_AXES = ("layers", "batch", "cache_seq", "kv_heads", "head_dim")
+CACHE_AXES = ("batch", "kv_heads", "cache_seq", "head_dim")
 
 
 class DecoderLayers(nnx.Module):
@@ -100,16 +106,20 @@ class DecoderLayers(nnx.Module):
 
 
 def _attention(q, k, v, mask):
-  """q [B,T,H,D], k/v [B,S,K,D], mask [B,T,S] -> [B,T,H,D]; softmax in float32."""
+  """q [B,T,H,D], k/v [B,K,S,D] (heads before positions), mask [B,T,S] -> [B,T,H,D].
+
+  With heads ahead of positions both einsums are plain batched matmuls over (B, K): no
+  transposed copy of a long KV cache at every decode step. Softmax runs in float32.
+  """
   b, t, h, d = q.shape
-  kv = k.shape[2]
-  q = q.reshape(b, t, kv, h // kv, d)
-  scores = jnp.einsum("btkgd,bskd->bkgts", q, k, preferred_element_type=jnp.float32)
+  kv = k.shape[1]
+  q = q.reshape(b, t, kv, h // kv, d).transpose(0, 2, 3, 1, 4)  # [B, K, G, T, D]
+  scores = jnp.einsum("bkgtd,bksd->bkgts", q, k, preferred_element_type=jnp.float32)
   scores = scores * (d ** -0.5)
   scores = jnp.where(mask[:, None, None, :, :], scores, _NEG_INF)
   weights = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
-  out = jnp.einsum("bkgts,bskd->btkgd", weights, v)
-  return out.reshape(b, t, h, d)
+  out = jnp.einsum("bkgts,bksd->bkgtd", weights, v)  # [B, K, G, T, D]
+  return out.transpose(0, 3, 1, 2, 4).reshape(b, t, h, d)
 
 
 def _block(config: ModelConfig, x, p, positions, attend):
@@ -180,7 +190,7 @@ class Decoder(nnx.Module):
     mask = causal[None] & attention_mask[:, None, :]
 
     def attend(q, k, v):
-      return _attention(q, k, v, mask), None
+      return _attention(q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3), mask), None
 
     def body(x, p):
       return _block(config, x, p, positions, attend)[0], None
@@ -190,39 +200,53 @@ class Decoder(nnx.Module):
     x, _ = jax.lax.scan(body, self._embed(tokens), self.layers.stacked())
     return self._logits(x)
 
+  def layer_params(self) -> list[dict[str, jax.Array]]:
+    """Each layer's weights as separate arrays (sliced once, e.g. before a decode loop)."""
+    stacked = self.layers.stacked()
+    return [{n: w[i] for n, w in stacked.items()} for i in range(self.config.num_layers)]
+
   def forward_cached(self, tokens: jax.Array, positions: jax.Array, token_valid: jax.Array,
-                     cache: KVCache, index: jax.Array) -> tuple[jax.Array, KVCache]:
+                     cache: KVCache, index: jax.Array,
+                     layer_params: list[dict[str, jax.Array]] | None = None,
+                     window: int | None = None, last_logits_only: bool = False
+                     ) -> tuple[jax.Array, KVCache]:
     """Runs tokens [B, T] written at cache slots index..index+T-1; returns (logits, cache).
 
     Each query attends to every valid cache slot up to its own; `token_valid` [B, T] marks
-    which new tokens are real (left padding in a prefill is not).
+    which new tokens are real (left padding in a prefill is not). Only the first `window`
+    slots are read (default: all), so callers that know how far the cache is filled (a
+    prefill, an early decode step) skip the empty tail. Layers are unrolled: on CPU a scan
+    would copy every layer's weights and cache out of the stacks at each step. Pass
+    `layer_params` (from `layer_params()`, computed outside a decode loop) to slice the
+    stacked weights once instead of once per step. A prefill that only samples from its last
+    position sets `last_logits_only` and skips the vocabulary projection elsewhere.
     """
     config = self.config
     t = tokens.shape[1]
-    s = cache.k.shape[2]
+    window = cache.valid.shape[1] if window is None else window
     valid = jax.lax.dynamic_update_slice(cache.valid, token_valid, (0, index))
-    slots = jnp.arange(s)
-    mask = valid[:, None, :] & (slots[None, None, :] <= index + jnp.arange(t)[None, :, None])
+    slots = jnp.arange(window)
+    mask = (valid[:, None, :window]
+            & (slots[None, None, :] <= index + jnp.arange(t)[None, :, None]))
+    layer_params = self.layer_params() if layer_params is None else layer_params
+    x = self._embed(tokens)
+    new_k, new_v = [], []
+    for p, k_cache, v_cache in zip(layer_params, cache.k, cache.v):
 
-    def body(carry, xs):
-      x, k_all, v_all = carry
-      p, layer = xs
+      def attend(q, k, v, k_cache=k_cache, v_cache=v_cache):
+        k = k.transpose(0, 2, 1, 3).astype(k_cache.dtype)  # [B, K, T, D]
+        v = v.transpose(0, 2, 1, 3).astype(v_cache.dtype)
+        k_cache = jax.lax.dynamic_update_slice(k_cache, k, (0, 0, index, 0))
+        v_cache = jax.lax.dynamic_update_slice(v_cache, v, (0, 0, index, 0))
+        out = _attention(q, k_cache[:, :, :window], v_cache[:, :, :window], mask)
+        return out, (k_cache, v_cache)
 
-      def attend(q, k, v):
-        k_new = jax.lax.dynamic_update_slice(k_all, k[None].astype(k_all.dtype),
-                                             (layer, 0, index, 0, 0))
-        v_new = jax.lax.dynamic_update_slice(v_all, v[None].astype(v_all.dtype),
-                                             (layer, 0, index, 0, 0))
-        out = _attention(q, k_new[layer], v_new[layer], mask)
-        return out, (k_new, v_new)
-
-      x, (k_all, v_all) = _block(config, x, p, positions, attend)
-      return (x, k_all, v_all), None
-
-    layers = jnp.arange(config.num_layers)
-    (x, k_all, v_all), _ = jax.lax.scan(
-        body, (self._embed(tokens), cache.k, cache.v), (self.layers.stacked(), layers))
-    return self._logits(x), KVCache(k=k_all, v=v_all, valid=valid)
+      x, (k_cache, v_cache) = _block(config, x, p, positions, attend)
+      new_k.append(k_cache)
+      new_v.append(v_cache)
+    if last_logits_only:
+      x = x[:, -1:]
+    return self._logits(x), KVCache(k=tuple(new_k), v=tuple(new_v), valid=valid)
 
 
 def param_count(model: nnx.Module) -> int:
