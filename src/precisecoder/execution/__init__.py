@@ -80,7 +80,20 @@ Not in scope: kernel exploits, side channels (timing, /proc of other
 processes), CPU contention between runs, and programs that need the network.
 """
 
-from precisecoder.execution.pool import ExecutionPool
+from typing import TYPE_CHECKING
+
 from precisecoder.execution.types import Job, Limits, Result, Status
 
+if TYPE_CHECKING:
+  from precisecoder.execution.pool import ExecutionPool
+
 __all__ = ["ExecutionPool", "Job", "Limits", "Result", "Status"]
+
+
+def __getattr__(name: str):
+  # Lazy: workers import this package too, and must stay lean (no logging,
+  # subprocess or threading state to copy into every forked run).
+  if name == "ExecutionPool":
+    from precisecoder.execution.pool import ExecutionPool  # pylint: disable=import-outside-toplevel
+    return ExecutionPool
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
