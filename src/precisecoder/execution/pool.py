@@ -229,6 +229,7 @@ class ExecutionPool:
           raise judge_lib.InvalidTests(f"program must be a str, not {type(job.program).__name__}")
       except judge_lib.InvalidTests as e:
         results[position] = Result(Status.INFRA_ERROR, detail=f"invalid job: {e}")
+        self._counts[Status.INFRA_ERROR.value] += 1
         continue
       cases = len(child_tests["cases"]) if child_tests["kind"] == "io" else 1
       prepared.append(_Prepared(
@@ -305,7 +306,13 @@ class ExecutionPool:
           if reply["id"] != index:
             raise RuntimeError(f"worker {worker.slot} answered job {reply['id']}, "
                                f"expected {index}")
-          outcomes[index] = self._verdict(prepared[index], reply)
+          outcome = self._verdict(prepared[index], reply)
+          if outcome.status is Status.INFRA_ERROR and prepared[index].attempts + 1 < _MAX_ATTEMPTS:
+            prepared[index].attempts += 1  # the sandbox failed, not the program: once more
+            self._counts["reruns"] += 1
+            queue.appendleft(index)
+            continue
+          outcomes[index] = outcome
           remaining -= 1
       for worker in list(self._workers):  # watchdog for a wedged worker
         if worker.inflight:
@@ -366,7 +373,8 @@ class ExecutionPool:
                            "jobs": counts.pop("jobs", 0), "runs": counts.pop("runs", 0),
                            "duplicates": counts.pop("duplicates", 0),
                            "worker_restarts": counts.pop("worker_restarts", 0),
-                           "worker_deaths": counts.pop("worker_deaths", 0)}
+                           "worker_deaths": counts.pop("worker_deaths", 0),
+                           "reruns": counts.pop("reruns", 0)}
     for status in Status:
       out[status.value] = counts.get(status.value, 0)
     latencies = sorted(self._latencies)
