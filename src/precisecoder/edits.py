@@ -112,7 +112,7 @@ def apply_diff(code: str, diff: Mapping[str, Edit]) -> str:
 
 
 def validate_diff(diff: object, where: str) -> Diff:
-  """Checks a diff's shape; returns it as a `Diff` (keys sorted like PDB's)."""
+  """Checks a diff's shape; returns it as a `Diff` (entries in the given order)."""
   if not isinstance(diff, Mapping):
     raise ValueError(f"{where}: expected an object of line edits, got {type(diff).__name__}")
   out: Diff = {}

@@ -284,18 +284,22 @@ class RewardScorer:
     if program is None or error is not None:
       s.error = error or "no program"
       return s
-    if not program.strip():
-      s.error = "empty program"
+    if not isinstance(program, str) or not program.strip():
+      s.error = "empty program" if isinstance(program, str) else f"not a string: {type(program).__name__}"
       return s
-    pred_diff = edits.line_diff(task.buggy_code, program)
+    try:
+      pred_diff = edits.line_diff(task.buggy_code, program)
+      cost = edits.line_levenshtein(task.buggy_code, program)
+      alignment = edits.align(task.buggy_code, pred_diff, task.gt_diff) if task.is_buggy else None
+    except Exception as e:  # pylint: disable=broad-except  (one odd sample must not stop a run)
+      s.error = f"cannot diff: {type(e).__name__}: {e}"
+      return s
+    s.pred_diff = pred_diff
     s.edit_lines = len(pred_diff)
     s.noop = not pred_diff
-    s.edit_cost = edits.line_levenshtein(task.buggy_code, program) / max(
-        1, len(task.buggy_code.splitlines()))
-    if task.is_buggy and pred_diff:
-      alignment = edits.align(task.buggy_code, pred_diff, task.gt_diff)
+    s.edit_cost = cost / max(1, len(task.buggy_code.splitlines()))
+    if alignment is not None:
       s.matches = [MatchScore(m, self._initial_slack(m)) for m in alignment.matches]
-    s.pred_diff = pred_diff
     return s
 
   def _initial_slack(self, match: edits.Match) -> int:
