@@ -95,6 +95,8 @@ def test_batch_deadline_times_out_what_is_left(pool):
     ({"kind": "call", "cases": []}, "missing field 'entry_point'"),
     ({"kind": "call", "entry_point": "f", "cases": [{"args": [1]}]}, "cases[0] needs 'expected'"),
     ({"kind": "io", "cases": [{"stdin": 3, "stdout": ""}]}, "cases[0]"),
+    ({"kind": "call", "entry_point": "f", "cases": [{"args": [{1, 2}], "expected": 1}]},
+     "cases[0].args is not JSON data"),
     ({"kind": "unittest", "code": "x = 1\n"}, "no test methods"),
     ({"kind": "unittest", "code": "class T(:\n"}, "line 1"),
 ])

@@ -61,7 +61,7 @@ def split(tests: Mapping[str, Any]) -> tuple[dict, Expected]:
       args, kwargs = case.get("args", []), case.get("kwargs", {})
       if not isinstance(args, list) or not isinstance(kwargs, Mapping):
         raise InvalidTests(f"cases[{i}]: 'args' must be a list and 'kwargs' a dict")
-      child_cases.append({"args": args, "kwargs": dict(kwargs)})
+      child_cases.append(_round_trip({"args": args, "kwargs": dict(kwargs)}, f"cases[{i}].args"))
       values.append(_round_trip(case["expected"], f"cases[{i}].expected"))
     return ({"kind": kind, "entry_point": entry_point, "cases": child_cases},
             Expected(kind, values=tuple(values)))
