@@ -341,7 +341,6 @@ HONEST = [
 def _run_uids_alive(pool: ExecutionPool) -> list[int]:
   """Pids of processes owned by the uids this pool's runs drop to."""
   uids = {worker.run_uid for worker in pool._workers}
-  assert None not in uids, "these checks need the 'root' sandbox mode"
   alive = []
   for entry in os.listdir("/proc"):
     if entry.isdigit():
@@ -379,6 +378,9 @@ def listener():
 @pytest.fixture(scope="module")
 def pool():
   with ExecutionPool(workers=2) as p:
+    p.run([Job("def add(a, b):\n  return a + b\n", TESTS["call"], LIMITS)])
+    if p.stats()["sandbox"] != "root":  # we run as root here and in CI
+      pytest.skip("the red-team guarantees are for the 'root' sandbox mode")
     yield p
 
 
