@@ -81,3 +81,31 @@ def test_training_checkpoint_loads(tmp_path):
     np.testing.assert_array_equal(np.asarray(loaded(tokens)), np.asarray(model(tokens)))
   with pytest.raises(FileNotFoundError, match="not a Hugging Face folder"):
     load_checkpoint(tmp_path / "state" / "checkpoints" / "7" / "params", with_tokenizer=False)
+
+
+def test_qwen_tokenizer_fallback_without_tokenizer_files(tmp_path):
+  from precisecoder.model import load_tokenizer
+
+  tokenizer = load_tokenizer(tmp_path, arch="qwen3")
+  ids = tokenizer.encode("def f(x):\n    return x + 1\n")
+  assert tokenizer.decode(ids) == "def f(x):\n    return x + 1\n"
+  text = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False,
+                                       add_generation_prompt=True, enable_thinking=False)
+  assert text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+  assert tokenizer.encode("<|im_end|>") == [tokenizer.eos_token_id] == [151645]
+  with pytest.raises(FileNotFoundError, match="no tokenizer files"):
+    load_tokenizer(tmp_path, arch="llama")
+
+
+def test_bfloat16_parameters_and_sampling():
+  from precisecoder.sampling import sample
+
+  config = presets.get("tiny", num_layers=2)
+  f32 = Decoder(config, rngs=nnx.Rngs(0))
+  bf16 = Decoder(config.replace(dtype="bfloat16"), rngs=nnx.Rngs(0))
+  assert bf16.layers.q_proj[...].dtype == jnp.bfloat16
+  tokens = jnp.asarray([[3, 4, 5, 6]])
+  a, b = np.asarray(f32(tokens)), np.asarray(bf16(tokens))
+  assert b.dtype == np.float32 and np.abs(a - b).max() < 0.05 * np.abs(a).max() + 1e-3
+  out = sample(bf16, [[3, 4, 5]], num_samples=2, max_new_tokens=4, eos_ids=(), pad_id=0)
+  assert out.tokens.shape == (2, 4) and np.isfinite(out.logprobs).all()
