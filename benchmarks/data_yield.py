@@ -27,7 +27,7 @@ def generator_sources(per_family: int, seed: int) -> list[injection.Source]:
   for family in families.EASY + families.MEDIUM:
     for i in range(per_family):
       fn, _, code, knobs = family.render(rng)
-      tests = generator._tests(family, fn, code, knobs, rng)  # pylint: disable=protected-access
+      tests = generator.make_tests(family, fn, code, knobs, rng)
       out.append(injection.Source(f"{family.key}/{i}", code, tests))
   return out
 

@@ -48,7 +48,7 @@ def _prompt(fn_signature: str, description: str) -> str:
   return f"Implement `{fn_signature}`. {description}"
 
 
-def _tests(family: Family, fn: str, code: str, knobs: dict[str, Any],
+def make_tests(family: Family, fn: str, code: str, knobs: dict[str, Any],
            rng: random.Random) -> dict[str, Any]:
   """NUM_CASES distinct call cases (edge cases first) with expected values from `code`."""
   target = load_trusted(code, fn)
@@ -87,7 +87,7 @@ def _checked_task(family: Family, tier: str, split: str, rng: random.Random,
                   checker: TrustedCallChecker) -> tuple[str, str, str, dict, list[Mutation]] | None:
   """One attempt: (fn, prompt, code, tests, bugs) or None if this draw has no usable bug."""
   fn, description, code, knobs = family.render(rng)
-  tests = _tests(family, fn, code, knobs, rng)
+  tests = make_tests(family, fn, code, knobs, rng)
   source = injection.Source(key=family.key, code=code, tests=tests)
   k, multi = _bug_plan(tier, rng)
   operators = EASY_OPERATORS if tier == "easy" else None
@@ -190,7 +190,7 @@ def make_clean_tasks(split: str, n: int, seed: int = 0, tier: str = "easy") -> l
     if code in seen:
       continue
     seen.add(code)
-    tests = _tests(family, fn, code, knobs, rng)
+    tests = make_tests(family, fn, code, knobs, rng)
     tasks.append(Task(task_id=f"gen-clean-{split}-{seed}-{len(tasks):06d}", buggy_code=code,
                       gt_solution=code, gt_diff={}, tests=tests,
                       prompt=_prompt(_signature(code), description), is_buggy=False, bug_count=0,

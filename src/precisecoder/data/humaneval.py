@@ -168,18 +168,24 @@ def build(kind: str, checker: Checker, seed: int = 0,
                             stats=stats, batch_size=128)
   tasks, skipped = [], {}
   for (problem, source), bugs in zip(usable, kept):
+    task = None
     k = 1 if kind == "multi" else rng.choices((1, 2, 3, 4), weights=(4, 3, 2, 1))[0]
-    chosen = None
-    while k >= 1 and chosen is None:
-      chosen = injection.compose(injection.balanced_order(bugs, rng), k, rng)
+    while k >= 1 and task is None:
+      for _ in range(8):  # a draw whose diff does not round-trip is redrawn
+        chosen = injection.compose(bugs, k, rng)
+        if chosen is None:
+          break
+        try:
+          task = _task(problem, source, chosen, kind)
+          break
+        except ValueError as e:
+          skipped[source.key] = str(e)
       k -= 1
-    if chosen is None:
-      skipped[source.key] = "no verified bug"
-      continue
-    try:
-      tasks.append(_task(problem, source, chosen, kind))
-    except ValueError as e:
-      skipped[source.key] = str(e)
+    if task is None:
+      skipped.setdefault(source.key, "no verified bug")
+    else:
+      skipped.pop(source.key, None)
+      tasks.append(task)
   report.update({"yield": stats.table(), "skipped": skipped})
   return tasks, report
 
@@ -200,5 +206,5 @@ def load_tasks(kind: str, seed: int = 0) -> list[Task]:
   from precisecoder.data.checking import PoolChecker  # pylint: disable=import-outside-toplevel
   from precisecoder.execution import ExecutionPool  # pylint: disable=import-outside-toplevel
   with ExecutionPool() as pool:
-    tasks, _ = build(kind, PoolChecker(pool), seed=seed)
+    tasks, _ = build(kind, PoolChecker(pool, timeout_s=3.0), seed=seed, progress=True)
   return tasks

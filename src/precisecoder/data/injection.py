@@ -49,27 +49,22 @@ class Yield:
 
   attempted: collections.Counter = dataclasses.field(default_factory=collections.Counter)
   kept: collections.Counter = dataclasses.field(default_factory=collections.Counter)
-  categories: dict[str, str] = dataclasses.field(default_factory=dict)
 
   def add(self, m: Mutation, kept: bool) -> None:
-    self.attempted[m.operator] += 1
-    self.kept[m.operator] += int(kept)
-    self.categories[m.operator] = m.category
+    for key in (("operator", m.operator), ("category", m.category)):
+      self.attempted[key] += 1
+      self.kept[key] += int(kept)
 
   def merge(self, other: "Yield") -> None:
     self.attempted.update(other.attempted)
     self.kept.update(other.kept)
-    self.categories.update(other.categories)
 
   def table(self) -> dict[str, dict[str, dict[str, int]]]:
     """{"operator": {op: {attempted, kept}}, "category": {cat: {attempted, kept}}}."""
-    by_category: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-    for op, n in self.attempted.items():
-      by_category[self.categories[op]]["attempted"] += n
-      by_category[self.categories[op]]["kept"] += self.kept[op]
-    return {"operator": {op: {"attempted": n, "kept": self.kept[op]}
-                         for op, n in sorted(self.attempted.items())},
-            "category": {c: dict(v) for c, v in sorted(by_category.items())}}
+    out: dict[str, dict[str, dict[str, int]]] = {"operator": {}, "category": {}}
+    for (kind, name), n in sorted(self.attempted.items()):
+      out[kind][name] = {"attempted": n, "kept": self.kept[(kind, name)]}
+    return out
 
 
 def bug_diff(code: str, m: Mutation) -> dict[str, dict[str, str]]:
@@ -163,14 +158,21 @@ def well_separated(bugs: Sequence[Mutation]) -> bool:
 
 
 def compose(bugs: Sequence[Mutation], k: int, rng: random.Random,
-            tries: int = 64) -> list[Mutation] | None:
-  """k of `bugs` on well-separated lines (PDB's minimum stride), or None."""
+            tries: int = 16) -> list[Mutation] | None:
+  """k of `bugs` on well-separated lines (PDB's minimum stride), or None.
+
+  Bugs are taken in operator-balanced order, so an operator with many sites
+  (a wrong variable name fits almost anywhere) does not crowd out the rest.
+  """
   if len(bugs) < k or k < 1:
     return None
   for _ in range(tries):
-    chosen = sorted(rng.sample(list(bugs), k), key=lambda m: m.span)
-    if well_separated(chosen):
-      return chosen
+    chosen: list[Mutation] = []
+    for bug in balanced_order(bugs, rng):
+      if well_separated(chosen + [bug]):
+        chosen.append(bug)
+        if len(chosen) == k:
+          return sorted(chosen, key=lambda m: m.span)
   return None
 
 
