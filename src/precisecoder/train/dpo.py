@@ -64,7 +64,8 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
       rollout = rollout_lib.sample_rollout(
           policy, list(batch_tasks), num_samples=k, max_new_tokens=cfg.rl.max_new_tokens,
           temperature=cfg.rl.temperature, seed=sample_seed(cfg.seed, run.step),
-          include_tests=cfg.data.include_tests_in_prompt, mesh=run.mesh)
+          include_tests=cfg.data.include_tests_in_prompt, prompt_bucket=cfg.rl.prompt_bucket,
+          mesh=run.mesh)
       terms = run.scorer.score(rollout.tasks, rollout.programs)
       pairs = choose_pairs(terms, k)
       record = {"pairs": len(pairs), "reward/unit": float(terms["unit"].mean()),

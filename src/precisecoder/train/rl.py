@@ -52,7 +52,8 @@ def collect(run: Run, batch_tasks: list, executor: concurrent.futures.Executor
         policy, [batch_tasks[j] for j in index], num_samples=rl.group_size,
         max_new_tokens=rl.max_new_tokens, temperature=rl.temperature, top_p=rl.top_p,
         seed=sample_seed(run.cfg.seed, run.step, i),
-        include_tests=run.cfg.data.include_tests_in_prompt, mesh=run.mesh)
+        include_tests=run.cfg.data.include_tests_in_prompt, prompt_bucket=rl.prompt_bucket,
+        mesh=run.mesh)
     t_sample += time.perf_counter() - t0
     parts.append(part)
     futures.append(executor.submit(_score_timed, run.scorer, part.tasks, part.programs))
@@ -108,7 +109,8 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
         run.step += 1
         rollout, terms, timing = collect(run, batch_tasks, executor)
         advantages, reward = recipes.compute_advantages(rl, terms)
-        batch = rollout_lib.training_arrays(rollout, run.policy.pad_id)
+        batch = rollout_lib.training_arrays(rollout, run.policy.pad_id,
+                                            completion_len=rl.max_new_tokens)
         batch["advantages"] = advantages
         if ref_fn is not None:
           batch["ref_logprobs"] = np.asarray(ref_fn(ref_params, batch["tokens"], batch["mask"],

@@ -41,12 +41,14 @@ def encode_prompts(policy: Policy, tasks: Sequence[Task], *, include_tests: bool
 
 def sample_rollout(policy: Policy, tasks: Sequence[Task], *, num_samples: int,
                    max_new_tokens: int, temperature: float, seed: int, top_p: float = 1.0,
-                   include_tests: bool = True, mesh: Mesh | None = None) -> Rollout:
+                   include_tests: bool = True, prompt_bucket: int = 64,
+                   mesh: Mesh | None = None) -> Rollout:
   """`num_samples` completions per task and the programs extracted from them."""
   ids = encode_prompts(policy, tasks, include_tests=include_tests)
   out = sampling.sample(policy.model, ids, num_samples=num_samples,
                         max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                        eos_ids=policy.eos_ids, pad_id=policy.pad_id, seed=seed, mesh=mesh)
+                        eos_ids=policy.eos_ids, pad_id=policy.pad_id, seed=seed, mesh=mesh,
+                        prompt_bucket=prompt_bucket)
   completions = [policy.tokenizer.decode(out.completion_ids(r, eos_ids=policy.eos_ids),
                                          skip_special_tokens=True)
                  for r in range(out.tokens.shape[0])]
@@ -84,11 +86,12 @@ def bucket(n: int, multiple: int) -> int:
   return max(multiple, -(-n // multiple) * multiple)
 
 
-def training_arrays(rollout: Rollout, pad_id: int, *, length_multiple: int = 32
+def training_arrays(rollout: Rollout, pad_id: int, *, completion_len: int
                     ) -> dict[str, np.ndarray]:
-  """Prompt + completion as one sequence for the learner; completions trimmed to the
-  longest one and padded to a bucket so the train step compiles for few shapes."""
-  t = bucket(int(rollout.lengths.max(initial=1)), length_multiple)
+  """Prompt + completion as one sequence for the learner. Completions are padded to a fixed
+  `completion_len` (and prompts come bucketed from the sampler) so that the train step
+  compiles once rather than for every step's longest completion."""
+  t = completion_len
   tokens = _pad_to(rollout.tokens[:, :t], t, pad_id, left=False)
   cmask = _pad_to(rollout.completion_mask[:, :t], t, False, left=False)
   logprobs = _pad_to(rollout.logprobs[:, :t], t, 0.0, left=False)

@@ -111,7 +111,8 @@ class Run(contextlib.AbstractContextManager):
     summary, records = evaluate_lib.evaluate(
         self.sync_policy(), self._eval_tasks, self.scorer,
         max_new_tokens=cfg.train.eval_max_new_tokens, batch_size=cfg.train.eval_batch_size,
-        include_tests=cfg.data.include_tests_in_prompt, seed=cfg.seed, mesh=self.mesh)
+        include_tests=cfg.data.include_tests_in_prompt, seed=cfg.seed,
+        prompt_bucket=cfg.rl.prompt_bucket, mesh=self.mesh)
     out = self.workdir / "eval"
     out.mkdir(exist_ok=True)
     (out / f"step_{self.step}.json").write_text(json.dumps(
