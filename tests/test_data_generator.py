@@ -5,7 +5,7 @@ import collections
 import pytest
 
 from precisecoder import edits
-from precisecoder.data import families, generator, injection, mutation
+from precisecoder.data import families, generator, injection
 from precisecoder.data.checking import TrustedCallChecker
 from precisecoder.tasks import apply_gt_diff, parse_task, task_to_record
 

@@ -19,7 +19,7 @@ import collections
 import copy
 import dataclasses
 import re
-from typing import Callable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 ASSIGNMENT = "Assignment"
 CHECKING = "Checking"
