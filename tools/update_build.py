@@ -103,8 +103,10 @@ def main() -> int:
     if path == SRC / "precisecoder" / "cli.py":  # subcommands are imported lazily by name
       internal |= {target_name(p) for p in (SRC / "precisecoder" / "commands").glob("*.py")}
     srcs = [str(path.relative_to(ROOT))]
-    blocks.append(rule("py_library", target_name(path), srcs, internal, external,
-                       '    imports = ["src"],'))
+    extra = '    imports = ["src"],'
+    if path.parent.name == "data" and "builtin" in path.read_text():  # reads the shipped sets
+      extra += '\n    data = glob(["src/precisecoder/data/builtin/*"]),'
+    blocks.append(rule("py_library", target_name(path), srcs, internal, external, extra))
   blocks.append(rule("py_binary", "precisecoder_cli", ["src/precisecoder/cli.py"], {"cli"}, set(),
                      '    main = "src/precisecoder/cli.py",'))
   for folder, kind in (("benchmarks", "py_binary"), ("tools", "py_binary"), ("tests", "py_test")):
