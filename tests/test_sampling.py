@@ -101,3 +101,10 @@ def test_bad_arguments_raise(model):
     sample(model, [[1]], max_new_tokens=10_000, eos_ids=(), pad_id=0)
   with pytest.raises(ValueError, match="top_p"):
     sample(model, [[1]], max_new_tokens=2, top_p=0.0, eos_ids=(), pad_id=0)
+
+
+def test_segmented_decode_gives_the_same_samples(model):
+  one = _run(model, decode_segments=1)
+  three = _run(model, decode_segments=3)
+  np.testing.assert_array_equal(one.tokens, three.tokens)
+  np.testing.assert_allclose(one.logprobs, three.logprobs, atol=1e-5)
