@@ -34,6 +34,7 @@ def _step_metrics(workdir: pathlib.Path):
           for r in metrics.read_metrics(workdir / "metrics.jsonl")]
 
 
+@pytest.mark.slow  # six tiny RL steps: ~1-2 min on 2 idle cores
 def test_exact_resume_matches_an_uninterrupted_run(tmp_path):
   """Stopped after step 1 and resumed to step 3 == never stopped, bit for bit on CPU."""
   straight, resumed = tmp_path / "straight", tmp_path / "resumed"
@@ -48,8 +49,9 @@ def test_exact_resume_matches_an_uninterrupted_run(tmp_path):
   assert config["rl"]["reward"] == "r_lambda"
 
 
+@pytest.mark.slow
 def test_precisecoder_main_path_with_eval_and_report(tmp_path):
-  """The main job's path (eval before/after, report) on the tiny config."""
+  """The main job's path (eval before/after, report) on the tiny config: CI's smoke run."""
   cfg = _config(steps=2, eval_every=2)
   cfg.train.report = True
   assert rl.train(cfg, str(tmp_path)) == 0
@@ -65,6 +67,7 @@ def test_precisecoder_main_path_with_eval_and_report(tmp_path):
   assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
 
 
+@pytest.mark.slow
 def test_sigterm_saves_and_exits_zero(tmp_path):
   """A preempted run checkpoints the step it finished and returns 0; the rerun resumes."""
   import os
