@@ -122,12 +122,31 @@ def _expose(paths: list[str]) -> None:
       os.close(handle)
 
 
+def _python_paths() -> list[str]:
+  """The interpreter, its prefixes and import path: what every run must still reach."""
+  return ([sys.base_prefix, sys.prefix, os.path.dirname(sys.executable),
+           os.path.dirname(os.path.realpath(sys.executable))]
+          + [p for p in sys.path if p and os.path.isdir(p)])
+
+
+def _open_paths_below(points: tuple[str, ...], paths: list[str]) -> dict[str, int]:
+  """O_PATH handles of the outermost `paths` that lie below one of `points`.
+
+  Opened before a private tmpfs hides `points`, so that they can be bound back
+  (read-only) into it: a checkout or virtualenv under /tmp must stay importable.
+  """
+  below = {os.path.abspath(p) for p in paths
+           if os.path.isdir(p) and any(os.path.abspath(p).startswith(t + os.sep) for t in points)}
+  outermost = [p for p in below if not any(p.startswith(q + os.sep) for q in below)]
+  return {p: os.open(p, os.O_PATH | os.O_CLOEXEC) for p in outermost}
+
+
 def _make_filesystem_read_only() -> None:
   """Remounts every real mount read-only and hides the world-writable directories."""
   _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
   if os.geteuid() == 0:  # runs drop to another uid: they must still reach Python
-    _expose([sys.base_prefix, sys.prefix, os.path.dirname(os.path.realpath(sys.executable))]
-            + [p for p in sys.path if p and os.path.isdir(p)])
+    _expose(_python_paths())
+  kept = _open_paths_below(_PRIVATE_TMPFS, _python_paths())
   for point, flags in _mount_points():
     if any(point == v or point.startswith(v + "/") for v in _VIRTUAL_FS):
       continue
@@ -139,6 +158,11 @@ def _make_filesystem_read_only() -> None:
   for point in _PRIVATE_TMPFS:  # root-owned and 0755: a run cannot leave files there
     if os.path.isdir(point):
       _mount("tmpfs", point, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=64m")
+  for path, handle in sorted(kept.items()):  # e.g. a checkout and its venv under /tmp
+    os.makedirs(path, mode=0o755, exist_ok=True)
+    _mount(f"/proc/self/fd/{handle}", path, None, _MS_BIND | _MS_REC)
+    _mount(None, path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    os.close(handle)
 
 
 def _write(path: str, text: str) -> None:
