@@ -4,7 +4,6 @@ import json
 import pathlib
 
 import numpy as np
-import pytest
 
 from precisecoder.train import config as base
 from precisecoder.train import metrics, rl
@@ -34,14 +33,13 @@ def _step_metrics(workdir: pathlib.Path):
           for r in metrics.read_metrics(workdir / "metrics.jsonl")]
 
 
-@pytest.mark.slow  # six tiny RL steps: ~1-2 min on 2 idle cores
 def test_exact_resume_matches_an_uninterrupted_run(tmp_path):
-  """Stopped after step 1 and resumed to step 3 == never stopped, bit for bit on CPU."""
+  """Stopped after step 1 and resumed to step 2 == never stopped, bit for bit on CPU."""
   straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-  assert rl.train(_config(steps=3), str(straight)) == 0
-  assert rl.train(_config(steps=3, stop_after=1), str(resumed)) == 0
+  assert rl.train(_config(steps=2), str(straight)) == 0
+  assert rl.train(_config(steps=2, stop_after=1), str(resumed)) == 0
   assert len(metrics.read_metrics(resumed / "metrics.jsonl")) == 1
-  assert rl.train(_config(steps=3), str(resumed)) == 0
+  assert rl.train(_config(steps=2), str(resumed)) == 0
   assert _step_metrics(straight) == _step_metrics(resumed)
   for a, b in zip(_params(straight), _params(resumed)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
@@ -49,7 +47,6 @@ def test_exact_resume_matches_an_uninterrupted_run(tmp_path):
   assert config["rl"]["reward"] == "r_lambda"
 
 
-@pytest.mark.slow
 def test_precisecoder_main_path_with_eval_and_report(tmp_path):
   """The main job's path (eval before/after, report) on the tiny config: CI's smoke run."""
   cfg = _config(steps=2, eval_every=2)
@@ -67,7 +64,6 @@ def test_precisecoder_main_path_with_eval_and_report(tmp_path):
   assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
 
 
-@pytest.mark.slow
 def test_sigterm_saves_and_exits_zero(tmp_path):
   """A preempted run checkpoints the step it finished and returns 0; the rerun resumes."""
   import os

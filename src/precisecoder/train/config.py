@@ -84,7 +84,8 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
 
   c.train = ml_collections.ConfigDict(dict(
       steps=200, checkpoint_every=20, keep_checkpoints=3,
-      checkpoint_dir="",  # "" -> <workdir>/checkpoints; may be a bucket (gs://...) log_every=1, eval_every=50,
+      checkpoint_dir="",  # "" -> <workdir>/checkpoints; may be a bucket (gs://...)
+      eval_every=50,
       eval_at_start=True, eval_max_new_tokens=m["max_new_tokens"], eval_batch_size=16,
       report=True, stop_after=-1))  # stop_after: end early at this step (tests, preemption drills)
   if name in _SMALL_RUNS:
