@@ -100,13 +100,16 @@ _SMALL_RUNS = {
         data=dict(num_train=16, num_validation=2, num_clean=2, include_tests_in_prompt=False),
         rl=dict(prompt_bucket=512),
         train=dict(steps=3, checkpoint_every=1, eval_every=3, eval_batch_size=4)),
-    # Measured on 2 shared cores: sampling 8 rows x 128 tokens ~35 s; one update on 4 rows of
-    # 384 tokens ~55 s with remat (3.7 GB; 8 rows without remat took 14 GB). Short prompts
-    # (no tests), one rollout chunk: on a CPU decoding is bound by reading the weights, so
-    # two half-batches cost twice one full batch.
+    # Measured on 2 idle cores: a step (8 rows sampled, two 4-row updates with remat; 8 rows
+    # without remat took 14 GB) ~80 s, an evaluation of 12 tasks ~35 s plus compilation;
+    # 4 steps ran in 433 s all told. The tests stay in the prompt: without them the base model
+    # passed no validation task. One rollout chunk: on a CPU decoding is bound by reading the
+    # weights, so two half-batches cost twice one full batch. A larger step size than the
+    # pod presets', so that a few steps move the policy.
     "local": dict(
         model=dict(remat=True),
-        data=dict(num_train=64, num_validation=8, num_clean=4, include_tests_in_prompt=False),
+        data=dict(num_train=64, num_validation=16, num_clean=8),
         rl=dict(rollout_chunks=1),
-        train=dict(steps=4, checkpoint_every=2, eval_every=4, eval_batch_size=12)),
+        optim=dict(learning_rate=1e-5),
+        train=dict(steps=8, checkpoint_every=4, eval_every=8, eval_batch_size=12)),
 }
