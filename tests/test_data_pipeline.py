@@ -2,8 +2,8 @@
 
 import pytest
 
-from precisecoder.data import files, generator, pipeline
-from precisecoder.tasks import task_to_record
+from precisecoder.data import generator, pipeline
+from precisecoder.tasks import task_to_record, write_tasks
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def test_shards_are_disjoint_and_equal(tasks):
 
 def test_jsonl_and_gz_files_give_identical_records(tasks, tmp_path):
   for name in ("t.jsonl", "t.jsonl.gz"):
-    files.write_tasks(tmp_path / name, tasks)
+    write_tasks(tmp_path / name, tasks)
     from_file = pipeline.make_iterator(tmp_path / name, 12, seed=1, repeat=False)
     from_list = pipeline.make_iterator(tasks, 12, seed=1, repeat=False)
     assert [task_to_record(t) for t in next(from_file)] == \
@@ -59,8 +59,8 @@ def test_jsonl_and_gz_files_give_identical_records(tasks, tmp_path):
 def test_tfds_array_record_set_reads_back_identical_records(tasks, tmp_path):
   from precisecoder.data import tfds_builder
   clean = generator.make_clean_tasks("validation", 5, seed=0)
-  files.write_tasks(tmp_path / "train.jsonl", tasks)
-  files.write_tasks(tmp_path / "validation.jsonl.gz", clean)
+  write_tasks(tmp_path / "train.jsonl", tasks)
+  write_tasks(tmp_path / "validation.jsonl.gz", clean)
   builder_dir = tfds_builder.build_tfds(
       {"train": tmp_path / "train.jsonl", "validation": tmp_path / "validation.jsonl.gz"},
       tmp_path / "tfds", config="fixture")

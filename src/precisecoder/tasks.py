@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import gzip
 import json
 import math
 import os
@@ -257,11 +258,15 @@ def task_to_record(task: Task) -> dict[str, Any]:
 
 
 def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[str, Any]]:
-  """(where, record) for every record of a JSON Lines file or a JSON array file."""
+  """(where, record) for every record of a JSON Lines or JSON array file, gzipped if .gz."""
   path = pathlib.Path(path)
   try:
-    text = path.read_text(encoding="utf-8")
-  except OSError as e:
+    if path.name.endswith(".gz"):
+      with gzip.open(path, "rt", encoding="utf-8") as f:
+        text = f.read()
+    else:
+      text = path.read_text(encoding="utf-8")
+  except OSError as e:  # includes gzip.BadGzipFile
     raise TaskError(f"{path}: cannot read ({e.strerror or e})") from None
   except UnicodeDecodeError as e:
     raise TaskError(f"{path}: not UTF-8 text ({e})") from None
@@ -297,14 +302,14 @@ def load_tasks(path: str | os.PathLike[str], *, tests_for: TestsFor | None = Non
 
 
 def write_tasks(path: str | os.PathLike[str], tasks: Iterable[Task]) -> int:
-  """Writes contract JSON Lines atomically; returns the number of tasks written."""
+  """Writes contract JSON Lines atomically (gzipped if .gz); returns the number written."""
   path = pathlib.Path(path)
   path.parent.mkdir(parents=True, exist_ok=True)
   tmp = path.with_name(path.name + ".tmp")
-  count = 0
-  with tmp.open("w", encoding="utf-8") as f:
-    for task in tasks:
-      f.write(json.dumps(task_to_record(task), ensure_ascii=False) + "\n")
-      count += 1
+  lines = [json.dumps(task_to_record(task), ensure_ascii=False) + "\n" for task in tasks]
+  data = "".join(lines).encode("utf-8")
+  if path.name.endswith(".gz"):  # reproducible bytes: no timestamp or name in the header
+    data = gzip.compress(data, mtime=0)
+  tmp.write_bytes(data)
   os.replace(tmp, path)
-  return count
+  return len(lines)

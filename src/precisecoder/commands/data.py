@@ -28,8 +28,8 @@ from typing import Any, Sequence
 
 import tqdm
 
-from precisecoder.data import cards, files, generator, verification
-from precisecoder.tasks import Task, TaskError
+from precisecoder.data import cards, generator, verification
+from precisecoder.tasks import Task, TaskError, load_tasks, write_tasks
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -101,7 +101,7 @@ def _verify(named: dict[str, list[Task]], checker) -> dict[str, Any]:
 
 
 def _write_set(out: pathlib.Path, name: str, tasks: list[Task]) -> dict[str, Any]:
-  files.write_tasks(out / f"{name}.jsonl", tasks)
+  write_tasks(out / f"{name}.jsonl", tasks)
   return cards.data_card(tasks, name)
 
 
@@ -215,7 +215,7 @@ def _build_tfds(args: argparse.Namespace) -> int:
 
 
 def _load(paths: Sequence[str]) -> dict[str, list[Task]]:
-  return {path: files.read_tasks(path) for path in paths}
+  return {path: load_tasks(path) for path in paths}
 
 
 def main(args: argparse.Namespace) -> int:

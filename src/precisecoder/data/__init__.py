@@ -11,7 +11,6 @@ Modules, one job each:
   pdb           PDB records joined with their tests; problems counted, not dropped
   verification  full re-verification of any task set
   cards         data cards (JSON and Markdown)
-  files         .jsonl / .jsonl.gz task files
   tfds_builder  TFDS ArrayRecord builder for task files (no TensorFlow)
   pipeline      grain iterator with checkpointable state and per-host shards
 """

@@ -27,7 +27,8 @@ from typing import Any, Sequence
 
 import tqdm
 
-from precisecoder.data import files, injection, mutation
+from precisecoder import tasks as tasks_lib
+from precisecoder.data import injection, mutation
 from precisecoder.data.checking import Checker
 from precisecoder.tasks import Task
 
@@ -202,7 +203,7 @@ def load_tasks(kind: str, seed: int = 0) -> list[Task]:
     return [_task(p, s, (), "clean") for p, s in zip(problems(), sources())]
   path = builtin_path(kind)
   if seed == 0 and path.exists():
-    return files.read_tasks(path)
+    return tasks_lib.load_tasks(path)
   from precisecoder.data.checking import PoolChecker  # pylint: disable=import-outside-toplevel
   from precisecoder.execution import ExecutionPool  # pylint: disable=import-outside-toplevel
   with ExecutionPool() as pool:

@@ -18,8 +18,7 @@ from typing import Any, Sequence
 
 import grain
 
-from precisecoder.data import files
-from precisecoder.tasks import Task
+from precisecoder.tasks import Task, load_tasks
 
 TaskSource = Sequence[Task] | str | os.PathLike[str]
 
@@ -35,7 +34,7 @@ def _source(tasks: TaskSource, split: str) -> Any:
     if len(found) != 1:
       raise FileNotFoundError(f"{path}: expected one built TFDS task set, found {len(found)}")
     return tfds_builder.tfds_source(found[0], split)
-  return files.read_tasks(path)
+  return load_tasks(path)
 
 
 def make_dataset(tasks: TaskSource, batch_size: int, seed: int, *, shuffle: bool = True,

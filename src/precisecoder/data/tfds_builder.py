@@ -21,8 +21,7 @@ from typing import Any, Mapping
 import numpy as np
 import tensorflow_datasets as tfds
 
-from precisecoder.data import files
-from precisecoder.tasks import Task, parse_task, task_to_record
+from precisecoder.tasks import Task, load_tasks, parse_task, task_to_record
 
 
 @dataclasses.dataclass
@@ -56,7 +55,7 @@ class PreciseCoderTasks(tfds.core.GeneratorBasedBuilder):
             for split, path in self.builder_config.split_files.items()}
 
   def _generate_examples(self, path: str):
-    for index, task in enumerate(files.read_tasks(path)):
+    for index, task in enumerate(load_tasks(path)):
       yield f"{index:09d}", {
           "task_id": task.task_id, "source_dataset": task.source_dataset,
           "is_buggy": task.is_buggy, "bug_count": task.bug_count,
