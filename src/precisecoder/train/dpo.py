@@ -92,16 +92,8 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
         record.update({f"train/{key}": float(v) for key, v in jax.device_get(m).items()})
       else:
         logging.info("step %d: no preference pairs in this batch", run.step)
-      preempted = run.preemption.preempted()
-      if run.should(cfg.train.checkpoint_every) or preempted:
-        run.save(iterator.get_state(), force=preempted)
-      run.metrics.write(run.step, {**record, "time/step": time.perf_counter() - t0})
-      progress.update(run.step, f"pairs={len(pairs)}")
-      if preempted:
-        run.checkpointer.wait()
+      if run.end_step(record, iterator.get_state(), t0, progress, f"pairs={len(pairs)}"):
         return 0
-      if run.should(cfg.train.eval_every):
-        run.evaluate()
     if run.step >= total:
       run.finish()
   return 0

@@ -122,6 +122,24 @@ class Run(contextlib.AbstractContextManager):
                  "  ".join(f"{k}={v:.3f}" for k, v in summary.items() if isinstance(v, float)))
     return summary
 
+  def end_step(self, record: dict[str, Any], data_state: Any, t_start: float,
+               progress: metrics.Progress, message: str) -> bool:
+    """The tail every trainer's step shares: checkpoint when due (always when preempted),
+    metrics with the step time, progress, evaluation when due. True when preempted: the
+    checkpoint is written and the trainer should return 0."""
+    preempted = self.preemption.preempted()
+    if self.should(self.cfg.train.checkpoint_every) or preempted:
+      self.save(data_state, force=preempted)
+    self.metrics.write(self.step, {**record, "time/step": time.perf_counter() - t_start})
+    progress.update(self.step, message)
+    if preempted:
+      logging.warning("preempted: checkpoint of step %d saved; exiting", self.step)
+      self.checkpointer.wait()
+      return True
+    if self.should(self.cfg.train.eval_every):
+      self.evaluate()
+    return False
+
   def should(self, every: int) -> bool:
     return every > 0 and (self.step % every == 0 or self.step == self.total_steps)
 

@@ -47,16 +47,8 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
       run.params, run.opt_state, m = step_fn(run.params, run.opt_state,
                                              step_lib.to_device(batch))
       m = {f"train/{k}": float(v) for k, v in jax.device_get(m).items()}
-      preempted = run.preemption.preempted()
-      if run.should(cfg.train.checkpoint_every) or preempted:
-        run.save(iterator.get_state(), force=preempted)
-      run.metrics.write(run.step, {**m, "time/step": time.perf_counter() - t0})
-      progress.update(run.step, f"loss={m['train/loss']:.4f}")
-      if preempted:
-        run.checkpointer.wait()
+      if run.end_step(m, iterator.get_state(), t0, progress, f"loss={m['train/loss']:.4f}"):
         return 0
-      if run.should(cfg.train.eval_every):
-        run.evaluate()
     if run.step >= total:
       run.finish()
   return 0
