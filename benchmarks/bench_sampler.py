@@ -25,7 +25,7 @@ import numpy as np
 import torch
 import transformers
 
-from precisecoder.model import bundled_smollm2_gguf, load_checkpoint, load_hf, presets
+from precisecoder.model import bundled_smollm2_gguf, gguf_import, load_checkpoint, load_hf, presets
 from precisecoder.sampling import sample
 
 
@@ -100,16 +100,9 @@ def tiny_qwen3(batch, prompt_len, new_tokens, repeats):
 
 
 def smollm2(batch, prompt_len, new_tokens, repeats):
-  from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
-
   path = bundled_smollm2_gguf()
   ours, _, config = load_checkpoint(path, with_tokenizer=False)
-  hf_config = transformers.AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
-  reference = transformers.LlamaForCausalLM(hf_config)
-  tensors = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=reference)["tensors"]
-  reference.load_state_dict(tensors, strict=False)
-  reference.tie_weights()
-  reference.eval()
+  reference = gguf_import.transformers_reference(path)
   rng = np.random.default_rng(0)
   prompts = rng.integers(3, config.vocab_size, (batch, prompt_len)).tolist()
   _compare(f"SmolLM2-135M-Instruct, batch {batch}, prompt {prompt_len}, {new_tokens} new tokens",

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from precisecoder.model import bundled_smollm2_gguf, load_checkpoint
+from precisecoder.model import bundled_smollm2_gguf, gguf_import, load_checkpoint
 from precisecoder.sampling import sample
 
 GGUF = bundled_smollm2_gguf()
@@ -17,16 +17,8 @@ LOGIT_TOL = 5e-4
 @pytest.fixture(scope="module")
 def models():
   torch = pytest.importorskip("torch")
-  import transformers
-  from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
-
   ours, tokenizer, config = load_checkpoint(GGUF)
-  hf_config = transformers.AutoConfig.from_pretrained(GGUF.parent, gguf_file=GGUF.name)
-  reference = transformers.LlamaForCausalLM(hf_config)
-  tensors = load_gguf_checkpoint(str(GGUF), return_tensors=True, model_to_load=reference)["tensors"]
-  reference.load_state_dict(tensors, strict=False)
-  reference.tie_weights()
-  reference.eval()
+  reference = gguf_import.transformers_reference(GGUF)
   return ours, tokenizer, config, reference, torch
 
 

@@ -114,3 +114,23 @@ def load_gguf(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | N
   config = read_gguf_config(reader, where=where, dtype=dtype, remat=remat)
   model = build_decoder(config, GGUFTensorReader(reader, config, where), mesh=mesh, where=where)
   return model, config
+
+
+def transformers_reference(path: str | os.PathLike):
+  """transformers' own reading of a Llama GGUF (its dequantisation and q/k reordering), as a
+  PyTorch model in eval mode: the independent reference for parity checks and benchmarks.
+
+  Built with `load_gguf_checkpoint` because `from_pretrained(gguf_file=...)` needs accelerate.
+  """
+  import pathlib
+
+  import transformers
+  from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+  path = pathlib.Path(path)
+  config = transformers.AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+  reference = transformers.LlamaForCausalLM(config)
+  tensors = load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=reference)["tensors"]
+  reference.load_state_dict(tensors, strict=False)
+  reference.tie_weights()
+  return reference.eval()
