@@ -18,6 +18,8 @@ Records (one JSON object per line; N is the run's nonce):
 from __future__ import annotations
 
 import builtins
+import ctypes
+import gc
 import json
 import os
 import sys
@@ -26,7 +28,7 @@ import types
 import unittest
 
 _write = os.write
-_dumps = json.dumps
+_encode = json.JSONEncoder(separators=(",", ":")).encode  # made once, before any fork
 _exit = os._exit
 _type = type
 _isinstance = isinstance
@@ -140,18 +142,81 @@ def check_comparable(value, depth: int = 0, budget: list | None = None) -> None:
 
 
 class Channel:
-  """Writes records to the private fd; a closed or hijacked fd loses them."""
+  """Records for the private fd; a closed or hijacked fd loses them.
+
+  "ready" goes out at once (the worker reads it as "the sandbox came up").
+  Later records are buffered and written together by `flush`, when the run
+  ends or the buffer fills: one write per run instead of one per assert, each
+  of which would wake the worker. A run that dies before its flush loses them,
+  and without its signed "end" record it fails anyway.
+  """
+
+  _BUFFER_BYTES = 1 << 16
 
   def __init__(self, fd: int, nonce: str):
     self._fd = fd
     self._nonce = nonce
+    self._lines: list[str] = []
+    self._size = 0
+
+  def send_ready(self) -> None:
+    self._write(f'{{"ready":"{self._nonce}"}}\n')
 
   def send(self, record: dict, signed: bool = False) -> None:
     if signed:
-      record = dict(record, nonce=self._nonce)
-    data = (_dumps(record, separators=(",", ":")) + "\n").encode()
+      record["nonce"] = self._nonce
+    line = _encode(record) + "\n"
+    self._lines.append(line)
+    self._size += len(line)
+    if self._size > self._BUFFER_BYTES:
+      self.flush()
+
+  def flush(self) -> None:
+    text = "".join(self._lines)
+    self._lines.clear()
+    self._size = 0
+    self._write(text)
+
+  def _write(self, text: str) -> None:
+    data = text.encode()
     while data:
       data = data[_write(self._fd, data):]
+
+
+class _DictVersions:
+  """Whether dicts changed, read from CPython's per-dict version tag (PEP 509).
+
+  CPython gives a dict a new tag on every insertion, replacement and deletion.
+  Comparing tags answers "did anything change?" without fetching a single
+  value: in a forked child, fetching a value writes its reference count and so
+  copies its page, and the hundreds of values in builtins and sys cost about a
+  millisecond per run that way. `available()` checks on a scratch dict that
+  this interpreter behaves so (3.11 to 3.13 do; 3.14 dropped the tag); where
+  it does not, callers compare the values themselves.
+  """
+
+  # PyDictObject: PyObject_HEAD (refcount, type), ma_used, then ma_version_tag.
+  _OFFSET = 2 * ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)
+
+  def __init__(self, dicts: list[dict]):
+    self._tags = [ctypes.c_uint64.from_address(id(d) + self._OFFSET) for d in dicts]
+    self._saved = [tag.value for tag in self._tags]
+
+  def changed(self) -> bool:
+    return [tag.value for tag in self._tags] != self._saved
+
+  @classmethod
+  def available(cls) -> bool:
+    if sys.implementation.name != "cpython" or not (3, 11) <= sys.version_info[:2] <= (3, 13):
+      return False
+    scratch = {"key": 0}
+    versions = cls([scratch])
+    unchanged = not versions.changed()
+    scratch["key"] = 1
+    replaced = versions.changed()
+    versions = cls([scratch])
+    del scratch["key"]
+    return unchanged and replaced and versions.changed()
 
 
 class _Integrity:
@@ -164,13 +229,24 @@ class _Integrity:
 
   def __init__(self):
     self._watched = [("builtins", builtins.__dict__), ("unittest.case", unittest.case.__dict__),
-                     ("TestCase", unittest.TestCase.__dict__), ("json", json.__dict__),
+                     ("TestCase", _own_dict(unittest.TestCase)), ("json", json.__dict__),
                      ("sys", sys.__dict__)]
     self._snapshot = [(name, dict(namespace)) for name, namespace in self._watched]
     self._modules = {name: sys.modules.get(name) for name in ("builtins", "unittest", "unittest.case",
                                                               "json", "sys", "gc")}
+    self._versions = (_DictVersions([namespace for _, namespace in self._watched])
+                      if _DictVersions.available() else None)
 
   def violations(self) -> list[str]:
+    found = []
+    if self._versions is None or self._versions.changed():  # else no watched dict changed
+      found += self._changed_names()
+    found += [f"sys.modules[{n!r}]" for n, m in self._modules.items() if sys.modules.get(n) is not m]
+    if sys.gettrace() is not None or sys.getprofile() is not None:
+      found.append("a trace or profile hook")
+    return found
+
+  def _changed_names(self) -> list[str]:
     found = []
     for (name, namespace), (_, saved) in zip(self._watched, self._snapshot):
       keys = set(namespace) | set(saved)
@@ -180,10 +256,12 @@ class _Integrity:
                  and not (name == "sys" and k in _SYS_VOLATILE)]
       if changed:
         found.append(f"{name}.{_sorted(changed)[0]}")
-    found += [f"sys.modules[{n!r}]" for n, m in self._modules.items() if sys.modules.get(n) is not m]
-    if sys.gettrace() is not None or sys.getprofile() is not None:
-      found.append("a trace or profile hook")
     return found
+
+
+def _own_dict(cls: type) -> dict:
+  """The dict behind a class's read-only `__dict__` proxy (what setattr on the class changes)."""
+  return next(r for r in gc.get_referents(cls.__dict__) if _type(r) is dict)
 
 
 _SYS_VOLATILE = {"stdout", "stderr", "stdin", "exc_info", "_git", "path_importer_cache",
@@ -351,15 +429,15 @@ def run(channel_fd: int, nonce: str, job: dict) -> None:
   integrity = _snapshot or _Integrity()
   exit_code = 0
   try:
-    channel.send({"ready": nonce})
+    channel.send_ready()
     if kind == "io":
       sys.argv = ["program"]
       try:
         _load_module("__main__", job["program"])
       except SystemExit as e:  # exit codes follow the interpreter's own rules
         exit_code = e.code if _type(e.code) is int else (0 if e.code is None else 1)
-      _flush()
       channel.send({"end": "io", "exit": exit_code}, signed=True)
+      _flush(channel)
       _exit(exit_code)
     module = _load_module("__precisecoder_program__", job["program"])
     if kind == "call":
@@ -378,7 +456,7 @@ def run(channel_fd: int, nonce: str, job: dict) -> None:
     _safe_send(channel, {"error": _describe(e), "memory": False})
     if kind == "io":
       traceback.print_exc()
-  _flush()
+  _flush(channel)
   _exit(exit_code)
 
 
@@ -389,7 +467,16 @@ def _safe_send(channel: Channel, record: dict) -> None:
     pass
 
 
-def _flush() -> None:
+def _safe_flush(channel: Channel) -> None:
+  try:
+    channel.flush()
+  except BaseException:  # pylint: disable=broad-except
+    pass
+
+
+def _flush(channel: Channel) -> None:
+  """Writes out the channel's records and the program's buffered output."""
+  _safe_flush(channel)
   for stream in (sys.stdout, sys.stderr):
     try:
       stream.flush()

@@ -176,13 +176,28 @@ class Sandbox:
 
   mode: str  # "root" | "userns" | "plain"
   run_uid: int | None  # the uid runs drop to ("root" mode only), this worker's alone
-  runs_dir: str  # parent of each run's private working directory
+  runs_dir: str  # holds `run_dir`
   note: str = ""  # why a weaker mode was chosen
   is_init: bool = False  # PID 1 of a private PID namespace that holds every run
 
+  @property
+  def run_dir(self) -> str:
+    """The working directory of every run, made afresh for each (`make_run_dir`)."""
+    return os.path.join(self.runs_dir, "run")
+
   @classmethod
   def create(cls, strongest: str = "auto") -> "Sandbox":
-    """The strongest mode available, capped at `strongest` (tests use the weaker modes)."""
+    """Contains this worker in the strongest mode available, capped at `strongest`
+    (tests use the weaker modes), and gives it the environment its runs inherit."""
+    sandbox = cls._strongest(strongest)
+    _scrub_environment(sandbox.run_dir)
+    if sandbox.mode == "root":
+      os.setgroups([])  # runs inherit no supplementary groups
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1)  # inherited by every run: setuid binaries cannot give root back
+    return sandbox
+
+  @classmethod
+  def _strongest(cls, strongest: str) -> "Sandbox":
     if strongest not in MODES:
       raise ValueError(f"sandbox mode must be one of {MODES}, not {strongest!r}")
     notes = [] if strongest == "auto" else [f"capped at {strongest!r}"]
@@ -238,13 +253,26 @@ class Sandbox:
     return os.fork()
 
   def make_run_dir(self) -> str:
-    path = tempfile.mkdtemp(dir=self.runs_dir)
+    """Creates `run_dir` afresh and empty: one path for every run of this worker.
+
+    Runs follow one another, so one path serves them all, and the worker's own
+    environment (HOME, TMPDIR, PWD) can name it once instead of each child
+    rewriting its environment.
+    """
+    if os.path.lexists(self.run_dir):  # a run whose clean-up failed: nothing it left survives
+      self.remove_run_dir(self.run_dir)
+    os.mkdir(self.run_dir, 0o700)
     if self.run_uid is not None:
-      os.chown(path, self.run_uid, self.run_uid)
-    return path
+      os.chown(self.run_dir, self.run_uid, self.run_uid)
+    return self.run_dir
 
   def remove_run_dir(self, path: str) -> None:
-    shutil.rmtree(path, ignore_errors=True)
+    try:
+      os.rmdir(path)  # the common case: the run left nothing behind
+    except OSError:
+      shutil.rmtree(path, ignore_errors=True)
+      if os.path.lexists(path):
+        raise RuntimeError(f"could not remove the run directory {path}")
 
   def kill_run(self, pid: int) -> None:
     """Kills a run and everything it started, and reaps them all."""
@@ -261,18 +289,19 @@ class Sandbox:
       except ChildProcessError:
         return
 
-  def enter_child(self, run_dir: str, limits: dict, keep_fds: list[int]) -> None:
-    """In the forked child: applies every containment step. Raises on failure."""
+  def enter_child(self, limits: dict, keep_fds: list[int]) -> None:
+    """In the forked child: applies every containment step. Raises on failure.
+
+    The environment was scrubbed once for the whole worker (`_scrub_environment`).
+    """
     os.setsid()
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if not self.is_init:  # as PID 1, the worker's death kills the whole namespace anyway
+      _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     low = 3
     for fd in sorted(keep_fds) + [_max_fd()]:
       os.closerange(low, fd)  # close_range(2) underneath: one system call
       low = fd + 1
-    os.chdir(run_dir)
-    os.environ.clear()
-    os.environ.update(_CHILD_ENV, HOME=run_dir, TMPDIR=run_dir, PWD=run_dir)
-    tempfile.tempdir = run_dir
+    os.chdir(self.run_dir)
     memory = int(limits["memory_mb"]) << 20
     cpu = int(limits["cpu_s"])
     for name, value in ((resource.RLIMIT_AS, memory), (resource.RLIMIT_CPU, cpu),
@@ -282,12 +311,17 @@ class Sandbox:
                         (resource.RLIMIT_CORE, 0)):
       resource.setrlimit(name, (value, value))
     if self.mode == "root":
-      os.setgroups([])
       os.setresgid(self.run_uid, self.run_uid, self.run_uid)
       os.setresuid(self.run_uid, self.run_uid, self.run_uid)
     elif self.mode == "userns":
       _unshare(_CLONE_NEWUSER)  # no capabilities over the worker's mounts or processes
-    _prctl(_PR_SET_NO_NEW_PRIVS, 1)  # setuid binaries cannot give root back
+
+
+def _scrub_environment(run_dir: str) -> None:
+  """Gives this worker the exact environment its runs get; children inherit it as is."""
+  os.environ.clear()
+  os.environ.update(_CHILD_ENV, HOME=run_dir, TMPDIR=run_dir, PWD=run_dir)
+  tempfile.tempdir = run_dir
 
 
 def set_parent_death_signal() -> None:

@@ -86,6 +86,12 @@ class Worker:
 
   def __init__(self, strongest: str = "auto"):
     self.sandbox = sandbox_lib.Sandbox.create(strongest)
+    # Text streams on fds 0-2, made once: a child's dup2 points them at its own
+    # pipes, so it inherits working streams instead of building three. Their
+    # buffers stay empty because the worker itself never uses them.
+    sys.stdin = open(0, "r", closefd=False)  # pylint: disable=consider-using-with
+    sys.stdout = open(1, "w", closefd=False)  # pylint: disable=consider-using-with
+    sys.stderr = open(2, "w", closefd=False)  # pylint: disable=consider-using-with
 
   def run_job(self, job: dict) -> dict:
     tests, limits = job["tests"], job["limits"]
@@ -110,7 +116,7 @@ class Worker:
     start = time.perf_counter()
     pid = self.sandbox.fork()
     if pid == 0:  # the child: never returns
-      self._child(job, nonce, run_dir, limits, (stdin_r, out_w, err_w, chan_w))
+      self._child(job, nonce, limits, (stdin_r, out_w, err_w, chan_w))
     for fd in (stdin_r, out_w, err_w, chan_w):
       os.close(fd)
     cap = limits["max_output_bytes"]
@@ -137,17 +143,14 @@ class Worker:
             "stdout": streams["stdout"].text(), "stderr": streams["stderr"].text()[-4000:],
             "channel": channel, "duration_s": duration}
 
-  def _child(self, job, nonce, run_dir, limits, fds) -> None:
+  def _child(self, job, nonce, limits, fds) -> None:
     try:
       stdin_r, out_w, err_w, chan_w = fds
       os.dup2(stdin_r, 0)
       os.dup2(out_w, 1)
       os.dup2(err_w, 2)
       os.dup2(chan_w, CHANNEL_FD)
-      self.sandbox.enter_child(run_dir, limits, keep_fds=[CHANNEL_FD])
-      sys.stdin = open(0, "r", closefd=False)  # fresh text streams on the new fds
-      sys.stdout = open(1, "w", closefd=False)
-      sys.stderr = open(2, "w", closefd=False)
+      self.sandbox.enter_child(limits, keep_fds=[CHANNEL_FD])
     except BaseException as e:  # pylint: disable=broad-except
       try:
         os.write(2, f"sandbox setup failed: {e!r}\n".encode())
