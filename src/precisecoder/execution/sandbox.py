@@ -179,11 +179,11 @@ class Sandbox:
   runs_dir: str  # holds `run_dir`
   note: str = ""  # why a weaker mode was chosen
   is_init: bool = False  # PID 1 of a private PID namespace that holds every run
+  # The working directory of every run, made afresh for each (`make_run_dir`).
+  run_dir: str = dataclasses.field(init=False)
 
-  @property
-  def run_dir(self) -> str:
-    """The working directory of every run, made afresh for each (`make_run_dir`)."""
-    return os.path.join(self.runs_dir, "run")
+  def __post_init__(self):
+    self.run_dir = os.path.join(self.runs_dir, "run")
 
   @classmethod
   def create(cls, strongest: str = "auto") -> "Sandbox":

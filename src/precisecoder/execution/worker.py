@@ -95,6 +95,7 @@ class Worker:
 
   def run_job(self, job: dict) -> dict:
     tests, limits = job["tests"], job["limits"]
+    harness.warm(job)
     if tests["kind"] == "io":
       runs = []
       for case in tests["cases"]:
