@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import json
 import signal
 from typing import Any, Mapping
@@ -351,7 +352,11 @@ def judge(expected: Expected, runs: list[Mapping[str, Any]], limits: Limits) -> 
   return result(status, detail)
 
 
+@functools.lru_cache(maxsize=64)
 def limits_payload(limits: Limits) -> dict:
-  """The limits as the worker applies them (CPU defaults to ceil(timeout) + 1)."""
+  """The limits as the worker applies them (CPU defaults to ceil(timeout) + 1).
+
+  Cached per distinct Limits (a batch shares a handful); callers must not mutate it.
+  """
   cpu = limits.cpu_s if limits.cpu_s is not None else int(limits.timeout_s + 0.999) + 1
   return dict(dataclasses.asdict(limits), cpu_s=max(1, int(cpu + 0.999)))

@@ -13,11 +13,12 @@ from typing import Any
 
 _HEADER = struct.Struct("<I")
 MAX_MESSAGE_BYTES = 1 << 30
+_encode_json = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps would build one per call
 
 
 def encode(message: Any) -> bytes:
   """One framed message: a 4-byte little-endian length, then compact JSON."""
-  body = json.dumps(message, separators=(",", ":")).encode()
+  body = _encode_json(message).encode()
   if len(body) > MAX_MESSAGE_BYTES:
     raise ValueError(f"message of {len(body)} bytes exceeds the {MAX_MESSAGE_BYTES} byte cap")
   return _HEADER.pack(len(body)) + body

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import hashlib
 import json
 from typing import Any, Mapping
@@ -46,7 +47,7 @@ class Job:
   def key(self) -> str:
     """Content hash of (program, tests, limits): equal keys give equal verdicts."""
     payload = json.dumps(
-        [self.program, self.tests, dataclasses.asdict(self.limits)],
+        [self.program, self.tests, _as_dict(self.limits)],
         sort_keys=True, separators=(",", ":"), default=repr)
     return hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()
 
@@ -62,3 +63,9 @@ class Result:
   @property
   def passed(self) -> bool:
     return self.status is Status.PASS
+
+
+@functools.lru_cache(maxsize=64)
+def _as_dict(limits: Limits) -> dict[str, Any]:
+  """dataclasses.asdict, once per distinct Limits: a batch shares a handful (callers must not mutate)."""
+  return dataclasses.asdict(limits)
