@@ -1,5 +1,8 @@
 """Line diff, blocks and alignment passes (PDB's evaluator semantics)."""
 
+import difflib
+import random
+
 from hypothesis import given, settings, strategies as st
 
 from precisecoder import edits
@@ -97,3 +100,33 @@ def test_apply_of_line_diff_reproduces_the_target(before, after):
   before, after = "\n".join(before), "\n".join(after)
   got = edits.apply_diff(before, edits.line_diff(before, after))
   assert [l for l in got.splitlines() if l.strip()] == [l for l in after.splitlines() if l.strip()]
+
+
+# Lines that are near each other (ndiff pairs them) and repeat (replace blocks hold identical lines).
+similar_lines = st.lists(st.sampled_from(["a = 1", "a = 2", "b = 2", "  a = 1", "", "return a",
+                                          "return b", "x += 1", "x -= 1"]), max_size=14)
+
+
+@settings(max_examples=400, deadline=None)
+@given(similar_lines, similar_lines)
+def test_fast_changes_match_ndiff(old, new):
+  # The fast path must mark exactly the lines ndiff marks; force both paths on every example.
+  assert edits._ndiff_changes(old, new) == edits._ndiff_changes_slow(old, new)  # pylint: disable=protected-access
+
+
+def test_changes_on_long_programs_with_junk_lines_match_ndiff():
+  # From 200 lines on, difflib treats popular lines ("pass") as junk, so a replace block can
+  # hold a line identical on both sides: the case the fast path hands to ndiff itself.
+  rng = random.Random(0)
+  slow_path = 0
+  for _ in range(60):
+    old = [f"v{i} = {i}" if rng.random() < 0.7 else "pass" for i in range(260)]
+    new = list(old)
+    for _ in range(8):
+      j = rng.randrange(len(new))
+      new[j] = rng.choice(["pass", new[j] + " + 1", "y = 2"])
+    opcodes = difflib.SequenceMatcher(None, old, new).get_opcodes()
+    slow_path += any(tag == "replace" and not set(old[i1:i2]).isdisjoint(new[j1:j2])
+                     for tag, i1, i2, j1, j2 in opcodes)
+    assert edits._ndiff_changes(old, new) == edits._ndiff_changes_slow(old, new)  # pylint: disable=protected-access
+  assert slow_path > 0

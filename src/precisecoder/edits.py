@@ -47,21 +47,7 @@ def line_diff(before: str, after: str) -> Diff:
   """
   old = [line.rstrip() for line in before.splitlines()]
   new = [line.rstrip() for line in after.splitlines()]
-  deleted: list[tuple[int, str]] = []  # (line number in `before`, text)
-  added: list[tuple[int, str]] = []  # (line number in `after`, text)
-  old_no = new_no = 0
-  for entry in difflib.ndiff(old, new):
-    tag, text = entry[0], entry[2:]
-    if tag == " ":
-      old_no += 1
-      new_no += 1
-    elif tag == "-":
-      old_no += 1
-      deleted.append((old_no, text))
-    elif tag == "+":
-      new_no += 1
-      added.append((new_no, text))
-
+  deleted, added = _ndiff_changes(old, new)
   diff: Diff = {}
   d = a = 0
   while d < len(deleted) or a < len(added):
@@ -85,6 +71,45 @@ def line_diff(before: str, after: str) -> Diff:
   kept = [(k, e) for k, e in diff.items() if not _is_blank_only(e)]
   kept.sort(key=lambda item: (int(item[0]), item[1]["type"]))  # stable: "N" before "N "
   return dict(kept)
+
+
+def _ndiff_changes(old: list[str], new: list[str]) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+  """The lines `difflib.ndiff(old, new)` marks "-" and "+", as (1-based line number, text).
+
+  ndiff refines each "replace" block of its line matcher with a similarity
+  search that costs most of its time; that search can only turn lines into
+  " " (unchanged) where the block holds a line identical on both sides. Every
+  other block's lines are all "-" and "+", whatever it would pair up, so only
+  a diff with such a block pays for ndiff itself.
+  """
+  opcodes = difflib.SequenceMatcher(None, old, new).get_opcodes()
+  if any(tag == "replace" and not set(old[i1:i2]).isdisjoint(new[j1:j2])
+         for tag, i1, i2, j1, j2 in opcodes):
+    return _ndiff_changes_slow(old, new)
+  deleted = [(i + 1, old[i]) for tag, i1, i2, _, _ in opcodes if tag in ("replace", "delete")
+             for i in range(i1, i2)]
+  added = [(j + 1, new[j]) for tag, _, _, j1, j2 in opcodes if tag in ("replace", "insert")
+           for j in range(j1, j2)]
+  return deleted, added
+
+
+def _ndiff_changes_slow(old: list[str], new: list[str]) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+  """`_ndiff_changes` by running ndiff itself."""
+  deleted: list[tuple[int, str]] = []
+  added: list[tuple[int, str]] = []
+  old_no = new_no = 0
+  for entry in difflib.ndiff(old, new):
+    tag, text = entry[0], entry[2:]
+    if tag == " ":
+      old_no += 1
+      new_no += 1
+    elif tag == "-":
+      old_no += 1
+      deleted.append((old_no, text))
+    elif tag == "+":
+      new_no += 1
+      added.append((new_no, text))
+  return deleted, added
 
 
 def apply_diff(code: str, diff: Mapping[str, Edit]) -> str:

@@ -338,11 +338,20 @@ def _load_module(name: str, source: str) -> types.ModuleType:
 
 
 def _describe(error: BaseException) -> str:
+  """One line: the error and the innermost line of the program or tests it came from.
+
+  Walks the traceback itself: the traceback module would format every frame
+  and look each source line up, a real cost on a run that fails.
+  """
   if _isinstance(error, SystemExit):
     return f"SystemExit({error.code!r}) before the tests finished"
-  frames = traceback.extract_tb(error.__traceback__)
-  where = next((f"{f.filename}:{f.lineno}" for f in reversed(frames)
-                if f.filename in (PROGRAM_FILENAME, TESTS_FILENAME)), "")
+  where = ""
+  tb = error.__traceback__
+  while tb is not None:
+    filename = tb.tb_frame.f_code.co_filename
+    if filename in (PROGRAM_FILENAME, TESTS_FILENAME):
+      where = f"{filename}:{tb.tb_lineno}"
+    tb = tb.tb_next
   text = f"{_type(error).__name__}: {error}"[:500]
   return f"{text} ({where})" if where else text
 
