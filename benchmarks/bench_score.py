@@ -3,19 +3,25 @@
 Builds single-line-bug tasks from HumanEval canonical solutions (one-line
 mutations made here, or `precisecoder.data.humaneval` with --source data),
 makes GRPO-like groups of 6 predictions per task (exact fix twice, fix plus an
-adjacent edit, fix plus a far edit, no-op, wrong fix), and scores the same
-batch two ways, side by side:
+adjacent harmless edit, fix plus a far one, no-op, a harmless edit beside the
+unfixed bug), and scores the same batch two ways, side by side:
 
   score  RewardScorer + ExecutionPool: forked warm workers, every unique program
-         run once, exact matches / reference fixes / no-ops never run;
+         run once (programs that compile to the same code are one program),
+         exact matches / reference fixes / no-ops never run;
   naive  the same metric pair by pair, one fresh interpreter per test run, no
-         cache across pairs and no shortcuts; with --workers runs in flight
-         (as many as the pool has) and with one.
+         cache across pairs and no shortcuts (programs are told apart by text);
+         with --workers runs in flight (as many as the pool has) and with one.
 
 Prints completions/s, program executions per completion, the speed-up of
 `score` over each, and how many pairs' scores differ (must be 0).
 
+The harmless edits are inserted statements (`_unused = None`) by default; with
+--harmless comment they are trailing comments, which compile to the code they
+decorate, so `score` runs next to nothing and the ratio measures that alone.
+
   python benchmarks/bench_score.py [--tasks 64] [--workers 2] [--source mutate|data]
+                                   [--harmless statement|comment]
 """
 
 from __future__ import annotations
@@ -91,6 +97,7 @@ def build_tasks(pool: ExecutionPool, n: int, source: str) -> list[tasks_lib.Task
 
 
 def _comment(program: str, line: int) -> str:
+  """`program` with a trailing comment on `line` (0-based)."""
   lines = program.splitlines()
   if lines[line].rstrip().endswith("\\"):
     return program
@@ -98,14 +105,33 @@ def _comment(program: str, line: int) -> str:
   return "\n".join(lines) + "\n"
 
 
-def make_predictions(task: tasks_lib.Task) -> list[str]:
+def _statement(program: str, line: int) -> str:
+  """`program` with a statement the tests cannot see inserted at `line` (0-based), or at the
+  first line after it where one compiles."""
+  lines = program.splitlines()
+  for i in range(line, len(lines)):
+    indent = lines[i][:len(lines[i]) - len(lines[i].lstrip())]
+    edited = "\n".join(lines[:i] + [indent + "_unused = None"] + lines[i:]) + "\n"
+    try:
+      compile(edited, "<edited>", "exec", dont_inherit=True)
+      return edited
+    except SyntaxError:
+      continue
+  return program
+
+
+HARMLESS = {"statement": _statement, "comment": _comment}
+
+
+def make_predictions(task: tasks_lib.Task, harmless: str) -> list[str]:
   """A GRPO-like group of 6 predictions for one task."""
+  edit = HARMLESS[harmless]
   bug_line = int(next(iter(task.gt_diff))) - 1
   fixed = task.gt_solution
   n = len(fixed.splitlines())
   nxt = next((i for i in range(bug_line + 1, n) if fixed.splitlines()[i].strip()), bug_line)
-  return [fixed, fixed, _comment(fixed, nxt), _comment(fixed, 0), task.buggy_code,
-          _comment(task.buggy_code, bug_line)]
+  return [fixed, fixed, edit(fixed, nxt), edit(fixed, 0), task.buggy_code,
+          edit(task.buggy_code, bug_line)]
 
 
 class NaivePool:
@@ -154,7 +180,7 @@ def naive_score(batch_tasks, programs, parallel: int):
   pool = NaivePool(parallel)
   out = []
   for task, program in zip(batch_tasks, programs):
-    scorer = rewards.RewardScorer(pool, trust_references=False)
+    scorer = rewards.RewardScorer(pool, trust_references=False, same_code_same_verdict=False)
     out.extend(scorer.evaluate([task], [program]))
   return out, pool.executed
 
@@ -163,6 +189,10 @@ def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--tasks", type=int, default=64)
   parser.add_argument("--workers", type=int, default=2)
+  parser.add_argument("--harmless", choices=tuple(HARMLESS), default="statement",
+                      help="what the over-edits add: a statement the tests cannot see, or a "
+                           "trailing comment (which compiles to the same code as the line without "
+                           "it, so `score` never runs it)")
   parser.add_argument("--source", choices=("mutate", "data"), default="mutate",
                       help="mutate: one-line mutations of HumanEval canonical solutions built here "
                            "(seconds); data: precisecoder.data.humaneval single-bug tasks (minutes)")
@@ -172,7 +202,7 @@ def main() -> None:
     task_list = build_tasks(pool, args.tasks, args.source)
     batch_tasks, programs = [], []
     for task in task_list:
-      for program in make_predictions(task):
+      for program in make_predictions(task, args.harmless):
         batch_tasks.append(task)
         programs.append(program)
     n = len(programs)

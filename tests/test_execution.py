@@ -63,6 +63,14 @@ def test_solution_method_entry_point(pool):
   assert pool.run([Job(program, tests, FAST)])[0].passed
 
 
+def test_programs_compile_as_written_without_the_harness_future_flags(pool):
+  # The harness module uses `from __future__ import annotations`; a program must not inherit
+  # it: its annotations are evaluated, so an undefined name in one fails the run.
+  program = "def add(a: int, b: Undefined):\n  return a + b\n"
+  result = pool.run([Job(program, CALL, FAST)])[0]
+  assert result.status is Status.FAIL and "NameError" in result.detail, result
+
+
 def test_call_compares_after_a_json_round_trip(pool):
   program = "def pair(x):\n  return (x, {1: x})\n"
   tests = {"kind": "call", "entry_point": "pair", "cases": [{"args": [2], "expected": [2, {"1": 2}]}]}

@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from precisecoder import prompts, rewards, tasks
+from precisecoder import edits, prompts, rewards, tasks
 from precisecoder.execution.types import Result, Status
 
 
@@ -244,6 +244,24 @@ def test_programs_run_once_per_batch_and_across_calls():
   scorer.score([ONE_BUG], [over])
   assert len(pool.ran) == first  # every verdict is cached
   assert scorer.stats()["programs_executed"] == first
+
+
+def test_programs_that_compile_alike_share_one_verdict():
+  pool = InProcessPool()
+  scorer = rewards.RewardScorer(pool)
+  over = replace(FIXED, "c = b - 3", "c = (b - 3)")
+  commented = replace(over, "c = (b - 3)", "c = (b - 3)  # tidy")
+  noted_fix = replace(FIXED, "b = a * 2", "b = a * 2  # fixed")
+  first, second, third = scorer.evaluate([ONE_BUG] * 3, [over, commented, noted_fix])
+  # `over` runs itself and the ess candidate with line 4 alone; the others compile to code
+  # already judged (or to the vouched-for reference fix) and run nothing.
+  assert pool.ran == [edits.rstrip_lines(over), edits.rstrip_lines(replace(ONE_BUG.buggy_code, "c = b - 3", "c = (b - 3)"))]
+  assert (second.unit, second.precision, second.recall) == (first.unit, first.precision, first.recall)
+  check(third, 1, 1, 1, 1, [1])
+  # A pool whose verdicts read source text gets every distinct text.
+  pool = InProcessPool()
+  rewards.RewardScorer(pool, same_code_same_verdict=False).evaluate([ONE_BUG] * 2, [over, commented])
+  assert len(pool.ran) == 4
 
 
 def test_syntax_error_and_missing_programs():

@@ -17,7 +17,11 @@ def _normal(program):
 
 
 class OraclePool:
-  """The recording's oracle: pass iff the program is the reference up to harmless noise."""
+  """The recording's oracle: pass iff the program is the reference up to harmless noise.
+
+  It reads source text (a second "# harmless" on a line fails), so scorers under it
+  must not merge programs that compile alike: same_code_same_verdict=False.
+  """
 
   def __init__(self, task):
     self.want = _normal(task.gt_solution)
@@ -30,7 +34,8 @@ class OraclePool:
 @pytest.mark.parametrize("case", DATA["cases"], ids=lambda c: f"{c['task_id']}-{c['kind']}-e{c['epsilon']}")
 def test_matches_released_evaluator(case):
   task = TASKS[case["task_id"]]
-  scorer = rewards.RewardScorer(OraclePool(task), epsilon=case["epsilon"], pdb_compat=True)
+  scorer = rewards.RewardScorer(OraclePool(task), epsilon=case["epsilon"], pdb_compat=True,
+                                same_code_same_verdict=False)
   (s,) = scorer.evaluate([task], [case["program"]])
   assert [s.unit, s.precision, s.recall, s.f1] == pytest.approx(case["pdb"], abs=1e-12)
 
@@ -40,8 +45,8 @@ def test_paper_mode_differs_only_by_the_ess_quirk():
   differ = 0
   for case in DATA["cases"]:
     task = TASKS[case["task_id"]]
-    (paper,) = rewards.RewardScorer(OraclePool(task), epsilon=case["epsilon"]).evaluate(
-        [task], [case["program"]])
+    (paper,) = rewards.RewardScorer(OraclePool(task), epsilon=case["epsilon"],
+                                    same_code_same_verdict=False).evaluate([task], [case["program"]])
     assert (paper.unit, paper.recall) == (case["pdb"][0], case["pdb"][2])
     assert paper.precision >= case["pdb"][1] - 1e-12
     differ += paper.precision > case["pdb"][1] + 1e-12

@@ -11,20 +11,26 @@ For each (task, program) pair (PAPER.md "The method"):
   F1, r_λ = (1 − λ)·unit + λ·F1, and the baselines' terms.
 
 Every program of a batch (full programs, counterfactuals, ess candidates) is
-run once: jobs are deduplicated by `Job.key()` across the batch and across
-calls, exact block matches and programs the task already vouches for are not
-run, and programs that do not compile are failed without a run.
+run once: runs are deduplicated across the batch and across calls by a hash of
+(compiled program, tests, limits) -- sources that compile to the same code,
+such as ones that differ only in trailing comments, are one program
+(`execution.programs.identity`); exact block matches and programs the task
+already vouches for are not run, and programs that do not compile are failed
+without a run.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import hashlib
+import json
 from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 
 from precisecoder import edits
+from precisecoder.execution import programs
 from precisecoder.execution.types import Job, Limits, Result, Status
 from precisecoder.tasks import Task
 
@@ -112,26 +118,26 @@ class _Batch:
     self._compile_errors: dict[str, str] = {}
 
   def job(self, program: str, task: Task) -> str:
-    """Registers `program` under `task`'s tests; returns its key.
+    """Registers `program` under `task`'s tests; returns its verdict key.
 
     Programs run right-stripped, as PDB runs them, so a counterfactual that
     rebuilds the prediction itself shares its run.
     """
     program = edits.rstrip_lines(program)
-    job = Job(program=program, tests=task.tests, limits=self._scorer.limits_for(task))
-    key = job.key()
+    limits = self._scorer.limits_for(task)
+    problem = programs.identity(program)[1]
+    key = _verdict_key(self._scorer.run_identity(program), task.tests, limits)
     verdicts = self._scorer.verdicts
     verdicts.requested += 1
     if verdicts.get(key) is None and key not in self._jobs:
-      known = self._scorer.known_verdict(program, task)
-      problem = None if known is not None else _compile_error(program)
+      known = None if problem else self._scorer.known_verdict(program, task)
       if known is not None or problem is not None:
         verdicts.put(key, bool(known))
         verdicts.skipped += 1
         if problem is not None:
           self._compile_errors[key] = problem
       else:
-        self._jobs[key] = job
+        self._jobs[key] = Job(program=program, tests=task.tests, limits=limits)
     return key
 
   def compile_error(self, key: str) -> str | None:
@@ -161,15 +167,11 @@ class _Batch:
     return self._infra.get(key)
 
 
-def _compile_error(program: str) -> str | None:
-  """Why `program` cannot run (it does not compile), or None."""
-  try:
-    compile(program, "<program>", "exec", dont_inherit=True)
-  except SyntaxError as e:
-    return f"syntax error at line {e.lineno}: {e.msg}"
-  except (ValueError, RecursionError, MemoryError, OverflowError) as e:
-    return f"cannot compile: {type(e).__name__}: {e}"
-  return None
+def _verdict_key(program: str, tests: Mapping[str, Any], limits: Limits) -> str:
+  """Hash of (program's run identity, tests, limits): equal keys, equal verdicts."""
+  payload = json.dumps([program, tests, dataclasses.asdict(limits)], sort_keys=True,
+                       separators=(",", ":"), default=repr)
+  return hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()
 
 
 def _harmonic(a: float, b: float) -> float:
@@ -186,16 +188,21 @@ class RewardScorer:
     pdb_compat: reproduce the released PDB evaluator: its ess runs keep the
       matched reference block in the test program, and F1 uses ungated recall.
     lam: λ of r_λ = (1 − λ)·unit + λ·F1.
-    trust_references: take a program identical (in diff terms) to the task's
-      reference fix as passing and an unchanged buggy program as failing,
-      without running them (PDB keeps only tasks where both hold).
+    trust_references: take the task's reference fix as passing and its buggy
+      program as failing without running them (PDB keeps only tasks where
+      both hold); with `same_code_same_verdict`, so are programs that compile
+      to the same code as either.
+    same_code_same_verdict: programs that compile to the same code share one
+      verdict (`execution.programs`): true of any pool that runs them. Set it
+      False for a pool whose verdicts read the source text.
     deadline_s: per-round deadline passed to `pool.run`.
     cache_size: verdicts remembered across calls.
   """
 
   def __init__(self, pool: Pool, epsilon: int | None = None, pdb_compat: bool = False,
                lam: float = 1 / 3, *, trust_references: bool = True,
-               deadline_s: float | None = None, cache_size: int = 200_000):
+               same_code_same_verdict: bool = True, deadline_s: float | None = None,
+               cache_size: int = 200_000):
     if epsilon is not None and epsilon < 0:
       raise ValueError(f"epsilon must be >= 0, got {epsilon}")
     if not 0 <= lam <= 1:
@@ -205,20 +212,29 @@ class RewardScorer:
     self.pdb_compat = pdb_compat
     self.lam = lam
     self.trust_references = trust_references
+    self.same_code_same_verdict = same_code_same_verdict
     self.deadline_s = deadline_s
     self.verdicts = _Verdicts(cache_size)
 
   def limits_for(self, task: Task) -> Limits:
     return Limits(timeout_s=float(task.timeout_s))
 
+  def run_identity(self, program: str) -> str:
+    """What decides `program`'s verdict: its compiled code, or with
+    `same_code_same_verdict=False` (or if it does not compile) its text."""
+    if self.same_code_same_verdict:
+      return programs.identity(program)[0] or program
+    return program
+
   def known_verdict(self, program: str, task: Task) -> bool | None:
     """The verdict a task vouches for (`trust_references`): its reference fix passes,
     its buggy program fails. `program` is right-stripped."""
     if not self.trust_references:
       return None
-    if program == edits.rstrip_lines(task.gt_solution):
+    identity = self.run_identity(program)
+    if identity == self.run_identity(edits.rstrip_lines(task.gt_solution)):
       return True
-    if task.is_buggy and program == edits.rstrip_lines(task.buggy_code):
+    if task.is_buggy and identity == self.run_identity(edits.rstrip_lines(task.buggy_code)):
       return False
     return None
 
@@ -324,8 +340,8 @@ class RewardScorer:
     key = batch.job(s.program, s.task)
     if batch.compile_error(key) is not None:
       s.error = batch.compile_error(key)
-    elif self.verdicts.get(key) is False and _compile_error(s.program) is not None:
-      s.error = _compile_error(s.program)  # failed to compile in an earlier batch
+    elif self.verdicts.get(key) is False:
+      s.error = programs.identity(edits.rstrip_lines(s.program))[1]  # no compile, earlier batch
     return key
 
   def _counterfactual(self, task: Task, excluded: Iterable[edits.Block], pred: edits.Block) -> str:

@@ -28,6 +28,8 @@ import traceback
 import types
 import unittest
 
+from precisecoder.execution.programs import PROGRAM_FILENAME, compile_program
+
 _write = os.write
 _encode = json.JSONEncoder(separators=(",", ":")).encode  # made once, before any fork
 _exit = os._exit
@@ -37,7 +39,6 @@ _getattr = getattr
 _sorted = sorted
 _plain_scalars = (_type(None), bool, int, float, str)
 _MAX_DEPTH = 64
-PROGRAM_FILENAME = "<program>"
 TESTS_FILENAME = "<tests>"
 EXIT_UNCAUGHT = 1
 
@@ -318,9 +319,9 @@ def compiled_tests(code: str) -> types.CodeType:
 
   The worker calls this before it forks (`warm`), so a child finds the code
   object in its inherited cache: RL scores many programs against one spec.
-  Programs are never compiled outside the sandbox.
+  Programs, untrusted, are compiled in the child (`_load_module`).
   """
-  return compile(code, TESTS_FILENAME, "exec")
+  return compile(code, TESTS_FILENAME, "exec", dont_inherit=True, optimize=0)
 
 
 def warm(job: dict) -> None:
@@ -333,7 +334,7 @@ def _load_module(name: str, source: str) -> types.ModuleType:
   module = types.ModuleType(name)
   module.__builtins__ = builtins
   sys.modules[name] = module
-  exec(compile(source, PROGRAM_FILENAME, "exec"), module.__dict__)  # pylint: disable=exec-used
+  exec(compile_program(source), module.__dict__)  # pylint: disable=exec-used
   return module
 
 

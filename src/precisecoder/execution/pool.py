@@ -46,6 +46,7 @@ class _Prepared:
   expected: judge_lib.Expected
   limits: Limits
   budget_s: float  # the longest the worker may legitimately need for it
+  spec: str  # key of its test spec: jobs under one spec take about as long
   attempts: int = 0
 
 
@@ -149,6 +150,7 @@ class ExecutionPool:
     self._latencies: collections.deque[float] = collections.deque(maxlen=_LATENCY_WINDOW)
     self._mode = ""
     self._splits: collections.OrderedDict[str, tuple] = collections.OrderedDict()
+    self._spec_seconds: collections.OrderedDict[str, float] = collections.OrderedDict()
     _live_pools.add(self)
     _install_sigterm_handler()
 
@@ -224,7 +226,7 @@ class ExecutionPool:
         continue
       slots_of_key[key] = positions = [position]
       try:
-        child_tests, expected = self._split(job.tests)
+        spec, child_tests, expected = self._split(job.tests)
         if not isinstance(job.program, str):
           raise judge_lib.InvalidTests(f"program must be a str, not {type(job.program).__name__}")
       except judge_lib.InvalidTests as e:
@@ -235,11 +237,12 @@ class ExecutionPool:
       prepared.append(_Prepared(
           {"id": len(prepared), "program": job.program, "tests": child_tests,
            "limits": judge_lib.limits_payload(job.limits)},
-          expected, job.limits, budget_s=job.limits.timeout_s * max(cases, 1) + 1.0))
+          expected, job.limits, budget_s=job.limits.timeout_s * max(cases, 1) + 1.0, spec=spec))
       owners.append(positions)
     self._counts["jobs"] += len(jobs)
 
     outcomes = self._execute(prepared, batch_deadline)
+    self._remember_durations(prepared, outcomes)
     for unique, result in enumerate(outcomes):
       for position in owners[unique]:
         results[position] = result
@@ -247,24 +250,38 @@ class ExecutionPool:
       self._counts[result.status.value] += 1
     return [result for result in results]  # every slot is filled
 
-  def _split(self, tests) -> tuple[dict, judge_lib.Expected]:
-    """judge.split, memoised by content: parsing and rewriting test code is the pool's main cost."""
+  def _split(self, tests) -> tuple[str, dict, judge_lib.Expected]:
+    """(spec key, judge.split(tests)), memoised by content: parsing and rewriting test code
+    is the pool's main cost."""
     try:
       key = json.dumps(tests, sort_keys=True, separators=(",", ":"))
     except (TypeError, ValueError):
-      return judge_lib.split(tests)  # not JSON data: split() says what is wrong
+      return "", *judge_lib.split(tests)  # not JSON data: split() says what is wrong
     if key in self._splits:
       self._splits.move_to_end(key)
-      return self._splits[key]
+      return key, *self._splits[key]
     value = self._splits[key] = judge_lib.split(tests)
     if len(self._splits) > _SPLIT_CACHE_SIZE:
       self._splits.popitem(last=False)
-    return value
+    return key, *value
+
+  def _remember_durations(self, prepared: list[_Prepared], outcomes: list[Result]) -> None:
+    for item, result in zip(prepared, outcomes):
+      self._spec_seconds[item.spec] = result.duration_s
+      self._spec_seconds.move_to_end(item.spec)
+    while len(self._spec_seconds) > _SPLIT_CACHE_SIZE:
+      self._spec_seconds.popitem(last=False)
+
+  def _longest_first(self, prepared: list[_Prepared]) -> list[int]:
+    """Job indices, those expected to run longest first (what their spec took last time;
+    unseen specs first of all), so that no long job starts last and keeps a round waiting."""
+    seen = self._spec_seconds
+    return sorted(range(len(prepared)), key=lambda i: -seen.get(prepared[i].spec, math.inf))
 
   def _execute(self, prepared: list[_Prepared], batch_deadline: float) -> list[Result]:
     """Feeds chunks to workers and judges replies as they arrive."""
     outcomes: list[Result | None] = [None] * len(prepared)
-    queue = collections.deque(range(len(prepared)))
+    queue = collections.deque(self._longest_first(prepared))
     remaining = len(prepared)
     while remaining:
       now = time.monotonic()
