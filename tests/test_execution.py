@@ -147,6 +147,22 @@ def test_a_dead_worker_is_replaced_and_its_job_rerun_once():
     assert result.status is Status.INFRA_ERROR and "twice" in result.detail
 
 
+def _cpus_of(pid):
+  return os.sched_getaffinity(pid)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_workers_are_pinned_to_cpus_of_their_own_unless_told_not_to():
+  with ExecutionPool(workers=2) as pool:
+    assert pool.run([Job(ADD, CALL, FAST)])[0].passed
+    masks = [_cpus_of(w.process.pid) for w in pool._workers]  # pylint: disable=protected-access
+    assert all(len(m) == 1 for m in masks) and masks[0] != masks[1]
+  with ExecutionPool(workers=2, pin_workers=False) as pool:
+    assert pool.run([Job(ADD, CALL, FAST)])[0].passed
+    assert all(_cpus_of(w.process.pid) == os.sched_getaffinity(0)
+               for w in pool._workers)  # pylint: disable=protected-access
+
+
 def test_stats_and_idempotent_close():
   pool = ExecutionPool(workers=1)
   pool.run([Job(ADD, CALL, FAST), Job(WRONG_ADD, CALL, FAST)])

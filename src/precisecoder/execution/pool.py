@@ -53,12 +53,13 @@ class _Prepared:
 class _Worker:
   """One worker process and the job ids it holds, in the order it will answer them."""
 
-  def __init__(self, slot: int, sandbox: str):
+  def __init__(self, slot: int, sandbox: str, cpu: int | None):
     self.slot = slot
+    self.cpu = cpu
     src_root = os.path.dirname(os.path.dirname(os.path.abspath(precisecoder.__file__)))
     self.process = subprocess.Popen(
         [sys.executable, "-E", "-s", "-m", "precisecoder.execution.worker", str(slot),
-         sandbox],
+         sandbox, str(-1 if cpu is None else cpu)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=src_root, env=_WORKER_ENV,
         close_fds=True)
     self.inbox = self.process.stdin.fileno()  # we write
@@ -134,14 +135,25 @@ class ExecutionPool:
     workers: worker processes (default: the CPUs this process may use).
     sandbox: "auto" (the strongest containment the host allows) or a cap at a
       weaker mode, "userns" or "plain" (see `sandbox.py`; for tests).
+    pin_workers: give each worker (and its runs) a CPU of its own. None: when
+      there are no more workers than CPUs. Pools share the CPUs from an
+      offset that depends on the process, so that single-worker pools of
+      several processes do not all land on the first CPU.
   """
 
-  def __init__(self, workers: int | None = None, *, sandbox: str = "auto"):
-    self.num_workers = workers if workers is not None else len(os.sched_getaffinity(0))
+  def __init__(self, workers: int | None = None, *, sandbox: str = "auto",
+               pin_workers: bool | None = None):
+    cpus = sorted(os.sched_getaffinity(0))
+    self.num_workers = workers if workers is not None else len(cpus)
     if self.num_workers < 1:
       raise ValueError(f"workers must be at least 1, not {self.num_workers}")
     if sandbox not in sandbox_lib.MODES:
       raise ValueError(f"sandbox must be one of {sandbox_lib.MODES}, not {sandbox!r}")
+    if pin_workers is None:
+      pin_workers = self.num_workers <= len(cpus)
+    offset = os.getpid() % len(cpus)
+    self._cpus = [cpus[(offset + slot) % len(cpus)] if pin_workers else None
+                  for slot in range(self.num_workers)]
     self._sandbox = sandbox
     self._workers: list[_Worker] = []
     self._lock = threading.Lock()
@@ -169,7 +181,7 @@ class ExecutionPool:
       return
     missing = [slot for slot in range(self.num_workers)
                if slot not in {w.slot for w in self._workers}]
-    started = [_Worker(slot, self._sandbox) for slot in missing]
+    started = [_Worker(slot, self._sandbox, self._cpus[slot]) for slot in missing]
     deadline = time.monotonic() + _STARTUP_TIMEOUT_S
     for worker in started:
       worker.await_hello(deadline)
@@ -188,7 +200,7 @@ class ExecutionPool:
   def _replace(self, worker: _Worker) -> _Worker:
     worker.kill()
     self._counts["worker_restarts"] += 1
-    fresh = _Worker(worker.slot, self._sandbox)
+    fresh = _Worker(worker.slot, self._sandbox, worker.cpu)
     fresh.await_hello(time.monotonic() + _STARTUP_TIMEOUT_S)
     self._workers[self._workers.index(worker)] = fresh
     return fresh
