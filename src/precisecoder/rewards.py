@@ -359,8 +359,12 @@ class RewardScorer:
         # The released evaluator keeps every reference block in its ess program (its
         # exclusion list is a dict, not the ids); the paper excludes the matched ones.
         excluded = () if self.pdb_compat else m.match.refs
-        keys = [batch.job(self._counterfactual(s.task, excluded, edits.sub_block(m.match.pred, i, size)),
-                          s.task) for i in range(len(m.match.pred) - size + 1)]
+        keys = []
+        for i in range(len(m.match.pred) - size + 1):
+          keys.append(batch.job(self._counterfactual(s.task, excluded,
+                                                     edits.sub_block(m.match.pred, i, size)), s.task))
+          if self.verdicts.get(keys[-1]):  # already known to fix it: size found, run no sibling
+            break
         round_keys.append(keys)
       batch.run()
       still = []
