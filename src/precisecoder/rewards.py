@@ -116,6 +116,7 @@ class _Batch:
     self._jobs: dict[str, Job] = {}
     self._infra: dict[str, str] = {}
     self._compile_errors: dict[str, str] = {}
+    self._specs: dict[int, str] = {}  # id(task) -> its (tests, limits) as JSON; tasks outlive us
 
   def job(self, program: str, task: Task) -> str:
     """Registers `program` under `task`'s tests; returns its verdict key.
@@ -126,7 +127,10 @@ class _Batch:
     program = edits.rstrip_lines(program)
     limits = self._scorer.limits_for(task)
     problem = programs.identity(program)[1]
-    key = _verdict_key(self._scorer.run_identity(program), task.tests, limits)
+    spec = self._specs.get(id(task))
+    if spec is None:
+      spec = self._specs[id(task)] = _spec_json(task.tests, limits)
+    key = _verdict_key(self._scorer.run_identity(program), spec)
     verdicts = self._scorer.verdicts
     verdicts.requested += 1
     if verdicts.get(key) is None and key not in self._jobs:
@@ -167,10 +171,14 @@ class _Batch:
     return self._infra.get(key)
 
 
-def _verdict_key(program: str, tests: Mapping[str, Any], limits: Limits) -> str:
-  """Hash of (program's run identity, tests, limits): equal keys, equal verdicts."""
-  payload = json.dumps([program, tests, dataclasses.asdict(limits)], sort_keys=True,
-                       separators=(",", ":"), default=repr)
+def _spec_json(tests: Mapping[str, Any], limits: Limits) -> str:
+  return json.dumps([tests, dataclasses.asdict(limits)], sort_keys=True, separators=(",", ":"),
+                    default=repr)
+
+
+def _verdict_key(program: str, spec_json: str) -> str:
+  """Hash of (program's run identity, tests and limits): equal keys, equal verdicts."""
+  payload = json.dumps(program) + spec_json
   return hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()
 
 
@@ -222,9 +230,8 @@ class RewardScorer:
   def run_identity(self, program: str) -> str:
     """What decides `program`'s verdict: its compiled code, or with
     `same_code_same_verdict=False` (or if it does not compile) its text."""
-    if self.same_code_same_verdict:
-      return programs.identity(program)[0] or program
-    return program
+    digest = programs.identity(program)[0] if self.same_code_same_verdict else None
+    return f"code:{digest}" if digest is not None else f"text:{program}"
 
   def known_verdict(self, program: str, task: Task) -> bool | None:
     """The verdict a task vouches for (`trust_references`): its reference fix passes,
