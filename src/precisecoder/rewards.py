@@ -30,7 +30,7 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence
 import numpy as np
 
 from precisecoder import edits
-from precisecoder.execution import programs
+from precisecoder.execution.programs import identity as compiled_identity
 from precisecoder.execution.types import Job, Limits, Result, Status
 from precisecoder.tasks import Task
 
@@ -126,7 +126,7 @@ class _Batch:
     """
     program = edits.rstrip_lines(program)
     limits = self._scorer.limits_for(task)
-    problem = programs.identity(program)[1]
+    problem = compiled_identity(program)[1]
     spec = self._specs.get(id(task))
     if spec is None:
       spec = self._specs[id(task)] = _spec_json(task.tests, limits)
@@ -230,7 +230,7 @@ class RewardScorer:
   def run_identity(self, program: str) -> str:
     """What decides `program`'s verdict: its compiled code, or with
     `same_code_same_verdict=False` (or if it does not compile) its text."""
-    digest = programs.identity(program)[0] if self.same_code_same_verdict else None
+    digest = compiled_identity(program)[0] if self.same_code_same_verdict else None
     return f"code:{digest}" if digest is not None else f"text:{program}"
 
   def known_verdict(self, program: str, task: Task) -> bool | None:
@@ -270,7 +270,8 @@ class RewardScorer:
     """Every term of every pair; `errors[i]` marks a pair as unscorable up front."""
     if len(tasks) != len(programs):
       raise ValueError(f"{len(tasks)} tasks but {len(programs)} programs")
-    scores = [self._diff(t, p, errors[i] if errors else None) for i, (t, p) in
+    diffs: dict[tuple[int, str], tuple] = {}  # RL groups repeat completions: diff each once
+    scores = [self._diff(t, p, errors[i] if errors else None, diffs) for i, (t, p) in
               enumerate(zip(tasks, programs))]
     batch = _Batch(self)
 
@@ -301,7 +302,8 @@ class RewardScorer:
   # Steps
   # -------------------------------------------------------------------------
 
-  def _diff(self, task: Task, program: str | None, error: str | None) -> SampleScore:
+  def _diff(self, task: Task, program: str | None, error: str | None,
+            seen: dict[tuple[int, str], tuple]) -> SampleScore:
     s = SampleScore(task=task, program=program, error=error)
     s.fixed = [0] * len(edits.parse_blocks(task.gt_diff))
     if program is None or error is not None:
@@ -311,9 +313,12 @@ class RewardScorer:
       s.error = "empty program" if isinstance(program, str) else f"not a string: {type(program).__name__}"
       return s
     try:
-      pred_diff = edits.line_diff(task.buggy_code, program)
-      cost = edits.line_levenshtein(task.buggy_code, program)
-      alignment = edits.align(task.buggy_code, pred_diff, task.gt_diff) if task.is_buggy else None
+      key = (id(task), program)
+      if key not in seen:
+        pred_diff = edits.line_diff(task.buggy_code, program)
+        seen[key] = (pred_diff, edits.line_levenshtein(task.buggy_code, program),
+                     edits.align(task.buggy_code, pred_diff, task.gt_diff) if task.is_buggy else None)
+      pred_diff, cost, alignment = seen[key]
     except Exception as e:  # pylint: disable=broad-except  (one odd sample must not stop a run)
       s.error = f"cannot diff: {type(e).__name__}: {e}"
       return s
@@ -348,7 +353,7 @@ class RewardScorer:
     if batch.compile_error(key) is not None:
       s.error = batch.compile_error(key)
     elif self.verdicts.get(key) is False:
-      s.error = programs.identity(edits.rstrip_lines(s.program))[1]  # no compile, earlier batch
+      s.error = compiled_identity(edits.rstrip_lines(s.program))[1]  # no compile, earlier batch
     return key
 
   def _counterfactual(self, task: Task, excluded: Iterable[edits.Block], pred: edits.Block) -> str:
