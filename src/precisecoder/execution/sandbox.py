@@ -201,6 +201,8 @@ class Sandbox:
     if strongest not in MODES:
       raise ValueError(f"sandbox mode must be one of {MODES}, not {strongest!r}")
     notes = [] if strongest == "auto" else [f"capped at {strongest!r}"]
+    if os.geteuid() != 0:
+      notes.append("not root: runs keep this user's uid, and only read-only mounts guard its files")
     if os.geteuid() == 0 and strongest == "auto":
       try:
         _unshare(_CLONE_NEWNS | _CLONE_NEWNET)
