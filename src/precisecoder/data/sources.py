@@ -22,6 +22,8 @@ import pickle
 import zlib
 from typing import Any, Iterator, Mapping
 
+from precisecoder import tasks
+
 
 class SourceError(ValueError):
   """A source-benchmark record that cannot be turned into tests (names file and record)."""
@@ -48,23 +50,9 @@ def read_records(path: str | os.PathLike[str]) -> Iterator[tuple[str, dict[str, 
       yield f"{path}[row {i}]", row
     return
   try:
-    text = path.read_text(encoding="utf-8")
-  except (OSError, UnicodeDecodeError) as e:
-    raise SourceError(f"{path}: cannot read ({e})") from None
-  if text.lstrip().startswith("["):
-    try:
-      rows = json.loads(text)
-    except json.JSONDecodeError as e:
-      raise SourceError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
-    for i, row in enumerate(rows):
-      yield f"{path}[{i}]", row
-    return
-  for n, line in enumerate(text.splitlines(), 1):
-    if line.strip():
-      try:
-        yield f"{path}:{n}", json.loads(line)
-      except json.JSONDecodeError as e:
-        raise SourceError(f"{path}:{n}: invalid JSON ({e.msg}, column {e.colno})") from None
+    yield from tasks.iter_records(path)  # JSON array or JSON Lines, with file:line errors
+  except tasks.TaskError as e:
+    raise SourceError(str(e)) from None
 
 
 # ---------------------------------------------------------------------------

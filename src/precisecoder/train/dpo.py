@@ -17,7 +17,6 @@ import numpy as np
 from absl import logging
 
 from precisecoder.tasks import Task
-from precisecoder.train import metrics as metrics_lib
 from precisecoder.train import rollout as rollout_lib, sequences, step as step_lib, tasksets
 from precisecoder.train.run import Run, sample_seed
 
@@ -51,12 +50,8 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
     step_fn = step_lib.make_dpo_step(run.graphdef, run.tx, cfg.dpo.beta)
     logprob_fn = step_lib.make_logprob_fn(run.graphdef)
     iterator = tasksets.task_iterator(tasksets.train_tasks(cfg), cfg.dpo.batch_size, cfg.seed)
-    if run.data_state is not None:
-      iterator.set_state(run.data_state)
-    if run.step == 0 and cfg.train.eval_at_start and cfg.train.eval_every > 0:
-      run.evaluate()
-    progress = metrics_lib.Progress(total, run.step)
-    while run.step < total and not 0 <= cfg.train.stop_after <= run.step:
+    progress = run.begin(iterator)
+    while run.steps_left():
       t0 = time.perf_counter()
       batch_tasks: Sequence[Task] = tasksets.as_tasks(next(iterator), f"dpo batch {run.step + 1}")
       run.step += 1

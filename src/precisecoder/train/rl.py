@@ -21,7 +21,6 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from precisecoder.train import metrics as metrics_lib
 from precisecoder.train import recipes, rollout as rollout_lib, step as step_lib, tasksets
 from precisecoder.train.run import Run, mean_metrics, sample_seed
 
@@ -94,16 +93,10 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
     ref_fn = step_lib.make_logprob_fn(run.graphdef, rl.temperature) if rl.kl_beta > 0 else None
     ref_params = run.initial_params
     iterator = tasksets.task_iterator(tasksets.train_tasks(cfg), rl.prompts_per_step, cfg.seed)
-    if run.data_state is not None:
-      iterator.set_state(run.data_state)
-    if run.step == 0 and cfg.train.eval_at_start and cfg.train.eval_every > 0:
-      run.evaluate()
-    progress = metrics_lib.Progress(total, run.step)
+    progress = run.begin(iterator)
     executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="reward")
     try:
-      while run.step < total:
-        if 0 <= cfg.train.stop_after <= run.step:
-          break
+      while run.steps_left():
         t_step = time.perf_counter()
         batch_tasks = tasksets.as_tasks(next(iterator), f"train batch {run.step + 1}")
         run.step += 1

@@ -122,6 +122,19 @@ class Run(contextlib.AbstractContextManager):
                  "  ".join(f"{k}={v:.3f}" for k, v in summary.items() if isinstance(v, float)))
     return summary
 
+  def begin(self, iterator: Any) -> metrics.Progress:
+    """The head every trainer shares: the data iterator resumed where the checkpoint left
+    it, the starting policy evaluated (fresh runs only), a progress line from this step."""
+    if self.data_state is not None:
+      iterator.set_state(self.data_state)
+    if self.step == 0 and self.cfg.train.eval_at_start and self.cfg.train.eval_every > 0:
+      self.evaluate()
+    return metrics.Progress(self.total_steps, self.step)
+
+  def steps_left(self) -> bool:
+    """Whether another step is due: before total_steps and before train.stop_after (if set)."""
+    return self.step < self.total_steps and not 0 <= self.cfg.train.stop_after <= self.step
+
   def end_step(self, record: dict[str, Any], data_state: Any, t_start: float,
                progress: metrics.Progress, message: str) -> bool:
     """The tail every trainer's step shares: checkpoint when due (always when preempted),

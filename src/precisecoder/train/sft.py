@@ -11,7 +11,6 @@ import numpy as np
 
 from precisecoder import prompts
 from precisecoder.tasks import Task
-from precisecoder.train import metrics as metrics_lib
 from precisecoder.train import sequences, step as step_lib, tasksets
 from precisecoder.train.policy import Policy
 from precisecoder.train.run import Run
@@ -33,12 +32,8 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
     step_fn = step_lib.make_sft_step(run.graphdef, run.tx)
     demos = [t for t in tasksets.train_tasks(cfg) if t.is_buggy]
     iterator = tasksets.task_iterator(demos, cfg.sft.batch_size, cfg.seed)
-    if run.data_state is not None:
-      iterator.set_state(run.data_state)
-    if run.step == 0 and cfg.train.eval_at_start and cfg.train.eval_every > 0:
-      run.evaluate()
-    progress = metrics_lib.Progress(total, run.step)
-    while run.step < total and not 0 <= cfg.train.stop_after <= run.step:
+    progress = run.begin(iterator)
+    while run.steps_left():
       t0 = time.perf_counter()
       batch_tasks = tasksets.as_tasks(next(iterator), f"sft batch {run.step + 1}")
       run.step += 1
