@@ -11,28 +11,19 @@ import numpy as np
 from absl import logging
 from jax.sharding import Mesh
 
+from precisecoder.analysis.statistics import PAPER_COLUMNS
 from precisecoder.rewards import RewardScorer
 from precisecoder.tasks import Task
 from precisecoder.train import rollout as rollout_lib
 from precisecoder.train.policy import Policy
 
-# Column name -> (term in the scorer's arrays, rows it averages over).
-COLUMNS = {
-    "pass": ("unit", "buggy"),
-    "precision": ("precision", "buggy"),
-    "recall": ("recall", "buggy"),
-    "f1": ("f1", "buggy"),
-    "edit_lines": ("edit_lines", "buggy"),
-    "noop": ("noop", "clean"),
-    "damage": ("damage", "clean"),
-}
 
 
 def summarize(tasks: Sequence[Task], terms: dict[str, np.ndarray]) -> dict[str, float]:
   """Means of the paper's columns; buggy metrics over buggy tasks, no-op/damage over clean."""
   buggy = np.array([t.is_buggy for t in tasks], bool)
   out: dict[str, float] = {}
-  for column, (term, rows) in COLUMNS.items():
+  for column, (term, rows) in PAPER_COLUMNS.items():
     select = buggy if rows == "buggy" else ~buggy
     if select.any():
       out[column] = float(np.mean(np.asarray(terms[term], np.float64)[select]))
