@@ -49,6 +49,7 @@ def line_diff(before: str, after: str) -> Diff:
   new = [line.rstrip() for line in after.splitlines()]
   deleted, added = _ndiff_changes(old, new)
   diff: Diff = {}
+  taken: dict[int, int] = {}  # line -> keys already used for it ("N", "N ", ...)
   d = a = 0
   while d < len(deleted) or a < len(added):
     shift = a - d  # lines inserted minus lines removed so far
@@ -63,10 +64,10 @@ def line_diff(before: str, after: str) -> Diff:
       edit = {"type": "Modify", "original": deleted[d][1], "modified": added[a][1]}
       d += 1
       a += 1
-    key = str(line_no)
-    while key in diff:  # several inserts before one line: "N", "N ", "N  ", ...
-      key += " "
-    diff[key] = edit
+    # Several edits at one line: "N", "N ", "N  ", ... (a count, not a search: linear time).
+    count = taken.get(line_no, 0)
+    taken[line_no] = count + 1
+    diff[str(line_no) + " " * count] = edit
 
   kept = [(k, e) for k, e in diff.items() if not _is_blank_only(e)]
   kept.sort(key=lambda item: (int(item[0]), item[1]["type"]))  # stable: "N" before "N "
@@ -193,13 +194,13 @@ def _continues(key: str, edit: Edit, next_line: int) -> bool:
 
 def parse_blocks(diff: Mapping[str, Edit]) -> list[Block]:
   """Splits a (sorted) diff into blocks, top to bottom, with PDB's gaps."""
-  items = list(diff.items())
-  runs: list[list[tuple[str, Edit]]] = []
-  for key, edit in reversed(items):  # bottom-up, like PDB, so inserts attach downwards
-    if runs and _continues(key, edit, int(runs[0][0][0])):
-      runs[0].insert(0, (key, edit))
+  runs: list[list[tuple[str, Edit]]] = []  # built bottom-up, each run bottom-up; reversed below
+  for key, edit in reversed(list(diff.items())):  # bottom-up, like PDB: inserts attach downwards
+    if runs and _continues(key, edit, int(runs[-1][-1][0])):
+      runs[-1].append((key, edit))
     else:
-      runs.insert(0, [(key, edit)])
+      runs.append([(key, edit)])
+  runs = [run[::-1] for run in reversed(runs)]
   spans = [(int(run[0][0]), int(run[-1][0]), dict(run)) for run in runs]
   blocks = []
   for i, (start, end, edits) in enumerate(spans):
