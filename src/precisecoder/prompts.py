@@ -1,13 +1,18 @@
-"""The debugging prompt (PDB's minimal-debug wording) and program extraction.
+"""The debugging prompt (PDB's minimal-debug wording), its one rendering path, and program
+extraction.
 
-`debug_messages` builds the chat turn a policy answers; `extract_program`
-turns the raw answer back into the program that is scored.
+`debug_messages` builds the chat turn a policy answers; `render_prompt` applies the model's chat
+template to it (the exact text the model sees) and `prompt_ids` tokenizes that text. Training,
+evaluation and `precisecoder generate` all go through `prompt_ids`/`render_prompt`, so a policy
+is never trained on one prompt and evaluated on another. `extract_program` turns the raw answer
+back into the program that is scored.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any, Mapping
 
 from precisecoder.tasks import Task
@@ -95,6 +100,63 @@ def debug_messages(task: Task, thinking: bool = False, include_tests: bool = Tru
   return [{"role": "user", "content": debug_prompt(task, thinking=thinking, include_tests=include_tests)}]
 
 
+def render_prompt(tokenizer, task: Task, *, thinking: bool = False, include_tests: bool = True,
+                  prefill_thinking: str | None = None) -> str:
+  """The prompt text the model sees: the chat template applied to `debug_messages(task)`,
+  ending with the assistant turn's opening.
+
+  `thinking` asks for reasoning in words and sets Qwen3's `enable_thinking` (templates without
+  it ignore the variable; with it off, Qwen3 opens the turn with an empty think block).
+  `prefill_thinking` puts another model's reasoning into the assistant turn, see
+  `_prefilled_turn`.
+  """
+  messages = debug_messages(task, thinking=thinking, include_tests=include_tests)
+  if prefill_thinking is not None:
+    return _prefilled_turn(tokenizer, messages, prefill_thinking)
+  return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                       enable_thinking=thinking)
+
+
+# Stands for the answer while a template renders a whole assistant turn; cut off afterwards.
+_ANSWER_MARK = "\u2063PRECISECODER-ANSWER\u2063"
+
+
+def _prefilled_turn(tokenizer, messages: list[dict[str, str]], thinking_text: str) -> str:
+  """The prompt with `thinking_text` as the assistant's thinking block, answer still to come.
+
+  Template-aware: the template renders a whole assistant turn whose content is
+  "<think>\n{thinking}\n</think>\n\n" + answer (Qwen3 moves that into its own reasoning
+  layout), and the text is cut where the answer would start; so the prefix is exactly what the
+  template gives for a turn with this reasoning. Templates that drop reasoning from assistant
+  turns fall back to the plain form: the thinking-mode generation prompt followed by the block.
+  """
+  reasoning = thinking_text.strip("\n")
+  block = f"<think>\n{reasoning}\n</think>\n\n"
+  turn = tokenizer.apply_chat_template(
+      messages + [{"role": "assistant", "content": block + _ANSWER_MARK}], tokenize=False,
+      add_generation_prompt=False, enable_thinking=True)
+  cut = turn.find(_ANSWER_MARK)
+  if cut >= 0 and reasoning in turn[:cut]:
+    return turn[:cut]
+  return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                       enable_thinking=True) + block
+
+
+def encode_prompt(tokenizer, text: str) -> list[int]:
+  """Token ids of rendered prompt text (the template already holds any BOS/special tokens)."""
+  ids = tokenizer.encode(text, add_special_tokens=False)
+  return [int(i) for i in ids]
+
+
+def prompt_ids(tokenizer, task: Task, **options: Any) -> list[int]:
+  """`encode_prompt(render_prompt(...))`: the ids a policy is sampled and trained on."""
+  return encode_prompt(tokenizer, render_prompt(tokenizer, task, **options))
+
+
+def decode_completion(tokenizer, ids: Sequence[int]) -> str:
+  return tokenizer.decode([int(i) for i in ids], skip_special_tokens=True)
+
+
 _THINK_CLOSED = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _THINK_OPEN = re.compile(r"<think>.*", re.DOTALL | re.IGNORECASE)
 _PYTHON_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
@@ -107,6 +169,23 @@ def strip_thinking(completion: str) -> str:
   if "</think>" in text.lower():  # templates that prefill "<think>" leave only the closing tag
     text = text[text.lower().rindex("</think>") + len("</think>"):]
   return _THINK_OPEN.sub("", text)
+
+
+def thinking_block(completion: str) -> str | None:
+  """The reasoning inside a completion's first thinking block, or None if it has none.
+
+  An unclosed block (the length limit cut it) runs to the end; a completion holding only the
+  closing tag (the template opened the block) yields the text before it.
+  """
+  lower = completion.lower()
+  start, end = lower.find("<think>"), lower.find("</think>")
+  if start >= 0 and (end < 0 or start < end):
+    body_start = start + len("<think>")
+    body_end = lower.find("</think>", body_start)
+    return completion[body_start:body_end if body_end >= 0 else None].strip("\n")
+  if end >= 0:
+    return completion[:end].strip("\n")
+  return None
 
 
 def extract_program(completion: str) -> str:

@@ -4,6 +4,11 @@ Each output line is a prediction in the DESIGN.md contract plus the exact prompt
   {"task_id", "sample", "completion", "prompt", "num_tokens", "finished"}
 so that `precisecoder score` evaluates the checkpoint. Lines are written batch by batch;
 a task whose prompt does not fit the context gets an empty completion and an "error".
+
+`--prefill-thinking FROM.jsonl` (prefill transfer): the assistant turn starts with the thinking
+block of another model's completion of the same task (the first sample of FROM that has one),
+rendered by the chat template (`prompts.render_prompt`); the model writes only the answer. A task
+without a thinking block in FROM gets an empty completion and an "error".
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--batch-size", type=int, default=8, help="prompts per sampler call")
   parser.add_argument("--thinking", action="store_true",
                       help="ask for reasoning (and enable Qwen3's thinking mode)")
+  parser.add_argument("--prefill-thinking", default="", metavar="FROM.jsonl",
+                      help="predictions file whose thinking blocks open the assistant turn")
   parser.add_argument("--no-tests-in-prompt", action="store_true",
                       help="leave the unit tests out of the prompt")
   parser.add_argument("--limit", type=int, default=0, help="only the first N tasks (0: all)")
@@ -52,11 +59,29 @@ def _mesh(spec: str):
   return make_mesh(spec)
 
 
+def read_thinking(path: str) -> dict[str, str]:
+  """task_id -> the thinking block of its lowest-numbered sample in a predictions file."""
+  from precisecoder import prompts, tasks as tasks_lib
+  found: dict[str, tuple[int, str]] = {}
+  try:
+    for where, record in tasks_lib.iter_records(path):
+      if not isinstance(record, dict) or not isinstance(record.get("task_id"), str) or \
+          not isinstance(record.get("completion"), str):
+        raise SystemExit(f"generate: {where}: expected an object with string 'task_id' and "
+                         "'completion'")
+      thinking = prompts.thinking_block(record["completion"])
+      sample = int(record.get("sample", 0))
+      if thinking and (record["task_id"] not in found or sample < found[record["task_id"]][0]):
+        found[record["task_id"]] = (sample, thinking)
+  except tasks_lib.TaskError as e:
+    raise SystemExit(f"generate: --prefill-thinking: {e}") from None
+  return {task_id: thinking for task_id, (_, thinking) in found.items()}
+
+
 def main(args: argparse.Namespace) -> int:
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
   from precisecoder import prompts, tasks as tasks_lib
   from precisecoder.model import load_checkpoint
-  from precisecoder.model import chat
   from precisecoder.model.tokenizer import eos_token_ids, pad_token_id
   from precisecoder.sampling import enable_compilation_cache, sample
 
@@ -70,6 +95,7 @@ def main(args: argparse.Namespace) -> int:
     raise SystemExit(f"generate: {e}") from None
   if args.limit:
     tasks = tasks[:args.limit]
+  prefill = read_thinking(args.prefill_thinking) if args.prefill_thinking else None
   enable_compilation_cache(args.compile_cache or None)
   mesh = _mesh(args.mesh)
   model, tokenizer, config = load_checkpoint(args.checkpoint, dtype=args.dtype, mesh=mesh)
@@ -84,20 +110,24 @@ def main(args: argparse.Namespace) -> int:
                                        unit="completion") as bar:
     for batch_index, start in enumerate(range(0, len(tasks), args.batch_size)):
       batch = tasks[start:start + args.batch_size]
-      texts = [chat.render_prompt(tokenizer, prompts.debug_messages(
-          t, thinking=args.thinking, include_tests=not args.no_tests_in_prompt),
-                                  thinking=args.thinking) for t in batch]
-      ids = [chat.encode_prompt(tokenizer, text) for text in texts]
-      fits = [0 < len(i) <= context for i in ids]
-      for task, text, ok, i in zip(batch, texts, fits, ids):
-        if not ok:
-          log.warning("%s: prompt of %d tokens does not fit the %d-token context", task.task_id,
-                      len(i), context)
+      texts = [prompts.render_prompt(
+          tokenizer, t, thinking=args.thinking, include_tests=not args.no_tests_in_prompt,
+          prefill_thinking=None if prefill is None else prefill.get(t.task_id, ""))
+               for t in batch]
+      ids = [prompts.encode_prompt(tokenizer, text) for text in texts]
+      errors = [f"prompt of {len(i)} tokens exceeds the context"
+                if not 0 < len(i) <= context else None for i in ids]
+      if prefill is not None:
+        errors = [f"no thinking block for this task in {args.prefill_thinking}"
+                  if t.task_id not in prefill else e for t, e in zip(batch, errors)]
+      fits = [e is None for e in errors]
+      for task, text, error in zip(batch, texts, errors):
+        if error:
+          log.warning("%s: %s (context %d tokens)", task.task_id, error, context)
           for k in range(args.samples):
             out.write(json.dumps({"task_id": task.task_id, "sample": k, "completion": "",
                                   "prompt": text, "num_tokens": 0, "finished": False,
-                                  "error": f"prompt of {len(i)} tokens exceeds the context"})
-                      + "\n")
+                                  "error": error}) + "\n")
       kept = [n for n, ok in enumerate(fits) if ok]
       if kept:
         result = sample(model, [ids[n] for n in kept], num_samples=args.samples,
@@ -111,7 +141,7 @@ def main(args: argparse.Namespace) -> int:
           generated += length
           out.write(json.dumps({
               "task_id": batch[n].task_id, "sample": row % args.samples,
-              "completion": chat.decode_completion(tokenizer, completion), "prompt": texts[n],
+              "completion": prompts.decode_completion(tokenizer, completion), "prompt": texts[n],
               "num_tokens": length, "finished": len(completion) < length}) + "\n")
       out.flush()
       bar.update(len(batch) * args.samples)

@@ -12,8 +12,14 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from precisecoder import model as model_lib
+from precisecoder import prompts
 from precisecoder.model import checkpoint as model_checkpoint
 from precisecoder.model import tokenizer as tokenizer_lib
+from precisecoder.tasks import Task
+
+
+# Fields of `cfg.model` that become ModelConfig's execution options.
+EXECUTION_FIELDS = ("remat", "attention", "attention_block", "logprob_chunk")
 
 
 class ByteTokenizer:
@@ -49,25 +55,23 @@ class Policy:
   pad_id: int
   source: str = ""  # checkpoint it was loaded from ("" for a random init)
 
-  def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
-    ids = self.tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)
-    if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # BatchEncoding in transformers 5
-      ids = ids["input_ids"]
-    return [int(i) for i in ids]
+  def prompt_ids(self, task: Task, *, include_tests: bool = True) -> list[int]:
+    """The task's prompt ids, through the one path `generate` and evaluation use too."""
+    return prompts.prompt_ids(self.tokenizer, task, include_tests=include_tests)
 
 
 def load_policy(cfg: ml_collections.ConfigDict, mesh: Mesh | None = None) -> Policy:
   """The model of `cfg.model`: a checkpoint when one is named, else random from the preset."""
   source = cfg.model.checkpoint
+  execution = {k: cfg.model[k] for k in EXECUTION_FIELDS}
   if source == "bundled-smollm2":
     source = str(model_checkpoint.bundled_smollm2_gguf())
   if source:
     logging.info("loading %s", source)
     model, tokenizer, config = model_lib.load_checkpoint(source, dtype=cfg.model.dtype,
-                                                         mesh=mesh, remat=cfg.model.remat)
+                                                         mesh=mesh, **execution)
   else:
-    config = model_lib.presets.get(cfg.model.preset, dtype=cfg.model.dtype,
-                                   remat=cfg.model.remat)
+    config = model_lib.presets.get(cfg.model.preset, dtype=cfg.model.dtype, **execution)
     model = model_lib.Decoder(config, rngs=nnx.Rngs(cfg.seed))
     if mesh is not None:
       model = model_lib.shard_model(model, mesh)

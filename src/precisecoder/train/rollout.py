@@ -35,8 +35,7 @@ class Rollout:
 
 def encode_prompts(policy: Policy, tasks: Sequence[Task], *, include_tests: bool = True
                    ) -> list[list[int]]:
-  return [policy.prompt_ids(prompts.debug_messages(t, include_tests=include_tests))
-          for t in tasks]
+  return [policy.prompt_ids(t, include_tests=include_tests) for t in tasks]
 
 
 def sample_rollout(policy: Policy, tasks: Sequence[Task], *, num_samples: int,
@@ -49,8 +48,8 @@ def sample_rollout(policy: Policy, tasks: Sequence[Task], *, num_samples: int,
                         max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                         eos_ids=policy.eos_ids, pad_id=policy.pad_id, seed=seed, mesh=mesh,
                         prompt_bucket=prompt_bucket)
-  completions = [policy.tokenizer.decode(out.completion_ids(r, eos_ids=policy.eos_ids),
-                                         skip_special_tokens=True)
+  completions = [prompts.decode_completion(policy.tokenizer,
+                                           out.completion_ids(r, eos_ids=policy.eos_ids))
                  for r in range(out.tokens.shape[0])]
   return Rollout(
       tasks=[tasks[g] for g in out.groups], prompt_ids=out.prompt_ids,

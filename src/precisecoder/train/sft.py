@@ -9,7 +9,6 @@ import jax
 import ml_collections
 import numpy as np
 
-from precisecoder import prompts
 from precisecoder.tasks import Task
 from precisecoder.train import sequences, step as step_lib, tasksets
 from precisecoder.train.policy import Policy
@@ -19,8 +18,7 @@ from precisecoder.train.run import Run
 def sft_batch(policy: Policy, tasks: Sequence[Task], *, include_tests: bool = True,
               max_len: int | None = None) -> dict[str, np.ndarray]:
   """Chat prompt of each task, then its reference answer and an end-of-sequence token."""
-  prompt_ids = [policy.prompt_ids(prompts.debug_messages(t, include_tests=include_tests))
-                for t in tasks]
+  prompt_ids = [policy.prompt_ids(t, include_tests=include_tests) for t in tasks]
   answers = [policy.tokenizer.encode(sequences.reference_answer(t), add_special_tokens=False)
              + [policy.eos_ids[0]] for t in tasks]
   return sequences.sequence_batch(prompt_ids, answers, policy.pad_id, max_len=max_len)
