@@ -1,8 +1,11 @@
 """`precisecoder score` end to end (with the in-process fake pool)."""
 
 import contextlib
-import re
+import gzip
 import json
+import os
+import re
+import time
 
 import pytest
 
@@ -72,3 +75,158 @@ def test_unusable_inputs_exit_2(files, capsys):
   assert cli.main(args + ["--predictions", str(bad)]) == 2
   assert "bad.jsonl:1: invalid JSON" in capsys.readouterr().err
   assert not out_path.exists()
+
+
+# ---------------------------------------------------------------------------
+# Nothing lost, nothing hangs (issue 10, item 3)
+# ---------------------------------------------------------------------------
+
+
+def _score(task_path, pred_path, out_path, *extra):
+  return cli.main(["score", "--tasks", str(task_path), "--predictions", str(pred_path),
+                   "--output", str(out_path), *extra])
+
+
+def test_output_that_is_an_input_is_refused(files, capsys):
+  task_path, pred_path, _ = files
+  before = (task_path.read_bytes(), pred_path.read_bytes())
+  (pred_path.parent / "link.jsonl").symlink_to(pred_path)
+  os.link(task_path, pred_path.parent / "hard.jsonl")
+  for out, named in [(pred_path, "--predictions"), (pred_path.parent / "link.jsonl", "--predictions"),
+                     (pred_path.parent / "sub" / ".." / pred_path.name, "--predictions"),
+                     (pred_path.parent / "hard.jsonl", "--tasks")]:
+    (pred_path.parent / "sub").mkdir(exist_ok=True)
+    assert _score(task_path, pred_path, out) == 2
+    assert f"is the {named} file" in capsys.readouterr().err
+  assert (task_path.read_bytes(), pred_path.read_bytes()) == before
+
+
+def test_a_failed_run_leaves_no_tmp_and_no_output(files, monkeypatch):
+  task_path, pred_path, out_path = files
+
+  class BrokenPool:
+    def run(self, jobs, deadline_s=None):
+      raise RuntimeError("pool died")
+
+  monkeypatch.setattr(score_cmd, "_make_pool", lambda workers: contextlib.nullcontext(BrokenPool()))
+  out_path.parent.mkdir()
+  with pytest.raises(RuntimeError, match="pool died"):
+    _score(task_path, pred_path, out_path)
+  assert list(out_path.parent.iterdir()) == []
+
+
+@pytest.mark.parametrize("lines, message", [
+    ([{"task_id": "t", "program": "x"}, {"task_id": "t", "sample": 0, "program": "y"}],
+     "preds.jsonl:2: duplicate (task_id, sample) ('t', 0); first at"),
+    ([{"task_id": "t", "sample": 3, "program": "x"}, {"task_id": "t", "sample": 3, "program": "x"}],
+     "preds.jsonl:2: duplicate (task_id, sample) ('t', 3)"),
+    ([{"task_id": "t", "sample": "0", "program": "x"}], "preds.jsonl:1: field 'sample' must be"),
+    ([{"task_id": "t", "sample": 1.0, "program": "x"}], "field 'sample' must be a non-negative"),
+    ([{"task_id": "t", "sample": True, "program": "x"}], "field 'sample' must be"),
+    ([{"task_id": "t", "sample": -1, "program": "x"}], "field 'sample' must be"),
+    ([], "preds.jsonl: no predictions (the file is empty)"),
+    (["\ud800"], "preds.jsonl:1: field 'task_id' holds a lone UTF-16 surrogate"),
+])
+def test_bad_prediction_files_exit_2(files, capsys, lines, message):
+  task_path, pred_path, out_path = files
+  pred_path.write_text("".join(
+      (json.dumps({"task_id": l, "program": "x"}) if isinstance(l, str) else json.dumps(l)) + "\n"
+      for l in lines))
+  assert _score(task_path, pred_path, out_path) == 2
+  err = capsys.readouterr().err
+  assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+  assert not out_path.exists() and not out_path.parent.exists() or not any(out_path.parent.iterdir())
+
+
+def test_gzipped_predictions_read_like_task_files(files):
+  task_path, pred_path, out_path = files
+  assert _score(task_path, pred_path, out_path) == 0
+  plain = out_path.read_text()
+  gz_path = pred_path.with_name("preds.jsonl.gz")
+  gz_path.write_bytes(gzip.compress(pred_path.read_bytes()))
+  assert _score(task_path, gz_path, out_path) == 0
+  assert out_path.read_text() == plain.replace("preds.jsonl:", "preds.jsonl.gz:")  # in 'error'
+
+
+def test_huge_completions_score_fast_with_a_reason(files, capsys):
+  # 2 MB completions in three shapes: many short lines (over the line cap), one long line (over
+  # the character cap), and a long thinking trace before a small program (scored as usual).
+  task_path, pred_path, out_path = files
+  program = "".join(f"v{i} = {i}\n" for i in range(300_000))[:2_000_000]
+  preds = [{"task_id": "t", "completion": f"```python\n{FIXED}{program}```"},
+           {"task_id": "t", "completion": f"```python\n{FIXED}s = '{'x' * 2_000_000}'\n```"},
+           {"task_id": "t", "completion": f"<think>{'why? ' * 400_000}</think>```python\n{FIXED}```"}]
+  pred_path.write_text("".join(json.dumps(p) + "\n" for p in preds))
+  start = time.perf_counter()
+  assert _score(task_path, pred_path, out_path, "--json") == 0
+  elapsed = time.perf_counter() - start
+  lines = [json.loads(l) for l in out_path.read_text().splitlines()]
+  assert "exceeds --max-program-lines 10000" in lines[0]["error"] and lines[0]["unit"] == 0
+  assert "characters exceeds 1000000" in lines[1]["error"] and lines[1]["unit"] == 0
+  assert lines[2]["error"] is None and lines[2]["unit"] == 1
+  assert elapsed < 2.0, f"three 2 MB completions took {elapsed:.1f} s"  # the issue's bound
+  capsys.readouterr()
+  # The cap is a flag: raised, the long program is scored (edits appended after the fix).
+  pred_path.write_text(json.dumps({"task_id": "t", "program": FIXED + program[:60_000]}) + "\n")
+  assert _score(task_path, pred_path, out_path, "--max-program-lines", "20000") == 0
+  assert json.loads(out_path.read_text())["error"] is None
+
+
+def test_a_run_stopped_by_the_output_cap_says_so(tmp_path):
+  # The real pool: the harness's output cap is what stops this program.
+  task_path, pred_path, out_path = tmp_path / "t.jsonl", tmp_path / "p.jsonl", tmp_path / "s.jsonl"
+  tasks.write_tasks(task_path, [ONE_BUG])
+  flood = FIXED + "print('x' * 3_000_000)\n"
+  pred_path.write_text(json.dumps({"task_id": "t", "program": flood}) + "\n")
+  assert _score(task_path, pred_path, out_path, "--workers", "1") == 0
+  line = json.loads(out_path.read_text())
+  assert line["unit"] == 0
+  assert line["error"] == "unit run stopped by the output cap: stdout exceeded 1048576 bytes"
+
+
+# ---------------------------------------------------------------------------
+# Messages, not tracebacks (issue 10, item 4)
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--workers", "0"], "argument --workers: must be between 1 and 256, got 0"),
+    (["--workers", "1000"], "argument --workers: must be between 1 and 256, got 1000"),
+    (["--workers", "two"], "argument --workers: not an integer: 'two'"),
+    (["--epsilon", "-1"], "argument --epsilon: must not be negative, got -1"),
+    (["--lam", "nan"], "argument --lam: must be in [0, 1], got nan"),
+    (["--lam", "1.5"], "argument --lam: must be in [0, 1], got 1.5"),
+    (["--lam", "-0.1"], "argument --lam: must be in [0, 1], got -0.1"),
+    (["--batch-size", "0"], "argument --batch-size: must be a positive integer, got 0"),
+])
+def test_bad_arguments_exit_2_naming_the_flag(files, capsys, extra, message):
+  task_path, pred_path, out_path = files
+  with pytest.raises(SystemExit) as exit_info:
+    _score(task_path, pred_path, out_path, *extra)
+  assert exit_info.value.code == 2
+  err = capsys.readouterr().err
+  assert err.strip().splitlines()[-1] == f"precisecoder score: error: {message}"
+  assert "Traceback" not in err
+
+
+def test_unusable_outputs_and_task_files_exit_2(files, capsys):
+  task_path, pred_path, out_path = files
+  blocker = task_path.parent / "blocker"
+  blocker.write_text("")
+  packed = gzip.compress(task_path.read_bytes())
+  truncated, corrupt = task_path.with_name("t.jsonl.gz"), task_path.with_name("c.jsonl.gz")
+  truncated.write_bytes(packed[:len(packed) // 2])
+  corrupt.write_bytes(packed[:10] + b"\xff" * 64)
+  surrogate = task_path.with_name("s.jsonl")
+  surrogate.write_text(task_path.read_text().replace('"task_id": "t"', '"task_id": "t\\udc80"'))
+  cases = [
+      (task_path, task_path.parent, "--output " + str(task_path.parent) + ": is a folder"),
+      (task_path, blocker / "s.jsonl", f"cannot make folder {blocker}: a file is in the way"),
+      (truncated, out_path, f"{truncated}: truncated gzip file"),
+      (corrupt, out_path, f"{corrupt}: corrupt gzip data"),
+      (surrogate, out_path, f"{surrogate}:1: field 'task_id' holds a lone UTF-16 surrogate"),
+  ]
+  for tasks_file, output, message in cases:
+    assert _score(tasks_file, pred_path, output) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err

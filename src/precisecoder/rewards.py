@@ -94,6 +94,9 @@ class _Verdicts:
     self.requested = 0  # program verdicts asked for
     self.executed = 0  # programs actually sent to the pool
     self.skipped = 0  # verdicts known without running (exact, vouched, no compile)
+    # Why a failed run was cut short by one of our limits rather than judged (the output cap):
+    # the score line's `error` says so. Only such runs are noted, so this stays small.
+    self.notes: dict[str, str] = {}
 
   def get(self, key: str) -> bool | None:
     if key in self._passed:
@@ -156,11 +159,13 @@ class _Batch:
     if len(results) != len(jobs):
       raise RuntimeError(f"pool returned {len(results)} results for {len(jobs)} jobs")
     self._scorer.verdicts.executed += len(jobs)
-    for key, result in zip(keys, results):
+    for key, job, result in zip(keys, jobs, results):
       if result.status is Status.INFRA_ERROR:
         self._infra[key] = result.detail or "execution pool failed"
       else:
         self._scorer.verdicts.put(key, result.passed)
+        if _output_cap_hit(result, job.limits):
+          self._scorer.verdicts.notes[key] = result.detail
     self._jobs = {}
 
   def passed(self, key: str) -> bool:
@@ -169,6 +174,12 @@ class _Batch:
 
   def infra_error(self, key: str) -> str | None:
     return self._infra.get(key)
+
+
+def _output_cap_hit(result: Result, limits: Limits) -> bool:
+  """Whether the pool stopped the run because it printed more than the output cap."""
+  return (result.status is Status.FAIL
+          and result.detail.endswith(f"exceeded {limits.max_output_bytes} bytes"))
 
 
 def _spec_json(tests: Mapping[str, Any], limits: Limits) -> str:
@@ -287,8 +298,11 @@ class RewardScorer:
       if unit_key is not None:
         s.unit = float(batch.passed(unit_key))
         infra = batch.infra_error(unit_key)
+        note = self.verdicts.notes.get(unit_key)
         if infra and s.error is None:
           s.error = f"infra_error: {infra}"
+        elif note and s.error is None:
+          s.error = f"unit run stopped by the output cap: {note}"
       for m, key in zip(s.matches, keys):
         if key is not None:
           m.fixed = batch.passed(key)

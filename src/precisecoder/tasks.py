@@ -16,6 +16,8 @@ import json
 import math
 import os
 import pathlib
+import re
+import zlib
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from precisecoder import edits
@@ -268,6 +270,10 @@ def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[str, Any]]:
       text = path.read_text(encoding="utf-8")
   except OSError as e:  # includes gzip.BadGzipFile
     raise TaskError(f"{path}: cannot read ({e.strerror or e})") from None
+  except EOFError:
+    raise TaskError(f"{path}: truncated gzip file (it ends before its end-of-stream marker)") from None
+  except zlib.error as e:
+    raise TaskError(f"{path}: corrupt gzip data ({e})") from None
   except UnicodeDecodeError as e:
     raise TaskError(f"{path}: not UTF-8 text ({e})") from None
   if text.lstrip().startswith("["):
@@ -275,7 +281,12 @@ def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[str, Any]]:
       records = json.loads(text)
     except json.JSONDecodeError as e:
       raise TaskError(f"{path}:{e.lineno}: invalid JSON ({e.msg})") from None
+    if not isinstance(records, list):
+      raise TaskError(f"{path}: expected a JSON array of records")
+    escapes = _SURROGATE_ESCAPE.search(text) is not None
     for i, record in enumerate(records):
+      if escapes:
+        _check_unicode(record, f"{path}[{i}]")
       yield f"{path}[{i}]", record
     return
   for line_no, line in enumerate(text.splitlines(), 1):
@@ -285,7 +296,39 @@ def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[str, Any]]:
       record = json.loads(line)
     except json.JSONDecodeError as e:
       raise TaskError(f"{path}:{line_no}: invalid JSON ({e.msg}, column {e.colno})") from None
+    if _SURROGATE_ESCAPE.search(line):
+      _check_unicode(record, f"{path}:{line_no}")
     yield f"{path}:{line_no}", record
+
+
+# JSON may escape half of a UTF-16 pair ("\ud800") on its own: json.loads accepts it, but the
+# string cannot be encoded again, so writing it (scores, task files) would fail much later.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _check_unicode(record: Any, where: str) -> None:
+  field = _lone_surrogate(record, "")
+  if field is not None:
+    raise TaskError(f"{where}: field {field!r} holds a lone UTF-16 surrogate escape (\\ud800-"
+                    "\\udfff without its pair): not valid Unicode")
+
+
+def _lone_surrogate(value: Any, path: str) -> str | None:
+  """The path of the first string (key or value) in `value` that is not valid Unicode."""
+  if isinstance(value, str):
+    try:
+      value.encode("utf-8")
+    except UnicodeEncodeError:
+      return path or "(record)"
+    return None
+  items = (value.items() if isinstance(value, dict)
+           else enumerate(value) if isinstance(value, list) else ())
+  for key, item in items:
+    name = f"{path}.{key}" if path and isinstance(key, str) else f"{path}[{key}]" if path else str(key)
+    found = (_lone_surrogate(key, name) if isinstance(key, str) else None) or _lone_surrogate(item, name)
+    if found is not None:
+      return found
+  return None
 
 
 def load_tasks(path: str | os.PathLike[str], *, tests_for: TestsFor | None = None,

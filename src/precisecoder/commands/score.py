@@ -6,7 +6,10 @@
 Writes one JSON line per prediction and prints a summary (means over tasks:
 unit, precision, recall, F1, reward, edited lines over buggy tasks; no-op and
 damage rates over clean tasks). Exit status: 0 when every line was scored,
-2 for unusable inputs (unreadable file, bad JSON, unknown task id).
+2 for unusable inputs (unreadable file, bad JSON, unknown task id, duplicate
+(task_id, sample), an empty predictions file, bad arguments or output path).
+A program over --max-program-lines (or 100 characters a line on average) scores 0
+with the reason in `error`: its line diff alone would hold up the batch.
 """
 
 from __future__ import annotations
@@ -14,8 +17,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
-import pathlib
 import sys
 import time
 from typing import Any, Sequence
@@ -23,10 +24,11 @@ from typing import Any, Sequence
 import tqdm
 
 from precisecoder import prompts, rewards, tasks as tasks_lib
+from precisecoder.commands import checks
+from precisecoder.commands.checks import InputError
 
-
-class InputError(Exception):
-  """An input file that cannot be used as a whole."""
+# Characters allowed per line of the cap (a long program of long lines costs as much to diff).
+CHARS_PER_LINE = 100
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,46 +38,69 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--output", required=True, help="score file to write (JSON Lines)")
   parser.add_argument("--pdb-compat", action="store_true",
                       help="reproduce the released PDB evaluator (its ess quirk, ungated F1)")
-  parser.add_argument("--epsilon", type=int, default=None,
+  parser.add_argument("--epsilon", type=checks.non_negative_int, default=None,
                       help="slack lines per reference block (default: 2 single-line, 1 multi-line)")
-  parser.add_argument("--lam", type=float, default=1 / 3, help="lambda of r = (1-l)*unit + l*F1")
-  parser.add_argument("--workers", type=int, default=None, help="execution workers (default: CPUs)")
-  parser.add_argument("--batch-size", type=int, default=512,
+  parser.add_argument("--lam", type=checks.fraction, default=1 / 3,
+                      help="lambda of r = (1-l)*unit + l*F1, in [0, 1]")
+  parser.add_argument("--workers", type=checks.workers, default=None,
+                      help=f"execution workers, 1 to {checks.MAX_WORKERS} (default: CPUs)")
+  parser.add_argument("--batch-size", type=checks.positive_int, default=512,
                       help="predictions per scoring round (progress granularity)")
+  parser.add_argument("--max-program-lines", type=checks.positive_int, default=10_000,
+                      help=f"a longer program (or one over {CHARS_PER_LINE} characters a line on "
+                      "average) scores 0 with the reason in 'error'")
   parser.add_argument("--json", action="store_true", help="print the summary as JSON only")
 
 
-def read_predictions(path: str, known: dict[str, tasks_lib.Task]) -> list[dict[str, Any]]:
-  """Prediction lines with `program` (or an `error`) resolved; raises InputError if unusable."""
+def read_predictions(path: str, known: dict[str, tasks_lib.Task],
+                     max_lines: int = 10_000) -> list[dict[str, Any]]:
+  """Prediction lines with `program` (or an `error`) resolved; raises InputError if unusable.
+
+  Reads JSON Lines (or a JSON array), gzipped if the name ends in .gz, like task files.
+  """
+  out, counts, seen = [], collections.Counter(), {}
   try:
-    text = pathlib.Path(path).read_text(encoding="utf-8")
-  except (OSError, UnicodeDecodeError) as e:
-    raise InputError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
-  out, counts = [], collections.Counter()
-  for line_no, line in enumerate(text.splitlines(), 1):
-    if not line.strip():
-      continue
-    where = f"{path}:{line_no}"
-    try:
-      record = json.loads(line)
-    except json.JSONDecodeError as e:
-      raise InputError(f"{where}: invalid JSON ({e.msg}, column {e.colno})") from None
-    if not isinstance(record, dict) or not isinstance(record.get("task_id"), str):
-      raise InputError(f"{where}: expected an object with a string 'task_id'")
-    task_id = record["task_id"]
-    if task_id not in known:
-      raise InputError(f"{where}: unknown task_id {task_id!r} (not in the task file)")
-    sample = record.get("sample", counts[task_id])
-    counts[task_id] += 1
-    program, error = None, None
-    if isinstance(record.get("program"), str):
-      program = record["program"]
-    elif isinstance(record.get("completion"), str):
-      program = prompts.extract_program(record["completion"])
-    else:
-      error = f"{where}: no string 'completion' or 'program'"
-    out.append({"task_id": task_id, "sample": sample, "program": program, "error": error})
+    for where, record in tasks_lib.iter_records(path):
+      if not isinstance(record, dict) or not isinstance(record.get("task_id"), str):
+        raise InputError(f"{where}: expected an object with a string 'task_id'")
+      task_id = record["task_id"]
+      if task_id not in known:
+        raise InputError(f"{where}: unknown task_id {task_id!r} (not in the task file)")
+      sample = record.get("sample", counts[task_id])
+      counts[task_id] += 1
+      if type(sample) is not int or sample < 0:  # bool is an int to isinstance; 1.0 is not
+        raise InputError(f"{where}: field 'sample' must be a non-negative integer, got {sample!r}")
+      if (task_id, sample) in seen:
+        raise InputError(f"{where}: duplicate (task_id, sample) ({task_id!r}, {sample}); first at "
+                         f"{seen[task_id, sample]}")
+      seen[task_id, sample] = where
+      program, error = None, None
+      if isinstance(record.get("program"), str):
+        program = record["program"]
+      elif isinstance(record.get("completion"), str):
+        program = prompts.extract_program(record["completion"])
+      else:
+        error = f"{where}: no string 'completion' or 'program'"
+      if program is not None:
+        error = _too_large(program, max_lines)
+        program = None if error else program
+      out.append({"task_id": task_id, "sample": sample, "program": program, "error": error})
+  except tasks_lib.TaskError as e:
+    raise InputError(str(e)) from None
+  if not out:
+    raise InputError(f"{path}: no predictions (the file is empty)")
   return out
+
+
+def _too_large(program: str, max_lines: int) -> str | None:
+  """Why `program` is over the size cap, or None."""
+  lines = program.count("\n") + 1
+  if lines > max_lines:
+    return f"program of {lines} lines exceeds --max-program-lines {max_lines}: not scored"
+  if len(program) > max_lines * CHARS_PER_LINE:
+    return (f"program of {len(program)} characters exceeds {max_lines * CHARS_PER_LINE} "
+            f"(--max-program-lines {max_lines} x {CHARS_PER_LINE}): not scored")
+  return None
 
 
 def summarize(records: Sequence[dict[str, Any]], tasks: dict[str, tasks_lib.Task]) -> dict[str, Any]:
@@ -128,21 +153,18 @@ def _make_pool(workers: int | None):
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
   """Scores the files named in `args`; returns the summary. Raises InputError."""
-  if args.batch_size <= 0:
-    raise InputError(f"--batch-size must be positive, got {args.batch_size}")
+  output = checks.output_file(args.output, inputs=[("--tasks", args.tasks),
+                                                    ("--predictions", args.predictions)])
   try:
     task_list = tasks_lib.load_tasks(args.tasks)
   except tasks_lib.TaskError as e:
     raise InputError(str(e)) from None
   known = {t.task_id: t for t in task_list}
-  predictions = read_predictions(args.predictions, known)
+  predictions = read_predictions(args.predictions, known, args.max_program_lines)
 
   start = time.perf_counter()
-  output = pathlib.Path(args.output)
-  output.parent.mkdir(parents=True, exist_ok=True)
-  tmp = output.with_name(output.name + ".tmp")
   records = []
-  with _make_pool(args.workers) as pool, tmp.open("w", encoding="utf-8") as out, tqdm.tqdm(
+  with _make_pool(args.workers) as pool, checks.atomic_output(output) as out, tqdm.tqdm(
       total=len(predictions), unit="pred", desc="score", file=sys.stderr,
       disable=None) as progress:
     scorer = rewards.RewardScorer(pool, epsilon=args.epsilon, pdb_compat=args.pdb_compat,
@@ -157,7 +179,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
       records.extend(chunk_records)
       progress.update(len(chunk))
       progress.set_postfix(executed=scorer.stats()["programs_executed"])
-  os.replace(tmp, output)
   elapsed = time.perf_counter() - start
   summary = summarize(records, known)
   summary.update(scorer.stats(), seconds=round(elapsed, 3),

@@ -1,0 +1,125 @@
+"""Argument and file checks the commands share: a bad value or path is one line naming it.
+
+Argument types (`workers`, `fraction`, ...) plug into argparse, which prints the usage and one
+error line naming the flag and exits 2. `output_file` / `output_folder` check a destination
+before any work starts; `atomic_output` writes next to it and renames, so a failed run leaves
+neither a half-written file nor a `.tmp` behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import pathlib
+from typing import IO, Iterator, Sequence
+
+# The pool waits on its workers' pipes with select(), which handles descriptors below 1024;
+# 1000 workers ran out of them. 256 is far above what a machine's cores can keep busy.
+MAX_WORKERS = 256
+
+
+class InputError(Exception):
+  """An argument, input file or output path that cannot be used; the message names it."""
+
+
+def positive_int(text: str) -> int:
+  value = _int(text)
+  if value < 1:
+    raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+  return value
+
+
+def non_negative_int(text: str) -> int:
+  value = _int(text)
+  if value < 0:
+    raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
+  return value
+
+
+def workers(text: str) -> int:
+  value = _int(text)
+  if not 1 <= value <= MAX_WORKERS:
+    raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_WORKERS}, got {text}")
+  return value
+
+
+def fraction(text: str) -> float:
+  """A float in [0, 1] (nan is not)."""
+  try:
+    value = float(text)
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+  if not 0.0 <= value <= 1.0:  # also false for nan
+    raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text}")
+  return value
+
+
+def _int(text: str) -> int:
+  try:
+    return int(text)
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
+def _same_file(a: pathlib.Path, b: pathlib.Path) -> bool:
+  if a.resolve() == b.resolve():
+    return True
+  try:
+    return a.exists() and b.exists() and a.samefile(b)
+  except OSError:
+    return False
+
+
+def output_file(path: str, flag: str = "--output",
+                inputs: Sequence[tuple[str, str]] = ()) -> pathlib.Path:
+  """`path` checked as a file to write: not a folder, not one of the `(flag, path)` inputs, its
+  folder made. Raises InputError."""
+  out = pathlib.Path(path)
+  if out.is_dir():
+    raise InputError(f"{flag} {path}: is a folder; give a file name")
+  for input_flag, input_path in inputs:
+    if input_path and _same_file(out, pathlib.Path(input_path)):
+      raise InputError(f"{flag} {path}: is the {input_flag} file; writing it would destroy "
+                       "the input")
+  _make_folder(out.parent, f"{flag} {path}")
+  return out
+
+
+def output_folder(path: str, flag: str = "--output",
+                  inputs: Sequence[tuple[str, str]] = ()) -> pathlib.Path:
+  """`path` checked (and made) as a folder to write into. Raises InputError."""
+  out = pathlib.Path(path)
+  for input_flag, input_path in inputs:
+    if input_path and _same_file(out, pathlib.Path(input_path)):
+      raise InputError(f"{flag} {path}: is the {input_flag}; writing into it would change the "
+                       "input")
+  if out.exists() and not out.is_dir():
+    raise InputError(f"{flag} {path}: exists and is not a folder")
+  _make_folder(out, f"{flag} {path}")
+  return out
+
+
+def _make_folder(folder: pathlib.Path, what: str) -> None:
+  try:
+    folder.mkdir(parents=True, exist_ok=True)
+  except FileExistsError:
+    raise InputError(f"{what}: cannot make folder {folder}: a file is in the way") from None
+  except OSError as e:
+    raise InputError(f"{what}: cannot make folder {folder} ({e.strerror or e})") from None
+  if not os.access(folder, os.W_OK | os.X_OK):
+    raise InputError(f"{what}: folder {folder} is not writable")
+
+
+@contextlib.contextmanager
+def atomic_output(path: pathlib.Path) -> Iterator[IO[str]]:
+  """A text file that becomes `path` only if the block ends normally; else it is removed."""
+  tmp = path.with_name(path.name + ".tmp")
+  try:
+    with tmp.open("w", encoding="utf-8") as f:
+      yield f
+    os.replace(tmp, path)
+  except BaseException:  # KeyboardInterrupt and SystemExit too: never leave the .tmp behind
+    tmp.unlink(missing_ok=True)
+    raise
