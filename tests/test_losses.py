@@ -73,3 +73,48 @@ def test_dpo_loss():
                               jnp.array([-2.0]), beta=0.5)
   assert float(loss) == pytest.approx(np.log1p(np.exp(-1.0)), rel=1e-6)
   assert float(acc) == 1.0
+
+
+@pytest.mark.parametrize("weight_axes,chunk_tokens", [("vd", 4), ("dv", 12), ("vd", 1000)])
+def test_chunked_logprobs_equal_dense_values_and_gradients(weight_axes, chunk_tokens):
+  b, t, d, v = 3, 11, 8, 50
+  ks = jax.random.split(jax.random.key(1), 5)
+  hidden = jax.random.normal(ks[0], (b, t, d))
+  weight = jax.random.normal(ks[1], (v, d) if weight_axes == "vd" else (d, v))
+  targets = jax.random.randint(ks[2], (b, t), 0, v)
+  g_logp, g_entropy = jax.random.normal(ks[3], (b, t)), jax.random.normal(ks[4], (b, t))
+  spec = "btd,vd->btv" if weight_axes == "vd" else "btd,dv->btv"
+
+  def dense(hidden, weight):
+    logp, entropy = losses.token_logprobs(jnp.einsum(spec, hidden, weight), targets, 0.7)
+    return jnp.sum(logp * g_logp + entropy * g_entropy), (logp, entropy)
+
+  def chunked(hidden, weight):
+    logp, entropy = losses.chunked_token_logprobs(hidden, weight, targets,
+                                                  weight_axes=weight_axes, temperature=0.7,
+                                                  chunk_tokens=chunk_tokens)
+    return jnp.sum(logp * g_logp + entropy * g_entropy), (logp, entropy)
+
+  # chunk_tokens 4 -> 1 position per chunk, 12 -> 4 (ragged last chunk), 1000 -> one chunk.
+  (_, want), grads_want = jax.value_and_grad(dense, (0, 1), has_aux=True)(hidden, weight)
+  (_, got), grads_got = jax.jit(jax.value_and_grad(chunked, (0, 1), has_aux=True))(hidden,
+                                                                                   weight)
+  np.testing.assert_allclose(got[0], want[0], atol=1e-5)  # log-probs
+  np.testing.assert_allclose(got[1], want[1], atol=1e-5)  # entropy
+  np.testing.assert_allclose(grads_got[0], grads_want[0], atol=1e-5)
+  np.testing.assert_allclose(grads_got[1], grads_want[1], atol=1e-5)
+
+
+def test_chunked_logprobs_in_bfloat16_stay_close_to_float32():
+  ks = jax.random.split(jax.random.key(2), 3)
+  hidden = jax.random.normal(ks[0], (2, 9, 16))
+  weight = jax.random.normal(ks[1], (64, 16)) * 0.3
+  targets = jax.random.randint(ks[2], (2, 9), 0, 64)
+  want, _ = losses.chunked_token_logprobs(hidden, weight, targets, chunk_tokens=4)
+  got, _ = losses.chunked_token_logprobs(hidden.astype(jnp.bfloat16),
+                                         weight.astype(jnp.bfloat16), targets, chunk_tokens=4)
+  assert got.dtype == jnp.float32
+  np.testing.assert_allclose(got, want, atol=0.1)
+  grad = jax.grad(lambda w: jnp.sum(losses.chunked_token_logprobs(
+      hidden.astype(jnp.bfloat16), w, targets, chunk_tokens=4)[0]))(weight.astype(jnp.bfloat16))
+  assert grad.dtype == jnp.bfloat16 and np.isfinite(np.asarray(grad, np.float32)).all()

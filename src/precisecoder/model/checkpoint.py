@@ -20,25 +20,26 @@ def _is_hf_folder(path: pathlib.Path) -> bool:
 
 
 def load_checkpoint(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None = None,
-                    remat: bool = False, with_tokenizer: bool = True
+                    with_tokenizer: bool = True, **execution
                     ) -> tuple[Decoder, Any, ModelConfig]:
   """(model, tokenizer, config) from an HF folder, a .gguf file or a training checkpoint dir.
 
-  With a mesh, every parameter is placed straight onto its sharding.
+  With a mesh, every parameter is placed straight onto its sharding. `execution` sets
+  ModelConfig's execution options (remat, attention, attention_block, logprob_chunk).
   """
   path = pathlib.Path(path)
   if not path.exists():
     raise FileNotFoundError(f"{path}: checkpoint does not exist")
   if path.is_file() and path.suffix == ".gguf":
-    model, config = load_gguf(path, dtype=dtype, mesh=mesh, remat=remat)
+    model, config = load_gguf(path, dtype=dtype, mesh=mesh, **execution)
     tokenizer_path = path
   elif path.is_dir() and _is_hf_folder(path):
-    model, config = load_hf(path, dtype=dtype, mesh=mesh, remat=remat)
+    model, config = load_hf(path, dtype=dtype, mesh=mesh, **execution)
     tokenizer_path = path
   elif path.is_dir():
     from precisecoder.model import training_checkpoint  # Orbax import is slow; only when needed
     model, config, tokenizer_path = training_checkpoint.load(path, dtype=dtype, mesh=mesh,
-                                                             remat=remat)
+                                                             **execution)
   else:
     raise ValueError(f"{path}: not a Hugging Face folder, a .gguf file or a training checkpoint")
   tokenizer = load_tokenizer(tokenizer_path, arch=config.arch) if with_tokenizer else None

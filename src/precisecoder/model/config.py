@@ -8,6 +8,9 @@ from typing import Any
 # Hugging Face `model_type` -> our architecture family.
 _ARCHS = {"qwen3": "qwen3", "llama": "llama"}
 DTYPES = ("float32", "bfloat16")
+# What the backward pass keeps of each layer's forward (decoder.REMAT_POLICIES says how).
+REMAT = ("none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable", "offload_dots")
+ATTENTION = ("auto", "dense", "chunked", "cudnn")  # model/attention.py
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,9 +32,22 @@ class ModelConfig:
   eos_token_ids: tuple[int, ...] = ()
   pad_token_id: int | None = None
   dtype: str = "float32"  # parameter and activation dtype; logits are always float32
-  remat: bool = False  # recompute each layer's activations in the backward pass
+  # Execution options (not part of the checkpoint's architecture):
+  remat: str = "none"  # one of REMAT; True/False read as "full"/"none"
+  attention: str = "auto"  # one of ATTENTION; "dense" is the old [B, H, T, T] path
+  attention_block: int = 512  # query and key block of the chunked attention
+  logprob_chunk: int = 1024  # tokens per lm-head chunk in the losses; 0: full [B, T, V] logits
 
   def __post_init__(self):
+    if isinstance(self.remat, bool):  # configs and checkpoints written before the policies
+      object.__setattr__(self, "remat", "full" if self.remat else "none")
+    if self.remat not in REMAT:
+      raise ValueError(f"ModelConfig.remat: {self.remat!r} is not one of {REMAT}")
+    if self.attention not in ATTENTION:
+      raise ValueError(f"ModelConfig.attention: {self.attention!r} is not one of {ATTENTION}")
+    if self.attention_block < 1 or self.logprob_chunk < 0:
+      raise ValueError(f"ModelConfig: attention_block={self.attention_block} must be >= 1 and "
+                       f"logprob_chunk={self.logprob_chunk} >= 0")
     if self.arch not in _ARCHS.values():
       raise ValueError(f"ModelConfig.arch: unsupported {self.arch!r} (want qwen3 or llama)")
     if self.dtype not in DTYPES:

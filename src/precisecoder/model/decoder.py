@@ -7,6 +7,8 @@ Qwen3 adds an RMSNorm over each query and key head.
 
 Two entry points share the layer code:
   * `model(tokens, attention_mask)`: full-sequence logits for training (left or right padding);
+    `hidden_states` is the same without the vocabulary projection, for losses that project in
+    chunks (`train.losses.chunked_token_logprobs`);
   * `model.forward_cached(tokens, positions, cache, index)`: prefill and one-token decode
     against a fixed-size KV cache for sampling.
 """
@@ -20,10 +22,20 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from precisecoder.model import attention
 from precisecoder.model.config import ModelConfig
 from precisecoder.model.sharding import constrain
 
-_NEG_INF = -1e30  # finite, so fully masked rows (padding) give uniform weights, not NaN
+# ModelConfig.remat -> what jax.checkpoint saves of each layer (None: no checkpointing).
+REMAT_POLICIES = {
+    "none": None,
+    "full": jax.checkpoint_policies.nothing_saveable,
+    "dots_saveable": jax.checkpoint_policies.dots_saveable,
+    "dots_with_no_batch_dims_saveable": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+    # Weight-matmul outputs go to host memory and come back for the backward (GPU/TPU only).
+    "offload_dots": jax.checkpoint_policies.offload_dot_with_no_batch_dims("device",
+                                                                          "pinned_host"),
+}
 
 
 def _param(rngs: nnx.Rngs | None, shape, dtype, axes, *, ones: bool = False, std: float = 0.02):
@@ -105,23 +117,6 @@ class DecoderLayers(nnx.Module):
     return {n: getattr(self, n)[...] for n in names}
 
 
-def _attention(q, k, v, mask):
-  """q [B,T,H,D], k/v [B,K,S,D] (heads before positions), mask [B,T,S] -> [B,T,H,D].
-
-  With heads ahead of positions both einsums are plain batched matmuls over (B, K): no
-  transposed copy of a long KV cache at every decode step. Softmax runs in float32.
-  """
-  b, t, h, d = q.shape
-  kv = k.shape[1]
-  q = q.reshape(b, t, kv, h // kv, d).transpose(0, 2, 3, 1, 4)  # [B, K, G, T, D]
-  scores = jnp.einsum("bkgtd,bksd->bkgts", q, k, preferred_element_type=jnp.float32)
-  scores = scores * (d ** -0.5)
-  scores = jnp.where(mask[:, None, None, :, :], scores, _NEG_INF)
-  weights = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
-  out = jnp.einsum("bkgts,bksd->bkgtd", weights, v)  # [B, K, G, T, D]
-  return out.transpose(0, 3, 1, 2, 4).reshape(b, t, h, d)
-
-
 def _block(config: ModelConfig, x, p, positions, attend):
   """One transformer block. `attend(q, k, v) -> out` hides training vs cached attention."""
   eps = config.rms_norm_eps
@@ -143,6 +138,10 @@ def _block(config: ModelConfig, x, p, positions, attend):
   hidden = constrain(jax.nn.silu(gate) * up, ("batch", "seq", "mlp"))
   x = x + jnp.einsum("btf,fd->btd", hidden, p["down_proj"])
   return constrain(x, ("batch", "seq", "act_embed")), extra
+
+
+def _heads_first(x):
+  return x.transpose(0, 2, 1, 3)  # [B, T, K, D] -> [B, K, T, D]
 
 
 def positions_from_mask(attention_mask: jax.Array) -> jax.Array:
@@ -170,35 +169,60 @@ class Decoder(nnx.Module):
     x = jnp.take(table, tokens, axis=0)
     return constrain(x, ("batch", "seq", "act_embed"))
 
-  def _logits(self, x):
-    x = rms_norm(x, self.final_norm[...], self.config.rms_norm_eps)
+  def output_projection(self) -> tuple[jax.Array, str]:
+    """(weight, axes) of the vocabulary projection: the embedding [V, D] ("vd") when tied."""
     if self.config.tie_embeddings:
-      logits = jnp.einsum("btd,vd->btv", x, self.embed[...], preferred_element_type=jnp.float32)
-    else:
-      logits = jnp.einsum("btd,dv->btv", x, self.lm_head[...], preferred_element_type=jnp.float32)
+      return self.embed[...], "vd"
+    return self.lm_head[...], "dv"
+
+  def logits(self, x: jax.Array) -> jax.Array:
+    """float32 logits [B, T, V] of final hidden states x [B, T, D]."""
+    weight, axes = self.output_projection()
+    spec = "btd,vd->btv" if axes == "vd" else "btd,dv->btv"
+    logits = jnp.einsum(spec, x, weight, preferred_element_type=jnp.float32)
     return constrain(logits.astype(jnp.float32), ("batch", "seq", "vocab"))
 
   def __call__(self, tokens: jax.Array, attention_mask: jax.Array | None = None) -> jax.Array:
     """Logits float32[B, T, V] for int32[B, T] tokens; mask bool[B, T] marks real tokens."""
+    return self.logits(self.hidden_states(tokens, attention_mask))
+
+  def hidden_states(self, tokens: jax.Array, attention_mask: jax.Array | None = None
+                    ) -> jax.Array:
+    """Final-normed hidden states [B, T, D]; padding may be on either side (see attention.py)."""
     config = self.config
     if attention_mask is None:
       attention_mask = jnp.ones(tokens.shape, bool)
     attention_mask = attention_mask.astype(bool)
+    impl = attention.resolve(config.attention, config.dtype, config.head_dim)
+    if impl == "cudnn":  # cuDNN masks causal + right padding only: left-align every row
+      gather, scatter = attention.contiguous_rows(attention_mask)
+      tokens = jnp.take_along_axis(tokens, gather, axis=1)
+      attention_mask = jnp.take_along_axis(attention_mask, gather, axis=1)
     positions = positions_from_mask(attention_mask)
     t = tokens.shape[1]
-    causal = jnp.tril(jnp.ones((t, t), bool))
-    mask = causal[None] & attention_mask[:, None, :]
 
-    def attend(q, k, v):
-      return _attention(q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3), mask), None
+    if impl == "dense":
+      mask = jnp.tril(jnp.ones((t, t), bool))[None] & attention_mask[:, None, :]
+      attend = lambda q, k, v: attention.dense(q, _heads_first(k), _heads_first(v), mask)
+    elif impl == "chunked":
+      block = config.attention_block
+      attend = lambda q, k, v: attention.chunked(
+          q, _heads_first(k), _heads_first(v), jnp.arange(t), attention_mask,
+          block_q=block, block_k=block)
+    else:
+      attend = attention.cudnn_causal
 
     def body(x, p):
-      return _block(config, x, p, positions, attend)[0], None
+      return _block(config, x, p, positions, lambda q, k, v: (attend(q, k, v), None))[0], None
 
-    if config.remat:
-      body = jax.checkpoint(body, prevent_cse=False)
+    policy = REMAT_POLICIES[config.remat]
+    if policy is not None:
+      body = jax.checkpoint(body, policy=policy, prevent_cse=False)
     x, _ = jax.lax.scan(body, self._embed(tokens), self.layers.stacked())
-    return self._logits(x)
+    x = rms_norm(x, self.final_norm[...], config.rms_norm_eps)
+    if impl == "cudnn":
+      x = jnp.take_along_axis(x, scatter[..., None], axis=1)
+    return x
 
   def layer_params(self) -> list[dict[str, jax.Array]]:
     """Each layer's weights as separate arrays (sliced once, e.g. before a decode loop)."""
@@ -228,6 +252,10 @@ class Decoder(nnx.Module):
     slots = jnp.arange(window)
     mask = (valid[:, None, :window]
             & (slots[None, None, :] <= index + jnp.arange(t)[None, :, None]))
+    # A prefill's [B, H, T, S] scores are as large as training's: on the chunked backends
+    # (CPU, TPU) it runs chunked. Decode steps (T = 1) and GPU prefills stay dense.
+    chunked_prefill = t > 1 and attention.resolve(config.attention, config.dtype,
+                                                  config.head_dim) == "chunked"
     layer_params = self.layer_params() if layer_params is None else layer_params
     x = self._embed(tokens)
     new_k, new_v = [], []
@@ -238,7 +266,13 @@ class Decoder(nnx.Module):
         v = v.transpose(0, 2, 1, 3).astype(v_cache.dtype)
         k_cache = jax.lax.dynamic_update_slice(k_cache, k, (0, 0, index, 0))
         v_cache = jax.lax.dynamic_update_slice(v_cache, v, (0, 0, index, 0))
-        out = _attention(q, k_cache[:, :, :window], v_cache[:, :, :window], mask)
+        k_seen, v_seen = k_cache[:, :, :window], v_cache[:, :, :window]
+        if chunked_prefill:
+          out = attention.chunked(q, k_seen, v_seen, index + jnp.arange(t), valid[:, :window],
+                                  block_q=config.attention_block,
+                                  block_k=config.attention_block)
+        else:
+          out = attention.dense(q, k_seen, v_seen, mask)
         return out, (k_cache, v_cache)
 
       x, (k_cache, v_cache) = _block(config, x, p, positions, attend)
@@ -246,7 +280,8 @@ class Decoder(nnx.Module):
       new_v.append(v_cache)
     if last_logits_only:
       x = x[:, -1:]
-    return self._logits(x), KVCache(k=tuple(new_k), v=tuple(new_v), valid=valid)
+    x = rms_norm(x, self.final_norm[...], config.rms_norm_eps)
+    return self.logits(x), KVCache(k=tuple(new_k), v=tuple(new_v), valid=valid)
 
 
 def param_count(model: nnx.Module) -> int:

@@ -108,10 +108,10 @@ class GGUFTensorReader:
 
 
 def load_gguf(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None = None,
-              remat: bool = False) -> tuple[Decoder, ModelConfig]:
+              **execution) -> tuple[Decoder, ModelConfig]:
   where = str(path)
   reader = gguf.GGUFReader(path)
-  config = read_gguf_config(reader, where=where, dtype=dtype, remat=remat)
+  config = read_gguf_config(reader, where=where, dtype=dtype, **execution)
   model = build_decoder(config, GGUFTensorReader(reader, config, where), mesh=mesh, where=where)
   return model, config
 

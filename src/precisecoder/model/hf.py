@@ -64,8 +64,8 @@ class SafetensorsReader:
 
 
 def load_hf(folder: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None = None,
-            remat: bool = False) -> tuple[Decoder, ModelConfig]:
-  config = read_config(folder, dtype=dtype, remat=remat)
+            **execution) -> tuple[Decoder, ModelConfig]:
+  config = read_config(folder, dtype=dtype, **execution)
   reader = SafetensorsReader(folder)
   if config.tie_embeddings is False and "lm_head.weight" not in reader.names():
     raise ValueError(f"{folder}: config says untied embeddings but there is no lm_head.weight")

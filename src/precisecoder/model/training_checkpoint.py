@@ -68,13 +68,16 @@ def _normalise(path: tuple[Any, ...]) -> tuple[str, ...]:
 
 
 def load(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None = None,
-         remat: bool = False) -> tuple[Decoder, ModelConfig, pathlib.Path]:
-  """(model, config, tokenizer source) from a workdir, its checkpoints dir or one step dir."""
+         **execution) -> tuple[Decoder, ModelConfig, pathlib.Path]:
+  """(model, config, tokenizer source) from a workdir, its checkpoints dir or one step dir.
+
+  `execution`: ModelConfig's execution options (remat, attention, ...), not the saved ones.
+  """
   import orbax.checkpoint as ocp
 
   step_dir = _step_dir(pathlib.Path(path))
   meta = _read_meta(step_dir)["model"]
-  fields = dict(meta["config"], dtype=dtype, remat=remat)
+  fields = dict(meta["config"], dtype=dtype, **execution)
   fields["eos_token_ids"] = tuple(fields.get("eos_token_ids") or ())
   config = ModelConfig(**fields)
   graphdef, abstract = abstract_decoder(config)

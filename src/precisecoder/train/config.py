@@ -52,9 +52,12 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
   c.trainer = "rl"  # rl | sft | dpo
   c.seed = 0
 
+  # remat: none | full | dots_saveable | dots_with_no_batch_dims_saveable | offload_dots;
+  # attention: auto (cuDNN on GPU, chunked elsewhere) | chunked | cudnn | dense (the old path);
+  # logprob_chunk: tokens per lm-head chunk in the losses (0: full [B, T, V] logits).
   c.model = ml_collections.ConfigDict(dict(
-      preset=m["preset"], checkpoint=m["checkpoint"], dtype="float32", remat=False,
-      mesh=m["mesh"]))
+      preset=m["preset"], checkpoint=m["checkpoint"], dtype="float32", remat="none",
+      attention="auto", attention_block=512, logprob_chunk=1024, mesh=m["mesh"]))
 
   # Training tasks from the bug generator (data.generator) unless `task_file` is set.
   c.data = ml_collections.ConfigDict(dict(
@@ -107,7 +110,7 @@ _SMALL_RUNS = {
     # weights, so two half-batches cost twice one full batch. A larger step size than the
     # pod presets', so that a few steps move the policy.
     "local": dict(
-        model=dict(remat=True),
+        model=dict(remat="full"),
         data=dict(num_train=64, num_validation=16, num_clean=8),
         rl=dict(rollout_chunks=1),
         optim=dict(learning_rate=1e-5),

@@ -6,6 +6,7 @@ Shapes: [B, T] for per-token arrays (T = completion tokens), [B] for per-sequenc
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -21,6 +22,80 @@ def token_logprobs(logits: jax.Array, targets: jax.Array, temperature: float = 1
   logp = jnp.take_along_axis(logp_all, targets[..., None], axis=-1)[..., 0]
   entropy = -jnp.sum(jnp.exp(logp_all) * logp_all, axis=-1)
   return logp, entropy
+
+
+def chunked_token_logprobs(hidden: jax.Array, weight: jax.Array, targets: jax.Array, *,
+                           weight_axes: str = "vd", temperature: float = 1.0,
+                           chunk_tokens: int = 1024) -> tuple[jax.Array, jax.Array]:
+  """`token_logprobs(hidden @ weight, targets)` without the [B, T, V] float32 logits.
+
+  hidden [B, T, D] (after the final norm), weight [V, D] (`weight_axes="vd"`, tied embeddings)
+  or [D, V] ("dv"). Positions are taken `chunk_tokens // B` at a time: each chunk's logits
+  exist only inside its step, forward and backward (a custom VJP recomputes them), so peak
+  memory is a few [chunk_tokens, V] float32 arrays whatever T is. The weight's gradient is
+  accumulated in float32 across chunks.
+  """
+  if weight_axes not in ("vd", "dv"):
+    raise ValueError(f"weight_axes {weight_axes!r}: want 'vd' or 'dv'")
+  b, t, d = hidden.shape
+  c = max(1, min(t, chunk_tokens // b))
+  n = -(-t // c)
+  hidden = jnp.pad(hidden, ((0, 0), (0, n * c - t), (0, 0)))
+  targets = jnp.pad(targets, ((0, 0), (0, n * c - t)))
+  h_chunks = hidden.reshape(b, n, c, d).swapaxes(0, 1)  # [n, B, c, D]
+  t_chunks = targets.reshape(b, n, c).swapaxes(0, 1)
+  logp, entropy = _chunked_logprobs(h_chunks, weight, t_chunks, weight_axes, float(temperature))
+  unchunk = lambda x: x.swapaxes(0, 1).reshape(b, n * c)[:, :t]
+  return unchunk(logp), unchunk(entropy)
+
+
+def _chunk_logits(h, weight, weight_axes, temperature):
+  spec = "btd,vd->btv" if weight_axes == "vd" else "btd,dv->btv"
+  return jnp.einsum(spec, h, weight, preferred_element_type=jnp.float32) / temperature
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
+def _chunked_logprobs(h_chunks, weight, t_chunks, weight_axes, temperature):
+
+  def one(args):
+    h, tgt = args
+    return token_logprobs(_chunk_logits(h, weight, weight_axes, temperature), tgt)
+
+  return jax.lax.map(one, (h_chunks, t_chunks))
+
+
+def _chunked_logprobs_fwd(h_chunks, weight, t_chunks, weight_axes, temperature):
+  out = _chunked_logprobs(h_chunks, weight, t_chunks, weight_axes, temperature)
+  return out, (h_chunks, weight, t_chunks)
+
+
+def _chunked_logprobs_bwd(weight_axes, temperature, residuals, cotangents):
+  h_chunks, weight, t_chunks = residuals
+  g_logp, g_entropy = cotangents
+
+  def one(dw, args):
+    h, tgt, g_lp, g_ent = args
+    logp_all = jax.nn.log_softmax(_chunk_logits(h, weight, weight_axes, temperature), axis=-1)
+    p = jnp.exp(logp_all)
+    entropy = -jnp.sum(p * logp_all, axis=-1, keepdims=True)
+    # d logp[target] / dz = onehot - p;  d entropy / dz = -p (log p + entropy).
+    dz = -p * (g_lp[..., None] + g_ent[..., None] * (logp_all + entropy))
+    dz = dz + g_lp[..., None] * jax.nn.one_hot(tgt, dz.shape[-1], dtype=dz.dtype)
+    dz = (dz / temperature).astype(weight.dtype)
+    if weight_axes == "vd":
+      dh = jnp.einsum("btv,vd->btd", dz, weight, preferred_element_type=jnp.float32)
+      dw = dw + jnp.einsum("btv,btd->vd", dz, h, preferred_element_type=jnp.float32)
+    else:
+      dh = jnp.einsum("btv,dv->btd", dz, weight, preferred_element_type=jnp.float32)
+      dw = dw + jnp.einsum("btd,btv->dv", h, dz, preferred_element_type=jnp.float32)
+    return dw, dh.astype(h.dtype)
+
+  dw, dh = jax.lax.scan(one, jnp.zeros(weight.shape, jnp.float32),
+                        (h_chunks, t_chunks, g_logp, g_entropy))
+  return dh, dw.astype(weight.dtype), None
+
+
+_chunked_logprobs.defvjp(_chunked_logprobs_fwd, _chunked_logprobs_bwd)
 
 
 def aggregate(per_token: jax.Array, mask: jax.Array, mode: str) -> jax.Array:

@@ -33,11 +33,21 @@ def make_optimizer(optim: ml_collections.ConfigDict, total_steps: int
 def completion_logprobs(graphdef: nnx.GraphDef, params: nnx.State, tokens: jax.Array,
                         mask: jax.Array, completion_len: int, temperature: float = 1.0
                         ) -> tuple[jax.Array, jax.Array]:
-  """(log-prob, entropy) [B, T] of the last `completion_len` tokens given what precedes them."""
+  """(log-prob, entropy) [B, T] of the last `completion_len` tokens given what precedes them.
+
+  The vocabulary projection runs in chunks (`ModelConfig.logprob_chunk` tokens) unless that
+  is 0, which keeps the full [B, T, V] float32 logits (the baseline of bench_memory.py).
+  """
   model = nnx.merge(graphdef, params)
-  logits = model(tokens, mask)
   start = tokens.shape[1] - completion_len
-  return losses.token_logprobs(logits[:, start - 1:-1], tokens[:, start:], temperature)
+  chunk = model.config.logprob_chunk
+  if not chunk:
+    logits = model(tokens, mask)
+    return losses.token_logprobs(logits[:, start - 1:-1], tokens[:, start:], temperature)
+  hidden = model.hidden_states(tokens, mask)[:, start - 1:-1]
+  weight, axes = model.output_projection()
+  return losses.chunked_token_logprobs(hidden, weight, tokens[:, start:], weight_axes=axes,
+                                       temperature=temperature, chunk_tokens=chunk)
 
 
 def _apply(tx, params, opt_state, grads):

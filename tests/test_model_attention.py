@@ -1,0 +1,138 @@
+"""Chunked (flash-style) attention against the dense [B, H, T, S] computation."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from precisecoder.model import Decoder, KVCache, attention, presets
+from precisecoder.model.config import REMAT
+
+B, T, H, KV, D = 3, 37, 4, 2, 16  # T is not a multiple of the blocks: ragged last tiles
+
+
+def _padding_mask():
+  mask = np.ones((B, T), bool)
+  mask[0, :9] = False  # left padding (a prompt)
+  mask[1, 29:] = False  # right padding (a short completion)
+  mask[2, :4] = mask[2, 33:] = False  # both, as in a training row
+  return jnp.asarray(mask)
+
+
+def _inputs(seed=0):
+  ks = jax.random.split(jax.random.key(seed), 4)
+  q = jax.random.normal(ks[0], (B, T, H, D))
+  k = jax.random.normal(ks[1], (B, KV, T, D))
+  v = jax.random.normal(ks[2], (B, KV, T, D))
+  # The cotangent of padded query rows is zero, as in training (their outputs are never used).
+  weights = jax.random.normal(ks[3], (B, T, H, D)) * _padding_mask()[:, :, None, None]
+  return q, k, v, weights
+
+
+@pytest.mark.parametrize("block_q,block_k", [(8, 16), (16, 8), (64, 64)])
+def test_chunked_equals_dense_values_and_gradients(block_q, block_k):
+  q, k, v, weights = _inputs()
+  key_mask = _padding_mask()
+  dense_mask = jnp.tril(jnp.ones((T, T), bool))[None] & key_mask[:, None, :]
+
+  def dense(q, k, v):
+    return jnp.sum(attention.dense(q, k, v, dense_mask) * weights)
+
+  def chunked(q, k, v):
+    out = attention.chunked(q, k, v, jnp.arange(T), key_mask, block_q=block_q, block_k=block_k)
+    return jnp.sum(out * weights)
+
+  real = np.asarray(key_mask)[:, :, None, None]
+  want = attention.dense(q, k, v, dense_mask)
+  got = jax.jit(lambda q, k, v: attention.chunked(q, k, v, jnp.arange(T), key_mask,
+                                                  block_q=block_q, block_k=block_k))(q, k, v)
+  np.testing.assert_allclose(np.where(real, got, 0), np.where(real, want, 0), atol=1e-5)
+  grads_want = jax.grad(dense, argnums=(0, 1, 2))(q, k, v)
+  grads_got = jax.jit(jax.grad(chunked, argnums=(0, 1, 2)))(q, k, v)
+  for name, g_got, g_want in zip("qkv", grads_got, grads_want):
+    np.testing.assert_allclose(g_got, g_want, atol=2e-5, err_msg=f"d{name}")
+
+
+def test_chunked_prefill_with_offset_queries_matches_dense():
+  """Queries written at cache slots index..index+T-1 (a prefill after earlier tokens)."""
+  q, k, v, _ = _inputs(1)
+  t, index = 11, 20
+  valid = _padding_mask()
+  q = q[:, :t]
+  q_pos = index + jnp.arange(t)
+  mask = valid[:, None, :] & (jnp.arange(T)[None, None, :] <= q_pos[None, :, None])
+  want = attention.dense(q, k, v, mask)
+  got = attention.chunked(q, k, v, q_pos, valid, block_q=4, block_k=8)
+  np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_contiguous_rows_round_trip():
+  mask = _padding_mask()
+  gather, scatter = attention.contiguous_rows(mask)
+  aligned = np.asarray(jnp.take_along_axis(mask, gather, axis=1))
+  for row in aligned:  # real tokens first, then all padding
+    n = row.sum()
+    assert row[:n].all() and not row[n:].any()
+  x = jnp.arange(B * T).reshape(B, T)
+  back = jnp.take_along_axis(jnp.take_along_axis(x, gather, axis=1), scatter, axis=1)
+  np.testing.assert_array_equal(back, x)
+
+
+def test_resolve_picks_chunked_on_cpu_and_rejects_unknown_names():
+  assert attention.resolve("auto", "bfloat16", 128) == "chunked"  # tests run on CPU
+  assert attention.resolve("dense", "float32", 32) == "dense"
+  with pytest.raises(ValueError, match="attention implementation"):
+    attention.resolve("flash", "float32", 32)
+
+
+def _decoder(**execution):
+  return Decoder(presets.get("tiny", num_layers=2, **execution), rngs=nnx.Rngs(0))
+
+
+def _assert_same_gradients(want_model, got_model, loss, atol):
+  grads = []
+  for model in (want_model, got_model):
+    graphdef, params = nnx.split(model)
+    grad = jax.jit(jax.grad(lambda p, g=graphdef: loss(nnx.merge(g, p))))(params)
+    grads.append(nnx.to_flat_state(grad))
+  for (path, a), (_, b) in zip(*grads):
+    np.testing.assert_allclose(b.get_value(), a.get_value(), atol=atol, err_msg=str(path))
+
+
+def test_decoder_chunked_matches_dense_logits_gradients_and_prefill():
+  tokens = jax.random.randint(jax.random.key(2), (B, T), 2, 1024)
+  mask = _padding_mask()
+  dense = _decoder(attention="dense")
+  chunked = _decoder(attention="chunked", attention_block=8)
+  real = np.asarray(mask)
+  np.testing.assert_allclose(np.asarray(chunked(tokens, mask))[real],
+                             np.asarray(dense(tokens, mask))[real], atol=1e-4)
+
+  _assert_same_gradients(
+      dense, chunked, lambda model: jnp.sum(jax.nn.log_softmax(model(tokens, mask))[..., 5] * mask),
+      atol=1e-4)
+
+  # A prefill runs chunked too; its last logits equal the full forward's.
+  cache = KVCache.zeros(chunked.config, B, T + 4)
+  positions = jnp.maximum(jnp.cumsum(mask, axis=1) - 1, 0)
+  logits, _ = chunked.forward_cached(tokens, positions, mask, cache, jnp.int32(0))
+  want = dense(tokens, mask)
+  np.testing.assert_allclose(np.asarray(logits)[real], np.asarray(want)[real], atol=1e-4)
+
+
+def test_remat_policies_keep_the_gradient():
+  tokens = jax.random.randint(jax.random.key(3), (2, 16), 2, 1024)
+  for remat in REMAT:
+    if remat not in ("none", "offload_dots"):  # offloading needs a host memory space (GPU/TPU)
+      _assert_same_gradients(_decoder(remat="none"), _decoder(remat=remat),
+                             lambda model: jnp.mean(model(tokens)[..., 7]), atol=1e-6)
+
+
+def test_config_reads_old_boolean_remat_and_rejects_unknown_options():
+  assert presets.get("tiny", remat=True).remat == "full"
+  assert presets.get("tiny", remat=False).remat == "none"
+  with pytest.raises(ValueError, match="ModelConfig.remat"):
+    presets.get("tiny", remat="some")
+  with pytest.raises(ValueError, match="ModelConfig.attention"):
+    presets.get("tiny", attention="splash")
