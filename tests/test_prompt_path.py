@@ -1,14 +1,14 @@
 """One prompt path: training, evaluation and `generate` render byte-identical prompts, and
 prefilled thinking is exactly what the chat template gives."""
 
+import functools
 import json
 import pathlib
 
 import numpy as np
 import pytest
-import torch
 import transformers
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from conftest import make_chat_tokenizer, make_tiny_chat_checkpoint
 
 from precisecoder import cli, prompts, tasks as tasks_lib
 from precisecoder.model import load_checkpoint
@@ -45,32 +45,18 @@ TASKS = [
 THINKING = "The bug is on line 2: `return x - 1` subtracts.\nIt should add."
 
 
+CORPUS = [t.buggy_code + t.gt_solution + t.prompt for t in TASKS]
+
+
+@functools.cache
 def _tokenizer(template: str) -> transformers.PreTrainedTokenizerFast:
-  """A small byte-level BPE with Qwen's special tokens, trained here (no download)."""
-  tok = Tokenizer(models.BPE())
-  tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-  tok.decoder = decoders.ByteLevel()
-  trainer = trainers.BpeTrainer(
-      vocab_size=400, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-  tok.train_from_iterator([t.buggy_code + t.gt_solution + t.prompt for t in TASKS] * 20, trainer)
-  return transformers.PreTrainedTokenizerFast(
-      tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-      chat_template=template)
+  return make_chat_tokenizer(template, CORPUS)
 
 
 @pytest.fixture(scope="module")
 def qwen_checkpoint(tmp_path_factory):
   folder = tmp_path_factory.mktemp("tiny_qwen_template")
-  tokenizer = _tokenizer(QWEN3_TEMPLATE)
-  config = transformers.LlamaConfig(
-      vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
-      tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id,
-      pad_token_id=tokenizer.pad_token_id)
-  torch.manual_seed(0)
-  transformers.LlamaForCausalLM(config).save_pretrained(folder)
-  tokenizer.save_pretrained(folder)
+  make_tiny_chat_checkpoint(folder, QWEN3_TEMPLATE, CORPUS)
   task_file = folder / "tasks.jsonl"
   tasks_lib.write_tasks(task_file, TASKS)
   return folder, task_file

@@ -14,6 +14,8 @@ import sys
 COMMANDS = {
     "score": ("score", "score predictions against tasks with the PreciseCoder metrics"),
     "generate": ("generate", "sample debugging completions from a checkpoint"),
+    "evaluate": ("evaluate", "generate + score a checkpoint: the paper's table with intervals"),
+    "analyze": ("analyze", "statistics over completions (thinking traces)"),
     "data": ("data", "build, inspect and convert task sets"),
     "train": ("train", "train a policy from an ml_collections config (RL, SFT, DPO)"),
     "export": ("export", "export a checkpoint to a Hugging Face safetensors folder"),

@@ -1,0 +1,93 @@
+"""`precisecoder analyze`: statistics over completions.
+
+  precisecoder analyze traces --run DIR [--output OUT]
+  precisecoder analyze traces --predictions P.jsonl --tasks T.jsonl [--clean C.jsonl] \\
+      [--scores S.jsonl] [--output OUT]
+
+`traces`: the thinking-trace statistics of PAPER.md (quoting of the buggy line, hedges,
+restatements of the instruction, "a bug must exist because the prompt says so" and bug
+hypotheses per 1,000 words, no-op rate by hypothesis quartile, F1/precision per SD of quoting);
+the method is the docstring of `precisecoder.analysis.traces`. `--run` reads an `evaluate`
+directory (its settings name the task files; predictions.jsonl, scores.jsonl). Prints Markdown;
+`--output` also writes OUT.json and OUT.md. Exit 2 for unusable inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+from typing import Any
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  sub = parser.add_subparsers(dest="analysis", required=True, metavar="ANALYSIS")
+  traces = sub.add_parser("traces", help="thinking-trace statistics")
+  traces.add_argument("--run", default="", help="an `evaluate` output directory")
+  traces.add_argument("--predictions", default="", help="completions (generate's output)")
+  traces.add_argument("--tasks", default="", help="buggy task file")
+  traces.add_argument("--clean", default="", help="clean task file (for no-op by quartile)")
+  traces.add_argument("--scores", default="", help="score lines of the predictions")
+  traces.add_argument("--output", default="", help="write OUTPUT.json and OUTPUT.md")
+  traces.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
+
+
+class _Unusable(Exception):
+  pass
+
+
+def _records(path: str) -> list[dict[str, Any]]:
+  from precisecoder import tasks as tasks_lib
+  try:
+    return [r for _, r in tasks_lib.iter_records(path)]
+  except tasks_lib.TaskError as e:
+    raise _Unusable(str(e)) from None
+
+
+def _inputs(args: argparse.Namespace):
+  """(predictions, tasks by id, scores) from --run or the separate files."""
+  from precisecoder import tasks as tasks_lib
+  predictions, task_files, scores = args.predictions, [args.tasks, args.clean], args.scores
+  if args.run:
+    run = pathlib.Path(args.run)
+    try:
+      settings = json.loads((run / "settings.json").read_text())
+    except (OSError, json.JSONDecodeError) as e:
+      raise _Unusable(f"{run}: not an evaluate directory ({e})") from None
+    predictions = predictions or str(run / "predictions.jsonl")
+    scores = scores or str(run / "scores.jsonl")
+    task_files = [args.tasks or settings.get("tasks", ""), args.clean or settings.get("clean", "")]
+  if not predictions or not task_files[0]:
+    raise _Unusable("give --run DIR, or --predictions and --tasks")
+  tasks = {}
+  for path in filter(None, task_files):
+    try:
+      tasks.update({t.task_id: t for t in tasks_lib.load_tasks(path)})
+    except tasks_lib.TaskError as e:
+      raise _Unusable(str(e)) from None
+  rows = _records(predictions)
+  for n, r in enumerate(rows, 1):
+    if not isinstance(r, dict) or r.get("task_id") not in tasks:
+      raise _Unusable(f"{predictions}: record {n}: task_id {r.get('task_id') if isinstance(r, dict) else r!r} "
+                      "is not in the task files")
+  return rows, tasks, _records(scores) if scores and pathlib.Path(scores).exists() else []
+
+
+def main(args: argparse.Namespace) -> int:
+  from precisecoder.analysis import traces
+  try:
+    predictions, tasks, scores = _inputs(args)
+  except _Unusable as e:
+    print(f"precisecoder analyze: error: {e}", file=sys.stderr)
+    return 2
+  rows = traces.trace_rows(predictions, tasks, scores)
+  summary = traces.summarize(rows, completions=len(predictions), resamples=args.resamples)
+  text = traces.markdown(summary)
+  if args.output:
+    out = pathlib.Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(summary, indent=1) + "\n")
+    out.with_suffix(".md").write_text(text)
+  print(text)
+  return 0

@@ -1,0 +1,237 @@
+"""`precisecoder evaluate`: generate + score a checkpoint on task sets, resumably, and write the
+paper's table with 95% bootstrap intervals.
+
+  precisecoder evaluate --checkpoint PATH --tasks T.jsonl [--clean C.jsonl] [--samples G] \\
+      --output DIR [--shard-size N] [generate and score options]
+
+Work is cut into shards of `--shard-size` tasks; each shard runs `precisecoder generate` then
+`precisecoder score` (the same code, not a copy) and its files appear only once complete, so a
+rerun with the same settings skips finished shards and an interrupted run loses at most one
+shard. DIR holds:
+  settings.json         the settings (a rerun with different ones is refused)
+  shards/               {buggy,clean}-NNNN.{tasks,predictions,scores}.jsonl
+  predictions.jsonl     every completion (generate's format, with the exact prompt)
+  scores.jsonl          every score line (score's format, plus is_buggy and source)
+  per_task.jsonl        one row per task: its samples' means
+  table.json, table.md  the paper's columns with intervals, and the correlations
+                        (analysis/evaluation.py says how they are computed)
+Exit status: 0 when every shard finished, 2 for unusable inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import pathlib
+import sys
+import time
+from typing import Any
+
+log = logging.getLogger("precisecoder.evaluate")
+
+# Options passed through to `generate` / `score` (flag, destination, whether it takes a value).
+_GENERATE_OPTIONS = (("--samples", "samples"), ("--temperature", "temperature"),
+                     ("--top-p", "top_p"), ("--top-k", "top_k"),
+                     ("--max-new-tokens", "max_new_tokens"), ("--seed", "seed"),
+                     ("--batch-size", "batch_size"), ("--dtype", "dtype"), ("--mesh", "mesh"),
+                     ("--compile-cache", "compile_cache"), ("--prefill-thinking", "prefill_thinking"))
+_GENERATE_SWITCHES = (("--thinking", "thinking"), ("--no-tests-in-prompt", "no_tests_in_prompt"))
+_SCORE_OPTIONS = (("--epsilon", "epsilon"), ("--lam", "lam"), ("--workers", "workers"))
+_SCORE_SWITCHES = (("--pdb-compat", "pdb_compat"),)
+# Settings that change results: a rerun must match them to reuse finished shards.
+_RESULT_SETTINGS = ("checkpoint", "samples", "temperature", "top_p", "top_k", "max_new_tokens",
+                    "seed", "dtype", "thinking", "no_tests_in_prompt", "shard_size", "epsilon",
+                    "lam", "pdb_compat", "limit")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+  parser.add_argument("--checkpoint", required=True,
+                      help="Hugging Face folder, .gguf file or training checkpoint directory")
+  parser.add_argument("--tasks", required=True, help="buggy task file (JSON Lines)")
+  parser.add_argument("--clean", default="", help="already-correct programs (no-op and damage)")
+  parser.add_argument("--output", required=True, help="directory for the results (resumable)")
+  parser.add_argument("--samples", type=int, default=1, help="completions per task")
+  parser.add_argument("--temperature", type=float, default=0.0, help="0 means greedy")
+  parser.add_argument("--top-p", type=float, default=1.0)
+  parser.add_argument("--top-k", type=int, default=0)
+  parser.add_argument("--max-new-tokens", type=int, default=512)
+  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--batch-size", type=int, default=8, help="prompts per sampler call")
+  parser.add_argument("--shard-size", type=int, default=64,
+                      help="tasks per resumable unit of work")
+  parser.add_argument("--limit", type=int, default=0, help="only the first N tasks of each file")
+  parser.add_argument("--thinking", action="store_true", help="ask for reasoning")
+  parser.add_argument("--no-tests-in-prompt", action="store_true")
+  parser.add_argument("--prefill-thinking", default="", metavar="FROM.jsonl",
+                      help="open each assistant turn with FROM's thinking block (generate)")
+  parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+  parser.add_argument("--mesh", default="", help="mesh preset or data,fsdp,tensor shape")
+  parser.add_argument("--compile-cache", default="", help="persistent JAX compilation cache")
+  parser.add_argument("--epsilon", type=int, default=None, help="slack lines (score)")
+  parser.add_argument("--lam", type=float, default=1 / 3, help="lambda of r_lambda (score)")
+  parser.add_argument("--pdb-compat", action="store_true", help="PDB's released evaluator")
+  parser.add_argument("--workers", type=int, default=None, help="execution workers")
+  parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
+
+
+class _Refused(Exception):
+  """Inputs or settings that cannot be used; the message says which."""
+
+
+def _digest(path: str) -> str:
+  h = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      h.update(block)
+  return h.hexdigest()
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+  """What decides the results (compared on a rerun), and where the inputs were (not compared:
+  files may move; their digests stand for them)."""
+  settings = {k: getattr(args, k) for k in _RESULT_SETTINGS}
+  for name in ("tasks", "clean", "prefill_thinking"):
+    path = getattr(args, name)
+    settings[f"{name}_sha256"] = _digest(path) if path else ""
+    settings[name] = str(pathlib.Path(path).resolve()) if path else ""
+  return settings
+
+
+def _check_settings(out: pathlib.Path, settings: dict[str, Any]) -> None:
+  path = out / "settings.json"
+  if path.exists():
+    before = json.loads(path.read_text())
+    changed = [k for k in settings
+               if k not in ("tasks", "clean", "prefill_thinking") and before.get(k) != settings[k]]
+    if changed:
+      raise _Refused(f"{out} holds an evaluation with other settings ({', '.join(changed)}); "
+                     "pick a new --output or remove it")
+  else:
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(settings, indent=1) + "\n")
+
+
+def _sub_args(module, required: list[str], args: argparse.Namespace, options, switches):
+  """`module`'s own parsed arguments: its defaults, our values for the options it shares."""
+  parser = argparse.ArgumentParser()
+  module.add_arguments(parser)
+  argv = list(required)
+  for flag, dest in options:
+    value = getattr(args, dest)
+    if value is not None and value != "":
+      argv += [flag, str(value)]
+  argv += [flag for flag, dest in switches if getattr(args, dest)]
+  return parser.parse_args(argv)
+
+
+def _run_shard(stem: pathlib.Path, tasks, args: argparse.Namespace, shard_seed: int) -> None:
+  """tasks -> predictions -> scores for one shard; each step skipped when its file exists."""
+  from precisecoder import tasks as tasks_lib
+  from precisecoder.commands import generate, score
+
+  task_file = stem.with_name(stem.name + ".tasks.jsonl")
+  predictions = stem.with_name(stem.name + ".predictions.jsonl")
+  scores = stem.with_name(stem.name + ".scores.jsonl")
+  if not task_file.exists():
+    tasks_lib.write_tasks(task_file, tasks)
+  if not predictions.exists():
+    partial = predictions.with_name(predictions.name + ".partial")
+    gen_args = _sub_args(generate, ["--checkpoint", args.checkpoint, "--tasks", str(task_file),
+                                    "--output", str(partial)], args, _GENERATE_OPTIONS,
+                         _GENERATE_SWITCHES)
+    gen_args.seed = shard_seed
+    if generate.main(gen_args) != 0:
+      raise _Refused(f"generate failed on {task_file}")
+    os.replace(partial, predictions)
+  if not scores.exists():
+    partial = scores.with_name(scores.name + ".partial")
+    score_args = _sub_args(score, ["--tasks", str(task_file), "--predictions", str(predictions),
+                                   "--output", str(partial)], args, _SCORE_OPTIONS,
+                           _SCORE_SWITCHES)
+    try:
+      summary = score.run(score_args)
+    except score.InputError as e:
+      raise _Refused(str(e)) from None
+    log.info("%s: pass %s, precision %s over %d predictions", stem.name,
+             summary.get("unit"), summary.get("precision"), summary.get("predictions", 0))
+    os.replace(partial, scores)
+
+
+def _read_jsonl(path: pathlib.Path) -> list[dict[str, Any]]:
+  return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def _write_jsonl(path: pathlib.Path, rows) -> None:
+  partial = path.with_name(path.name + ".partial")
+  partial.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                     encoding="utf-8")
+  os.replace(partial, path)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+  """Runs (or resumes) the evaluation in `args.output`; returns table.json's content."""
+  from precisecoder import tasks as tasks_lib
+  from precisecoder.analysis import evaluation
+
+  if args.shard_size < 1 or args.samples < 1:
+    raise _Refused("--shard-size and --samples must be positive")
+  sets = []
+  for kind, path in (("buggy", args.tasks), ("clean", args.clean)):
+    if not path:
+      continue
+    try:
+      loaded = tasks_lib.load_tasks(path)
+    except tasks_lib.TaskError as e:
+      raise _Refused(str(e)) from None
+    if args.limit:
+      loaded = loaded[:args.limit]
+    sets.append((kind, loaded))
+  everything = {t.task_id: t for _, loaded in sets for t in loaded}
+  if len(everything) != sum(len(loaded) for _, loaded in sets):
+    raise _Refused(f"{args.tasks} and {args.clean} share task ids")
+  out = pathlib.Path(args.output)
+  _check_settings(out, _settings(args))
+  shards = []
+  for kind, loaded in sets:
+    for n, lo in enumerate(range(0, len(loaded), args.shard_size)):
+      shards.append((out / "shards" / f"{kind}-{n:04d}", loaded[lo:lo + args.shard_size]))
+  (out / "shards").mkdir(parents=True, exist_ok=True)
+  started = time.perf_counter()
+  for k, (stem, chunk) in enumerate(shards):
+    if stem.with_name(stem.name + ".scores.jsonl").exists():
+      log.info("shard %d/%d %s: done before, skipped", k + 1, len(shards), stem.name)
+      continue
+    _run_shard(stem, chunk, args, shard_seed=args.seed + 1000 * k)
+    elapsed = time.perf_counter() - started
+    log.info("shard %d/%d %s finished (%.0f s so far)", k + 1, len(shards), stem.name, elapsed)
+
+  predictions = [r for stem, _ in shards
+                 for r in _read_jsonl(stem.with_name(stem.name + ".predictions.jsonl"))]
+  rows = evaluation.with_task_fields(
+      [r for stem, _ in shards for r in _read_jsonl(stem.with_name(stem.name + ".scores.jsonl"))],
+      everything)
+  _write_jsonl(out / "predictions.jsonl", predictions)
+  _write_jsonl(out / "scores.jsonl", rows)
+  _write_jsonl(out / "per_task.jsonl", evaluation.per_task(rows))
+  summary = evaluation.results(rows, resamples=args.resamples, seed=args.seed)
+  summary["checkpoint"] = args.checkpoint
+  (out / "table.json").write_text(json.dumps(summary, indent=1) + "\n")
+  (out / "table.md").write_text(evaluation.markdown(summary, pathlib.Path(args.checkpoint).name))
+  return summary
+
+
+def main(args: argparse.Namespace) -> int:
+  logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+  try:
+    run(args)
+  except _Refused as e:
+    print(f"precisecoder evaluate: error: {e}", file=sys.stderr)
+    return 2
+  except SystemExit as e:  # generate's own refusals
+    print(f"precisecoder evaluate: error: {e}", file=sys.stderr)
+    return 2
+  print((pathlib.Path(args.output) / "table.md").read_text())
+  return 0

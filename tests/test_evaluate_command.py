@@ -1,0 +1,89 @@
+"""`precisecoder evaluate` end to end on a tiny checkpoint: resumable shards, the paper's table
+with intervals, per-task rows and the correlations."""
+
+import json
+
+import pytest
+from conftest import make_tiny_chat_checkpoint
+
+from precisecoder import cli, tasks as tasks_lib
+from precisecoder.analysis import evaluation
+
+CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+INC_BUGGY, INC = "def inc(x):\n    return x - 1\n", "def inc(x):\n    return x + 1\n"
+NEG_BUGGY, NEG = "def neg(x):\n    return x\n", "def neg(x):\n    return -x\n"
+
+
+def _task(task_id, buggy, fixed, entry, case, family, is_buggy=True):
+  return tasks_lib.Task(task_id=task_id, buggy_code=buggy, gt_solution=fixed,
+                        gt_diff=tasks_lib.derive_gt_diff(buggy, fixed),
+                        tests={"kind": "call", "entry_point": entry, "cases": [case]},
+                        is_buggy=is_buggy, bug_count=int(is_buggy), extra={"family": family})
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+  folder = tmp_path_factory.mktemp("tiny_eval")
+  make_tiny_chat_checkpoint(folder, CHATML, [INC_BUGGY + INC, NEG_BUGGY + NEG])
+  buggy = [_task("inc_0", INC_BUGGY, INC, "inc", {"args": [1], "expected": 2}, "inc"),
+           _task("neg_0", NEG_BUGGY, NEG, "neg", {"args": [2], "expected": -2}, "neg")]
+  clean = [_task("inc_clean", INC, INC, "inc", {"args": [1], "expected": 2}, "inc", False)]
+  tasks_lib.write_tasks(folder / "tasks.jsonl", buggy)
+  tasks_lib.write_tasks(folder / "clean.jsonl", clean)
+  return folder
+
+
+def _argv(folder, out):
+  return ["evaluate", "--checkpoint", str(folder), "--tasks", str(folder / "tasks.jsonl"),
+          "--clean", str(folder / "clean.jsonl"), "--output", str(out), "--samples", "2",
+          "--temperature", "1.0", "--max-new-tokens", "4", "--shard-size", "1",
+          "--workers", "1", "--resamples", "200"]
+
+
+def test_evaluate_writes_table_and_resumes(setup, tmp_path, capsys):
+  out = tmp_path / "eval"
+  assert cli.main(_argv(setup, out)) == 0
+  assert "| checkpoint | pass |" in capsys.readouterr().out
+  shards = sorted(p.name for p in (out / "shards").glob("*.scores.jsonl"))
+  assert shards == ["buggy-0000.scores.jsonl", "buggy-0001.scores.jsonl",
+                    "clean-0000.scores.jsonl"]
+  predictions = [json.loads(l) for l in (out / "predictions.jsonl").read_text().splitlines()]
+  scores = [json.loads(l) for l in (out / "scores.jsonl").read_text().splitlines()]
+  assert len(predictions) == len(scores) == 6
+  assert {(s["task_id"], s["is_buggy"], s["source"]) for s in scores} == {
+      ("inc_0", True, "inc"), ("neg_0", True, "neg"), ("inc_clean", False, "inc")}
+  per_task = [json.loads(l) for l in (out / "per_task.jsonl").read_text().splitlines()]
+  assert [(r["task_id"], r["samples"]) for r in per_task] == [
+      ("inc_0", 2), ("neg_0", 2), ("inc_clean", 2)]
+  table = json.loads((out / "table.json").read_text())
+  assert table["buggy_tasks"] == 2 and table["clean_tasks"] == 1
+  assert table["columns"]["pass"]["n"] == 2 and table["columns"]["noop"]["n"] == 1
+  assert table["columns"] == evaluation.results(scores, resamples=200)["columns"]
+  assert set(table["correlations"]) == {"edit_size_vs_unit", "precision_vs_noop"}
+  assert "edit size" in (out / "table.md").read_text()
+
+  # A rerun skips finished shards: drop one shard's scores and only that is redone.
+  (out / "shards" / "buggy-0001.scores.jsonl").unlink()
+  before = {p.name: p.stat().st_mtime_ns for p in (out / "shards").iterdir()}
+  assert cli.main(_argv(setup, out)) == 0
+  after = {p.name: p.stat().st_mtime_ns for p in (out / "shards").iterdir()}
+  redone = {name for name in after if before.get(name) != after[name]}
+  assert redone == {"buggy-0001.scores.jsonl"}
+  assert json.loads((out / "table.json").read_text())["columns"] == table["columns"]
+
+  # Other settings in the same directory are refused.
+  assert cli.main(_argv(setup, out)[:-2] + ["--resamples", "200", "--seed", "3"]) == 2
+  assert "seed" in capsys.readouterr().err
+
+
+def test_precision_noop_correlation_pairs_sources():
+  rows = []
+  for source, precision, noop in (("a", 1.0, 1.0), ("b", 0.5, 0.5), ("c", 0.0, 0.0),
+                                  ("d", 0.2, None)):
+    rows.append({"task_id": source, "is_buggy": True, "source": source, "precision": precision})
+    if noop is not None:
+      rows.append({"task_id": source + "_clean", "is_buggy": False, "source": source,
+                   "noop": noop})
+  r = evaluation.precision_noop_correlation(rows)
+  assert r.n == 3 and r.r == pytest.approx(1.0)
