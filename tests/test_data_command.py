@@ -1,5 +1,6 @@
 """`precisecoder data ...` end to end (small sets)."""
 
+import gzip
 import json
 
 import pytest
@@ -32,6 +33,40 @@ def test_unusable_inputs_exit_2(tmp_path, capsys):
   assert cli.main(["data", "card", str(bad)]) == 2
   assert "bad.jsonl:1" in capsys.readouterr().err
   assert cli.main(["data", "build", "tfds", "--split", "oops", "--data-dir", str(tmp_path)]) == 2
+
+
+def test_broken_gzip_and_bad_paths_are_one_line_errors(tmp_path, capsys):
+  write_tasks(tmp_path / "t.jsonl.gz", generator.make_tasks("train", "easy", 3, seed=0))
+  packed = (tmp_path / "t.jsonl.gz").read_bytes()
+  (tmp_path / "truncated.jsonl.gz").write_bytes(packed[:len(packed) // 2])
+  (tmp_path / "corrupt.jsonl.gz").write_bytes(packed[:10] + b"\xff" * 64)
+  (tmp_path / "plain.jsonl.gz").write_bytes(gzip.decompress(packed))
+  (tmp_path / "file").write_text("")
+  cases = [
+      (["card", "truncated.jsonl.gz"], "truncated.jsonl.gz: truncated gzip file"),
+      (["verify", "truncated.jsonl.gz"], "truncated.jsonl.gz: truncated gzip file"),
+      (["card", "corrupt.jsonl.gz"], "corrupt.jsonl.gz: corrupt gzip data"),
+      (["verify", "plain.jsonl.gz"], "plain.jsonl.gz: cannot read (Not a gzipped file"),
+      (["build", "generator", "--out", "file", "--train", "1"], "file: exists and is not a folder"),
+      (["build", "generator", "--out", "file/sub", "--train", "1"], "file is a file"),
+  ]
+  for args, message in cases:
+    args = [str(tmp_path / a) if a.endswith(".gz") or a.startswith("file") else a for a in args]
+    assert cli.main(["data", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["verify", "t.jsonl", "--workers", "0"], "argument --workers: must be between 1 and 256, got 0"),
+    (["build", "humaneval", "--out", "o", "--workers", "1000"], "must be between 1 and 256"),
+    (["build", "generator", "--out", "o", "--train", "-1"], "argument --train: must not be negative"),
+    (["verify", "t.jsonl", "--timeout", "nan"], "argument --timeout: must be a positive number"),
+])
+def test_bad_flags_exit_2_before_any_work(tmp_path, capsys, args, message):
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(["data", *args])
+  assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_build_tfds(tmp_path, capsys):

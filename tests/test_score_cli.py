@@ -221,7 +221,7 @@ def test_unusable_outputs_and_task_files_exit_2(files, capsys):
   surrogate.write_text(task_path.read_text().replace('"task_id": "t"', '"task_id": "t\\udc80"'))
   cases = [
       (task_path, task_path.parent, "--output " + str(task_path.parent) + ": is a folder"),
-      (task_path, blocker / "s.jsonl", f"cannot make folder {blocker}: a file is in the way"),
+      (task_path, blocker / "s.jsonl", f"cannot make folder {blocker}: {blocker} is a file"),
       (truncated, out_path, f"{truncated}: truncated gzip file"),
       (corrupt, out_path, f"{corrupt}: corrupt gzip data"),
       (surrogate, out_path, f"{surrogate}:1: field 'task_id' holds a lone UTF-16 surrogate"),

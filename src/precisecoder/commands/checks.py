@@ -45,15 +45,26 @@ def workers(text: str) -> int:
   return value
 
 
+def positive_float(text: str) -> float:
+  value = _float(text)
+  if not (value > 0 and math.isfinite(value)):  # nan fails both
+    raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+  return value
+
+
 def fraction(text: str) -> float:
   """A float in [0, 1] (nan is not)."""
-  try:
-    value = float(text)
-  except ValueError:
-    raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+  value = _float(text)
   if not 0.0 <= value <= 1.0:  # also false for nan
     raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text}")
   return value
+
+
+def _float(text: str) -> float:
+  try:
+    return float(text)
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
 
 
 def _int(text: str) -> int:
@@ -104,8 +115,9 @@ def output_folder(path: str, flag: str = "--output",
 def _make_folder(folder: pathlib.Path, what: str) -> None:
   try:
     folder.mkdir(parents=True, exist_ok=True)
-  except FileExistsError:
-    raise InputError(f"{what}: cannot make folder {folder}: a file is in the way") from None
+  except (FileExistsError, NotADirectoryError):
+    blocker = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), folder)
+    raise InputError(f"{what}: cannot make folder {folder}: {blocker} is a file") from None
   except OSError as e:
     raise InputError(f"{what}: cannot make folder {folder} ({e.strerror or e})") from None
   if not os.access(folder, os.W_OK | os.X_OK):

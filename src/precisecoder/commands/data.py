@@ -28,6 +28,7 @@ from typing import Any, Sequence
 
 import tqdm
 
+from precisecoder.commands import checks
 from precisecoder.data import cards, generator, verification
 from precisecoder.tasks import Task, TaskError, load_tasks, write_tasks
 
@@ -39,10 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
   gen = what.add_parser("generator", help="seeded small-function tasks (train/validation/test)")
   gen.add_argument("--tier", choices=generator.TIERS, default="easy")
-  gen.add_argument("--train", type=int, default=2000, help="buggy train tasks")
-  gen.add_argument("--validation", type=int, default=200, help="buggy validation tasks")
-  gen.add_argument("--test", type=int, default=200, help="buggy test tasks")
-  gen.add_argument("--clean", type=int, default=100, help="clean tasks per validation/test split")
+  gen.add_argument("--train", type=checks.non_negative_int, default=2000, help="buggy train tasks")
+  gen.add_argument("--validation", type=checks.non_negative_int, default=200,
+                   help="buggy validation tasks")
+  gen.add_argument("--test", type=checks.non_negative_int, default=200, help="buggy test tasks")
+  gen.add_argument("--clean", type=checks.non_negative_int, default=100,
+                   help="clean tasks per validation/test split")
   gen.add_argument("--seed", type=int, default=0)
 
   he = what.add_parser("humaneval", help="HumanEval single-line, multi-line and clean sets")
@@ -65,8 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   for b in (gen, he, pdb, ver):
     if b is not ver:
       b.add_argument("--out", required=True, help="output folder")
-    b.add_argument("--workers", type=int, default=None, help="execution workers (default: CPUs)")
-    b.add_argument("--timeout", type=float, default=3.0,
+    b.add_argument("--workers", type=checks.workers, default=None,
+                   help=f"execution workers, 1 to {checks.MAX_WORKERS} (default: CPUs)")
+    b.add_argument("--timeout", type=checks.positive_float, default=3.0,
                    help="seconds per verification run (mutants that loop forever time out)")
 
   card = sub.add_parser("card", help="print the data card of task files")
@@ -232,11 +236,10 @@ def main(args: argparse.Namespace) -> int:
       return _finish_verify(results)
     if args.what == "tfds":
       return _build_tfds(args)
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = checks.output_folder(args.out, "--out")
     build = {"generator": _build_generator, "humaneval": _build_humaneval, "pdb": _build_pdb}
     return build[args.what](args, out)
-  except (TaskError, ValueError, FileNotFoundError, OSError) as e:
+  except (TaskError, ValueError, FileNotFoundError, OSError, checks.InputError) as e:
     print(f"precisecoder data: {e}", file=sys.stderr)
     return 2
 
