@@ -3,6 +3,8 @@
   precisecoder data build generator --out DIR [--tier easy] [--train N] [--validation N]
                                     [--test N] [--clean N] [--seed S]
   precisecoder data build humaneval --out DIR [--kinds single,multi,clean] [--seed S]
+  precisecoder data build repository --out DIR [--validation N] [--test N] [--clean N]
+                                     [--seed S]
   precisecoder data build pdb --records PATH --out DIR [--bigcodebench PATH]
                               [--livecodebench PATH] [--name NAME]
   precisecoder data build tfds --split train=T.jsonl [--split validation=V.jsonl]
@@ -52,6 +54,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   he.add_argument("--kinds", default="single,multi,clean")
   he.add_argument("--seed", type=int, default=0)
 
+  repo = what.add_parser("repository",
+                         help="modules of 3-5 functions with one buggy function (evaluation)")
+  repo.add_argument("--validation", type=checks.non_negative_int, default=50,
+                    help="buggy validation modules")
+  repo.add_argument("--test", type=checks.non_negative_int, default=200, help="buggy test modules")
+  repo.add_argument("--clean", type=checks.non_negative_int, default=50,
+                    help="clean modules per split")
+  repo.add_argument("--seed", type=int, default=0)
+
   pdb = what.add_parser("pdb", help="PDB records joined with local source-benchmark tests")
   pdb.add_argument("--records", required=True, help="PDB parquet / JSON / JSONL file or folder")
   pdb.add_argument("--bigcodebench", help="local BigCodeBench copy (JSON/JSONL/parquet)")
@@ -65,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
   ver = sub.add_parser("verify", help="fully verify task files in the sandboxed pool")
   ver.add_argument("paths", nargs="+")
-  for b in (gen, he, pdb, ver):
+  for b in (gen, he, repo, pdb, ver):
     if b is not ver:
       b.add_argument("--out", required=True, help="output folder")
     b.add_argument("--workers", type=checks.workers, default=None,
@@ -146,6 +157,23 @@ def _build_generator(args: argparse.Namespace, out: pathlib.Path) -> int:
   with _pool(args.workers) as pool:
     summary = {"set": "generator", "tier": args.tier, "seed": args.seed,
                "generation_seconds": round(generated_s, 2),
+               "verification": _verify(sets, _checker(pool, args.timeout))}
+  return _finish(out, summary, card_list)
+
+
+def _build_repository(args: argparse.Namespace, out: pathlib.Path) -> int:
+  from precisecoder.data import repository  # pylint: disable=import-outside-toplevel
+  sets: dict[str, list[Task]] = {}
+  for split in ("validation", "test"):
+    if getattr(args, split):
+      sets[f"repository_{split}"] = repository.make_tasks(split, getattr(args, split), args.seed,
+                                                          progress=True)
+    if args.clean:
+      sets[f"repository_clean_{split}"] = repository.make_tasks(split, args.clean, args.seed,
+                                                                buggy=False, progress=True)
+  card_list = [_write_set(out, name, tasks) for name, tasks in sets.items()]
+  with _pool(args.workers) as pool:
+    summary = {"set": "repository", "seed": args.seed,
                "verification": _verify(sets, _checker(pool, args.timeout))}
   return _finish(out, summary, card_list)
 
@@ -237,7 +265,8 @@ def main(args: argparse.Namespace) -> int:
     if args.what == "tfds":
       return _build_tfds(args)
     out = checks.output_folder(args.out, "--out")
-    build = {"generator": _build_generator, "humaneval": _build_humaneval, "pdb": _build_pdb}
+    build = {"generator": _build_generator, "humaneval": _build_humaneval,
+             "repository": _build_repository, "pdb": _build_pdb}
     return build[args.what](args, out)
   except (TaskError, ValueError, FileNotFoundError, OSError, checks.InputError) as e:
     print(f"precisecoder data: {e}", file=sys.stderr)

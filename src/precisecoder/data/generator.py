@@ -4,7 +4,9 @@ Tiers:
 * `easy`: 3-12-line functions with one bug a small model can see (a flipped
   comparison or operator, an off-by-one, a wrong constant);
 * `medium`: 8-30-line functions with one bug from any single-line operator;
-* `hard`: medium functions with 2-4 bugs, or a 2-4-line (atomic) bug.
+* `hard`: medium functions with 2-4 bugs, or a 2-4-line (atomic) bug;
+* `multi`: medium functions with exactly one 2-4-line (atomic) bug: the multi-line
+  generalisation split for a policy trained on single-line bugs.
 
 Tests are `call` cases whose expected values come from the correct function,
 so verdicts are computed outside the program. Every bug is verified to fail
@@ -29,7 +31,7 @@ from precisecoder.data.families import Family
 from precisecoder.data.mutation import Mutation
 from precisecoder.tasks import Task
 
-TIERS = ("easy", "medium", "hard")
+TIERS = ("easy", "medium", "hard", "multi")
 NUM_CASES = 8
 EASY_OPERATORS = ("boundary_shift", "comparison_swap", "arithmetic_swap", "constant_off_by_one",
                   "wrong_constant", "range_bound", "boolean_flip", "augassign_swap")
@@ -40,12 +42,14 @@ class GeneratorError(RuntimeError):
   """A family template is broken (its correct code fails on its own inputs)."""
 
 
-def _signature(code: str) -> str:
+def signature(code: str) -> str:
+  """`name(args)` of a generated function's source."""
   return code.splitlines()[0].removeprefix("def ").rstrip(":")
 
 
-def _prompt(fn_signature: str, description: str) -> str:
-  return f"Implement `{fn_signature}`. {description}"
+def function_prompt(code: str, description: str) -> str:
+  """The task description of one generated function."""
+  return f"Implement `{signature(code)}`. {description}"
 
 
 def make_tests(family: Family, fn: str, code: str, knobs: dict[str, Any],
@@ -76,6 +80,8 @@ def _family_pool(tier: str, split: str) -> tuple[Family, ...]:
 
 def _bug_plan(tier: str, rng: random.Random) -> tuple[int, bool]:
   """(number of bugs, whether one of them is a 2-4-line block) for a task of `tier`."""
+  if tier == "multi":
+    return 1, True
   if tier != "hard":
     return 1, False
   if rng.random() < 0.3:
@@ -83,9 +89,11 @@ def _bug_plan(tier: str, rng: random.Random) -> tuple[int, bool]:
   return rng.choice((2, 2, 3, 4)), False
 
 
-def _checked_task(family: Family, tier: str, split: str, rng: random.Random,
-                  checker: TrustedCallChecker) -> tuple[str, str, str, dict, list[Mutation]] | None:
-  """One attempt: (fn, prompt, code, tests, bugs) or None if this draw has no usable bug."""
+def draw_buggy_function(family: Family, tier: str, split: str, rng: random.Random,
+                        checker: TrustedCallChecker
+                        ) -> tuple[str, str, str, dict, list[Mutation]] | None:
+  """One attempt at a member of `family` with `tier`'s bugs, each verified to fail the tests:
+  (fn, prompt, code, tests, bugs), or None if this draw has no usable bug."""
   fn, description, code, knobs = family.render(rng)
   tests = make_tests(family, fn, code, knobs, rng)
   source = injection.Source(key=family.key, code=code, tests=tests)
@@ -117,7 +125,7 @@ def _checked_task(family: Family, tier: str, split: str, rng: random.Random,
     if picked is None or not injection.well_separated(chosen + picked):
       return None
     chosen = sorted(chosen + picked, key=lambda m: m.span)
-  return fn, _prompt(_signature(code), description), code, tests, chosen
+  return fn, function_prompt(code, description), code, tests, chosen
 
 
 def _task(task_id: str, tier: str, split: str, family: Family, prompt: str, code: str,
@@ -155,7 +163,7 @@ def make_tasks(split: str, tier: str, n: int, seed: int = 0, *, progress: bool =
       order = list(pool)
       rng.shuffle(order)
     family = order.pop()
-    drawn = _checked_task(family, tier, split, rng, checker)
+    drawn = draw_buggy_function(family, tier, split, rng, checker)
     if drawn is None:
       continue
     fn, prompt, code, tests, bugs = drawn
@@ -193,7 +201,7 @@ def make_clean_tasks(split: str, n: int, seed: int = 0, tier: str = "easy") -> l
     tests = make_tests(family, fn, code, knobs, rng)
     tasks.append(Task(task_id=f"gen-clean-{split}-{seed}-{len(tasks):06d}", buggy_code=code,
                       gt_solution=code, gt_diff={}, tests=tests,
-                      prompt=_prompt(_signature(code), description), is_buggy=False, bug_count=0,
+                      prompt=function_prompt(code, description), is_buggy=False, bug_count=0,
                       source_dataset="generator",
                       extra={"family": family.key, "split": split, "tier": tier,
                              "editable_lines": len(mutation.editable_lines(code))}))
