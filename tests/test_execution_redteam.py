@@ -30,7 +30,45 @@ TESTS = {
     "io": {"kind": "io", "cases": [{"stdin": "2 3\n", "stdout": "5\n"},
                                    {"stdin": "40 2\n", "stdout": "42\n"}]},
 }
+LIST_NODE = """
+class ListNode:
+  def __init__(self, val=0, next=None):
+    self.val, self.next = val, next
+  def __eq__(self, other):
+    return isinstance(other, ListNode) and self.val == other.val and self.next == other.next
+def build(values):
+  head = None
+  for value in reversed(values):
+    head = ListNode(value, head)
+  return head
+"""
+# Tests that compare the program's values in the child (no literal to hide): linked lists of a
+# class the tests define, generators, a returned function, Solution().method, floats, numpy.
+TESTS.update({
+    "assert_var": {"kind": "assert", "code": "def check(candidate):\n  want = [5, 42]\n"
+                   "  assert candidate(2, 3) == want[0]\n  assert candidate(40, 2) == want[1]\n"
+                   "check(add)\n"},
+    "unittest_float": {"kind": "unittest", "code": "import unittest\nclass TestAdd(unittest.TestCase):\n"
+                       "  def test_float(self):\n    self.assertAlmostEqual(add(0.5, 0.25), 0.75)\n"},
+    "list_assert": {"kind": "assert", "code": LIST_NODE + "assert reverse(build([1, 2, 3])) == build([3, 2, 1])\n"},
+    "list_unittest": {"kind": "unittest", "code": "import unittest\n" + LIST_NODE +
+                      "class TestReverse(unittest.TestCase):\n  def test_reverse(self):\n"
+                      "    self.assertEqual(reverse(build([1, 2])), build([2, 1]))\n"},
+    "gen_assert": {"kind": "assert", "code": "want = [0, 2, 4]\nassert list(evens(6)) == want\n"},
+    "gen_unittest": {"kind": "unittest", "code": "import unittest\nclass TestEvens(unittest.TestCase):\n"
+                     "  def test_evens(self):\n    self.assertEqual(list(evens(6)), [0, 2, 4])\n"},
+    "items_assert": {"kind": "assert", "code": "class Item:\n  def __init__(self, v):\n    self.v = v\n"
+                     "  def __eq__(self, other):\n    return self.v == other.v\n"
+                     "assert list(items(2)) == [Item(0), Item(1)]\n"},
+    "adder_assert": {"kind": "assert", "code": "want = 7\nassert make_adder(3)(4) == want\n"},
+    "solution_assert": {"kind": "assert",
+                        "code": "want = [0, 1]\nassert Solution().twoSum([2, 7, 11, 15], 9) == want\n"},
+    "numpy_unittest": {"kind": "unittest", "code": "import unittest\nimport numpy as np\n"
+                       "class TestCumsum(unittest.TestCase):\n  def test_cumsum(self):\n"
+                       "    np.testing.assert_array_equal(cumulative([1, 2, 3]), np.array([1, 3, 6]))\n"},
+})
 WRONG = "def add(a, b):\n  return a * b\n"
+ALWAYS_EQUAL = "class AlwaysEqual:\n  def __eq__(self, other):\n    return True\n  def __ne__(self, other):\n    return False\n"
 
 # (name, test kind, program, acceptable statuses). {outside} is a world-writable
 # directory outside every run, {port} a listener the test opened on 127.0.0.1.
@@ -303,6 +341,121 @@ HOSTILE = [
     ("raises KeyboardInterrupt in the test", "unittest",
      "def add(a, b):\n  raise KeyboardInterrupt\n", {F}),
     ("kills itself", "io", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", {C}),
+    # What a program could hand the tests through a generator, a returned function or an
+    # object of the tests' own classes.
+    ("int subclass whose __eq__ is int.__ne__", "assert_var", """
+        class Liar(int):
+          __eq__ = int.__ne__
+        def add(a, b):
+          return Liar(0)
+        """, {F}),
+    ("float subclass with a lying __rsub__ through assertAlmostEqual", "unittest_float", """
+        class Liar(float):
+          def __rsub__(self, other):
+            return 0.0
+          __sub__ = __rsub__
+        def add(a, b):
+          return Liar(0)
+        """, {F}),
+    ("subclass of the tests' class with a lying __eq__", "list_assert", """
+        def reverse(head):
+          class Liar(ListNode):
+            def __eq__(self, other):
+              return True
+          return Liar(0)
+        """, {F}),
+    ("subclass of the tests' class through assertEqual", "list_unittest", """
+        def reverse(head):
+          Liar = type('Liar', (type(head),), {'__eq__': lambda self, other: True})
+          return Liar(0)
+        """, {F}),
+    ("monkey-patches the tests' class", "list_assert", """
+        def reverse(head):
+          ListNode.__eq__ = lambda self, other: True
+          return head
+        """, {F}),
+    ("patches the tests' class through type() in unittest", "list_unittest", """
+        def reverse(head):
+          type(head).__eq__ = lambda self, other: True
+          return None
+        """, {F}),
+    ("swaps an instance's __class__", "list_unittest", """
+        def reverse(head):
+          class Liar(ListNode):
+            __eq__ = lambda self, other: True
+          head.__class__ = Liar
+          return head
+        """, {F}),
+    ("a node of the tests' class holding AlwaysEqual", "list_assert", ALWAYS_EQUAL + """
+        def reverse(head):
+          node = ListNode(AlwaysEqual())
+          node.next = AlwaysEqual()
+          return node
+        """, {F}),
+    ("registers its own class as a test class", "list_assert", """
+        def reverse(head):
+          cls = type('Liar', (ListNode,), {'__eq__': lambda self, other: True})
+          globals()['__precisecoder_class__'](cls)
+          return cls(0)
+        """, {F}),
+    ("its own class named like the tests' class", "list_assert", """
+        class ListNode:
+          def __init__(self, *args):
+            pass
+          def __eq__(self, other):
+            return True
+        _Mine = ListNode
+        def reverse(head):
+          return _Mine()
+        """, {F}),
+    ("generator yielding AlwaysEqual", "gen_assert", ALWAYS_EQUAL + """
+        def evens(n):
+          for _ in range(3):
+            yield AlwaysEqual()
+        """, {F}),
+    ("iter() over AlwaysEqual objects", "gen_unittest", ALWAYS_EQUAL + """
+        def evens(n):
+          return iter([AlwaysEqual()] * 3)
+        """, {F}),
+    ("iterator class yielding AlwaysEqual", "gen_assert", ALWAYS_EQUAL + """
+        class It:
+          def __init__(self):
+            self.left = 3
+          def __iter__(self):
+            return self
+          def __next__(self):
+            self.left -= 1
+            if self.left < 0:
+              raise StopIteration
+            return AlwaysEqual()
+          def __eq__(self, other):
+            return True
+        def evens(n):
+          return It()
+        """, {F}),
+    ("generator that patches the tests' class after its last item", "items_assert", """
+        def items(n):
+          Item = globals()['Item']
+          yield Item(9)
+          yield Item(9)
+          Item.__eq__ = lambda self, other: True
+        """, {F}),
+    ("returned function returning AlwaysEqual", "adder_assert", ALWAYS_EQUAL + """
+        def make_adder(k):
+          return lambda x: AlwaysEqual()
+        """, {F}),
+    ("Solution().method returning AlwaysEqual", "solution_assert", ALWAYS_EQUAL + """
+        class Solution:
+          def twoSum(self, nums, target):
+            return AlwaysEqual()
+        """, {F}),
+    ("numpy object array of AlwaysEqual", "numpy_unittest", ALWAYS_EQUAL + """
+        import numpy as np
+        def cumulative(xs):
+          out = np.empty(3, dtype=object)
+          out[:] = [AlwaysEqual() for _ in range(3)]
+          return out
+        """, {F}),
 ]
 
 HONEST = [
@@ -335,6 +488,37 @@ HONEST = [
             return sum(pool.map(int, [a, b]))
         """),
     ("returns numpy-free tuples", "assert", "def add(a, b):\n  return (a + b, 0)[0]\n"),
+    ("compared with a variable", "assert_var", "def add(a, b):\n  return a + b\n"),
+    ("float through assertAlmostEqual", "unittest_float", "def add(a, b):\n  return a + b\n"),
+    ("reverses the tests' nodes", "list_assert", """
+        def reverse(head):
+          prev = None
+          while head:
+            head.next, prev, head = prev, head, head.next
+          return prev
+        """),
+    ("builds nodes of the tests' class", "list_unittest", """
+        def reverse(head):
+          out = None
+          while head:
+            out, head = ListNode(head.val, out), head.next
+          return out
+        """),
+    ("generator", "gen_assert", "def evens(n):\n  yield from range(0, n, 2)\n"),
+    ("iterator", "gen_unittest", "def evens(n):\n  return iter(range(0, n, 2))\n"),
+    ("generator of the tests' objects", "items_assert",
+     "def items(n):\n  for i in range(n):\n    yield Item(i)\n"),
+    ("returned closure", "adder_assert", "def make_adder(k):\n  return lambda x: x + k\n"),
+    ("Solution().method", "solution_assert", """
+        class Solution:
+          def twoSum(self, nums, target):
+            seen = {}
+            for i, x in enumerate(nums):
+              if target - x in seen:
+                return [seen[target - x], i]
+              seen[x] = i
+        """),
+    ("numpy array", "numpy_unittest", "import numpy as np\ndef cumulative(xs):\n  return np.cumsum(xs)\n"),
 ]
 
 
@@ -400,6 +584,8 @@ def test_hostile_programs_never_pass_and_leave_nothing(pool, outside, listener):
            for (name, _, _, allowed), result in zip(HOSTILE, results) if result.status not in allowed]
   wrong += [f"honest {name}: {result.status.value} ({result.detail})"
             for (name, _, _), result in zip(HONEST, results[len(HOSTILE):]) if not result.passed]
+  refused = sum(result.status in allowed for (_, _, _, allowed), result in zip(HOSTILE, results))
+  print(f"\nhostile fail rate: {refused}/{len(HOSTILE)} ({100 * refused / len(HOSTILE):.1f}%)")
   assert not wrong, "\n".join(wrong)
   timeouts = sum(r.status is Status.TIMEOUT for r in results)
   assert elapsed < 4.0 + 1.5 * timeouts  # 2 workers; each run ends within its 1 s limit

@@ -8,7 +8,8 @@
 Modules: `pool` (batches in chunks, dedup, deadlines, worker replacement,
 statistics), `worker` (a warm interpreter that forks one child per run),
 `sandbox` (namespaces, read-only mounts, uid drop, rlimits), `harness` (the
-code around the program inside the child), `judge` (expected values and
+code around the program inside the child), `guard` (what the program may
+hand to tests that run beside it), `judge` (expected values and
 verdicts; never leaves the pool process), `protocol` (framed JSON between the
 pool and its workers), `types` (the public contract).
 
@@ -55,8 +56,10 @@ Verdict integrity, per test kind (exit status and printed text never count):
     child: the child reports EXPR's value, exactly typed, and the pool compares
     it with LITERAL, which the child never sees. For those asserts, reading the
     caller's frames, code constants or `gc.get_objects()` finds nothing, and
-    AlwaysEqual objects fail (values must be plain built-in data). Other
-    asserts (e.g. `abs(f(x) - 0.5) < 1e-6`) run in the child as written. A pass
+    AlwaysEqual objects fail (reported values must be plain built-in data;
+    numpy scalars and stdlib dicts count as the Python values they equal).
+    Other asserts (e.g. `abs(f(x) - 0.5) < 1e-6`) run in the child as
+    written, behind the guard below. A pass
     needs the harness's end record, signed with a per-run nonce, and the same
     number of value reports as the harness made: `sys.exit`, `os._exit`,
     killing anything, closing fds, or printing "OK" never pass.
@@ -64,16 +67,28 @@ Verdict integrity, per test kind (exit status and printed text never count):
     expected test set from the test code's AST and requires exactly that set of
     "ok" records plus the end record, all signed with the nonce. The harness
     runs setUp/test/tearDown itself (unittest's runner and result objects are
-    not used), checks after every test that builtins, unittest, json, sys and
-    trace/profile hooks are as they were before the program ran, and rejects
-    return values whose __eq__/__ne__ the program wrote (AlwaysEqual, lying
-    int/str subclasses).
+    not used) and checks after every test that builtins, unittest, json, sys,
+    the tests' own classes and trace/profile hooks are as they were before the
+    program ran.
+  The guard (assert and unittest; `guard.py`): what the program's functions,
+  methods (`Solution().method`), returned functions and generators hand the
+  tests is checked all the way down before the tests see it. It may hold
+  plain data, library objects (numpy, pandas, datetime, ...; object arrays and
+  columns checked item by item) and objects of classes the test code defined
+  (registered as the tests create them; refused once the program changed
+  them); nothing whose comparison, arithmetic, conversion or iteration code
+  the program wrote (AlwaysEqual, an int whose __eq__ is int.__ne__, a float
+  with a lying __rsub__, a subclass of a test class). Generators and iterators
+  are wrapped, so each item is checked as it is yielded. Recursion keeps its
+  depth: the guard's frame raises the recursion limit by one while it runs.
   NOT guaranteed for assert and unittest: the program runs in the same
   interpreter as the harness, so a program that deliberately rewrites the
   harness in memory (ctypes, or finding the nonce through gc and forging its
   records, or giving its own __eq__ code a real file name) can forge a pass,
-  and non-literal asserts and unittest expectations are in the child's
-  memory. Use call or io tests where a verdict must hold against such a
+  as can one that patches a library the tests call (math.isclose,
+  numpy.testing), hides a forgery deeper than one level inside a library
+  object, or mutates a checked value from a thread after the check; and
+  non-literal asserts and unittest expectations are in the child's memory. Use call or io tests where a verdict must hold against such a
   program; the pool reports every pass with the same Status either way.
 
 Not in scope: kernel exploits, side channels (timing, /proc of other

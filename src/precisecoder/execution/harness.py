@@ -17,7 +17,9 @@ Records (one JSON object per line; N is the run's nonce):
 
 from __future__ import annotations
 
+import ast
 import builtins
+import collections
 import ctypes
 import functools
 import gc
@@ -28,6 +30,7 @@ import traceback
 import types
 import unittest
 
+from precisecoder.execution.guard import Guard, PlainDataError, kind_name
 from precisecoder.execution.programs import PROGRAM_FILENAME, compile_program
 
 _write = os.write
@@ -38,13 +41,26 @@ _isinstance = isinstance
 _getattr = getattr
 _sorted = sorted
 _plain_scalars = (_type(None), bool, int, float, str)
+# Library dicts that compare as the dict they hold; sent as that dict (read with dict.items).
+_DICT_TYPES = (dict, collections.OrderedDict, collections.defaultdict, collections.Counter)
+_dict_items = dict.items
 _MAX_DEPTH = 64
 TESTS_FILENAME = "<tests>"
 EXIT_UNCAUGHT = 1
 
 
-class PlainDataError(TypeError):
-  """A value that is not plain JSON data (exact built-in types only)."""
+def _numpy_scalar(value):
+  """A numpy scalar (exact numpy type) as the Python value it equals, else None."""
+  numpy = sys.modules.get("numpy")
+  if numpy is None or _type(value) not in _numpy_scalar_types(numpy):
+    return None
+  return value.item()
+
+
+@functools.lru_cache(maxsize=1)
+def _numpy_scalar_types(numpy) -> frozenset:
+  return frozenset(t for t in numpy.sctypeDict.values()
+                   if t not in (numpy.object_, numpy.void) and issubclass(t, numpy.generic))
 
 
 def to_plain(value, depth: int = 0):
@@ -56,13 +72,16 @@ def to_plain(value, depth: int = 0):
     return value
   if kind is list or kind is tuple:
     return [to_plain(item, depth + 1) for item in value]
-  if kind is dict:
+  if kind in _DICT_TYPES:
     out = {}
-    for key, item in value.items():
+    for key, item in _dict_items(value):
       if _type(key) not in _plain_scalars:
         raise PlainDataError(f"dict key of type {kind_name(key)}")
       out[key] = to_plain(item, depth + 1)
     return out
+  scalar = _numpy_scalar(value)
+  if scalar is not None:
+    return to_plain(scalar, depth)
   raise PlainDataError(f"a {kind_name(value)} is not JSON data")
 
 
@@ -77,70 +96,17 @@ def to_tagged(value, depth: int = 0):
     return {"l" if kind is list else "t": [to_tagged(v, depth + 1) for v in value]}
   if kind is set or kind is frozenset:
     return {"s" if kind is set else "fs": [to_tagged(v, depth + 1) for v in value]}
-  if kind is dict:
-    return {"d": [[to_tagged(k, depth + 1), to_tagged(v, depth + 1)] for k, v in value.items()]}
+  if kind in _DICT_TYPES:
+    return {"d": [[to_tagged(k, depth + 1), to_tagged(v, depth + 1)]
+                  for k, v in _dict_items(value)]}
   if kind is bytes:
     return {"b": value.hex()}
   if kind is complex:
     return {"c": [value.real, value.imag]}
+  scalar = _numpy_scalar(value)
+  if scalar is not None:
+    return to_tagged(scalar, depth)
   raise PlainDataError(f"a {kind_name(value)} is not plain data")
-
-
-def kind_name(value) -> str:
-  kind = _type(value)
-  return f"{_getattr(kind, '__module__', '?')}.{_getattr(kind, '__qualname__', '?')}"
-
-
-def check_plain(value, depth: int = 0) -> None:
-  """Raises unless `value` is built from exact built-in data types (assert kind)."""
-  kind = _type(value)
-  if depth > _MAX_DEPTH:
-    raise PlainDataError("value nested too deeply")
-  if kind in _plain_scalars or kind is complex or kind is bytes:
-    return
-  if kind in (list, tuple, set, frozenset):
-    for item in value:
-      check_plain(item, depth + 1)
-    return
-  if kind is dict:
-    for key, item in value.items():
-      check_plain(key, depth + 1)
-      check_plain(item, depth + 1)
-    return
-  raise PlainDataError(f"returned a {kind_name(value)}, not plain data")
-
-
-def _trusted_comparison(function) -> bool:
-  """Whether a type's __eq__/__ne__ is C code or Python from a real source file."""
-  code = _getattr(function, "__code__", None)
-  if code is None:
-    return True  # a slot wrapper or builtin: the type inherits a built-in comparison
-  filename = code.co_filename
-  return filename.startswith("/") and filename != PROGRAM_FILENAME and os.path.isfile(filename)
-
-
-def check_comparable(value, depth: int = 0, budget: list | None = None) -> None:
-  """Raises if `value` holds an object whose equality the program wrote (unittest kind).
-
-  Catches AlwaysEqual objects and lying subclasses of int/str/...; a program
-  that fakes a source file name for its code is not caught (see the package
-  docstring).
-  """
-  budget = budget if budget is not None else [10_000]
-  budget[0] -= 1
-  kind = _type(value)
-  if depth > _MAX_DEPTH or budget[0] < 0 or kind in _plain_scalars:
-    return
-  for name in ("__eq__", "__ne__"):
-    if not _trusted_comparison(_getattr(kind, name, None)):
-      raise PlainDataError(f"returned a {kind_name(value)} whose {name} the program defined")
-  if kind in (list, tuple, set, frozenset):
-    for item in value:
-      check_comparable(item, depth + 1, budget)
-  elif kind is dict:
-    for key, item in value.items():
-      check_comparable(key, depth + 1, budget)
-      check_comparable(item, depth + 1, budget)
 
 
 class Channel:
@@ -321,7 +287,24 @@ def compiled_tests(code: str) -> types.CodeType:
   object in its inherited cache: RL scores many programs against one spec.
   Programs, untrusted, are compiled in the child (`_load_module`).
   """
-  return compile(code, TESTS_FILENAME, "exec", dont_inherit=True, optimize=0)
+  tree = _RegisterClasses().visit(ast.parse(code, TESTS_FILENAME))
+  return compile(ast.fix_missing_locations(tree), TESTS_FILENAME, "exec", dont_inherit=True,
+                 optimize=0)
+
+
+CLASS_NAME = "__precisecoder_class__"
+
+
+class _RegisterClasses(ast.NodeTransformer):
+  """Decorates every class statement of the tests with the run's `Guard.register_class`.
+
+  Outermost, so it sees the class as the tests' own decorators (dataclass, ...) left it.
+  """
+
+  def visit_ClassDef(self, node):  # pylint: disable=invalid-name
+    self.generic_visit(node)
+    node.decorator_list.insert(0, ast.copy_location(ast.Name(CLASS_NAME, ast.Load()), node))
+    return node
 
 
 def warm(job: dict) -> None:
@@ -365,19 +348,6 @@ def _resolve(namespace: dict, entry_point: str):
   return namespace[entry_point]
 
 
-def _guard_returns(function, check):
-  """Wraps a callable so that a return value `check` rejects raises instead."""
-
-  def guarded(*args, **kwargs):
-    value = function(*args, **kwargs)
-    check(value)
-    return value
-
-  guarded.__name__ = _getattr(function, "__name__", "guarded")
-  guarded.__doc__ = _getattr(function, "__doc__", None)
-  return guarded
-
-
 def run_call(channel: Channel, module: types.ModuleType, tests: dict) -> None:
   function = None
   for index, case in enumerate(tests["cases"]):
@@ -400,7 +370,7 @@ EXPECT_NAME = "__precisecoder_expect__"
 def run_assert(channel: Channel, module: types.ModuleType, tests: dict,
                integrity: _Integrity) -> None:
   namespace = module.__dict__
-  _guard_namespace(namespace, check_plain)
+  guard = _guard(namespace, tests["code"])
   reported = [0]
 
   def expect(index, value):  # an assert the pool judges: report the value, exactly typed
@@ -410,18 +380,25 @@ def run_assert(channel: Channel, module: types.ModuleType, tests: dict,
 
   namespace[EXPECT_NAME] = expect
   exec(compiled_tests(tests["code"]), namespace)  # pylint: disable=exec-used
-  violations = integrity.violations()
+  violations = _violations(integrity, guard)
   if violations:
     raise RuntimeError(f"the program tampered with {violations[0]}")
   channel.send({"end": "assert", "expects": reported[0]}, signed=True)
 
 
-def _guard_namespace(namespace: dict, check) -> None:
-  """Guards the return values of every top-level callable the program left behind."""
-  for name, value in list(namespace.items()):
-    if callable(value) and not _isinstance(value, (type, types.ModuleType)) \
-        and not name.startswith("__"):
-      namespace[name] = _guard_returns(value, check)
+def _guard(namespace: dict, code: str) -> Guard:
+  """Checks what the program hands the tests (execution/guard.py), before they run."""
+  guard = Guard()
+  guard.trust_code(compiled_tests(code))
+  namespace[CLASS_NAME] = guard.register_class
+  guard.guard_namespace(namespace)
+  return guard
+
+
+def _violations(integrity: _Integrity, guard: Guard) -> list[str]:
+  found = integrity.violations()
+  changed = guard.changed_class()
+  return found + [f"the tests' class {changed}"] if changed is not None else found
 
 
 def _test_methods(case_class: type) -> list[str]:
@@ -432,7 +409,7 @@ def _test_methods(case_class: type) -> list[str]:
 def run_unittest(channel: Channel, module: types.ModuleType, tests: dict,
                  integrity: _Integrity) -> None:
   namespace = module.__dict__
-  _guard_namespace(namespace, check_comparable)
+  guard = _guard(namespace, tests["code"])
   exec(compiled_tests(tests["code"]), namespace)  # pylint: disable=exec-used
   for class_name in tests["classes"]:
     case_class = namespace.get(class_name)
@@ -450,7 +427,7 @@ def run_unittest(channel: Channel, module: types.ModuleType, tests: dict,
         channel.send({"test": name, "outcome": "error", "detail": class_error}, True)
         continue
       outcome, detail = _run_one_test(case_class, method)
-      violations = integrity.violations()
+      violations = _violations(integrity, guard)
       if violations:  # patched unittest, builtins, json or sys: nothing after this is trusted
         outcome, detail = "error", f"the program tampered with {violations[0]}"
         channel.send({"test": name, "outcome": outcome, "detail": detail}, True)

@@ -1,0 +1,524 @@
+"""What an untrusted program may hand to tests that run beside it (assert and unittest kinds).
+
+The program and the tests share one interpreter, so the tests compare values
+the program made. Such a value may reach the tests when nothing the program
+wrote decides how it compares, prints, converts or iterates: plain data,
+objects of library types, objects of classes the (trusted) test code defined,
+and containers of those, checked all the way down. Values the program hands
+over lazily are wrapped, not refused: a generator or iterator is wrapped so
+that each item it yields is checked when it is yielded, a returned function
+so that what it returns is checked, a coroutine so that its result is.
+
+Provenance is decided from code objects: code the program compiled carries
+PROGRAM_FILENAME; test code is trusted by the identity of the code objects the
+harness compiled (`trust_code`), never by a name a program could copy; library
+code comes from real files (or CPython's frozen modules). Classes the test code
+defines are registered as they are created (`register_class`, a decorator the
+harness adds to every class statement of the tests) together with a snapshot of
+their members, so a program that monkey-patches one, subclasses it with its own
+methods, or swaps an instance's `__class__` is refused.
+
+Not caught (see the package docstring): a program that compiles its own code
+under a real file's name, and state hidden more than one level deep inside
+objects of library types.
+"""
+
+from __future__ import annotations
+
+import _imp
+import collections
+import functools
+import os
+import sys
+import types
+
+from precisecoder.execution.programs import PROGRAM_FILENAME
+
+# Bound before any program runs: the program may patch builtins, the checks must not see it.
+_type = type
+_id = id
+_isinstance = isinstance
+_getattr = getattr
+_hasattr = hasattr
+_len = len
+_list = list
+_dict_items = dict.items
+_list_iter = list.__iter__
+_getframe = sys._getframe  # pylint: disable=protected-access
+_getlimit = sys.getrecursionlimit
+_setlimit = sys.setrecursionlimit
+_isfile = os.path.isfile
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: classes made at run time (Python code, or PyType_FromSpec)
+_SCALARS = frozenset({_type(None), bool, int, float, str, complex, bytes})
+_CONTAINERS = frozenset({list, tuple, set, frozenset})
+_C_CALLABLES = (types.BuiltinFunctionType, types.WrapperDescriptorType, types.MethodDescriptorType,
+                types.ClassMethodDescriptorType, types.MethodWrapperType)
+_WRAPPED_CALLABLES = (types.FunctionType, types.MethodType, types.BuiltinFunctionType,
+                      functools.partial)
+# Program-written methods that may sit on a class whose objects reach the tests: they run when
+# the object is made, never when the tests compare, print, convert or iterate it.
+_CONSTRUCTION = frozenset({"__init__", "__new__", "__post_init__", "__init_subclass__",
+                           "__set_name__", "__del__", "__class_getitem__"})
+# Dunders that never decide a comparison: Cython classes alias them (`__reduce__ =
+# __reduce_cython__`), which the alias rule in `_member_problem` must not mistake for a forgery.
+_INERT = _CONSTRUCTION | {"__reduce__", "__reduce_ex__", "__getstate__", "__setstate__",
+                          "__copy__", "__deepcopy__", "__sizeof__", "__dir__", "__getnewargs__",
+                          "__getnewargs_ex__", "__subclasshook__"}
+
+
+class PlainDataError(TypeError):
+  """A value the program made that the tests must not compare (its behaviour is the program's)."""
+
+
+def kind_name(value) -> str:
+  kind = _type(value)
+  return f"{_getattr(kind, '__module__', '?')}.{_getattr(kind, '__qualname__', '?')}"
+
+
+def _dunder(name: str) -> bool:
+  return name[:2] == "__" and name[-2:] == "__"
+
+
+@functools.lru_cache(maxsize=4096)
+def _library_file(filename: str) -> bool:
+  """Code from a real source file or a frozen stdlib module (3.11 names them '<frozen abc>')."""
+  if filename.startswith("<frozen ") and filename.endswith(">"):
+    return _imp.is_frozen(filename[8:-1])
+  return filename.startswith("/") and filename != PROGRAM_FILENAME and _isfile(filename)
+
+
+def _is_namedtuple_new(name: str, function) -> bool:
+  """collections.namedtuple's `__new__`, made by eval (so '<string>'), only calls tuple.__new__."""
+  code = function.__code__
+  return (name == "__new__" and code.co_filename == "<string>" and code.co_names == ("_tuple_new",)
+          and function.__globals__.get("_tuple_new") is tuple.__new__)
+
+
+class Guard:
+  """One run's checks: the test code it trusts, the test classes it has seen."""
+
+  def __init__(self):
+    self._trusted_codes: set[int] = set()
+    self._keep: list[types.CodeType] = []  # keeps trusted ids from being reused
+    self._test_classes: dict[int, tuple[type, tuple, type, list[tuple[str, object]]]] = {}
+
+  # --- trust ---------------------------------------------------------------------------------
+
+  def trust_code(self, code: types.CodeType) -> None:
+    """Trusts `code` and every code object nested in it (the harness's compiled test code)."""
+    stack = [code]
+    while stack:
+      current = stack.pop()
+      if _id(current) in self._trusted_codes:
+        continue
+      self._trusted_codes.add(_id(current))
+      self._keep.append(current)
+      stack.extend(c for c in current.co_consts if _type(c) is types.CodeType)
+
+  def register_class(self, cls):
+    """Class decorator for the test code's class statements: remembers the class as defined.
+
+    Only a class statement of trusted test code can register: the caller's
+    code object must be one `trust_code` saw.
+    """
+    caller = _getframe(1).f_code
+    if _id(caller) in self._trusted_codes and _isinstance(cls, type):
+      self._test_classes[_id(cls)] = (cls, cls.__mro__, _type(cls),
+                                      _behaviour(_own_members(cls)))
+    return cls
+
+  def changed_class(self) -> str | None:
+    """The first test class the program changed since the tests defined it, if any."""
+    for cls, mro, meta, members in self._test_classes.values():
+      if cls.__mro__ != mro or _type(cls) is not meta \
+          or not _same_members(_own_members(cls), members):
+        return cls.__qualname__
+    return None
+
+  def _intact(self) -> None:
+    if self._test_classes:
+      changed = self.changed_class()
+      if changed is not None:
+        raise PlainDataError(f"the program changed the tests' class {changed}")
+
+  def _trusted(self, code: types.CodeType) -> bool:
+    return _id(code) in self._trusted_codes or _library_file(code.co_filename)
+
+  # --- wrapping ------------------------------------------------------------------------------
+
+  def guard_namespace(self, namespace: dict) -> None:
+    """Wraps what the program left at module level so that what it returns is checked.
+
+    Functions are replaced by guarded ones; classes the program wrote get
+    their methods guarded in place (`Solution().method`).
+    """
+    done: set[int] = set()
+    for name, value in _list(namespace.items()):
+      if name.startswith("__"):
+        continue
+      if _isinstance(value, type):
+        for klass in value.__mro__:
+          if _id(klass) not in done and klass.__flags__ & _HEAPTYPE:
+            done.add(_id(klass))
+            self._guard_methods(klass)
+      elif callable(value) and not _isinstance(value, types.ModuleType):
+        namespace[name] = self.guarded(value)
+
+  def _guard_methods(self, klass: type) -> None:
+    for name, member in _list(_own_members(klass).items()):
+      if _dunder(name) and name != "__call__":
+        continue
+      kind = _type(member)
+      if kind is types.FunctionType and member.__code__.co_filename == PROGRAM_FILENAME:
+        replacement = self.guarded(member)
+      elif kind in (staticmethod, classmethod) and _type(member.__func__) is types.FunctionType \
+          and member.__func__.__code__.co_filename == PROGRAM_FILENAME:
+        replacement = kind(self.guarded(member.__func__))
+      elif kind is property and _type(member.fget) is types.FunctionType \
+          and member.fget.__code__.co_filename == PROGRAM_FILENAME:
+        replacement = property(self.guarded(member.fget), member.fset, member.fdel, member.__doc__)
+      else:
+        continue
+      try:
+        type.__setattr__(klass, name, replacement)
+      except (TypeError, AttributeError):
+        pass  # left as program code: `_class_problem` refuses the class's objects
+
+  def guarded(self, function):
+    """`function`, with what it returns checked (and wrapped: generators, functions)."""
+    checked, intact = self.checked, self._intact
+
+    def guarded(*args, **kwargs):
+      # This wrapper adds a frame to every call, recursive ones included: the
+      # recursion limit rises by one while it runs, so a program gets as much
+      # depth as it would unguarded.
+      _setlimit(_getlimit() + 1)
+      try:
+        value = function(*args, **kwargs)
+      finally:
+        try:
+          _setlimit(_getlimit() - 1)
+        except (RecursionError, ValueError):
+          pass
+      intact()
+      return checked(value)
+
+    for attribute in ("__name__", "__qualname__", "__doc__"):
+      try:
+        setattr(guarded, attribute, _getattr(function, attribute))
+      except (AttributeError, TypeError):
+        pass
+    return guarded
+
+  def checked(self, value):
+    """`value` if the tests may have it; a checking wrapper for what it hands over lazily.
+
+    Raises PlainDataError when something the program wrote would decide how
+    the tests compare it.
+    """
+    kind = _type(value)
+    if kind in _SCALARS:
+      return value
+    if kind is types.GeneratorType or self._is_iterator(value):
+      return self._checked_items(value)
+    if kind is types.CoroutineType:
+      return self._checked_result(value)
+    if kind in _WRAPPED_CALLABLES:
+      problem = self._code_problem("the function", value)
+      if problem is None:
+        return value  # library code: nothing of the program's comes out of it unchecked
+      return self.guarded(value)
+    self.check(value)
+    return value
+
+  def _is_iterator(self, value) -> bool:
+    kind = _type(value)
+    return (_hasattr(kind, "__next__") and _hasattr(kind, "__iter__")
+            and not (_id(kind) in self._test_classes or _is_file(value)))
+
+  def _checked_items(self, iterator):
+    checked, intact = self.checked, self._intact
+
+    def items():
+      send = _getattr(iterator, "send", None)
+      throw = _getattr(iterator, "throw", None)
+      sent = None
+      while True:
+        _setlimit(_getlimit() + 1)  # as in `guarded`: this frame is the harness's, not the program's
+        try:
+          item = next(iterator) if sent is None or send is None else send(sent)
+        except StopIteration as stop:
+          intact()
+          return checked(stop.value)
+        finally:
+          try:
+            _setlimit(_getlimit() - 1)
+          except (RecursionError, ValueError):
+            pass
+        intact()
+        try:
+          sent = yield checked(item)
+        except GeneratorExit:
+          close = _getattr(iterator, "close", None)
+          if close is not None:
+            close()
+          raise
+        except BaseException as error:  # pylint: disable=broad-except  (thrown in by the tests)
+          if throw is None:
+            raise
+          try:
+            item = throw(error)
+          except StopIteration as stop:
+            return checked(stop.value)
+          sent = None
+          while True:  # the item the program yielded in answer to the throw
+            try:
+              sent = yield checked(item)
+              break
+            except GeneratorExit:
+              iterator.close()
+              raise
+            except BaseException as again:  # pylint: disable=broad-except
+              try:
+                item = throw(again)
+              except StopIteration as stop:
+                return checked(stop.value)
+
+    return items()
+
+  def _checked_result(self, coroutine):
+    checked = self.checked
+
+    async def result():
+      return checked(await coroutine)
+
+    return result()
+
+  # --- checks --------------------------------------------------------------------------------
+
+  def check(self, root) -> None:
+    """Raises PlainDataError if `root` holds anything the program's code would decide."""
+    seen: set[int] = set()
+    verdicts: dict[int, str | None] = {}
+    stack = [root]
+    while stack:
+      value = stack.pop()
+      kind = _type(value)
+      if kind in _SCALARS or _id(value) in seen:
+        continue
+      seen.add(_id(value))
+      if kind in _CONTAINERS:
+        stack.extend(_list_iter(value) if kind is list else value)
+        continue
+      if kind is dict:
+        for key, item in _dict_items(value):
+          stack.append(key)
+          stack.append(item)
+        continue
+      problem = self._class_problem(kind, verdicts)
+      if problem is not None:
+        raise PlainDataError(f"returned a {kind_name(value)}: {problem}")
+      if value is not root and (kind is types.GeneratorType or kind is types.CoroutineType
+                                or self._is_iterator(value)):
+        raise PlainDataError(f"returned a {kind_name(value)} inside another value "
+                             "(only a returned or yielded one can be checked as it runs)")
+      if _isinstance(value, type):
+        problem = self._class_problem(value, verdicts)
+        if problem is not None:
+          raise PlainDataError(f"returned the class {value.__qualname__}: {problem}")
+        continue
+      if kind in _WRAPPED_CALLABLES:
+        problem = self._code_problem("a function", value)
+        if problem is not None:
+          raise PlainDataError(f"returned {problem} inside another value")
+        continue
+      stack.extend(self._contents(value, kind, verdicts))
+
+  def _contents(self, value, kind: type, verdicts: dict[int, str | None]) -> list:
+    """The parts of `value` the tests can reach and compare, to be checked in turn.
+
+    Data containers, numpy object arrays and pandas object columns give their
+    items; objects of the tests' or the program's classes their attributes.
+    A library object's attributes are its own business, checked one level
+    deep: no program function (`df.equals = lambda ...`), no program object.
+    """
+    parts: list = []
+    if _isinstance(value, dict):
+      for key, item in _dict_items(value):
+        parts += (key, item)
+    elif _isinstance(value, (list, tuple, set, frozenset, collections.deque)):
+      parts += _list(value)
+    parts += _array_items(value, kind)
+    try:
+      attributes = object.__getattribute__(value, "__dict__")
+    except AttributeError:
+      attributes = None
+    attributes = [item for _, item in _dict_items(attributes)] if _type(attributes) is dict else []
+    for klass in kind.__mro__:
+      for slot in _slot_names(klass):
+        try:
+          attributes.append(object.__getattribute__(value, slot))
+        except AttributeError:
+          pass
+    if self._owned(kind):
+      return parts + attributes
+    for item in attributes:
+      item_kind = _type(item)
+      if item_kind in _SCALARS or item_kind in _CONTAINERS or item_kind is dict:
+        continue
+      problem = (self._code_problem("the function", item) if item_kind in _WRAPPED_CALLABLES
+                 else self._class_problem(item_kind, verdicts))
+      if problem is not None:
+        raise PlainDataError(f"returned a {kind_name(value)} holding {problem}")
+    return parts
+
+  def _owned(self, kind: type) -> bool:
+    """Whether `kind` is a class of the tests or of the program (not a library's)."""
+    for klass in kind.__mro__:
+      if _id(klass) in self._test_classes:
+        return True
+      if klass.__flags__ & _HEAPTYPE and any(
+          _type(m) is types.FunctionType and m.__code__.co_filename == PROGRAM_FILENAME
+          for _, m in _own_members(klass).items()):
+        return True
+    return False
+
+  def _class_problem(self, cls: type, verdicts: dict[int, str | None]) -> str | None:
+    """None if no code the program wrote decides how objects of `cls` behave, else why."""
+    key = _id(cls)
+    if key in verdicts:
+      return verdicts[key]
+    verdicts[key] = None  # a class reached again while it is being judged
+    problem = None
+    meta = _type(cls)
+    if meta is not type:
+      problem = self._class_problem(meta, verdicts)
+    for klass in () if problem else type.__dict__["__mro__"].__get__(cls):
+      problem = self._one_class_problem(klass, verdicts)
+      if problem:
+        break
+    verdicts[key] = problem
+    return problem
+
+  def _one_class_problem(self, klass: type, verdicts: dict[int, str | None]) -> str | None:
+    registered = self._test_classes.get(_id(klass))
+    if registered is not None:
+      _, mro, meta, members = registered
+      if (klass.__mro__ != mro or _type(klass) is not meta
+          or not _same_members(_own_members(klass), members)):
+        return f"the tests' class {klass.__qualname__} was changed after they defined it"
+      return None
+    if not klass.__flags__ & _HEAPTYPE:
+      return None  # a C type: nothing in it can change
+    for name, member in _list(_own_members(klass).items()):
+      problem = self._member_problem(name, member, verdicts)
+      if problem is not None:
+        return f"{klass.__qualname__}.{name} {problem}"
+    return None
+
+  def _member_problem(self, name: str, member, verdicts: dict[int, str | None]) -> str | None:
+    kind = _type(member)
+    if kind is types.FunctionType:
+      if self._trusted(member.__code__) or _is_namedtuple_new(name, member):
+        return None
+      return None if name in _CONSTRUCTION else "is the program's code"
+    if kind is staticmethod or kind is classmethod:
+      inner = member.__func__
+      if _type(inner) is not types.FunctionType and _getattr(inner, "__name__", None) != name:
+        return f"is {_getattr(inner, '__name__', '?')} under another name"
+      return self._member_problem(name, inner, verdicts)
+    if kind is property:
+      for accessor in (member.fget, member.fset, member.fdel):
+        if accessor is not None:
+          problem = self._member_problem(name, accessor, verdicts)
+          if problem is not None:
+            return problem
+      return None
+    if _isinstance(member, _C_CALLABLES) or _isinstance(member, type):
+      # A C method in a Python class: harmless as itself (`__hash__ = object.__hash__`), but
+      # `__eq__ = int.__ne__` would let the program choose what equality means.
+      if _dunder(name) and name not in _INERT and _getattr(member, "__name__", None) != name:
+        return f"is {_getattr(member, '__qualname__', '?')} under another name"
+      return None
+    if kind.__flags__ & _HEAPTYPE and _hasattr(kind, "__get__"):  # a descriptor a class wrote
+      problem = self._class_problem(kind, verdicts)
+      if problem is not None:
+        return f"is a descriptor whose {problem}"
+      for _, inner in _dict_items(_getattr(member, "__dict__", None) or {}):
+        if _type(inner) is types.FunctionType and not self._trusted(inner.__code__):
+          return "holds the program's code"
+    return None
+
+  def _code_problem(self, what: str, function) -> str | None:
+    """Why calling `function` would hand the tests program-made values unchecked, if it would."""
+    inner = function
+    for _ in range(8):  # bound methods and partials around the function itself
+      if _type(inner) is types.MethodType:
+        inner = inner.__func__
+      elif _type(inner) is functools.partial:
+        inner = inner.func
+      else:
+        break
+    if _type(inner) is types.FunctionType and not self._trusted(inner.__code__):
+      return f"{what} {_getattr(inner, '__qualname__', '?')}, the program's code"
+    if _type(inner) not in (types.FunctionType, types.BuiltinFunctionType):
+      return f"{what} {kind_name(inner)}"
+    return None
+
+
+def _own_members(cls: type) -> types.MappingProxyType:
+  """A class's own namespace, read without any lookup the class or its metaclass could override."""
+  return type.__dict__["__dict__"].__get__(cls)
+
+
+def _behaviour(members) -> list[tuple[str, object]]:
+  """A class's members that decide behaviour: dunders, methods and other descriptors.
+
+  Plain data attributes (a counter the tests keep on their class) may change.
+  """
+  return [(name, member) for name, member in members.items()
+          if _dunder(name) or callable(member) or _hasattr(_type(member), "__get__")]
+
+
+def _same_members(now, saved: list[tuple[str, object]]) -> bool:
+  current = _behaviour(now)
+  if _len(current) != _len(saved):
+    return False
+  return all(name in now and now[name] is member for name, member in saved)
+
+
+def _slot_names(klass: type) -> tuple:
+  slots = _own_members(klass).get("__slots__", ())
+  if _type(slots) is str:
+    slots = (slots,)
+  try:
+    return tuple(s for s in slots if _type(s) is str and s not in ("__dict__", "__weakref__"))
+  except TypeError:
+    return ()
+
+
+def _is_file(value) -> bool:
+  io = sys.modules.get("io")
+  return io is not None and _isinstance(value, io.IOBase)
+
+
+def _array_items(value, kind: type) -> list:
+  """Objects inside numpy object arrays and pandas object columns (numbers need no check)."""
+  numpy = sys.modules.get("numpy")
+  if numpy is not None and _isinstance(value, numpy.ndarray):
+    return _list(value.ravel()) if value.dtype.hasobject else []
+  pandas = sys.modules.get("pandas")
+  if pandas is None or not kind.__module__.startswith("pandas"):
+    return []
+  if _isinstance(value, pandas.DataFrame):
+    parts = [value.index, value.columns]
+    for i, dtype in enumerate(value.dtypes):
+      if dtype == object:
+        parts += _list(value.iloc[:, i])
+    return parts
+  if _isinstance(value, pandas.Series):
+    return [value.index] + (_list(value) if value.dtype == object else [])
+  if _isinstance(value, pandas.Index):
+    return _list(value) if value.dtype == object else []
+  return []
