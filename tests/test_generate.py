@@ -1,6 +1,7 @@
 """`precisecoder generate` and `precisecoder export` end to end on a tiny checkpoint."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -91,13 +92,104 @@ def test_greedy_samples_agree(checkpoint, tmp_path):
   assert len(lines) == 2 and lines[0]["completion"] == lines[1]["completion"]
 
 
-def test_bad_task_file_is_a_clear_error(checkpoint, tmp_path):
-  folder, _ = checkpoint
+def _one_line_error(capsys, command: str) -> str:
+  err = capsys.readouterr().err
+  lines = [line for line in err.splitlines() if line.startswith("precisecoder")]
+  assert "Traceback" not in err and len(lines) == 1, err  # besides progress bars and logs
+  assert lines[0].startswith(f"precisecoder {command}: error: "), err
+  return lines[0]
+
+
+def test_bad_task_file_and_output_are_clear_errors(checkpoint, tmp_path, capsys):
+  folder, tasks = checkpoint
   bad = tmp_path / "bad.jsonl"
   bad.write_text('{"task_id": "x"\n')
-  with pytest.raises(SystemExit, match="bad.jsonl:1"):
-    cli.main(["generate", "--checkpoint", str(folder), "--tasks", str(bad), "--output",
-              str(tmp_path / "p.jsonl")])
+  argv = ["generate", "--checkpoint", str(folder), "--tasks"]
+  assert cli.main(argv + [str(bad), "--output", str(tmp_path / "p.jsonl")]) == 2
+  assert "bad.jsonl:1: invalid JSON" in _one_line_error(capsys, "generate")
+  before = tasks.read_bytes()
+  assert cli.main(argv + [str(tasks), "--output", str(tasks)]) == 2
+  assert "is the --tasks file" in _one_line_error(capsys, "generate")
+  assert tasks.read_bytes() == before
+  assert cli.main(argv + [str(tasks), "--output", str(tmp_path)]) == 2
+  assert "is a folder" in _one_line_error(capsys, "generate")
+  (tmp_path / "file").write_text("")
+  assert cli.main(argv + [str(tasks), "--output", str(tmp_path / "file" / "p.jsonl")]) == 2
+  assert "file is a file" in _one_line_error(capsys, "generate")
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(argv + [str(tasks), "--output", str(tmp_path / "p.jsonl"), "--samples", "0"])
+  assert exit_info.value.code == 2 and "argument --samples: must be a positive integer" in (
+      capsys.readouterr().err)
+
+
+def test_a_failed_generation_leaves_nothing(checkpoint, tmp_path, monkeypatch):
+  from precisecoder import sampling
+
+  def broken(*args, **kwargs):
+    raise RuntimeError("device lost")
+
+  monkeypatch.setattr(sampling, "sample", broken)
+  folder, tasks = checkpoint
+  with pytest.raises(RuntimeError, match="device lost"):
+    cli.main(["generate", "--checkpoint", str(folder), "--tasks", str(tasks), "--output",
+              str(tmp_path / "out" / "p.jsonl")])
+  assert list((tmp_path / "out").iterdir()) == []
+
+
+def _broken_checkpoints(folder, root):
+  """(name, path, what the message must say) for checkpoints that cannot load."""
+  from precisecoder.model import bundled_smollm2_gguf
+
+  def hf_copy(name, change):
+    copy = root / name
+    shutil.copytree(folder, copy)
+    change(copy)
+    return copy
+
+  weights = (folder / "model.safetensors").read_bytes()
+  with open(bundled_smollm2_gguf(), "rb") as f:
+    gguf_head = f.read(200_000)
+  (root / "head.gguf").write_bytes(gguf_head)
+  (root / "empty.gguf").write_bytes(b"")
+  (root / "garbage.gguf").write_bytes(b"not a model" * 100)
+  (root / "empty_dir").mkdir()
+  meta = root / "run" / "checkpoints" / "3" / "meta"
+  meta.mkdir(parents=True)
+  (meta.parent / "params").mkdir()
+  (meta / "metadata").write_text(json.dumps({"model": {"config": {"arch": "llama"},
+                                                       "tokenizer": str(folder)}}))
+  return [
+      ("missing", root / "missing", "checkpoint does not exist"),
+      ("truncated gguf", root / "head.gguf", "head.gguf: truncated GGUF file (200000 bytes"),
+      ("empty gguf", root / "empty.gguf", "empty.gguf: empty file, not a GGUF model"),
+      ("garbage gguf", root / "garbage.gguf", "not a readable GGUF file (ValueError: GGUF magic"),
+      ("truncated safetensors", hf_copy("cut", lambda d: (d / "model.safetensors").write_bytes(
+          weights[:len(weights) // 2])), "model.safetensors: truncated safetensors file"),
+      ("garbage safetensors", hf_copy("junk", lambda d: (d / "model.safetensors").write_bytes(
+          b"\xff" * 64)), "model.safetensors: not a readable safetensors file"),
+      ("garbage config", hf_copy("config", lambda d: (d / "config.json").write_text("{")),
+       "config.json:1: invalid JSON"),
+      ("garbage tokenizer", hf_copy("tok", lambda d: (d / "tokenizer.json").write_text("{")),
+       "cannot load the tokenizer"),
+      ("empty folder", root / "empty_dir", "not a Hugging Face folder, a .gguf file or a training"),
+      ("foreign training meta", root / "run", "meta: the saved model config does not fit"),
+  ]
+
+
+def test_unloadable_checkpoints_are_one_line_errors(checkpoint, tmp_path, capsys):
+  folder, tasks = checkpoint
+  for name, path, message in _broken_checkpoints(folder, tmp_path):
+    out = tmp_path / "out" / name
+    assert cli.main(["generate", "--checkpoint", str(path), "--tasks", str(tasks), "--output",
+                     str(out / "p.jsonl")]) == 2, name
+    assert message in _one_line_error(capsys, "generate"), name
+    assert cli.main(["export", "--checkpoint", str(path), "--output", str(out / "hf")]) == 2, name
+    assert message in _one_line_error(capsys, "export"), name
+    assert [p.name for p in out.iterdir()] == ["hf"] and not any((out / "hf").iterdir()), name
+  assert cli.main(["export", "--checkpoint", str(folder), "--output", str(folder)]) == 2
+  assert "is the --checkpoint" in _one_line_error(capsys, "export")
+  assert cli.main(["export", "--checkpoint", str(folder), "--output", str(tasks)]) == 2
+  assert "exists and is not a folder" in _one_line_error(capsys, "export")
 
 
 def test_export_then_load_gives_same_logits(checkpoint, tmp_path):

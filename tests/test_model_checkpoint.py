@@ -10,6 +10,7 @@ from flax import nnx
 from jax.sharding import AbstractMesh, AxisType, PartitionSpec
 
 from precisecoder.model import Decoder, ModelConfig, load_checkpoint, presets
+from precisecoder.model.checkpoint import CheckpointError
 from precisecoder.model.gguf_import import _unpermute_rope
 from precisecoder.model.hf import read_config
 from precisecoder.model.sharding import logical_to_spec, make_mesh
@@ -79,7 +80,7 @@ def test_training_checkpoint_loads(tmp_path):
     loaded, _, loaded_config = load_checkpoint(tmp_path / form, with_tokenizer=False)
     assert loaded_config == config
     np.testing.assert_array_equal(np.asarray(loaded(tokens)), np.asarray(model(tokens)))
-  with pytest.raises(FileNotFoundError, match="not a Hugging Face folder"):
+  with pytest.raises(CheckpointError, match="not a Hugging Face folder"):
     load_checkpoint(tmp_path / "state" / "checkpoints" / "7" / "params", with_tokenizer=False)
 
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
+
+from precisecoder.commands import checks
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -14,9 +17,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+  """Exit status 2, with one line naming the flag or file, for unusable inputs."""
   from precisecoder.model import export_hf, load_checkpoint
+  from precisecoder.model.checkpoint import CheckpointError
 
-  model, tokenizer, config = load_checkpoint(args.checkpoint, dtype="float32")
-  out = export_hf(model, config, tokenizer, args.output, dtype=args.dtype)
+  try:
+    output = checks.output_folder(args.output, inputs=[("--checkpoint", args.checkpoint)])
+    model, tokenizer, config = load_checkpoint(args.checkpoint, dtype="float32")
+  except (checks.InputError, CheckpointError) as e:
+    print(f"precisecoder export: error: {e}", file=sys.stderr)
+    return 2
+  out = export_hf(model, config, tokenizer, output, dtype=args.dtype)
   print(f"exported {config.arch} ({config.num_params() / 1e6:.1f}M parameters) to {out}")
   return 0

@@ -2,8 +2,9 @@
 
 Each output line is a prediction in the DESIGN.md contract plus the exact prompt text:
   {"task_id", "sample", "completion", "prompt", "num_tokens", "finished"}
-so that `precisecoder score` evaluates the checkpoint. Lines are written batch by batch;
-a task whose prompt does not fit the context gets an empty completion and an "error".
+so that `precisecoder score` evaluates the checkpoint. Lines are written batch by batch to
+OUTPUT.tmp, which becomes OUTPUT when every task is done (a failed run leaves neither); a
+task whose prompt does not fit the context gets an empty completion and an "error".
 
 `--prefill-thinking FROM.jsonl` (prefill transfer): the assistant turn starts with the thinking
 block of another model's completion of the same task (the first sample of FROM that has one),
@@ -16,10 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import pathlib
+import sys
 import time
 
 from tqdm import tqdm
+
+from precisecoder.commands import checks
 
 log = logging.getLogger("precisecoder.generate")
 
@@ -29,20 +32,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="Hugging Face folder, .gguf file or training checkpoint directory")
   parser.add_argument("--tasks", required=True, help="task file (JSON Lines, DESIGN.md contract)")
   parser.add_argument("--output", required=True, help="predictions file to write (JSON Lines)")
-  parser.add_argument("--samples", type=int, default=1, help="completions per task")
+  parser.add_argument("--samples", type=checks.positive_int, default=1, help="completions per task")
   parser.add_argument("--temperature", type=float, default=0.0, help="0 means greedy")
   parser.add_argument("--top-p", type=float, default=1.0)
-  parser.add_argument("--top-k", type=int, default=0, help="0 disables top-k")
-  parser.add_argument("--max-new-tokens", type=int, default=512)
+  parser.add_argument("--top-k", type=checks.non_negative_int, default=0, help="0 disables top-k")
+  parser.add_argument("--max-new-tokens", type=checks.positive_int, default=512)
   parser.add_argument("--seed", type=int, default=0)
-  parser.add_argument("--batch-size", type=int, default=8, help="prompts per sampler call")
+  parser.add_argument("--batch-size", type=checks.positive_int, default=8,
+                      help="prompts per sampler call")
   parser.add_argument("--thinking", action="store_true",
                       help="ask for reasoning (and enable Qwen3's thinking mode)")
   parser.add_argument("--prefill-thinking", default="", metavar="FROM.jsonl",
                       help="predictions file whose thinking blocks open the assistant turn")
   parser.add_argument("--no-tests-in-prompt", action="store_true",
                       help="leave the unit tests out of the prompt")
-  parser.add_argument("--limit", type=int, default=0, help="only the first N tasks (0: all)")
+  parser.add_argument("--limit", type=checks.non_negative_int, default=0,
+                      help="only the first N tasks (0: all)")
   parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
   parser.add_argument("--mesh", default="",
                       help="mesh preset or data,fsdp,tensor shape (default: one device)")
@@ -79,20 +84,31 @@ def read_thinking(path: str) -> dict[str, str]:
 
 
 def main(args: argparse.Namespace) -> int:
+  """Exit status 2, with one line naming the flag or file, for unusable inputs."""
+  from precisecoder.model.checkpoint import CheckpointError
+  try:
+    return _generate(args)
+  except (checks.InputError, CheckpointError) as e:
+    print(f"precisecoder generate: error: {e}", file=sys.stderr)
+    return 2
+
+
+def _generate(args: argparse.Namespace) -> int:
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
   from precisecoder import prompts, tasks as tasks_lib
   from precisecoder.model import load_checkpoint
   from precisecoder.model.tokenizer import eos_token_ids, pad_token_id
   from precisecoder.sampling import enable_compilation_cache, sample
 
-  if args.samples < 1 or args.max_new_tokens < 1 or args.batch_size < 1:
-    raise SystemExit("generate: --samples, --max-new-tokens and --batch-size must be positive")
   if args.samples > 1 and args.temperature == 0:
     log.warning("--samples %d with --temperature 0: greedy samples are identical", args.samples)
+  out_path = checks.output_file(args.output, inputs=[
+      ("--tasks", args.tasks), ("--checkpoint", args.checkpoint),
+      ("--prefill-thinking", args.prefill_thinking)])
   try:
     tasks = tasks_lib.load_tasks(args.tasks)
-  except (OSError, ValueError) as e:
-    raise SystemExit(f"generate: {e}") from None
+  except tasks_lib.TaskError as e:
+    raise checks.InputError(str(e)) from None
   if args.limit:
     tasks = tasks[:args.limit]
   prefill = read_thinking(args.prefill_thinking) if args.prefill_thinking else None
@@ -103,10 +119,8 @@ def main(args: argparse.Namespace) -> int:
   pad_id = pad_token_id(tokenizer, config.pad_token_id)
   context = config.max_position_embeddings - args.max_new_tokens
 
-  out_path = pathlib.Path(args.output)
-  out_path.parent.mkdir(parents=True, exist_ok=True)
   started, generated = time.perf_counter(), 0
-  with out_path.open("w") as out, tqdm(total=len(tasks) * args.samples, desc="generate",
+  with checks.atomic_output(out_path) as out, tqdm(total=len(tasks) * args.samples, desc="generate",
                                        unit="completion") as bar:
     for batch_index, start in enumerate(range(0, len(tasks), args.batch_size)):
       batch = tasks[start:start + args.batch_size]

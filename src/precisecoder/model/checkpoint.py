@@ -15,6 +15,16 @@ from precisecoder.model.hf import load_hf
 from precisecoder.model.tokenizer import load_tokenizer
 
 
+class CheckpointError(ValueError):
+  """A checkpoint that cannot be loaded: missing, foreign, garbled or truncated. The message
+  names the path and why (the loader's own exception is its __cause__)."""
+
+
+# What loaders raise for a bad file (reads, parses, missing fields, a config that does not fit);
+# hf.py turns safetensors' own errors into ValueErrors naming the file.
+_LOAD_ERRORS = (OSError, ValueError, KeyError, EOFError)
+
+
 def _is_hf_folder(path: pathlib.Path) -> bool:
   return (path / "config.json").exists() and any(path.glob("*.safetensors"))
 
@@ -26,10 +36,33 @@ def load_checkpoint(path: str | os.PathLike, *, dtype: str = "float32", mesh: Me
 
   With a mesh, every parameter is placed straight onto its sharding. `execution` sets
   ModelConfig's execution options (remat, attention, attention_block, logprob_chunk).
+  Raises CheckpointError.
   """
   path = pathlib.Path(path)
   if not path.exists():
-    raise FileNotFoundError(f"{path}: checkpoint does not exist")
+    raise CheckpointError(f"{path}: checkpoint does not exist")
+  try:
+    model, config, tokenizer_path = _load_model(path, dtype, mesh, execution)
+  except _LOAD_ERRORS as e:
+    raise CheckpointError(_naming(path, e)) from e
+  tokenizer = None
+  if with_tokenizer:
+    try:
+      tokenizer = load_tokenizer(tokenizer_path, arch=config.arch)
+    except _LOAD_ERRORS as e:
+      reason = _naming(tokenizer_path, e).removeprefix(f"{tokenizer_path}: ")
+      raise CheckpointError(f"{tokenizer_path}: cannot load the tokenizer ({reason})") from e
+  return model, tokenizer, config
+
+
+def _naming(path: pathlib.Path, error: BaseException) -> str:
+  """The loader's message, prefixed with the checkpoint's path unless it starts with it."""
+  text = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
+  return text if text.startswith(str(path)) else f"{path}: {text}"
+
+
+def _load_model(path: pathlib.Path, dtype: str, mesh: Mesh | None, execution: dict
+                ) -> tuple[Decoder, ModelConfig, pathlib.Path]:
   if path.is_file() and path.suffix == ".gguf":
     model, config = load_gguf(path, dtype=dtype, mesh=mesh, **execution)
     tokenizer_path = path
@@ -42,8 +75,7 @@ def load_checkpoint(path: str | os.PathLike, *, dtype: str = "float32", mesh: Me
                                                              **execution)
   else:
     raise ValueError(f"{path}: not a Hugging Face folder, a .gguf file or a training checkpoint")
-  tokenizer = load_tokenizer(tokenizer_path, arch=config.arch) if with_tokenizer else None
-  return model, tokenizer, config
+  return model, config, tokenizer_path
 
 
 def bundled_smollm2_gguf() -> pathlib.Path:

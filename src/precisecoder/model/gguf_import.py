@@ -48,7 +48,9 @@ def read_gguf_config(reader: gguf.GGUFReader, *, where: str, **overrides) -> Mod
   if arch not in ("llama", "qwen3"):
     raise ValueError(f"{where}: GGUF architecture {arch!r} is not supported (llama, qwen3)")
   names = {t.name for t in reader.tensors}
-  embd = next(t for t in reader.tensors if t.name == "token_embd.weight")
+  embd = next((t for t in reader.tensors if t.name == "token_embd.weight"), None)
+  if embd is None:
+    raise ValueError(f"{where}: GGUF tensor 'token_embd.weight' is missing")
   heads = int(_field(reader, f"{arch}.attention.head_count", where=where))
   hidden = int(_field(reader, f"{arch}.embedding_length", where=where))
   eos = _field(reader, "tokenizer.ggml.eos_token_id", -1, where=where)
@@ -107,10 +109,37 @@ class GGUFTensorReader:
     return w
 
 
+class _Truncated(ValueError):
+  pass
+
+
+class _CheckedReader(gguf.GGUFReader):
+  """gguf's reader, except that a read past the end of the file says so: the stock reader
+  slices its memory map short and fails later with a numpy view or reshape error."""
+
+  def _get(self, offset, dtype, count=1, override_order=None):
+    end = int(offset) + np.dtype(dtype).itemsize * int(count)
+    if end > len(self.data):
+      raise _Truncated(f"{len(self.data)} bytes, but its contents reach byte {end}")
+    return super()._get(offset, dtype, count, override_order)
+
+
+def open_gguf(path: str | os.PathLike) -> gguf.GGUFReader:
+  """A reader for a GGUF file; an empty, foreign or cut-short file is a ValueError naming it."""
+  if os.path.getsize(path) == 0:
+    raise ValueError(f"{path}: empty file, not a GGUF model")
+  try:
+    return _CheckedReader(path)
+  except _Truncated as e:
+    raise ValueError(f"{path}: truncated GGUF file ({e})") from None
+  except (ValueError, IndexError, KeyError, OverflowError, UnicodeDecodeError) as e:
+    raise ValueError(f"{path}: not a readable GGUF file ({type(e).__name__}: {e})") from None
+
+
 def load_gguf(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None = None,
               **execution) -> tuple[Decoder, ModelConfig]:
   where = str(path)
-  reader = gguf.GGUFReader(path)
+  reader = open_gguf(path)
   config = read_gguf_config(reader, where=where, dtype=dtype, **execution)
   model = build_decoder(config, GGUFTensorReader(reader, config, where), mesh=mesh, where=where)
   return model, config

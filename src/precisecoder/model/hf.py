@@ -10,7 +10,7 @@ import jax
 import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
 from precisecoder.model.build import build_decoder
@@ -33,6 +33,37 @@ def read_config(folder: str | os.PathLike, **overrides) -> ModelConfig:
   return ModelConfig.from_hf(hf, where=str(path), **overrides)
 
 
+def _open_safetensors(file: pathlib.Path):
+  """safe_open, with a file shorter than its own header says reported as truncated."""
+  try:
+    return safe_open(file, "numpy")
+  except SafetensorError as e:
+    raise ValueError(f"{file}: {_truncation(file) or f'not a readable safetensors file ({e})'}") from None
+
+
+def _truncation(file: pathlib.Path) -> str | None:
+  """How a safetensors file falls short of the length its header declares, if it does."""
+  size = file.stat().st_size
+  with file.open("rb") as f:
+    head = f.read(8)
+    if len(head) < 8:
+      return f"truncated safetensors file ({size} bytes: not even its 8-byte header length)"
+    length = int.from_bytes(head, "little")
+    if length > 100 << 20:  # no real header is this long: garbage, not a cut
+      return None
+    if 8 + length > size:
+      return f"truncated safetensors file ({size} bytes; its header alone needs {8 + length})"
+    try:
+      header = json.loads(f.read(length))
+      end = max((entry["data_offsets"][1] for name, entry in header.items()
+                 if name != "__metadata__"), default=0)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+      return None  # a garbled header, not a cut: safetensors' own message says more
+  if 8 + length + end > size:
+    return f"truncated safetensors file ({size} bytes; its tensors need {8 + length + end})"
+  return None
+
+
 class SafetensorsReader:
   """Reads tensors by name from a folder's safetensors files (memory-mapped)."""
 
@@ -47,7 +78,7 @@ class SafetensorsReader:
         raise FileNotFoundError(f"{folder}: no *.safetensors files")
       self._files = {}
       for file in files:
-        with safe_open(file, "numpy") as f:
+        with _open_safetensors(file) as f:
           self._files.update({name: file for name in f.keys()})
     self._open = {}
 
@@ -59,7 +90,7 @@ class SafetensorsReader:
       raise KeyError(f"tensor {name!r} not found in the checkpoint's safetensors files")
     file = self._files[name]
     if file not in self._open:
-      self._open[file] = safe_open(file, "numpy")
+      self._open[file] = _open_safetensors(file)
     return self._open[file].get_tensor(name)
 
 

@@ -79,7 +79,11 @@ def load(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None =
   meta = _read_meta(step_dir)["model"]
   fields = dict(meta["config"], dtype=dtype, **execution)
   fields["eos_token_ids"] = tuple(fields.get("eos_token_ids") or ())
-  config = ModelConfig(**fields)
+  try:
+    config = ModelConfig(**fields)
+  except TypeError as e:  # fields missing or unknown: not what model_meta wrote
+    raise ValueError(f"{step_dir / 'meta'}: the saved model config does not fit ModelConfig "
+                     f"({e})") from None
   graphdef, abstract = abstract_decoder(config)
   ours = {p: v for p, v in nnx.to_flat_state(abstract)}
 
