@@ -151,7 +151,8 @@ def _build_generator(args: argparse.Namespace, out: pathlib.Path) -> int:
       sets[f"{args.tier}_{split}"] = generator.make_tasks(split, args.tier, n, args.seed,
                                                                progress=True)
     if split != "train" and args.clean:
-      sets[f"clean_{split}"] = generator.make_clean_tasks(split, args.clean, args.seed)
+      sets[f"clean_{split}"] = generator.make_clean_tasks(split, args.clean, args.seed,
+                                                          tier=args.tier)
   generated_s = time.time() - started
   card_list = [_write_set(out, name, tasks) for name, tasks in sets.items()]
   with _pool(args.workers) as pool:

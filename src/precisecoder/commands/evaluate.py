@@ -32,7 +32,7 @@ from typing import Any
 
 log = logging.getLogger("precisecoder.evaluate")
 
-# Options passed through to `generate` / `score` (flag, destination, whether it takes a value).
+# Options passed through to `generate` / `score`: (flag, destination in our arguments).
 _GENERATE_OPTIONS = (("--samples", "samples"), ("--temperature", "temperature"),
                      ("--top-p", "top_p"), ("--top-k", "top_k"),
                      ("--max-new-tokens", "max_new_tokens"), ("--seed", "seed"),
@@ -155,8 +155,7 @@ def _run_shard(stem: pathlib.Path, tasks, args: argparse.Namespace, shard_seed: 
       summary = score.run(score_args)
     except score.InputError as e:
       raise _Refused(str(e)) from None
-    log.info("%s: pass %s, precision %s over %d predictions", stem.name,
-             summary.get("unit"), summary.get("precision"), summary.get("predictions", 0))
+    log.info("%s: scored %d predictions", stem.name, summary.get("predictions", 0))
     os.replace(partial, scores)
 
 
