@@ -7,6 +7,11 @@ about. `arg` (after the colon: `--config=configs/grpo.py:qwen3-4b`) picks a mode
 
 from __future__ import annotations
 
+import importlib.util
+import math
+import pathlib
+from typing import Any
+
 import ml_collections
 
 # Per model: which checkpoint to start from and sizes that fit it. `checkpoint` may be an HF
@@ -46,7 +51,7 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
   """PreciseCoder (GDPO on r_λ, λ = 1/3) for the model preset `arg` (default: local)."""
   name = arg or "local"
   if name not in MODEL_PRESETS:
-    raise KeyError(f"unknown model preset {name!r}; known: {sorted(MODEL_PRESETS)}")
+    raise ConfigError(f"unknown model preset {name!r}; known: {', '.join(sorted(MODEL_PRESETS))}")
   m = MODEL_PRESETS[name]
   c = ml_collections.ConfigDict()
   c.trainer = "rl"  # rl | sft | dpo
@@ -95,6 +100,137 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
     for section, values in _SMALL_RUNS[name].items():
       c[section].update(values)
   return c
+
+
+# ---------------------------------------------------------------------------
+# Checks made before anything is loaded: a config that cannot work fails in a second, with one
+# line naming the field, not after the model has loaded or the first rollout has run.
+# ---------------------------------------------------------------------------
+
+
+class ConfigError(Exception):
+  """A config file, preset, override or value that cannot work; the message names it.
+
+  Not a ValueError: ml_collections would wrap one raised from get_config() in a traceback."""
+
+
+def load_file(spec: str) -> ml_collections.ConfigDict:
+  """The config `--config=spec` names ("configs/x.py" or "configs/x.py:preset"), loaded the way
+  ml_collections loads it, so that its problems can be named before absl parses anything."""
+  path, colon, arg = spec.partition(":")
+  if not pathlib.Path(path).is_file():
+    raise ConfigError(f"no such config file: {path}")
+  module_spec = importlib.util.spec_from_file_location("precisecoder_config_check", path)
+  if module_spec is None or module_spec.loader is None:
+    raise ConfigError(f"{path}: not a Python config file")
+  module = importlib.util.module_from_spec(module_spec)
+  module_spec.loader.exec_module(module)
+  if not callable(getattr(module, "get_config", None)):
+    raise ConfigError(f"{path}: defines no get_config()")
+  return module.get_config(arg) if colon else module.get_config()
+
+
+def unknown_field(cfg: ml_collections.ConfigDict, dotted: str) -> str | None:
+  """Why `dotted` ("rl.lam") names no field of `cfg`, or None if it does."""
+  node, walked = cfg, "config"
+  for key in dotted.split("."):
+    if not isinstance(node, ml_collections.ConfigDict):
+      return f"{walked} is a value, not a section"
+    if key not in node:
+      return f"{walked} has no field {key!r} (it has: {', '.join(sorted(node.keys()))})"
+    node, walked = node[key], f"{walked}.{key}"
+  return None
+
+
+TRAINERS = ("rl", "sft", "dpo")
+
+
+def validate(cfg: ml_collections.ConfigDict) -> None:
+  """Raises ConfigError naming the first field whose value cannot work."""
+  problem = next(_problems(cfg), None)
+  if problem is not None:
+    raise ConfigError(problem)
+
+
+def _problems(c: ml_collections.ConfigDict):
+  from precisecoder.data.generator import TIERS  # pylint: disable=import-outside-toplevel
+  from precisecoder.train.losses import AGGREGATIONS  # pylint: disable=import-outside-toplevel
+
+  def bad(field: str, value: Any, want: str) -> str:
+    return f"config.{field}={value!r}: {want}"
+
+  def at_least(field: str, low: int):
+    value = _get(c, field)
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+      yield bad(field, value, f"must be an integer >= {low}")
+
+  def one_of(field: str, choices):
+    if _get(c, field) not in choices:
+      yield bad(field, _get(c, field), f"must be one of {', '.join(map(str, choices))}")
+
+  def number(field: str, low: float, high: float = math.inf, low_open: bool = False):
+    value = _get(c, field)
+    ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+          and math.isfinite(value) and (value > low if low_open else value >= low) and value <= high)
+    if not ok:
+      yield bad(field, value, f"must be a number in {'(' if low_open else '['}{low:g}, {high:g}]")
+
+  yield from one_of("trainer", TRAINERS)
+  yield from one_of("model.dtype", ("float32", "bfloat16"))
+  yield from at_least("train.steps", 1)
+  for field in ("train.checkpoint_every", "train.eval_every"):  # 0: never
+    yield from at_least(field, 0)
+  for field in ("train.keep_checkpoints", "train.eval_batch_size", "train.eval_max_new_tokens"):
+    yield from at_least(field, 1)
+  yield from number("optim.learning_rate", 0, low_open=True)
+  yield from at_least("optim.warmup_steps", 0)
+  yield from one_of("data.tier", TIERS)
+  for field in ("data.num_validation", "data.num_clean"):
+    yield from at_least(field, 0)
+  if not c.data.task_file:
+    yield from at_least("data.num_train", 1)
+  for field in ("data.task_file", "data.validation_file", "data.clean_file"):
+    path = _get(c, field)
+    if path and "://" not in path and not pathlib.Path(path).is_file():
+      yield bad(field, path, "no such file")
+  # DPO samples with the rl sampling settings too.
+  for field in ("rl.max_new_tokens", "rl.prompt_bucket"):
+    yield from at_least(field, 1)
+  yield from number("rl.temperature", 0, low_open=True)
+  yield from number("rl.top_p", 0, 1, low_open=True)
+  if c.trainer == "rl":
+    yield from one_of("rl.reward", REWARDS)
+    yield from one_of("rl.advantage", ("grpo", "gdpo"))
+    if c.rl.reward == "ea_grpo" and c.rl.advantage == "gdpo":
+      yield "config.rl.reward='ea_grpo' is one scalar reward: use config.rl.advantage='grpo'"
+    yield from one_of("rl.aggregation", AGGREGATIONS)
+    yield from number("rl.lam", 0, 1)
+    yield from at_least("rl.epsilon", -1)  # -1: PDB's default slack
+    yield from at_least("rl.prompts_per_step", 1)
+    yield from at_least("rl.group_size", 2)  # a group of one has no variance: no advantage
+    for field in ("rl.minibatch_size", "rl.num_iterations", "rl.rollout_chunks",
+                  "rl.reward_workers"):
+      yield from at_least(field, 1)
+    rows = c.rl.prompts_per_step * c.rl.group_size
+    size = min(c.rl.minibatch_size, rows)
+    if size > 0 and rows % size:
+      yield (f"config.rl.minibatch_size={c.rl.minibatch_size} must divide the {rows} rows of a "
+             f"step (rl.prompts_per_step {c.rl.prompts_per_step} x rl.group_size "
+             f"{c.rl.group_size})")
+  elif c.trainer == "sft":
+    for field in ("sft.batch_size", "sft.max_len"):
+      yield from at_least(field, 1)
+  elif c.trainer == "dpo":
+    for field in ("dpo.batch_size", "dpo.max_len"):
+      yield from at_least(field, 1)
+    yield from at_least("dpo.samples_per_task", 2)  # a chosen and a rejected completion
+    yield from number("dpo.beta", 0, low_open=True)
+
+
+def _get(cfg: ml_collections.ConfigDict, dotted: str) -> Any:
+  for key in dotted.split("."):
+    cfg = cfg[key]
+  return cfg
 
 
 # Budgets for runs on a 2-core CPU: `tiny` is CI's smoke run, `local` the main job (<= 20 min).

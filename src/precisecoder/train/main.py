@@ -1,24 +1,28 @@
 """`python -m precisecoder.train --config=configs/X.py[:preset] --workdir=DIR [--config.a.b=v]`.
 
 Runs the trainer the config names (rl, sft or dpo). A workdir that holds a checkpoint resumes.
+A config file, preset, override or value that cannot work, or a workdir that cannot be one, is
+one line naming it and exit status 2, before any model loads.
 """
 
 from __future__ import annotations
 
 import os
+import pathlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from absl import app, flags, logging
 from ml_collections import config_flags
+
+from precisecoder.train import config as config_lib
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "ml_collections config file, e.g. configs/precisecoder.py:local",
     lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "run directory (checkpoints, metrics, report)")
 flags.mark_flags_as_required(["config", "workdir"])
-
-TRAINERS = ("rl", "sft", "dpo")
 
 
 def _multi_host() -> bool:
@@ -46,16 +50,67 @@ def run(cfg, workdir: str) -> int:
   if cfg.trainer == "dpo":
     from precisecoder.train import dpo
     return dpo.train(cfg, workdir)
-  raise app.UsageError(f"config trainer={cfg.trainer!r}; known: {TRAINERS}")
+  raise app.UsageError(f"config trainer={cfg.trainer!r}; known: {config_lib.TRAINERS}")
+
+
+def _fail(message: str) -> NoReturn:
+  print(f"precisecoder train: error: {message}", file=sys.stderr)
+  sys.exit(2)
+
+
+def _check_config_flags(args: Sequence[str]) -> None:
+  """The config file, its preset and every --config.* override, checked before absl parses
+  them (ml_collections would raise a traceback, and name no flag)."""
+  spec = None
+  for i, arg in enumerate(args):
+    if arg.startswith("--config="):
+      spec = arg.split("=", 1)[1]
+    elif arg == "--config" and i + 1 < len(args):
+      spec = args[i + 1]
+  if spec is None:
+    return  # absl says that --config is required
+  try:
+    base = config_lib.load_file(spec)
+  except config_lib.ConfigError as e:
+    _fail(f"--config={spec}: {e}")
+  for arg in args:
+    if arg.startswith("--config."):
+      problem = config_lib.unknown_field(base, arg.split("=", 1)[0][len("--config."):])
+      if problem:
+        _fail(f"{arg}: unknown override: {problem}")
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+  _check_config_flags(argv[1:])
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:  # a missing or unknown flag, an override value of the wrong type
+    _fail(str(e))
+
+
+def _workdir(path: str) -> str:
+  try:
+    pathlib.Path(path).mkdir(parents=True, exist_ok=True)
+  except (FileExistsError, NotADirectoryError):
+    _fail(f"--workdir={path}: is a file, or under one; a workdir is a folder")
+  except OSError as e:
+    _fail(f"--workdir={path}: cannot make it ({e.strerror or e})")
+  return path
 
 
 def _main(argv: Sequence[str]) -> int:
   if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    _fail(f"unexpected arguments: {' '.join(argv[1:])}")
+  cfg = _CONFIG.value
+  try:
+    config_lib.validate(cfg)
+  except config_lib.ConfigError as e:
+    _fail(str(e))
+  workdir = _workdir(_WORKDIR.value)
   logging.set_verbosity(logging.INFO)
-  return run(_CONFIG.value, _WORKDIR.value)
+  return run(cfg, workdir)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
   """Entry point; `argv` excludes the program name (None: sys.argv)."""
-  app.run(_main, argv=None if argv is None else [sys.argv[0], *argv])
+  app.run(_main, argv=None if argv is None else [sys.argv[0], *argv], flags_parser=_parse_flags)

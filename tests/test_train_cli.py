@@ -1,0 +1,91 @@
+"""`precisecoder train` refuses what cannot work in one line (exit 2) before any model loads."""
+
+import pathlib
+import sys
+
+import pytest
+from absl import flags
+
+from precisecoder.train import config as config_lib
+from precisecoder.train import main as train_main
+
+CONFIGS = sorted(pathlib.Path(__file__).parent.parent.joinpath("configs").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
+def test_every_shipped_config_and_preset_validates(path):
+  for preset in config_lib.MODEL_PRESETS:
+    config_lib.validate(config_lib.load_file(f"{path}:{preset}"))
+
+
+@pytest.fixture(name="train")
+def _train(monkeypatch, capsys):
+  """Runs `precisecoder train ARGS` in-process; returns (exit status, stderr, config run)."""
+  ran = []
+  monkeypatch.setattr(train_main, "run", lambda cfg, workdir: ran.append((cfg, workdir)) or 0)
+
+  def call(*args):
+    # Each parse registers a flag per --config.* override (one process parses once): forget them.
+    for name in [n for n in flags.FLAGS if n.startswith("config.")]:
+      delattr(flags.FLAGS, name)
+    flags.FLAGS["workdir"].unparse()
+    # ml_collections reads --config.* overrides from sys.argv itself.
+    monkeypatch.setattr(sys, "argv", ["precisecoder", "train", *args])
+    with pytest.raises(SystemExit) as exit_info:
+      train_main.main(list(args))
+    return exit_info.value.code, capsys.readouterr().err, ran
+
+  return call
+
+
+def test_a_good_config_reaches_the_trainer_with_its_overrides(train, tmp_path):
+  code, _, ran = train(f"--config={CONFIGS[0].parent / 'precisecoder.py'}:tiny",
+                       f"--workdir={tmp_path / 'run'}", "--config.rl.lam=0.5")
+  assert code == 0 and len(ran) == 1
+  cfg, workdir = ran[0]
+  assert cfg.rl.lam == 0.5 and pathlib.Path(workdir).is_dir()
+
+
+CONFIG = str(CONFIGS[0].parent / "precisecoder.py")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--config=configs/nope.py:tiny"], "--config=configs/nope.py:tiny: no such config file"),
+    ([f"--config={CONFIG}:nope"], "unknown model preset 'nope'; known: "),
+    ([f"--config={CONFIG}:tiny", "--config.rl.nope=1"],
+     "--config.rl.nope=1: unknown override: config.rl has no field 'nope' (it has: advantage,"),
+    ([f"--config={CONFIG}:tiny", "--config.nope.x=1"], "config has no field 'nope'"),
+    ([f"--config={CONFIG}:tiny", "--config.rl.lam.x=1"], "config.rl.lam is a value, not a section"),
+    ([f"--config={CONFIG}:tiny", "--config.rl.lam=abc"], "--config.rl.lam=abc: could not convert"),
+    ([f"--config={CONFIG}:tiny", "--wat=1"], "Unknown command line flag 'wat'"),
+    ([f"--config={CONFIG}:tiny", "--config.rl.minibatch_size=3"],
+     "config.rl.minibatch_size=3 must divide the 8 rows of a step (rl.prompts_per_step 2 x "
+     "rl.group_size 4)"),
+    ([f"--config={CONFIG}:tiny", "--config.rl.prompts_per_step=0"],
+     "config.rl.prompts_per_step=0: must be an integer >= 1"),
+    ([f"--config={CONFIG}:tiny", "--config.rl.group_size=1"], "config.rl.group_size=1: must be"),
+    ([f"--config={CONFIG}:tiny", "--config.rl.max_new_tokens=0"], "config.rl.max_new_tokens=0"),
+    ([f"--config={CONFIG}:tiny", "--config.rl.lam=1.5"], "config.rl.lam=1.5: must be a number in"),
+    ([f"--config={CONFIG}:tiny", "--config.rl.reward=ea_grpo"], "use config.rl.advantage='grpo'"),
+    ([f"--config={CONFIG}:tiny", "--config.trainer=ppo"], "config.trainer='ppo': must be one of"),
+    ([f"--config={CONFIG}:tiny", "--config.data.task_file=/nonexistent.jsonl"], "no such file"),
+    ([f"--config={CONFIG.replace('precisecoder.py', 'sft.py')}:tiny", "--config.sft.batch_size=0"],
+     "config.sft.batch_size=0: must be an integer >= 1"),
+    ([f"--config={CONFIG.replace('precisecoder.py', 'dpo.py')}:tiny",
+      "--config.dpo.samples_per_task=1"], "config.dpo.samples_per_task=1"),
+])
+def test_unusable_configs_are_one_line_before_any_model_loads(train, tmp_path, args, message):
+  code, err, ran = train(*args, f"--workdir={tmp_path / 'run'}")
+  assert code == 2 and not ran  # the trainer (and with it the model) never started
+  assert err.startswith("precisecoder train: error: ") and len(err.strip().splitlines()) == 1, err
+  assert message in err
+
+
+def test_a_workdir_that_is_a_file_is_refused(train, tmp_path):
+  (tmp_path / "file").write_text("")
+  for workdir in (tmp_path / "file", tmp_path / "file" / "run"):
+    code, err, ran = train(f"--config={CONFIG}:tiny", f"--workdir={workdir}")
+    assert code == 2 and not ran
+    assert f"--workdir={workdir}: is a file, or under one" in err
+  code, err, _ = train(f"--config={CONFIG}:tiny")
+  assert code == 2 and "--workdir must have a value" in err
