@@ -8,10 +8,14 @@ unfixed bug), and scores the same batch two ways, side by side:
 
   score  RewardScorer + ExecutionPool: forked warm workers, every unique program
          run once (programs that compile to the same code are one program),
-         exact matches / reference fixes / no-ops never run;
+         each task's reference fix and buggy program run once to verify the
+         task, after which exact matches / reference fixes / no-ops never run;
   naive  the same metric pair by pair, one fresh interpreter per test run, no
-         cache across pairs and no shortcuts (programs are told apart by text);
-         with --workers runs in flight (as many as the pool has) and with one.
+         cache across pairs (programs are told apart by text): each pair
+         verifies its task's references itself, as the same contract without
+         a cache must; with --workers runs in flight (as many as the pool has)
+         and with one. "naive, refs assumed" is the old baseline that skips
+         the verification and runs every program (no shortcuts).
 
 Prints completions/s, program executions per completion, the speed-up of
 `score` over each, and how many pairs' scores differ (must be 0).
@@ -175,12 +179,12 @@ class NaivePool:
       return list(ex.map(self._run_one, jobs))
 
 
-def naive_score(batch_tasks, programs, parallel: int):
-  """Scores pair by pair with a fresh scorer (no cache) and no shortcuts."""
+def naive_score(batch_tasks, programs, parallel: int, verify: bool):
+  """Scores pair by pair with a fresh scorer (no cache); `verify`: each pair checks its task."""
   pool = NaivePool(parallel)
   out = []
   for task, program in zip(batch_tasks, programs):
-    scorer = rewards.RewardScorer(pool, trust_references=False, same_code_same_verdict=False)
+    scorer = rewards.RewardScorer(pool, verify_references=verify, same_code_same_verdict=False)
     out.extend(scorer.evaluate([task], [program]))
   return out, pool.executed
 
@@ -216,18 +220,21 @@ def main() -> None:
     fast_exec = scorer.stats()["programs_executed"]
 
   rows = [("score", fast_s, fast_exec, 0)]
-  for parallel in sorted({args.workers, 1}, reverse=True):
+  naive = [(f"naive x{p}", p, True) for p in sorted({args.workers, 1}, reverse=True)]
+  naive.append((f"naive x{args.workers}, refs assumed", args.workers, False))
+  for name, parallel, verify in naive:
     start = time.perf_counter()
-    slow, slow_exec = naive_score(batch_tasks, programs, parallel)
+    slow, slow_exec = naive_score(batch_tasks, programs, parallel, verify)
     slow_s = time.perf_counter() - start
     keys = ("unit", "precision", "recall", "f1")
     mismatches = sum(any(getattr(a, k) != getattr(b, k) for k in keys) for a, b in zip(fast, slow))
-    rows.append((f"naive x{parallel}", slow_s, slow_exec, mismatches))
+    rows.append((name, slow_s, slow_exec, mismatches))
 
-  print(f"{'scorer':<10} {'seconds':>8} {'compl/s':>9} {'exec/compl':>11} {'speed-up':>9} "
+  width = max(len(name) for name, *_ in rows)
+  print(f"{'scorer':<{width}} {'seconds':>8} {'compl/s':>9} {'exec/compl':>11} {'speed-up':>9} "
         f"{'mismatches':>11}")
   for name, seconds, executed, mismatches in rows:
-    print(f"{name:<10} {seconds:8.2f} {n / seconds:9.1f} {executed / n:11.3f} "
+    print(f"{name:<{width}} {seconds:8.2f} {n / seconds:9.1f} {executed / n:11.3f} "
           f"{seconds / fast_s:8.1f}x {mismatches:>11}")
   arrays = scorer.to_arrays(fast)
   print("means: " + ", ".join(f"{k}={float(np.mean(arrays[k])):.3f}" for k in

@@ -562,6 +562,41 @@ CONTAINERS = [
                 "assert v[2] == decimal.Decimal('1.5') and list(v[3]) == [0, 1, 2]\n"),
         _unittest("def test_values(self):\n  import fractions\n  self.assertEqual(values()[0] * 3, 1)\n"
                   "  self.assertEqual(values()[0], fractions.Fraction(2, 6))\n")]),
+    ("own container class", {
+        "generator __iter__": _d("""
+            class Bag:
+              def __init__(self, items):
+                self.items = sorted(items)
+              def __len__(self):
+                return len(self.items)
+              def __iter__(self):
+                yield from self.items
+              def __getitem__(self, i):
+                return self.items[i]
+              def __repr__(self):
+                return 'Bag(' + ', '.join(map(str, self.items)) + ')'
+            def make_bag(xs):
+              return Bag(xs)
+            """),
+        "sequence protocol": _d("""
+            class Bag:
+              def __init__(self, items):
+                self._items = tuple(sorted(items))
+              def __getitem__(self, i):
+                return self._items[i]
+              def __len__(self):
+                return len(self._items)
+              def __str__(self):
+                return 'Bag(%s)' % ', '.join(str(x) for x in self._items)
+              __repr__ = __str__
+            def make_bag(xs):
+              return Bag(xs)
+            """),
+    }, [_assert("b = make_bag([3, 1, 2])\nassert len(b) == 3 and b\nassert list(b) == [1, 2, 3]\n"
+                "assert b[0] == 1 and str(b) == 'Bag(1, 2, 3)'\nassert not make_bag([])\n"),
+        _unittest("def test_bag(self):\n  b = make_bag([2, 1])\n  self.assertEqual(list(b), [1, 2])\n"
+                  "  self.assertTrue(b)\n  self.assertEqual(repr(b), 'Bag(1, 2)')\n"
+                  "  self.assertEqual(sorted(b, reverse=True), [2, 1])\n")]),
     ("own record class", {
         "plain class": "class Stats:\n  def __init__(self, lo, hi):\n    self.lo, self.hi = lo, hi\n"
                        "def stats(xs):\n  return Stats(min(xs), max(xs))\n",

@@ -63,6 +63,8 @@ TESTS.update({
     "adder_assert": {"kind": "assert", "code": "want = 7\nassert make_adder(3)(4) == want\n"},
     "solution_assert": {"kind": "assert",
                         "code": "want = [0, 1]\nassert Solution().twoSum([2, 7, 11, 15], 9) == want\n"},
+    "contains_unittest": {"kind": "unittest", "code": "import unittest\nclass TestEvens(unittest.TestCase):\n"
+                          "  def test_in(self):\n    self.assertIn(4, evens(6))\n"},
     "numpy_unittest": {"kind": "unittest", "code": "import unittest\nimport numpy as np\n"
                        "class TestCumsum(unittest.TestCase):\n  def test_cumsum(self):\n"
                        "    np.testing.assert_array_equal(cumulative([1, 2, 3]), np.array([1, 3, 6]))\n"},
@@ -440,6 +442,13 @@ HOSTILE = [
           yield Item(9)
           Item.__eq__ = lambda self, other: True
         """, {F}),
+    ("a program class whose __contains__ says yes through assertIn", "contains_unittest", """
+        class Everything:
+          def __contains__(self, item):
+            return True
+        def evens(n):
+          return Everything()
+        """, {F}),
     ("returned function returning AlwaysEqual", "adder_assert", ALWAYS_EQUAL + """
         def make_adder(k):
           return lambda x: AlwaysEqual()
@@ -506,6 +515,7 @@ HONEST = [
         """),
     ("generator", "gen_assert", "def evens(n):\n  yield from range(0, n, 2)\n"),
     ("iterator", "gen_unittest", "def evens(n):\n  return iter(range(0, n, 2))\n"),
+    ("a list for assertIn", "contains_unittest", "def evens(n):\n  return list(range(0, n, 2))\n"),
     ("generator of the tests' objects", "items_assert",
      "def items(n):\n  for i in range(n):\n    yield Item(i)\n"),
     ("returned closure", "adder_assert", "def make_adder(k):\n  return lambda x: x + k\n"),

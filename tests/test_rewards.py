@@ -76,11 +76,47 @@ def check(s, unit, precision, recall, edit_lines, fixed=None):
     assert s.fixed == fixed
 
 
-def test_exact_match_needs_no_run():
-  s, pool, _ = score(ONE_BUG, FIXED)
+REFERENCE_RUNS = [edits.rstrip_lines(FIXED), edits.rstrip_lines(ONE_BUG.buggy_code)]
+
+
+def test_exact_match_needs_no_run_beyond_the_task_check():
+  s, pool, scorer = score(ONE_BUG, FIXED)
   check(s, 1, 1, 1, 1, [1])
-  assert s.f1 == 1 and pool.ran == []  # exact block match and the vouched-for reference fix
+  # The only runs verify the task: its reference fix passes, its buggy program fails.
+  assert s.f1 == 1 and pool.ran == REFERENCE_RUNS
   assert [m.match.kind for m in s.matches] == ["exact"]
+  scorer.evaluate([ONE_BUG, make_task(ONE_BUG.buggy_code, task_id="same content")], [FIXED] * 2)
+  assert pool.ran == REFERENCE_RUNS  # verified once per task content
+
+
+def test_broken_tasks_are_errors_not_credit():
+  wrong_tests = {"kind": "assert", "code": "assert f(0) == 12345\n"}
+  failing_reference = tasks.Task(**{**ONE_BUG.__dict__, "task_id": "gold fails",
+                                    "tests": wrong_tests})
+  blind_tests = {"kind": "assert", "code": "assert callable(f)\n"}
+  passing_buggy = tasks.Task(**{**ONE_BUG.__dict__, "task_id": "bug passes",
+                                "tests": blind_tests})
+  pool = InProcessPool()
+  scorer = rewards.RewardScorer(pool)
+  over = replace(FIXED, "c = b - 3", "c = (b - 3)")
+  rows = scorer.evaluate([failing_reference, failing_reference, passing_buggy, ONE_BUG],
+                         [FIXED, over, FIXED, FIXED])
+  assert [r.unit for r in rows] == [0, 0, 0, 1]
+  assert [r.f1 for r in rows] == [0, 0, 0, 1]
+  assert rows[0].error.startswith("broken task: its reference fix (gt_solution) fails")
+  assert "AssertionError" in rows[0].error and rows[1].error == rows[0].error
+  assert rows[2].error == "broken task: its buggy program passes the tests: the tests cannot see the bug"
+  assert rows[3].error is None
+  assert set(scorer.broken_tasks) == {"gold fails", "bug passes"}
+  assert scorer.stats()["broken_tasks"] == 2
+  np.testing.assert_array_equal(scorer.score([failing_reference], [FIXED])["reward"], [0])
+  ran = len(pool.ran)
+  scorer.evaluate([passing_buggy], [over])  # remembered: no second check, still an error
+  assert len(pool.ran) == ran and scorer.task_problem(passing_buggy).startswith("its buggy")
+  # Without verification the old shortcuts are gone too: everything runs, nothing is assumed.
+  pool = InProcessPool()
+  (s,) = rewards.RewardScorer(pool, verify_references=False).evaluate([failing_reference], [FIXED])
+  assert s.unit == 0 and s.error is None and pool.ran == [edits.rstrip_lines(FIXED)]
 
 
 def test_over_edit_next_to_the_bug():
@@ -145,7 +181,8 @@ def test_wrong_fix():
 def test_noop_scores_zero_without_running():
   s, pool, scorer = score(ONE_BUG, ONE_BUG.buggy_code + "\n\n")
   check(s, 0, 0, 0, 0, [0])
-  assert s.noop and s.f1 == 0 and scorer.reward_terms(s)["reward"] == 0 and pool.ran == []
+  assert s.noop and s.f1 == 0 and scorer.reward_terms(s)["reward"] == 0
+  assert pool.ran == REFERENCE_RUNS  # the task's check only
 
 
 def test_full_rewrite():
@@ -253,21 +290,21 @@ def test_programs_that_compile_alike_share_one_verdict():
   commented = replace(over, "c = (b - 3)", "c = (b - 3)  # tidy")
   noted_fix = replace(FIXED, "b = a * 2", "b = a * 2  # fixed")
   first, second, third = scorer.evaluate([ONE_BUG] * 3, [over, commented, noted_fix])
-  # `over` runs itself only: its first size-1 ess candidate (line 3 alone) is the vouched-for
-  # reference fix, so its sibling (line 4 alone) need not run. The others compile to code
-  # already judged (or to the reference fix) and run nothing.
-  assert pool.ran == [edits.rstrip_lines(over)]
+  # Beside the task's check, `over` runs itself only: its first size-1 ess candidate (line 3
+  # alone) is the reference fix, already known to pass, so its sibling (line 4 alone) need
+  # not run. The others compile to code already judged (or to the reference fix).
+  assert pool.ran == REFERENCE_RUNS + [edits.rstrip_lines(over)]
   assert (second.unit, second.precision, second.recall) == (first.unit, first.precision, first.recall)
   check(third, 1, 1, 1, 1, [1])
   # A pool whose verdicts read source text gets every distinct text.
   pool = InProcessPool()
   rewards.RewardScorer(pool, same_code_same_verdict=False).evaluate([ONE_BUG] * 2, [over, commented])
-  assert pool.ran == [edits.rstrip_lines(over), edits.rstrip_lines(commented)]
+  assert pool.ran == REFERENCE_RUNS + [edits.rstrip_lines(over), edits.rstrip_lines(commented)]
 
 
 def test_syntax_error_and_missing_programs():
   s, pool, _ = score(ONE_BUG, "def f(x):\n    return (\n")
-  assert s.unit == 0 and s.error.startswith("syntax error") and pool.ran == []
+  assert s.unit == 0 and s.error.startswith("syntax error") and pool.ran == REFERENCE_RUNS
   pool = InProcessPool()
   records = rewards.RewardScorer(pool).score_records([ONE_BUG, ONE_BUG], [None, "  \n"],
                                                      samples=[3, 4])

@@ -53,7 +53,7 @@ def harmless(program, line):
 @given(single_bug_tasks(), st.booleans(), st.booleans())
 def test_reference_fix_scores_one(case, compat, trust):
   task, _, _ = case
-  scorer = rewards.RewardScorer(InProcessPool(), pdb_compat=compat, trust_references=trust)
+  scorer = rewards.RewardScorer(InProcessPool(), pdb_compat=compat, verify_references=trust)
   (s,) = scorer.evaluate([task], [task.gt_solution])
   assert (s.unit, s.precision, s.recall, s.f1) == (1, 1, 1, 1)
 
@@ -84,7 +84,7 @@ def test_harmless_edit_never_raises_precision(case, data, compat):
 @given(single_bug_tasks(), st.booleans(), st.booleans(), st.sampled_from(["", "\n\n", "   \n"]))
 def test_noop_scores_zero(case, compat, trust, noise):
   task, _, _ = case
-  scorer = rewards.RewardScorer(InProcessPool(), pdb_compat=compat, trust_references=trust)
+  scorer = rewards.RewardScorer(InProcessPool(), pdb_compat=compat, verify_references=trust)
   program = task.buggy_code.replace("\n", "  \n", 1) + noise  # white space only
   (s,) = scorer.evaluate([task], [program])
   assert s.noop and (s.unit, s.precision, s.recall, s.f1, s.edit_lines) == (0, 0, 0, 0, 0)

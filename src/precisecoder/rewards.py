@@ -14,9 +14,16 @@ Every program of a batch (full programs, counterfactuals, ess candidates) is
 run once: runs are deduplicated across the batch and across calls by a hash of
 (compiled program, tests, limits) -- sources that compile to the same code,
 such as ones that differ only in trailing comments, are one program
-(`execution.programs.identity`); exact block matches and programs the task
-already vouches for are not run, and programs that do not compile are failed
-without a run.
+(`execution.programs.identity`); exact block matches are not run, and programs
+that do not compile are failed without a run.
+
+References are verified, not assumed: the first time a task's content is
+seen, its reference fix must pass and its buggy program must fail, run in the
+same pool round as the batch's own programs and remembered by a hash of the
+task's content. A task that breaks either is an error for each of its rows
+(reason in `error`, every term 0) and is logged and counted
+(`broken_tasks`), never credited. Only a verified task's shortcuts apply: the
+exact reference fix passes and the unchanged buggy program fails without a run.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import hashlib
 import json
 from typing import Any, Iterable, Mapping, Protocol, Sequence
 
+from absl import logging
 import numpy as np
 
 from precisecoder import edits
@@ -118,6 +126,7 @@ class _Batch:
     self._scorer = scorer
     self._jobs: dict[str, Job] = {}
     self._infra: dict[str, str] = {}
+    self._failures: dict[str, str] = {}  # why a program run this batch did not pass
     self._compile_errors: dict[str, str] = {}
     self._specs: dict[int, str] = {}  # id(task) -> its (tests, limits) as JSON; tasks outlive us
 
@@ -164,6 +173,8 @@ class _Batch:
         self._infra[key] = result.detail or "execution pool failed"
       else:
         self._scorer.verdicts.put(key, result.passed)
+        if not result.passed:
+          self._failures[key] = f"{result.status.value}: {result.detail}".rstrip(": ")
         if _output_cap_hit(result, job.limits):
           self._scorer.verdicts.notes[key] = result.detail
     self._jobs = {}
@@ -174,6 +185,10 @@ class _Batch:
 
   def infra_error(self, key: str) -> str | None:
     return self._infra.get(key)
+
+  def failure(self, key: str) -> str:
+    """Why the program under `key` failed, as far as this batch knows."""
+    return self._compile_errors.get(key) or self._failures.get(key) or "fails its tests"
 
 
 def _output_cap_hit(result: Result, limits: Limits) -> bool:
@@ -207,10 +222,11 @@ class RewardScorer:
     pdb_compat: reproduce the released PDB evaluator: its ess runs keep the
       matched reference block in the test program, and F1 uses ungated recall.
     lam: λ of r_λ = (1 − λ)·unit + λ·F1.
-    trust_references: take the task's reference fix as passing and its buggy
-      program as failing without running them (PDB keeps only tasks where
-      both hold); with `same_code_same_verdict`, so are programs that compile
-      to the same code as either.
+    verify_references: run each task's reference fix and buggy program once
+      per task content; a task whose reference fails or whose buggy program
+      passes is an error on every row. Once verified, the reference fix (and
+      code it compiles to) passes and the buggy program fails without a run.
+      False: no verification and no such shortcuts (every program runs).
     same_code_same_verdict: programs that compile to the same code share one
       verdict (`execution.programs`): true of any pool that runs them. Set it
       False for a pool whose verdicts read the source text.
@@ -219,7 +235,7 @@ class RewardScorer:
   """
 
   def __init__(self, pool: Pool, epsilon: int | None = None, pdb_compat: bool = False,
-               lam: float = 1 / 3, *, trust_references: bool = True,
+               lam: float = 1 / 3, *, verify_references: bool = True,
                same_code_same_verdict: bool = True, deadline_s: float | None = None,
                cache_size: int = 200_000):
     if epsilon is not None and epsilon < 0:
@@ -230,7 +246,11 @@ class RewardScorer:
     self.epsilon = epsilon
     self.pdb_compat = pdb_compat
     self.lam = lam
-    self.trust_references = trust_references
+    self.verify_references = verify_references
+    # Task content hash -> None once verified, else why the task is broken.
+    self._task_checks: dict[str, str | None] = {}
+    self.broken_tasks: dict[str, str] = {}  # task_id -> why, for every broken task seen
+    self._task_keys: dict[int, tuple[Task, str]] = {}  # id -> (task, content hash); holds the task
     self.same_code_same_verdict = same_code_same_verdict
     self.deadline_s = deadline_s
     self.verdicts = _Verdicts(cache_size)
@@ -244,10 +264,31 @@ class RewardScorer:
     digest = compiled_identity(program)[0] if self.same_code_same_verdict else None
     return f"code:{digest}" if digest is not None else f"text:{program}"
 
+  def task_key(self, task: Task) -> str:
+    """Hash of everything that decides whether `task` is sound (cached per task object)."""
+    cached = self._task_keys.get(id(task))
+    if cached is not None and cached[0] is task:
+      return cached[1]
+    payload = json.dumps([task.gt_solution, task.buggy_code, task.is_buggy]) + _spec_json(
+        task.tests, self.limits_for(task))
+    key = hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()
+    if len(self._task_keys) >= 65_536:  # RL makes new task objects every step
+      self._task_keys.clear()
+    self._task_keys[id(task)] = (task, key)
+    return key
+
+  def task_problem(self, task: Task, key: str | None = None) -> str | None:
+    """Why a checked task is broken; None if it is verified (or not checked yet)."""
+    return self._task_checks.get(key or self.task_key(task))
+
+  def _verified(self, task: Task, key: str | None = None) -> bool:
+    key = key or self.task_key(task)
+    return key in self._task_checks and self._task_checks[key] is None
+
   def known_verdict(self, program: str, task: Task) -> bool | None:
-    """The verdict a task vouches for (`trust_references`): its reference fix passes,
-    its buggy program fails. `program` is right-stripped."""
-    if not self.trust_references:
+    """The verdict a verified task vouches for: its reference fix passes, its buggy
+    program fails. `program` is right-stripped."""
+    if not self.verify_references or not self._verified(task):
       return None
     identity = self.run_identity(program)
     if identity == self.run_identity(edits.rstrip_lines(task.gt_solution)):
@@ -259,7 +300,7 @@ class RewardScorer:
   def stats(self) -> dict[str, int]:
     v = self.verdicts
     return {"verdicts_requested": v.requested, "programs_executed": v.executed,
-            "verdicts_without_run": v.skipped}
+            "verdicts_without_run": v.skipped, "broken_tasks": len(self.broken_tasks)}
 
   # -------------------------------------------------------------------------
   # Public API
@@ -285,11 +326,17 @@ class RewardScorer:
     scores = [self._diff(t, p, errors[i] if errors else None, diffs) for i, (t, p) in
               enumerate(zip(tasks, programs))]
     batch = _Batch(self)
+    task_keys = {id(t): self.task_key(t) for t in tasks} if self.verify_references else {}
+    checks = self._reference_jobs(tasks, task_keys, batch)
 
-    # Round 1: full programs and counterfactuals of non-exact matches.
+    # Round 1: reference checks, full programs and counterfactuals of non-exact matches.
     unit_keys: list[str | None] = []
     cf_keys: list[list[str | None]] = []
     for s in scores:
+      if self._unsound(s, task_keys, unchecked_is_error=False):  # known broken: run nothing
+        unit_keys.append(None)
+        cf_keys.append([])
+        continue
       unit_keys.append(self._unit_job(s, batch))
       cf_keys.append([None if m.match.kind == edits.EXACT else batch.job(
           self._counterfactual(s.task, m.match.refs, m.match.pred), s.task) for m in s.matches])
@@ -306,11 +353,64 @@ class RewardScorer:
       for m, key in zip(s.matches, keys):
         if key is not None:
           m.fixed = batch.passed(key)
+    self._settle_references(checks, batch)
+    sound = [s for s in scores if not self._unsound(s, task_keys)]
 
-    self._essential_runs(scores, batch)
-    for s in scores:
+    self._essential_runs(sound, batch)
+    for s in sound:
       self._finish(s)
     return scores
+
+  # -------------------------------------------------------------------------
+  # Reference verification
+  # -------------------------------------------------------------------------
+
+  def _reference_jobs(self, tasks: Sequence[Task], task_keys: dict[int, str],
+                      batch: _Batch) -> dict[str, tuple[Task, str, str | None]]:
+    """Registers the reference and buggy runs of every task content not yet checked."""
+    checks: dict[str, tuple[Task, str, str | None]] = {}
+    for task in tasks:
+      key = task_keys.get(id(task))
+      if key is None or key in self._task_checks or key in checks:
+        continue
+      gold = batch.job(task.gt_solution, task)
+      buggy = batch.job(task.buggy_code, task) if task.is_buggy else None
+      checks[key] = (task, gold, buggy)
+    return checks
+
+  def _settle_references(self, checks: dict[str, tuple[Task, str, str | None]],
+                         batch: _Batch) -> None:
+    for key, (task, gold, buggy) in checks.items():
+      infra = batch.infra_error(gold) or (buggy and batch.infra_error(buggy))
+      if infra:
+        continue  # not remembered: checked again with the next batch
+      problem = None
+      if not batch.passed(gold):
+        problem = f"its reference fix (gt_solution) fails: {batch.failure(gold)}"[:500]
+      elif buggy is not None and batch.passed(buggy):
+        problem = "its buggy program passes the tests: the tests cannot see the bug"
+      self._task_checks[key] = problem
+      if problem is not None:
+        self.broken_tasks.setdefault(task.task_id, problem)
+        logging.warning("broken task %s: %s (its rows score 0 with this reason as their error)",
+                        task.task_id, problem)
+
+  def _unsound(self, s: SampleScore, task_keys: dict[int, str],
+               unchecked_is_error: bool = True) -> bool:
+    """Marks a row of a broken (or, after its round, unverifiable) task as an error, terms 0."""
+    key = task_keys.get(id(s.task))
+    if key is None or (key not in self._task_checks and not unchecked_is_error):
+      return False
+    if key in self._task_checks:
+      problem = self._task_checks[key]
+      if problem is None:
+        return False
+      s.error = f"broken task: {problem}"
+    else:  # its reference runs hit an infrastructure error: no verdict, not remembered
+      s.error = s.error or "infra_error: the task's reference runs did not complete"
+    s.unit, s.matches, s.fixed = 0.0, [], [0] * len(s.fixed)
+    s.damage = None
+    return True
 
   # -------------------------------------------------------------------------
   # Steps
@@ -353,7 +453,7 @@ class RewardScorer:
   def _unit_job(self, s: SampleScore, batch: _Batch) -> str | None:
     if s.error is not None:
       return None
-    if self.trust_references:
+    if self.verify_references:  # a broken task's rows are zeroed after this round
       pred_diff = s.pred_diff
       if pred_diff == s.task.gt_diff:  # the reference fix (or, for a clean task, a no-op)
         s.unit = 1.0

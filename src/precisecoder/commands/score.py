@@ -6,7 +6,9 @@
 Writes one JSON line per prediction and prints a summary (means over tasks:
 unit, precision, recall, F1, reward, edited lines over buggy tasks; no-op and
 damage rates over clean tasks). Exit status: 0 when every line was scored,
-2 for unusable inputs (unreadable file, bad JSON, unknown task id, duplicate
+1 when a task is broken (its reference fix fails its tests, or its buggy
+program passes them: every task is checked once, in the sandbox; its rows
+score 0 with the reason in `error` and the summary names it), 2 for unusable inputs (unreadable file, bad JSON, unknown task id, duplicate
 (task_id, sample), an empty predictions file, bad arguments or output path).
 A program over --max-program-lines (or 100 characters a line on average) scores 0
 with the reason in `error`: its line diff alone would hold up the batch.
@@ -139,11 +141,15 @@ def format_table(summary: dict[str, Any]) -> str:
     value = summary[key]
     text = "-" if value is None else (f"{100 * value:.1f}%" if pct else f"{value:.3f}")
     rows.append((label, text))
+  broken = summary.get("broken", {})
   rows += [("unscorable predictions", summary["errors"]),
+           ("broken tasks", len(broken)),
            ("programs executed", summary.get("programs_executed", "-")),
            ("predictions / s", f"{summary.get('predictions_per_s', 0):.1f}")]
   width = max(len(label) for label, _ in rows)
-  return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
+  lines = [f"{label:<{width}}  {value}" for label, value in rows]
+  lines += [f"broken task {task_id}: {why}" for task_id, why in sorted(broken.items())]
+  return "\n".join(lines)
 
 
 def _make_pool(workers: int | None):
@@ -182,7 +188,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
   elapsed = time.perf_counter() - start
   summary = summarize(records, known)
   summary.update(scorer.stats(), seconds=round(elapsed, 3),
-                 predictions_per_s=len(records) / elapsed if elapsed > 0 else 0.0)
+                 predictions_per_s=len(records) / elapsed if elapsed > 0 else 0.0,
+                 broken=dict(scorer.broken_tasks))
   return summary
 
 
@@ -196,4 +203,8 @@ def main(args: argparse.Namespace) -> int:
     print(json.dumps(summary))
   else:
     print(format_table(summary))
+  if summary["broken"]:
+    print(f"precisecoder score: {len(summary['broken'])} broken task(s): their rows scored 0, "
+          "see 'error' in the score file", file=sys.stderr)
+    return 1
   return 0

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import _imp
 import collections
+import ctypes
 import functools
+import gc as _gc
 import os
 import sys
 import types
@@ -60,6 +62,15 @@ _WRAPPED_CALLABLES = (types.FunctionType, types.MethodType, types.BuiltinFunctio
 # the object is made, never when the tests compare, print, convert or iterate it.
 _CONSTRUCTION = frozenset({"__init__", "__new__", "__post_init__", "__init_subclass__",
                            "__set_name__", "__del__", "__class_getitem__"})
+# Program-written dunders that hand the tests a value, as a method does (`str(obj)`, `len(obj)`,
+# `list(obj)`, `obj[i]`, `obj()`, `bool(obj)`): in a class the program left at module level they
+# are guarded as its methods are. The others (__eq__, __lt__, __contains__, __sub__, __rsub__,
+# ...) are handed the tests' expected value and decide the comparison with it: refused.
+_VALUE_DUNDERS = frozenset({
+    "__call__", "__repr__", "__str__", "__format__", "__bytes__", "__iter__", "__next__",
+    "__reversed__", "__getitem__", "__getattr__", "__len__", "__length_hint__", "__bool__",
+    "__hash__", "__int__", "__float__", "__complex__", "__index__", "__round__", "__trunc__",
+    "__floor__", "__ceil__", "__abs__", "__neg__", "__pos__", "__fspath__"})
 # Dunders that never decide a comparison: Cython classes alias them (`__reduce__ =
 # __reduce_cython__`), which the alias rule in `_member_problem` must not mistake for a forgery.
 _INERT = _CONSTRUCTION | {"__reduce__", "__reduce_ex__", "__getstate__", "__setstate__",
@@ -95,13 +106,58 @@ def _is_namedtuple_new(name: str, function) -> bool:
           and function.__globals__.get("_tuple_new") is tuple.__new__)
 
 
+class DictVersions:
+  """Whether dicts changed, read from CPython's per-dict version tag (PEP 509).
+
+  CPython gives a dict a new tag on every insertion, replacement and deletion.
+  Comparing tags answers "did anything change?" without fetching a single
+  value: in a forked child, fetching a value writes its reference count and so
+  copies its page, and the hundreds of values in builtins and sys cost about a
+  millisecond per run that way. `available()` checks on a scratch dict that
+  this interpreter behaves so (3.11 to 3.13 do; 3.14 dropped the tag); where
+  it does not, callers compare the values themselves.
+  """
+
+  # PyDictObject: PyObject_HEAD (refcount, type), ma_used, then ma_version_tag.
+  _OFFSET = 2 * ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)
+
+  def __init__(self, dicts: list[dict]):
+    self._tags = [ctypes.c_uint64.from_address(id(d) + self._OFFSET) for d in dicts]
+    self._saved = [tag.value for tag in self._tags]
+
+  def changed(self) -> bool:
+    return [tag.value for tag in self._tags] != self._saved
+
+  @classmethod
+  def available(cls) -> bool:
+    if sys.implementation.name != "cpython" or not (3, 11) <= sys.version_info[:2] <= (3, 13):
+      return False
+    scratch = {"key": 0}
+    versions = cls([scratch])
+    unchanged = not versions.changed()
+    scratch["key"] = 1
+    replaced = versions.changed()
+    versions = cls([scratch])
+    del scratch["key"]
+    return unchanged and replaced and versions.changed()
+
+
+_TAGS = DictVersions.available()
+
+
+def own_dict(cls: type) -> dict:
+  """The dict behind a class's read-only `__dict__` proxy (what setattr on the class changes)."""
+  return next(r for r in _gc.get_referents(_own_members(cls)) if _type(r) is dict)
+
+
 class Guard:
   """One run's checks: the test code it trusts, the test classes it has seen."""
 
   def __init__(self):
     self._trusted_codes: set[int] = set()
     self._keep: list[types.CodeType] = []  # keeps trusted ids from being reused
-    self._test_classes: dict[int, tuple[type, tuple, type, list[tuple[str, object]]]] = {}
+    self._test_classes: dict[int, _TestClass] = {}
+    self._versions: DictVersions | None = None  # over every test class's dict, where tags work
 
   # --- trust ---------------------------------------------------------------------------------
 
@@ -124,16 +180,30 @@ class Guard:
     """
     caller = _getframe(1).f_code
     if _id(caller) in self._trusted_codes and _isinstance(cls, type):
-      self._test_classes[_id(cls)] = (cls, cls.__mro__, _type(cls),
-                                      _behaviour(_own_members(cls)))
+      self._test_classes[_id(cls)] = _TestClass(cls)
+      self._snapshot_versions()
     return cls
 
+  def _snapshot_versions(self) -> None:
+    if _TAGS:
+      self._versions = DictVersions([own_dict(e.cls) for e in self._test_classes.values()])
+
   def changed_class(self) -> str | None:
-    """The first test class the program changed since the tests defined it, if any."""
-    for cls, mro, meta, members in self._test_classes.values():
-      if cls.__mro__ != mro or _type(cls) is not meta \
-          or not _same_members(_own_members(cls), members):
-        return cls.__qualname__
+    """The first test class the program changed since the tests defined it, if any.
+
+    Runs after every call the tests make into the program, so where CPython
+    keeps dict version tags an unchanged set of classes costs one read each.
+    """
+    entries = self._test_classes.values()
+    for entry in entries:
+      if entry.moved():
+        return entry.cls.__qualname__
+    if self._versions is not None and not self._versions.changed():
+      return None
+    for entry in entries:
+      if entry.changed():
+        return entry.cls.__qualname__
+    self._snapshot_versions()  # only data changed (a counter the tests keep on a class)
     return None
 
   def _intact(self) -> None:
@@ -167,7 +237,7 @@ class Guard:
 
   def _guard_methods(self, klass: type) -> None:
     for name, member in _list(_own_members(klass).items()):
-      if _dunder(name) and name != "__call__":
+      if _dunder(name) and name not in _VALUE_DUNDERS:
         continue
       kind = _type(member)
       if kind is types.FunctionType and member.__code__.co_filename == PROGRAM_FILENAME:
@@ -201,6 +271,8 @@ class Guard:
           _setlimit(_getlimit() - 1)
         except (RecursionError, ValueError):
           pass
+      if _getframe(1).f_code.co_filename == PROGRAM_FILENAME:
+        return value  # the program called itself: the value goes back to the program
       intact()
       return checked(value)
 
@@ -404,9 +476,7 @@ class Guard:
   def _one_class_problem(self, klass: type, verdicts: dict[int, str | None]) -> str | None:
     registered = self._test_classes.get(_id(klass))
     if registered is not None:
-      _, mro, meta, members = registered
-      if (klass.__mro__ != mro or _type(klass) is not meta
-          or not _same_members(_own_members(klass), members)):
+      if registered.changed():  # (once per check: `changed_class` is the per-call fast path)
         return f"the tests' class {klass.__qualname__} was changed after they defined it"
       return None
     if not klass.__flags__ & _HEAPTYPE:
@@ -470,6 +540,22 @@ class Guard:
 def _own_members(cls: type) -> types.MappingProxyType:
   """A class's own namespace, read without any lookup the class or its metaclass could override."""
   return type.__dict__["__dict__"].__get__(cls)
+
+
+class _TestClass:
+  """A class the test code defined, as it was defined: what the program must not change."""
+
+  def __init__(self, cls: type):
+    self.cls = cls
+    self._mro = cls.__mro__  # the same tuple object while nobody assigns __bases__
+    self._meta = _type(cls)
+    self._members = _behaviour(_own_members(cls))
+
+  def moved(self) -> bool:
+    return self.cls.__mro__ is not self._mro or _type(self.cls) is not self._meta
+
+  def changed(self) -> bool:
+    return self.moved() or not _same_members(_own_members(self.cls), self._members)
 
 
 def _behaviour(members) -> list[tuple[str, object]]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import ast
 import builtins
 import collections
-import ctypes
 import functools
 import gc
 import json
@@ -30,7 +29,7 @@ import traceback
 import types
 import unittest
 
-from precisecoder.execution.guard import Guard, PlainDataError, kind_name
+from precisecoder.execution.guard import DictVersions, Guard, PlainDataError, kind_name, own_dict
 from precisecoder.execution.programs import PROGRAM_FILENAME, compile_program
 
 _write = os.write
@@ -151,42 +150,6 @@ class Channel:
       data = data[_write(self._fd, data):]
 
 
-class _DictVersions:
-  """Whether dicts changed, read from CPython's per-dict version tag (PEP 509).
-
-  CPython gives a dict a new tag on every insertion, replacement and deletion.
-  Comparing tags answers "did anything change?" without fetching a single
-  value: in a forked child, fetching a value writes its reference count and so
-  copies its page, and the hundreds of values in builtins and sys cost about a
-  millisecond per run that way. `available()` checks on a scratch dict that
-  this interpreter behaves so (3.11 to 3.13 do; 3.14 dropped the tag); where
-  it does not, callers compare the values themselves.
-  """
-
-  # PyDictObject: PyObject_HEAD (refcount, type), ma_used, then ma_version_tag.
-  _OFFSET = 2 * ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)
-
-  def __init__(self, dicts: list[dict]):
-    self._tags = [ctypes.c_uint64.from_address(id(d) + self._OFFSET) for d in dicts]
-    self._saved = [tag.value for tag in self._tags]
-
-  def changed(self) -> bool:
-    return [tag.value for tag in self._tags] != self._saved
-
-  @classmethod
-  def available(cls) -> bool:
-    if sys.implementation.name != "cpython" or not (3, 11) <= sys.version_info[:2] <= (3, 13):
-      return False
-    scratch = {"key": 0}
-    versions = cls([scratch])
-    unchanged = not versions.changed()
-    scratch["key"] = 1
-    replaced = versions.changed()
-    versions = cls([scratch])
-    del scratch["key"]
-    return unchanged and replaced and versions.changed()
-
-
 class _Integrity:
   """Identity snapshot of what tests rely on, taken before the program runs.
 
@@ -197,13 +160,13 @@ class _Integrity:
 
   def __init__(self):
     self._watched = [("builtins", builtins.__dict__), ("unittest.case", unittest.case.__dict__),
-                     ("TestCase", _own_dict(unittest.TestCase)), ("json", json.__dict__),
+                     ("TestCase", own_dict(unittest.TestCase)), ("json", json.__dict__),
                      ("sys", sys.__dict__)]
     self._snapshot = [(name, dict(namespace)) for name, namespace in self._watched]
     self._modules = {name: sys.modules.get(name) for name in ("builtins", "unittest", "unittest.case",
                                                               "json", "sys", "gc")}
-    self._versions = (_DictVersions([namespace for _, namespace in self._watched])
-                      if _DictVersions.available() else None)
+    self._versions = (DictVersions([namespace for _, namespace in self._watched])
+                      if DictVersions.available() else None)
 
   def violations(self) -> list[str]:
     found = []
@@ -225,11 +188,6 @@ class _Integrity:
       if changed:
         found.append(f"{name}.{_sorted(changed)[0]}")
     return found
-
-
-def _own_dict(cls: type) -> dict:
-  """The dict behind a class's read-only `__dict__` proxy (what setattr on the class changes)."""
-  return next(r for r in gc.get_referents(cls.__dict__) if _type(r) is dict)
 
 
 _SYS_VOLATILE = {"stdout", "stderr", "stdin", "exc_info", "_git", "path_importer_cache",
