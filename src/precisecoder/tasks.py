@@ -321,11 +321,14 @@ def _lone_surrogate(value: Any, path: str) -> str | None:
     except UnicodeEncodeError:
       return path or "(record)"
     return None
-  items = (value.items() if isinstance(value, dict)
-           else enumerate(value) if isinstance(value, list) else ())
-  for key, item in items:
-    name = f"{path}.{key}" if path and isinstance(key, str) else f"{path}[{key}]" if path else str(key)
-    found = (_lone_surrogate(key, name) if isinstance(key, str) else None) or _lone_surrogate(item, name)
+  if isinstance(value, dict):  # JSON keys are strings too
+    named = [(f"{path}.{key}" if path else key, key, item) for key, item in value.items()]
+  elif isinstance(value, list):
+    named = [(f"{path}[{i}]", None, item) for i, item in enumerate(value)]
+  else:
+    return None
+  for name, key, item in named:
+    found = (_lone_surrogate(key, name) if key is not None else None) or _lone_surrogate(item, name)
     if found is not None:
       return found
   return None
