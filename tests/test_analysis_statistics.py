@@ -69,3 +69,21 @@ def test_edit_size_unit_correlation_uses_negative_edit_size():
   rows = [{"task_id": str(i), "is_buggy": True, "edit_lines": n, "unit": u}
           for i, (n, u) in enumerate([(1, 1), (2, 1), (8, 0), (9, 0)])]
   assert statistics.edit_size_unit_correlation(rows).r > 0.9   # smaller edits pass here
+
+
+def test_paired_differences_pair_by_task_and_ignore_unshared_tasks():
+  def rows(units, noops):
+    return ([{"task_id": f"b{i}", "is_buggy": True, "unit": u, "edit_lines": 2}
+             for i, u in enumerate(units)]
+            + [{"task_id": f"c{i}", "is_buggy": False, "noop": n, "damage": 0}
+               for i, n in enumerate(noops)])
+  before = rows([0, 0, 1, 0], [1, 0, 0])
+  after = rows([1, 1, 1, 0, 1], [1, 1, 1])      # b4 has no "before": left out of the pairs
+  diff = statistics.paired_differences(before, after)
+  assert diff["pass"].mean == pytest.approx(0.5) and diff["pass"].n == 4
+  assert diff["noop"].mean == pytest.approx(2 / 3)
+  assert diff["edit_lines"].format(sign=True) == "+0.00 [+0.00, +0.00]"
+  assert not diff["pass"].excludes(0)            # 2 of 4 tasks improved: could be noise
+  # The same tasks, every one improved: the paired interval excludes zero.
+  assert statistics.paired_differences(rows([0] * 8, []), rows([1] * 8, []))["pass"].excludes(0)
+  assert math.isnan(diff["precision"].mean)      # no precision values at all

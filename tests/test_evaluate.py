@@ -68,7 +68,8 @@ def test_report_table(tmp_path):
                     "time/reward_exposed": 0.5}) + "\n")
   path = report.write_report(tmp_path)
   text = path.read_text()
-  assert "| base (step 0) | 25.0 | 40.0 | 50.0 | 3.25 | 0.0 | 50.0 |" in text
+  # Files without per-task records (older runs): means only, no interval; no F1 recorded.
+  assert "| base (step 0) | 25.0 | 40.0 | 50.0 | – | 3.25 | 0.0 | 50.0 |" in text
   assert "| step 4 (final) | 50.0 |" in text
   assert "5.0% of step time" in text
   assert (tmp_path / "eval.png").exists()

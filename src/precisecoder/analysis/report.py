@@ -1,7 +1,8 @@
-"""The run report: the paper's columns before and after training, and the curves.
+"""The run report: the paper's columns at each evaluation, with 95% bootstrap intervals over
+tasks, the change from the base model paired by task, and the curves.
 
 Reads `<workdir>/eval/step_N.json` and `<workdir>/metrics.jsonl`; writes `report.md` and
-PNG plots beside it.
+PNG plots beside it. Evaluation files without per-task records (older runs) get means only.
 """
 
 from __future__ import annotations
@@ -9,43 +10,80 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from precisecoder.analysis import plots
+from precisecoder.analysis import plots, statistics
 from precisecoder.train.metrics import read_metrics
 
-# Column header -> (summary key, percent?)
-COLUMNS = (("pass", "pass", True), ("prec", "precision", True), ("rec", "recall", True),
-           ("lines", "edit_lines", False), ("no-op", "noop", True), ("damage", "damage", True))
+COLUMNS = tuple(statistics.PAPER_COLUMNS)
+INTERVAL_NOTE = ("Cells are means with 95% bootstrap intervals over tasks (a task's samples "
+                 "averaged first); percent except edited lines.")
+DIFFERENCE_NOTE = ("Changes are paired by task (the same tasks before and after), with 95% "
+                   "bootstrap intervals; `*` marks a change whose interval excludes 0, i.e. one "
+                   "that task-to-task noise does not explain.")
 
 
 def load_evals(workdir: str | os.PathLike) -> list[dict[str, Any]]:
-  """Evaluation summaries by step."""
+  """Evaluations by step: `{"step", **summary, "records": [per-task records]}`."""
   out = []
   for path in pathlib.Path(workdir, "eval").glob("step_*.json"):
     data = json.loads(path.read_text())
-    out.append({"step": data["step"], **data["summary"]})
+    out.append({"step": data["step"], **data["summary"], "records": data.get("records") or []})
   return sorted(out, key=lambda e: e["step"])
 
 
-def _cell(summary: dict[str, Any], key: str, percent: bool) -> str:
-  value = summary.get(key)
-  if value is None:
-    return "–"
-  return f"{100 * value:.1f}" if percent else f"{value:.2f}"
+def intervals(evaluation: Mapping[str, Any]) -> dict[str, statistics.Interval]:
+  """The paper's columns of one evaluation; from its summary alone (no interval) if it has no
+  per-task records."""
+  if evaluation.get("records"):
+    return statistics.paper_table(evaluation["records"])
+  # Task counts where the summary has them; a mean exists, so at least one task.
+  n = {kind: max(1, int(evaluation.get(f"num_{kind}") or 0)) for kind in ("buggy", "clean")}
+  out = {}
+  for column, (_, kind) in statistics.PAPER_COLUMNS.items():
+    value = evaluation.get(column)
+    if value is None:
+      out[column] = statistics.Interval(float("nan"), float("nan"), float("nan"), 0)
+    else:
+      out[column] = statistics.Interval(float(value), float("nan"), float("nan"), int(n[kind]))
+  return out
 
 
-def results_table(evals: list[dict[str, Any]]) -> str:
-  """Markdown table in the paper's columns (percentages; lines = mean edited lines)."""
-  head = "| step | " + " | ".join(c[0] for c in COLUMNS) + " |"
+def cell(interval: statistics.Interval, column: str, *, difference: bool = False) -> str:
+  """A table cell: `mean [low, high]`, or the mean alone when there is no interval; for a
+  difference, signed and starred when its interval excludes 0."""
+  text = interval.format(percent=column in statistics.PERCENT_COLUMNS, sign=difference)
+  return text + (" *" if difference and interval.excludes(0.0) else "")
+
+
+def table(rows: Mapping[str, Mapping[str, statistics.Interval]], *, label: str = "",
+          difference: bool = False) -> str:
+  """Markdown: one row per name, the paper's columns."""
+  head = f"| {label} | " + " | ".join(COLUMNS) + " |"
   rule = "|---|" + "---|" * len(COLUMNS)
-  rows = []
-  for i, e in enumerate(evals):
-    label = "base (step 0)" if e["step"] == 0 else f"step {e['step']}"
-    if i == len(evals) - 1 and e["step"] > 0:
-      label += " (final)"
-    rows.append(f"| {label} | " + " | ".join(_cell(e, k, p) for _, k, p in COLUMNS) + " |")
-  return "\n".join([head, rule, *rows])
+  body = [f"| {name} | " + " | ".join(cell(row[c], c, difference=difference) for c in COLUMNS)
+          + " |" for name, row in rows.items()]
+  return "\n".join([head, rule, *body])
+
+
+def step_label(evals: Sequence[Mapping[str, Any]], i: int) -> str:
+  step = evals[i]["step"]
+  label = "base (step 0)" if step == 0 else f"step {step}"
+  return label + (" (final)" if i == len(evals) - 1 and step > 0 else "")
+
+
+def results_table(evals: Sequence[Mapping[str, Any]]) -> str:
+  """Every evaluation of a run in the paper's columns."""
+  return table({step_label(evals, i): intervals(e) for i, e in enumerate(evals)}, label="step")
+
+
+def change_from_base(evals: Sequence[Mapping[str, Any]]) -> dict[str, statistics.Interval] | None:
+  """Final − base, paired by task; None without a base and a later evaluation with records."""
+  if len(evals) < 2 or evals[0]["step"] != 0 or not (evals[0]["records"] and
+                                                     evals[-1]["records"]):
+    return None
+  return statistics.paired_differences(evals[0]["records"], evals[-1]["records"])
 
 
 def write_report(workdir: str | os.PathLike) -> pathlib.Path:
@@ -68,8 +106,12 @@ def write_report(workdir: str | os.PathLike) -> pathlib.Path:
     e = evals[-1]
     lines += ["## Evaluation (greedy)", "",
               f"{e.get('num_buggy', '?')} held-in validation tasks (pass, precision, recall, "
-              f"edited lines) and {e.get('num_clean', '?')} clean programs (no-op, damage); "
-              "percent except lines.", "", results_table(evals), ""]
+              f"F1, edited lines) and {e.get('num_clean', '?')} clean programs (no-op, "
+              f"damage). {INTERVAL_NOTE}", "", results_table(evals), ""]
+    change = change_from_base(evals)
+    if change is not None:
+      lines += [f"Change from the base model at step {e['step']}. {DIFFERENCE_NOTE}", "",
+                table({f"step {e['step']} − base": change}, difference=True), ""]
   if train_rows:
     steps = [r["time/step"] for r in train_rows if r.get("time/step")]
     exposed = [r["time/reward_exposed"] for r in train_rows if r.get("time/reward_exposed")

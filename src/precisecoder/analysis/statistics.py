@@ -38,13 +38,20 @@ class Interval:
   high: float
   n: int
 
-  def format(self, percent: bool = False, digits: int | None = None) -> str:
+  def format(self, percent: bool = False, digits: int | None = None, sign: bool = False) -> str:
     scale = 100.0 if percent else 1.0
     digits = (1 if percent else 2) if digits is None else digits
     if self.n == 0 or math.isnan(self.mean):
       return "–"
-    return (f"{scale * self.mean:.{digits}f} "
-            f"[{scale * self.low:.{digits}f}, {scale * self.high:.{digits}f}]")
+    plus = "+" if sign else ""
+    if math.isnan(self.low):  # a mean known without its samples: no interval to give
+      return f"{scale * self.mean:{plus}.{digits}f}"
+    return (f"{scale * self.mean:{plus}.{digits}f} "
+            f"[{scale * self.low:{plus}.{digits}f}, {scale * self.high:{plus}.{digits}f}]")
+
+  def excludes(self, value: float = 0.0) -> bool:
+    """Whether `value` lies outside the interval (for a difference: not explained by noise)."""
+    return self.n > 0 and not self.low <= value <= self.high
 
   def to_json(self) -> dict[str, float | int]:
     return dataclasses.asdict(self)
@@ -75,6 +82,11 @@ def _as_float(value: Any) -> float:
 
 def task_means(task_ids: Sequence[str], values: Iterable[Any]) -> np.ndarray:
   """One mean per task (first-seen order), over its samples whose value is not None/nan."""
+  return np.array(list(task_mean_map(task_ids, values).values()), np.float64)
+
+
+def task_mean_map(task_ids: Sequence[str], values: Iterable[Any]) -> dict[str, float]:
+  """task id -> mean over its samples whose value is not None/nan (tasks without one left out)."""
   sums: dict[str, float] = {}
   counts: dict[str, int] = {}
   for task_id, value in zip(task_ids, values, strict=True):
@@ -84,7 +96,7 @@ def task_means(task_ids: Sequence[str], values: Iterable[Any]) -> np.ndarray:
     if not math.isnan(x):
       sums[task_id] += x
       counts[task_id] += 1
-  return np.array([sums[t] / counts[t] for t in sums if counts[t]], np.float64)
+  return {t: sums[t] / counts[t] for t in sums if counts[t]}
 
 
 def bootstrap_interval(values: Sequence[float] | np.ndarray, *, confidence: float = 0.95,
@@ -144,6 +156,25 @@ def paper_table(rows: Sequence[Mapping[str, Any]], *, confidence: float = 0.95,
     selected = [r for r in rows if bool(r["is_buggy"]) == (kind == "buggy")]
     means = task_means([r["task_id"] for r in selected], [r.get(term) for r in selected])
     out[column] = bootstrap_interval(means, confidence=confidence, resamples=resamples, seed=seed)
+  return out
+
+
+def paired_differences(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]],
+                       *, confidence: float = 0.95, resamples: int = 2000, seed: int = 0
+                       ) -> dict[str, Interval]:
+  """`after` − `before` in the paper's columns, paired by task: each task's mean difference,
+  resampled by task. Pairing removes the spread of task difficulty that two separate intervals
+  carry, so a change can be real while the two intervals still overlap."""
+  out = {}
+  for column, (term, kind) in PAPER_COLUMNS.items():
+    means = []
+    for rows in (before, after):
+      selected = [r for r in rows if bool(r["is_buggy"]) == (kind == "buggy")]
+      means.append(task_mean_map([r["task_id"] for r in selected],
+                                 [r.get(term) for r in selected]))
+    shared = [t for t in means[0] if t in means[1]]
+    out[column] = bootstrap_interval([means[1][t] - means[0][t] for t in shared],
+                                     confidence=confidence, resamples=resamples, seed=seed)
   return out
 
 

@@ -252,3 +252,20 @@ _SMALL_RUNS = {
         optim=dict(learning_rate=1e-5),
         train=dict(steps=8, checkpoint_every=4, eval_every=8, eval_batch_size=12)),
 }
+
+# The arms of `precisecoder compare` (train/compare.py; README "Comparing reward recipes"): a
+# budget each arm gets in full. compare-cpu: two arms in ~25 minutes on 2 idle cores: the main
+# job's model and step (2 tasks x 4 samples), a larger step size so that 4 steps move the
+# policy, greedy evaluation at steps 0, 2 and 4 on the main job's 16 held-in tasks + 8 clean
+# programs. compare-h200: both arms in <= 11 minutes on one H200 (an estimate:
+# not yet run on a GPU), 32 tasks x 8 samples a step, evaluated every 5 steps on 64 tasks + 32
+# clean programs.
+MODEL_PRESETS["compare-cpu"] = MODEL_PRESETS["local"]
+_SMALL_RUNS["compare-cpu"] = dict(
+    _SMALL_RUNS["local"], optim=dict(learning_rate=2e-5),
+    train=dict(steps=4, checkpoint_every=2, eval_every=2, eval_batch_size=12))
+MODEL_PRESETS["compare-h200"] = dict(MODEL_PRESETS["smollm2-135m"], prompts_per_step=32,
+                                     group_size=8, max_new_tokens=256, learning_rate=1e-5)
+_SMALL_RUNS["compare-h200"] = dict(
+    data=dict(num_train=1024, num_validation=64, num_clean=32), rl=dict(reward_workers=8),
+    train=dict(steps=30, checkpoint_every=10, eval_every=5, eval_batch_size=96))

@@ -1,0 +1,239 @@
+"""The report of a comparison: several arms trained from the same base on the same tasks.
+
+Reads each arm's workdir (`<workdir>/<arm>/eval/step_N.json`, `metrics.jsonl`,
+`config.json`) and writes `<workdir>/report.md`, `report.json`, `compare_eval.png` and
+`compare_train.png`:
+- the paper's table for the base model and each arm's last evaluation, with 95% bootstrap
+  intervals over tasks;
+- changes paired by task (each arm − base, each arm − the first arm), starred when the interval
+  excludes 0;
+- the paper's correlations: edit size (−ℓ) vs unit over evaluated buggy samples, and precision vs
+  no-op rate across evaluation points (arm, step);
+- curves over steps: evaluation (with interval bands) and training.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from precisecoder.analysis import plots, report, statistics
+from precisecoder.train.metrics import read_metrics
+
+# Evaluation curves of the report, by paper column (plotted as eval/<column>).
+CURVE_COLUMNS = ("pass", "precision", "recall", "edit_lines", "noop", "damage")
+# Training metrics summarised in the report's text (first vs last steps).
+TRAIN_SUMMARY = ("reward/unit", "reward/edit_lines", "reward/noop", "zero_variance_groups")
+
+
+def _jsonable(tables: Mapping[str, Mapping[str, statistics.Interval]]) -> dict[str, Any]:
+  return {name: {c: iv.to_json() for c, iv in t.items()} for name, t in tables.items()}
+
+
+def _mean(values: Sequence[float]) -> float:
+  return sum(values) / len(values) if values else float("nan")
+
+
+class Arm:
+  """One arm's workdir, read once."""
+
+  def __init__(self, name: str, workdir: pathlib.Path):
+    self.name = name
+    self.workdir = workdir
+    self.evals = report.load_evals(workdir) if workdir.exists() else []
+    self.metrics = read_metrics(workdir / "metrics.jsonl")
+    self.train_rows = [r for r in self.metrics if "reward" in r]
+    path = workdir / "config.json"
+    self.config = json.loads(path.read_text()) if path.exists() else {}
+    self.tables = {e["step"]: report.intervals(e) for e in self.evals}
+
+  @property
+  def final(self) -> dict[str, Any] | None:
+    return self.evals[-1] if self.evals and self.evals[-1]["step"] > 0 else None
+
+  def curves(self) -> dict[str, plots.Curve]:
+    out: dict[str, plots.Curve] = {}
+    for column in CURVE_COLUMNS:
+      points = [(step, t[column]) for step, t in self.tables.items() if t[column].n]
+      out[f"eval/{column}"] = ([s for s, _ in points], [iv.mean for _, iv in points],
+                               [iv.low for _, iv in points], [iv.high for _, iv in points])
+    for key, _ in plots.COMPARE_TRAIN_PANELS:
+      out[key] = plots.series(self.train_rows, key)
+    return out
+
+  def train_summary(self, key: str, window: int = 3) -> tuple[float, float]:
+    """Mean of `key` over the first and over the last `window` training steps (fewer when the
+    run is short, so that the two windows never overlap)."""
+    values = [r[key] for r in self.train_rows if r.get(key) is not None]
+    window = max(1, min(window, len(values) // 2))
+    return _mean(values[:window]), _mean(values[-window:])
+
+
+def _base(arms: Sequence[Arm]) -> tuple[dict[str, Any] | None, list[str]]:
+  """The base model's evaluation (step 0, from the first arm that has one) and notes on arms
+  whose step-0 evaluation differs from it (greedy decoding of one model should not)."""
+  with_base = [a for a in arms if a.evals and a.evals[0]["step"] == 0]
+  if not with_base:
+    return None, ["No arm has a step-0 (base model) evaluation."]
+  base = with_base[0].evals[0]
+  notes = []
+  for arm in with_base[1:]:
+    other = arm.evals[0]
+    differ = [c for c in CURVE_COLUMNS
+              if other.get(c) is not None and base.get(c) is not None
+              and abs(other[c] - base[c]) > 1e-9]
+    if differ:
+      notes.append(f"`{arm.name}`'s base evaluation differs from `{with_base[0].name}`'s in "
+                   f"{', '.join(differ)}: the arms did not start from the same model or tasks.")
+  return base, notes
+
+
+def _correlations(arms: Sequence[Arm], base: dict[str, Any] | None) -> dict[str, Any]:
+  edit_unit = {}
+  pooled = list(base["records"]) if base else []
+  for arm in arms:
+    rows = [r for e in arm.evals for r in e["records"]]
+    edit_unit[arm.name] = statistics.edit_size_unit_correlation(rows)
+    pooled += [r for e in arm.evals if e["step"] > 0 for r in e["records"]]
+  edit_unit["all arms"] = statistics.edit_size_unit_correlation(pooled)
+  # One point per evaluation: (arm, step), the shared base once.
+  points = ([("base", 0, base)] if base else []) + [
+      (arm.name, e["step"], e) for arm in arms for e in arm.evals if e["step"] > 0]
+  precision_noop = statistics.pearson(
+      [float("nan") if e.get("precision") is None else e["precision"] for _, _, e in points],
+      [float("nan") if e.get("noop") is None else e["noop"] for _, _, e in points])
+  return {"edit_size_unit": edit_unit, "precision_noop": precision_noop,
+          "precision_noop_points": [{"arm": a, "step": s, "precision": e.get("precision"),
+                                     "noop": e.get("noop")} for a, s, e in points]}
+
+
+def build(workdir: str | os.PathLike, arm_names: Sequence[str]) -> dict[str, Any]:
+  """Everything the report says, as Interval/Correlation objects and plain values."""
+  workdir = pathlib.Path(workdir)
+  arms = [Arm(name, workdir / name) for name in arm_names]
+  base, notes = _base(arms)
+  final = {a.name: a.final for a in arms if a.final is not None}
+  missing = [a.name for a in arms if a.final is None]
+  if missing:
+    notes.append(f"No evaluation after training yet for: {', '.join(missing)}.")
+  paper = {}
+  if base is not None:
+    paper["base (step 0)"] = report.intervals(base)
+  for name, e in final.items():
+    paper[f"{name} (step {e['step']})"] = report.intervals(e)
+  changes = {}
+  if base is not None and base["records"]:
+    for name, e in final.items():
+      if e["records"]:
+        changes[f"{name} − base"] = statistics.paired_differences(base["records"], e["records"])
+  reference = next(iter(final), None)
+  for name, e in final.items():
+    if name != reference and e["records"] and final[reference]["records"]:
+      changes[f"{name} − {reference}"] = statistics.paired_differences(
+          final[reference]["records"], e["records"])
+  return {"workdir": workdir, "arms": arms, "base": base, "paper": paper, "changes": changes,
+          "correlations": _correlations(arms, base), "notes": notes}
+
+
+def _setup(arms: Sequence[Arm], run: Mapping[str, Any]) -> list[str]:
+  cfg = next((a.config for a in arms if a.config), {})
+  model, rl, data, train = (cfg.get(k, {}) for k in ("model", "rl", "data", "train"))
+  recipes = ", ".join(f"`{a.name}` ({a.config.get('rl', {}).get('reward')}, "
+                      f"{a.config.get('rl', {}).get('advantage')})" for a in arms)
+  lines = [f"Arms: {recipes}. Shared: model `{model.get('preset')}` from `{model.get('checkpoint') or 'random init'}`"
+           f", {rl.get('prompts_per_step')} tasks x G = {rl.get('group_size')} samples per step, "
+           f"{train.get('steps')} steps, {rl.get('max_new_tokens')} new tokens, learning rate "
+           f"{cfg.get('optim', {}).get('learning_rate')}, seed {cfg.get('seed')}, "
+           f"`{data.get('tier')}` tier; greedy evaluation every {train.get('eval_every')} steps on "
+           f"{data.get('num_validation')} held-in validation tasks and {data.get('num_clean')} "
+           "clean programs."]
+  if run:
+    walls = ", ".join(f"`{a}` {s:.0f} s" for a, s in run.get("wall_s", {}).items())
+    lines.append(f"Preset `{run.get('preset')}`, overrides `{' '.join(run.get('overrides', []))}`"
+                 f"; {run.get('parallel', 1)} arm(s) at a time; wall time {walls}.")
+  return lines
+
+
+def _curve_table(arms: Sequence[Arm]) -> str:
+  head = "| arm | step | pass | edited lines | no-op | precision |"
+  rows = [head, "|---|---|---|---|---|---|"]
+  for arm in arms:
+    for step, t in arm.tables.items():
+      rows.append(f"| {arm.name} | {step} | " + " | ".join(
+          report.cell(t[c], c) for c in ("pass", "edit_lines", "noop", "precision")) + " |")
+  return "\n".join(rows)
+
+
+def _train_table(arms: Sequence[Arm]) -> str:
+  head = "| arm | " + " | ".join(f"{k} (first → last steps)" for k in TRAIN_SUMMARY) + " |"
+  rows = [head, "|---|" + "---|" * len(TRAIN_SUMMARY)]
+  for arm in arms:
+    cells = []
+    for key in TRAIN_SUMMARY:
+      first, last = arm.train_summary(key)
+      cells.append(f"{first:.2f} → {last:.2f}")
+    rows.append(f"| {arm.name} | " + " | ".join(cells) + " |")
+  return "\n".join(rows)
+
+
+def _significant(changes: Mapping[str, Mapping[str, statistics.Interval]]) -> str:
+  found = [f"{name}: {c} {iv.format(percent=c in statistics.PERCENT_COLUMNS, sign=True)}"
+           for name, table in changes.items() for c, iv in table.items() if iv.excludes(0.0)]
+  if not found:
+    return ("No change's interval excludes 0: at this size every difference in the tables is "
+            "within task-to-task noise.")
+  return "Changes whose interval excludes 0: " + "; ".join(found) + "."
+
+
+def write(workdir: str | os.PathLike, arm_names: Sequence[str],
+          run: Mapping[str, Any] | None = None) -> pathlib.Path:
+  """Writes report.md, report.json and the PNGs into `workdir`; returns report.md's path."""
+  result = build(workdir, arm_names)
+  workdir, arms = result["workdir"], result["arms"]
+  run = dict(run or {})
+  curves = {a.name: a.curves() for a in arms}
+  eval_panels = [(f"eval/{c}", t) for (_, t), c in zip(plots.EVAL_PANELS, CURVE_COLUMNS)]
+  eval_png = plots.plot_arms(curves, eval_panels, "greedy evaluation (bands: 95% intervals)",
+                             workdir / "compare_eval.png")
+  train_png = plots.plot_arms(curves, plots.COMPARE_TRAIN_PANELS, "training samples",
+                              workdir / "compare_train.png")
+  corr = result["correlations"]
+  lines = [f"# Comparison: {' vs '.join(a.name for a in arms)}", "", *_setup(arms, run), ""]
+  lines += [f"> {note}" for note in result["notes"]] + ([""] if result["notes"] else [])
+  lines += ["## The paper's table (greedy, last evaluation)", "", report.INTERVAL_NOTE, "",
+            report.table(result["paper"], label="model"), ""]
+  if result["changes"]:
+    lines += ["## Changes, paired by task", "", report.DIFFERENCE_NOTE, "",
+              report.table(result["changes"], difference=True), "",
+              _significant(result["changes"]), ""]
+  lines += ["## Correlations (Pearson r, 95% Fisher-z interval)", "",
+            "- Edit size (−ℓ) vs unit over greedy samples of buggy validation tasks, every "
+            "evaluation point (the paper: 0.13 at 4B, 0.14 at 9B): " + "; ".join(
+                f"{name} {c.format()}" for name, c in corr["edit_size_unit"].items()) + ".",
+            "- Precision vs no-op rate across evaluation points (each arm's evaluations, the "
+            f"base once; the paper: 0.87 across sizes): {corr['precision_noop'].format()}.", ""]
+  lines += ["## Curves", "", "Greedy evaluation at each step (95% intervals in the table above "
+            "and as bands in the plot):", "", _curve_table(arms), "",
+            "Training samples (means over up to three steps at each end of the run; `reward/noop` is "
+            "the share of samples on buggy tasks that changed nothing):", "",
+            _train_table(arms), ""]
+  for png in (eval_png, train_png):
+    if png is not None:
+      lines += [f"![{png.stem}]({png.name})", ""]
+  path = workdir / "report.md"
+  path.write_text("\n".join(lines))
+  (workdir / "report.json").write_text(json.dumps({
+      "arms": [a.name for a in arms], "run": run, "notes": result["notes"],
+      "paper_table": _jsonable(result["paper"]), "changes": _jsonable(result["changes"]),
+      "evaluations": {a.name: _jsonable({str(s): t for s, t in a.tables.items()}) for a in arms},
+      "train": {a.name: {k: {"steps": v[0], "values": v[1]} for k, v in curves[a.name].items()
+                         if not k.startswith("eval/")} for a in arms},
+      "correlations": {
+          "edit_size_unit": {k: c.to_json() for k, c in corr["edit_size_unit"].items()},
+          "precision_noop": corr["precision_noop"].to_json(),
+          "precision_noop_points": corr["precision_noop_points"]},
+  }, indent=1, default=float) + "\n")
+  return path

@@ -1,0 +1,92 @@
+"""The run report and the comparison report on hand-built evaluation files (no training)."""
+
+import json
+import pathlib
+
+import pytest
+
+from precisecoder.analysis import comparison, report
+
+
+def _records(passes, edit_lines, noops):
+  """Evaluation records: buggy tasks b0.. (pass, edited lines), clean tasks c0.. (no-op)."""
+  buggy = [{"task_id": f"b{i}", "is_buggy": True, "unit": float(p), "precision": float(p),
+            "recall": float(p), "f1": float(p), "edit_lines": float(n), "noop": 0.0,
+            "damage": 0.0} for i, (p, n) in enumerate(zip(passes, edit_lines))]
+  clean = [{"task_id": f"c{i}", "is_buggy": False, "unit": 1.0 - n, "precision": 0.0,
+            "recall": 0.0, "f1": 0.0, "edit_lines": 0.0 if n else 2.0, "noop": float(n),
+            "damage": float(1 - n)} for i, n in enumerate(noops)]
+  return buggy + clean
+
+
+def _write_eval(workdir: pathlib.Path, step: int, records) -> None:
+  (workdir / "eval").mkdir(parents=True, exist_ok=True)
+  buggy = [r for r in records if r["is_buggy"]]
+  clean = [r for r in records if not r["is_buggy"]]
+  summary = {"pass": sum(r["unit"] for r in buggy) / len(buggy),
+             "precision": sum(r["precision"] for r in buggy) / len(buggy),
+             "edit_lines": sum(r["edit_lines"] for r in buggy) / len(buggy),
+             "noop": sum(r["noop"] for r in clean) / len(clean),
+             "num_buggy": len(buggy), "num_clean": len(clean)}
+  (workdir / "eval" / f"step_{step}.json").write_text(
+      json.dumps({"step": step, "summary": summary, "records": records}))
+
+
+def test_run_report_gives_intervals_and_a_paired_change(tmp_path):
+  n = 20
+  _write_eval(tmp_path, 0, _records([0] * n, [4] * n, [0, 1] * 5))
+  _write_eval(tmp_path, 4, _records([1] * n, [1] * n, [0, 1] * 5))
+  (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 4, "reward": 0.5,
+                                                      "time/step": 2.0}) + "\n")
+  text = report.write_report(tmp_path).read_text()
+  assert "| base (step 0) | 0.0 [0.0, 0.0] |" in text
+  assert "| step 4 (final) | 100.0 [100.0, 100.0] |" in text
+  # Every task passes after, none before: the paired change excludes 0; no-op did not move.
+  row = next(line for line in text.splitlines() if line.startswith("| step 4 − base |"))
+  cells = [c.strip() for c in row.strip("|").split("|")]
+  assert cells[1] == "+100.0 [+100.0, +100.0] *"
+  assert cells[5] == "-3.00 [-3.00, -3.00] *"
+  assert cells[6] == "+0.0 [+0.0, +0.0]"
+
+
+def test_comparison_report_tables_correlations_and_pngs(tmp_path):
+  n = 24
+  base = _records([0, 1] * (n // 2), [3] * n, [0, 0, 1, 1] * 3)
+  _write_eval(tmp_path / "grpo", 0, base)
+  _write_eval(tmp_path / "precisecoder", 0, base)
+  # GRPO: more passes, larger edits, fewer no-ops; PreciseCoder: same passes, small edits.
+  _write_eval(tmp_path / "grpo", 2, _records([1] * n, [6] * n, [0, 0, 0, 1] * 3))
+  _write_eval(tmp_path / "precisecoder", 2, _records([1] * n, [1] * n, [1, 1, 1, 0] * 3))
+  for arm, lines in (("grpo", (3.0, 5.0)), ("precisecoder", (3.0, 1.5))):
+    (tmp_path / arm / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": s, "reward": 0.1 * s, "reward/unit": 0.2, "reward/edit_lines": v,
+                    "reward/noop": 0.0, "zero_variance_groups": 0.5}) + "\n"
+        for s, v in zip((1, 2), lines)))
+  path = comparison.write(tmp_path, ["grpo", "precisecoder"],
+                          {"preset": "tiny", "overrides": [], "wall_s": {"grpo": 3.0}})
+  text = path.read_text()
+  assert "| grpo (step 2) | 100.0 [100.0, 100.0] |" in text
+  change = next(line for line in text.splitlines()
+                if line.startswith("| precisecoder − grpo |"))
+  assert "-5.00 [-5.00, -5.00] *" in change  # edited lines, paired by task
+  assert "| precisecoder | 2 |" in text and "3.00 → 1.50" in text
+  data = json.loads((tmp_path / "report.json").read_text())
+  assert data["changes"]["grpo − base"]["pass"]["mean"] == pytest.approx(0.5)
+  points = data["correlations"]["precision_noop_points"]
+  assert [(p["arm"], p["step"]) for p in points] == [("base", 0), ("grpo", 2),
+                                                     ("precisecoder", 2)]
+  # Precision 0.5, 1, 1 against no-op 0.5, 0.25, 0.75: r = 0 by symmetry.
+  assert data["correlations"]["precision_noop"]["r"] == pytest.approx(0.0, abs=1e-9)
+  # Edit size vs unit pools the base once and each arm's later evaluations (buggy samples).
+  pooled = data["correlations"]["edit_size_unit"]["all arms"]
+  assert pooled["n"] == 3 * n and -1 < pooled["r"] < 0
+  assert (tmp_path / "compare_eval.png").stat().st_size > 0
+  assert (tmp_path / "compare_train.png").stat().st_size > 0
+
+
+def test_comparison_report_names_what_is_missing(tmp_path):
+  _write_eval(tmp_path / "grpo", 0, _records([0, 1], [2, 2], [1, 0]))
+  _write_eval(tmp_path / "precisecoder", 0, _records([1, 1], [2, 2], [1, 0]))
+  text = comparison.write(tmp_path, ["grpo", "precisecoder"]).read_text()
+  assert "`precisecoder`'s base evaluation differs from `grpo`'s in pass" in text
+  assert "No evaluation after training yet for: grpo, precisecoder." in text

@@ -1,0 +1,78 @@
+"""The comparison runner: config checks (no training) and a tiny two-arm run end to end."""
+
+import json
+
+import pytest
+
+from precisecoder.train import compare
+
+TINY = ["--preset", "tiny", "--config.train.steps=1", "--config.train.eval_every=1"]
+
+
+def _configs(*overrides):
+  configs_dir = compare.default_configs_dir()
+  return {arm: compare.resolve_config(configs_dir / f"{arm}.py", "tiny", list(overrides))
+          for arm in ("grpo", "precisecoder")}
+
+
+def test_arms_share_all_but_the_reward_recipe():
+  configs = _configs("--config.train.steps=7")
+  assert configs["grpo"].rl.reward == "unit" and configs["precisecoder"].rl.reward == "r_lambda"
+  assert configs["grpo"].train.steps == configs["precisecoder"].train.steps == 7
+  compare.check_same_budget(configs)
+  configs["precisecoder"].data.num_train = 99
+  with pytest.raises(ValueError, match="data.num_train: grpo=16 precisecoder=99"):
+    compare.check_same_budget(configs)
+  with pytest.raises(ValueError, match="train.nonexistent"):
+    _configs("--config.train.nonexistent=1")
+
+
+def test_workdir_of_another_config_is_not_resumed(tmp_path):
+  cfg = _configs()["grpo"]
+  (tmp_path / "config.json").write_text(cfg.to_json())
+  compare.check_resumable(tmp_path, cfg)
+  cfg.train.steps = 50          # a longer budget resumes
+  compare.check_resumable(tmp_path, cfg)
+  cfg.rl.group_size = 8
+  with pytest.raises(ValueError, match="rl.group_size: 4 -> 8"):
+    compare.check_resumable(tmp_path, cfg)
+
+
+def test_bad_arguments_exit_2(tmp_path, capsys):
+  with pytest.raises(SystemExit) as e:
+    compare.main(["--arms", "grpo,nosuch", "--workdir", str(tmp_path)])
+  assert e.value.code == 2 and "nosuch.py" in capsys.readouterr().err
+  with pytest.raises(SystemExit):
+    compare.main(["--workdir", str(tmp_path), "--stray"])
+  assert compare.main([*TINY, "--workdir", str(tmp_path), "--config.rl.bogus=1"]) == 2
+
+
+def test_two_tiny_arms_train_evaluate_report_and_resume(tmp_path):
+  """CI's comparison: grpo and precisecoder on the tiny random model, one step each, evaluated
+  before and after on the same tasks; the rerun trains nothing and rebuilds the report."""
+  assert compare.main([*TINY, "--workdir", str(tmp_path), "--parallel", "2"]) == 0
+  for arm in ("grpo", "precisecoder"):
+    final = json.loads((tmp_path / arm / "eval" / "step_1.json").read_text())
+    # Per-task records are kept (the intervals need them): 2 validation + 2 clean tasks.
+    assert [r["is_buggy"] for r in final["records"]] == [True, True, False, False]
+    assert {"unit", "precision", "edit_lines", "noop", "completion"} <= set(final["records"][0])
+  base = [json.loads((tmp_path / arm / "eval" / "step_0.json").read_text())["records"]
+          for arm in ("grpo", "precisecoder")]
+  assert [r["task_id"] for r in base[0]] == [r["task_id"] for r in base[1]]
+  data = json.loads((tmp_path / "report.json").read_text())
+  assert list(data["paper_table"]) == ["base (step 0)", "grpo (step 1)", "precisecoder (step 1)"]
+  assert set(data["paper_table"]["grpo (step 1)"]["pass"]) == {"mean", "low", "high", "n"}
+  assert set(data["changes"]) == {"grpo − base", "precisecoder − base", "precisecoder − grpo"}
+  assert data["notes"] == []  # both arms evaluated the same base identically
+  assert data["train"]["grpo"]["reward/unit"]["steps"] == [1]
+  text = (tmp_path / "report.md").read_text()
+  assert "## Correlations" in text and "![compare_eval](compare_eval.png)" in text
+  run = json.loads((tmp_path / "compare.json").read_text())
+  logs = {arm: (tmp_path / arm / "train.log").read_text() for arm in ("grpo", "precisecoder")}
+
+  (tmp_path / "report.md").unlink()
+  assert compare.main([*TINY, "--workdir", str(tmp_path)]) == 0
+  assert (tmp_path / "report.md").exists()
+  assert json.loads((tmp_path / "compare.json").read_text())["wall_s"] == run["wall_s"]
+  for arm, log in logs.items():
+    assert (tmp_path / arm / "train.log").read_text() == log  # finished: not started again
