@@ -351,6 +351,21 @@ HOSTILE = [
         def add(a, b):
           return Liar(0)
         """, {F}),
+    ("imports AlwaysEqual from a module it wrote", "assert_var", """
+        import os, sys
+        places = (os.getcwd(), os.path.join(os.getcwd(), 'lib'))  # the only writable places
+        for where in places:
+          os.makedirs(where, exist_ok=True)
+          with open(os.path.join(where, 'liar_' + str(len(where)) + '.py'), 'w') as f:
+            f.write('class AlwaysEqual:\\n  def __eq__(self, other):\\n    return True\\n')
+          sys.path.insert(0, where)
+        import importlib
+        liars = [importlib.import_module('liar_' + str(len(w))) for w in places]
+        calls = [0]
+        def add(a, b):
+          calls[0] += 1
+          return liars[calls[0] % 2].AlwaysEqual()
+        """, {F}),
     ("float subclass with a lying __rsub__ through assertAlmostEqual", "unittest_float", """
         class Liar(float):
           def __rsub__(self, other):

@@ -84,7 +84,7 @@ Verdict integrity, per test kind (exit status and printed text never count):
   NOT guaranteed for assert and unittest: the program runs in the same
   interpreter as the harness, so a program that deliberately rewrites the
   harness in memory (ctypes, or finding the nonce through gc and forging its
-  records, or giving its own __eq__ code a real file name) can forge a pass,
+  records, or compiling its own __eq__ under a library file's name) can forge a pass,
   as can one that patches a library the tests call (math.isclose,
   numpy.testing), hides a forgery deeper than one level inside a library
   object, or mutates a checked value from a thread after the check; and

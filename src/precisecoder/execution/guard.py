@@ -1,25 +1,31 @@
 """What an untrusted program may hand to tests that run beside it (assert and unittest kinds).
 
 The program and the tests share one interpreter, so the tests compare values
-the program made. Such a value may reach the tests when nothing the program
-wrote decides how it compares, prints, converts or iterates: plain data,
-objects of library types, objects of classes the (trusted) test code defined,
-and containers of those, checked all the way down. Values the program hands
-over lazily are wrapped, not refused: a generator or iterator is wrapped so
-that each item it yields is checked when it is yielded, a returned function
-so that what it returns is checked, a coroutine so that its result is.
+the program made. Such a value may reach the tests when no code the program
+wrote is handed the tests' expected value to decide a comparison (==, <, in,
+arithmetic such as a - b in assertAlmostEqual): plain data, objects of library
+types, objects of classes the (trusted) test code defined, objects of the
+program's own classes that define no such method, and containers of those,
+checked all the way down. Values the program hands over lazily are wrapped,
+not refused: a generator or iterator so that each item is checked when it is
+yielded, a returned function so that what it returns is checked, a coroutine
+so that its result is; the program's module-level functions and its classes'
+methods and value dunders (__iter__, __len__, __str__, ...) so that what they
+return to the tests is checked. Calls within the program are not checked:
+their values go back to the program.
 
 Provenance is decided from code objects: code the program compiled carries
 PROGRAM_FILENAME; test code is trusted by the identity of the code objects the
 harness compiled (`trust_code`), never by a name a program could copy; library
-code comes from real files (or CPython's frozen modules). Classes the test code
+code comes from files under the import path the worker started with (or
+CPython's frozen modules), never from a file the program wrote. Classes the test code
 defines are registered as they are created (`register_class`, a decorator the
 harness adds to every class statement of the tests) together with a snapshot of
 their members, so a program that monkey-patches one, subclasses it with its own
 methods, or swaps an instance's `__class__` is refused.
 
 Not caught (see the package docstring): a program that compiles its own code
-under a real file's name, and state hidden more than one level deep inside
+under a library file's name, and state hidden more than one level deep inside
 objects of library types.
 """
 
@@ -91,12 +97,19 @@ def _dunder(name: str) -> bool:
   return name[:2] == "__" and name[-2:] == "__"
 
 
+# Where library code lives: the import path as the worker started (read-only mounts in the
+# sandbox). A file a program writes (its working directory, /tmp) and imports is not library code.
+_LIBRARY_ROOTS = tuple(sorted({os.path.join(root, "") for entry in sys.path
+                               if os.path.isabs(entry) and os.path.isdir(entry)
+                               for root in (entry, os.path.realpath(entry))}))
+
+
 @functools.lru_cache(maxsize=4096)
 def _library_file(filename: str) -> bool:
-  """Code from a real source file or a frozen stdlib module (3.11 names them '<frozen abc>')."""
+  """Code from a source file under the import path or a frozen stdlib module ('<frozen abc>')."""
   if filename.startswith("<frozen ") and filename.endswith(">"):
     return _imp.is_frozen(filename[8:-1])
-  return filename.startswith("/") and filename != PROGRAM_FILENAME and _isfile(filename)
+  return filename.startswith(_LIBRARY_ROOTS) and _isfile(filename)
 
 
 def _is_namedtuple_new(name: str, function) -> bool:
