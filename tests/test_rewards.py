@@ -89,7 +89,7 @@ def test_exact_match_needs_no_run_beyond_the_task_check():
   assert pool.ran == REFERENCE_RUNS  # verified once per task content
 
 
-def test_broken_tasks_are_errors_not_credit():
+def test_broken_tasks_are_errors_not_credit(caplog):
   wrong_tests = {"kind": "assert", "code": "assert f(0) == 12345\n"}
   failing_reference = tasks.Task(**{**ONE_BUG.__dict__, "task_id": "gold fails",
                                     "tests": wrong_tests})
@@ -109,7 +109,11 @@ def test_broken_tasks_are_errors_not_credit():
   assert rows[3].error is None
   assert set(scorer.broken_tasks) == {"gold fails", "bug passes"}
   assert scorer.stats()["broken_tasks"] == 2
-  np.testing.assert_array_equal(scorer.score([failing_reference], [FIXED])["reward"], [0])
+  assert sum("broken task" in r.getMessage() for r in caplog.records) == 2  # logged once each
+  # What training sees: zero reward on every term, no exception.
+  arrays = scorer.score([failing_reference, ONE_BUG], [FIXED, FIXED])
+  np.testing.assert_array_equal(arrays["reward"], [0, 1])
+  assert all(arrays[k][0] == 0 for k in ("unit", "f1", "precision", "recall", "precision_only"))
   ran = len(pool.ran)
   scorer.evaluate([passing_buggy], [over])  # remembered: no second check, still an error
   assert len(pool.ran) == ran and scorer.task_problem(passing_buggy).startswith("its buggy")

@@ -277,12 +277,12 @@ class RewardScorer:
     self._task_keys[id(task)] = (task, key)
     return key
 
-  def task_problem(self, task: Task, key: str | None = None) -> str | None:
+  def task_problem(self, task: Task) -> str | None:
     """Why a checked task is broken; None if it is verified (or not checked yet)."""
-    return self._task_checks.get(key or self.task_key(task))
+    return self._task_checks.get(self.task_key(task))
 
-  def _verified(self, task: Task, key: str | None = None) -> bool:
-    key = key or self.task_key(task)
+  def _verified(self, task: Task) -> bool:
+    key = self.task_key(task)
     return key in self._task_checks and self._task_checks[key] is None
 
   def known_verdict(self, program: str, task: Task) -> bool | None:
