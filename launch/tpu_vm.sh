@@ -3,6 +3,7 @@
 #
 #   launch/tpu_vm.sh create              # queued resource, spot capacity
 #   launch/tpu_vm.sh setup               # copy this checkout to every worker, bootstrap
+#                                        # (requirements.txt + requirements-tpu.txt: same jax)
 #   launch/tpu_vm.sh run CONFIG [FLAGS]  # same program on all workers, in the background
 #   launch/tpu_vm.sh resume CONFIG       # after preemption: recreate, setup, run again
 #   launch/tpu_vm.sh logs | status | delete
@@ -37,7 +38,7 @@ setup() {
   tar czf /tmp/precisecoder.tgz --exclude=.venv --exclude=runs --exclude=.git .
   tpu scp /tmp/precisecoder.tgz "$TPU_NAME":/tmp/ --worker=all
   on_all "mkdir -p $REMOTE_DIR && tar xzf /tmp/precisecoder.tgz -C $REMOTE_DIR && \
-    cd $REMOTE_DIR && scripts/bootstrap.sh && .venv/bin/pip install -q 'jax[tpu]'"
+    cd $REMOTE_DIR && PRECISECODER_ACCELERATOR=tpu scripts/bootstrap.sh"
 }
 
 run() {

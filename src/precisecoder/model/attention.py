@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from precisecoder.model.config import ATTENTION as IMPLEMENTATIONS
-NEG_INF = -1e30  # finite, so fully masked rows give finite outputs, not NaN
+NEG_INF = -1e30  # finite, so fully masked rows give finite outputs, not NaN (-2e30 is fine too)
 
 
 def cudnn_supported(dtype, head_dim: int) -> bool:
@@ -106,12 +106,17 @@ def chunked(q, k, v, q_pos, k_valid, *, block_q: int = 512, block_k: int = 512):
 
 
 def _tile_scores(qi, kj, pos_i, valid_j, first_slot):
-  """Masked, scaled float32 scores [B, K, G, bq, bk] of one (query, key) tile."""
+  """Masked, scaled float32 scores [B, K, G, bq, bk] of one (query, key) tile.
+
+  The mask is added as two small biases, [bq, bk] causal and [B, bk] padding, never as a
+  tile-sized array: inside a differentiated layer scan, JAX's partial evaluation stacks
+  anything that depends only on constants (a full-tile mask would be stacked per tile pair).
+  """
   scores = jnp.einsum("bkgtd,bksd->bkgts", qi, kj, preferred_element_type=jnp.float32)
-  scores = scores * (qi.shape[-1] ** -0.5)
   slots = first_slot + jnp.arange(kj.shape[2])
-  mask = (slots[None, :] <= pos_i[:, None])[None, None, None] & valid_j[:, None, None, None, :]
-  return jnp.where(mask, scores, NEG_INF)
+  causal = jnp.where(slots[None, :] <= pos_i[:, None], 0.0, NEG_INF)  # [bq, bk]
+  padding = jnp.where(valid_j, 0.0, NEG_INF)[:, None, None, None, :]  # [B, 1, 1, 1, bk]
+  return scores * (qi.shape[-1] ** -0.5) + causal + padding
 
 
 def _slice(x, start, size, axis):

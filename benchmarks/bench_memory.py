@@ -1,0 +1,156 @@
+"""Compiled memory of one RL train step at the paper's shapes, new path beside the old.
+
+  .venv/bin/python benchmarks/bench_memory.py [--preset qwen3-4b] [--batch 4] \
+      [--prompt 1024] [--completion 4096] [--remat full] [--no-baseline] [--search-gib 80]
+
+Nothing is allocated: parameters, optimiser state and batch are ShapeDtypeStructs, and the
+figures are XLA's own accounting of the compiled step (`jit(step).lower(...).compile()
+.memory_analysis()`) on this machine's backend (CPU here). Two configurations of the same step,
+side by side: the old path (dense [B, H, T, T] attention scores, full [B, T, V] float32 logits)
+and the new (chunked attention, chunked log-probs). `--search-gib N` then finds the largest
+minibatch of the new path whose arguments + temporaries fit N GiB (two compiles give the
+per-row slope, then the prediction is checked at the boundary). A third compile at 1 x (8 + 8)
+tokens separates the part that does not grow with the sequence (weights' gradients, the
+optimiser update and, on CPU, float32 copies of the stacked weights' gradients: XLA's CPU
+backend runs bfloat16 matmuls in float32). Each 4B compile takes ~0.5-1 min and ~10 GB of
+host memory on a 2-core CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import time
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from flax import nnx  # noqa: E402
+
+from precisecoder.model import Decoder, presets  # noqa: E402
+from precisecoder.train import config as base  # noqa: E402
+from precisecoder.train import step as step_lib  # noqa: E402
+
+GIB = 2 ** 30
+
+
+def rl_step_args(step, params, opt_state, batch) -> list:
+  """The RL step's arguments for one minibatch of `batch` (whatever the step's signature)."""
+  args = [params, opt_state, batch]
+  if "rows" in inspect.signature(step).parameters:  # the step gathers its minibatch on device
+    rows = batch["advantages"].shape[0]
+    args.append(jnp.arange(rows, dtype=jnp.int32) if isinstance(batch["advantages"], jax.Array)
+                else jax.ShapeDtypeStruct((rows,), jnp.int32))
+  return args
+
+
+def step_memory(preset: str, batch: int, prompt: int, completion: int, *, dtype: str,
+                **execution) -> dict[str, float]:
+  """XLA's memory figures (GiB) of the compiled RL step, and the compile time (s)."""
+  config = presets.get(preset, dtype=dtype, **execution)
+  graphdef, params = nnx.split(nnx.eval_shape(lambda: Decoder(config, rngs=nnx.Rngs(0))))
+  cfg = base.default("tiny")
+  tx = step_lib.make_optimizer(cfg.optim, total_steps=1)
+  opt_state = jax.eval_shape(tx.init, params)
+  step = step_lib.make_rl_step(graphdef, tx, cfg.rl)
+  t = prompt + completion
+  shape = jax.ShapeDtypeStruct
+  data = {"tokens": shape((batch, t), jnp.int32), "mask": shape((batch, t), jnp.bool_),
+          "completion_mask": shape((batch, completion), jnp.bool_),
+          "old_logprobs": shape((batch, completion), jnp.float32),
+          "advantages": shape((batch,), jnp.float32)}
+  start = time.perf_counter()
+  analysis = step.lower(*rl_step_args(step, params, opt_state, data)).compile().memory_analysis()
+  seconds = time.perf_counter() - start
+  temp = analysis.temp_size_in_bytes / GIB
+  arguments = analysis.argument_size_in_bytes / GIB
+  # Outputs alias the donated parameters and optimiser state: only the rest adds to the peak.
+  extra_out = (analysis.output_size_in_bytes - analysis.alias_size_in_bytes) / GIB
+  return dict(temp=temp, arguments=arguments, total=temp + arguments + max(extra_out, 0.0),
+              compile_s=seconds)
+
+
+def _row(name: str, batch: int, m: dict[str, float]) -> str:
+  return (f"{name:34s}{batch:>6d}{m['temp']:>12.2f}{m['arguments']:>12.2f}{m['total']:>12.2f}"
+          f"{m['compile_s']:>11.0f}s")
+
+
+def largest_batch(measure, budget_gib: float, first: int) -> tuple[int, dict[int, dict]]:
+  """Largest batch whose total fits `budget_gib`: a linear fit from two sizes, then checked."""
+  seen = {first: measure(first)}
+  seen[2 * first] = measure(2 * first)
+  slope = (seen[2 * first]["total"] - seen[first]["total"]) / first
+  if slope <= 0:
+    raise RuntimeError(f"memory does not grow with the batch ({seen}); cannot extrapolate")
+  guess = max(1, first + int((budget_gib - seen[first]["total"]) // slope))
+
+  def total(batch):
+    if batch not in seen:
+      seen[batch] = measure(batch)
+    return seen[batch]["total"]
+
+  b = guess
+  while b > 1 and total(b) > budget_gib:
+    b -= 1
+  while total(b + 1) <= budget_gib:
+    b += 1
+  return (b if total(b) <= budget_gib else 0), seen
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--preset", default="qwen3-4b")
+  parser.add_argument("--dtype", default="bfloat16")
+  parser.add_argument("--batch", type=int, default=4)
+  parser.add_argument("--prompt", type=int, default=1024)
+  parser.add_argument("--completion", type=int, default=4096)
+  parser.add_argument("--remat", default="full")
+  parser.add_argument("--attention", default="chunked", help="new path's attention")
+  parser.add_argument("--logprob-chunk", type=int, default=1024)
+  parser.add_argument("--no-baseline", action="store_true", help="skip the old path")
+  parser.add_argument("--search-gib", type=float, default=0.0,
+                      help="also find the largest minibatch of the new path within this budget")
+  args = parser.parse_args()
+  shapes = dict(prompt=args.prompt, completion=args.completion, dtype=args.dtype)
+  new = dict(remat=args.remat, attention=args.attention, logprob_chunk=args.logprob_chunk)
+  old = dict(remat=args.remat, attention="dense", logprob_chunk=0)
+
+  print(f"{args.preset}, {args.dtype}, remat={args.remat}, {args.prompt} prompt + "
+        f"{args.completion} completion tokens, backend {jax.default_backend()}; GiB")
+  print(f"{'path':34s}{'batch':>6s}{'temp':>12s}{'arguments':>12s}{'total':>12s}"
+        f"{'compile':>12s}")
+  runs = [("new: chunked attention + log-probs", new)]
+  if not args.no_baseline:
+    runs.append(("old: dense scores + full logits", old))
+  results = {}
+  for name, execution in runs:
+    results[name] = step_memory(args.preset, args.batch, **shapes, **execution)
+    print(_row(name, args.batch, results[name]), flush=True)
+  # The part that does not grow with the sequence (weights' gradients, optimiser update,
+  # backend copies of them): the same step on 1 x (8 + 8) tokens.
+  fixed = step_memory(args.preset, 1, 8, 8, dtype=args.dtype, **new)
+  print(_row("either: 1 x (8 + 8) tokens", 1, fixed), flush=True)
+  for name, m in results.items():
+    print(f"{name.split(':')[0]}: sequence-dependent temporaries "
+          f"{m['temp'] - fixed['temp']:.2f} GiB")
+  if len(results) == 2:
+    (_, a), (_, b) = results.items()
+    print(f"temporaries: new / old = {a['temp'] / b['temp']:.3f}; sequence-dependent part: "
+          f"{(b['temp'] - fixed['temp']) / (a['temp'] - fixed['temp']):.1f}x less")
+  if args.search_gib:
+
+    def measure(batch):
+      m = (results[runs[0][0]] if batch == args.batch
+           else step_memory(args.preset, batch, **shapes, **new))
+      print(_row("new (search)", batch, m), flush=True)
+      return m
+
+    best, _ = largest_batch(measure, args.search_gib, args.batch)
+    print(f"largest minibatch within {args.search_gib:g} GiB per device (arguments + "
+          f"temporaries): {best} x ({args.prompt} + {args.completion})")
+
+
+if __name__ == "__main__":
+  main()
