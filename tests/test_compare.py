@@ -73,6 +73,9 @@ def test_two_tiny_arms_train_evaluate_report_and_resume(tmp_path):
   (tmp_path / "report.md").unlink()
   assert compare.main([*TINY, "--workdir", str(tmp_path)]) == 0
   assert (tmp_path / "report.md").exists()
+  (tmp_path / "report.md").unlink()
+  assert compare.main([*TINY, "--workdir", str(tmp_path), "--report-only"]) == 0
+  assert (tmp_path / "report.md").read_text() == text
   assert json.loads((tmp_path / "compare.json").read_text())["wall_s"] == run["wall_s"]
   for arm, log in logs.items():
     assert (tmp_path / arm / "train.log").read_text() == log  # finished: not started again

@@ -152,8 +152,10 @@ def _setup(arms: Sequence[Arm], run: Mapping[str, Any]) -> list[str]:
            "clean programs."]
   if run:
     walls = ", ".join(f"`{a}` {s:.0f} s" for a, s in run.get("wall_s", {}).items())
+    parallel = sorted({i["parallel"] for i in run.get("invocations", []) if i["trained"]})
     lines.append(f"Preset `{run.get('preset')}`, overrides `{' '.join(run.get('overrides', []))}`"
-                 f"; {run.get('parallel', 1)} arm(s) at a time; wall time {walls}.")
+                 f"; arms trained {' or '.join(map(str, parallel)) or '?'} at a time; wall time "
+                 f"per arm (all its runs) {walls or '?'}.")
   return lines
 
 

@@ -212,8 +212,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                       "compare-cpu, compare-h200, tiny; default %(default)s")
   parser.add_argument("--workdir", default="runs/compare", help="default %(default)s")
   parser.add_argument("--parallel", type=int, default=1,
-                      help="arms trained at once, each its own process; default %(default)s "
-                      "(on a 2-core CPU one at a time is faster: README)")
+                      help="arms trained at once, each its own process (memory adds up); "
+                      "default %(default)s; README has measured times of both")
   parser.add_argument("--configs", type=pathlib.Path, default=None,
                       help="directory of the arms' config files; default the repository's configs/")
   parser.add_argument("--report-only", action="store_true",
@@ -252,14 +252,16 @@ def main(argv: Sequence[str] | None = None, prog: str = "precisecoder compare") 
   workdir.mkdir(parents=True, exist_ok=True)
   run_path = workdir / "compare.json"
   run = json.loads(run_path.read_text()) if run_path.exists() else {"wall_s": {}}
-  run.update(arms=names, preset=args.preset, overrides=overrides, parallel=args.parallel)
+  run.update(arms=names, preset=args.preset, overrides=overrides)
   codes: dict[str, int] = {}
   if not args.report_only:
     t0 = time.perf_counter()
     codes, walls = run_arms(arms, args.preset, overrides, workdir, args.parallel)
     for name, seconds in walls.items():  # a resumed arm's time adds to its earlier runs'
       run["wall_s"][name] = run["wall_s"].get(name, 0.0) + seconds
-    run["last_invocation_s"] = time.perf_counter() - t0
+    run.setdefault("invocations", []).append(
+        {"time": time.strftime("%Y-%m-%d %H:%M:%S"), "parallel": args.parallel,
+         "trained": sorted(walls), "wall_s": time.perf_counter() - t0})
     run_path.write_text(json.dumps(run, indent=1) + "\n")
   from precisecoder.analysis import comparison  # matplotlib only once training is over
   path = comparison.write(workdir, names, run)
