@@ -138,4 +138,5 @@ def test_generate_prefill_thinking(qwen_checkpoint, tmp_path):
   assert lines[0]["prompt"].endswith(f"<think>\n{THINKING}\n</think>\n\n")
   assert "error" not in lines[0]
   assert lines[1]["completion"] == "" and "no thinking block" in lines[1]["error"]
+  assert lines[1]["prompt"] == prompts.render_prompt(tokenizer, TASKS[1])  # nothing prefilled
 

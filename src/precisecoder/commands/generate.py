@@ -126,7 +126,7 @@ def _generate(args: argparse.Namespace) -> int:
       batch = tasks[start:start + args.batch_size]
       texts = [prompts.render_prompt(
           tokenizer, t, thinking=args.thinking, include_tests=not args.no_tests_in_prompt,
-          prefill_thinking=None if prefill is None else prefill.get(t.task_id, ""))
+          prefill_thinking=None if prefill is None else prefill.get(t.task_id))
                for t in batch]
       ids = [prompts.encode_prompt(tokenizer, text) for text in texts]
       errors = [f"prompt of {len(i)} tokens exceeds the context"
