@@ -62,6 +62,9 @@ def test_evaluate_writes_table_and_resumes(setup, tmp_path, capsys):
   assert table["columns"] == evaluation.results(scores, resamples=200)["columns"]
   assert set(table["correlations"]) == {"edit_size_vs_unit", "precision_vs_noop"}
   assert "edit size" in (out / "table.md").read_text()
+  # analyze traces reads the directory (its settings name the task files).
+  assert cli.main(["analyze", "traces", "--run", str(out), "--output", str(tmp_path / "tr")]) == 0
+  assert json.loads((tmp_path / "tr.json").read_text())["completions"] == 6
 
   # A rerun skips finished shards: drop one shard's scores and only that is redone.
   (out / "shards" / "buggy-0001.scores.jsonl").unlink()

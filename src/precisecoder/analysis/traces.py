@@ -121,21 +121,18 @@ def trace_rows(predictions: Sequence[Mapping[str, Any]], tasks: Mapping[str, Tas
   return rows
 
 
-def _task_mean_map(rows: Sequence[Mapping[str, Any]], field: str) -> dict[str, float]:
-  sums: dict[str, list[float]] = {}
-  for r in rows:
-    if r.get(field) is not None:
-      sums.setdefault(r["task_id"], []).append(float(r[field]))
-  return {t: float(np.mean(v)) for t, v in sums.items()}
+def _buggy_task_means(rows: Sequence[Mapping[str, Any]], field: str) -> dict[str, float]:
+  """task id -> mean of `field` over its traces (buggy tasks; None values left out)."""
+  buggy = [r for r in rows if r["is_buggy"]]
+  return statistics.task_mean_map([r["task_id"] for r in buggy], [r.get(field) for r in buggy])
 
 
 def quoting_effect(rows: Sequence[Mapping[str, Any]], metric: str, *, resamples: int = 2000,
                    seed: int = 0) -> dict[str, float]:
   """Least-squares slope of per-task `metric` on standardised per-task quoting, with a 95%
   bootstrap interval over tasks; nan where quoting does not vary."""
-  buggy = [r for r in rows if r["is_buggy"] and r["quotes"] is not None]
-  quoting = _task_mean_map([{**r, "quotes": float(r["quotes"])} for r in buggy], "quotes")
-  outcome = _task_mean_map(buggy, metric)
+  quoting = _buggy_task_means(rows, "quotes")
+  outcome = _buggy_task_means([r for r in rows if r["quotes"] is not None], metric)
   shared = [t for t in quoting if t in outcome]
   x = np.array([quoting[t] for t in shared])
   y = np.array([outcome[t] for t in shared])
@@ -180,8 +177,7 @@ def summarize(rows: Sequence[Mapping[str, Any]], *, completions: int, resamples:
               seed: int = 0) -> dict[str, Any]:
   """The trace statistics (see the module docstring) as one JSON-ready dict."""
   words = sum(r["words"] for r in rows)
-  quoting = _task_mean_map([{**r, "quotes": float(r["quotes"])} for r in rows
-                            if r["is_buggy"] and r["quotes"] is not None], "quotes")
+  quoting = _buggy_task_means(rows, "quotes")
   return {
       "completions": completions, "traces": len(rows), "words": words,
       "quote_share": statistics.bootstrap_interval(list(quoting.values()), resamples=resamples,
@@ -200,7 +196,8 @@ def markdown(summary: Mapping[str, Any]) -> str:
   lines = [f"{summary['traces']} of {summary['completions']} completions have a thinking block "
            f"({summary['words']} words).", "",
            "- share of buggy tasks whose reasoning quotes the buggy line verbatim, %: "
-           f"{share.format(percent=True)} ({share.n} tasks)", "", "| per 1,000 words | rate |", "|---|---|"]
+           f"{share.format(percent=True)} ({share.n} tasks)", "",
+           "| per 1,000 words | rate |", "|---|---|"]
   for name, rate in summary["per_1000_words"].items():
     lines.append(f"| {name.replace('_', ' ')} | {'–' if rate is None else f'{rate:.2f}'} |")
   if summary["noop_by_hypothesis_quartile"]:
