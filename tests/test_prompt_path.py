@@ -139,4 +139,7 @@ def test_generate_prefill_thinking(qwen_checkpoint, tmp_path):
   assert "error" not in lines[0]
   assert lines[1]["completion"] == "" and "no thinking block" in lines[1]["error"]
   assert lines[1]["prompt"] == prompts.render_prompt(tokenizer, TASKS[1])  # nothing prefilled
+  source.write_text(json.dumps({"task_id": "inc_0", "sample": "one", "completion": ""}) + "\n")
+  assert cli.main(["generate", "--checkpoint", str(folder), "--tasks", str(task_file),
+                   "--output", str(tmp_path / "bad.jsonl"), "--prefill-thinking", str(source)]) == 2
 

@@ -71,15 +71,16 @@ def read_thinking(path: str) -> dict[str, str]:
   try:
     for where, record in tasks_lib.iter_records(path):
       if not isinstance(record, dict) or not isinstance(record.get("task_id"), str) or \
-          not isinstance(record.get("completion"), str):
-        raise SystemExit(f"generate: {where}: expected an object with string 'task_id' and "
-                         "'completion'")
+          not isinstance(record.get("completion"), str) or \
+          not isinstance(record.get("sample", 0), int):
+        raise checks.InputError(f"--prefill-thinking: {where}: expected an object with string "
+                                "'task_id' and 'completion' (and an integer 'sample')")
       thinking = prompts.thinking_block(record["completion"])
-      sample = int(record.get("sample", 0))
+      sample = record.get("sample", 0)
       if thinking and (record["task_id"] not in found or sample < found[record["task_id"]][0]):
         found[record["task_id"]] = (sample, thinking)
   except tasks_lib.TaskError as e:
-    raise SystemExit(f"generate: --prefill-thinking: {e}") from None
+    raise checks.InputError(f"--prefill-thinking: {e}") from None
   return {task_id: thinking for task_id, (_, thinking) in found.items()}
 
 
