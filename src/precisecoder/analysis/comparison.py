@@ -165,7 +165,7 @@ def _curve_table(arms: Sequence[Arm]) -> str:
   for arm in arms:
     for step, t in arm.tables.items():
       rows.append(f"| {arm.name} | {step} | " + " | ".join(
-          report.cell(t[c], c) for c in ("pass", "edit_lines", "noop", "precision")) + " |")
+          statistics.cell(t[c], c) for c in ("pass", "edit_lines", "noop", "precision")) + " |")
   return "\n".join(rows)
 
 
@@ -206,10 +206,10 @@ def write(workdir: str | os.PathLike, arm_names: Sequence[str],
   lines = [f"# Comparison: {' vs '.join(a.name for a in arms)}", "", *_setup(arms, run), ""]
   lines += [f"> {note}" for note in result["notes"]] + ([""] if result["notes"] else [])
   lines += ["## The paper's table (greedy, last evaluation)", "", report.INTERVAL_NOTE, "",
-            report.table(result["paper"], label="model"), ""]
+            statistics.markdown_table(result["paper"], label="model"), ""]
   if result["changes"]:
     lines += ["## Changes, paired by task", "", report.DIFFERENCE_NOTE, "",
-              report.table(result["changes"], difference=True), "",
+              statistics.markdown_table(result["changes"], difference=True), "",
               _significant(result["changes"]), ""]
   lines += ["## Correlations (Pearson r, 95% Fisher-z interval)", "",
             "- Edit size (−ℓ) vs unit over greedy samples of buggy validation tasks, every "

@@ -16,7 +16,6 @@ from typing import Any
 from precisecoder.analysis import plots, statistics
 from precisecoder.train.metrics import read_metrics
 
-COLUMNS = tuple(statistics.PAPER_COLUMNS)
 INTERVAL_NOTE = ("Cells are means with 95% bootstrap intervals over tasks (a task's samples "
                  "averaged first); percent except edited lines.")
 DIFFERENCE_NOTE = ("Changes are paired by task (the same tasks before and after), with 95% "
@@ -50,23 +49,6 @@ def intervals(evaluation: Mapping[str, Any]) -> dict[str, statistics.Interval]:
   return out
 
 
-def cell(interval: statistics.Interval, column: str, *, difference: bool = False) -> str:
-  """A table cell: `mean [low, high]`, or the mean alone when there is no interval; for a
-  difference, signed and starred when its interval excludes 0."""
-  text = interval.format(percent=column in statistics.PERCENT_COLUMNS, sign=difference)
-  return text + (" *" if difference and interval.excludes(0.0) else "")
-
-
-def table(rows: Mapping[str, Mapping[str, statistics.Interval]], *, label: str = "",
-          difference: bool = False) -> str:
-  """Markdown: one row per name, the paper's columns."""
-  head = f"| {label} | " + " | ".join(COLUMNS) + " |"
-  rule = "|---|" + "---|" * len(COLUMNS)
-  body = [f"| {name} | " + " | ".join(cell(row[c], c, difference=difference) for c in COLUMNS)
-          + " |" for name, row in rows.items()]
-  return "\n".join([head, rule, *body])
-
-
 def step_label(evals: Sequence[Mapping[str, Any]], i: int) -> str:
   step = evals[i]["step"]
   label = "base (step 0)" if step == 0 else f"step {step}"
@@ -75,7 +57,8 @@ def step_label(evals: Sequence[Mapping[str, Any]], i: int) -> str:
 
 def results_table(evals: Sequence[Mapping[str, Any]]) -> str:
   """Every evaluation of a run in the paper's columns."""
-  return table({step_label(evals, i): intervals(e) for i, e in enumerate(evals)}, label="step")
+  return statistics.markdown_table(
+      {step_label(evals, i): intervals(e) for i, e in enumerate(evals)}, label="step")
 
 
 def change_from_base(evals: Sequence[Mapping[str, Any]]) -> dict[str, statistics.Interval] | None:
@@ -111,7 +94,8 @@ def write_report(workdir: str | os.PathLike) -> pathlib.Path:
     change = change_from_base(evals)
     if change is not None:
       lines += [f"Change from the base model at step {e['step']}. {DIFFERENCE_NOTE}", "",
-                table({f"step {e['step']} − base": change}, difference=True), ""]
+                statistics.markdown_table({f"step {e['step']} − base": change},
+                                          difference=True), ""]
   if train_rows:
     steps = [r["time/step"] for r in train_rows if r.get("time/step")]
     exposed = [r["time/reward_exposed"] for r in train_rows if r.get("time/reward_exposed")

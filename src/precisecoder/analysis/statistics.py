@@ -185,12 +185,21 @@ def edit_size_unit_correlation(rows: Sequence[Mapping[str, Any]]) -> Correlation
                  [_as_float(r.get("unit")) for r in buggy])
 
 
+def cell(interval: Interval, column: str, *, difference: bool = False) -> str:
+  """`mean [low, high]` of a paper column (percent except edited lines); for a difference,
+  signed and starred where the interval excludes 0."""
+  text = interval.format(percent=column in PERCENT_COLUMNS, sign=difference)
+  return text + (" *" if difference and interval.excludes(0.0) else "")
+
+
 def markdown_table(tables: Mapping[str, Mapping[str, Interval]],
-                   columns: Sequence[str] = tuple(PAPER_COLUMNS), label: str = "") -> str:
-  """Rows of `tables` (name -> paper_table) as Markdown; percent except edited lines."""
+                   columns: Sequence[str] = tuple(PAPER_COLUMNS), label: str = "", *,
+                   difference: bool = False) -> str:
+  """Rows of `tables` (name -> paper_table, or paired_differences with `difference`) as
+  Markdown; percent except edited lines."""
   head = f"| {label} | " + " | ".join(columns) + " |"
   rule = "|---|" + "---|" * len(columns)
   body = [f"| {name} | " + " | ".join(
-      table[c].format(percent=c in PERCENT_COLUMNS) if c in table else "–" for c in columns) + " |"
+      cell(table[c], c, difference=difference) if c in table else "–" for c in columns) + " |"
           for name, table in tables.items()]
   return "\n".join([head, rule, *body])
