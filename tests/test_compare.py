@@ -79,3 +79,15 @@ def test_two_tiny_arms_train_evaluate_report_and_resume(tmp_path):
   assert json.loads((tmp_path / "compare.json").read_text())["wall_s"] == run["wall_s"]
   for arm, log in logs.items():
     assert (tmp_path / arm / "train.log").read_text() == log  # finished: not started again
+
+
+def test_a_failing_arm_exits_1_and_still_reports(tmp_path, capsys):
+  """Both arms' trainers refuse the config (exit 2 before loading a model): compare says which
+  arms failed, shows their logs' tails, exits 1 and writes a report naming what is missing."""
+  code = compare.main([*TINY, "--workdir", str(tmp_path), "--parallel", "2",
+                       "--config.data.task_file=/nonexistent/tasks.jsonl"])
+  assert code == 1
+  assert "arms failed: grpo, precisecoder" in capsys.readouterr().err
+  assert "no such file" in (tmp_path / "grpo" / "train.log").read_text()
+  assert "No evaluation after training yet for: grpo, precisecoder." in (
+      tmp_path / "report.md").read_text()
