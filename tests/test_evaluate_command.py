@@ -78,6 +78,9 @@ def test_evaluate_writes_table_and_resumes(setup, tmp_path, capsys):
   # Other settings in the same directory are refused.
   assert cli.main(_argv(setup, out)[:-2] + ["--resamples", "200", "--seed", "3"]) == 2
   assert "seed" in capsys.readouterr().err
+  # An output path that is a file (here the task file itself) is refused before any work.
+  assert cli.main(_argv(setup, setup / "tasks.jsonl")) == 2
+  assert "--output" in capsys.readouterr().err
 
 
 def test_precision_noop_correlation_pairs_sources():

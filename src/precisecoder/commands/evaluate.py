@@ -24,11 +24,12 @@ import argparse
 import hashlib
 import json
 import logging
-import os
 import pathlib
 import sys
 import time
 from typing import Any
+
+from precisecoder.commands import checks
 
 log = logging.getLogger("precisecoder.evaluate")
 
@@ -53,16 +54,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--tasks", required=True, help="buggy task file (JSON Lines)")
   parser.add_argument("--clean", default="", help="already-correct programs (no-op and damage)")
   parser.add_argument("--output", required=True, help="directory for the results (resumable)")
-  parser.add_argument("--samples", type=int, default=1, help="completions per task")
+  parser.add_argument("--samples", type=checks.positive_int, default=1,
+                      help="completions per task")
   parser.add_argument("--temperature", type=float, default=0.0, help="0 means greedy")
   parser.add_argument("--top-p", type=float, default=1.0)
-  parser.add_argument("--top-k", type=int, default=0)
-  parser.add_argument("--max-new-tokens", type=int, default=512)
+  parser.add_argument("--top-k", type=checks.non_negative_int, default=0)
+  parser.add_argument("--max-new-tokens", type=checks.positive_int, default=512)
   parser.add_argument("--seed", type=int, default=0)
-  parser.add_argument("--batch-size", type=int, default=8, help="prompts per sampler call")
-  parser.add_argument("--shard-size", type=int, default=64,
+  parser.add_argument("--batch-size", type=checks.positive_int, default=8,
+                      help="prompts per sampler call")
+  parser.add_argument("--shard-size", type=checks.positive_int, default=64,
                       help="tasks per resumable unit of work")
-  parser.add_argument("--limit", type=int, default=0, help="only the first N tasks of each file")
+  parser.add_argument("--limit", type=checks.non_negative_int, default=0,
+                      help="only the first N tasks of each file")
   parser.add_argument("--thinking", action="store_true", help="ask for reasoning")
   parser.add_argument("--no-tests-in-prompt", action="store_true")
   parser.add_argument("--prefill-thinking", default="", metavar="FROM.jsonl",
@@ -70,15 +74,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
   parser.add_argument("--mesh", default="", help="mesh preset or data,fsdp,tensor shape")
   parser.add_argument("--compile-cache", default="", help="persistent JAX compilation cache")
-  parser.add_argument("--epsilon", type=int, default=None, help="slack lines (score)")
-  parser.add_argument("--lam", type=float, default=1 / 3, help="lambda of r_lambda (score)")
+  parser.add_argument("--epsilon", type=checks.non_negative_int, default=None,
+                      help="slack lines (score)")
+  parser.add_argument("--lam", type=checks.fraction, default=1 / 3,
+                      help="lambda of r_lambda (score)")
   parser.add_argument("--pdb-compat", action="store_true", help="PDB's released evaluator")
-  parser.add_argument("--workers", type=int, default=None, help="execution workers")
-  parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
-
-
-class _Refused(Exception):
-  """Inputs or settings that cannot be used; the message says which."""
+  parser.add_argument("--workers", type=checks.workers, default=None, help="execution workers")
+  parser.add_argument("--resamples", type=checks.positive_int, default=2000,
+                      help="bootstrap resamples")
 
 
 def _digest(path: str) -> str:
@@ -107,10 +110,9 @@ def _check_settings(out: pathlib.Path, settings: dict[str, Any]) -> None:
     changed = [k for k in settings
                if k not in ("tasks", "clean", "prefill_thinking") and before.get(k) != settings[k]]
     if changed:
-      raise _Refused(f"{out} holds an evaluation with other settings ({', '.join(changed)}); "
-                     "pick a new --output or remove it")
+      raise checks.InputError(f"{out} holds an evaluation with other settings "
+                              f"({', '.join(changed)}); pick a new --output or remove it")
   else:
-    out.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(settings, indent=1) + "\n")
 
 
@@ -137,26 +139,20 @@ def _run_shard(stem: pathlib.Path, tasks, args: argparse.Namespace, shard_seed: 
   scores = stem.with_name(stem.name + ".scores.jsonl")
   if not task_file.exists():
     tasks_lib.write_tasks(task_file, tasks)
+  # Both commands write through a temporary file renamed at the end: a file that exists is whole.
   if not predictions.exists():
-    partial = predictions.with_name(predictions.name + ".partial")
     gen_args = _sub_args(generate, ["--checkpoint", args.checkpoint, "--tasks", str(task_file),
-                                    "--output", str(partial)], args, _GENERATE_OPTIONS,
+                                    "--output", str(predictions)], args, _GENERATE_OPTIONS,
                          _GENERATE_SWITCHES)
     gen_args.seed = shard_seed
     if generate.main(gen_args) != 0:
-      raise _Refused(f"generate failed on {task_file}")
-    os.replace(partial, predictions)
+      raise checks.InputError(f"generate failed on {task_file} (its error is above)")
   if not scores.exists():
-    partial = scores.with_name(scores.name + ".partial")
     score_args = _sub_args(score, ["--tasks", str(task_file), "--predictions", str(predictions),
-                                   "--output", str(partial)], args, _SCORE_OPTIONS,
+                                   "--output", str(scores)], args, _SCORE_OPTIONS,
                            _SCORE_SWITCHES)
-    try:
-      summary = score.run(score_args)
-    except score.InputError as e:
-      raise _Refused(str(e)) from None
+    summary = score.run(score_args)
     log.info("%s: scored %d predictions", stem.name, summary.get("predictions", 0))
-    os.replace(partial, scores)
 
 
 def _read_jsonl(path: pathlib.Path) -> list[dict[str, Any]]:
@@ -164,10 +160,8 @@ def _read_jsonl(path: pathlib.Path) -> list[dict[str, Any]]:
 
 
 def _write_jsonl(path: pathlib.Path, rows) -> None:
-  partial = path.with_name(path.name + ".partial")
-  partial.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
-                     encoding="utf-8")
-  os.replace(partial, path)
+  with checks.atomic_output(path) as out:
+    out.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -175,8 +169,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
   from precisecoder import tasks as tasks_lib
   from precisecoder.analysis import evaluation
 
-  if args.shard_size < 1 or args.samples < 1:
-    raise _Refused("--shard-size and --samples must be positive")
   sets = []
   for kind, path in (("buggy", args.tasks), ("clean", args.clean)):
     if not path:
@@ -184,14 +176,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
       loaded = tasks_lib.load_tasks(path)
     except tasks_lib.TaskError as e:
-      raise _Refused(str(e)) from None
+      raise checks.InputError(str(e)) from None
     if args.limit:
       loaded = loaded[:args.limit]
     sets.append((kind, loaded))
   everything = {t.task_id: t for _, loaded in sets for t in loaded}
   if len(everything) != sum(len(loaded) for _, loaded in sets):
-    raise _Refused(f"{args.tasks} and {args.clean} share task ids")
-  out = pathlib.Path(args.output)
+    raise checks.InputError(f"{args.tasks} and {args.clean} share task ids")
+  out = checks.output_folder(args.output, inputs=[("--tasks", args.tasks),
+                                                  ("--clean", args.clean)])
   _check_settings(out, _settings(args))
   shards = []
   for kind, loaded in sets:
@@ -226,10 +219,7 @@ def main(args: argparse.Namespace) -> int:
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
   try:
     run(args)
-  except _Refused as e:
-    print(f"precisecoder evaluate: error: {e}", file=sys.stderr)
-    return 2
-  except SystemExit as e:  # generate's own refusals
+  except checks.InputError as e:
     print(f"precisecoder evaluate: error: {e}", file=sys.stderr)
     return 2
   print((pathlib.Path(args.output) / "table.md").read_text())
