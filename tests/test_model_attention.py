@@ -90,13 +90,13 @@ def _decoder(**execution):
   return Decoder(presets.get("tiny", num_layers=2, **execution), rngs=nnx.Rngs(0))
 
 
-def _assert_same_gradients(want_model, got_model, loss, atol):
-  grads = []
-  for model in (want_model, got_model):
-    graphdef, params = nnx.split(model)
-    grad = jax.jit(jax.grad(lambda p, g=graphdef: loss(nnx.merge(g, p))))(params)
-    grads.append(nnx.to_flat_state(grad))
-  for (path, a), (_, b) in zip(*grads):
+def _gradients(model, loss):
+  graphdef, params = nnx.split(model)
+  return nnx.to_flat_state(jax.jit(jax.grad(lambda p: loss(nnx.merge(graphdef, p))))(params))
+
+
+def _assert_same(want, got, atol):
+  for (path, a), (_, b) in zip(want, got):
     np.testing.assert_allclose(b.get_value(), a.get_value(), atol=atol, err_msg=str(path))
 
 
@@ -104,29 +104,31 @@ def test_decoder_chunked_matches_dense_logits_gradients_and_prefill():
   tokens = jax.random.randint(jax.random.key(2), (B, T), 2, 1024)
   mask = _padding_mask()
   dense = _decoder(attention="dense")
-  chunked = _decoder(attention="chunked", attention_block=8)
+  chunked = _decoder(attention="chunked", attention_block=16)
   real = np.asarray(mask)
   np.testing.assert_allclose(np.asarray(chunked(tokens, mask))[real],
                              np.asarray(dense(tokens, mask))[real], atol=1e-4)
 
-  _assert_same_gradients(
-      dense, chunked, lambda model: jnp.sum(jax.nn.log_softmax(model(tokens, mask))[..., 5] * mask),
-      atol=1e-4)
+  loss = lambda model: jnp.sum(jax.nn.log_softmax(model(tokens, mask))[..., 5] * mask)
+  _assert_same(_gradients(dense, loss), _gradients(chunked, loss), atol=1e-4)
 
   # A prefill runs chunked too; its last logits equal the full forward's.
   cache = KVCache.zeros(chunked.config, B, T + 4)
   positions = jnp.maximum(jnp.cumsum(mask, axis=1) - 1, 0)
-  logits, _ = chunked.forward_cached(tokens, positions, mask, cache, jnp.int32(0))
+  graphdef, params = nnx.split(chunked)
+  logits, _ = jax.jit(lambda p: nnx.merge(graphdef, p).forward_cached(
+      tokens, positions, mask, cache, jnp.int32(0)))(params)
   want = dense(tokens, mask)
   np.testing.assert_allclose(np.asarray(logits)[real], np.asarray(want)[real], atol=1e-4)
 
 
 def test_remat_policies_keep_the_gradient():
   tokens = jax.random.randint(jax.random.key(3), (2, 16), 2, 1024)
+  loss = lambda model: jnp.mean(model(tokens)[..., 7])
+  want = _gradients(_decoder(remat="none"), loss)
   for remat in REMAT:
     if remat not in ("none", "offload_dots"):  # offloading needs a host memory space (GPU/TPU)
-      _assert_same_gradients(_decoder(remat="none"), _decoder(remat=remat),
-                             lambda model: jnp.mean(model(tokens)[..., 7]), atol=1e-6)
+      _assert_same(want, _gradients(_decoder(remat=remat), loss), atol=1e-6)
 
 
 def test_config_reads_old_boolean_remat_and_rejects_unknown_options():
