@@ -138,3 +138,20 @@ def test_config_reads_old_boolean_remat_and_rejects_unknown_options():
     presets.get("tiny", remat="some")
   with pytest.raises(ValueError, match="ModelConfig.attention"):
     presets.get("tiny", attention="splash")
+
+
+def test_cudnn_path_left_aligns_rows_and_restores_them(monkeypatch):
+  """The cuDNN path's row rolling, on CPU: a plain causal kernel stands in for cuDNN's."""
+  tokens = jax.random.randint(jax.random.key(4), (B, T), 2, 1024)
+  mask = _padding_mask()
+  want = _decoder(attention="dense")(tokens, mask)
+
+  def causal_only(q, k, v):  # what cuDNN computes with is_causal=True and no padding mask
+    t = q.shape[1]
+    return attention.dense(q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3),
+                           jnp.broadcast_to(jnp.tril(jnp.ones((t, t), bool)), (q.shape[0], t, t)))
+
+  monkeypatch.setattr(attention, "cudnn_causal", causal_only)
+  got = _decoder(attention="cudnn")(tokens, mask)
+  real = np.asarray(mask)
+  np.testing.assert_allclose(np.asarray(got)[real], np.asarray(want)[real], atol=1e-4)
