@@ -562,6 +562,35 @@ CONTAINERS = [
                 "assert v[2] == decimal.Decimal('1.5') and list(v[3]) == [0, 1, 2]\n"),
         _unittest("def test_values(self):\n  import fractions\n  self.assertEqual(values()[0] * 3, 1)\n"
                   "  self.assertEqual(values()[0], fractions.Fraction(2, 6))\n")]),
+    ("program objects the tests build", {
+        "__lt__ and sort": _d("""
+            class Job:
+              def __init__(self, priority, name):
+                self.priority, self.name = priority, name
+              def __lt__(self, other):
+                return self.priority < other.priority
+            def order(jobs):
+              jobs.sort()
+              return [job.name for job in jobs]
+            """),
+        "heapq": _d("""
+            import heapq
+            class Job:
+              def __init__(self, priority, name):
+                self.priority, self.name = priority, name
+              def __lt__(self, other):
+                return self.priority < other.priority
+            def order(jobs):
+              heapq.heapify(jobs)
+              return [heapq.heappop(jobs).name for _ in range(len(jobs))]
+            """),
+    }, [_assert("jobs = [Job(3, 'c'), Job(1, 'a'), Job(2, 'b')]\nassert order(jobs) == ['a', 'b', 'c']\n"),
+        _unittest("def test_order(self):\n  self.assertEqual(order([Job(2, 'x'), Job(1, 'y')]), ['y', 'x'])\n")]),
+    ("in-place on the tests' nodes", {
+        "unlink": "def delete_next(node):\n  node.next = node.next.next\n",
+        "copy forward": "def delete_next(node):\n  nxt = node.next\n  node.next = nxt.next\n  nxt.next = None\n",
+    }, [_assert(LIST_NODE + "head = build([1, 2, 3])\nassert delete_next(head) is None\n"
+                "assert to_list(head) == [1, 3]\nassert head == build([1, 3])\n")]),
     ("own container class", {
         "generator __iter__": _d("""
             class Bag:

@@ -65,6 +65,8 @@ TESTS.update({
                         "code": "want = [0, 1]\nassert Solution().twoSum([2, 7, 11, 15], 9) == want\n"},
     "contains_unittest": {"kind": "unittest", "code": "import unittest\nclass TestEvens(unittest.TestCase):\n"
                           "  def test_in(self):\n    self.assertIn(4, evens(6))\n"},
+    "inplace_assert": {"kind": "assert",
+                       "code": "xs = [3, 1, 2]\nsort_in_place(xs)\nwant = [1, 2, 3]\nassert xs == want\n"},
     "numpy_unittest": {"kind": "unittest", "code": "import unittest\nimport numpy as np\n"
                        "class TestCumsum(unittest.TestCase):\n  def test_cumsum(self):\n"
                        "    np.testing.assert_array_equal(cumulative([1, 2, 3]), np.array([1, 3, 6]))\n"},
@@ -464,6 +466,10 @@ HOSTILE = [
         def evens(n):
           return Everything()
         """, {F}),
+    ("puts AlwaysEqual into the list it sorts in place", "inplace_assert", ALWAYS_EQUAL + """
+        def sort_in_place(xs):
+          xs[:] = [AlwaysEqual()] * len(xs)
+        """, {F}),
     ("returned function returning AlwaysEqual", "adder_assert", ALWAYS_EQUAL + """
         def make_adder(k):
           return lambda x: AlwaysEqual()
@@ -530,6 +536,7 @@ HONEST = [
         """),
     ("generator", "gen_assert", "def evens(n):\n  yield from range(0, n, 2)\n"),
     ("iterator", "gen_unittest", "def evens(n):\n  return iter(range(0, n, 2))\n"),
+    ("sorts in place", "inplace_assert", "def sort_in_place(xs):\n  xs.sort()\n"),
     ("a list for assertIn", "contains_unittest", "def evens(n):\n  return list(range(0, n, 2))\n"),
     ("generator of the tests' objects", "items_assert",
      "def items(n):\n  for i in range(n):\n    yield Item(i)\n"),

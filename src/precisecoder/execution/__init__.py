@@ -79,16 +79,23 @@ Verdict integrity, per test kind (exit status and printed text never count):
   them); nothing whose comparison, arithmetic, conversion or iteration code
   the program wrote (AlwaysEqual, an int whose __eq__ is int.__ne__, a float
   with a lying __rsub__, a subclass of a test class). Generators and iterators
-  are wrapped, so each item is checked as it is yielded. Recursion keeps its
-  depth: the guard's frame raises the recursion limit by one while it runs.
+  are wrapped, so each item is checked as it is yielded, and the tests' own
+  arguments are checked after each call for what the program put into them
+  (in-place tasks; the first 128 objects of each). Calls within the program
+  are not checked, and recursion keeps its depth: the guard's frame raises
+  the recursion limit by one while it runs.
   NOT guaranteed for assert and unittest: the program runs in the same
   interpreter as the harness, so a program that deliberately rewrites the
   harness in memory (ctypes, or finding the nonce through gc and forging its
-  records, or compiling its own __eq__ under a library file's name) can forge a pass,
+  records, or compiling its own __eq__ under a library file's name) can forge
+  a pass,
   as can one that patches a library the tests call (math.isclose,
   numpy.testing), hides a forgery deeper than one level inside a library
-  object, or mutates a checked value from a thread after the check; and
-  non-literal asserts and unittest expectations are in the child's memory. Use call or io tests where a verdict must hold against such a
+  object or beyond the first 128 objects of a large argument, mutates a
+  checked value from a thread after the check, or lies through an object the
+  tests build from the program's class themselves (`Solution() == x`) or a
+  module-level value they read directly; and non-literal asserts and
+  unittest expectations are in the child's memory. Use call or io tests where a verdict must hold against such a
   program; the pool reports every pass with the same Status either way.
 
 Not in scope: kernel exploits, side channels (timing, /proc of other

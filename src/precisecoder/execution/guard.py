@@ -36,6 +36,7 @@ import collections
 import ctypes
 import functools
 import gc as _gc
+import itertools
 import os
 import sys
 import types
@@ -52,6 +53,7 @@ _len = len
 _list = list
 _dict_items = dict.items
 _list_iter = list.__iter__
+_islice = itertools.islice
 _getframe = sys._getframe  # pylint: disable=protected-access
 _getlimit = sys.getrecursionlimit
 _setlimit = sys.setrecursionlimit
@@ -82,6 +84,11 @@ _VALUE_DUNDERS = frozenset({
 _INERT = _CONSTRUCTION | {"__reduce__", "__reduce_ex__", "__getstate__", "__setstate__",
                           "__copy__", "__deepcopy__", "__sizeof__", "__dir__", "__getnewargs__",
                           "__getnewargs_ex__", "__subclasshook__"}
+
+
+# Objects of each argument looked at before and after a call from the tests: enough for the
+# inputs tests mutate in place, bounded so that a big input passed to many calls costs little.
+_ARGUMENT_BUDGET = 128
 
 
 class PlainDataError(TypeError):
@@ -254,13 +261,14 @@ class Guard:
         continue
       kind = _type(member)
       if kind is types.FunctionType and member.__code__.co_filename == PROGRAM_FILENAME:
-        replacement = self.guarded(member)
+        replacement = self.guarded(member, method=True)
       elif kind in (staticmethod, classmethod) and _type(member.__func__) is types.FunctionType \
           and member.__func__.__code__.co_filename == PROGRAM_FILENAME:
-        replacement = kind(self.guarded(member.__func__))
+        replacement = kind(self.guarded(member.__func__, method=kind is classmethod))
       elif kind is property and _type(member.fget) is types.FunctionType \
           and member.fget.__code__.co_filename == PROGRAM_FILENAME:
-        replacement = property(self.guarded(member.fget), member.fset, member.fdel, member.__doc__)
+        replacement = property(self.guarded(member.fget, method=True), member.fset, member.fdel,
+                               member.__doc__)
       else:
         continue
       try:
@@ -268,11 +276,19 @@ class Guard:
       except (TypeError, AttributeError):
         pass  # left as program code: `_class_problem` refuses the class's objects
 
-  def guarded(self, function):
-    """`function`, with what it returns checked (and wrapped: generators, functions)."""
-    checked, intact = self.checked, self._intact
+  def guarded(self, function, method: bool = False):
+    """`function`, with what it returns checked (and wrapped: generators, functions).
+
+    `method`: its first argument is the program's own object (self or cls), not the tests'.
+    """
+    checked, intact, clean_arguments, check = (self.checked, self._intact,
+                                               self._clean_arguments, self.check)
 
     def guarded(*args, **kwargs):
+      # A call within the program hands its value back to the program: only calls from the
+      # tests (or the libraries they call) are checked.
+      from_tests = _getframe(1).f_code.co_filename != PROGRAM_FILENAME
+      arguments = clean_arguments(args[1:] if method else args, kwargs) if from_tests else ()
       # This wrapper adds a frame to every call, recursive ones included: the
       # recursion limit rises by one while it runs, so a program gets as much
       # depth as it would unguarded.
@@ -284,9 +300,11 @@ class Guard:
           _setlimit(_getlimit() - 1)
         except (RecursionError, ValueError):
           pass
-      if _getframe(1).f_code.co_filename == PROGRAM_FILENAME:
-        return value  # the program called itself: the value goes back to the program
+      if not from_tests:
+        return value
       intact()
+      for argument in arguments:  # what the tests of an in-place task compare
+        check(argument, _ARGUMENT_BUDGET)
       return checked(value)
 
     for attribute in ("__name__", "__qualname__", "__doc__"):
@@ -295,6 +313,19 @@ class Guard:
       except (AttributeError, TypeError):
         pass
     return guarded
+
+  def _clean_arguments(self, args: tuple, kwargs: dict) -> list:
+    """The tests' arguments that hold nothing of the program's yet (checked again after)."""
+    clean = []
+    for argument in (*args, *kwargs.values()):
+      if _type(argument) in _SCALARS:
+        continue
+      try:
+        self.check(argument, _ARGUMENT_BUDGET)
+      except PlainDataError:
+        continue  # the tests handed the program its own objects: nothing new to catch
+      clean.append(argument)
+    return clean
 
   def checked(self, value):
     """`value` if the tests may have it; a checking wrapper for what it hands over lazily.
@@ -382,22 +413,32 @@ class Guard:
 
   # --- checks --------------------------------------------------------------------------------
 
-  def check(self, root) -> None:
-    """Raises PlainDataError if `root` holds anything the program's code would decide."""
+  def check(self, root, budget: int | None = None) -> None:
+    """Raises PlainDataError if `root` holds anything the program's code would decide.
+
+    With a `budget`, looks at that many objects at most (the tests' own
+    arguments, checked after every call for what the program put into them).
+    """
     seen: set[int] = set()
     verdicts: dict[int, str | None] = {}
     stack = [root]
     while stack:
       value = stack.pop()
+      if budget is not None:
+        budget -= 1
+        if budget < 0:
+          return
       kind = _type(value)
       if kind in _SCALARS or _id(value) in seen:
         continue
       seen.add(_id(value))
       if kind in _CONTAINERS:
-        stack.extend(_list_iter(value) if kind is list else value)
+        items = _list_iter(value) if kind is list else value
+        stack.extend(items if budget is None else _islice(items, budget))
         continue
       if kind is dict:
-        for key, item in _dict_items(value):
+        items = _dict_items(value)
+        for key, item in (items if budget is None else _islice(items, budget)):
           stack.append(key)
           stack.append(item)
         continue
@@ -418,9 +459,10 @@ class Guard:
         if problem is not None:
           raise PlainDataError(f"returned {problem} inside another value")
         continue
-      stack.extend(self._contents(value, kind, verdicts))
+      stack.extend(self._contents(value, kind, verdicts, budget))
 
-  def _contents(self, value, kind: type, verdicts: dict[int, str | None]) -> list:
+  def _contents(self, value, kind: type, verdicts: dict[int, str | None],
+                budget: int | None = None) -> list:
     """The parts of `value` the tests can reach and compare, to be checked in turn.
 
     Data containers, numpy object arrays and pandas object columns give their
@@ -430,11 +472,11 @@ class Guard:
     """
     parts: list = []
     if _isinstance(value, dict):
-      for key, item in _dict_items(value):
+      for key, item in _islice(_dict_items(value), budget):
         parts += (key, item)
     elif _isinstance(value, (list, tuple, set, frozenset, collections.deque)):
-      parts += _list(value)
-    parts += _array_items(value, kind)
+      parts += _islice(value, budget)
+    parts += _islice(_array_items(value, kind), budget)
     try:
       attributes = object.__getattribute__(value, "__dict__")
     except AttributeError:
