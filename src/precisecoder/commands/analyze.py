@@ -20,6 +20,8 @@ import pathlib
 import sys
 from typing import Any
 
+from precisecoder.commands import checks
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   sub = parser.add_subparsers(dest="analysis", required=True, metavar="ANALYSIS")
@@ -30,11 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   traces.add_argument("--clean", default="", help="clean task file (for no-op by quartile)")
   traces.add_argument("--scores", default="", help="score lines of the predictions")
   traces.add_argument("--output", default="", help="write OUTPUT.json and OUTPUT.md")
-  traces.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
-
-
-class _Unusable(Exception):
-  pass
+  traces.add_argument("--resamples", type=checks.positive_int, default=2000,
+                      help="bootstrap resamples")
 
 
 def _records(path: str) -> list[dict[str, Any]]:
@@ -42,7 +41,7 @@ def _records(path: str) -> list[dict[str, Any]]:
   try:
     return [r for _, r in tasks_lib.iter_records(path)]
   except tasks_lib.TaskError as e:
-    raise _Unusable(str(e)) from None
+    raise checks.InputError(str(e)) from None
 
 
 def _inputs(args: argparse.Namespace):
@@ -54,31 +53,32 @@ def _inputs(args: argparse.Namespace):
     try:
       settings = json.loads((run / "settings.json").read_text())
     except (OSError, json.JSONDecodeError) as e:
-      raise _Unusable(f"{run}: not an evaluate directory ({e})") from None
+      raise checks.InputError(f"{run}: not an evaluate directory ({e})") from None
     predictions = predictions or str(run / "predictions.jsonl")
-    scores = scores or str(run / "scores.jsonl")
+    if not scores and (run / "scores.jsonl").exists():
+      scores = str(run / "scores.jsonl")
     task_files = [args.tasks or settings.get("tasks", ""), args.clean or settings.get("clean", "")]
   if not predictions or not task_files[0]:
-    raise _Unusable("give --run DIR, or --predictions and --tasks")
+    raise checks.InputError("give --run DIR, or --predictions and --tasks")
   tasks = {}
   for path in filter(None, task_files):
     try:
       tasks.update({t.task_id: t for t in tasks_lib.load_tasks(path)})
     except tasks_lib.TaskError as e:
-      raise _Unusable(str(e)) from None
+      raise checks.InputError(str(e)) from None
   rows = _records(predictions)
   for n, r in enumerate(rows, 1):
     if not isinstance(r, dict) or r.get("task_id") not in tasks:
-      raise _Unusable(f"{predictions}: record {n}: task_id {r.get('task_id') if isinstance(r, dict) else r!r} "
+      raise checks.InputError(f"{predictions}: record {n}: task_id {r.get('task_id') if isinstance(r, dict) else r!r} "
                       "is not in the task files")
-  return rows, tasks, _records(scores) if scores and pathlib.Path(scores).exists() else []
+  return rows, tasks, _records(scores) if scores else []
 
 
 def main(args: argparse.Namespace) -> int:
   from precisecoder.analysis import traces
   try:
     predictions, tasks, scores = _inputs(args)
-  except _Unusable as e:
+  except checks.InputError as e:
     print(f"precisecoder analyze: error: {e}", file=sys.stderr)
     return 2
   rows = traces.trace_rows(predictions, tasks, scores)
