@@ -68,9 +68,10 @@ def _inputs(args: argparse.Namespace):
       raise checks.InputError(str(e)) from None
   rows = _records(predictions)
   for n, r in enumerate(rows, 1):
-    if not isinstance(r, dict) or r.get("task_id") not in tasks:
-      raise checks.InputError(f"{predictions}: record {n}: task_id {r.get('task_id') if isinstance(r, dict) else r!r} "
-                      "is not in the task files")
+    task_id = r.get("task_id") if isinstance(r, dict) else None
+    if task_id not in tasks:
+      raise checks.InputError(f"{predictions}: record {n}: task_id {task_id!r} is not in the "
+                              "task files")
   return rows, tasks, _records(scores) if scores else []
 
 
