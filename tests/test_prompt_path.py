@@ -88,8 +88,8 @@ def test_training_evaluation_and_generate_render_identical_prompts(qwen_checkpoi
     ids = tokenizer.encode(text, add_special_tokens=False)
     assert training[n] == ids
     assert evaluated.prompt_ids[n][evaluated.prompt_mask[n]].tolist() == ids
-    prompt_part = demos["mask"][n] & ~np.pad(demos["completion_mask"][n],
-                                             (demos["mask"].shape[1] - demos["completion_mask"].shape[1], 0))
+    answer_start = demos["mask"].shape[1] - demos["completion_mask"].shape[1]
+    prompt_part = demos["mask"][n] & ~np.pad(demos["completion_mask"][n], (answer_start, 0))
     assert demos["tokens"][n][prompt_part].tolist() == ids
 
 
@@ -120,7 +120,7 @@ def test_prefill_plain_form(template):
 def test_thinking_block_forms():
   assert prompts.thinking_block("<think>\nfirst\n</think>\n```python\nx\n```") == "first"
   assert prompts.thinking_block("opened by the template</think>answer") == "opened by the template"
-  assert prompts.thinking_block("<think>cut off by the length limit") == "cut off by the length limit"
+  assert prompts.thinking_block("<think>cut off by the length") == "cut off by the length"
   assert prompts.thinking_block("```python\nx = 1\n```") is None
 
 

@@ -38,7 +38,8 @@ _GENERATE_OPTIONS = (("--samples", "samples"), ("--temperature", "temperature"),
                      ("--top-p", "top_p"), ("--top-k", "top_k"),
                      ("--max-new-tokens", "max_new_tokens"), ("--seed", "seed"),
                      ("--batch-size", "batch_size"), ("--dtype", "dtype"), ("--mesh", "mesh"),
-                     ("--compile-cache", "compile_cache"), ("--prefill-thinking", "prefill_thinking"))
+                     ("--compile-cache", "compile_cache"),
+                     ("--prefill-thinking", "prefill_thinking"))
 _GENERATE_SWITCHES = (("--thinking", "thinking"), ("--no-tests-in-prompt", "no_tests_in_prompt"))
 _SCORE_OPTIONS = (("--epsilon", "epsilon"), ("--lam", "lam"), ("--workers", "workers"))
 _SCORE_SWITCHES = (("--pdb-compat", "pdb_compat"),)
