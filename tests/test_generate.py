@@ -5,9 +5,7 @@ import shutil
 
 import numpy as np
 import pytest
-import torch
-import transformers
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from conftest import make_tiny_chat_checkpoint
 
 from precisecoder import cli
 from precisecoder.model import load_checkpoint
@@ -24,33 +22,12 @@ _TASKS = [
 ]
 
 
-def _tokenizer() -> transformers.PreTrainedTokenizerFast:
-  """A small byte-level BPE with ChatML special tokens, trained here (no download)."""
-  tok = Tokenizer(models.BPE())
-  tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-  tok.decoder = decoders.ByteLevel()
-  trainer = trainers.BpeTrainer(
-      vocab_size=400, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-  corpus = [t["buggy_code"] + t["gt_solution"] + t["prompt"] for t in _TASKS] * 20
-  tok.train_from_iterator(corpus + ["Debug the given Python code that contains errors."], trainer)
-  return transformers.PreTrainedTokenizerFast(
-      tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-      chat_template=_CHATML)
-
-
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
   folder = tmp_path_factory.mktemp("tiny_llama")
-  tokenizer = _tokenizer()
-  config = transformers.LlamaConfig(
-      vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
-      tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id,
-      pad_token_id=tokenizer.pad_token_id)
-  torch.manual_seed(0)
-  transformers.LlamaForCausalLM(config).save_pretrained(folder)
-  tokenizer.save_pretrained(folder)
+  corpus = [t["buggy_code"] + t["gt_solution"] + t["prompt"] for t in _TASKS]
+  make_tiny_chat_checkpoint(folder, _CHATML,
+                            corpus + ["Debug the given Python code that contains errors."])
   tasks = folder / "tasks.jsonl"
   tasks.write_text("".join(json.dumps(t) + "\n" for t in _TASKS))
   return folder, tasks
