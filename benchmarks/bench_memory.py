@@ -6,8 +6,8 @@
 Nothing is allocated: parameters, optimiser state and batch are ShapeDtypeStructs, and the
 figures are XLA's own accounting of the compiled step (`jit(step).lower(...).compile()
 .memory_analysis()`) on this machine's backend (CPU here). Two configurations of the same step,
-side by side: the old path (dense [B, H, T, T] attention scores, full [B, T, V] float32 logits)
-and the new (chunked attention, chunked log-probs). `--search-gib N` then finds the largest
+side by side: the old path (dense [B, H, T, T] attention scores, full [B, T, V] float32 logits,
+the MLP over the whole sequence) and the new (chunked attention, log-probs and MLP). `--search-gib N` then finds the largest
 minibatch of the new path whose arguments + temporaries fit N GiB (two compiles give the
 per-row slope, then the prediction is checked at the boundary). A third compile at 1 x (8 + 8)
 tokens separates the part that does not grow with the sequence (weights' gradients, the
@@ -109,19 +109,21 @@ def main() -> None:
   parser.add_argument("--remat", default="full")
   parser.add_argument("--attention", default="chunked", help="new path's attention")
   parser.add_argument("--logprob-chunk", type=int, default=1024)
+  parser.add_argument("--mlp-chunk", type=int, default=4096)
   parser.add_argument("--no-baseline", action="store_true", help="skip the old path")
   parser.add_argument("--search-gib", type=float, default=0.0,
                       help="also find the largest minibatch of the new path within this budget")
   args = parser.parse_args()
   shapes = dict(prompt=args.prompt, completion=args.completion, dtype=args.dtype)
-  new = dict(remat=args.remat, attention=args.attention, logprob_chunk=args.logprob_chunk)
-  old = dict(remat=args.remat, attention="dense", logprob_chunk=0)
+  new = dict(remat=args.remat, attention=args.attention, logprob_chunk=args.logprob_chunk,
+             mlp_chunk=args.mlp_chunk)
+  old = dict(remat=args.remat, attention="dense", logprob_chunk=0, mlp_chunk=0)
 
   print(f"{args.preset}, {args.dtype}, remat={args.remat}, {args.prompt} prompt + "
         f"{args.completion} completion tokens, backend {jax.default_backend()}; GiB")
   print(f"{'path':34s}{'batch':>6s}{'temp':>12s}{'arguments':>12s}{'total':>12s}"
         f"{'compile':>12s}")
-  runs = [("new: chunked attention + log-probs", new)]
+  runs = [("new: chunked attention/log-probs/MLP", new)]
   if not args.no_baseline:
     runs.append(("old: dense scores + full logits", old))
   results = {}

@@ -131,6 +131,15 @@ def test_remat_policies_keep_the_gradient():
       _assert_same(want, _gradients(_decoder(remat=remat), loss), atol=1e-6)
 
 
+def test_mlp_chunks_keep_logits_and_gradients():
+  tokens = jax.random.randint(jax.random.key(5), (B, T), 2, 1024)
+  mask = _padding_mask()
+  whole, chunked = _decoder(), _decoder(mlp_chunk=24)  # 8 positions a chunk, the last ragged
+  np.testing.assert_allclose(chunked(tokens, mask), whole(tokens, mask), atol=1e-5)
+  loss = lambda model: jnp.mean(model(tokens, mask)[..., 3])
+  _assert_same(_gradients(whole, loss), _gradients(chunked, loss), atol=2e-5)  # sum order
+
+
 def test_config_reads_old_boolean_remat_and_rejects_unknown_options():
   assert presets.get("tiny", remat=True).remat == "full"
   assert presets.get("tiny", remat=False).remat == "none"

@@ -37,6 +37,7 @@ class ModelConfig:
   attention: str = "auto"  # one of ATTENTION; "dense" is the old [B, H, T, T] path
   attention_block: int = 512  # query and key block of the chunked attention
   logprob_chunk: int = 1024  # tokens per lm-head chunk in the losses; 0: full [B, T, V] logits
+  mlp_chunk: int = 0  # tokens per MLP chunk (each rematerialised); 0: the whole sequence at once
 
   def __post_init__(self):
     if isinstance(self.remat, bool):  # configs and checkpoints written before the policies
@@ -45,9 +46,9 @@ class ModelConfig:
       raise ValueError(f"ModelConfig.remat: {self.remat!r} is not one of {REMAT}")
     if self.attention not in ATTENTION:
       raise ValueError(f"ModelConfig.attention: {self.attention!r} is not one of {ATTENTION}")
-    if self.attention_block < 1 or self.logprob_chunk < 0:
-      raise ValueError(f"ModelConfig: attention_block={self.attention_block} must be >= 1 and "
-                       f"logprob_chunk={self.logprob_chunk} >= 0")
+    if self.attention_block < 1 or self.logprob_chunk < 0 or self.mlp_chunk < 0:
+      raise ValueError(f"ModelConfig: attention_block={self.attention_block} must be >= 1, "
+                       f"logprob_chunk={self.logprob_chunk} and mlp_chunk={self.mlp_chunk} >= 0")
     if self.arch not in _ARCHS.values():
       raise ValueError(f"ModelConfig.arch: unsupported {self.arch!r} (want qwen3 or llama)")
     if self.dtype not in DTYPES:

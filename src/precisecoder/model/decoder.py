@@ -132,12 +132,28 @@ def _block(config: ModelConfig, x, p, positions, attend):
   attn, extra = attend(q, k, v)
   x = x + jnp.einsum("bthk,hkd->btd", attn, p["o_proj"])
   x = constrain(x, ("batch", "seq", "act_embed"))
-  y = rms_norm(x, p["mlp_norm"], eps)
-  gate = jnp.einsum("btd,df->btf", y, p["gate_proj"])
-  up = jnp.einsum("btd,df->btf", y, p["up_proj"])
-  hidden = constrain(jax.nn.silu(gate) * up, ("batch", "seq", "mlp"))
-  x = x + jnp.einsum("btf,fd->btd", hidden, p["down_proj"])
+  x = x + _mlp(config, rms_norm(x, p["mlp_norm"], eps), p)
   return constrain(x, ("batch", "seq", "act_embed")), extra
+
+
+def _mlp(config: ModelConfig, y, p):
+  """SwiGLU on y [B, T, D]. Past `config.mlp_chunk` tokens it runs over chunks of the
+  sequence, each rematerialised, so no [B, T, F] intermediate (forward or backward) exists."""
+
+  def swiglu(y):
+    gate = jnp.einsum("btd,df->btf", y, p["gate_proj"])
+    up = jnp.einsum("btd,df->btf", y, p["up_proj"])
+    hidden = constrain(jax.nn.silu(gate) * up, ("batch", "seq", "mlp"))
+    return jnp.einsum("btf,fd->btd", hidden, p["down_proj"])
+
+  b, t, d = y.shape
+  c = max(1, config.mlp_chunk // b)
+  if not config.mlp_chunk or c >= t:
+    return swiglu(y)
+  n = -(-t // c)
+  chunks = jnp.pad(y, ((0, 0), (0, n * c - t), (0, 0))).reshape(b, n, c, d).swapaxes(0, 1)
+  out = jax.lax.map(jax.checkpoint(swiglu, prevent_cse=False), chunks)
+  return out.swapaxes(0, 1).reshape(b, n * c, d)[:, :t]
 
 
 def _heads_first(x):

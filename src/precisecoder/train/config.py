@@ -59,10 +59,12 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
 
   # remat: none | full | dots_saveable | dots_with_no_batch_dims_saveable | offload_dots;
   # attention: auto (cuDNN on GPU, chunked elsewhere) | chunked | cudnn | dense (the old path);
-  # logprob_chunk: tokens per lm-head chunk in the losses (0: full [B, T, V] logits).
+  # logprob_chunk: tokens per lm-head chunk in the losses (0: full [B, T, V] logits);
+  # mlp_chunk: tokens per MLP chunk, each rematerialised (0: the whole sequence at once).
   c.model = ml_collections.ConfigDict(dict(
       preset=m["preset"], checkpoint=m["checkpoint"], dtype="float32", remat="none",
-      attention="auto", attention_block=512, logprob_chunk=1024, mesh=m["mesh"]))
+      attention="auto", attention_block=512, logprob_chunk=1024, mlp_chunk=4096,
+      mesh=m["mesh"]))
 
   # Training tasks from the bug generator (data.generator) unless `task_file` is set.
   c.data = ml_collections.ConfigDict(dict(

@@ -19,7 +19,7 @@ from precisecoder.tasks import Task
 
 
 # Fields of `cfg.model` that become ModelConfig's execution options.
-EXECUTION_FIELDS = ("remat", "attention", "attention_block", "logprob_chunk")
+EXECUTION_FIELDS = ("remat", "attention", "attention_block", "logprob_chunk", "mlp_chunk")
 
 
 class ByteTokenizer:
