@@ -73,7 +73,7 @@ def step_memory(preset: str, batch: int, prompt: int, completion: int, *, dtype:
 
 
 def _row(name: str, batch: int, m: dict[str, float]) -> str:
-  return (f"{name:34s}{batch:>6d}{m['temp']:>12.2f}{m['arguments']:>12.2f}{m['total']:>12.2f}"
+  return (f"{name:38s}{batch:>6d}{m['temp']:>12.2f}{m['arguments']:>12.2f}{m['total']:>12.2f}"
           f"{m['compile_s']:>11.0f}s")
 
 
@@ -121,7 +121,7 @@ def main() -> None:
 
   print(f"{args.preset}, {args.dtype}, remat={args.remat}, {args.prompt} prompt + "
         f"{args.completion} completion tokens, backend {jax.default_backend()}; GiB")
-  print(f"{'path':34s}{'batch':>6s}{'temp':>12s}{'arguments':>12s}{'total':>12s}"
+  print(f"{'path':38s}{'batch':>6s}{'temp':>12s}{'arguments':>12s}{'total':>12s}"
         f"{'compile':>12s}")
   runs = [("new: chunked attention/log-probs/MLP", new)]
   if not args.no_baseline:

@@ -33,6 +33,7 @@ from precisecoder.model import Decoder, attention, param_count, presets
 from precisecoder.sampling import sample
 from precisecoder.train import config as base
 from precisecoder.train import step as step_lib
+from precisecoder.train.policy import EXECUTION_FIELDS
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_memory import GIB, rl_step_args  # noqa: E402
@@ -83,9 +84,10 @@ def decode(preset: str, batch: int, prompt: int, new: int, peak_gbs: float) -> d
 
 def train_step(preset: str, batch: int, prompt: int, completion: int, remat: str,
                peak_tflops: float, steps: int = 3) -> dict:
-  config = presets.get(preset, dtype="bfloat16", remat=remat)
-  graphdef, params = nnx.split(Decoder(config, rngs=nnx.Rngs(0)))
   cfg = base.default("tiny")
+  execution = {k: cfg.model[k] for k in EXECUTION_FIELDS}  # the trainers' defaults
+  config = presets.get(preset, dtype="bfloat16", **dict(execution, remat=remat))
+  graphdef, params = nnx.split(Decoder(config, rngs=nnx.Rngs(0)))
   tx = step_lib.make_optimizer(cfg.optim, total_steps=steps + 1)
   opt_state = tx.init(params)
   step = step_lib.make_rl_step(graphdef, tx, cfg.rl)
