@@ -143,8 +143,9 @@ def _setup(arms: Sequence[Arm], run: Mapping[str, Any]) -> list[str]:
   model, rl, data, train = (cfg.get(k, {}) for k in ("model", "rl", "data", "train"))
   recipes = ", ".join(f"`{a.name}` ({a.config.get('rl', {}).get('reward')}, "
                       f"{a.config.get('rl', {}).get('advantage')})" for a in arms)
-  lines = [f"Arms: {recipes}. Shared: model `{model.get('preset')}` from `{model.get('checkpoint') or 'random init'}`"
-           f", {rl.get('prompts_per_step')} tasks x G = {rl.get('group_size')} samples per step, "
+  lines = [f"Arms: {recipes}. Shared: model `{model.get('preset')}` from "
+           f"`{model.get('checkpoint') or 'random init'}`, {rl.get('prompts_per_step')} tasks x "
+           f"G = {rl.get('group_size')} samples per step, "
            f"{train.get('steps')} steps, {rl.get('max_new_tokens')} new tokens, learning rate "
            f"{cfg.get('optim', {}).get('learning_rate')}, seed {cfg.get('seed')}, "
            f"`{data.get('tier')}` tier; greedy evaluation every {train.get('eval_every')} steps on "
@@ -217,10 +218,10 @@ def write(workdir: str | os.PathLike, arm_names: Sequence[str],
                 f"{name} {c.format()}" for name, c in corr["edit_size_unit"].items()) + ".",
             "- Precision vs no-op rate across evaluation points (each arm's evaluations, the "
             f"base once; the paper: 0.87 across sizes): {corr['precision_noop'].format()}.", ""]
-  lines += ["## Curves", "", "Greedy evaluation at each step (95% intervals in the table above "
-            "and as bands in the plot):", "", _curve_table(arms), "",
-            "Training samples (means over up to three steps at each end of the run; `reward/noop` is "
-            "the share of samples on buggy tasks that changed nothing):", "",
+  lines += ["## Curves", "", "Greedy evaluation at each step (95% intervals; bands in "
+            "compare_eval.png):", "", _curve_table(arms), "",
+            "Training samples (means over up to three steps at each end of the run; "
+            "`reward/noop` is the share of samples on buggy tasks that changed nothing):", "",
             _train_table(arms), ""]
   for png in (eval_png, train_png):
     if png is not None:

@@ -47,7 +47,7 @@ def default_configs_dir() -> pathlib.Path:
 def resolve_config(config_file: pathlib.Path, preset: str,
                    overrides: Sequence[str]) -> ml_collections.ConfigDict:
   """The config the arm's trainer process will see: the file at `preset`, then the
-  `--config.a.b=v` overrides, parsed by the same absl machinery as `python -m precisecoder.train`."""
+  `--config.a.b=v` overrides, parsed by the absl machinery of `python -m precisecoder.train`."""
   argv = ["compare", f"--config={config_file}:{preset}", *overrides]
   values = flags.FlagValues()
   # sys_argv: the overrides are read from this list, not from the process's own argv.
