@@ -99,12 +99,13 @@ def test_batch_deadline_times_out_what_is_left(pool):
 
 
 @pytest.mark.parametrize("tests, message", [
-    ({"kind": "fuzz"}, "field 'kind'"),
-    ({"kind": "call", "cases": []}, "missing field 'entry_point'"),
-    ({"kind": "call", "entry_point": "f", "cases": [{"args": [1]}]}, "cases[0] needs 'expected'"),
-    ({"kind": "io", "cases": [{"stdin": 3, "stdout": ""}]}, "cases[0]"),
+    ({"kind": "fuzz"}, "field 'tests'.kind"),
+    ({"kind": "call", "cases": []}, "field 'tests'.entry_point"),
+    ({"kind": "call", "entry_point": "f", "cases": [{"args": [1]}]},
+     "field 'tests'.cases[0]: missing 'expected'"),
+    ({"kind": "io", "cases": [{"stdin": 3, "stdout": ""}]}, "field 'tests'.cases[0].stdin"),
     ({"kind": "call", "entry_point": "f", "cases": [{"args": [{1, 2}], "expected": 1}]},
-     "cases[0].args is not JSON data"),
+     "field 'tests'.cases[0].args: not JSON data"),
     ({"kind": "unittest", "code": "x = 1\n"}, "no test methods"),
     ({"kind": "unittest", "code": "class T(:\n"}, "line 1"),
 ])

@@ -21,8 +21,8 @@ import zlib
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from precisecoder import edits
+from precisecoder.execution import specs
 
-TEST_KINDS = ("unittest", "assert", "call", "io")
 
 # Contract field name -> PDB field names that may carry it.
 _ALIASES = {"prompt": ("prompt", "task_prompt")}
@@ -152,35 +152,11 @@ def _parse_gt_diff(value: Any, where: str) -> dict[str, dict[str, str]]:
 
 
 def validate_tests(tests: Any, where: str) -> dict[str, Any]:
-  """Checks a test spec against the contract's test kinds."""
-  field = f"{where}: field 'tests'"
-  if not isinstance(tests, Mapping):
-    raise TaskError(f"{field} must be an object, got {type(tests).__name__}")
-  kind = tests.get("kind")
-  if kind not in TEST_KINDS:
-    raise TaskError(f"{field}.kind: {kind!r} is not one of {TEST_KINDS}")
-  if kind in ("unittest", "assert"):
-    if not isinstance(tests.get("code"), str) or not tests["code"].strip():
-      raise TaskError(f"{field}.code: a non-empty string is required for kind {kind!r}")
-    return dict(tests)
-  if kind == "call" and (not isinstance(tests.get("entry_point"), str) or not tests["entry_point"]):
-    raise TaskError(f"{field}.entry_point: a non-empty string is required for kind 'call'")
-  cases = tests.get("cases")
-  if not isinstance(cases, list) or not cases:
-    raise TaskError(f"{field}.cases: a non-empty list is required for kind {kind!r}")
-  for i, case in enumerate(cases):
-    if not isinstance(case, Mapping):
-      raise TaskError(f"{field}.cases[{i}]: expected an object")
-    needed = ("expected",) if kind == "call" else ("stdin", "stdout")
-    for name in needed:
-      if name not in case:
-        raise TaskError(f"{field}.cases[{i}]: missing {name!r}")
-    if kind == "call" and not isinstance(case.get("args", []), list):
-      raise TaskError(f"{field}.cases[{i}].args: expected a list")
-    if kind == "call" and not isinstance(case.get("kwargs", {}), Mapping):
-      raise TaskError(f"{field}.cases[{i}].kwargs: expected an object")
-    if kind == "io" and not (isinstance(case["stdin"], str) and isinstance(case["stdout"], str)):
-      raise TaskError(f"{field}.cases[{i}]: stdin and stdout must be strings")
+  """A copy of `tests` once it meets the contract's test kinds (the pool's own check, specs.validate)."""
+  try:
+    specs.validate(tests)
+  except specs.InvalidTests as e:
+    raise TaskError(f"{where}: {e}") from None
   return dict(tests)
 
 

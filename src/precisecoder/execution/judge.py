@@ -1,6 +1,6 @@
 """Pool-side half of a job: what the child may see, and the verdict on what it wrote.
 
-`split` validates a test spec and separates it into the part sent to the
+`split` validates a test spec (`specs.validate`) and separates it into the part sent to the
 sandbox (programs, arguments, stdin, test code) and the part that never
 leaves this process (expected return values and expected output). `judge`
 turns a worker's raw run records into a `Result`; it parses the child's JSON
@@ -16,13 +16,9 @@ import json
 import signal
 from typing import Any, Mapping
 
+from precisecoder.execution import specs
+from precisecoder.execution.specs import InvalidTests, test_names  # pylint: disable=unused-import
 from precisecoder.execution.types import Limits, Result, Status
-
-KINDS = ("unittest", "assert", "call", "io")
-
-
-class InvalidTests(ValueError):
-  """A test spec that breaks the contract (DESIGN.md "Test kinds")."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,61 +32,34 @@ class Expected:
   checks: tuple = ()  # assert: (operator, literal) per assert the pool took over
 
 
-def _require(tests: Mapping[str, Any], field: str, kind: type | tuple) -> Any:
-  if field not in tests:
-    raise InvalidTests(f"missing field {field!r}")
-  value = tests[field]
-  if not isinstance(value, kind):
-    raise InvalidTests(f"field {field!r} must be {getattr(kind, '__name__', kind)}, "
-                       f"not {type(value).__name__}")
-  return value
-
-
 def split(tests: Mapping[str, Any]) -> tuple[dict, Expected]:
-  """(spec for the child, expected results kept here). Raises InvalidTests."""
-  if not isinstance(tests, Mapping):
-    raise InvalidTests(f"tests must be a dict, not {type(tests).__name__}")
-  kind = tests.get("kind")
-  if kind not in KINDS:
-    raise InvalidTests(f"field 'kind' must be one of {KINDS}, not {kind!r}")
+  """(spec for the child, expected results kept here). Raises InvalidTests (specs.validate)."""
+  specs.validate(tests)
+  kind = tests["kind"]
   if kind == "call":
-    entry_point = _require(tests, "entry_point", str)
     child_cases, values = [], []
-    for i, case in enumerate(_require(tests, "cases", list)):
-      if not isinstance(case, Mapping) or "expected" not in case:
-        raise InvalidTests(f"cases[{i}] needs 'expected'")
-      args, kwargs = case.get("args", []), case.get("kwargs", {})
-      if not isinstance(args, list) or not isinstance(kwargs, Mapping):
-        raise InvalidTests(f"cases[{i}]: 'args' must be a list and 'kwargs' a dict")
-      child_cases.append(_round_trip({"args": args, "kwargs": dict(kwargs)}, f"cases[{i}].args"))
-      values.append(_round_trip(case["expected"], f"cases[{i}].expected"))
-    return ({"kind": kind, "entry_point": entry_point, "cases": child_cases},
+    for case in tests["cases"]:
+      child_cases.append(_round_trip({"args": case.get("args", []),
+                                      "kwargs": dict(case.get("kwargs", {}))}))
+      values.append(_round_trip(case["expected"]))
+    return ({"kind": kind, "entry_point": tests["entry_point"], "cases": child_cases},
             Expected(kind, values=tuple(values)))
   if kind == "io":
-    child_cases, outputs = [], []
-    for i, case in enumerate(_require(tests, "cases", list)):
-      if not isinstance(case, Mapping) or not isinstance(case.get("stdout"), str) \
-          or not isinstance(case.get("stdin", ""), str):
-        raise InvalidTests(f"cases[{i}] needs string 'stdin' and 'stdout'")
-      child_cases.append({"stdin": case.get("stdin", "")})
-      outputs.append(case["stdout"])
-    return {"kind": kind, "cases": child_cases}, Expected(kind, outputs=tuple(outputs))
-  code = _require(tests, "code", str)
+    child_cases = [{"stdin": case["stdin"]} for case in tests["cases"]]
+    outputs = tuple(case["stdout"] for case in tests["cases"])
+    return {"kind": kind, "cases": child_cases}, Expected(kind, outputs=outputs)
+  code = tests["code"]
   if kind == "assert":
     child_code, checks = hide_expected_literals(code)
     return {"kind": kind, "code": child_code}, Expected(kind, checks=tuple(checks))
   classes, names = test_names(code)
-  if not names:
-    raise InvalidTests("the unittest code defines no test methods")
   return ({"kind": kind, "code": code, "classes": classes},
           Expected(kind, test_names=frozenset(names)))
 
 
-def _round_trip(value: Any, where: str) -> Any:
-  try:
-    return json.loads(json.dumps(value))
-  except (TypeError, ValueError) as e:
-    raise InvalidTests(f"{where} is not JSON data: {e}") from e
+def _round_trip(value: Any) -> Any:
+  """`value` as the child and the verdict see it (specs.validate checked it is JSON data)."""
+  return json.loads(json.dumps(value))
 
 
 EXPECT_NAME = "__precisecoder_expect__"  # harness.EXPECT_NAME
@@ -192,40 +161,6 @@ def _holds(operator: str, value: Any, literal: Any) -> bool:
   if operator == "is":
     return value is literal
   return value is not literal
-
-
-def test_names(code: str) -> tuple[list[str], list[str]]:
-  """The TestCase classes of `code` and every 'Class.test_x' unittest would run, from its AST."""
-  try:
-    tree = ast.parse(code)
-  except SyntaxError as e:
-    raise InvalidTests(f"unittest code line {e.lineno}: {e.msg}") from e
-  own: dict[str, tuple[list[str], set[str]]] = {}  # class -> (base names, test methods)
-  for node in tree.body:
-    if isinstance(node, ast.ClassDef):
-      bases = [ast.unparse(base).rsplit(".", 1)[-1] for base in node.bases]
-      methods = {item.name for item in node.body
-                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
-                 and item.name.startswith("test")}
-      own[node.name] = (bases, methods)
-
-  def is_test_case(name: str, seen: frozenset = frozenset()) -> bool:
-    if name.endswith("TestCase") and name not in own:
-      return True
-    if name not in own or name in seen:
-      return False
-    return any(is_test_case(base, seen | {name}) for base in own[name][0])
-
-  def methods(name: str, seen: frozenset = frozenset()) -> set[str]:
-    if name not in own or name in seen:
-      return set()
-    found = set(own[name][1])
-    for base in own[name][0]:
-      found |= methods(base, seen | {name})
-    return found
-
-  classes = [name for name in own if is_test_case(name)]
-  return classes, sorted(f"{c}.{m}" for c in classes for m in methods(c))
 
 
 def _records(run: Mapping[str, Any]) -> list[dict]:
