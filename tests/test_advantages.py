@@ -1,4 +1,4 @@
-"""GRPO/GDPO advantages against hand-computed values, and the paper's λ bound."""
+"""GRPO, GDPO and EA-GRPO against hand-computed values, and the paper's λ bound."""
 
 import itertools
 
@@ -82,3 +82,18 @@ def test_lambda_bound_for_group_of_six():
   assert 1 / 3 < bound
   assert _passing_always_above_failing(bound - 1e-3, 6)
   assert not _passing_always_above_failing(bound + 1e-3, 6)
+
+
+def test_ea_grpo_rewards():
+  unit = np.array([1, 1, 0, 1, 0, 0, 0, 1], np.float32)
+  cost = np.array([0.1, 0.3, 0.5, 0.2, 0.1, 0.1, 0.1, 0.9], np.float32)
+  out = advantages.ea_grpo_rewards(unit, cost, group_size=4, alpha=0.5, beta=0.4)
+  # Group 1: pass rate 3/4 >= alpha; costs .1 .3 .2 -> z = -1.2247, 1.2247, 0.
+  z = np.array([-1.2247449, 1.2247449, 0.0])
+  expected = 1 - 0.4 / (1 + np.exp(-z))
+  np.testing.assert_allclose(out[[0, 1, 3]], expected, rtol=1e-5)
+  assert out[2] == 0 and out[4] == 0
+  # Group 2: pass rate 1/4 < alpha -> no penalty.
+  np.testing.assert_allclose(out[4:], [0, 0, 0, 1])
+  with pytest.raises(ValueError):
+    advantages.ea_grpo_rewards(unit, cost, group_size=3, alpha=0.5, beta=0.4)

@@ -50,7 +50,7 @@ def test_recipes():
   assert adv[2] > adv[3] and adv[0] > adv[1]  # second group: unit equal, F1 decides
   adv, reward = recipes.compute_advantages(_rl("ea_grpo", "grpo"), terms)
   assert reward[1] == 0 and 0 < reward[0] <= 1
-  with pytest.raises(ValueError, match="single scalar"):
+  with pytest.raises(ValueError, match="single scalar reward"):
     recipes.compute_advantages(_rl("ea_grpo", "gdpo"), terms)
   with pytest.raises(ValueError, match="rl.reward"):
     recipes.compute_advantages(_rl("bogus", "grpo"), terms)

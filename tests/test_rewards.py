@@ -334,18 +334,3 @@ def test_arrays_shapes_and_terms():
   assert all(a.dtype == np.float32 and a.shape == (2,) for a in arrays.values())
   np.testing.assert_allclose(arrays["reward"], [1, 0])
   np.testing.assert_allclose(arrays["edit_cost"], [1 / 6, 0])
-
-
-def test_ea_grpo_rewards():
-  unit = np.array([1, 1, 0, 1, 0, 0, 0, 1], np.float32)
-  cost = np.array([0.1, 0.3, 0.5, 0.2, 0.1, 0.1, 0.1, 0.9], np.float32)
-  out = rewards.ea_grpo_rewards(unit, cost, group_size=4, alpha=0.5, beta=0.4)
-  # Group 1: pass rate 3/4 >= alpha; costs .1 .3 .2 -> z = -1.2247, 1.2247, 0.
-  z = np.array([-1.2247449, 1.2247449, 0.0])
-  expected = 1 - 0.4 / (1 + np.exp(-z))
-  np.testing.assert_allclose(out[[0, 1, 3]], expected, rtol=1e-5)
-  assert out[2] == 0 and out[4] == 0
-  # Group 2: pass rate 1/4 < alpha -> no penalty.
-  np.testing.assert_allclose(out[4:], [0, 0, 0, 1])
-  with pytest.raises(ValueError):
-    rewards.ea_grpo_rewards(unit, cost, group_size=3, alpha=0.5, beta=0.4)

@@ -1,4 +1,5 @@
-"""Group-relative advantages: GRPO on one scalar reward, GDPO on several reward terms.
+"""Group-relative advantages: GRPO on one scalar reward, GDPO on several reward terms, and
+EA-GRPO's group-relative reward.
 
 Rows are prompt-major: the G samples of one prompt are adjacent (row = prompt * G + k), as
 the sampler returns them. All functions are NumPy on the host; advantages are tiny arrays.
@@ -87,3 +88,30 @@ def lambda_bound(group_size: int, *, eps: float = GDPO_EPS, ddof: int = 1) -> fl
   f1 = np.array([0.0, 1.0] + [0.5] * (g - 2))
   f1_gap = 1.0 / (_std(f1, 0, ddof) + eps)
   return float(unit_gap / (unit_gap + f1_gap))
+
+
+def ea_grpo_rewards(unit: np.ndarray, edit_cost: np.ndarray, group_size: int, alpha: float,
+                    beta: float) -> np.ndarray:
+  """EA-GRPO (PRepair) rewards for rows grouped prompt-major in groups of `group_size`.
+
+  A failing sample gets 0. A passing one gets 1 − T·β·σ(z), where z is its edit
+  cost standardised over the group's passing samples and T = 1 only once the
+  group's pass rate reaches α.
+  """
+  unit = np.asarray(unit, dtype=np.float64)
+  cost = np.asarray(edit_cost, dtype=np.float64)
+  if unit.shape != cost.shape or unit.ndim != 1 or group_size <= 0 or unit.size % group_size:
+    raise ValueError(f"unit {unit.shape} and edit_cost {cost.shape} must be [N] with N a multiple "
+                     f"of group_size={group_size}")
+  passed = (unit > 0.5).reshape(-1, group_size)
+  cost = cost.reshape(-1, group_size)
+  out = np.zeros_like(cost)
+  for g in range(cost.shape[0]):
+    ok = passed[g]
+    if not ok.any():
+      continue
+    c = cost[g, ok]
+    z = (c - c.mean()) / (c.std() + 1e-6)
+    active = float(ok.mean() >= alpha)
+    out[g, ok] = 1.0 - active * beta / (1.0 + np.exp(-z))
+  return out.reshape(-1).astype(np.float32)

