@@ -10,14 +10,6 @@ from precisecoder.data import generator
 from precisecoder.tasks import load_tasks, write_tasks
 
 
-def _has_pool():
-  try:
-    from precisecoder.execution import ExecutionPool  # noqa: F401
-  except ImportError:
-    return False
-  return True
-
-
 def test_card_prints_counts(tmp_path, capsys):
   write_tasks(tmp_path / "t.jsonl", generator.make_tasks("train", "hard", 6, seed=0))
   assert cli.main(["data", "card", str(tmp_path / "t.jsonl"), "--json"]) == 0
@@ -76,7 +68,6 @@ def test_build_tfds(tmp_path, capsys):
   assert "train: 5 tasks" in capsys.readouterr().out
 
 
-@pytest.mark.skipif(not _has_pool(), reason="execution pool not available")
 def test_build_generator_verifies_everything_in_the_pool(tmp_path, capsys):
   out = tmp_path / "gen"
   assert cli.main(["data", "build", "generator", "--out", str(out), "--tier", "hard",
@@ -90,7 +81,6 @@ def test_build_generator_verifies_everything_in_the_pool(tmp_path, capsys):
   assert "OK" in capsys.readouterr().out
 
 
-@pytest.mark.skipif(not _has_pool(), reason="execution pool not available")
 def test_verify_catches_a_broken_task(tmp_path, capsys):
   task = generator.make_tasks("train", "easy", 1, seed=0)[0]
   broken = task.__class__(**{**task.__dict__, "gt_solution": task.buggy_code, "gt_diff": {},

@@ -9,7 +9,8 @@ import zlib
 import pytest
 
 from precisecoder.data import pdb, sources
-from precisecoder.data.checking import TrustedCallChecker
+from precisecoder.data.checking import PoolChecker, TrustedCallChecker
+from precisecoder.execution import ExecutionPool
 
 DATA = pathlib.Path(__file__).parent / "data"
 BCB = DATA / "data_bigcodebench.jsonl"
@@ -90,10 +91,6 @@ def test_failing_gold_is_found():
 
 
 def test_failing_gold_in_the_pool():
-  execution = pytest.importorskip("precisecoder.execution")
-  if not hasattr(execution, "ExecutionPool"):
-    pytest.skip("execution pool not available")
-  from precisecoder.data.checking import PoolChecker
   report = pdb.load_pdb(DATA / "data_pdb_single.jsonl", bigcodebench=BCB, livecodebench=LCB)
-  with execution.ExecutionPool(workers=2) as pool:
+  with ExecutionPool(workers=2) as pool:
     assert pdb.failing_gold(report.tasks, PoolChecker(pool)) == ["BigCodeBench/2_3"]

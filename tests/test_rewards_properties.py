@@ -1,6 +1,6 @@
 """Property tests of the reward on random straight-line programs with one-line bugs."""
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 from precisecoder import rewards, tasks
 from test_rewards import InProcessPool
@@ -71,8 +71,7 @@ def test_harmless_edit_never_raises_precision(case, data, compat):
     if line != bug_line:
       base = harmless(base, line)
   free = [line for line in body_lines if line not in extra and line != bug_line]
-  if not free:
-    return
+  assume(free)  # every body line already edited: no harmless line left to add
   more = harmless(base, data.draw(st.sampled_from(free)))
   scorer = rewards.RewardScorer(InProcessPool(), pdb_compat=compat)
   before, after = scorer.evaluate([task, task], [base, more])
