@@ -1,0 +1,60 @@
+"""A run's task sets: training and validation tasks from files or the generator, clean
+programs after the buggy ones, resumable batches, and batches turned back into Tasks."""
+
+import ml_collections
+import pytest
+
+from precisecoder import tasks as tasks_lib
+from precisecoder.data import generator
+from precisecoder.train import tasksets
+
+
+def _cfg(**data):
+  fields = dict(task_file="", validation_file="", clean_file="", tier="easy", num_train=6,
+                num_validation=3, num_clean=2)
+  return ml_collections.ConfigDict(dict(seed=5, data={**fields, **data}))
+
+
+def test_generated_sets_follow_the_config_and_seed():
+  train = tasksets.train_tasks(_cfg())
+  assert [t.task_id for t in train] == [
+      t.task_id for t in generator.make_tasks("train", "easy", 6, 5)]
+  evaluation = tasksets.eval_tasks(_cfg())
+  assert [t.is_buggy for t in evaluation] == [True] * 3 + [False] * 2  # buggy first, then clean
+  assert not {t.task_id for t in evaluation} & {t.task_id for t in train}
+
+
+def test_files_replace_the_generator(tmp_path):
+  buggy = generator.make_tasks("validation", "medium", 4, 1)
+  clean = generator.make_clean_tasks("validation", 1, 1)
+  for name, items in (("train.jsonl", buggy[:2]), ("val.jsonl", buggy[2:]),
+                      ("clean.jsonl", clean)):
+    tasks_lib.write_tasks(tmp_path / name, items)
+  cfg = _cfg(task_file=str(tmp_path / "train.jsonl"), validation_file=str(tmp_path / "val.jsonl"),
+             clean_file=str(tmp_path / "clean.jsonl"))
+  assert tasksets.train_tasks(cfg) == buggy[:2]
+  assert tasksets.eval_tasks(cfg) == buggy[2:] + clean
+
+
+def test_batches_resume_where_the_state_was_saved():
+  train = generator.make_tasks("train", "easy", 5, 0)
+  iterator = tasksets.task_iterator(train, 2, seed=3)
+  next(iterator)
+  state = iterator.get_state()
+  expected = [[t.task_id for t in tasksets.as_tasks(next(iterator), "b")] for _ in range(4)]
+  resumed = tasksets.task_iterator(train, 2, seed=3)
+  resumed.set_state(state)
+  assert [[t.task_id for t in tasksets.as_tasks(next(resumed), "b")]
+          for _ in range(4)] == expected
+  assert all(len(batch) == 2 for batch in expected)
+  seen = {task_id for batch in expected for task_id in batch}
+  assert seen <= {t.task_id for t in train}
+
+
+def test_batches_of_records_become_tasks_and_bad_ones_are_named():
+  task = generator.make_tasks("train", "easy", 1, 0)[0]
+  record = tasks_lib.task_to_record(task)
+  assert tasksets.as_tasks([task, record], "batch 1") == [task, task]
+  assert tasksets.as_tasks({"tasks": [record]}, "batch 1") == [task]
+  with pytest.raises(tasks_lib.TaskError, match=r"batch 7\[1\].*buggy_code"):
+    tasksets.as_tasks([record, {**record, "buggy_code": 3}], "batch 7")
