@@ -17,6 +17,7 @@ import signal
 from typing import Any, Mapping
 
 from precisecoder.execution import specs
+# InvalidTests is re-exported: the pool catches judge.InvalidTests.
 from precisecoder.execution.specs import InvalidTests, test_names  # pylint: disable=unused-import
 from precisecoder.execution.types import Limits, Result, Status
 
