@@ -1,4 +1,5 @@
-"""ExecutionPool: the four test kinds, batching, deadlines, bad specs, worker loss, statistics."""
+"""ExecutionPool: the four test kinds, batching, deadlines, worker loss, statistics (bad specs:
+test_execution_specs.py)."""
 
 import os
 import signal
