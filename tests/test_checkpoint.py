@@ -1,4 +1,5 @@
-"""Orbax checkpoints (round trip, keep last N, RNG), SIGTERM flag, TensorBoard event files."""
+"""Orbax checkpoints (round trip, keep last N, RNG, per-process data state), SIGTERM flag,
+TensorBoard event files."""
 
 import json
 import os
@@ -9,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from flax import nnx
 
 from precisecoder.model import Decoder, presets
@@ -40,6 +42,22 @@ def test_round_trip_keeps_last_n(tmp_path):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
   restored_key = checkpointing.rng_from_json(meta["rng"])
   np.testing.assert_array_equal(jax.random.key_data(restored_key), jax.random.key_data(key))
+
+
+def test_data_state_is_a_file_per_process(tmp_path):
+  _, params, opt_state = _state()
+  ckpt = checkpointing.Checkpointer(tmp_path, async_save=False)
+  ckpt.save(1, params, opt_state, {"step": 1}, {"next_index": 7})
+  ckpt.save(2, params, opt_state, {"step": 2})  # no iterator state (e.g. a seeded start)
+  assert json.loads((tmp_path / "1" / "data" / "process_0-of-1.json").read_text()) == \
+      {"next_index": 7}
+  assert ckpt.restore(1, params, opt_state)[2]["data_state"] == {"next_index": 7}
+  assert "data_state" not in ckpt.restore(2, params, opt_state)[2]
+  (tmp_path / "1" / "data" / "process_0-of-1.json").rename(
+      tmp_path / "1" / "data" / "process_0-of-2.json")  # written by two hosts
+  with pytest.raises(FileNotFoundError, match=r"process_0-of-1.json: no data-iterator state"):
+    ckpt.restore(1, params, opt_state)
+  ckpt.close()
 
 
 def test_sigterm_sets_the_flag():
@@ -93,3 +111,9 @@ def test_metrics_resume_drops_records_after_the_checkpoint(tmp_path):
   rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
   assert [r["step"] for r in rows] == [1, 2, 3] and rows[-1]["loss"] == 30.0
   assert rows[0]["x"] == 0.5
+
+
+def test_eta_does_not_wrap_after_a_day():
+  assert metrics.format_duration(59) == "00:00:59"
+  assert metrics.format_duration(3 * 86400 + 3723) == "3d 01:02:03"
+  assert metrics.format_duration(float("inf")) == "?"

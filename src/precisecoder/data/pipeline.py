@@ -6,8 +6,10 @@ run continues with the next unseen batch instead of replaying the epoch.
 
 Sources: a list of `Task`s, a contract JSON Lines file (.jsonl, .jsonl.gz), or
 a task set built by `tfds_builder` (its folder; `split` picks the split).
-Each host reads its own equal, strided shard of the records; the shuffle is a
-fresh permutation every epoch, fixed by `seed`.
+`batch_size` is per host: with `shard_count` hosts, host `shard_index` takes every
+`shard_count`-th batch of one stream that every host shuffles alike, so a step's global
+batch (the hosts' batches in process order) does not depend on the number of hosts. The
+shuffle is a fresh permutation every epoch, fixed by `seed`.
 """
 
 from __future__ import annotations
@@ -48,17 +50,19 @@ def make_dataset(tasks: TaskSource, batch_size: int, seed: int, *, shuffle: bool
   ds = grain.MapDataset.source(_source(tasks, split))
   if len(ds) < shard_count:
     raise ValueError(f"{len(ds)} tasks cannot be split into {shard_count} shards")
-  if shard_count > 1:
-    # Strided, equal shards: every host must take the same number of steps.
-    per_shard = len(ds) // shard_count
-    ds = ds[shard_index:per_shard * shard_count:shard_count]
   if shuffle:
     ds = ds.shuffle(seed=seed)
   if repeat:
     ds = ds.repeat(None)
   if drop_remainder is None:
     drop_remainder = repeat
-  return ds.batch(batch_size, drop_remainder=drop_remainder, batch_fn=list)
+  ds = ds.batch(batch_size, drop_remainder=drop_remainder, batch_fn=list)
+  if shard_count > 1:
+    # Host i takes batches i, i + n, i + 2n, ... of one stream shuffled alike on every host:
+    # step k's global batch is the same contiguous run of the stream for any number of hosts,
+    # and every host takes the same number of steps.
+    ds = ds[:len(ds) // shard_count * shard_count][shard_index::shard_count]
+  return ds
 
 
 def make_iterator(tasks: TaskSource, batch_size: int, seed: int, shuffle: bool = True,

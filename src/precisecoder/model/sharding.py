@@ -52,7 +52,10 @@ MESH_PRESETS: dict[str, tuple[int, int, int]] = {
 
 def make_mesh(shape: Sequence[int] | str = (1, -1, 1),
               devices: Sequence[jax.Device] | None = None) -> Mesh:
-  """A (data, fsdp, tensor) mesh from a shape or a preset name; one `-1` is inferred."""
+  """A (data, fsdp, tensor) mesh from a shape ("2,2,1" too) or a preset name; one `-1` is
+  inferred."""
+  if isinstance(shape, str) and "," in shape:  # "data,fsdp,tensor", e.g. "2,2,1"
+    shape = tuple(int(n) for n in shape.split(","))
   if isinstance(shape, str):
     if shape not in MESH_PRESETS:
       raise KeyError(f"unknown mesh preset {shape!r}; known: {sorted(MESH_PRESETS)}")
@@ -95,6 +98,8 @@ def logical_to_spec(axes: Sequence[str | None], shape: Sequence[int],
         chosen.append(axis)
     used.update(chosen)
     spec.append(None if not chosen else chosen[0] if len(chosen) == 1 else tuple(chosen))
+  while spec and spec[-1] is None:  # the canonical form jit gives its outputs: no recompiles
+    spec.pop()
   return PartitionSpec(*spec)
 
 

@@ -2,11 +2,15 @@
 
 Saves are asynchronous (the next step runs while the arrays are written) and only the last
 `max_to_keep` are kept. A run whose workdir already holds a checkpoint restores the latest.
-On SIGTERM (TPU preemption) the loop asks `preempted()` after each step, saves and exits 0.
+Each host's data-iterator state is its own file in the `data` item (hosts read different
+records). On SIGTERM (TPU preemption) the loop asks `preempted(step)` after each step, saves
+and exits 0; with several hosts they agree on the step, whichever of them got the signal.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import pathlib
 import signal
@@ -16,10 +20,56 @@ from typing import Any
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+from jax.experimental import multihost_utils
 from etils import epath
 from absl import logging
 
-_ITEMS = ("params", "opt_state", "meta")
+_ITEMS = ("params", "opt_state", "meta", "data")
+
+
+def _process_file(directory: epath.Path) -> epath.Path:
+  return directory / f"process_{jax.process_index()}-of-{jax.process_count()}.json"
+
+
+class DataStateHandler(ocp.CheckpointHandler):
+  """One JSON file per process: that host's data-iterator state."""
+
+  def save(self, directory: epath.Path, args: "DataStateSave") -> None:
+    _process_file(directory).write_text(json.dumps(args.state))
+
+  def restore(self, directory: epath.Path, args: "DataStateRestore | None" = None) -> Any:
+    del args
+    path = _process_file(directory)
+    if not path.exists():
+      found = sorted(p.name for p in directory.iterdir())
+      raise FileNotFoundError(f"{path}: no data-iterator state for this process (the "
+                              f"checkpoint holds {found}; was it written by another number "
+                              "of hosts?)")
+    return json.loads(path.read_text())
+
+  def metadata(self, directory: epath.Path) -> None:
+    del directory
+
+  def structure(self, directory: epath.Path) -> None:
+    del directory
+
+  def finalize(self, directory: epath.Path) -> None:
+    del directory
+
+  def close(self) -> None:
+    pass
+
+
+@ocp.args.register_with_handler(DataStateHandler, for_save=True)
+@dataclasses.dataclass
+class DataStateSave(ocp.args.CheckpointArgs):
+  state: Any
+
+
+@ocp.args.register_with_handler(DataStateHandler, for_restore=True)
+@dataclasses.dataclass
+class DataStateRestore(ocp.args.CheckpointArgs):
+  pass
 
 
 class Checkpointer:
@@ -39,25 +89,42 @@ class Checkpointer:
     return self._manager.latest_step()
 
   def save(self, step: int, params: Any, opt_state: Any, meta: dict[str, Any],
-           *, force: bool = False) -> bool:
-    """Starts an asynchronous save; `meta` must be JSON-serialisable."""
-    return self._manager.save(step, args=ocp.args.Composite(
-        params=ocp.args.StandardSave(params), opt_state=ocp.args.StandardSave(opt_state),
-        meta=ocp.args.JsonSave(meta)), force=force)
+           data_state: Any = None) -> bool:
+    """Starts an asynchronous save of `step` (every host calls it); `meta` (written by the
+    primary host) and `data_state` (this host's, one file per host) must be JSON-ready."""
+    # force: the trainer decides when to save; Orbax's own policy would ask for the
+    # preemption sync point a second time in the step.
+    items = dict(params=ocp.args.StandardSave(params),
+                 opt_state=ocp.args.StandardSave(opt_state), meta=ocp.args.JsonSave(meta))
+    if data_state is not None:
+      items["data"] = DataStateSave(data_state)
+    return self._manager.save(step, args=ocp.args.Composite(**items), force=True)
 
   def restore(self, step: int | None, params_like: Any, opt_state_like: Any
               ) -> tuple[Any, Any, dict[str, Any]]:
     """(params, opt_state, meta) at `step` (latest if None), shaped and sharded like the
-    given trees (concrete arrays or `jax.ShapeDtypeStruct`s)."""
+    given trees (concrete arrays or `jax.ShapeDtypeStruct`s); meta["data_state"] is this
+    host's data-iterator state."""
     step = self.latest_step() if step is None else step
     if step is None:
       raise FileNotFoundError(f"{self.directory}: no checkpoint to restore")
     abstract = lambda tree: jax.tree.map(ocp.utils.to_shape_dtype_struct, tree)
-    out = self._manager.restore(step, args=ocp.args.Composite(
-        params=ocp.args.StandardRestore(abstract(params_like)),
-        opt_state=ocp.args.StandardRestore(abstract(opt_state_like)),
-        meta=ocp.args.JsonRestore()))
-    return out.params, out.opt_state, dict(out.meta)
+    items = dict(params=ocp.args.StandardRestore(abstract(params_like)),
+                 opt_state=ocp.args.StandardRestore(abstract(opt_state_like)),
+                 meta=ocp.args.JsonRestore())
+    per_host = (self.directory / str(step) / "data").exists()  # else none, or in meta (older)
+    if per_host:
+      items["data"] = DataStateRestore()
+    out = self._manager.restore(step, args=ocp.args.Composite(**items))
+    meta = dict(out.meta)
+    if per_host:
+      meta["data_state"] = out.data
+    return out.params, out.opt_state, meta
+
+  def reached_preemption(self, step: int) -> bool:
+    """Whether every host has agreed to stop at `step` after a preemption notice (False
+    without a multi-host coordination service)."""
+    return self._manager.reached_preemption(step)
 
   def wait(self) -> None:
     self._manager.wait_until_finished()
@@ -76,9 +143,14 @@ def rng_from_json(data: list[int]) -> jax.Array:
 
 
 class PreemptionWatcher:
-  """Turns SIGTERM into a flag the training loop polls between steps."""
+  """Whether to save and stop after this step. SIGTERM sets this process's flag. With several
+  processes the flags are all-gathered every step, so all stop after the same step whichever
+  got the signal; Orbax's preemption sync point (`reached_preemption`) is asked too, for
+  notices JAX's coordination service receives by other routes. (Python's handler displaces
+  the one JAX installs for SIGTERM; the reward pool needs a Python handler in place anyway.)"""
 
-  def __init__(self):
+  def __init__(self, checkpointer: Checkpointer | None = None):
+    self._checkpointer = checkpointer
     self._event = threading.Event()
     self._previous = None
     if threading.current_thread() is threading.main_thread():
@@ -89,8 +161,13 @@ class PreemptionWatcher:
     logging.warning("signal %d: saving a checkpoint and exiting after this step", signum)
     self._event.set()
 
-  def preempted(self) -> bool:
-    return self._event.is_set()
+  def preempted(self, step: int = 0) -> bool:
+    """Asked once per step by every process (with several, it is a collective)."""
+    if jax.process_count() == 1:
+      return self._event.is_set()
+    flags = multihost_utils.process_allgather(np.int32(self._event.is_set()))
+    synced = self._checkpointer is not None and self._checkpointer.reached_preemption(step)
+    return bool(np.any(flags)) or synced
 
   def restore_handler(self) -> None:
     if self._previous is not None:

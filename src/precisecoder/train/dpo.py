@@ -89,6 +89,5 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
         logging.info("step %d: no preference pairs in this batch", run.step)
       if run.end_step(record, iterator.get_state(), t0, progress, f"pairs={len(pairs)}"):
         return 0
-    if run.step >= total:
-      run.finish()
+    run.end(iterator.get_state())
   return 0

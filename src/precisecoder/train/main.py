@@ -7,7 +7,6 @@ one line naming it and exit status 2, before any model loads.
 
 from __future__ import annotations
 
-import os
 import pathlib
 import sys
 from collections.abc import Sequence
@@ -25,20 +24,15 @@ _WORKDIR = flags.DEFINE_string("workdir", None, "run directory (checkpoints, met
 flags.mark_flags_as_required(["config", "workdir"])
 
 
-def _multi_host() -> bool:
-  hosts = os.environ.get("TPU_WORKER_HOSTNAMES", "")
-  return "," in hosts or "JAX_COORDINATOR_ADDRESS" in os.environ
-
-
 def run(cfg, workdir: str) -> int:
   """Dispatches to the trainer `cfg.trainer`; returns the exit status."""
   import jax
 
+  from precisecoder import multihost
   from precisecoder.sampling import enable_compilation_cache
 
   enable_compilation_cache()
-  if _multi_host():
-    jax.distributed.initialize()  # coordinates from the TPU metadata / JAX_COORDINATOR_ADDRESS
+  multihost.initialize()  # several hosts: TPU pod metadata or JAX_COORDINATOR_ADDRESS
   if jax.process_count() > 1:
     logging.info("host %d of %d", jax.process_index(), jax.process_count())
   if cfg.trainer == "rl":

@@ -37,7 +37,10 @@ class MetricsWriter:
   """
 
   def __init__(self, workdir: str | os.PathLike, *, resume_step: int = 0,
-               tensorboard: bool = True):
+               tensorboard: bool = True, enabled: bool = True):
+    self.enabled = enabled  # False on every host but the primary one: nothing is written
+    if not enabled:
+      return
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     self.path = workdir / "metrics.jsonl"
@@ -48,6 +51,8 @@ class MetricsWriter:
     self._events = EventWriter(workdir / "tensorboard") if tensorboard else None
 
   def write(self, step: int, values: dict[str, Any], *, prefix: str = "") -> None:
+    if not self.enabled:
+      return
     record = {"step": step, **{prefix + k: _plain(v) for k, v in values.items()}}
     self._file.write(json.dumps(record) + "\n")
     self._file.flush()
@@ -57,6 +62,8 @@ class MetricsWriter:
       self._events.scalars(step, scalars)
 
   def close(self) -> None:
+    if not self.enabled:
+      return
     self._file.close()
     if self._events is not None:
       self._events.close()
@@ -79,5 +86,13 @@ class Progress:
     rate = done / elapsed
     eta = (self.total - step) / rate if rate > 0 else float("inf")
     logging.info("step %d/%d  %.2f s/step  ETA %s  %s", step, self.total, 1 / rate,
-                 time.strftime("%H:%M:%S", time.gmtime(eta)) if math.isfinite(eta) else "?",
-                 summary)
+                 format_duration(eta), summary)
+
+
+def format_duration(seconds: float) -> str:
+  """H:MM:SS, with days in front past 24 h (a clock format would wrap): '2d 03:04:05'."""
+  if not math.isfinite(seconds):
+    return "?"
+  days, rest = divmod(int(round(seconds)), 86400)
+  clock = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+  return f"{days}d {clock}" if days else clock

@@ -7,12 +7,14 @@ One step:
      last chunk's scoring is exposed (reported as `time/reward_exposed`);
   3. advantages from the reward recipe (recipes.py);
   4. μ passes of shuffled minibatches through the clipped policy-gradient step;
-  5. metrics, periodic evaluation, asynchronous checkpoints; SIGTERM saves and exits 0.
+  5. metrics, periodic evaluation, asynchronous checkpoints; a preemption (SIGTERM, agreed
+     on by every host) saves and exits 0.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import time
 from typing import Any
 
@@ -21,6 +23,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 
+from precisecoder import multihost
 from precisecoder.train import recipes, rollout as rollout_lib, step as step_lib, tasksets
 from precisecoder.train.run import Run, mean_metrics, sample_seed
 
@@ -65,33 +68,46 @@ def collect(run: Run, batch_tasks: list, executor: concurrent.futures.Executor
   return rollout, _concat_terms([t for t, _ in scored]), timing
 
 
-def learn(run: Run, step_fn, batch: dict[str, np.ndarray]) -> dict[str, float]:
-  """μ passes over shuffled minibatches; one optimiser update per minibatch."""
+def learn(run: Run, step_fn, batch: dict[str, np.ndarray], ref_fn=None) -> dict[str, float]:
+  """μ passes over shuffled minibatches; one optimiser update per minibatch.
+
+  `batch` holds this host's rows; the step's global batch (every host's rows, host-major) is
+  placed on the mesh once and each minibatch is gathered from it on device, so the updates
+  do not depend on how many hosts the rows came from."""
   rl = run.cfg.rl
-  n = batch["tokens"].shape[0]
+  device_batch = step_lib.to_device(batch, run.mesh)
+  n = device_batch["tokens"].shape[0]
   size = min(rl.minibatch_size, n)
   if n % size:
     raise ValueError(f"rl.minibatch_size={size} must divide the {n} rows of a step "
                      "(prompts_per_step * group_size)")
-  out = []
-  for epoch in range(rl.num_iterations):
-    order = np.random.default_rng([run.cfg.seed, run.step, epoch]).permutation(n)
-    for start in range(0, n, size):
-      rows = order[start:start + size]
-      mb = step_lib.to_device({k: v[rows] for k, v in batch.items()})
-      run.params, run.opt_state, m = step_fn(run.params, run.opt_state, mb)
-      out.append(m)
+  with jax.set_mesh(run.mesh) if run.mesh is not None else contextlib.nullcontext():
+    if ref_fn is not None:
+      device_batch["ref_logprobs"] = ref_fn(run.initial_params, device_batch["tokens"],
+                                            device_batch["mask"],
+                                            device_batch["completion_mask"])
+    out = []
+    for epoch in range(rl.num_iterations):
+      order = np.random.default_rng([run.cfg.seed, run.step, epoch]).permutation(n)
+      for start in range(0, n, size):
+        run.params, run.opt_state, m = step_fn(run.params, run.opt_state, device_batch,
+                                               order[start:start + size].astype(np.int32))
+        out.append(m)
   return mean_metrics(jax.device_get(out))
 
 
 def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
-  """Runs (or resumes) RL training in `workdir`; returns the process exit status."""
+  """Runs (or resumes) RL training in `workdir`; returns the process exit status.
+
+  On several hosts each samples and scores the groups of its own tasks (a group never spans
+  hosts); reward terms are gathered so every host computes the same advantages and metrics.
+  """
   rl = cfg.rl
   total = cfg.train.steps
-  with Run(cfg, workdir, total_steps=total, keep_initial=rl.kl_beta > 0) as run:
+  with Run(cfg, workdir, total_steps=total, keep_initial=rl.kl_beta > 0,
+           multi_host=True) as run:
     step_fn = step_lib.make_rl_step(run.graphdef, run.tx, rl)
     ref_fn = step_lib.make_logprob_fn(run.graphdef, rl.temperature) if rl.kl_beta > 0 else None
-    ref_params = run.initial_params
     iterator = tasksets.task_iterator(tasksets.train_tasks(cfg), rl.prompts_per_step, cfg.seed)
     progress = run.begin(iterator)
     executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="reward")
@@ -101,46 +117,30 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
         batch_tasks = tasksets.as_tasks(next(iterator), f"train batch {run.step + 1}")
         run.step += 1
         rollout, terms, timing = collect(run, batch_tasks, executor)
-        advantages, reward = recipes.compute_advantages(rl, terms)
+        every = multihost.allgather_rows({**terms, "lengths": rollout.lengths})
+        advantages, reward = recipes.compute_advantages(rl, every)
         batch = rollout_lib.training_arrays(rollout, run.policy.pad_id,
                                             completion_len=rl.max_new_tokens)
-        batch["advantages"] = advantages
-        if ref_fn is not None:
-          batch["ref_logprobs"] = np.asarray(ref_fn(ref_params, batch["tokens"], batch["mask"],
-                                                    batch["completion_mask"]))
+        batch["advantages"] = advantages[multihost.host_slice(len(advantages))]
         t0 = time.perf_counter()
-        learned = learn(run, step_fn, batch)
+        learned = learn(run, step_fn, batch, ref_fn)
         timing["time/train"] = time.perf_counter() - t0
         groups = reward.reshape(-1, rl.group_size)
+        exposed = timing["time/reward_exposed"] / (time.perf_counter() - t_step)
         record: dict[str, Any] = {
             "reward": float(reward.mean()),
-            **{f"reward/{k}": float(terms[k].mean()) for k in _TERMS_LOGGED},
+            **{f"reward/{k}": float(every[k].mean()) for k in _TERMS_LOGGED},
             "advantage_abs": float(np.abs(advantages).mean()),
             "zero_variance_groups": float(np.mean(groups.std(axis=1) == 0)),
-            "completion_tokens": float(rollout.lengths.mean()),
+            "completion_tokens": float(every["lengths"].mean()),
             **{f"train/{k}": v for k, v in learned.items()},
+            **timing, "reward_exposed_fraction": exposed,
         }
-        data_state = iterator.get_state()
-        timing["time/checkpoint"] = 0.0
-        preempted = run.preemption.preempted()
-        if run.should(cfg.train.checkpoint_every) or preempted:
-          timing["time/checkpoint"] = run.save(data_state, force=preempted)
-        timing["time/step"] = time.perf_counter() - t_step
-        timing["reward_exposed_fraction"] = timing["time/reward_exposed"] / timing["time/step"]
-        run.metrics.write(run.step, {**record, **timing})
-        progress.update(run.step, f"reward={record['reward']:.3f} "
-                        f"pass={record['reward/unit']:.3f} "
-                        f"exposed_reward={timing['reward_exposed_fraction']:.1%}")
-        if preempted:
-          logging.warning("preempted: checkpoint of step %d saved; exiting", run.step)
-          run.checkpointer.wait()
+        if run.end_step(record, iterator.get_state(), t_step, progress,
+                        f"reward={record['reward']:.3f} pass={record['reward/unit']:.3f} "
+                        f"exposed_reward={exposed:.1%}"):
           return 0
-        if run.should(cfg.train.eval_every):
-          run.evaluate()
     finally:
       executor.shutdown(wait=True)
-    if run.step >= total:
-      run.finish()
-    elif run.checkpointer.latest_step() != run.step:
-      run.save(iterator.get_state(), force=True)
+    run.end(iterator.get_state())
   return 0

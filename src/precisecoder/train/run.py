@@ -16,10 +16,12 @@ from absl import logging
 from flax import nnx
 
 from precisecoder import evaluate as evaluate_lib
+from precisecoder import multihost
 from precisecoder.model import make_mesh, training_checkpoint
 from precisecoder.rewards import RewardScorer
 from precisecoder.train import checkpointing, metrics, policy as policy_lib, step as step_lib
 from precisecoder.train import tasksets
+from precisecoder.train import workdir as workdir_lib
 
 
 def sample_seed(seed: int, step: int, part: int = 0) -> int:
@@ -43,11 +45,19 @@ class Run(contextlib.AbstractContextManager):
   """One training run in a workdir; resumes the workdir's latest checkpoint if it has one."""
 
   def __init__(self, cfg: ml_collections.ConfigDict, workdir: str, *, total_steps: int,
-               keep_initial: bool = False):
+               keep_initial: bool = False, multi_host: bool = False):
+    if jax.process_count() > 1 and not multi_host:
+      raise NotImplementedError(f"trainer {cfg.trainer!r} runs on one host only; "
+                                f"this run has {jax.process_count()} processes")
     self.cfg = cfg
-    self.workdir = pathlib.Path(workdir)
-    self.workdir.mkdir(parents=True, exist_ok=True)
-    (self.workdir / "config.json").write_text(cfg.to_json_best_effort(indent=2) + "\n")
+    # Shared outputs (config, metrics, events, evaluations, report) come from the primary host,
+    # written to `self.workdir` (a local mirror when the workdir is a bucket).
+    self.dir = workdir_lib.Workdir(workdir)
+    self.workdir = self.dir.local
+    self.primary = multihost.is_primary()
+    if self.primary:
+      self.dir.fetch()
+      (self.workdir / "config.json").write_text(cfg.to_json_best_effort(indent=2) + "\n")
     self.total_steps = total_steps
     self.mesh = make_mesh(cfg.model.mesh) if jax.device_count() > 1 else None
     self.policy = policy_lib.load_policy(cfg, self.mesh)
@@ -55,10 +65,10 @@ class Run(contextlib.AbstractContextManager):
     # A frozen copy of the starting weights (KL reference, DPO reference) taken before resume.
     self.initial_params = jax.tree.map(lambda x: x.copy(), self.params) if keep_initial else None
     self.tx = step_lib.make_optimizer(cfg.optim, total_steps)
-    self.opt_state = jax.jit(self.tx.init)(self.params)
+    self.opt_state = step_lib.init_optimizer(self.tx, self.params, self.mesh)
     self.rng = jax.random.key(cfg.seed)
     self.checkpointer = checkpointing.Checkpointer(
-        cfg.train.checkpoint_dir or self.workdir / "checkpoints", max_to_keep=cfg.train.keep_checkpoints)
+        cfg.train.checkpoint_dir or self.dir.checkpoints, max_to_keep=cfg.train.keep_checkpoints)
     self.step = 0
     self.data_state: Any = None
     latest = self.checkpointer.latest_step()
@@ -71,8 +81,9 @@ class Run(contextlib.AbstractContextManager):
       self.data_state = _decode_data_state(meta.get("data_state"))
       logging.info("resumed %s at step %d (%.1f s)", self.workdir, self.step,
                    time.perf_counter() - t0)
-    self.metrics = metrics.MetricsWriter(self.workdir, resume_step=self.step)
-    self.preemption = checkpointing.PreemptionWatcher()
+    self.metrics = metrics.MetricsWriter(self.workdir, resume_step=self.step,
+                                         enabled=self.primary)
+    self.preemption = checkpointing.PreemptionWatcher(self.checkpointer)
     self._pool = None
     self._scorer: RewardScorer | None = None
 
@@ -94,13 +105,14 @@ class Run(contextlib.AbstractContextManager):
       self._scorer = RewardScorer(self._pool, epsilon=epsilon, lam=rl.lam)
     return self._scorer
 
-  def save(self, data_state: Any = None, *, force: bool = False) -> float:
+  def save(self, data_state: Any = None) -> float:
     """Starts an asynchronous checkpoint of the current step; returns seconds it blocked."""
     t0 = time.perf_counter()
     meta = {"step": self.step, "rng": checkpointing.rng_to_json(self.rng),
             "model": training_checkpoint.model_meta(self.policy.config, self.policy.source),
-            "data_state": _encode_data_state(data_state), "time": time.time()}
-    self.checkpointer.save(self.step, self.params, self.opt_state, meta, force=force)
+            "time": time.time()}
+    self.checkpointer.save(self.step, self.params, self.opt_state, meta,
+                           _encode_data_state(data_state))
     return time.perf_counter() - t0
 
   def evaluate(self) -> dict[str, float]:
@@ -108,11 +120,25 @@ class Run(contextlib.AbstractContextManager):
     cfg = self.cfg
     if not hasattr(self, "_eval_tasks"):
       self._eval_tasks = tasksets.eval_tasks(cfg)
+    tasks = self._eval_tasks
+    # Several hosts: each evaluates an equal share (the last task repeated to even it out),
+    # then the records are gathered and summarised as one set.
+    share = -(-len(tasks) // jax.process_count())
+    mine = tasks[multihost.host_slice(share * jax.process_count())] if len(tasks) else []
+    mine = list(mine) + [tasks[-1]] * (share - len(mine))
     summary, records = evaluate_lib.evaluate(
-        self.sync_policy(), self._eval_tasks, self.scorer,
+        self.sync_policy(), mine, self.scorer,
         max_new_tokens=cfg.train.eval_max_new_tokens, batch_size=cfg.train.eval_batch_size,
         include_tests=cfg.data.include_tests_in_prompt, seed=cfg.seed,
         prompt_bucket=cfg.rl.prompt_bucket, mesh=self.mesh)
+    if jax.process_count() > 1:
+      records = [r for part in multihost.allgather_json(records) for r in part][:len(tasks)]
+      timing = {k: summary[k] for k in ("sample_s", "score_s")}
+      summary = {**evaluate_lib.summarize(tasks, {
+          k: np.array([r[k] for r in records]) for k in records[0]
+          if isinstance(records[0][k], float)}), **timing}
+    if not self.primary:
+      return summary
     out = self.workdir / "eval"
     out.mkdir(exist_ok=True)
     (out / f"step_{self.step}.json").write_text(json.dumps(
@@ -140,11 +166,15 @@ class Run(contextlib.AbstractContextManager):
     """The tail every trainer's step shares: checkpoint when due (always when preempted),
     metrics with the step time, progress, evaluation when due. True when preempted: the
     checkpoint is written and the trainer should return 0."""
-    preempted = self.preemption.preempted()
+    preempted = self.preemption.preempted(self.step)
+    saved = 0.0
     if self.should(self.cfg.train.checkpoint_every) or preempted:
-      self.save(data_state, force=preempted)
-    self.metrics.write(self.step, {**record, "time/step": time.perf_counter() - t_start})
+      saved = self.save(data_state)
+    self.metrics.write(self.step, {**record, "time/checkpoint": saved,
+                                   "time/step": time.perf_counter() - t_start})
     progress.update(self.step, message)
+    if self.primary:
+      self.dir.sync()
     if preempted:
       logging.warning("preempted: checkpoint of step %d saved; exiting", self.step)
       self.checkpointer.wait()
@@ -153,13 +183,23 @@ class Run(contextlib.AbstractContextManager):
       self.evaluate()
     return False
 
+  def end(self, data_state: Any) -> None:
+    """The tail every trainer shares: the report when all steps are done, else (stopped by
+    train.stop_after) a checkpoint of the last step if it has none yet."""
+    if self.step >= self.total_steps:
+      self.finish()
+    elif self.checkpointer.latest_step() != self.step:
+      self.save(data_state)
+
   def should(self, every: int) -> bool:
     return every > 0 and (self.step % every == 0 or self.step == self.total_steps)
 
   def finish(self) -> pathlib.Path | None:
     """Waits for the last checkpoint and writes the report (when configured)."""
     self.checkpointer.wait()
-    if not self.cfg.train.report:
+    logging.info("step %d: parameters on this host: sha256 %s", self.step,
+                 multihost.local_fingerprint(self.params))
+    if not self.cfg.train.report or not self.primary:
       return None
     from precisecoder.analysis import report
     path = report.write_report(self.workdir)
@@ -170,6 +210,8 @@ class Run(contextlib.AbstractContextManager):
   def close(self) -> None:
     self.checkpointer.close()
     self.metrics.close()
+    if self.primary:
+      self.dir.sync()
     self.preemption.restore_handler()
     if self._pool is not None:
       self._pool.close()

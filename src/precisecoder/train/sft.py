@@ -42,6 +42,5 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
       m = {f"train/{k}": float(v) for k, v in jax.device_get(m).items()}
       if run.end_step(m, iterator.get_state(), t0, progress, f"loss={m['train/loss']:.4f}"):
         return 0
-    if run.step >= total:
-      run.finish()
+    run.end(iterator.get_state())
   return 0

@@ -14,7 +14,10 @@ import jax.numpy as jnp
 import ml_collections
 import optax
 from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from precisecoder import multihost
+from precisecoder.model.sharding import constrain
 from precisecoder.train import losses
 
 
@@ -28,6 +31,18 @@ def make_optimizer(optim: ml_collections.ConfigDict, total_steps: int
   parts.append(optax.adamw(schedule, b1=optim.b1, b2=optim.b2, weight_decay=optim.weight_decay))
   del total_steps
   return optax.chain(*parts)
+
+
+def init_optimizer(tx: optax.GradientTransformation, params: Any, mesh: Mesh | None = None
+                   ) -> Any:
+  """The optimiser state; on a mesh each moment is sharded like its parameter (else jit
+  would replicate them) and the rest (step counts) is replicated."""
+  if mesh is None:
+    return jax.jit(tx.init)(params)
+  shardings = optax.tree_map_params(
+      tx, lambda _, p: p.sharding, jax.eval_shape(tx.init, params), params,
+      transform_non_params=lambda _: NamedSharding(mesh, PartitionSpec()))
+  return jax.jit(tx.init, out_shardings=shardings)(params)
 
 
 def completion_logprobs(graphdef: nnx.GraphDef, params: nnx.State, tokens: jax.Array,
@@ -57,7 +72,8 @@ def _apply(tx, params, opt_state, grads):
 
 def make_rl_step(graphdef: nnx.GraphDef, tx: optax.GradientTransformation,
                  rl: ml_collections.ConfigDict) -> Callable:
-  """step(params, opt_state, batch) -> (params, opt_state, metrics)."""
+  """step(params, opt_state, batch, rows) -> (params, opt_state, metrics): one update on
+  the minibatch `batch[rows]`."""
 
   def loss_fn(params, batch):
     t = batch["completion_mask"].shape[1]
@@ -70,8 +86,12 @@ def make_rl_step(graphdef: nnx.GraphDef, tx: optax.GradientTransformation,
     return out.loss, out
 
   @functools.partial(jax.jit, donate_argnums=(0, 1))
-  def step(params, opt_state, batch):
-    (_, out), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch)
+  def step(params, opt_state, batch, rows):
+    # The minibatch is gathered on device from the step's global batch, so its rows may come
+    # from any host's rollouts: minibatches are the same for any number of hosts.
+    minibatch = {k: constrain(v[rows], ("batch",) + (None,) * (v.ndim - 1))
+                 for k, v in batch.items()}
+    (_, out), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, minibatch)
     params, opt_state, gnorm = _apply(tx, params, opt_state, grads)
     return params, opt_state, {**out._asdict(), "grad_norm": gnorm}
 
@@ -129,5 +149,9 @@ def make_dpo_step(graphdef: nnx.GraphDef, tx: optax.GradientTransformation, beta
   return step
 
 
-def to_device(batch: dict[str, Any]) -> dict[str, jax.Array]:
-  return {k: jnp.asarray(v) for k, v in batch.items()}
+def to_device(batch: dict[str, Any], mesh: Mesh | None = None) -> dict[str, jax.Array]:
+  """Device arrays of a batch; on a mesh, one global batch sharded over its batch axes,
+  built from each host's rows (host-major)."""
+  if mesh is None:
+    return {k: jnp.asarray(v) for k, v in batch.items()}
+  return multihost.global_batch(dict(batch), mesh)

@@ -33,11 +33,14 @@ def eval_tasks(cfg: ml_collections.ConfigDict) -> list[Task]:
 
 
 def task_iterator(tasks: list[Task], batch_size: int, seed: int):
-  """A checkpointable iterator of task batches, sharded over the hosts of a pod."""
+  """A checkpointable iterator of this host's part of each global batch of `batch_size`
+  tasks (all of it on one host)."""
   from precisecoder.data import pipeline
-  return pipeline.make_iterator(tasks, batch_size, seed, shuffle=True, repeat=True,
-                                shard_index=jax.process_index(),
-                                shard_count=jax.process_count())
+  hosts = jax.process_count()
+  if batch_size % hosts:
+    raise ValueError(f"{batch_size} tasks per step cannot be dealt equally to {hosts} hosts")
+  return pipeline.make_iterator(tasks, batch_size // hosts, seed, shuffle=True, repeat=True,
+                                shard_index=jax.process_index(), shard_count=hosts)
 
 
 def as_tasks(batch: Any, where: str) -> list[Task]:
