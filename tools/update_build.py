@@ -26,7 +26,7 @@ THIRD_PARTY = {
     "safetensors": "safetensors", "sentencepiece": "sentencepiece",
     "tensorflow_datasets": "tensorflow-datasets", "tiktoken": "tiktoken", "tokenizers": "tokenizers",
     "torch": "torch", "tqdm": "tqdm", "transformers": "transformers", "array_record": "grain",
-    "psutil": "psutil", "tensorboardX": "tensorboardX", "chex": "chex", "scipy": "scipy",
+    "psutil": "psutil", "huggingface_hub": "huggingface_hub", "tensorboardX": "tensorboardX", "chex": "chex", "scipy": "scipy",
 }
 
 

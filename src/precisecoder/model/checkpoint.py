@@ -8,6 +8,7 @@ from typing import Any
 
 from jax.sharding import Mesh
 
+from precisecoder.model import hub
 from precisecoder.model.config import ModelConfig
 from precisecoder.model.decoder import Decoder
 from precisecoder.model.gguf_import import load_gguf
@@ -32,13 +33,17 @@ def _is_hf_folder(path: pathlib.Path) -> bool:
 def load_checkpoint(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None = None,
                     with_tokenizer: bool = True, **execution
                     ) -> tuple[Decoder, Any, ModelConfig]:
-  """(model, tokenizer, config) from an HF folder, a .gguf file or a training checkpoint dir.
+  """(model, tokenizer, config) from an HF folder, a .gguf file, a training checkpoint dir or
+  a Hugging Face Hub id (downloaded once, then cached; model/hub.py).
 
   With a mesh, every parameter is placed straight onto its sharding. `execution` sets
   ModelConfig's execution options (remat, attention, attention_block, logprob_chunk).
   Raises CheckpointError.
   """
-  path = pathlib.Path(path)
+  try:  # a hub id (Qwen/Qwen3-4B): its cached snapshot, downloaded on first use
+    path = pathlib.Path(hub.resolve(str(path)))
+  except hub.HubError as e:
+    raise CheckpointError(str(e)) from e
   if not path.exists():
     raise CheckpointError(f"{path}: checkpoint does not exist")
   try:
