@@ -91,13 +91,14 @@ def check_same_budget(configs: dict[str, ml_collections.ConfigDict]) -> None:
 
 
 def check_resumable(workdir: pathlib.Path, cfg: ml_collections.ConfigDict) -> None:
-  """An arm's workdir written with another config (beyond its step budget) is not resumed."""
+  """An arm's workdir written with another config (beyond its step budget) is not resumed.
+  Fields the workdir's config lacks (added to the code since) are not compared."""
   path = workdir / "config.json"
   if not path.exists():
     return
   old, new = flatten(json.loads(path.read_text())), flatten(json.loads(cfg.to_json()))
-  differ = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new))
-            if k not in RESUMABLE_FIELDS and old.get(k) != new.get(k)]
+  differ = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(old)
+            if k not in RESUMABLE_FIELDS and old[k] != new.get(k)]
   if differ:
     raise ValueError(f"{path} was written with another config ({'; '.join(differ)}); pick a "
                      "new --workdir or rerun with the same arguments")
@@ -245,7 +246,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "precisecoder compare") 
     check_same_budget({name: cfg for name, (_, cfg) in arms.items()})
     workdir = pathlib.Path(args.workdir)
     for name, (_, cfg) in arms.items():
-      check_resumable(workdir / name, cfg)
+      if not args.report_only:
+        check_resumable(workdir / name, cfg)
   except ValueError as e:
     print(f"{prog}: {e}", file=sys.stderr)
     return 2
