@@ -256,12 +256,12 @@ _SMALL_RUNS = {
 }
 
 # The arms of `precisecoder compare` (train/compare.py; README "Comparing reward recipes"): a
-# budget each arm gets in full. compare-cpu: two arms in ~25 minutes on 2 idle cores: the main
-# job's model and step (2 tasks x 4 samples), a larger step size so that 4 steps move the
-# policy, greedy evaluation at steps 0, 2 and 4 on the main job's 16 held-in tasks + 8 clean
-# programs. compare-h200: both arms in <= 11 minutes on one H200 (an estimate:
-# not yet run on a GPU), 32 tasks x 8 samples a step, evaluated every 5 steps on 64 tasks + 32
-# clean programs.
+# budget each arm gets in full. compare-cpu: two arms in ~13 minutes on 2 idle cores (from the
+# main job's step and evaluation times): the main job's model and step (2 tasks x 4 samples), a
+# larger step size so that 4 steps move the policy, greedy evaluation at steps 0, 2 and 4 on
+# the main job's 16 held-in tasks + 8 clean programs. compare-h200: both arms in <= 11 minutes
+# on one H200 (an estimate: not yet run on a GPU), 32 tasks x 8 samples a step, evaluated every
+# 5 steps on 64 tasks + 32 clean programs.
 MODEL_PRESETS["compare-cpu"] = MODEL_PRESETS["local"]
 _SMALL_RUNS["compare-cpu"] = dict(
     _SMALL_RUNS["local"], optim=dict(learning_rate=2e-5),
