@@ -102,6 +102,8 @@ def _main(argv: Sequence[str]) -> int:
     _fail(str(e))
   workdir = _workdir(_WORKDIR.value)
   logging.set_verbosity(logging.INFO)
+  from precisecoder.train import metrics  # pylint: disable=import-outside-toplevel
+  metrics.quiet_library_logs()
   return run(cfg, workdir)
 
 
