@@ -113,6 +113,21 @@ def test_metrics_resume_drops_records_after_the_checkpoint(tmp_path):
   assert rows[0]["x"] == 0.5
 
 
+def test_resumed_event_file_purges_the_steps_after_the_checkpoint(tmp_path):
+  """A resumed run's event file starts with SessionLog START at the restored step + 1: the
+  marker on which TensorBoard drops the older files' events from that step on."""
+  fresh = tensorboard.EventWriter(tmp_path / "fresh")
+  fresh.close()
+  assert len(_read_records(fresh.path)) == 1  # no marker for a fresh run
+  writer = metrics.MetricsWriter(tmp_path, resume_step=2)
+  writer.write(3, {"loss": 1.0})
+  writer.close()
+  (path,) = (tmp_path / "tensorboard").glob("events.out.tfevents.*")
+  marker = _read_records(path)[1]
+  assert marker[9:11] == bytes([0x10, 3])  # step 3
+  assert marker.endswith(bytes([0x3A, 0x02, 0x08, 0x01]))  # session_log=7 {status: START}
+
+
 def test_eta_does_not_wrap_after_a_day():
   assert metrics.format_duration(59) == "00:00:59"
   assert metrics.format_duration(3 * 86400 + 3723) == "3d 01:02:03"

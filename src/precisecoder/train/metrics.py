@@ -34,7 +34,8 @@ class MetricsWriter:
   """Writes one JSON line per record; numeric values also go to TensorBoard.
 
   On resume from step k, records after k (written before the interruption but not covered
-  by the checkpoint) are dropped so the file reads as if the run had never stopped.
+  by the checkpoint) are dropped so the file reads as if the run had never stopped; the new
+  TensorBoard file tells TensorBoard to drop them too (a purge marker at step k + 1).
   """
 
   def __init__(self, workdir: str | os.PathLike, *, resume_step: int = 0,
@@ -49,7 +50,9 @@ class MetricsWriter:
     with open(self.path, "w") as f:
       f.writelines(json.dumps(r) + "\n" for r in kept)
     self._file = open(self.path, "a")
-    self._events = EventWriter(workdir / "tensorboard") if tensorboard else None
+    self._events = EventWriter(workdir / "tensorboard",
+                               purge_step=resume_step + 1 if resume_step else None
+                               ) if tensorboard else None
 
   def write(self, step: int, values: dict[str, Any], *, prefix: str = "") -> None:
     if not self.enabled:

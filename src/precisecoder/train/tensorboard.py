@@ -1,7 +1,7 @@
 """A TensorBoard event-file writer for scalars, without TensorFlow.
 
-An event file is a TFRecord stream of `Event` protos. We encode the three messages we need
-by hand (Event{wall_time=1, step=2, file_version=3, summary=5}, Summary{value=1},
+An event file is a TFRecord stream of `Event` protos. We encode the messages we need by hand
+(Event{wall_time=1, step=2, file_version=3, summary=5, session_log=7}, Summary{value=1},
 Summary.Value{tag=1, simple_value=2}) and frame them with masked CRC-32C as TFRecord does.
 """
 
@@ -61,10 +61,12 @@ def _bytes_field(number: int, payload: bytes) -> bytes:
 
 
 def encode_event(wall_time: float, step: int, *, scalars: dict[str, float] | None = None,
-                 file_version: str | None = None) -> bytes:
+                 file_version: str | None = None, session_start: bool = False) -> bytes:
   event = _field(1, 1) + struct.pack("<d", wall_time) + _field(2, 0) + _varint(step)
   if file_version is not None:
     event += _bytes_field(3, file_version.encode())
+  if session_start:  # session_log=7: SessionLog{status=1 (START)}
+    event += _bytes_field(7, _field(1, 0) + _varint(1))
   if scalars:
     summary = b"".join(
         _bytes_field(1, _bytes_field(1, tag.encode()) + _field(2, 5) + struct.pack("<f", value))
@@ -79,14 +81,20 @@ def frame_record(data: bytes) -> bytes:
 
 
 class EventWriter:
-  """Appends scalar summaries to `<logdir>/events.out.tfevents.<time>.<host>`."""
+  """Appends scalar summaries to `<logdir>/events.out.tfevents.<time>.<host>`.
 
-  def __init__(self, logdir: str | os.PathLike):
+  `purge_step` (a resumed run: the restored step + 1) starts the file with a SessionLog START
+  at that step, on which TensorBoard drops every event at or after it from earlier files: the
+  steps an interrupted run logged past its last checkpoint are not shown twice."""
+
+  def __init__(self, logdir: str | os.PathLike, purge_step: int | None = None):
     logdir = pathlib.Path(logdir)
     logdir.mkdir(parents=True, exist_ok=True)
     self.path = logdir / f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}"
     self._file = open(self.path, "ab")
     self._file.write(frame_record(encode_event(time.time(), 0, file_version="brain.Event:2")))
+    if purge_step is not None:
+      self._file.write(frame_record(encode_event(time.time(), purge_step, session_start=True)))
 
   def scalars(self, step: int, values: dict[str, float]) -> None:
     self._file.write(frame_record(encode_event(time.time(), step, scalars=values)))
