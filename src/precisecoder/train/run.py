@@ -125,7 +125,7 @@ class Run(contextlib.AbstractContextManager):
     # then the records are gathered and summarised as one set.
     share = -(-len(tasks) // jax.process_count())
     mine = tasks[multihost.host_slice(share * jax.process_count())] if len(tasks) else []
-    mine = list(mine) + [tasks[-1]] * (share - len(mine))
+    mine = list(mine) + list(tasks[-1:]) * (share - len(mine))
     summary, records = evaluate_lib.evaluate(
         self.sync_policy(), mine, self.scorer,
         max_new_tokens=cfg.train.eval_max_new_tokens, batch_size=cfg.train.eval_batch_size,
