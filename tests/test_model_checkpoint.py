@@ -56,9 +56,11 @@ def test_unpermute_inverts_llama_cpp_rope_permutation():
 
 def test_sharding_rules_drop_axes_that_do_not_divide():
   mesh = AbstractMesh((2, 2, 4), ("data", "fsdp", "tensor"), axis_types=(AxisType.Auto,) * 3)
-  assert logical_to_spec(("batch", "seq"), (8, 5), mesh) == PartitionSpec(("data", "fsdp"), None)
-  assert logical_to_spec(("batch", "seq"), (2, 5), mesh) == PartitionSpec("data", None)
-  assert logical_to_spec(("embed", "kv_heads"), (64, 3), mesh) == PartitionSpec("fsdp", None)
+  # Trailing unsharded axes are dropped (JAX's own canonical form: no recompile on a mismatch).
+  assert logical_to_spec(("batch", "seq"), (8, 5), mesh) == PartitionSpec(("data", "fsdp"))
+  assert logical_to_spec(("batch", "seq"), (2, 5), mesh) == PartitionSpec("data")
+  assert logical_to_spec(("embed", "kv_heads"), (64, 3), mesh) == PartitionSpec("fsdp")
+  assert logical_to_spec(("seq", "batch"), (5, 8), mesh) == PartitionSpec(None, ("data", "fsdp"))
   with pytest.raises(KeyError, match="no sharding rule"):
     logical_to_spec(("nonsense",), (4,), mesh)
   with pytest.raises(ValueError, match="needs 8 devices"):
