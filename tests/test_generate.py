@@ -93,6 +93,10 @@ def test_bad_task_file_and_output_are_clear_errors(checkpoint, tmp_path, capsys)
   (tmp_path / "file").write_text("")
   assert cli.main(argv + [str(tasks), "--output", str(tmp_path / "file" / "p.jsonl")]) == 2
   assert "file is a file" in _one_line_error(capsys, "generate")
+  for mesh, reason in (("1,x", "invalid literal"), ("1,2,3", "needs 6 devices"),
+                       ("nope", "unknown mesh preset")):
+    assert cli.main(argv + [str(tasks), "--output", str(tmp_path / "p.jsonl"), "--mesh", mesh]) == 2
+    assert f"--mesh '{mesh}'" in (line := _one_line_error(capsys, "generate")) and reason in line
   with pytest.raises(SystemExit) as exit_info:
     cli.main(argv + [str(tasks), "--output", str(tmp_path / "p.jsonl"), "--samples", "0"])
   assert exit_info.value.code == 2 and "argument --samples: must be a positive integer" in (

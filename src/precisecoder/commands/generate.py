@@ -56,12 +56,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _mesh(spec: str):
+  """The --mesh flag as a Mesh (None: one device); a shape or preset that cannot work is an
+  InputError naming the flag."""
   if not spec:
     return None
   from precisecoder.model import make_mesh
-  if "," in spec:
-    return make_mesh(tuple(int(s) for s in spec.split(",")))
-  return make_mesh(spec)
+  try:
+    return make_mesh(spec)
+  except (KeyError, ValueError) as e:
+    message = e.args[0] if isinstance(e, KeyError) and e.args else e
+    raise checks.InputError(f"--mesh {spec!r}: {message}") from None
 
 
 def read_thinking(path: str) -> dict[str, str]:
