@@ -77,10 +77,7 @@ def learn(run: Run, step_fn, batch: dict[str, np.ndarray], ref_fn=None) -> dict[
   rl = run.cfg.rl
   device_batch = step_lib.to_device(batch, run.mesh)
   n = device_batch["tokens"].shape[0]
-  size = min(rl.minibatch_size, n)
-  if n % size:
-    raise ValueError(f"rl.minibatch_size={size} must divide the {n} rows of a step "
-                     "(prompts_per_step * group_size)")
+  size = min(rl.minibatch_size, n)  # divides n: config.validate checks it when the Run starts
   with jax.set_mesh(run.mesh) if run.mesh is not None else contextlib.nullcontext():
     if ref_fn is not None:
       device_batch["ref_logprobs"] = ref_fn(run.initial_params, device_batch["tokens"],

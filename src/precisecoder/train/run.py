@@ -19,7 +19,8 @@ from precisecoder import evaluate as evaluate_lib
 from precisecoder import multihost
 from precisecoder.model import make_mesh, training_checkpoint
 from precisecoder.rewards import RewardScorer
-from precisecoder.train import checkpointing, metrics, policy as policy_lib, step as step_lib
+from precisecoder.train import checkpointing, config as config_lib, metrics
+from precisecoder.train import policy as policy_lib, step as step_lib
 from precisecoder.train import tasksets
 from precisecoder.train import workdir as workdir_lib
 
@@ -46,6 +47,7 @@ class Run(contextlib.AbstractContextManager):
 
   def __init__(self, cfg: ml_collections.ConfigDict, workdir: str, *, total_steps: int,
                keep_initial: bool = False, multi_host: bool = False):
+    config_lib.validate(cfg)  # values that cannot work fail here, before anything loads
     if jax.process_count() > 1 and not multi_host:
       raise NotImplementedError(f"trainer {cfg.trainer!r} runs on one host only; "
                                 f"this run has {jax.process_count()} processes")
