@@ -16,7 +16,7 @@ from precisecoder.model.tokenizer import eos_token_ids, pad_token_id
 from precisecoder.train import rollout, sft
 from precisecoder.train.policy import Policy
 
-QWEN3_TEMPLATE = (pathlib.Path(__file__).parent / "data" / "qwen3_chat_template.jinja").read_text()
+QWEN3_TEMPLATE = (pathlib.Path(__file__).parent / "testdata" / "qwen3_chat_template.jinja").read_text()
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
           "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 # A template that keeps only the answer of assistant turns (reasoning dropped): plain fallback.

@@ -1,4 +1,4 @@
-"""pdb_compat agrees with PDB's released evaluator on recorded cases (tests/data/pdb_agreement.json)."""
+"""pdb_compat agrees with PDB's released evaluator on recorded cases (tests/testdata/pdb_agreement.json)."""
 
 import json
 import pathlib
@@ -8,7 +8,7 @@ import pytest
 from precisecoder import rewards, tasks
 from precisecoder.execution.types import Result, Status
 
-DATA = json.loads((pathlib.Path(__file__).parent / "data" / "pdb_agreement.json").read_text())
+DATA = json.loads((pathlib.Path(__file__).parent / "testdata" / "pdb_agreement.json").read_text())
 TASKS = {r["task_id"]: tasks.parse_task(r, "pdb_agreement.json") for r in DATA["tasks"]}
 
 

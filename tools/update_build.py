@@ -122,7 +122,7 @@ def main() -> int:
         continue
       if kind == "py_test":
         internal.add("tests_conftest") if (ROOT / "tests/conftest.py").exists() else None
-        data = '    data = glob(["tests/data/**"]),' if (ROOT / "tests/data").exists() else ""
+        data = '    data = glob(["tests/testdata/**"]),' if (ROOT / "tests/testdata").exists() else ""
         blocks.append(rule(kind, name, srcs, internal, external | {"pytest"}, data))
       else:
         blocks.append(rule(kind, name, srcs, internal, external, f'    main = "{srcs[0]}",'))

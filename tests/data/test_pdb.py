@@ -12,7 +12,7 @@ from precisecoder.data import pdb, sources
 from precisecoder.data.checking import PoolChecker, TrustedCallChecker
 from precisecoder.execution import ExecutionPool
 
-DATA = pathlib.Path(__file__).parent / "data"
+DATA = pathlib.Path(__file__).resolve().parents[1] / "testdata"
 BCB = DATA / "data_bigcodebench.jsonl"
 LCB = DATA / "data_lcb_code_generation_lite.jsonl"
 

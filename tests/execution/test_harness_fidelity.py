@@ -8,7 +8,7 @@ slotted, dataclass and namedtuple nodes), nested containers, floats compared
 with a tolerance, returned functions, `Solution().method` entry points and
 design classes, numpy and pandas results, in-place mutation, and
 stdin/stdout programs; each family has several equivalent implementations.
-The red team (test_execution_redteam.py) checks the other side: the guard
+The red team (test_harness_redteam.py) checks the other side: the guard
 that lets these through still refuses every forgery.
 """
 

@@ -1,5 +1,5 @@
 """ExecutionPool: the four test kinds, batching, deadlines, worker loss, statistics (bad specs:
-test_execution_specs.py)."""
+test_specs.py)."""
 
 import os
 import signal

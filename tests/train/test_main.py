@@ -9,7 +9,7 @@ from absl import flags
 from precisecoder.train import config as config_lib
 from precisecoder.train import main as train_main
 
-CONFIGS = sorted(pathlib.Path(__file__).parent.parent.joinpath("configs").glob("*.py"))
+CONFIGS = sorted(pathlib.Path(__file__).resolve().parents[2].joinpath("configs").glob("*.py"))
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
