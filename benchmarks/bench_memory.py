@@ -52,7 +52,7 @@ def step_memory(preset: str, batch: int, prompt: int, completion: int, *, dtype:
   config = presets.get(preset, dtype=dtype, **execution)
   graphdef, params = nnx.split(nnx.eval_shape(lambda: Decoder(config, rngs=nnx.Rngs(0))))
   cfg = base.default("tiny")
-  tx = step_lib.make_optimizer(cfg.optim, total_steps=1)
+  tx = step_lib.make_optimizer(cfg.optim)
   opt_state = jax.eval_shape(tx.init, params)
   step = step_lib.make_rl_step(graphdef, tx, cfg.rl)
   t = prompt + completion

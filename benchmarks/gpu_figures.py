@@ -88,7 +88,7 @@ def train_step(preset: str, batch: int, prompt: int, completion: int, remat: str
   execution = {k: cfg.model[k] for k in EXECUTION_FIELDS}  # the trainers' defaults
   config = presets.get(preset, dtype="bfloat16", **dict(execution, remat=remat))
   graphdef, params = nnx.split(Decoder(config, rngs=nnx.Rngs(0)))
-  tx = step_lib.make_optimizer(cfg.optim, total_steps=steps + 1)
+  tx = step_lib.make_optimizer(cfg.optim)
   opt_state = tx.init(params)
   step = step_lib.make_rl_step(graphdef, tx, cfg.rl)
   tokens, mask = _padded_batch(batch, prompt + completion, config.vocab_size)

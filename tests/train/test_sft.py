@@ -32,7 +32,7 @@ def test_sft_overfits_a_handful_of_examples():
   optim = ml_collections.ConfigDict(dict(learning_rate=1e-2, warmup_steps=0, weight_decay=0.0,
                                          b1=0.9, b2=0.99, grad_clip=1.0))
   graphdef, params = nnx.split(policy.model)
-  tx = step_lib.make_optimizer(optim, 100)
+  tx = step_lib.make_optimizer(optim)
   opt_state = tx.init(params)
   step_fn = step_lib.make_sft_step(graphdef, tx)
   # Train on short prompts (the buggy code alone) to keep the test quick on 2 cores.

@@ -66,7 +66,7 @@ class Run(contextlib.AbstractContextManager):
     self.graphdef, self.params = nnx.split(self.policy.model)
     # A frozen copy of the starting weights (KL reference, DPO reference) taken before resume.
     self.initial_params = jax.tree.map(lambda x: x.copy(), self.params) if keep_initial else None
-    self.tx = step_lib.make_optimizer(cfg.optim, total_steps)
+    self.tx = step_lib.make_optimizer(cfg.optim)
     self.opt_state = step_lib.init_optimizer(self.tx, self.params, self.mesh)
     self.rng = jax.random.key(cfg.seed)
     self.checkpointer = checkpointing.Checkpointer(

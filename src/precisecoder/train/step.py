@@ -21,15 +21,14 @@ from precisecoder.model.sharding import constrain
 from precisecoder.train import losses
 
 
-def make_optimizer(optim: ml_collections.ConfigDict, total_steps: int
-                   ) -> optax.GradientTransformation:
+def make_optimizer(optim: ml_collections.ConfigDict) -> optax.GradientTransformation:
+  """Global-norm clipping (when grad_clip > 0), then AdamW after a linear warm-up."""
   warmup = max(int(optim.warmup_steps), 0)
   schedule = optax.join_schedules(
       [optax.linear_schedule(0.0, optim.learning_rate, max(warmup, 1)),
        optax.constant_schedule(optim.learning_rate)], [warmup]) if warmup else optim.learning_rate
   parts = [optax.clip_by_global_norm(optim.grad_clip)] if optim.grad_clip > 0 else []
   parts.append(optax.adamw(schedule, b1=optim.b1, b2=optim.b2, weight_decay=optim.weight_decay))
-  del total_steps
   return optax.chain(*parts)
 
 
