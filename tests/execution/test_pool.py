@@ -233,3 +233,9 @@ def test_sigterm_stops_the_pool_and_its_workers(tmp_path):
   while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in worker_pids):
     time.sleep(0.05)
   assert not any(os.path.exists(f"/proc/{p}") for p in worker_pids)
+
+
+@pytest.mark.parametrize("workers", [0, 257])
+def test_a_worker_count_outside_1_to_max_is_refused_before_any_worker_starts(workers):
+  with pytest.raises(ValueError, match="workers must be between 1 and 256"):
+    ExecutionPool(workers=workers)

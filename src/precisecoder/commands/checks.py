@@ -15,9 +15,8 @@ import os
 import pathlib
 from typing import IO, Iterator, Sequence
 
-# The pool waits on its workers' pipes with select(), which handles descriptors below 1024;
-# 1000 workers ran out of them. 256 is far above what a machine's cores can keep busy.
-MAX_WORKERS = 256
+from precisecoder.execution.pool import MAX_WORKERS
+
 
 
 class InputError(Exception):

@@ -32,6 +32,9 @@ _STARTUP_TIMEOUT_S = 60.0
 _MAX_CHUNK = 16
 _WATCHDOG_SLACK_S = 30.0  # a worker silent this long past its jobs' limits is presumed stuck
 _MAX_ATTEMPTS = 2
+# The pool waits on its workers' pipes with select(), which handles descriptors below 1024;
+# 1000 workers ran out of them. 256 is far above what a machine's cores can keep busy.
+MAX_WORKERS = 256
 _LATENCY_WINDOW = 100_000
 _SPLIT_CACHE_SIZE = 4096  # test specs; RL scores many samples per task against one spec
 _live_pools: "weakref.WeakSet[ExecutionPool]" = weakref.WeakSet()
@@ -145,8 +148,8 @@ class ExecutionPool:
                pin_workers: bool | None = None):
     cpus = sorted(os.sched_getaffinity(0))
     self.num_workers = workers if workers is not None else len(cpus)
-    if self.num_workers < 1:
-      raise ValueError(f"workers must be at least 1, not {self.num_workers}")
+    if not 1 <= self.num_workers <= MAX_WORKERS:
+      raise ValueError(f"workers must be between 1 and {MAX_WORKERS}, not {self.num_workers}")
     if sandbox not in sandbox_lib.MODES:
       raise ValueError(f"sandbox must be one of {sandbox_lib.MODES}, not {sandbox!r}")
     if pin_workers is None:

@@ -154,15 +154,17 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
 
 def _problems(c: ml_collections.ConfigDict):
   from precisecoder.data.generator import TIERS  # pylint: disable=import-outside-toplevel
+  from precisecoder.execution.pool import MAX_WORKERS  # pylint: disable=import-outside-toplevel
   from precisecoder.train.losses import AGGREGATIONS  # pylint: disable=import-outside-toplevel
 
   def bad(field: str, value: Any, want: str) -> str:
     return f"config.{field}={value!r}: {want}"
 
-  def at_least(field: str, low: int):
+  def at_least(field: str, low: int, high: float = math.inf):
     value = _get(c, field)
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-      yield bad(field, value, f"must be an integer >= {low}")
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+      yield bad(field, value, f"must be an integer >= {low}" if high == math.inf
+                else f"must be an integer in [{low}, {high}]")
 
   def one_of(field: str, choices):
     if _get(c, field) not in choices:
@@ -210,9 +212,9 @@ def _problems(c: ml_collections.ConfigDict):
     yield from at_least("rl.epsilon", -1)  # -1: PDB's default slack
     yield from at_least("rl.prompts_per_step", 1)
     yield from at_least("rl.group_size", 2)  # a group of one has no variance: no advantage
-    for field in ("rl.minibatch_size", "rl.num_iterations", "rl.rollout_chunks",
-                  "rl.reward_workers"):
+    for field in ("rl.minibatch_size", "rl.num_iterations", "rl.rollout_chunks"):
       yield from at_least(field, 1)
+    yield from at_least("rl.reward_workers", 1, MAX_WORKERS)
     rows = c.rl.prompts_per_step * c.rl.group_size
     size = min(c.rl.minibatch_size, rows)
     if size > 0 and rows % size:
