@@ -139,6 +139,11 @@ def _broken_checkpoints(folder, root):
   (meta.parent / "params").mkdir()
   (meta / "metadata").write_text(json.dumps({"model": {"config": {"arch": "llama"},
                                                        "tokenizer": str(folder)}}))
+  cut_params = _training_checkpoint(root / "cut_run", folder) / "checkpoints" / "1" / "params"
+  biggest = max((p for p in cut_params.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+  biggest.write_bytes(biggest.read_bytes()[:biggest.stat().st_size // 2])
+  cut_index = _training_checkpoint(root / "cut_index", folder) / "checkpoints" / "1" / "params"
+  (cut_index / "_METADATA").write_text((cut_index / "_METADATA").read_text()[:100])
   return [
       ("missing", root / "missing", "checkpoint does not exist"),
       ("truncated gguf", root / "head.gguf", "head.gguf: truncated GGUF file (200000 bytes"),
@@ -154,7 +159,28 @@ def _broken_checkpoints(folder, root):
        "cannot load the tokenizer"),
       ("empty folder", root / "empty_dir", "not a Hugging Face folder, a .gguf file or a training"),
       ("foreign training meta", root / "run", "meta: the saved model config does not fit"),
+      ("truncated training weights", root / "cut_run",
+       "checkpoints/1/params: truncated Orbax checkpoint (OUT_OF_RANGE"),
+      ("truncated training index", root / "cut_index",
+       "checkpoints/1/params: truncated Orbax checkpoint (Expecting"),
   ]
+
+
+def _training_checkpoint(workdir, tokenizer_folder):
+  """A real (tiny, random) training checkpoint at step 1, as the trainers write it."""
+  from flax import nnx
+
+  from precisecoder.model import Decoder, presets
+  from precisecoder.model.training_checkpoint import model_meta
+  from precisecoder.train.checkpointing import Checkpointer
+
+  config = presets.get("tiny", num_layers=1)
+  model = Decoder(config, rngs=nnx.Rngs(0))
+  checkpointer = Checkpointer(workdir / "checkpoints", async_save=False)
+  checkpointer.save(1, nnx.state(model, nnx.Param), {"count": np.zeros(())},
+                    {"model": model_meta(config, tokenizer_folder)})
+  checkpointer.close()
+  return workdir
 
 
 def test_unloadable_checkpoints_are_one_line_errors(checkpoint, tmp_path, capsys):

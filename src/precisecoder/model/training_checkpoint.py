@@ -8,11 +8,12 @@ restored straight onto their shardings when a mesh is given.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import pathlib
-from typing import Any
+from typing import Any, Iterator
 
 import jax
 import numpy as np
@@ -58,6 +59,43 @@ def _read_meta(step_dir: pathlib.Path) -> dict[str, Any]:
   raise ValueError(f"{meta_dir}: no JSON with a 'model' entry (written by model_meta)")
 
 
+# How Orbax/TensorStore word a file shorter than its index says: the OCDBT manifest's length
+# header, a chunk's byte range past the file's end.
+_TRUNCATION_SIGNS = ("does not match actual length", "is not valid for value of size")
+
+
+@contextlib.contextmanager
+def _orbax_errors(params_dir: pathlib.Path) -> Iterator[None]:
+  """Orbax's failures (bare Exceptions, tensorstore specs pages long) as one ValueError line
+  naming the folder, saying "truncated" when a file is shorter than its index or JSON says."""
+  try:
+    yield
+  except ValueError as e:
+    if str(e).startswith(str(params_dir)):  # ours (a parameter that does not fit): as it is
+      raise
+    raise ValueError(f"{params_dir}: {_orbax_reason(e)}") from e
+  except Exception as e:  # pylint: disable=broad-except  # Orbax raises bare Exceptions
+    raise ValueError(f"{params_dir}: {_orbax_reason(e)}") from e
+
+
+def _orbax_reason(error: BaseException) -> str:
+  chain = []
+  while error is not None and len(chain) < 16:
+    chain.append(error)
+    error = error.__cause__ or error.__context__
+  for e in chain:
+    text = str(e)
+    cut = (isinstance(e, json.JSONDecodeError) and e.pos >= len(e.doc.rstrip()))
+    if cut or any(sign in text for sign in _TRUNCATION_SIGNS):
+      return f"truncated Orbax checkpoint ({_first_line(text)})"
+  return f"unreadable Orbax checkpoint ({_first_line(str(chain[-1]))})"
+
+
+def _first_line(text: str, limit: int = 400) -> str:
+  line = text.strip().splitlines()[0] if text.strip() else "no reason given"
+  return line if len(line) <= limit else line[:limit] + "..."
+
+
 def _normalise(path: tuple[Any, ...]) -> tuple[str, ...]:
   keys = []
   for entry in path:
@@ -89,7 +127,8 @@ def load(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None =
 
   params_dir = step_dir / "params"
   checkpointer = ocp.StandardCheckpointer()
-  saved = checkpointer.metadata(params_dir)
+  with _orbax_errors(params_dir):
+    saved = checkpointer.metadata(params_dir)
   saved_tree = getattr(saved, "item_metadata", saved)
   saved_tree = getattr(saved_tree, "tree", saved_tree)
 
@@ -108,7 +147,8 @@ def load(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None =
 
   abstract_saved = jax.tree_util.tree_map_with_path(
       target, saved_tree, is_leaf=lambda x: hasattr(x, "shape") and hasattr(x, "dtype"))
-  restored = checkpointer.restore(params_dir, abstract_saved)
+  with _orbax_errors(params_dir):
+    restored = checkpointer.restore(params_dir, abstract_saved)
   values = {_normalise(p): v for p, v in jax.tree_util.tree_flatten_with_path(restored)[0]}
   missing = set(ours) - set(values)
   if missing:
