@@ -192,7 +192,7 @@ def test_unloadable_checkpoints_are_one_line_errors(checkpoint, tmp_path, capsys
     assert message in _one_line_error(capsys, "generate"), name
     assert cli.main(["export", "--checkpoint", str(path), "--output", str(out / "hf")]) == 2, name
     assert message in _one_line_error(capsys, "export"), name
-    assert [p.name for p in out.iterdir()] == ["hf"] and not any((out / "hf").iterdir()), name
+    assert not out.exists(), name  # a refused run makes no folder
   assert cli.main(["export", "--checkpoint", str(folder), "--output", str(folder)]) == 2
   assert "is the --checkpoint" in _one_line_error(capsys, "export")
   assert cli.main(["export", "--checkpoint", str(folder), "--output", str(tasks)]) == 2

@@ -74,7 +74,7 @@ def test_unusable_inputs_exit_2(files, capsys):
   bad.write_text("{oops\n")
   assert cli.main(args + ["--predictions", str(bad)]) == 2
   assert "bad.jsonl:1: invalid JSON" in capsys.readouterr().err
-  assert not out_path.exists()
+  assert not out_path.parent.exists()  # a refused run makes no folder
 
 
 # ---------------------------------------------------------------------------
@@ -135,7 +135,7 @@ def test_bad_prediction_files_exit_2(files, capsys, lines, message):
   assert _score(task_path, pred_path, out_path) == 2
   err = capsys.readouterr().err
   assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
-  assert not out_path.exists() and not out_path.parent.exists() or not any(out_path.parent.iterdir())
+  assert not out_path.parent.exists()
 
 
 def test_gzipped_predictions_read_like_task_files(files):
@@ -222,6 +222,8 @@ def test_unusable_outputs_and_task_files_exit_2(files, capsys):
   cases = [
       (task_path, task_path.parent, "--output " + str(task_path.parent) + ": is a folder"),
       (task_path, blocker / "s.jsonl", f"cannot make folder {blocker}: {blocker} is a file"),
+      (task_path, blocker / "a" / "b" / "s.jsonl",
+       f"cannot make folder {blocker / 'a' / 'b'}: {blocker} is a file"),
       (truncated, out_path, f"{truncated}: truncated gzip file"),
       (corrupt, out_path, f"{corrupt}: corrupt gzip data"),
       (surrogate, out_path, f"{surrogate}:1: field 'task_id' holds a lone UTF-16 surrogate"),

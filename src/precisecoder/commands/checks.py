@@ -2,7 +2,8 @@
 
 Argument types (`workers`, `fraction`, ...) plug into argparse, which prints the usage and one
 error line naming the flag and exits 2. `output_file` / `output_folder` check a destination
-before any work starts; `atomic_output` writes next to it and renames, so a failed run leaves
+before any work starts, without making anything, so a refused run leaves no empty folder;
+`atomic_output` makes the folder, writes next to the file and renames, so a failed run leaves
 neither a half-written file nor a `.tmp` behind.
 """
 
@@ -84,8 +85,8 @@ def _same_file(a: pathlib.Path, b: pathlib.Path) -> bool:
 
 def output_file(path: str, flag: str = "--output",
                 inputs: Sequence[tuple[str, str]] = ()) -> pathlib.Path:
-  """`path` checked as a file to write: not a folder, not one of the `(flag, path)` inputs, its
-  folder made. Raises InputError."""
+  """`path` checked as a file to write: not a folder, not one of the `(flag, path)` inputs, in a
+  folder that exists or can be made (`atomic_output` makes it). Raises InputError."""
   out = pathlib.Path(path)
   if out.is_dir():
     raise InputError(f"{flag} {path}: is a folder; give a file name")
@@ -93,13 +94,14 @@ def output_file(path: str, flag: str = "--output",
     if input_path and _same_file(out, pathlib.Path(input_path)):
       raise InputError(f"{flag} {path}: is the {input_flag} file; writing it would destroy "
                        "the input")
-  _make_folder(out.parent, f"{flag} {path}")
+  _check_folder(out.parent, f"{flag} {path}")
   return out
 
 
 def output_folder(path: str, flag: str = "--output",
-                  inputs: Sequence[tuple[str, str]] = ()) -> pathlib.Path:
-  """`path` checked (and made) as a folder to write into. Raises InputError."""
+                  inputs: Sequence[tuple[str, str]] = (), *, make: bool = True) -> pathlib.Path:
+  """`path` checked as a folder to write into, and made unless `make` is False (the writer makes
+  it once there is something to write). Raises InputError."""
   out = pathlib.Path(path)
   for input_flag, input_path in inputs:
     if input_path and _same_file(out, pathlib.Path(input_path)):
@@ -107,8 +109,20 @@ def output_folder(path: str, flag: str = "--output",
                        "input")
   if out.exists() and not out.is_dir():
     raise InputError(f"{flag} {path}: exists and is not a folder")
-  _make_folder(out, f"{flag} {path}")
+  if make:
+    _make_folder(out, f"{flag} {path}")
+  else:
+    _check_folder(out, f"{flag} {path}")
   return out
+
+
+def _check_folder(folder: pathlib.Path, what: str) -> None:
+  """That `folder` exists or could be made: its nearest existing ancestor is a writable folder."""
+  existing = next(p for p in (folder, *folder.parents) if p.exists() or p == p.parent)
+  if not existing.is_dir():
+    raise InputError(f"{what}: cannot make folder {folder}: {existing} is a file")
+  if not os.access(existing, os.W_OK | os.X_OK):
+    raise InputError(f"{what}: folder {existing} is not writable")
 
 
 def _make_folder(folder: pathlib.Path, what: str) -> None:
@@ -127,6 +141,7 @@ def _make_folder(folder: pathlib.Path, what: str) -> None:
 def atomic_output(path: pathlib.Path) -> Iterator[IO[str]]:
   """A text file that becomes `path` only if the block ends normally; else it is removed."""
   tmp = path.with_name(path.name + ".tmp")
+  path.parent.mkdir(parents=True, exist_ok=True)
   try:
     with tmp.open("w", encoding="utf-8") as f:
       yield f

@@ -22,7 +22,8 @@ def main(args: argparse.Namespace) -> int:
   from precisecoder.model.checkpoint import CheckpointError
 
   try:
-    output = checks.output_folder(args.output, inputs=[("--checkpoint", args.checkpoint)])
+    output = checks.output_folder(args.output, inputs=[("--checkpoint", args.checkpoint)],
+                                  make=False)  # export_hf makes it: a refused run leaves none
     model, tokenizer, config = load_checkpoint(args.checkpoint, dtype="float32")
   except (checks.InputError, CheckpointError) as e:
     print(f"precisecoder export: error: {e}", file=sys.stderr)
