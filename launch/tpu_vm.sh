@@ -9,14 +9,16 @@
 #   launch/tpu_vm.sh logs | status | delete
 #
 # Settings (environment): TPU_NAME, ZONE, ACCELERATOR (v5p-32), RUNTIME, PROJECT,
-# CKPT_DIR (gs://bucket/runs/NAME: Orbax writes checkpoints there, so a resumed run on fresh
-# VMs continues from the last step); metrics and the report go to ~/precisecoder/runs/NAME. Every worker runs `python -m precisecoder.train`; the
-# program calls jax.distributed.initialize() when more than one host is present.
+# RUN_DIR (gs://bucket/runs/NAME): the run's workdir. Orbax writes checkpoints to
+# RUN_DIR/checkpoints and process 0 copies metrics, TensorBoard events, evaluations and the
+# report up after every step, so a run resumed on fresh VMs continues from the last step with
+# its whole history. Every worker runs `python -m precisecoder.train`; the program calls
+# jax.distributed.initialize() when more than one host is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-: "${TPU_NAME:?set TPU_NAME}" "${ZONE:?set ZONE}" "${CKPT_DIR:?set CKPT_DIR (gs://...)}"
-WORKDIR=runs/$(basename "$CKPT_DIR")
+: "${TPU_NAME:?set TPU_NAME}" "${ZONE:?set ZONE}" "${RUN_DIR:?set RUN_DIR (gs://bucket/runs/NAME)}"
+case "$RUN_DIR" in gs://*) ;; *) echo "RUN_DIR must be a gs:// bucket path (a VM's disk dies with it)" >&2; exit 2 ;; esac
 ACCELERATOR=${ACCELERATOR:-v5p-32}
 RUNTIME=${RUNTIME:-v2-alpha-tpuv5}
 PROJECT_FLAG=${PROJECT:+--project=$PROJECT}
@@ -44,7 +46,7 @@ setup() {
 run() {
   local config=$1; shift
   on_all "cd $REMOTE_DIR && nohup .venv/bin/python -m precisecoder.train \
-    --config=$config --workdir=$WORKDIR --config.train.checkpoint_dir=$CKPT_DIR $* > train.log 2>&1 &"
+    --config=$config --workdir=$RUN_DIR $* > train.log 2>&1 &"
 }
 
 case "${1:-}" in
@@ -59,5 +61,5 @@ case "${1:-}" in
   status) gcloud compute tpus queued-resources describe "$TPU_NAME" --zone="$ZONE" $PROJECT_FLAG ;;
   delete) gcloud compute tpus queued-resources delete "$TPU_NAME" --zone="$ZONE" $PROJECT_FLAG \
             --quiet --force ;;
-  *) sed -n 2,14p "$0"; exit 2 ;;
+  *) sed -n 2,16p "$0"; exit 2 ;;
 esac
