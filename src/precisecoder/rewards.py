@@ -44,6 +44,17 @@ from precisecoder.tasks import Task
 
 ARRAY_KEYS = ("unit", "precision", "recall", "recall_gated", "f1", *reward_recipes.BLENDS,
               "edit_lines", "edit_cost", "noop", "damage")
+# The paper's columns: name -> (term in score records / reward arrays, rows it averages over).
+# Buggy-task metrics average over buggy tasks; no-op and damage over already-correct programs.
+PAPER_COLUMNS: dict[str, tuple[str, str]] = {
+    "pass": ("unit", "buggy"),
+    "precision": ("precision", "buggy"),
+    "recall": ("recall", "buggy"),
+    "f1": ("f1", "buggy"),
+    "edit_lines": ("edit_lines", "buggy"),
+    "noop": ("noop", "clean"),
+    "damage": ("damage", "clean"),
+}
 
 
 class Pool(Protocol):

@@ -90,3 +90,22 @@ def test_comparison_report_names_what_is_missing(tmp_path):
   text = comparison.write(tmp_path, ["grpo", "precisecoder"]).read_text()
   assert "`precisecoder`'s base evaluation differs from `grpo`'s in pass" in text
   assert "No evaluation after training yet for: grpo, precisecoder." in text
+
+
+def test_report_from_summaries_without_per_task_records(tmp_path):
+  (tmp_path / "eval").mkdir()
+  for step, p in ((0, 0.25), (4, 0.5)):
+    (tmp_path / "eval" / f"step_{step}.json").write_text(json.dumps(
+        {"step": step, "summary": {"pass": p, "precision": 0.4, "recall": 0.5,
+                                   "edit_lines": 3.25, "noop": 0.0, "damage": 0.5}}))
+  (tmp_path / "metrics.jsonl").write_text(
+      json.dumps({"step": 0, "eval/pass": 0.25}) + "\n"
+      + json.dumps({"step": 4, "eval/pass": 0.5, "reward": 0.3, "time/step": 10.0,
+                    "time/reward_exposed": 0.5}) + "\n")
+  path = report.write_report(tmp_path)
+  text = path.read_text()
+  # Files without per-task records (older runs): means only, no interval; no F1 recorded.
+  assert "| base (step 0) | 25.0 | 40.0 | 50.0 | – | 3.25 | 0.0 | 50.0 |" in text
+  assert "| step 4 (final) | 50.0 |" in text
+  assert "5.0% of step time" in text
+  assert (tmp_path / "eval.png").exists()

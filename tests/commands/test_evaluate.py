@@ -7,7 +7,7 @@ import pytest
 from conftest import make_tiny_chat_checkpoint
 
 from precisecoder import cli, tasks as tasks_lib
-from precisecoder.analysis import evaluation
+from precisecoder.analysis import score_tables
 
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
           "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
@@ -59,7 +59,7 @@ def test_evaluate_writes_table_and_resumes(setup, tmp_path, capsys):
   table = json.loads((out / "table.json").read_text())
   assert table["buggy_tasks"] == 2 and table["clean_tasks"] == 1
   assert table["columns"]["pass"]["n"] == 2 and table["columns"]["noop"]["n"] == 1
-  assert table["columns"] == evaluation.results(scores, resamples=200)["columns"]
+  assert table["columns"] == score_tables.results(scores, resamples=200)["columns"]
   assert set(table["correlations"]) == {"edit_size_vs_unit", "precision_vs_noop"}
   assert "edit size" in (out / "table.md").read_text()
   # analyze traces reads the directory (its settings name the task files).
@@ -81,15 +81,3 @@ def test_evaluate_writes_table_and_resumes(setup, tmp_path, capsys):
   # An output path that is a file (here the task file itself) is refused before any work.
   assert cli.main(_argv(setup, setup / "tasks.jsonl")) == 2
   assert "--output" in capsys.readouterr().err
-
-
-def test_precision_noop_correlation_pairs_sources():
-  rows = []
-  for source, precision, noop in (("a", 1.0, 1.0), ("b", 0.5, 0.5), ("c", 0.0, 0.0),
-                                  ("d", 0.2, None)):
-    rows.append({"task_id": source, "is_buggy": True, "source": source, "precision": precision})
-    if noop is not None:
-      rows.append({"task_id": source + "_clean", "is_buggy": False, "source": source,
-                   "noop": noop})
-  r = evaluation.precision_noop_correlation(rows)
-  assert r.n == 3 and r.r == pytest.approx(1.0)

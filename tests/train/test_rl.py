@@ -5,6 +5,7 @@ import pathlib
 
 import numpy as np
 
+from precisecoder.commands import train as train_command
 from precisecoder.train import config as base
 from precisecoder.train import metrics, rl
 
@@ -48,10 +49,11 @@ def test_exact_resume_matches_an_uninterrupted_run(tmp_path):
 
 
 def test_precisecoder_main_path_with_eval_and_report(tmp_path):
-  """The main job's path (eval before/after, report) on the tiny config: CI's smoke run."""
+  """The main job's path (eval before/after, report) on the tiny config: CI's smoke run,
+  through the train command (which writes the report)."""
   cfg = _config(steps=2, eval_every=2)
   cfg.train.report = True
-  assert rl.train(cfg, str(tmp_path)) == 0
+  assert train_command.run(cfg, str(tmp_path)) == 0
   report = (tmp_path / "report.md").read_text()
   assert "| base (step 0) |" in report and "| step 2 (final) |" in report
   assert (tmp_path / "eval.png").exists() and (tmp_path / "train.png").exists()

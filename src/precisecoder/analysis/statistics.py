@@ -16,17 +16,8 @@ from typing import Any
 
 import numpy as np
 
-# The paper's columns: name -> (term in score records / reward arrays, rows it averages over).
-# Buggy-task metrics average over buggy tasks; no-op and damage over already-correct programs.
-PAPER_COLUMNS: dict[str, tuple[str, str]] = {
-    "pass": ("unit", "buggy"),
-    "precision": ("precision", "buggy"),
-    "recall": ("recall", "buggy"),
-    "f1": ("f1", "buggy"),
-    "edit_lines": ("edit_lines", "buggy"),
-    "noop": ("noop", "clean"),
-    "damage": ("damage", "clean"),
-}
+from precisecoder.rewards import PAPER_COLUMNS  # the columns are means of reward terms
+
 PERCENT_COLUMNS = frozenset({"pass", "precision", "recall", "f1", "noop", "damage"})
 
 

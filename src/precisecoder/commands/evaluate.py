@@ -14,7 +14,7 @@ shard. DIR holds:
   scores.jsonl          every score line (score's format, plus is_buggy and source)
   per_task.jsonl        one row per task: its samples' means
   table.json, table.md  the paper's columns with intervals, and the correlations
-                        (analysis/evaluation.py says how they are computed)
+                        (analysis/score_tables.py says how they are computed)
 Exit status: 0 when every shard finished, 2 for unusable inputs.
 """
 
@@ -168,7 +168,7 @@ def _write_jsonl(path: pathlib.Path, rows) -> None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
   """Runs (or resumes) the evaluation in `args.output`; returns table.json's content."""
   from precisecoder import tasks as tasks_lib
-  from precisecoder.analysis import evaluation
+  from precisecoder.analysis import score_tables
 
   sets = []
   for kind, path in (("buggy", args.tasks), ("clean", args.clean)):
@@ -203,16 +203,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
   predictions = [r for stem, _ in shards
                  for r in _read_jsonl(stem.with_name(stem.name + ".predictions.jsonl"))]
-  rows = evaluation.with_task_fields(
+  rows = score_tables.with_task_fields(
       [r for stem, _ in shards for r in _read_jsonl(stem.with_name(stem.name + ".scores.jsonl"))],
       everything)
   _write_jsonl(out / "predictions.jsonl", predictions)
   _write_jsonl(out / "scores.jsonl", rows)
-  _write_jsonl(out / "per_task.jsonl", evaluation.per_task(rows))
-  summary = evaluation.results(rows, resamples=args.resamples, seed=args.seed)
+  _write_jsonl(out / "per_task.jsonl", score_tables.per_task(rows))
+  summary = score_tables.results(rows, resamples=args.resamples, seed=args.seed)
   summary["checkpoint"] = args.checkpoint
   (out / "table.json").write_text(json.dumps(summary, indent=1) + "\n")
-  (out / "table.md").write_text(evaluation.markdown(summary, pathlib.Path(args.checkpoint).name))
+  (out / "table.md").write_text(
+      score_tables.markdown(summary, pathlib.Path(args.checkpoint).name))
   return summary
 
 

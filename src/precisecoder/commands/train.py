@@ -1,17 +1,141 @@
-"""`precisecoder train --config=configs/X.py --workdir=DIR`: absl flags, passed through."""
+"""`precisecoder train --config=configs/X.py[:preset] --workdir=DIR [--config.a.b=v]`, also
+`python -m precisecoder.train`.
+
+Runs the trainer the config names (rl, sft or dpo). A workdir that holds a checkpoint resumes.
+Once the run has trained all its steps (not when train.stop_after or preemption stopped it) the
+report is written to DIR/report.md (train.report). A config file, preset, override or value that
+cannot work, or a workdir that cannot be one, is one line naming it and exit status 2, before
+any model loads.
+"""
 
 from __future__ import annotations
 
 import argparse
+import pathlib
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
 
-PASSTHROUGH = True
+from absl import app, flags, logging
+from ml_collections import config_flags
+
+from precisecoder.train import config as config_lib
+
+PASSTHROUGH = True  # absl parses the flags (`--config.a.b=v` overrides among them)
+
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", None, "ml_collections config file, e.g. configs/precisecoder.py:local",
+    lock_config=True)
+_WORKDIR = flags.DEFINE_string("workdir", None, "run directory (checkpoints, metrics, report)")
+flags.mark_flags_as_required(["config", "workdir"])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-  del parser  # flags are absl's (see precisecoder.train.main)
+  del parser  # the flags are absl's, defined above
 
 
-def main(argv: list[str]) -> int:
-  from precisecoder.train.main import main as train_main
-  train_main(argv)  # absl's app.run exits with the trainer's status
+def run(cfg, workdir: str) -> int:
+  """Runs the trainer `cfg.trainer`, then the report when due; returns the exit status."""
+  import jax
+
+  from precisecoder import multihost
+  from precisecoder.sampling import enable_compilation_cache
+
+  enable_compilation_cache()
+  multihost.initialize()  # several hosts: TPU pod metadata or JAX_COORDINATOR_ADDRESS
+  if jax.process_count() > 1:
+    logging.info("host %d of %d", jax.process_index(), jax.process_count())
+  if cfg.trainer == "rl":
+    from precisecoder.train import rl as trainer
+  elif cfg.trainer == "sft":
+    from precisecoder.train import sft as trainer
+  elif cfg.trainer == "dpo":
+    from precisecoder.train import dpo as trainer
+  else:
+    raise app.UsageError(f"config trainer={cfg.trainer!r}; known: {config_lib.TRAINERS}")
+  status = trainer.train(cfg, workdir)
+  if status == 0 and cfg.train.report and multihost.is_primary():
+    write_report(cfg, workdir)
+  return status
+
+
+def write_report(cfg, workdir: str) -> pathlib.Path | None:
+  """Writes the run's report once it has trained all `train.steps` (None before that)."""
+  from precisecoder.analysis import report
+  from precisecoder.train import metrics, workdir as workdir_lib
+
+  folder = workdir_lib.Workdir(workdir)  # a bucket's files are in its local mirror
+  if metrics.last_step(folder.local) < cfg.train.steps:
+    return None
+  path = report.write_report(folder.local)
+  folder.sync()
+  logging.info("report: %s", path)
+  print(f"Report: {path}", flush=True)
+  return path
+
+
+def _fail(message: str) -> NoReturn:
+  print(f"precisecoder train: error: {message}", file=sys.stderr)
+  sys.exit(2)
+
+
+def _check_config_flags(args: Sequence[str]) -> None:
+  """The config file, its preset and every --config.* override, checked before absl parses
+  them (ml_collections would raise a traceback, and name no flag)."""
+  spec = None
+  for i, arg in enumerate(args):
+    if arg.startswith("--config="):
+      spec = arg.split("=", 1)[1]
+    elif arg == "--config" and i + 1 < len(args):
+      spec = args[i + 1]
+  if spec is None:
+    return  # absl says that --config is required
+  try:
+    base = config_lib.load_file(spec)
+  except config_lib.ConfigError as e:
+    _fail(f"--config={spec}: {e}")
+  for arg in args:
+    if arg.startswith("--config."):
+      problem = config_lib.unknown_field(base, arg.split("=", 1)[0][len("--config."):])
+      if problem:
+        _fail(f"{arg}: unknown override: {problem}")
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+  _check_config_flags(argv[1:])
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:  # a missing or unknown flag, an override value of the wrong type
+    _fail(str(e))
+
+
+def _workdir(path: str) -> str:
+  try:
+    pathlib.Path(path).mkdir(parents=True, exist_ok=True)
+  except (FileExistsError, NotADirectoryError):
+    _fail(f"--workdir={path}: is a file, or under one; a workdir is a folder")
+  except OSError as e:
+    _fail(f"--workdir={path}: cannot make it ({e.strerror or e})")
+  return path
+
+
+def _main(argv: Sequence[str]) -> int:
+  if len(argv) > 1:
+    _fail(f"unexpected arguments: {' '.join(argv[1:])}")
+  cfg = _CONFIG.value
+  try:
+    config_lib.validate(cfg)
+  except config_lib.ConfigError as e:
+    _fail(str(e))
+  workdir = _workdir(_WORKDIR.value)
+  logging.set_verbosity(logging.INFO)
+  from precisecoder.train import metrics  # pylint: disable=import-outside-toplevel
+  metrics.quiet_library_logs()
+  return run(cfg, workdir)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  """Entry point; `argv` excludes the program name (None: sys.argv). Exits with the trainer's
+  status (absl's app.run)."""
+  app.run(_main, argv=None if argv is None else [sys.argv[0], *argv], flags_parser=_parse_flags)
   return 0

@@ -1,6 +1,8 @@
-"""`python -m precisecoder.train`: see precisecoder.train.main."""
+"""`python -m precisecoder.train`: the train command (precisecoder.commands.train).
 
-from precisecoder.train.main import main
+An entry point, run and never imported, so it may reach up to the command layer."""
+
+from precisecoder.commands.train import main
 
 if __name__ == "__main__":
   main()

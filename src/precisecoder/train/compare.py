@@ -1,20 +1,17 @@
-"""Train several reward recipes ("arms") side by side and report them against each other.
-
-    precisecoder compare [--arms grpo,precisecoder] [--preset compare-cpu] [--workdir runs/compare]
-        [--parallel N] [--configs DIR] [--config.a.b=v ...]
-    python -m precisecoder.train.compare ...   (the same)
+"""Train several reward recipes ("arms") side by side: the arms' configs, checked to differ
+only in their reward recipe, and their trainer processes.
 
 Each arm is `configs/<arm>.py:<preset>` with the same `--config.` overrides, trained by its own
 `python -m precisecoder.train` process in `<workdir>/<arm>` (resumable: a rerun continues
-unfinished arms, skips finished ones and rebuilds the report). Arms must differ only in their
-reward recipe: base model, tasks, seed, sampling and budget are checked to be identical before
-anything runs, so every arm is evaluated on the same held-in tasks and clean programs at the same
-steps. The report (analysis/comparison.py) goes to `<workdir>/report.md` and `report.json`.
+unfinished arms and skips finished ones). Arms must differ only in their reward recipe: base
+model, tasks, seed, sampling and budget are checked to be identical before anything runs, so
+every arm is evaluated on the same held-in tasks and clean programs at the same steps. The
+`precisecoder compare` command (commands/compare.py) runs them and writes the report
+(analysis/comparison.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pathlib
@@ -26,6 +23,8 @@ from collections.abc import Sequence
 import ml_collections
 from absl import flags, logging
 from ml_collections import config_flags
+
+from precisecoder.train import metrics
 
 DEFAULT_ARMS = ("grpo", "precisecoder")
 KNOWN_ARMS = ("grpo", "precisecoder", "ea_grpo", "precision_only", "recall_only")
@@ -112,15 +111,6 @@ def arm_finished(workdir: pathlib.Path, cfg: ml_collections.ConfigDict) -> bool:
       cfg.train.eval_every <= 0 and (workdir / "report.md").exists())
 
 
-def _last_step(workdir: pathlib.Path) -> int:
-  path = workdir / "metrics.jsonl"
-  if not path.exists():
-    return 0
-  steps = [json.loads(line).get("step", 0) for line in path.read_text().splitlines()
-           if line.strip()]
-  return max(steps, default=0)
-
-
 class ArmProcess:
   """One arm's `python -m precisecoder.train` child, logging to `<workdir>/train.log`."""
 
@@ -192,89 +182,8 @@ def run_arms(arms: dict[str, tuple[pathlib.Path, ml_collections.ConfigDict]], pr
       if running and time.perf_counter() - last_progress >= PROGRESS_EVERY_S:
         last_progress = time.perf_counter()
         logging.info("compare: %.0f s; %s; %d arm(s) waiting", last_progress - t0, "; ".join(
-            f"{a.name} step {_last_step(a.workdir)}/{a.steps}" for a in running), len(pending))
+            f"{a.name} step {metrics.last_step(a.workdir)}/{a.steps}" for a in running), len(pending))
   finally:
     for arm in running:  # interrupted: stop the children cleanly, resumable next time
       arm.terminate()
   return codes, walls
-
-
-def _parser(prog: str) -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(
-      prog=prog, description="Train reward recipes side by side from the same base, tasks, seed "
-      "and budget; evaluate each every train.eval_every steps on the same held-in tasks and "
-      "clean programs; write WORKDIR/report.md (+ report.json, PNGs). Extra --config.a.b=v "
-      "arguments override every arm's config. Rerunning resumes unfinished arms.")
-  parser.add_argument("--arms", default=",".join(DEFAULT_ARMS),
-                      help=f"comma-separated config names in --configs (known: "
-                      f"{', '.join(KNOWN_ARMS)}); default %(default)s")
-  parser.add_argument("--preset", default="compare-cpu",
-                      help="model/budget preset of precisecoder/train/config.py, e.g. "
-                      "compare-cpu, compare-h200, tiny; default %(default)s")
-  parser.add_argument("--workdir", default="runs/compare", help="default %(default)s")
-  parser.add_argument("--parallel", type=int, default=1,
-                      help="arms trained at once, each its own process (memory adds up); "
-                      "default %(default)s; README has measured times of both")
-  parser.add_argument("--configs", type=pathlib.Path, default=None,
-                      help="directory of the arms' config files; default the repository's configs/")
-  parser.add_argument("--report-only", action="store_true",
-                      help="rebuild the report from the arms' workdirs without training")
-  return parser
-
-
-def main(argv: Sequence[str] | None = None, prog: str = "precisecoder compare") -> int:
-  argv = list(sys.argv[1:] if argv is None else argv)
-  parser = _parser(prog)
-  args, rest = parser.parse_known_args(argv)
-  overrides = [a for a in rest if a.startswith("--config.")]
-  if len(overrides) != len(rest):
-    parser.error(f"unrecognized arguments: {' '.join(a for a in rest if a not in overrides)}")
-  if args.parallel < 1:
-    parser.error("--parallel must be at least 1")
-  logging.set_verbosity(logging.INFO)
-  configs_dir = args.configs or default_configs_dir()
-  names = [a.strip() for a in args.arms.split(",") if a.strip()]
-  if len(names) != len(set(names)) or not names:
-    parser.error(f"--arms {args.arms!r}: give each arm once")
-  arms = {}
-  try:
-    for name in names:
-      config_file = configs_dir / f"{name}.py"
-      if not config_file.exists():
-        parser.error(f"--arms: no config {config_file} (known arms: {', '.join(KNOWN_ARMS)})")
-      arms[name] = (config_file, resolve_config(config_file, args.preset, overrides))
-    check_same_budget({name: cfg for name, (_, cfg) in arms.items()})
-    workdir = pathlib.Path(args.workdir)
-    for name, (_, cfg) in arms.items():
-      if not args.report_only:
-        check_resumable(workdir / name, cfg)
-  except ValueError as e:
-    print(f"{prog}: {e}", file=sys.stderr)
-    return 2
-  workdir.mkdir(parents=True, exist_ok=True)
-  run_path = workdir / "compare.json"
-  run = json.loads(run_path.read_text()) if run_path.exists() else {"wall_s": {}}
-  run.update(arms=names, preset=args.preset, overrides=overrides)
-  codes: dict[str, int] = {}
-  if not args.report_only:
-    t0 = time.perf_counter()
-    codes, walls = run_arms(arms, args.preset, overrides, workdir, args.parallel)
-    for name, seconds in walls.items():  # a resumed arm's time adds to its earlier runs'
-      run["wall_s"][name] = run["wall_s"].get(name, 0.0) + seconds
-    run.setdefault("invocations", []).append(
-        {"time": time.strftime("%Y-%m-%d %H:%M:%S"), "parallel": args.parallel,
-         "trained": sorted(walls), "wall_s": time.perf_counter() - t0})
-    run_path.write_text(json.dumps(run, indent=1) + "\n")
-  from precisecoder.analysis import comparison  # matplotlib only once training is over
-  path = comparison.write(workdir, names, run)
-  print(f"Report: {path}", flush=True)
-  failed = sorted(name for name, code in codes.items() if code)
-  if failed:
-    print(f"{prog}: arms failed: {', '.join(failed)} (see WORKDIR/<arm>/train.log)",
-          file=sys.stderr)
-    return 1
-  return 0
-
-
-if __name__ == "__main__":
-  sys.exit(main(prog="python -m precisecoder.train.compare"))

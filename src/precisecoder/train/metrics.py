@@ -30,6 +30,12 @@ def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
   return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def last_step(workdir: str | os.PathLike) -> int:
+  """The latest step recorded in `<workdir>/metrics.jsonl` (0 before the first)."""
+  records = read_metrics(pathlib.Path(workdir) / "metrics.jsonl")
+  return max((r.get("step", 0) for r in records), default=0)
+
+
 class MetricsWriter:
   """Writes one JSON line per record; numeric values also go to TensorBoard.
 

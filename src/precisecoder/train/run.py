@@ -1,11 +1,11 @@
 """What every trainer shares: the workdir, the policy and its optimiser state, resume from the
-latest checkpoint, evaluation with the reward pool, metrics and the final report."""
+latest checkpoint, evaluation with the reward pool, metrics. (The report is the train command's:
+commands/train.py writes it once a trainer has finished.)"""
 
 from __future__ import annotations
 
 import contextlib
 import json
-import pathlib
 import time
 from typing import Any
 
@@ -15,11 +15,10 @@ import numpy as np
 from absl import logging
 from flax import nnx
 
-from precisecoder import evaluate as evaluate_lib
 from precisecoder import multihost
 from precisecoder.model import make_mesh, training_checkpoint
 from precisecoder.rewards import RewardScorer
-from precisecoder.train import checkpointing, config as config_lib, metrics
+from precisecoder.train import checkpointing, config as config_lib, greedy_eval, metrics
 from precisecoder.train import policy as policy_lib, step as step_lib
 from precisecoder.train import tasksets
 from precisecoder.train import workdir as workdir_lib
@@ -128,7 +127,7 @@ class Run(contextlib.AbstractContextManager):
     share = -(-len(tasks) // jax.process_count())
     mine = tasks[multihost.host_slice(share * jax.process_count())] if len(tasks) else []
     mine = list(mine) + list(tasks[-1:]) * (share - len(mine))
-    summary, records = evaluate_lib.evaluate(
+    summary, records = greedy_eval.evaluate(
         self.sync_policy(), mine, self.scorer,
         max_new_tokens=cfg.train.eval_max_new_tokens, batch_size=cfg.train.eval_batch_size,
         include_tests=cfg.data.include_tests_in_prompt, seed=cfg.seed,
@@ -136,7 +135,7 @@ class Run(contextlib.AbstractContextManager):
     if jax.process_count() > 1:
       records = [r for part in multihost.allgather_json(records) for r in part][:len(tasks)]
       timing = {k: summary[k] for k in ("sample_s", "score_s")}
-      summary = {**evaluate_lib.summarize(tasks, {
+      summary = {**greedy_eval.summarize(tasks, {
           k: np.array([r[k] for r in records]) for k in records[0]
           if isinstance(records[0][k], float)}), **timing}
     if not self.primary:
@@ -186,8 +185,8 @@ class Run(contextlib.AbstractContextManager):
     return False
 
   def end(self, data_state: Any) -> None:
-    """The tail every trainer shares: the report when all steps are done, else (stopped by
-    train.stop_after) a checkpoint of the last step if it has none yet."""
+    """The tail every trainer shares: the last checkpoint awaited when all steps are done,
+    else (stopped by train.stop_after) a checkpoint of the last step if it has none yet."""
     if self.step >= self.total_steps:
       self.finish()
     elif self.checkpointer.latest_step() != self.step:
@@ -196,18 +195,11 @@ class Run(contextlib.AbstractContextManager):
   def should(self, every: int) -> bool:
     return every > 0 and (self.step % every == 0 or self.step == self.total_steps)
 
-  def finish(self) -> pathlib.Path | None:
-    """Waits for the last checkpoint and writes the report (when configured)."""
+  def finish(self) -> None:
+    """Waits for the last checkpoint and logs this host's parameter fingerprint."""
     self.checkpointer.wait()
     logging.info("step %d: parameters on this host: sha256 %s", self.step,
                  multihost.local_fingerprint(self.params))
-    if not self.cfg.train.report or not self.primary:
-      return None
-    from precisecoder.analysis import report
-    path = report.write_report(self.workdir)
-    logging.info("report: %s", path)
-    print(f"Report: {path}", flush=True)
-    return path
 
   def close(self) -> None:
     self.checkpointer.close()

@@ -1,5 +1,6 @@
 """`precisecoder train` refuses what cannot work in one line (exit 2) before any model loads."""
 
+import json
 import pathlib
 import sys
 
@@ -7,7 +8,7 @@ import pytest
 from absl import flags
 
 from precisecoder.train import config as config_lib
-from precisecoder.train import main as train_main
+from precisecoder.commands import train as train_command
 
 CONFIGS = sorted(pathlib.Path(__file__).resolve().parents[2].joinpath("configs").glob("*.py"))
 
@@ -22,7 +23,7 @@ def test_every_shipped_config_and_preset_validates(path):
 def _train(monkeypatch, capsys):
   """Runs `precisecoder train ARGS` in-process; returns (exit status, stderr, config run)."""
   ran = []
-  monkeypatch.setattr(train_main, "run", lambda cfg, workdir: ran.append((cfg, workdir)) or 0)
+  monkeypatch.setattr(train_command, "run", lambda cfg, workdir: ran.append((cfg, workdir)) or 0)
 
   def call(*args):
     # Each parse registers a flag per --config.* override (one process parses once): forget them.
@@ -32,7 +33,7 @@ def _train(monkeypatch, capsys):
     # ml_collections reads --config.* overrides from sys.argv itself.
     monkeypatch.setattr(sys, "argv", ["precisecoder", "train", *args])
     with pytest.raises(SystemExit) as exit_info:
-      train_main.main(list(args))
+      train_command.main(list(args))
     return exit_info.value.code, capsys.readouterr().err, ran
 
   return call
@@ -91,3 +92,21 @@ def test_a_workdir_that_is_a_file_is_refused(train, tmp_path):
     assert f"--workdir={workdir}: is a file, or under one" in err
   code, err, _ = train(f"--config={CONFIG}:tiny")
   assert code == 2 and "--workdir must have a value" in err
+
+
+def test_the_report_waits_for_the_last_step(tmp_path, capsys):
+  """A run stopped before train.steps (train.stop_after, preemption) gets no report yet."""
+  cfg = config_lib.load_file(f"{CONFIG}:tiny")
+  (tmp_path / "eval").mkdir()
+  for step in (0, 1):
+    (tmp_path / "eval" / f"step_{step}.json").write_text(json.dumps(
+        {"step": step, "summary": {"pass": 0.5, "noop": 1.0}}))
+  steps = [{"step": s, "reward": 0.1 * s, "time/step": 1.0} for s in range(1, cfg.train.steps)]
+  (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
+  assert train_command.write_report(cfg, str(tmp_path)) is None
+  assert not (tmp_path / "report.md").exists()
+  with open(tmp_path / "metrics.jsonl", "a") as f:
+    f.write(json.dumps({"step": cfg.train.steps, "reward": 0.5, "time/step": 1.0}) + "\n")
+  path = train_command.write_report(cfg, str(tmp_path))
+  assert path == tmp_path / "report.md" and "| base (step 0) |" in path.read_text()
+  assert f"Report: {path}" in capsys.readouterr().out

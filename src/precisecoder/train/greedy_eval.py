@@ -1,5 +1,6 @@
-"""Policy evaluation in the paper's columns: pass, precision, recall, F1 and edited lines on
-buggy tasks; no-op and damage rates on already-correct programs. Greedy decoding."""
+"""Greedy evaluation of a policy during training, in the paper's columns: pass, precision,
+recall, F1 and edited lines on buggy tasks; no-op and damage rates on already-correct programs.
+(`precisecoder evaluate` evaluates a saved checkpoint, through generate and score.)"""
 
 from __future__ import annotations
 
@@ -11,12 +12,10 @@ import numpy as np
 from absl import logging
 from jax.sharding import Mesh
 
-from precisecoder.analysis.statistics import PAPER_COLUMNS
-from precisecoder.rewards import RewardScorer
+from precisecoder.rewards import PAPER_COLUMNS, RewardScorer
 from precisecoder.tasks import Task
 from precisecoder.train import rollout as rollout_lib
 from precisecoder.train.policy import Policy
-
 
 
 def summarize(tasks: Sequence[Task], terms: dict[str, np.ndarray]) -> dict[str, float]:

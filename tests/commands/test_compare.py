@@ -1,0 +1,65 @@
+"""`precisecoder compare`: bad arguments, and a tiny two-arm run end to end (train, evaluate,
+report, resume)."""
+
+import json
+
+import pytest
+
+from precisecoder.commands import compare
+
+TINY = ["--preset", "tiny", "--config.train.steps=1", "--config.train.eval_every=1"]
+
+
+def test_bad_arguments_exit_2(tmp_path, capsys):
+  with pytest.raises(SystemExit) as e:
+    compare.main(["--arms", "grpo,nosuch", "--workdir", str(tmp_path)])
+  assert e.value.code == 2 and "nosuch.py" in capsys.readouterr().err
+  with pytest.raises(SystemExit):
+    compare.main(["--workdir", str(tmp_path), "--stray"])
+  assert compare.main([*TINY, "--workdir", str(tmp_path), "--config.rl.bogus=1"]) == 2
+
+
+def test_two_tiny_arms_train_evaluate_report_and_resume(tmp_path):
+  """CI's comparison: grpo and precisecoder on the tiny random model, one step each, evaluated
+  before and after on the same tasks; the rerun trains nothing and rebuilds the report."""
+  assert compare.main([*TINY, "--workdir", str(tmp_path), "--parallel", "2"]) == 0
+  for arm in ("grpo", "precisecoder"):
+    final = json.loads((tmp_path / arm / "eval" / "step_1.json").read_text())
+    # Per-task records are kept (the intervals need them): 2 validation + 2 clean tasks.
+    assert [r["is_buggy"] for r in final["records"]] == [True, True, False, False]
+    assert {"unit", "precision", "edit_lines", "noop", "completion"} <= set(final["records"][0])
+  base = [json.loads((tmp_path / arm / "eval" / "step_0.json").read_text())["records"]
+          for arm in ("grpo", "precisecoder")]
+  assert [r["task_id"] for r in base[0]] == [r["task_id"] for r in base[1]]
+  data = json.loads((tmp_path / "report.json").read_text())
+  assert list(data["paper_table"]) == ["base (step 0)", "grpo (step 1)", "precisecoder (step 1)"]
+  assert set(data["paper_table"]["grpo (step 1)"]["pass"]) == {"mean", "low", "high", "n"}
+  assert set(data["changes"]) == {"grpo − base", "precisecoder − base", "precisecoder − grpo"}
+  assert data["notes"] == []  # both arms evaluated the same base identically
+  assert data["train"]["grpo"]["reward/unit"]["steps"] == [1]
+  text = (tmp_path / "report.md").read_text()
+  assert "## Correlations" in text and "![compare_eval](compare_eval.png)" in text
+  run = json.loads((tmp_path / "compare.json").read_text())
+  logs = {arm: (tmp_path / arm / "train.log").read_text() for arm in ("grpo", "precisecoder")}
+
+  (tmp_path / "report.md").unlink()
+  assert compare.main([*TINY, "--workdir", str(tmp_path)]) == 0
+  assert (tmp_path / "report.md").exists()
+  (tmp_path / "report.md").unlink()
+  assert compare.main([*TINY, "--workdir", str(tmp_path), "--report-only"]) == 0
+  assert (tmp_path / "report.md").read_text() == text
+  assert json.loads((tmp_path / "compare.json").read_text())["wall_s"] == run["wall_s"]
+  for arm, log in logs.items():
+    assert (tmp_path / arm / "train.log").read_text() == log  # finished: not started again
+
+
+def test_a_failing_arm_exits_1_and_still_reports(tmp_path, capsys):
+  """Both arms' trainers refuse the config (exit 2 before loading a model): compare says which
+  arms failed, shows their logs' tails, exits 1 and writes a report naming what is missing."""
+  code = compare.main([*TINY, "--workdir", str(tmp_path), "--parallel", "2",
+                       "--config.data.task_file=/nonexistent/tasks.jsonl"])
+  assert code == 1
+  assert "arms failed: grpo, precisecoder" in capsys.readouterr().err
+  assert "no such file" in (tmp_path / "grpo" / "train.log").read_text()
+  assert "No evaluation after training yet for: grpo, precisecoder." in (
+      tmp_path / "report.md").read_text()
