@@ -7,6 +7,7 @@ import pytest
 from flax import nnx
 
 from precisecoder.model import Decoder, presets
+from precisecoder import sampling
 from precisecoder.sampling import bucket_length, choose_tokens, sample
 
 PROMPTS = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14], [20]]
@@ -108,3 +109,20 @@ def test_segmented_decode_gives_the_same_samples(model):
   three = _run(model, decode_segments=3)
   np.testing.assert_array_equal(one.tokens, three.tokens)
   np.testing.assert_allclose(one.logprobs, three.logprobs, atol=1e-5)
+
+
+def test_padding_helpers_left_right_and_masks():
+  tokens, mask = sampling.pad_rows([[5, 6], [7], []], 3, 0, left=True)
+  np.testing.assert_array_equal(tokens, [[0, 5, 6], [0, 0, 7], [0, 0, 0]])
+  np.testing.assert_array_equal(mask, [[0, 1, 1], [0, 0, 1], [0, 0, 0]])
+  tokens, mask = sampling.pad_rows([[5, 6], [7]], 3, 0, left=False)
+  np.testing.assert_array_equal(tokens, [[5, 6, 0], [7, 0, 0]])
+  np.testing.assert_array_equal(mask, [[1, 1, 0], [1, 0, 0]])
+  assert tokens.dtype == np.int32 and mask.dtype == bool
+  x = np.array([[1, 2]])
+  np.testing.assert_array_equal(sampling.pad_to(x, 4, 9, left=True), [[9, 9, 1, 2]])
+  np.testing.assert_array_equal(sampling.pad_to(x, 4, 9, left=False), [[1, 2, 9, 9]])
+  assert sampling.pad_to(x, 1, 9, left=False) is x
+  np.testing.assert_array_equal(sampling.completion_mask(np.array([0, 2, 5]), 3),
+                                [[0, 0, 0], [1, 1, 0], [1, 1, 1]])
+  assert sampling.bucket_length(65, 32) == 96 and sampling.bucket_length(0, 32) == 32

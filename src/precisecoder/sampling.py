@@ -44,7 +44,7 @@ class SampleOutput:
 
   @property
   def completion_mask(self) -> np.ndarray:
-    return np.arange(self.tokens.shape[1])[None, :] < self.lengths[:, None]
+    return completion_mask(self.lengths, self.tokens.shape[1])
 
   def completion_ids(self, row: int, *, keep_eos: bool = False, eos_ids: Sequence[int] = ()
                      ) -> list[int]:
@@ -65,7 +65,38 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> pathlib.P
 
 
 def bucket_length(n: int, multiple: int = 64) -> int:
+  """`n` rounded up to a multiple (at least one): padded lengths compile once per bucket."""
   return max(multiple, -(-n // multiple) * multiple)
+
+
+# Padding and masks, shared by the sampler and the trainers' batches (train/rollout.py,
+# train/sequences.py): prompts are left-padded, completions right-padded.
+def pad_rows(rows: Sequence[Sequence[int]], length: int, pad_id: int, *, left: bool
+             ) -> tuple[np.ndarray, np.ndarray]:
+  """Token rows of up to `length` ids as int32 [N, length] padded with `pad_id` on the left
+  (prompts) or right (answers), and the bool mask of the real tokens."""
+  tokens = np.full((len(rows), length), pad_id, np.int32)
+  mask = np.zeros((len(rows), length), bool)
+  for row, ids in enumerate(rows):
+    if len(ids):
+      cols = slice(length - len(ids), length) if left else slice(0, len(ids))
+      tokens[row, cols] = ids
+      mask[row, cols] = True
+  return tokens, mask
+
+
+def pad_to(x: np.ndarray, width: int, value, *, left: bool) -> np.ndarray:
+  """`x` [N, W] widened to `width` columns of `value` on the left or right (no-op if wide)."""
+  extra = width - x.shape[1]
+  if extra <= 0:
+    return x
+  pad = ((0, 0), (extra, 0)) if left else ((0, 0), (0, extra))
+  return np.pad(x, pad, constant_values=value)
+
+
+def completion_mask(lengths: np.ndarray, width: int) -> np.ndarray:
+  """bool [N, width]: True on each row's first `lengths[row]` (generated) tokens."""
+  return np.arange(width)[None, :] < np.asarray(lengths)[:, None]
 
 
 def choose_tokens(logits: jax.Array, key: jax.Array, *, temperature: float, top_p: float,
@@ -178,17 +209,6 @@ def segment_ends(max_new_tokens: int, segments: int) -> list[int]:
   return sorted({min(max_new_tokens, end) for end in range(size, max_new_tokens + size, size)})
 
 
-def left_pad(prompt_ids: Sequence[Sequence[int]], length: int, pad_id: int
-             ) -> tuple[np.ndarray, np.ndarray]:
-  tokens = np.full((len(prompt_ids), length), pad_id, np.int32)
-  mask = np.zeros((len(prompt_ids), length), bool)
-  for row, ids in enumerate(prompt_ids):
-    if ids:
-      tokens[row, length - len(ids):] = ids
-      mask[row, length - len(ids):] = True
-  return tokens, mask
-
-
 def sample(model: Decoder, prompt_ids: Sequence[Sequence[int]], *, num_samples: int = 1,
            max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
            eos_ids: Sequence[int], pad_id: int, seed: int = 0, mesh: Mesh | None = None,
@@ -222,7 +242,7 @@ def sample(model: Decoder, prompt_ids: Sequence[Sequence[int]], *, num_samples: 
     raise ValueError(f"sample: prompt ({longest}) + max_new_tokens ({max_new_tokens}) exceeds "
                      f"the model's {limit} positions")
   prompt_len = bucket_length(multihost.global_max(longest) if multi else longest, prompt_bucket)
-  prompt, mask = left_pad(prompt_ids, prompt_len, pad_id)
+  prompt, mask = pad_rows(prompt_ids, prompt_len, pad_id, left=True)
   # A prompt's index in the global batch (hosts' prompts in process order) seeds its rows.
   first = multihost.rows_before(len(prompt_ids)) if multi else 0
   index = np.arange(first, first + len(prompt_ids), dtype=np.int32)

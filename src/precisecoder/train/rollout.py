@@ -30,7 +30,7 @@ class Rollout:
 
   @property
   def completion_mask(self) -> np.ndarray:
-    return np.arange(self.tokens.shape[1])[None, :] < self.lengths[:, None]
+    return sampling.completion_mask(self.lengths, self.tokens.shape[1])
 
 
 def encode_prompts(policy: Policy, tasks: Sequence[Task], *, include_tests: bool = True
@@ -58,31 +58,20 @@ def sample_rollout(policy: Policy, tasks: Sequence[Task], *, num_samples: int,
       programs=[prompts.extract_program(c) for c in completions])
 
 
-def _pad_to(x: np.ndarray, width: int, value, *, left: bool) -> np.ndarray:
-  extra = width - x.shape[1]
-  if extra <= 0:
-    return x
-  pad = ((0, 0), (extra, 0)) if left else ((0, 0), (0, extra))
-  return np.pad(x, pad, constant_values=value)
-
-
 def concat_rollouts(parts: Sequence[Rollout], pad_id: int) -> Rollout:
   """Joins rollouts sampled in chunks, re-padding prompts (left) and completions (right)."""
   p = max(r.prompt_ids.shape[1] for r in parts)
   t = max(r.tokens.shape[1] for r in parts)
+  pad = sampling.pad_to
   return Rollout(
       tasks=[x for r in parts for x in r.tasks],
-      prompt_ids=np.concatenate([_pad_to(r.prompt_ids, p, pad_id, left=True) for r in parts]),
-      prompt_mask=np.concatenate([_pad_to(r.prompt_mask, p, False, left=True) for r in parts]),
-      tokens=np.concatenate([_pad_to(r.tokens, t, pad_id, left=False) for r in parts]),
-      logprobs=np.concatenate([_pad_to(r.logprobs, t, 0.0, left=False) for r in parts]),
+      prompt_ids=np.concatenate([pad(r.prompt_ids, p, pad_id, left=True) for r in parts]),
+      prompt_mask=np.concatenate([pad(r.prompt_mask, p, False, left=True) for r in parts]),
+      tokens=np.concatenate([pad(r.tokens, t, pad_id, left=False) for r in parts]),
+      logprobs=np.concatenate([pad(r.logprobs, t, 0.0, left=False) for r in parts]),
       lengths=np.concatenate([r.lengths for r in parts]),
       completions=[x for r in parts for x in r.completions],
       programs=[x for r in parts for x in r.programs])
-
-
-def bucket(n: int, multiple: int) -> int:
-  return max(multiple, -(-n // multiple) * multiple)
 
 
 def training_arrays(rollout: Rollout, pad_id: int, *, completion_len: int
@@ -91,9 +80,9 @@ def training_arrays(rollout: Rollout, pad_id: int, *, completion_len: int
   `completion_len` (and prompts come bucketed from the sampler) so that the train step
   compiles once rather than for every step's longest completion."""
   t = completion_len
-  tokens = _pad_to(rollout.tokens[:, :t], t, pad_id, left=False)
-  cmask = _pad_to(rollout.completion_mask[:, :t], t, False, left=False)
-  logprobs = _pad_to(rollout.logprobs[:, :t], t, 0.0, left=False)
+  tokens = sampling.pad_to(rollout.tokens[:, :t], t, pad_id, left=False)
+  cmask = sampling.completion_mask(rollout.lengths, t)
+  logprobs = sampling.pad_to(rollout.logprobs[:, :t], t, 0.0, left=False)
   return {
       "tokens": np.concatenate([rollout.prompt_ids, tokens], axis=1).astype(np.int32),
       "mask": np.concatenate([rollout.prompt_mask, cmask], axis=1),

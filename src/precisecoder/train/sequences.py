@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from precisecoder import sampling
 from precisecoder.tasks import Task
-from precisecoder.train.rollout import bucket
 
 
 def answer_text(program: str) -> str:
@@ -28,19 +28,11 @@ def sequence_batch(prompts: Sequence[Sequence[int]], answers: Sequence[Sequence[
   """
   if len(prompts) != len(answers):
     raise ValueError(f"{len(prompts)} prompts but {len(answers)} answers")
-  p = bucket(max(len(x) for x in prompts), multiple)
-  t = bucket(max(len(x) for x in answers), multiple)
+  p = sampling.bucket_length(max(len(x) for x in prompts), multiple)
+  t = sampling.bucket_length(max(len(x) for x in answers), multiple)
   if max_len is not None and p + t > max_len:
     t = max(multiple, max_len - p)
-  n = len(prompts)
-  tokens = np.full((n, p + t), pad_id, np.int32)
-  mask = np.zeros((n, p + t), bool)
-  cmask = np.zeros((n, t), bool)
-  for i, (prompt, answer) in enumerate(zip(prompts, answers)):
-    answer = list(answer)[:t]
-    tokens[i, p - len(prompt):p] = prompt
-    mask[i, p - len(prompt):p] = True
-    tokens[i, p:p + len(answer)] = answer
-    mask[i, p:p + len(answer)] = True
-    cmask[i, :len(answer)] = True
-  return {"tokens": tokens, "mask": mask, "completion_mask": cmask}
+  prompt_tokens, prompt_mask = sampling.pad_rows(prompts, p, pad_id, left=True)
+  answer_tokens, cmask = sampling.pad_rows([list(a)[:t] for a in answers], t, pad_id, left=False)
+  return {"tokens": np.concatenate([prompt_tokens, answer_tokens], axis=1),
+          "mask": np.concatenate([prompt_mask, cmask], axis=1), "completion_mask": cmask}
