@@ -1,10 +1,8 @@
-"""Orbax checkpoints (round trip, keep last N, RNG, per-process data state), SIGTERM flag,
-TensorBoard event files."""
+"""Orbax checkpoints (round trip, keep last N, RNG, per-process data state), SIGTERM flag."""
 
 import json
 import os
 import signal
-import struct
 
 import jax
 import jax.numpy as jnp
@@ -14,7 +12,7 @@ import pytest
 from flax import nnx
 
 from precisecoder.model import Decoder, presets
-from precisecoder.train import checkpointing, metrics, tensorboard
+from precisecoder.train import checkpointing
 
 
 def _state():
@@ -68,76 +66,3 @@ def test_sigterm_sets_the_flag():
     assert watcher.preempted()
   finally:
     watcher.restore_handler()
-
-
-def test_crc32c_known_value():
-  assert tensorboard.crc32c(b"123456789") == 0xE3069283
-
-
-def _read_records(path):
-  data = path.read_bytes()
-  out, i = [], 0
-  while i < len(data):
-    (length,) = struct.unpack("<Q", data[i:i + 8])
-    assert struct.unpack("<I", data[i + 8:i + 12])[0] == tensorboard._masked_crc(data[i:i + 8])
-    payload = data[i + 12:i + 12 + length]
-    crc = struct.unpack("<I", data[i + 12 + length:i + 16 + length])[0]
-    assert crc == tensorboard._masked_crc(payload)
-    out.append(payload)
-    i += 16 + length
-  return out
-
-
-def test_event_file_frames_and_fields(tmp_path):
-  writer = tensorboard.EventWriter(tmp_path)
-  writer.scalars(5, {"reward": 0.25})
-  writer.close()
-  records = _read_records(writer.path)
-  assert len(records) == 2 and b"brain.Event:2" in records[0]
-  event = records[1]
-  assert event[0] == 0x09  # field 1 (wall_time), 64-bit
-  assert event[9:11] == bytes([0x10, 5])  # field 2 (step) = 5
-  assert b"reward" in event and struct.pack("<f", 0.25) in event
-
-
-def test_metrics_resume_drops_records_after_the_checkpoint(tmp_path):
-  w = metrics.MetricsWriter(tmp_path, tensorboard=False)
-  for step in (1, 2, 3):
-    w.write(step, {"loss": float(step), "x": np.float32(0.5)})
-  w.close()
-  w = metrics.MetricsWriter(tmp_path, resume_step=2, tensorboard=False)
-  w.write(3, {"loss": 30.0})
-  w.close()
-  rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-  assert [r["step"] for r in rows] == [1, 2, 3] and rows[-1]["loss"] == 30.0
-  assert rows[0]["x"] == 0.5
-
-
-def test_resumed_event_file_purges_the_steps_after_the_checkpoint(tmp_path):
-  """A resumed run's event file starts with SessionLog START at the restored step + 1: the
-  marker on which TensorBoard drops the older files' events from that step on."""
-  fresh = tensorboard.EventWriter(tmp_path / "fresh")
-  fresh.close()
-  assert len(_read_records(fresh.path)) == 1  # no marker for a fresh run
-  writer = metrics.MetricsWriter(tmp_path, resume_step=2)
-  writer.write(3, {"loss": 1.0})
-  writer.close()
-  (path,) = (tmp_path / "tensorboard").glob("events.out.tfevents.*")
-  marker = _read_records(path)[1]
-  assert marker[9:11] == bytes([0x10, 3])  # step 3
-  assert marker.endswith(bytes([0x3A, 0x02, 0x08, 0x01]))  # session_log=7 {status: START}
-
-
-def test_eta_does_not_wrap_after_a_day():
-  assert metrics.format_duration(59) == "00:00:59"
-  assert metrics.format_duration(3 * 86400 + 3723) == "3d 01:02:03"
-  assert metrics.format_duration(float("inf")) == "?"
-
-
-def test_library_info_logs_are_dropped_and_warnings_kept():
-  import logging
-  quiet = metrics._QuietLibraries()  # pylint: disable=protected-access
-  record = lambda path, level: logging.LogRecord("absl", level, path, 1, "m", (), None)
-  assert not quiet.filter(record("/x/site-packages/orbax/checkpoint/a.py", logging.INFO))
-  assert quiet.filter(record("/x/site-packages/orbax/checkpoint/a.py", logging.WARNING))
-  assert quiet.filter(record("/work/src/precisecoder/train/metrics.py", logging.INFO))

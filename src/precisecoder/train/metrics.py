@@ -1,4 +1,5 @@
-"""Run metrics: JSON Lines (`metrics.jsonl`) plus TensorBoard scalars, and progress logging."""
+"""Run metrics: JSON Lines (`metrics.jsonl`) plus TensorBoard scalars (tensorboardX), and
+progress logging."""
 
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ from typing import Any
 
 from absl import logging
 
-from precisecoder.train.tensorboard import EventWriter
+# How often tensorboardX's writer thread flushes the event file (its default: 2 minutes). Its
+# queue is written by a thread, so a bucket mirror (train/workdir.py), copied after every step,
+# may get a step's events with the next one; closing the writer writes them all before the
+# last copy.
+EVENTS_FLUSH_S = 5
 
 
 def _plain(value: Any) -> Any:
@@ -41,7 +46,8 @@ class MetricsWriter:
 
   On resume from step k, records after k (written before the interruption but not covered
   by the checkpoint) are dropped so the file reads as if the run had never stopped; the new
-  TensorBoard file tells TensorBoard to drop them too (a purge marker at step k + 1).
+  TensorBoard file starts with a purge marker at step k + 1 (`purge_step`), on which
+  TensorBoard drops the older files' events from that step on.
   """
 
   def __init__(self, workdir: str | os.PathLike, *, resume_step: int = 0,
@@ -56,9 +62,13 @@ class MetricsWriter:
     with open(self.path, "w") as f:
       f.writelines(json.dumps(r) + "\n" for r in kept)
     self._file = open(self.path, "a")
-    self._events = EventWriter(workdir / "tensorboard",
-                               purge_step=resume_step + 1 if resume_step else None
-                               ) if tensorboard else None
+    self._events = None
+    if tensorboard:
+      # Imported here: it imports torch when torch is installed (~2 s), which readers of
+      # metrics.jsonl (the reports) need not pay.
+      from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
+      self._events = SummaryWriter(str(workdir / "tensorboard"), flush_secs=EVENTS_FLUSH_S,
+                                   purge_step=resume_step + 1 if resume_step else None)
 
   def write(self, step: int, values: dict[str, Any], *, prefix: str = "") -> None:
     if not self.enabled:
@@ -67,9 +77,11 @@ class MetricsWriter:
     self._file.write(json.dumps(record) + "\n")
     self._file.flush()
     if self._events is not None:
-      scalars = {k: float(v) for k, v in record.items()
-                 if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)}
-      self._events.scalars(step, scalars)
+      now = time.time()
+      for tag, value in record.items():
+        if tag != "step" and isinstance(value, (int, float)) and not isinstance(value, bool):
+          self._events.add_scalar(tag, float(value), step, walltime=now)
+      self._events.flush()
 
   def close(self) -> None:
     if not self.enabled:

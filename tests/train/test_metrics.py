@@ -1,0 +1,83 @@
+"""Run metrics: metrics.jsonl and TensorBoard events across a resume, progress, quiet logs."""
+
+import json
+import struct
+import types
+
+import numpy as np
+from tensorboardX import event_file_writer
+from tensorboardX.proto import event_pb2
+from tensorboardX.proto.event_pb2 import SessionLog
+from tensorboardX.record_writer import masked_crc32c
+
+from precisecoder.train import metrics
+
+
+def test_metrics_resume_drops_records_after_the_checkpoint(tmp_path):
+  w = metrics.MetricsWriter(tmp_path, tensorboard=False)
+  for step in (1, 2, 3):
+    w.write(step, {"loss": float(step), "x": np.float32(0.5)})
+  w.close()
+  w = metrics.MetricsWriter(tmp_path, resume_step=2, tensorboard=False)
+  w.write(3, {"loss": 30.0})
+  w.close()
+  rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  assert [r["step"] for r in rows] == [1, 2, 3] and rows[-1]["loss"] == 30.0
+  assert rows[0]["x"] == 0.5
+
+def _events(folder):
+  """Every scalar event of `folder`'s event files, read back with tensorboardX's protos as
+  TensorBoard reads them: files in name order, frames checked, and a SessionLog START at step
+  s drops what earlier files logged at steps >= s. [(tag, step, value)]"""
+  seen = []
+  for path in sorted(folder.glob("events.out.tfevents.*")):
+    data, i = path.read_bytes(), 0
+    while i < len(data):
+      (length,) = struct.unpack("<Q", data[i:i + 8])
+      assert struct.unpack("<I", data[i + 8:i + 12])[0] == masked_crc32c(data[i:i + 8])
+      payload = data[i + 12:i + 12 + length]
+      assert struct.unpack("<I", data[i + 12 + length:i + 16 + length])[0] == (
+          masked_crc32c(payload))
+      i += 16 + length
+      event = event_pb2.Event.FromString(payload)
+      if event.HasField("session_log") and event.session_log.status == SessionLog.START:
+        seen = [e for e in seen if e[1] < event.step]
+      seen += [(v.tag, event.step, v.simple_value) for v in event.summary.value]
+  return seen
+
+
+def test_resumed_event_file_purges_the_steps_after_the_checkpoint(tmp_path, monkeypatch):
+  """Steps 1-3 logged, checkpoint at 2, resumed: TensorBoard shows step 3 once, the new value."""
+  # The file name holds the second it was made in: the resumed run's is a later one.
+  now = [1_700_000_000.0]
+  monkeypatch.setattr(event_file_writer, "time", types.SimpleNamespace(time=lambda: now[0]))
+  first = metrics.MetricsWriter(tmp_path)
+  for step in (1, 2, 3):
+    first.write(step, {"loss": float(step), "done": True})
+  first.close()
+  assert [e[1] for e in _events(tmp_path / "tensorboard")] == [1, 2, 3]  # a fresh run: no purge
+  now[0] += 10
+  resumed = metrics.MetricsWriter(tmp_path, resume_step=2)
+  for step in (3, 4):
+    resumed.write(step, {"loss": 10.0 * step}, prefix="eval/")
+  resumed.close()
+  assert len(list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))) == 2
+  assert _events(tmp_path / "tensorboard") == [
+      ("loss", 1, 1.0), ("loss", 2, 2.0), ("eval/loss", 3, 30.0), ("eval/loss", 4, 40.0)]
+  rows = metrics.read_metrics(tmp_path / "metrics.jsonl")
+  assert [r["step"] for r in rows] == [1, 2, 3, 4] and metrics.last_step(tmp_path) == 4
+
+
+def test_eta_does_not_wrap_after_a_day():
+  assert metrics.format_duration(59) == "00:00:59"
+  assert metrics.format_duration(3 * 86400 + 3723) == "3d 01:02:03"
+  assert metrics.format_duration(float("inf")) == "?"
+
+
+def test_library_info_logs_are_dropped_and_warnings_kept():
+  import logging
+  quiet = metrics._QuietLibraries()  # pylint: disable=protected-access
+  record = lambda path, level: logging.LogRecord("absl", level, path, 1, "m", (), None)
+  assert not quiet.filter(record("/x/site-packages/orbax/checkpoint/a.py", logging.INFO))
+  assert quiet.filter(record("/x/site-packages/orbax/checkpoint/a.py", logging.WARNING))
+  assert quiet.filter(record("/work/src/precisecoder/train/metrics.py", logging.INFO))
