@@ -148,9 +148,13 @@ def test_alternative_fix_on_another_line():
 
 
 def test_fix_spread_over_two_lines_where_one_is_needed():
-  s, _, _ = score(ONE_BUG, replace(FIXED, "a = x + 1", "a = 1 + x"))
+  program = replace(FIXED, "a = x + 1", "a = 1 + x")
+  s, pool, _ = score(ONE_BUG, program)
   check(s, 1, 1 / 2, 1, 2, [1])
   assert s.matches[0].ess_size == 1
+  # Size 1 is settled by the block's second line alone (the verified reference fix): its
+  # first line, alone, needs no run although it comes first in the block.
+  assert pool.ran == REFERENCE_RUNS + [edits.rstrip_lines(program)]
 
 
 def test_two_line_alternative_fix_gets_slack_and_the_released_quirk():

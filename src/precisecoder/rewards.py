@@ -148,24 +148,42 @@ class _Batch:
     rebuilds the prediction itself shares its run.
     """
     program = edits.rstrip_lines(program)
-    limits = self._scorer.limits_for(task)
-    problem = compiled_identity(program)[1]
-    spec = self._specs.get(id(task))
-    if spec is None:
-      spec = self._specs[id(task)] = _spec_json(task.tests, limits)
-    key = _verdict_key(self._scorer.run_identity(program), spec)
+    key = self._key(program, task)
     verdicts = self._scorer.verdicts
     verdicts.requested += 1
-    if verdicts.get(key) is None and key not in self._jobs:
-      known = None if problem else self._scorer.known_verdict(program, task)
-      if known is not None or problem is not None:
-        verdicts.put(key, bool(known))
-        verdicts.skipped += 1
-        if problem is not None:
-          self._compile_errors[key] = problem
-      else:
-        self._jobs[key] = Job(program=program, tests=task.tests, limits=limits)
+    if verdicts.get(key) is None and key not in self._jobs and not self._settle(key, program, task):
+      self._jobs[key] = Job(program=program, tests=task.tests, limits=self._scorer.limits_for(task))
     return key
+
+  def passing_key(self, program: str, task: Task) -> str | None:
+    """`program`'s verdict key if it is already known to pass (nothing is registered)."""
+    program = edits.rstrip_lines(program)
+    key = self._key(program, task)
+    if self._scorer.verdicts.get(key) is None and key not in self._jobs:
+      self._settle(key, program, task)
+    if self._scorer.verdicts.get(key):
+      self._scorer.verdicts.requested += 1
+      return key
+    return None
+
+  def _key(self, program: str, task: Task) -> str:
+    spec = self._specs.get(id(task))
+    if spec is None:
+      spec = self._specs[id(task)] = _spec_json(task.tests, self._scorer.limits_for(task))
+    return _verdict_key(self._scorer.run_identity(program), spec)
+
+  def _settle(self, key: str, program: str, task: Task) -> bool:
+    """Records a verdict known without a run (no compile, or vouched for by a verified
+    task); False if `program` must run."""
+    problem = compiled_identity(program)[1]
+    known = None if problem else self._scorer.known_verdict(program, task)
+    if known is None and problem is None:
+      return False
+    self._scorer.verdicts.put(key, bool(known))
+    self._scorer.verdicts.skipped += 1
+    if problem is not None:
+      self._compile_errors[key] = problem
+    return True
 
   def compile_error(self, key: str) -> str | None:
     """Why the program under `key` was failed without a run, if it was this batch."""
@@ -496,13 +514,14 @@ class RewardScorer:
         # The released evaluator keeps every reference block in its ess program (its
         # exclusion list is a dict, not the ids); the paper excludes the matched ones.
         excluded = () if self.pdb_compat else m.match.refs
-        keys = []
-        for i in range(len(m.match.pred) - size + 1):
-          keys.append(batch.job(self._counterfactual(s.task, excluded,
-                                                     edits.sub_block(m.match.pred, i, size)), s.task))
-          if self.verdicts.get(keys[-1]):  # already known to fix it: size found, run no sibling
-            break
-        round_keys.append(keys)
+        programs = [self._counterfactual(s.task, excluded, edits.sub_block(m.match.pred, i, size))
+                    for i in range(len(m.match.pred) - size + 1)]
+        # One sub-block already known to fix the defect (the reference fix itself, say)
+        # settles this size: its siblings need no run, wherever they stand in the block.
+        known = next((key for key in map(batch.passing_key, programs, [s.task] * len(programs))
+                      if key is not None), None)
+        round_keys.append([known] if known is not None
+                          else [batch.job(p, s.task) for p in programs])
       batch.run()
       still = []
       for (s, m), keys in zip(pending, round_keys):

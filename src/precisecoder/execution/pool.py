@@ -281,14 +281,16 @@ class ExecutionPool:
     return key, *value
 
   def _remember_durations(self, prepared: list[_Prepared], outcomes: list[Result]) -> None:
+    # The longest run seen: a spec's passing programs run every test, its failing ones often
+    # stop at the first, and it is the passing ones that hold a round up if they start last.
     for item, result in zip(prepared, outcomes):
-      self._spec_seconds[item.spec] = result.duration_s
+      self._spec_seconds[item.spec] = max(result.duration_s, self._spec_seconds.get(item.spec, 0.0))
       self._spec_seconds.move_to_end(item.spec)
     while len(self._spec_seconds) > _SPLIT_CACHE_SIZE:
       self._spec_seconds.popitem(last=False)
 
   def _longest_first(self, prepared: list[_Prepared]) -> list[int]:
-    """Job indices, those expected to run longest first (what their spec took last time;
+    """Job indices, those expected to run longest first (the longest run of their spec;
     unseen specs first of all), so that no long job starts last and keeps a round waiting."""
     seen = self._spec_seconds
     return sorted(range(len(prepared)), key=lambda i: -seen.get(prepared[i].spec, math.inf))
