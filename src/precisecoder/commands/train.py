@@ -2,10 +2,10 @@
 `python -m precisecoder.train`.
 
 Runs the trainer the config names (rl, sft or dpo). A workdir that holds a checkpoint resumes.
-Once the run has trained all its steps (not when train.stop_after or preemption stopped it) the
-report is written to DIR/report.md (train.report). A config file, preset, override or value that
-cannot work, or a workdir that cannot be one, is one line naming it and exit status 2, before
-any model loads.
+Once the workdir's metrics reach train.steps, the report is written to DIR/report.md (when
+train.report; a run stopped earlier by train.stop_after or preemption gets it when resumed to
+the end). A config file, preset, override or value that cannot work, or a workdir that cannot
+be one, is one line naming it and exit status 2, before any model loads.
 """
 
 from __future__ import annotations
