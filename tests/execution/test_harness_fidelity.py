@@ -4,7 +4,8 @@ The corpus, built here in code, holds over 300 correct programs in the four
 test kinds, returning what real tasks return: generators and iterators (send,
 throw, infinite ones, recursive `yield from`), deep recursion, objects of
 classes the test code defines (linked lists, trees, graphs with cycles,
-slotted, dataclass and namedtuple nodes), nested containers, floats compared
+slotted, dataclass and namedtuple nodes), the program's own dataclasses,
+namedtuples and enums, fractions and decimals, nested containers, floats compared
 with a tolerance, returned functions, `Solution().method` entry points and
 design classes, numpy and pandas results, in-place mutation, and
 stdin/stdout programs; each family has several equivalent implementations.
@@ -635,6 +636,69 @@ CONTAINERS = [
         _unittest("def test_stats(self):\n  s = stats([7])\n  self.assertEqual(s.lo, 7)\n  self.assertEqual(s.hi, 7)\n")]),
 ]
 
+# Records and numbers the standard library makes for the program: dataclasses (whose methods
+# dataclasses writes, with no source file), namedtuples, enums, fractions and decimals, compared
+# in the child or, against a literal, in the pool.
+RECORDS = [
+    ("the program's dataclass", {
+        "dataclass": "import dataclasses\n@dataclasses.dataclass\nclass Pt:\n  x: int\n  y: int\n"
+                     "def mid(a, b):\n  return Pt((a.x + b.x) // 2, (a.y + b.y) // 2)\n",
+        "frozen dataclass": "from dataclasses import dataclass\n@dataclass(frozen=True)\nclass Pt:\n"
+                            "  x: int\n  y: int\ndef mid(a, b):\n  return Pt(*((u + v) // 2 for u, v in "
+                            "((a.x, b.x), (a.y, b.y))))\n",
+        "slotted ordered dataclass": "import dataclasses\n@dataclasses.dataclass(slots=True, order=True)\n"
+                                     "class Pt:\n  x: int\n  y: int = 0\ndef mid(a, b):\n"
+                                     "  lo, hi = sorted([a, b])\n  return Pt((lo.x + hi.x) // 2, (lo.y + hi.y) // 2)\n",
+    }, [_assert("assert mid(Pt(0, 0), Pt(2, 4)) == Pt(1, 2)\nassert mid(Pt(1, 1), Pt(1, 1)) != Pt(0, 0)\n"
+                "assert [mid(Pt(0, 0), Pt(2, 2))] == [Pt(1, 1)]\n"),
+        _unittest("def test_mid(self):\n  self.assertEqual(mid(Pt(0, 2), Pt(2, 0)), Pt(1, 1))\n"
+                  "  self.assertEqual(repr(mid(Pt(0, 0), Pt(0, 0))), 'Pt(x=0, y=0)')\n")]),
+    ("the program's dataclass holding a list", {
+        "default_factory": "import dataclasses\n@dataclasses.dataclass\nclass Tree:\n  val: int\n"
+                           "  kids: list = dataclasses.field(default_factory=list)\n"
+                           "def chain(n):\n  return Tree(n, [chain(n - 1)] if n else [])\n",
+        "frozen tuple field": "import dataclasses\n@dataclasses.dataclass(frozen=True)\nclass Tree:\n"
+                              "  val: int\n  kids: tuple = ()\ndef chain(n):\n  t = Tree(0)\n"
+                              "  for v in range(1, n + 1):\n    t = Tree(v, (t,))\n  return t\n",
+    }, [_assert("assert chain(0).val == 0\nassert chain(2).kids[0].kids[0].val == 0\n"
+                "assert chain(1) == chain(1) and chain(1) != chain(2)\n")]),
+    ("the program's namedtuple", {
+        "collections": "import collections\nSpan = collections.namedtuple('Span', 'lo hi')\n"
+                       "def span(xs):\n  return Span(min(xs), max(xs))\n",
+        "typing": "from typing import NamedTuple\nclass Span(NamedTuple):\n  lo: int\n  hi: int\n"
+                  "def span(xs):\n  s = sorted(xs)\n  return Span(s[0], s[-1])\n",
+    }, [_assert("assert span([3, 1, 2]) == (1, 3)\nassert span([5]) == Span(5, 5)\nassert span([1, 2]).hi == 2\n"),
+        _unittest("def test_span(self):\n  self.assertEqual(span([4, 2]), (2, 4))\n  self.assertEqual(span([1]).lo, 1)\n"),
+        _call("span", [([[3, 1, 2]], [1, 3])])]),
+    ("the program's enum", {
+        "Enum": "import enum\nclass Level(enum.Enum):\n  LOW = 1\n  HIGH = 2\n"
+                "def level(n):\n  return Level.HIGH if n > 5 else Level.LOW\n",
+        "auto and a method": "import enum\nclass Level(enum.Enum):\n  LOW = enum.auto()\n  HIGH = enum.auto()\n"
+                             "  def flip(self):\n    return Level.LOW if self is Level.HIGH else Level.HIGH\n"
+                             "def level(n):\n  return Level.LOW.flip() if n > 5 else Level.LOW\n",
+    }, [_assert("assert level(9) == Level.HIGH\nassert level(1) is Level.LOW\n"),
+        _unittest("def test_level(self):\n  self.assertIs(level(7), Level.HIGH)\n  self.assertEqual(level(0).name, 'LOW')\n")]),
+    ("the program's IntEnum", {
+        "IntEnum": "import enum\nclass Level(enum.IntEnum):\n  LOW = 1\n  HIGH = 2\n"
+                   "def level(n):\n  return Level.HIGH if n > 5 else Level.LOW\n",
+        "IntFlag": "import enum\nclass Level(enum.IntFlag):\n  LOW = 1\n  HIGH = 2\n"
+                   "def level(n):\n  return Level.HIGH if n > 5 else Level.LOW\n",
+    }, [_assert("assert level(9) == 2\nassert level(1) == Level.LOW\nassert level(8) > Level.LOW\n"),
+        _unittest("def test_level(self):\n  self.assertEqual(level(7), 2)\n  self.assertEqual(str(int(level(0))), '1')\n"),
+        _call("level", [([9], 2), ([0], 1)])]),
+    ("fractions", {
+        "Fraction": "from fractions import Fraction\ndef share(a, b):\n  return Fraction(a, a + b)\n",
+        "Fraction sum": "import fractions\ndef share(a, b):\n  return sum(fractions.Fraction(1, a + b) for _ in range(a))\n",
+    }, [_assert("from fractions import Fraction\nassert share(1, 1) == 0.5\nassert share(1, 2) * 3 == 1\n"
+                "assert share(2, 4) == Fraction(1, 3)\n"),
+        _unittest("def test_share(self):\n  self.assertEqual(share(1, 3), 0.25)\n")]),
+    ("decimals", {
+        "Decimal": "from decimal import Decimal\ndef price(cents):\n  return Decimal(cents) / 100\n",
+        "quantize": "import decimal\ndef price(cents):\n  return (decimal.Decimal(cents) / 100).quantize(decimal.Decimal('0.01'))\n",
+    }, [_assert("from decimal import Decimal\nassert price(150) == 1.5\nassert price(5) == Decimal('0.05')\n"),
+        _unittest("def test_price(self):\n  self.assertEqual(price(250), 2.5)\n")]),
+]
+
 FLOATS = {
     "mean": ("mean", {"sum/len": "def mean(xs):\n  return sum(xs) / len(xs)\n",
                       "statistics": "import statistics\ndef mean(xs):\n  return statistics.fmean(xs)\n",
@@ -957,7 +1021,7 @@ def honest_cases() -> list[tuple[str, str, dict]]:
   for point_kind, point in POINT_KINDS.items():
     for variant, program in POINT_PROGRAMS.items():
       add(f"points ({point_kind}): {variant}", program, _point_tests(point))
-  for family, programs, tests in CONTAINERS:
+  for family, programs, tests in CONTAINERS + RECORDS:
     for variant, program in programs.items():
       add(f"{family}: {variant}", program, tests)
   for name, program, spec in _float_cases():

@@ -8,6 +8,7 @@ batch no run process may survive and no file outside the runs may change.
 
 import os
 import pathlib
+import re
 import shutil
 import socket
 import textwrap
@@ -67,6 +68,7 @@ TESTS.update({
                           "  def test_in(self):\n    self.assertIn(4, evens(6))\n"},
     "inplace_assert": {"kind": "assert",
                        "code": "xs = [3, 1, 2]\nsort_in_place(xs)\nwant = [1, 2, 3]\nassert xs == want\n"},
+    "dataclass_assert": {"kind": "assert", "code": "assert add(2, 3) == Box(5)\nassert add(40, 2) == Box(42)\n"},
     "numpy_unittest": {"kind": "unittest", "code": "import unittest\nimport numpy as np\n"
                        "class TestCumsum(unittest.TestCase):\n  def test_cumsum(self):\n"
                        "    np.testing.assert_array_equal(cumulative([1, 2, 3]), np.array([1, 3, 6]))\n"},
@@ -479,6 +481,101 @@ HOSTILE = [
           def twoSum(self, nums, target):
             return AlwaysEqual()
         """, {F}),
+    ("Solution().method that is a functools.partial of the program's code", "solution_assert",
+     ALWAYS_EQUAL + """
+        import functools
+        def _two_sum(nums, target):
+          return AlwaysEqual()
+        class Solution:
+          twoSum = functools.partial(_two_sum)
+        """, {F}),
+    ("Solution().method behind functools.lru_cache", "solution_assert", ALWAYS_EQUAL + """
+        import functools
+        class Solution:
+          @functools.lru_cache(maxsize=None)
+          def twoSum(self, nums, target):
+            return AlwaysEqual()
+        """, {F}),
+    ("Solution().method compiled under another file name", "solution_assert", ALWAYS_EQUAL + """
+        namespace = {'AlwaysEqual': AlwaysEqual}
+        exec(compile('def twoSum(self, nums, target):\\n  return AlwaysEqual()\\n',
+                     '/usr/lib/python3.11/heapq.py', 'exec'), namespace)
+        class Solution:
+          twoSum = namespace['twoSum']
+        """, {F}),
+    ("__eq__ that is a functools.partial", "assert_var", """
+        import functools
+        class Forged:
+          __eq__ = functools.partial(lambda *args: True)
+          __hash__ = None
+        def add(a, b):
+          return Forged()
+        """, {F}),
+    ("a dataclass whose module rebinds NotImplemented", "assert_var", """
+        import dataclasses
+        NotImplemented = True
+        @dataclasses.dataclass
+        class Box:
+          x: int
+        def add(a, b):
+          return Box(0)
+        """, {F}),
+    ("a dataclass made under forged builtins", "assert_var", """
+        import builtins, dataclasses
+        __builtins__ = dict(vars(builtins), NotImplemented=True)
+        @dataclasses.dataclass
+        class Box:
+          x: int
+        def add(a, b):
+          return Box(0)
+        """, {F}),
+    ("a dataclass's __eq__ swapped for one compiled as '<string>'", "assert_var", """
+        import dataclasses
+        namespace = {}
+        exec(compile('def __eq__(self, other):\\n  if other.__class__ is self.__class__:\\n'
+                     '    return (self.x,)==(other.x,)\\n  return True\\n', '<string>', 'exec'),
+             namespace)
+        @dataclasses.dataclass(eq=False)
+        class Box:
+          x: int
+          __eq__ = namespace['__eq__']
+          __hash__ = None
+        def add(a, b):
+          return Box(0)
+        """, {F}),
+    ("a dataclass holding AlwaysEqual", "dataclass_assert", ALWAYS_EQUAL + """
+        import dataclasses
+        @dataclasses.dataclass
+        class Box:
+          v: object
+        def add(a, b):
+          return Box(AlwaysEqual())
+        """, {F}),
+    ("an int subclass whose __eq__ says yes, against a literal", "assert", """
+        class Yes(int):
+          def __eq__(self, other):
+            return True
+          __hash__ = int.__hash__
+        def add(a, b):
+          return Yes(0)
+        """, {F}),
+    ("a Fraction whose class is patched to show another numerator", "assert", """
+        import fractions
+        zero = fractions.Fraction(0)
+        fractions.Fraction._numerator = property(lambda self: 5)
+        fractions.Fraction.numerator = property(lambda self: 5)
+        def add(a, b):
+          return zero
+        """, {F}),
+    ("an IntEnum subclass whose __eq__ is int.__ne__", "assert_var", """
+        import enum
+        class Level(enum.IntEnum):
+          LOW = 7
+          __eq__ = int.__ne__
+          __hash__ = int.__hash__
+        def add(a, b):
+          return Level.LOW
+        """, {F}),
     ("numpy object array of AlwaysEqual", "numpy_unittest", ALWAYS_EQUAL + """
         import numpy as np
         def cumulative(xs):
@@ -490,6 +587,8 @@ HOSTILE = [
 
 HONEST = [
     ("plain", "assert", "def add(a, b):\n  return a + b\n"),
+    ("a dataclass", "dataclass_assert",
+     "import dataclasses\n@dataclasses.dataclass\nclass Box:\n  v: int\ndef add(a, b):\n  return Box(a + b)\n"),
     ("plain call", "call", "def add(a, b):\n  return a + b\n"),
     ("plain unittest", "unittest", "def add(a, b):\n  return a + b\n"),
     ("stdin", "io", "import sys\na, b = map(int, sys.stdin.read().split())\nprint(a + b)\n"),
@@ -601,7 +700,17 @@ def pool():
 
 
 def _program(source: str, outside: pathlib.Path, port: int) -> str:
-  return textwrap.dedent(source).replace("{outside}", str(outside)).replace("{port}", str(port))
+  # A source may join an unindented snippet (WRONG, ALWAYS_EQUAL) and an indented block:
+  # each piece is dedented on its own, or the whole would not even compile.
+  pieces = re.split(f"({re.escape(WRONG)}|{re.escape(ALWAYS_EQUAL)})", source)
+  text = "".join(p if p in (WRONG, ALWAYS_EQUAL) else textwrap.dedent(p) for p in pieces)
+  return text.replace("{outside}", str(outside)).replace("{port}", str(port))
+
+
+def test_every_hostile_program_compiles():
+  """A program that does not compile fails without trying anything: it would test nothing."""
+  for name, _, source, _ in HOSTILE:
+    compile(_program(source, pathlib.Path("/outside"), 1), name, "exec")
 
 
 def test_hostile_programs_never_pass_and_leave_nothing(pool, outside, listener):

@@ -18,7 +18,11 @@ Provenance is decided from code objects: code the program compiled carries
 PROGRAM_FILENAME; test code is trusted by the identity of the code objects the
 harness compiled (`trust_code`), never by a name a program could copy; library
 code comes from files under the import path the worker started with (or
-CPython's frozen modules), never from a file the program wrote. Classes the test code
+CPython's frozen modules), never from a file the program wrote; the methods
+dataclasses writes for a class (exec'd text, no file) are trusted only when their
+code is exactly what dataclasses writes for the attributes they read and no name
+they look up is rebound. Any other code is the program's, whatever its file name,
+and so is a function behind a partial, lru_cache, cached_property or the like. Classes the test code
 defines are registered as they are created (`register_class`, a decorator the
 harness adds to every class statement of the tests) together with a snapshot of
 their members, so a program that monkey-patches one, subclasses it with its own
@@ -32,8 +36,10 @@ objects of library types.
 from __future__ import annotations
 
 import _imp
+import builtins
 import collections
 import ctypes
+import dataclasses
 import functools
 import gc as _gc
 import itertools
@@ -78,13 +84,20 @@ _VALUE_DUNDERS = frozenset({
     "__call__", "__repr__", "__str__", "__format__", "__bytes__", "__iter__", "__next__",
     "__reversed__", "__getitem__", "__getattr__", "__len__", "__length_hint__", "__bool__",
     "__hash__", "__int__", "__float__", "__complex__", "__index__", "__round__", "__trunc__",
-    "__floor__", "__ceil__", "__abs__", "__neg__", "__pos__", "__fspath__"})
+    "__floor__", "__ceil__", "__abs__", "__neg__", "__pos__", "__fspath__", "__get__",
+    "__getattribute__"})
 # Dunders that never decide a comparison: Cython classes alias them (`__reduce__ =
 # __reduce_cython__`), which the alias rule in `_member_problem` must not mistake for a forgery.
 _INERT = _CONSTRUCTION | {"__reduce__", "__reduce_ex__", "__getstate__", "__setstate__",
                           "__copy__", "__deepcopy__", "__sizeof__", "__dir__", "__getnewargs__",
                           "__getnewargs_ex__", "__subclasshook__"}
 
+
+# Standard-library wrappers around a function, and where each keeps it (`_runs_untrusted`).
+_UNWRAP = {types.MethodType: "__func__", staticmethod: "__func__", classmethod: "__func__",
+           functools.partial: "func", functools.partialmethod: "func",
+           functools.cached_property: "func"}
+_LRU_WRAPPER = _type(functools.lru_cache(maxsize=None)(lambda: None))
 
 # Objects of each argument looked at before and after a call from the tests: enough for the
 # inputs tests mutate in place, bounded so that a big input passed to many calls costs little.
@@ -124,6 +137,85 @@ def _is_namedtuple_new(name: str, function) -> bool:
   code = function.__code__
   return (name == "__new__" and code.co_filename == "<string>" and code.co_names == ("_tuple_new",)
           and function.__globals__.get("_tuple_new") is tuple.__new__)
+
+
+# Methods the dataclasses module writes for a class (exec'd text, so '<string>', no file):
+# recognised by regenerating that text for the attributes the method reads and comparing the
+# code objects, so they are trusted for what they are, never for their file name.
+_COMPARISONS = {"__eq__": "==", "__lt__": "<", "__le__": "<=", "__gt__": ">", "__ge__": ">="}
+_DATACLASS_GLOBALS = ("NotImplemented", "hash", "type", "super")  # the names their code looks up
+_BUILTINS = builtins.__dict__
+_BUILTIN_VALUES = {name: _BUILTINS[name] for name in _DATACLASS_GLOBALS}
+_FROZEN_ERROR = dataclasses.FrozenInstanceError
+
+
+def _fields_tuple(obj: str, fields: tuple) -> str:
+  return f'({",".join(f"{obj}.{f}" for f in fields)},)' if fields else "()"
+
+
+def _dataclass_source(name: str, code: types.CodeType) -> tuple[str, tuple] | None:
+  """(the text dataclasses (3.11) writes for method `name` over the fields `code` reads,
+  the names of its closure), or None for a name it does not write."""
+  if name in _COMPARISONS:
+    fields = code.co_names[1:-1]
+    line = f"return {_fields_tuple('self', fields)}{_COMPARISONS[name]}{_fields_tuple('other', fields)}"
+    args, body, local = "self,other", ["if other.__class__ is self.__class__:", " " + line,
+                                       "return NotImplemented"], ()
+  elif name == "__hash__":
+    args, body, local = "self", [f"return hash({_fields_tuple('self', code.co_names[1:])})"], ()
+  elif name in ("__setattr__", "__delattr__"):
+    fields = next((c for c in code.co_consts if _type(c) is tuple), ())
+    listed = "(" + ",".join(repr(f) for f in fields) + ",)" if fields else "()"
+    verb, call = (("assign to", "__setattr__(name, value)") if name == "__setattr__"
+                  else ("delete", "__delattr__(name)"))
+    args = "self,name,value" if name == "__setattr__" else "self,name"
+    body = [f"if type(self) is cls or name in {listed}:",
+            f' raise FrozenInstanceError(f"cannot {verb} field {{name!r}}")',
+            f"super(cls, self).{call}"]
+    local = ("cls", "FrozenInstanceError")
+  else:
+    return None
+  text = "\n".join(f"  {line}" for line in body)
+  return (f"def __create_fn__({', '.join(local)}):\n def {name}({args}):\n{text}\n return {name}",
+          local)
+
+
+def _is_dataclass_method(klass: type, name: str, function) -> bool:
+  """Whether `function`, found as `klass.<name>`, is exactly what dataclasses writes."""
+  if not _DATACLASS_TEMPLATES:
+    return False
+  code = function.__code__
+  made = _dataclass_source(name, code)
+  if made is None or function.__defaults__ or function.__kwdefaults__:
+    return False
+  source, local = made
+  if function.__builtins__ is not _BUILTINS or any(
+      function.__globals__.get(n, v) is not v or _BUILTINS.get(n) is not v
+      for n, v in _BUILTIN_VALUES.items()):
+    return False  # a rebound NotImplemented, hash, type or super would decide the comparison
+  closure = dict(zip(code.co_freevars, function.__closure__ or ()))
+  if sorted(closure) != sorted(local) or (local and (
+      closure["cls"].cell_contents is not klass
+      or closure["FrozenInstanceError"].cell_contents is not _FROZEN_ERROR)):
+    return False
+  try:
+    namespace: dict = {}
+    exec(compile(source, "<string>", "exec", dont_inherit=True), {}, namespace)  # pylint: disable=exec-used
+  except (SyntaxError, ValueError):
+    return False
+  return namespace["__create_fn__"](*(klass, _FROZEN_ERROR)[:_len(local)]).__code__ == code
+
+
+def _dataclass_templates_match() -> bool:
+  """Whether this interpreter's dataclasses writes what `_dataclass_source` expects
+  (checked once, before any program runs); where not, dataclass methods are not trusted."""
+  names = [*_COMPARISONS, "__hash__", "__setattr__", "__delattr__"]
+  try:
+    probes = [dataclasses.make_dataclass(name, fields, order=True, frozen=True)
+              for name, fields in (("Probe", [("a", int), ("b", str)]), ("Empty", []))]
+    return all(_is_dataclass_method(c, n, _own_members(c)[n]) for c in probes for n in names)
+  except Exception:  # pylint: disable=broad-except  (another interpreter's dataclasses)
+    return False
 
 
 class DictVersions:
@@ -259,22 +351,57 @@ class Guard:
     for name, member in _list(_own_members(klass).items()):
       if _dunder(name) and name not in _VALUE_DUNDERS:
         continue
-      kind = _type(member)
-      if kind is types.FunctionType and member.__code__.co_filename == PROGRAM_FILENAME:
-        replacement = self.guarded(member, method=True)
-      elif kind in (staticmethod, classmethod) and _type(member.__func__) is types.FunctionType \
-          and member.__func__.__code__.co_filename == PROGRAM_FILENAME:
-        replacement = kind(self.guarded(member.__func__, method=kind is classmethod))
-      elif kind is property and _type(member.fget) is types.FunctionType \
-          and member.fget.__code__.co_filename == PROGRAM_FILENAME:
-        replacement = property(self.guarded(member.fget, method=True), member.fset, member.fdel,
-                               member.__doc__)
-      else:
+      replacement = self._guarded_member(member)
+      if replacement is None:
         continue
       try:
         type.__setattr__(klass, name, replacement)
       except (TypeError, AttributeError):
         pass  # left as program code: `_class_problem` refuses the class's objects
+
+  def _guarded_member(self, member):
+    """`member` (a class attribute) with what it hands the tests checked, bound as before;
+    None if it runs no code the guard does not trust (`_runs_untrusted`)."""
+    kind = _type(member)
+    if kind is property:
+      if not any(self._runs_untrusted(f) for f in (member.fget, member.fset, member.fdel)):
+        return None
+      fget = member.fget and self.guarded(member.fget, method=True)
+      return property(fget, member.fset, member.fdel, member.__doc__)
+    if not callable(member) or _isinstance(member, type) or not self._runs_untrusted(member):
+      return None
+    if kind is staticmethod:
+      return staticmethod(self.guarded(member.__func__))
+    if kind is classmethod:
+      return classmethod(self.guarded(member.__func__, method=True))
+    if kind is functools.cached_property:
+      replacement = functools.cached_property(self.guarded(member.func, method=True))
+      replacement.attrname = member.attrname
+      return replacement
+    if kind is functools.partialmethod:
+      return functools.partialmethod(self.guarded(member.func, method=True), *member.args,
+                                     **member.keywords)
+    if _hasattr(kind, "__get__"):  # binds like a method (a function, an lru_cache wrapper)
+      return self.guarded(member, method=True)
+    return staticmethod(self.guarded(member))  # called as it is (a functools.partial)
+
+  def _runs_untrusted(self, member) -> bool:
+    """Whether calling `member` runs a function the guard does not trust, through the
+    wrappers the standard library puts around functions (bound methods, partials,
+    lru_cache, staticmethod, classmethod, cached_property, partialmethod)."""
+    inner = member
+    for _ in range(16):
+      kind = _type(inner)
+      if kind is types.FunctionType:
+        return not self._trusted(inner.__code__)
+      attribute = _UNWRAP.get(kind)
+      if attribute is not None:
+        inner = _getattr(inner, attribute)
+      elif kind is _LRU_WRAPPER:
+        inner = object.__getattribute__(inner, "__dict__").get("__wrapped__")
+      else:
+        return False  # a C callable, or an object whose class the checks judge on its own
+    return True  # wrapped deeper than any library does
 
   def guarded(self, function, method: bool = False):
     """`function`, with what it returns checked (and wrapped: generators, functions).
@@ -506,7 +633,7 @@ class Guard:
       if _id(klass) in self._test_classes:
         return True
       if klass.__flags__ & _HEAPTYPE and any(
-          _type(m) is types.FunctionType and m.__code__.co_filename == PROGRAM_FILENAME
+          _type(m) is types.FunctionType and not self._trusted(m.__code__)
           for _, m in _own_members(klass).items()):
         return True
     return False
@@ -537,33 +664,39 @@ class Guard:
     if not klass.__flags__ & _HEAPTYPE:
       return None  # a C type: nothing in it can change
     for name, member in _list(_own_members(klass).items()):
-      problem = self._member_problem(name, member, verdicts)
+      problem = self._member_problem(klass, name, member, verdicts)
       if problem is not None:
         return f"{klass.__qualname__}.{name} {problem}"
     return None
 
-  def _member_problem(self, name: str, member, verdicts: dict[int, str | None]) -> str | None:
+  def _member_problem(self, klass: type, name: str, member,
+                      verdicts: dict[int, str | None]) -> str | None:
     kind = _type(member)
     if kind is types.FunctionType:
-      if self._trusted(member.__code__) or _is_namedtuple_new(name, member):
+      if (self._trusted(member.__code__) or _is_namedtuple_new(name, member)
+          or _is_dataclass_method(klass, name, member)):
         return None
       return None if name in _CONSTRUCTION else "is the program's code"
     if kind is staticmethod or kind is classmethod:
       inner = member.__func__
       if _type(inner) is not types.FunctionType and _getattr(inner, "__name__", None) != name:
         return f"is {_getattr(inner, '__name__', '?')} under another name"
-      return self._member_problem(name, inner, verdicts)
+      return self._member_problem(klass, name, inner, verdicts)
     if kind is property:
       for accessor in (member.fget, member.fset, member.fdel):
         if accessor is not None:
-          problem = self._member_problem(name, accessor, verdicts)
+          problem = self._member_problem(klass, name, accessor, verdicts)
           if problem is not None:
             return problem
       return None
+    if kind in _UNWRAP or kind is _LRU_WRAPPER:
+      return "wraps the program's code" if self._runs_untrusted(member) else None
     if _isinstance(member, _C_CALLABLES) or _isinstance(member, type):
-      # A C method in a Python class: harmless as itself (`__hash__ = object.__hash__`), but
+      # A C method in a Python class: harmless as itself (`__hash__ = object.__hash__`), or
+      # where it only hands a value over (IntEnum's `__str__ = int.__repr__`), but
       # `__eq__ = int.__ne__` would let the program choose what equality means.
-      if _dunder(name) and name not in _INERT and _getattr(member, "__name__", None) != name:
+      if (_dunder(name) and name not in _INERT and name not in _VALUE_DUNDERS
+          and _getattr(member, "__name__", None) != name):
         return f"is {_getattr(member, '__qualname__', '?')} under another name"
       return None
     if kind.__flags__ & _HEAPTYPE and _hasattr(kind, "__get__"):  # a descriptor a class wrote
@@ -663,3 +796,7 @@ def _array_items(value, kind: type) -> list:
   if _isinstance(value, pandas.Index):
     return _list(value) if value.dtype == object else []
   return []
+
+
+_DATACLASS_TEMPLATES = True  # for the one check below, made at import, before any program runs
+_DATACLASS_TEMPLATES = _dataclass_templates_match()

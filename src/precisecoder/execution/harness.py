@@ -20,6 +20,8 @@ from __future__ import annotations
 import ast
 import builtins
 import collections
+import decimal
+import fractions
 import functools
 import gc
 import json
@@ -43,6 +45,15 @@ _plain_scalars = (_type(None), bool, int, float, str)
 # Library dicts that compare as the dict they hold; sent as that dict (read with dict.items).
 _DICT_TYPES = (dict, collections.OrderedDict, collections.defaultdict, collections.Counter)
 _dict_items = dict.items
+# Subclasses of these (IntEnum, namedtuple, a str enum) are sent as the base value they hold,
+# read by the base type's own C method: what a subclass overrides never runs. The pool then
+# compares that value, as the base type's comparison would.
+_BASE_VALUES = ((int, int.__int__), (float, float.__float__), (str, str.__str__),
+                (tuple, lambda value: tuple(tuple.__iter__(value))))
+# Library numbers, read through descriptors bound now, before any program can patch the classes.
+_FRACTION, _DECIMAL = fractions.Fraction, decimal.Decimal
+_FRACTION_PARTS = (_FRACTION.__dict__["_numerator"].__get__, _FRACTION.__dict__["_denominator"].__get__)
+_decimal_text = decimal.Decimal.__str__
 _MAX_DEPTH = 64
 TESTS_FILENAME = "<tests>"
 EXIT_UNCAUGHT = 1
@@ -62,8 +73,17 @@ def _numpy_scalar_types(numpy) -> frozenset:
                    if t not in (numpy.object_, numpy.void) and issubclass(t, numpy.generic))
 
 
+def _base_value(value, kind: type):
+  """A subclass of int, float, str or tuple as the exact base value it holds, else None."""
+  for base, read in _BASE_VALUES:
+    if issubclass(kind, base):
+      return read(value)
+  return None
+
+
 def to_plain(value, depth: int = 0):
-  """`value` as JSON-ready data with exact types; subclasses are rejected."""
+  """`value` as JSON-ready data with exact types; subclasses of int, float, str and tuple
+  as their base value (`_base_value`), other subclasses are rejected."""
   kind = _type(value)
   if depth > _MAX_DEPTH:
     raise PlainDataError("value nested too deeply")
@@ -79,6 +99,8 @@ def to_plain(value, depth: int = 0):
       out[key] = to_plain(item, depth + 1)
     return out
   scalar = _numpy_scalar(value)
+  if scalar is None:
+    scalar = _base_value(value, kind)
   if scalar is not None:
     return to_plain(scalar, depth)
   raise PlainDataError(f"a {kind_name(value)} is not JSON data")
@@ -102,7 +124,13 @@ def to_tagged(value, depth: int = 0):
     return {"b": value.hex()}
   if kind is complex:
     return {"c": [value.real, value.imag]}
+  if kind is _FRACTION:
+    return {"q": [to_tagged(part(value), depth + 1) for part in _FRACTION_PARTS]}
+  if kind is _DECIMAL:
+    return {"m": _decimal_text(value)}
   scalar = _numpy_scalar(value)
+  if scalar is None:
+    scalar = _base_value(value, kind)
   if scalar is not None:
     return to_tagged(scalar, depth)
   raise PlainDataError(f"a {kind_name(value)} is not plain data")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import decimal
+import fractions
 import functools
 import json
 import signal
@@ -148,6 +150,18 @@ def decode_tagged(value: Any) -> Any:
       return complex(*body)
     if tag == "f":
       return float(body)
+    if tag == "q":
+      numerator, denominator = (decode_tagged(part) for part in body)
+      if type(numerator) is not int or type(denominator) is not int or not denominator:  # pylint: disable=unidiomatic-typecheck
+        raise ValueError("not a fraction")
+      return fractions.Fraction(numerator, denominator)
+    if tag == "m":
+      try:
+        if type(body) is str:  # pylint: disable=unidiomatic-typecheck
+          return decimal.Decimal(body)
+      except decimal.InvalidOperation:
+        pass
+      raise ValueError(f"not a decimal: {body!r:.40}")
     raise ValueError(f"unknown tag {tag!r}")
   if isinstance(value, (list, tuple)):
     raise ValueError("untagged list")
