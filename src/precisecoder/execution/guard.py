@@ -560,8 +560,12 @@ class Guard:
         continue
       seen.add(_id(value))
       if kind in _CONTAINERS:
-        items = _list_iter(value) if kind is list else value
-        stack.extend(items if budget is None else _islice(items, budget))
+        if _SCALARS.issuperset(map(_type, _head(value, kind, budget))):
+          # Only scalars (a big list of numbers, say): nothing inside can decide a comparison,
+          # and this one pass over them runs in C rather than once per item in this loop.
+          budget = None if budget is None else budget - min(_len(value), budget)
+          continue
+        stack.extend(_head(value, kind, budget))
         continue
       if kind is dict:
         items = _dict_items(value)
@@ -723,6 +727,12 @@ class Guard:
     if _type(inner) not in (types.FunctionType, types.BuiltinFunctionType):
       return f"{what} {kind_name(inner)}"
     return None
+
+
+def _head(value, kind: type, budget: int | None):
+  """The items of a list, tuple, set or frozenset (exactly that type), the first `budget` only."""
+  items = _list_iter(value) if kind is list else value
+  return items if budget is None else _islice(items, budget)
 
 
 def _own_members(cls: type) -> types.MappingProxyType:
