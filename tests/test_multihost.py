@@ -90,13 +90,14 @@ def start(tmp_path_factory):
   return base
 
 
-def _launch(start_dir, workdir, processes, devices):
+def _launch(start_dir, workdir, processes, devices, config="configs/precisecoder.py:tiny",
+            flags=None):
   if not workdir.exists():
     shutil.copytree(start_dir / "start" / "checkpoints", workdir / "checkpoints")
   env = {**os.environ, "PYTHON": sys.executable, "DEVICES": str(devices)}
   return subprocess.Popen(
-      [str(ROOT / "scripts/multihost_local.sh"), str(processes), "configs/precisecoder.py:tiny",
-       str(workdir), *_flags(start_dir / "tasks.jsonl")], cwd=ROOT, env=env,
+      [str(ROOT / "scripts/multihost_local.sh"), str(processes), config, str(workdir),
+       *(flags if flags is not None else _flags(start_dir / "tasks.jsonl"))], cwd=ROOT, env=env,
       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -191,3 +192,35 @@ def test_sigterm_to_one_host_then_resume_matches_the_uninterrupted_run(start, tw
   assert _step_metrics(workdir) == _step_metrics(reference)
   for a, b in zip(_params(workdir), _params(reference)):
     np.testing.assert_array_equal(a, b)
+
+
+def test_sft_on_two_hosts_trains_like_one_process(start):
+  """The SFT baseline on a pod: each host pads its rows to the lengths all hosts agree on,
+  and the token-mean loss over the global batch is the one-process loss. The reference runs
+  here, in this process, on its one device."""
+  import importlib.util
+  from precisecoder.train import sft
+  overrides = dict(sft=dict(batch_size=4), model=dict(mesh="2,2,1"), data=dict(
+      task_file=str(start / "tasks.jsonl")), train=dict(steps=2, checkpoint_every=100,
+                                                         eval_every=0, report=False))
+  flags = [f"--config.{s}.{k}={v}" for s, values in overrides.items() for k, v in values.items()]
+  two = start / "sft_two_hosts"
+  logs = _finish(_launch(start, two, 2, 2, "configs/sft.py:tiny", flags), two)
+  assert len(set(_fingerprints(logs).values())) == 1  # the hosts' replicas agree
+
+  spec = importlib.util.spec_from_file_location("sft_config", ROOT / "configs" / "sft.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  cfg = module.get_config("tiny")
+  for section, values in overrides.items():
+    cfg[section].update(values)
+  one = start / "sft_one_device"
+  shutil.copytree(start / "start" / "checkpoints", one / "checkpoints")
+  assert sft.train(cfg, str(one)) == 0
+
+  assert not np.allclose(np.concatenate([p.ravel() for p in _params(two)]),
+                         np.concatenate([p.ravel() for p in _params(start / "start")]))
+  for a, b in zip(_params(two), _params(one)):
+    np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
+  for x, y in zip(_step_metrics(two), _step_metrics(one), strict=True):
+    assert x["train/loss"] == pytest.approx(y["train/loss"], rel=1e-6)

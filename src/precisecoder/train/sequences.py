@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from precisecoder import sampling
+from precisecoder import multihost, sampling
 from precisecoder.tasks import Task
 
 
@@ -25,11 +25,13 @@ def sequence_batch(prompts: Sequence[Sequence[int]], answers: Sequence[Sequence[
   """Left-padded prompts then right-padded answers, with the mask over the answer part.
 
   Answers longer than `max_len` minus the prompt are cut (the loss then covers the prefix).
+  On several hosts this is collective: each calls it once per global batch with its own rows.
   """
   if len(prompts) != len(answers):
     raise ValueError(f"{len(prompts)} prompts but {len(answers)} answers")
-  p = sampling.bucket_length(max(len(x) for x in prompts), multiple)
-  t = sampling.bucket_length(max(len(x) for x in answers), multiple)
+  # Every host pads to the longest lengths of any host: their rows join one global batch.
+  p = multihost.global_max(sampling.bucket_length(max(len(x) for x in prompts), multiple))
+  t = multihost.global_max(sampling.bucket_length(max(len(x) for x in answers), multiple))
   if max_len is not None and p + t > max_len:
     t = max(multiple, max_len - p)
   prompt_tokens, prompt_mask = sampling.pad_rows(prompts, p, pad_id, left=True)

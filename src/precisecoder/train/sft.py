@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 
 import jax
 import ml_collections
 import numpy as np
+from jax.sharding import Mesh
 
+from precisecoder import multihost
 from precisecoder.tasks import Task
 from precisecoder.train import sequences, step as step_lib, tasksets
 from precisecoder.train.policy import Policy
@@ -24,9 +27,24 @@ def sft_batch(policy: Policy, tasks: Sequence[Task], *, include_tests: bool = Tr
   return sequences.sequence_batch(prompt_ids, answers, policy.pad_id, max_len=max_len)
 
 
+def fill_devices(batch: dict[str, np.ndarray], mesh: Mesh | None) -> dict[str, np.ndarray]:
+  """This host's rows repeated, with no answer tokens, until they fill its devices: a mesh
+  shards rows over whole devices, and a row without answer tokens adds nothing to the loss."""
+  multiple = multihost.rows_per_host_multiple(mesh) if mesh is not None else 1
+  rows = len(batch["tokens"])
+  if rows % multiple == 0:
+    return batch
+  take = np.arange(rows + (-rows % multiple)) % rows
+  filled = {k: v[take] for k, v in batch.items()}
+  filled["completion_mask"][rows:] = False
+  return filled
+
+
 def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
+  """Runs (or resumes) SFT in `workdir`. On several hosts each takes its part of every global
+  batch of `sft.batch_size` demonstrations."""
   total = cfg.train.steps
-  with Run(cfg, workdir, total_steps=total) as run:
+  with Run(cfg, workdir, total_steps=total, multi_host=True) as run:
     step_fn = step_lib.make_sft_step(run.graphdef, run.tx)
     demos = [t for t in tasksets.train_tasks(cfg) if t.is_buggy]
     iterator = tasksets.task_iterator(demos, cfg.sft.batch_size, cfg.seed)
@@ -37,8 +55,10 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
       run.step += 1
       batch = sft_batch(run.policy, batch_tasks, include_tests=cfg.data.include_tests_in_prompt,
                         max_len=cfg.sft.max_len)
-      run.params, run.opt_state, m = step_fn(run.params, run.opt_state,
-                                             step_lib.to_device(batch))
+      batch = fill_devices(batch, run.mesh)
+      with jax.set_mesh(run.mesh) if run.mesh is not None else contextlib.nullcontext():
+        run.params, run.opt_state, m = step_fn(run.params, run.opt_state,
+                                               step_lib.to_device(batch, run.mesh))
       m = {f"train/{k}": float(v) for k, v in jax.device_get(m).items()}
       if run.end_step(m, iterator.get_state(), t0, progress, f"loss={m['train/loss']:.4f}"):
         return 0
