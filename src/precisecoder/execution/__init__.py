@@ -45,7 +45,9 @@ Containment, every test kind ("root" sandbox mode, the mode we run in):
 Verdict integrity, per test kind (exit status and printed text never count):
   * call: GUARANTEED. Expected values never enter the worker or the child.
     The child reports return values only, as JSON of exact built-in types (a
-    subclass of int or str, or any other object, is rejected); the pool
+    subclass of int, float, str or tuple -- IntEnum, a namedtuple -- as the base
+    value it holds, read by the base type's own C method; any other object is
+    rejected); the pool
     compares them with the expected values after a JSON round trip. A program
     that forges channel records can only claim return values it could have
     returned, so it cannot pass without computing the answers.
@@ -57,7 +59,10 @@ Verdict integrity, per test kind (exit status and printed text never count):
     it with LITERAL, which the child never sees. For those asserts, reading the
     caller's frames, code constants or `gc.get_objects()` finds nothing, and
     AlwaysEqual objects fail (reported values must be plain built-in data;
-    numpy scalars and stdlib dicts count as the Python values they equal).
+    numpy scalars and stdlib dicts count as the Python values they equal,
+    subclasses of int, float, str and tuple as their base value, and
+    fractions.Fraction and decimal.Decimal are rebuilt in the pool from their
+    digits, read through descriptors bound before the program ran).
     Other asserts (e.g. `abs(f(x) - 0.5) < 1e-6`) run in the child as
     written, behind the guard below. A pass
     needs the harness's end record, signed with a per-run nonce, and the same
@@ -73,12 +78,16 @@ Verdict integrity, per test kind (exit status and printed text never count):
   The guard (assert and unittest; `guard.py`): what the program's functions,
   methods (`Solution().method`), returned functions and generators hand the
   tests is checked all the way down before the tests see it. It may hold
-  plain data, library objects (numpy, pandas, datetime, ...; object arrays and
-  columns checked item by item) and objects of classes the test code defined
-  (registered as the tests create them; refused once the program changed
-  them); nothing whose comparison, arithmetic, conversion or iteration code
-  the program wrote (AlwaysEqual, an int whose __eq__ is int.__ne__, a float
-  with a lying __rsub__, a subclass of a test class). Generators and iterators
+  plain data, library objects (numpy, pandas, datetime, Fraction, Decimal, ...;
+  object arrays and columns checked item by item), objects of classes the test
+  code defined (registered as the tests create them; refused once the program
+  changed them) and of the program's dataclasses, namedtuples and enums (the
+  methods dataclasses writes are trusted only when their code is exactly
+  dataclasses' text for the fields they read); nothing whose comparison,
+  arithmetic, conversion or iteration code the program wrote (AlwaysEqual, an
+  int whose __eq__ is int.__ne__, a float with a lying __rsub__, a subclass of
+  a test class, an __eq__ behind functools.partial or lru_cache, code compiled
+  under another file name). Generators and iterators
   are wrapped, so each item is checked as it is yielded, and the tests' own
   arguments are checked after each call for what the program put into them
   (in-place tasks; the first 128 objects of each). Calls within the program
