@@ -18,7 +18,7 @@ unfixed bug), and scores the same batch two ways, side by side:
          the verification and runs every program (no shortcuts).
 
 Prints completions/s, program executions per completion, the speed-up of
-`score` over each, and how many pairs' scores differ (must be 0).
+`score` over each, how many pairs' scores differ (must be 0), and the load average.
 
 The harmless edits are inserted statements (`_unused = None`) by default; with
 --harmless comment they are trailing comments, which compile to the code they
@@ -239,6 +239,8 @@ def main() -> None:
   arrays = scorer.to_arrays(fast)
   print("means: " + ", ".join(f"{k}={float(np.mean(arrays[k])):.3f}" for k in
                               ("unit", "precision", "recall", "f1", "reward", "edit_lines")))
+  # Other processes on the CPUs slow `score` (seconds) and the naive scorers (a minute) unevenly.
+  print("load average at the end (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 if __name__ == "__main__":
