@@ -84,7 +84,7 @@ def test_gdpo_weights_each_term(name, weights):
 def test_scorer_columns_come_from_the_table():
   assert rewards.ARRAY_KEYS == ("unit", "precision", "recall", "recall_gated", "f1", "reward",
                                 "precision_only", "recall_only", "edit_lines", "edit_cost",
-                                "noop", "damage")
+                                "noop", "damage", "broken_task")
   assert set(reward_recipes.BLENDS) == {"reward", "precision_only", "recall_only"}
 
 

@@ -113,6 +113,7 @@ def test_broken_tasks_are_errors_not_credit(caplog):
   # What training sees: zero reward on every term, no exception.
   arrays = scorer.score([failing_reference, ONE_BUG], [FIXED, FIXED])
   np.testing.assert_array_equal(arrays["reward"], [0, 1])
+  np.testing.assert_array_equal(arrays["broken_task"], [1, 0])  # training logs their share
   assert all(arrays[k][0] == 0 for k in ("unit", "f1", "precision", "recall", "precision_only"))
   ran = len(pool.ran)
   scorer.evaluate([passing_buggy], [over])  # remembered: no second check, still an error

@@ -43,7 +43,8 @@ from precisecoder.execution.types import Job, Limits, Result, Status
 from precisecoder.tasks import Task
 
 ARRAY_KEYS = ("unit", "precision", "recall", "recall_gated", "f1", *reward_recipes.BLENDS,
-              "edit_lines", "edit_cost", "noop", "damage")
+              "edit_lines", "edit_cost", "noop", "damage", "broken_task")
+BROKEN_TASK = "broken task: "  # how a broken task's rows' `error` starts
 # The paper's columns: name -> (term in score records / reward arrays, rows it averages over).
 # Buggy-task metrics average over buggy tasks; no-op and damage over already-correct programs.
 PAPER_COLUMNS: dict[str, tuple[str, str]] = {
@@ -434,7 +435,7 @@ class RewardScorer:
       problem = self._task_checks[key]
       if problem is None:
         return False
-      s.error = f"broken task: {problem}"
+      s.error = BROKEN_TASK + problem
     else:  # its reference runs hit an infrastructure error: no verdict, not remembered
       s.error = s.error or "infra_error: the task's reference runs did not complete"
     s.unit, s.matches, s.fixed = 0.0, [], [0] * len(s.fixed)
@@ -568,6 +569,7 @@ class RewardScorer:
       row = {"unit": s.unit, "precision": s.precision, "recall": s.recall,
              "recall_gated": s.recall_gated, "f1": s.f1, "edit_lines": s.edit_lines,
              "edit_cost": s.edit_cost, "noop": float(s.noop), "damage": float(bool(s.damage)),
+             "broken_task": float((s.error or "").startswith(BROKEN_TASK)),
              **self.reward_terms(s)}
       for k in ARRAY_KEYS:
         columns[k].append(row[k])

@@ -25,3 +25,6 @@ def test_summary_splits_buggy_and_clean_rows():
   assert s["pass"] == 0.5 and s["precision"] == 0.25 and s["edit_lines"] == 3.0
   assert s["noop"] == 0.5 and s["damage"] == 0.5
   assert s["num_buggy"] == 2 and s["num_clean"] == 2
+  assert "broken_tasks" not in s  # terms from before reference verification
+  terms["broken_task"] = np.array([0, 1, 0, 0.0])
+  assert greedy_eval.summarize(tasks, terms)["broken_tasks"] == 1

@@ -63,6 +63,7 @@ def test_precisecoder_main_path_with_eval_and_report(tmp_path):
   for key in ("time/sample", "time/reward", "time/reward_exposed", "time/train",
               "train/clip_fraction", "train/entropy", "reward/unit"):
     assert key in step_rows[0], key
+  assert all(r["broken_task_rows"] == 0 for r in step_rows)  # the generator's tasks are sound
   assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
 
 

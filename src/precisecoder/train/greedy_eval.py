@@ -28,6 +28,8 @@ def summarize(tasks: Sequence[Task], terms: dict[str, np.ndarray]) -> dict[str, 
       out[column] = float(np.mean(np.asarray(terms[term], np.float64)[select]))
   out["num_buggy"] = int(buggy.sum())
   out["num_clean"] = int((~buggy).sum())
+  if "broken_task" in terms:  # counted in no column: their rows score 0 (rewards.BROKEN_TASK)
+    out["broken_tasks"] = int(np.count_nonzero(terms["broken_task"]))
   return out
 
 

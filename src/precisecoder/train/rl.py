@@ -130,6 +130,8 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
             "advantage_abs": float(np.abs(advantages).mean()),
             "zero_variance_groups": float(np.mean(groups.std(axis=1) == 0)),
             "completion_tokens": float(every["lengths"].mean()),
+            # Rows of tasks whose reference fails or whose bug passes: zero reward, not learning.
+            "broken_task_rows": float(every["broken_task"].mean()),
             **{f"train/{k}": v for k, v in learned.items()},
             **timing, "reward_exposed_fraction": exposed,
         }
