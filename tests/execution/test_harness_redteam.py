@@ -543,6 +543,38 @@ HOSTILE = [
         def add(a, b):
           return Box(0)
         """, {F}),
+    ("__eq__ that is a class named __eq__ (its objects are truthy)", "assert_var", """
+        class __eq__:
+          def __init__(self, other):
+            pass
+        class Forged:
+          __eq__ = __eq__
+          __hash__ = None
+        def add(a, b):
+          return Forged()
+        """, {F}),
+    ("__eq__ that is a callable object of a class made inside a function", "assert_var", """
+        def make():
+          class Yes:
+            def __call__(self, other):
+              return True
+          return Yes()
+        class Forged:
+          __eq__ = make()
+          __hash__ = None
+        def add(a, b):
+          return Forged()
+        """, {F}),
+    ("Solution().method that is a callable object of a class made inside a function",
+     "solution_assert", ALWAYS_EQUAL + """
+        def make():
+          class TwoSum:
+            def __call__(self, nums, target):
+              return AlwaysEqual()
+          return TwoSum()
+        class Solution:
+          twoSum = make()
+        """, {F}),
     ("a dataclass holding AlwaysEqual", "dataclass_assert", ALWAYS_EQUAL + """
         import dataclasses
         @dataclasses.dataclass

@@ -270,6 +270,7 @@ class Guard:
     self._keep: list[types.CodeType] = []  # keeps trusted ids from being reused
     self._test_classes: dict[int, _TestClass] = {}
     self._versions: DictVersions | None = None  # over every test class's dict, where tags work
+    self._guarded_classes: set[int] = set()
 
   # --- trust ---------------------------------------------------------------------------------
 
@@ -335,17 +336,20 @@ class Guard:
     Functions are replaced by guarded ones; classes the program wrote get
     their methods guarded in place (`Solution().method`).
     """
-    done: set[int] = set()
     for name, value in _list(namespace.items()):
       if name.startswith("__"):
         continue
       if _isinstance(value, type):
-        for klass in value.__mro__:
-          if _id(klass) not in done and klass.__flags__ & _HEAPTYPE:
-            done.add(_id(klass))
-            self._guard_methods(klass)
+        self._guard_class(value)
       elif callable(value) and not _isinstance(value, types.ModuleType):
         namespace[name] = self.guarded(value)
+
+  def _guard_class(self, cls: type) -> None:
+    """Guards the methods of `cls` and of its Python bases, once each."""
+    for klass in cls.__mro__:
+      if _id(klass) not in self._guarded_classes and klass.__flags__ & _HEAPTYPE:
+        self._guarded_classes.add(_id(klass))
+        self._guard_methods(klass)
 
   def _guard_methods(self, klass: type) -> None:
     for name, member in _list(_own_members(klass).items()):
@@ -368,7 +372,13 @@ class Guard:
         return None
       fget = member.fget and self.guarded(member.fget, method=True)
       return property(fget, member.fset, member.fdel, member.__doc__)
-    if not callable(member) or _isinstance(member, type) or not self._runs_untrusted(member):
+    if not callable(member) or _isinstance(member, type):
+      return None
+    if (kind is not types.FunctionType and kind not in _UNWRAP and kind is not _LRU_WRAPPER
+        and kind.__flags__ & _HEAPTYPE):
+      self._guard_class(kind)  # a callable object: its class's __call__ (and __get__) guarded
+      return None
+    if not self._runs_untrusted(member):
       return None
     if kind is staticmethod:
       return staticmethod(self.guarded(member.__func__))
@@ -399,9 +409,14 @@ class Guard:
         inner = _getattr(inner, attribute)
       elif kind is _LRU_WRAPPER:
         inner = object.__getattribute__(inner, "__dict__").get("__wrapped__")
-      else:
-        return False  # a C callable, or an object whose class the checks judge on its own
+      else:  # a C callable, or an object whose class runs code of its own when called
+        return bool(kind.__flags__ & _HEAPTYPE) and self._class_runs_untrusted(kind)
     return True  # wrapped deeper than any library does
+
+  def _class_runs_untrusted(self, cls: type) -> bool:
+    return any(klass.__flags__ & _HEAPTYPE and any(
+        _type(m) is types.FunctionType and not self._trusted(m.__code__)
+        for _, m in _own_members(klass).items()) for klass in cls.__mro__)
 
   def guarded(self, function, method: bool = False):
     """`function`, with what it returns checked (and wrapped: generators, functions).
@@ -695,6 +710,13 @@ class Guard:
       return None
     if kind in _UNWRAP or kind is _LRU_WRAPPER:
       return "wraps the program's code" if self._runs_untrusted(member) else None
+    if _dunder(name) and name not in _INERT and name not in _VALUE_DUNDERS and callable(member):
+      # Handed the tests' value: a class (`__eq__ = SomeClass` makes a truthy object) or an
+      # object that runs the program's code when called decides the comparison.
+      if _isinstance(member, type):
+        return f"is the class {_getattr(member, '__qualname__', '?')}"
+      if not _isinstance(member, _C_CALLABLES) and self._runs_untrusted(member):
+        return "is an object that runs the program's code"
     if _isinstance(member, _C_CALLABLES) or _isinstance(member, type):
       # A C method in a Python class: harmless as itself (`__hash__ = object.__hash__`), or
       # where it only hands a value over (IntEnum's `__str__ = int.__repr__`), but
