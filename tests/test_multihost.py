@@ -194,33 +194,59 @@ def test_sigterm_to_one_host_then_resume_matches_the_uninterrupted_run(start, tw
     np.testing.assert_array_equal(a, b)
 
 
-def test_sft_on_two_hosts_trains_like_one_process(start):
-  """The SFT baseline on a pod: each host pads its rows to the lengths all hosts agree on,
-  and the token-mean loss over the global batch is the one-process loss. The reference runs
-  here, in this process, on its one device."""
+def _config_file(name):
+  """configs/<name>.py's get_config, loaded as absl's config flags would."""
   import importlib.util
-  from precisecoder.train import sft
-  overrides = dict(sft=dict(batch_size=4), model=dict(mesh="2,2,1"), data=dict(
-      task_file=str(start / "tasks.jsonl")), train=dict(steps=2, checkpoint_every=100,
-                                                         eval_every=0, report=False))
-  flags = [f"--config.{s}.{k}={v}" for s, values in overrides.items() for k, v in values.items()]
-  two = start / "sft_two_hosts"
-  logs = _finish(_launch(start, two, 2, 2, "configs/sft.py:tiny", flags), two)
-  assert len(set(_fingerprints(logs).values())) == 1  # the hosts' replicas agree
-
-  spec = importlib.util.spec_from_file_location("sft_config", ROOT / "configs" / "sft.py")
+  spec = importlib.util.spec_from_file_location(f"config_{name}", ROOT / "configs" / f"{name}.py")
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-  cfg = module.get_config("tiny")
+  return module.get_config
+
+
+def _two_hosts_and_one_device(start, name, trainer, overrides):
+  """The 2-process x 2-device run of configs/<name>.py:tiny, then the same config in this
+  process on its one device; returns both workdirs."""
+  # Adam's first steps move every weight by ~lr whatever its gradient's size, so float32 sums in
+  # another order can move a near-zero gradient's weight by up to lr: lr stays small (as RL's).
+  overrides = {**overrides, "model": dict(mesh="2,2,1"), "optim": dict(learning_rate=1e-5),
+               "data": dict(task_file=str(start / "tasks.jsonl")),
+               "train": dict(steps=2, checkpoint_every=100, eval_every=0, report=False)}
+  flags = [f"--config.{s}.{k}={v}" for s, values in overrides.items() for k, v in values.items()]
+  two = start / f"{name}_two_hosts"
+  logs = _finish(_launch(start, two, 2, 2, f"configs/{name}.py:tiny", flags), two)
+  assert len(set(_fingerprints(logs).values())) == 1  # the hosts' replicas agree
+
+  cfg = _config_file(name)("tiny")
   for section, values in overrides.items():
     cfg[section].update(values)
-  one = start / "sft_one_device"
+  one = start / f"{name}_one_device"
   shutil.copytree(start / "start" / "checkpoints", one / "checkpoints")
-  assert sft.train(cfg, str(one)) == 0
-
+  assert trainer(cfg, str(one)) == 0
   assert not np.allclose(np.concatenate([p.ravel() for p in _params(two)]),
                          np.concatenate([p.ravel() for p in _params(start / "start")]))
   for a, b in zip(_params(two), _params(one)):
     np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
+  return two, one
+
+
+def test_sft_on_two_hosts_trains_like_one_process(start):
+  """The SFT baseline on a pod: each host pads its rows to the lengths all hosts agree on,
+  and the token-mean loss over the global batch is the one-process loss."""
+  from precisecoder.train import sft
+  two, one = _two_hosts_and_one_device(start, "sft", sft.train, dict(sft=dict(batch_size=4)))
   for x, y in zip(_step_metrics(two), _step_metrics(one), strict=True):
     assert x["train/loss"] == pytest.approx(y["train/loss"], rel=1e-6)
+
+
+def test_dpo_on_two_hosts_trains_like_one_process(start):
+  """The DPO baseline on a pod: each host samples and scores its own tasks, pads its pairs
+  to a count all hosts agree on with weight-0 pairs; the loss is the one-process loss."""
+  from precisecoder.train import dpo
+  two, one = _two_hosts_and_one_device(start, "dpo", dpo.train, dict(
+      dpo=dict(batch_size=4, samples_per_task=4), rl=dict(max_new_tokens=4, prompt_bucket=1024)))
+  rows = _step_metrics(two)
+  assert all(r["pairs"] > 0 for r in rows), rows  # the policy's samples pass and fail
+  for x, y in zip(rows, _step_metrics(one), strict=True):
+    assert x.keys() == y.keys()
+    for k in x:
+      assert x[k] == pytest.approx(y[k], rel=1e-6, abs=1e-6), k

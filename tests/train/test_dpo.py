@@ -40,7 +40,9 @@ def test_dpo_steps_raise_the_chosen_answer_over_the_rejected_one():
   prompts = [tok.encode("def f(x):\n    return x - 1")] * 2
   chosen = [tok.encode(sequences.answer_text("def f(x):\n    return x + 1")) + [1]] * 2
   rejected = [tok.encode(sequences.answer_text("def f(x):\n    return 0")) + [1]] * 2
-  batch = sequences.sequence_batch(prompts * 2, chosen + rejected, pad_id=0)
+  # Two real pairs and one of weight 0 (padding): it must not count in loss or accuracy.
+  batch = dpo.preference_batch(prompts, chosen, rejected, pad_id=0, pairs=3)
+  batch["pair_weights"][1] = 0.0
   logprob_fn = step_lib.make_logprob_fn(graphdef)
 
   def seq_logprobs(p):
@@ -61,4 +63,14 @@ def test_dpo_steps_raise_the_chosen_answer_over_the_rejected_one():
   assert metrics[0]["preference_accuracy"] == 0
   assert metrics[-1]["loss"] < metrics[0]["loss"] and metrics[-1]["preference_accuracy"] == 1
   after = seq_logprobs(params)
-  assert (after[:2] - ref[:2] > after[2:] - ref[2:]).all()
+  assert (after[0::2] - ref[0::2] > after[1::2] - ref[1::2]).all()
+
+
+def test_preference_batches_interleave_pairs_and_pad_with_weight_0():
+  batch = dpo.preference_batch([[5, 6], [7]], [[1, 2, 3], [4]], [[8], [9, 9]], pad_id=0,
+                               pairs=3, max_len=None)
+  answers = [row[mask].tolist() for row, mask in zip(
+      batch["tokens"][:, -batch["completion_mask"].shape[1]:], batch["completion_mask"])]
+  assert answers == [[1, 2, 3], [8], [4], [9, 9], [1, 2, 3], [8]]  # chosen, rejected, ...
+  np.testing.assert_array_equal(batch["pair_weights"], [1, 1, 0])
+  assert dpo.preference_batch([[5]], [[1]], [[2]], 0, pairs=2, weighted=0)["pair_weights"].sum() == 0

@@ -73,6 +73,10 @@ def test_dpo_loss():
                               jnp.array([-2.0]), beta=0.5)
   assert float(loss) == pytest.approx(np.log1p(np.exp(-1.0)), rel=1e-6)
   assert float(acc) == 1.0
+  # A pair of weight 0 (host padding) changes neither.
+  weighted = losses.dpo_loss(jnp.array([-1.0, -9.0]), jnp.array([-3.0, 0.0]), jnp.array([-2.0, 0.0]),
+                             jnp.array([-2.0, 0.0]), beta=0.5, weights=jnp.array([1.0, 0.0]))
+  assert [float(x) for x in weighted] == pytest.approx([float(loss), float(acc)], rel=1e-6)
 
 
 @pytest.mark.parametrize("weight_axes,chunk_tokens", [("vd", 4), ("dv", 12), ("vd", 1000)])

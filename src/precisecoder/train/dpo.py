@@ -4,10 +4,16 @@ Each step samples `dpo.samples_per_task` completions per task and scores them. C
 passing sample with the highest precision (a precise fix), else the reference fix. Rejected:
 a failing sample, else the passing sample that edits the most lines (an over-edit). Tasks
 where the two cannot differ are skipped. The reference policy is the starting checkpoint.
+
+On several hosts each samples and scores its own tasks; hosts find different numbers of pairs,
+so each pads its pairs to a count all agree on with pairs of weight 0 (the loss is the
+weighted mean over the global batch: the one-host loss).
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import time
 from collections.abc import Sequence
 
@@ -16,6 +22,7 @@ import ml_collections
 import numpy as np
 from absl import logging
 
+from precisecoder import multihost
 from precisecoder.tasks import Task
 from precisecoder.train import rollout as rollout_lib, sequences, step as step_lib, tasksets
 from precisecoder.train.run import Run, sample_seed
@@ -43,10 +50,40 @@ def choose_pairs(terms: dict[str, np.ndarray], group_size: int
   return pairs
 
 
+def preference_batch(prompt_ids: Sequence[Sequence[int]], chosen: Sequence[Sequence[int]],
+                     rejected: Sequence[Sequence[int]], pad_id: int, *, pairs: int,
+                     weighted: int | None = None, max_len: int | None = None
+                     ) -> dict[str, np.ndarray]:
+  """`pairs` preference pairs, interleaved (row 2i chosen, 2i + 1 rejected): the given ones,
+  then copies of them up to `pairs`. `pair_weights` is 1 for the first `weighted` (default:
+  all given) and 0 for the rest. Collective on several hosts (sequences.sequence_batch)."""
+  n = len(prompt_ids)
+  weighted = n if weighted is None else weighted
+  if not 0 < n <= pairs or not 0 <= weighted <= n:
+    raise ValueError(f"{n} pairs ({weighted} weighted) cannot be padded to {pairs}")
+  take = np.arange(pairs) % n
+  rows = [seq for i in take for seq in (chosen[i], rejected[i])]
+  batch = sequences.sequence_batch([prompt_ids[i] for i in take for _ in range(2)], rows,
+                                   pad_id, max_len=max_len)
+  batch["pair_weights"] = (np.arange(pairs) < weighted).astype(np.float32)
+  return batch
+
+
+def _pairs_per_host(local: int, mesh) -> tuple[int, int]:
+  """(all hosts' pairs, the padded count each host builds: the most any host has, rounded up
+  so that its 2 rows a pair fill whole devices)."""
+  counts = multihost.allgather_rows(np.array([local], np.int64))
+  multiple = multihost.rows_per_host_multiple(mesh) if mesh is not None else 1
+  step = multiple // math.gcd(2, multiple)
+  return int(counts.sum()), -(-int(counts.max()) // step) * step
+
+
 def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
+  """Runs (or resumes) DPO in `workdir`; each host samples and scores its part of every global
+  batch of `dpo.batch_size` tasks."""
   total = cfg.train.steps
   k = cfg.dpo.samples_per_task
-  with Run(cfg, workdir, total_steps=total, keep_initial=True) as run:
+  with Run(cfg, workdir, total_steps=total, keep_initial=True, multi_host=True) as run:
     step_fn = step_lib.make_dpo_step(run.graphdef, run.tx, cfg.dpo.beta)
     logprob_fn = step_lib.make_logprob_fn(run.graphdef)
     iterator = tasksets.task_iterator(tasksets.train_tasks(cfg), cfg.dpo.batch_size, cfg.seed)
@@ -63,10 +100,15 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
           mesh=run.mesh)
       terms = run.scorer.score(rollout.tasks, rollout.programs)
       pairs = choose_pairs(terms, k)
-      record = {"pairs": len(pairs), "reward/unit": float(terms["unit"].mean()),
-                "reward/precision": float(terms["precision"].mean())}
-      if pairs:
-        prompt_ids = [rollout.prompt_ids[r][rollout.prompt_mask[r]].tolist() for _, _, r in pairs]
+      every = multihost.allgather_rows(terms)
+      total_pairs, padded = _pairs_per_host(len(pairs), run.mesh)
+      record = {"pairs": total_pairs, "reward/unit": float(every["unit"].mean()),
+                "reward/precision": float(every["precision"].mean())}
+      if total_pairs:  # every host joins the step, so one without pairs of its own pads
+        # with the reference fix both ways, weight 0
+        usable = pairs or [(0, None, None)]
+        prompt_ids = [rollout.prompt_ids[g * k][rollout.prompt_mask[g * k]].tolist()
+                      for g, _, _ in usable]
         eos = [policy.eos_ids[0]]
 
         def answer(row: int | None, group: int) -> list[int]:
@@ -75,15 +117,16 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
                                            add_special_tokens=False) + eos
           return rollout.tokens[row, :rollout.lengths[row]].tolist()
 
-        chosen = [answer(c, g) for g, c, _ in pairs]
-        rejected = [answer(r, g) for g, _, r in pairs]
-        batch = sequences.sequence_batch(prompt_ids * 2, chosen + rejected, policy.pad_id,
-                                         max_len=cfg.dpo.max_len)
-        ref = logprob_fn(run.initial_params, batch["tokens"], batch["mask"],
-                         batch["completion_mask"])
-        batch["ref_seq_logprobs"] = np.asarray(ref).sum(axis=-1)
-        run.params, run.opt_state, m = step_fn(run.params, run.opt_state,
-                                               step_lib.to_device(batch))
+        chosen = [answer(c, g) for g, c, _ in usable]
+        rejected = [answer(r, g) for g, _, r in usable]
+        batch = preference_batch(prompt_ids, chosen, rejected, policy.pad_id, pairs=padded,
+                                 weighted=len(pairs), max_len=cfg.dpo.max_len)
+        with jax.set_mesh(run.mesh) if run.mesh is not None else contextlib.nullcontext():
+          device_batch = step_lib.to_device(batch, run.mesh)
+          ref = logprob_fn(run.initial_params, device_batch["tokens"], device_batch["mask"],
+                           device_batch["completion_mask"])
+          device_batch["ref_seq_logprobs"] = ref.sum(axis=-1)
+          run.params, run.opt_state, m = step_fn(run.params, run.opt_state, device_batch)
         record.update({f"train/{key}": float(v) for key, v in jax.device_get(m).items()})
       else:
         logging.info("step %d: no preference pairs in this batch", run.step)

@@ -127,16 +127,16 @@ def make_sft_step(graphdef: nnx.GraphDef, tx: optax.GradientTransformation) -> C
 
 def make_dpo_step(graphdef: nnx.GraphDef, tx: optax.GradientTransformation, beta: float
                   ) -> Callable:
-  """Chosen and rejected sequences stacked in one batch: rows [0, B) chosen, [B, 2B) rejected."""
+  """Pairs interleaved in one batch: row 2i chosen, row 2i + 1 rejected, so a pair stays
+  whole however the rows are dealt to hosts; `pair_weights` [B/2] is 0 for padding pairs."""
 
   def loss_fn(params, batch):
     t = batch["completion_mask"].shape[1]
     logp, _ = completion_logprobs(graphdef, params, batch["tokens"], batch["mask"], t)
     seq = jnp.sum(logp * batch["completion_mask"], axis=-1)
     ref = batch["ref_seq_logprobs"]
-    b = seq.shape[0] // 2
-    loss, accuracy = losses.dpo_loss(seq[:b], seq[b:], ref[:b], ref[b:], beta)
-    return loss, accuracy
+    return losses.dpo_loss(seq[0::2], seq[1::2], ref[0::2], ref[1::2], beta,
+                           weights=batch["pair_weights"])
 
   @functools.partial(jax.jit, donate_argnums=(0, 1))
   def step(params, opt_state, batch):
