@@ -83,7 +83,7 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
   batch of `dpo.batch_size` tasks."""
   total = cfg.train.steps
   k = cfg.dpo.samples_per_task
-  with Run(cfg, workdir, total_steps=total, keep_initial=True, multi_host=True) as run:
+  with Run(cfg, workdir, total_steps=total, keep_initial=True) as run:
     step_fn = step_lib.make_dpo_step(run.graphdef, run.tx, cfg.dpo.beta)
     logprob_fn = step_lib.make_logprob_fn(run.graphdef)
     iterator = tasksets.task_iterator(tasksets.train_tasks(cfg), cfg.dpo.batch_size, cfg.seed)

@@ -101,8 +101,7 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
   """
   rl = cfg.rl
   total = cfg.train.steps
-  with Run(cfg, workdir, total_steps=total, keep_initial=rl.kl_beta > 0,
-           multi_host=True) as run:
+  with Run(cfg, workdir, total_steps=total, keep_initial=rl.kl_beta > 0) as run:
     step_fn = step_lib.make_rl_step(run.graphdef, run.tx, rl)
     ref_fn = step_lib.make_logprob_fn(run.graphdef, rl.temperature) if rl.kl_beta > 0 else None
     iterator = tasksets.task_iterator(tasksets.train_tasks(cfg), rl.prompts_per_step, cfg.seed)

@@ -45,11 +45,8 @@ class Run(contextlib.AbstractContextManager):
   """One training run in a workdir; resumes the workdir's latest checkpoint if it has one."""
 
   def __init__(self, cfg: ml_collections.ConfigDict, workdir: str, *, total_steps: int,
-               keep_initial: bool = False, multi_host: bool = False):
+               keep_initial: bool = False):
     config_lib.validate(cfg)  # values that cannot work fail here, before anything loads
-    if jax.process_count() > 1 and not multi_host:
-      raise NotImplementedError(f"trainer {cfg.trainer!r} runs on one host only; "
-                                f"this run has {jax.process_count()} processes")
     self.cfg = cfg
     # Shared outputs (config, metrics, events, evaluations, report) come from the primary host,
     # written to `self.workdir` (a local mirror when the workdir is a bucket).

@@ -44,7 +44,7 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
   """Runs (or resumes) SFT in `workdir`. On several hosts each takes its part of every global
   batch of `sft.batch_size` demonstrations."""
   total = cfg.train.steps
-  with Run(cfg, workdir, total_steps=total, multi_host=True) as run:
+  with Run(cfg, workdir, total_steps=total) as run:
     step_fn = step_lib.make_sft_step(run.graphdef, run.tx)
     demos = [t for t in tasksets.train_tasks(cfg) if t.is_buggy]
     iterator = tasksets.task_iterator(demos, cfg.sft.batch_size, cfg.seed)
