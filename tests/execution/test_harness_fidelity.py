@@ -686,6 +686,14 @@ RECORDS = [
     }, [_assert("assert level(9) == 2\nassert level(1) == Level.LOW\nassert level(8) > Level.LOW\n"),
         _unittest("def test_level(self):\n  self.assertEqual(level(7), 2)\n  self.assertEqual(str(int(level(0))), '1')\n"),
         _call("level", [([9], 2), ([0], 1)])]),
+    ("generic classes (__class_getitem__ = classmethod(GenericAlias))", {
+        "queue.Queue": "import queue\ndef make(xs):\n  q = queue.Queue()\n  for x in xs:\n    q.put(x)\n  return q\n",
+        "own generic class": "import types\nclass Q:\n  __class_getitem__ = classmethod(types.GenericAlias)\n"
+                             "  def __init__(self):\n    self.items = []\n  def put(self, x):\n    self.items.append(x)\n"
+                             "  def get(self):\n    return self.items.pop(0)\n"
+                             "def make(xs):\n  q = Q()\n  for x in xs:\n    q.put(x)\n  return q\n",
+    }, [_assert("q = make([3, 4])\nassert q.get() == 3\nassert q.get() == 4\n"),
+        _unittest("def test_fifo(self):\n  q = make('ab')\n  self.assertEqual([q.get(), q.get()], ['a', 'b'])\n")]),
     ("fractions", {
         "Fraction": "from fractions import Fraction\ndef share(a, b):\n  return Fraction(a, a + b)\n",
         "Fraction sum": "import fractions\ndef share(a, b):\n  return sum(fractions.Fraction(1, a + b) for _ in range(a))\n",

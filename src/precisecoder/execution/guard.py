@@ -696,11 +696,8 @@ class Guard:
           or _is_dataclass_method(klass, name, member)):
         return None
       return None if name in _CONSTRUCTION else "is the program's code"
-    if kind is staticmethod or kind is classmethod:
-      inner = member.__func__
-      if _type(inner) is not types.FunctionType and _getattr(inner, "__name__", None) != name:
-        return f"is {_getattr(inner, '__name__', '?')} under another name"
-      return self._member_problem(klass, name, inner, verdicts)
+    if kind is staticmethod or kind is classmethod:  # judged as what it holds (aliases too)
+      return self._member_problem(klass, name, member.__func__, verdicts)
     if kind is property:
       for accessor in (member.fget, member.fset, member.fdel):
         if accessor is not None:
