@@ -694,6 +694,12 @@ RECORDS = [
                              "def make(xs):\n  q = Q()\n  for x in xs:\n    q.put(x)\n  return q\n",
     }, [_assert("q = make([3, 4])\nassert q.get() == 3\nassert q.get() == 4\n"),
         _unittest("def test_fifo(self):\n  q = make('ab')\n  self.assertEqual([q.get(), q.get()], ['a', 'b'])\n")]),
+    ("library classes built on collections.abc", {
+        "ChainMap": "import collections\ndef layered(base, top):\n  return collections.ChainMap(top, base)\n",
+        "UserDict": "import collections\ndef layered(base, top):\n  return collections.UserDict({**base, **top})\n",
+    }, [_assert("want = {'a': 1, 'b': 3}\nassert layered({'a': 1, 'b': 2}, {'b': 3}) == want\n"
+                "assert layered({}, {'x': 0})['x'] == 0\n"),
+        _unittest("def test_layered(self):\n  self.assertEqual(dict(layered({'a': 1}, {})), {'a': 1})\n")]),
     ("fractions", {
         "Fraction": "from fractions import Fraction\ndef share(a, b):\n  return Fraction(a, a + b)\n",
         "Fraction sum": "import fractions\ndef share(a, b):\n  return sum(fractions.Fraction(1, a + b) for _ in range(a))\n",
