@@ -638,7 +638,7 @@ CONTAINERS = [
 
 # Records and numbers the standard library makes for the program: dataclasses (whose methods
 # dataclasses writes, with no source file), namedtuples, enums, fractions and decimals, compared
-# in the child or, against a literal, in the pool.
+# in the child or, against a literal, in the pool; library classes; methods behind functools.
 RECORDS = [
     ("the program's dataclass", {
         "dataclass": "import dataclasses\n@dataclasses.dataclass\nclass Pt:\n  x: int\n  y: int\n"
@@ -700,6 +700,17 @@ RECORDS = [
     }, [_assert("want = {'a': 1, 'b': 3}\nassert layered({'a': 1, 'b': 2}, {'b': 3}) == want\n"
                 "assert layered({}, {'x': 0})['x'] == 0\n"),
         _unittest("def test_layered(self):\n  self.assertEqual(dict(layered({'a': 1}, {})), {'a': 1})\n")]),
+    ("methods behind functools wrappers", {
+        "cached_property": "import functools\nclass Solution:\n  @functools.cached_property\n  def squares(self):\n"
+                           "    return [i * i for i in range(10)]\n  def square(self, i):\n    return self.squares[i]\n",
+        "partialmethod": "import functools\nclass Solution:\n  def power(self, x, k):\n    return x ** k\n"
+                         "  square = functools.partialmethod(power, k=2)\n",
+        "lru_cache": "import functools\nclass Solution:\n  @functools.lru_cache(maxsize=None)\n  def square(self, i):\n"
+                     "    return i * i if i < 2 else self.square(i - 1) + 2 * i - 1\n",
+        "staticmethod of a partial": "import functools, operator\nclass Solution:\n"
+                                     "  square = staticmethod(functools.partial(pow, exp=2))\n",
+    }, [_assert("want = 9\nassert Solution().square(3) == want\nassert [Solution().square(i) for i in range(3)] == [0, 1, 4]\n"),
+        _unittest("def test_square(self):\n  self.assertEqual(Solution().square(4), 16)\n")]),
     ("fractions", {
         "Fraction": "from fractions import Fraction\ndef share(a, b):\n  return Fraction(a, a + b)\n",
         "Fraction sum": "import fractions\ndef share(a, b):\n  return sum(fractions.Fraction(1, a + b) for _ in range(a))\n",

@@ -496,6 +496,21 @@ HOSTILE = [
           def twoSum(self, nums, target):
             return AlwaysEqual()
         """, {F}),
+    ("Solution().method behind functools.partialmethod", "solution_assert", ALWAYS_EQUAL + """
+        import functools
+        class Solution:
+          def _two_sum(self, nums, target):
+            return AlwaysEqual()
+          twoSum = functools.partialmethod(_two_sum)
+        """, {F}),
+    ("Solution().method handed out by a functools.cached_property", "solution_assert",
+     ALWAYS_EQUAL + """
+        import functools
+        class Solution:
+          @functools.cached_property
+          def twoSum(self):
+            return functools.partial(lambda nums, target: AlwaysEqual())
+        """, {F}),
     ("Solution().method compiled under another file name", "solution_assert", ALWAYS_EQUAL + """
         namespace = {'AlwaysEqual': AlwaysEqual}
         exec(compile('def twoSum(self, nums, target):\\n  return AlwaysEqual()\\n',

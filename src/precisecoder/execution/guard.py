@@ -97,7 +97,16 @@ _INERT = _CONSTRUCTION | {"__reduce__", "__reduce_ex__", "__getstate__", "__sets
 _UNWRAP = {types.MethodType: "__func__", staticmethod: "__func__", classmethod: "__func__",
            functools.partial: "func", functools.partialmethod: "func",
            functools.cached_property: "func"}
+# Those written in Python keep it in the instance dict, read there: a program may patch the class.
+_PYTHON_WRAPPERS = frozenset({functools.partialmethod, functools.cached_property})
 _LRU_WRAPPER = _type(functools.lru_cache(maxsize=None)(lambda: None))
+
+
+def _held(wrapper, attribute: str):
+  """What a standard-library wrapper holds under `attribute`, read without running its class."""
+  if _type(wrapper) in _PYTHON_WRAPPERS or _type(wrapper) is _LRU_WRAPPER:
+    return object.__getattribute__(wrapper, "__dict__").get(attribute)
+  return _getattr(wrapper, attribute)
 
 # Objects of each argument looked at before and after a call from the tests: enough for the
 # inputs tests mutate in place, bounded so that a big input passed to many calls costs little.
@@ -147,6 +156,7 @@ _DATACLASS_GLOBALS = ("NotImplemented", "hash", "type", "super")  # the names th
 _BUILTINS = builtins.__dict__
 _BUILTIN_VALUES = {name: _BUILTINS[name] for name in _DATACLASS_GLOBALS}
 _FROZEN_ERROR = dataclasses.FrozenInstanceError
+_TEMPLATE_MATCHES: dict[tuple[str, int], tuple[types.CodeType, bool]] = {}
 
 
 def _fields_tuple(obj: str, fields: tuple) -> str:
@@ -198,12 +208,17 @@ def _is_dataclass_method(klass: type, name: str, function) -> bool:
       closure["cls"].cell_contents is not klass
       or closure["FrozenInstanceError"].cell_contents is not _FROZEN_ERROR)):
     return False
+  cached = _TEMPLATE_MATCHES.get((name, _id(code)))
+  if cached is not None and cached[0] is code:
+    return cached[1]
   try:
     namespace: dict = {}
     exec(compile(source, "<string>", "exec", dont_inherit=True), {}, namespace)  # pylint: disable=exec-used
+    matches = namespace["__create_fn__"](*(klass, _FROZEN_ERROR)[:_len(local)]).__code__ == code
   except (SyntaxError, ValueError):
-    return False
-  return namespace["__create_fn__"](*(klass, _FROZEN_ERROR)[:_len(local)]).__code__ == code
+    matches = False
+  _TEMPLATE_MATCHES[(name, _id(code))] = (code, matches)  # holds `code`: its id stays its own
+  return matches
 
 
 def _dataclass_templates_match() -> bool:
@@ -372,6 +387,15 @@ class Guard:
         return None
       fget = member.fget and self.guarded(member.fget, method=True)
       return property(fget, member.fset, member.fdel, member.__doc__)
+    if kind in _PYTHON_WRAPPERS:  # descriptors, not callables themselves
+      if not self._runs_untrusted(member):
+        return None
+      function = self.guarded(_held(member, "func"), method=True)
+      if kind is functools.partialmethod:
+        return functools.partialmethod(function, *_held(member, "args"), **_held(member, "keywords"))
+      replacement = functools.cached_property(function)
+      replacement.attrname = _held(member, "attrname")
+      return replacement
     if not callable(member) or _isinstance(member, type):
       return None
     if (kind is not types.FunctionType and kind not in _UNWRAP and kind is not _LRU_WRAPPER
@@ -384,13 +408,6 @@ class Guard:
       return staticmethod(self.guarded(member.__func__))
     if kind is classmethod:
       return classmethod(self.guarded(member.__func__, method=True))
-    if kind is functools.cached_property:
-      replacement = functools.cached_property(self.guarded(member.func, method=True))
-      replacement.attrname = member.attrname
-      return replacement
-    if kind is functools.partialmethod:
-      return functools.partialmethod(self.guarded(member.func, method=True), *member.args,
-                                     **member.keywords)
     if _hasattr(kind, "__get__"):  # binds like a method (a function, an lru_cache wrapper)
       return self.guarded(member, method=True)
     return staticmethod(self.guarded(member))  # called as it is (a functools.partial)
@@ -404,11 +421,9 @@ class Guard:
       kind = _type(inner)
       if kind is types.FunctionType:
         return not self._trusted(inner.__code__)
-      attribute = _UNWRAP.get(kind)
+      attribute = _UNWRAP.get(kind) or ("__wrapped__" if kind is _LRU_WRAPPER else None)
       if attribute is not None:
-        inner = _getattr(inner, attribute)
-      elif kind is _LRU_WRAPPER:
-        inner = object.__getattribute__(inner, "__dict__").get("__wrapped__")
+        inner = _held(inner, attribute)
       else:  # a C callable, or an object whose class runs code of its own when called
         return bool(kind.__flags__ & _HEAPTYPE) and self._class_runs_untrusted(kind)
     return True  # wrapped deeper than any library does
@@ -705,8 +720,8 @@ class Guard:
           if problem is not None:
             return problem
       return None
-    if kind in _UNWRAP or kind is _LRU_WRAPPER:
-      return "wraps the program's code" if self._runs_untrusted(member) else None
+    if (kind in _UNWRAP or kind is _LRU_WRAPPER) and self._runs_untrusted(member):
+      return "wraps the program's code"  # else judged below (cached_property's class, say)
     if _dunder(name) and name not in _INERT and name not in _VALUE_DUNDERS and callable(member):
       # Handed the tests' value: a class (`__eq__ = SomeClass` makes a truthy object) or an
       # object that runs the program's code when called decides the comparison.
