@@ -519,7 +519,7 @@ class RewardScorer:
                     for i in range(len(m.match.pred) - size + 1)]
         # One sub-block already known to fix the defect (the reference fix itself, say)
         # settles this size: its siblings need no run, wherever they stand in the block.
-        known = next((key for key in map(batch.passing_key, programs, [s.task] * len(programs))
+        known = next((key for key in (batch.passing_key(p, s.task) for p in programs)
                       if key is not None), None)
         round_keys.append([known] if known is not None
                           else [batch.job(p, s.task) for p in programs])
