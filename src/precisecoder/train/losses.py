@@ -30,14 +30,10 @@ def chunked_token_logprobs(hidden: jax.Array, weight: jax.Array, targets: jax.Ar
   """`token_logprobs(hidden @ weight, targets)` without the [B, T, V] float32 logits.
 
   hidden [B, T, D] (after the final norm), weight [V, D] (`weight_axes="vd"`, tied embeddings)
-  or [D, V] ("dv"). The forward takes positions `chunk_tokens // B` at a time and keeps each
-  position's log-sum-exp. The backward (a custom VJP) goes the other way, over as many slices
-  of the vocabulary as there were position chunks: a slice's logits for every position are
-  recomputed, turned into probabilities with the saved log-sum-exp, and its rows of the weight
-  gradient come out of one matmul over all positions, written straight into a weight-dtype
-  buffer. So the only float32 accumulator is the [B, T, D] hidden-state gradient: no float32
-  [V, D] one (1.45 GiB for Qwen3-4B's tied embedding, and a loop keeps two). Peak memory is a
-  few tiles of chunk_tokens x V float32 whatever T is.
+  or [D, V] ("dv"). Positions are taken `chunk_tokens // B` at a time: each chunk's logits
+  exist only inside its step, forward and backward (a custom VJP recomputes them), so peak
+  memory is a few [chunk_tokens, V] float32 arrays whatever T is. The weight's gradient is
+  accumulated in float32 across chunks.
   """
   if weight_axes not in ("vd", "dv"):
     raise ValueError(f"weight_axes {weight_axes!r}: want 'vd' or 'dv'")
@@ -53,76 +49,50 @@ def chunked_token_logprobs(hidden: jax.Array, weight: jax.Array, targets: jax.Ar
   return unchunk(logp), unchunk(entropy)
 
 
-def _logits(h, weight, weight_axes, temperature):
-  """float32 logits [..., V] of h [..., D] against a [V, D] or [D, V] weight (slice)."""
-  spec = "...d,vd->...v" if weight_axes == "vd" else "...d,dv->...v"
+def _chunk_logits(h, weight, weight_axes, temperature):
+  spec = "btd,vd->btv" if weight_axes == "vd" else "btd,dv->btv"
   return jnp.einsum(spec, h, weight, preferred_element_type=jnp.float32) / temperature
-
-
-def _chunk_statistics(h, weight, targets, weight_axes, temperature):
-  """(log p(target), entropy, log-sum-exp) of one chunk of positions."""
-  logits = _logits(h, weight, weight_axes, temperature)
-  lse = jax.nn.logsumexp(logits, axis=-1)
-  logp_all = logits - lse[..., None]
-  logp = jnp.take_along_axis(logp_all, targets[..., None], axis=-1)[..., 0]
-  return logp, -jnp.sum(jnp.exp(logp_all) * logp_all, axis=-1), lse
-
-
-def _chunked_statistics(h_chunks, weight, t_chunks, weight_axes, temperature):
-  return jax.lax.map(
-      lambda args: _chunk_statistics(args[0], weight, args[1], weight_axes, temperature),
-      (h_chunks, t_chunks))
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
 def _chunked_logprobs(h_chunks, weight, t_chunks, weight_axes, temperature):
-  logp, entropy, _ = _chunked_statistics(h_chunks, weight, t_chunks, weight_axes, temperature)
-  return logp, entropy
+
+  def one(args):
+    h, tgt = args
+    return token_logprobs(_chunk_logits(h, weight, weight_axes, temperature), tgt)
+
+  return jax.lax.map(one, (h_chunks, t_chunks))
 
 
 def _chunked_logprobs_fwd(h_chunks, weight, t_chunks, weight_axes, temperature):
-  logp, entropy, lse = _chunked_statistics(h_chunks, weight, t_chunks, weight_axes, temperature)
-  return (logp, entropy), (h_chunks, weight, t_chunks, entropy, lse)
+  out = _chunked_logprobs(h_chunks, weight, t_chunks, weight_axes, temperature)
+  return out, (h_chunks, weight, t_chunks)
 
 
 def _chunked_logprobs_bwd(weight_axes, temperature, residuals, cotangents):
-  h_chunks, weight, t_chunks, entropy, lse = residuals
-  d = h_chunks.shape[-1]
-  h = h_chunks.reshape(-1, d)  # [N, D]: every position, chunk-major
-  targets, entropy, lse, g_logp, g_entropy = (
-      x.reshape(-1, 1) for x in (t_chunks, entropy, lse, *cotangents))
-  vocab_axis = 0 if weight_axes == "vd" else 1
-  v = weight.shape[vocab_axis]
-  width = -(-v // h_chunks.shape[0])  # a slice's logits are as large as a chunk's forward
-  slices = -(-v // width)
+  h_chunks, weight, t_chunks = residuals
+  g_logp, g_entropy = cotangents
 
-  def one_slice(i, carry):
-    dh, dw = carry
-    start = jnp.minimum(i * width, v - width)  # the last slice may overlap the one before
-    w = jax.lax.dynamic_slice_in_dim(weight, start, width, axis=vocab_axis)
-    logp_all = _logits(h, w, weight_axes, temperature) - lse  # [N, width]
+  def one(dw, args):
+    h, tgt, g_lp, g_ent = args
+    logp_all = jax.nn.log_softmax(_chunk_logits(h, weight, weight_axes, temperature), axis=-1)
     p = jnp.exp(logp_all)
+    entropy = -jnp.sum(p * logp_all, axis=-1, keepdims=True)
     # d logp[target] / dz = onehot - p;  d entropy / dz = -p (log p + entropy).
-    dz = -p * (g_logp + g_entropy * (logp_all + entropy))
-    dz = dz + g_logp * (targets == start + jnp.arange(width))
+    dz = -p * (g_lp[..., None] + g_ent[..., None] * (logp_all + entropy))
+    dz = dz + g_lp[..., None] * jax.nn.one_hot(tgt, dz.shape[-1], dtype=dz.dtype)
     dz = (dz / temperature).astype(weight.dtype)
-    # Rows shared with the previous slice get the same gradient rewritten, but must reach
-    # dh once: their weight rows are zeroed for the dh matmul.
-    fresh = start + jnp.arange(width) >= i * width
     if weight_axes == "vd":
-      dh = dh + jnp.einsum("nv,vd->nd", dz, jnp.where(fresh[:, None], w, 0),
-                           preferred_element_type=jnp.float32)
-      dw_slice = jnp.einsum("nv,nd->vd", dz, h, preferred_element_type=jnp.float32)
+      dh = jnp.einsum("btv,vd->btd", dz, weight, preferred_element_type=jnp.float32)
+      dw = dw + jnp.einsum("btv,btd->vd", dz, h, preferred_element_type=jnp.float32)
     else:
-      dh = dh + jnp.einsum("nv,dv->nd", dz, jnp.where(fresh[None, :], w, 0),
-                           preferred_element_type=jnp.float32)
-      dw_slice = jnp.einsum("nd,nv->dv", h, dz, preferred_element_type=jnp.float32)
-    dw = jax.lax.dynamic_update_slice_in_dim(dw, dw_slice.astype(dw.dtype), start, vocab_axis)
-    return dh, dw
+      dh = jnp.einsum("btv,dv->btd", dz, weight, preferred_element_type=jnp.float32)
+      dw = dw + jnp.einsum("btd,btv->dv", h, dz, preferred_element_type=jnp.float32)
+    return dw, dh.astype(h.dtype)
 
-  dh, dw = jax.lax.fori_loop(0, slices, one_slice,
-                             (jnp.zeros(h.shape, jnp.float32), jnp.zeros_like(weight)))
-  return dh.astype(h_chunks.dtype).reshape(h_chunks.shape), dw, None
+  dw, dh = jax.lax.scan(one, jnp.zeros(weight.shape, jnp.float32),
+                        (h_chunks, t_chunks, g_logp, g_entropy))
+  return dh, dw.astype(weight.dtype), None
 
 
 _chunked_logprobs.defvjp(_chunked_logprobs_fwd, _chunked_logprobs_bwd)
@@ -191,13 +161,7 @@ def sft_loss(logp: jax.Array, mask: jax.Array) -> jax.Array:
 
 
 def dpo_loss(policy_chosen: jax.Array, policy_rejected: jax.Array, ref_chosen: jax.Array,
-             ref_rejected: jax.Array, beta: float = 0.1, weights: jax.Array | None = None
-             ) -> tuple[jax.Array, jax.Array]:
-  """DPO on summed sequence log-probs [B]; returns (loss, preference accuracy), means over the
-  pairs weighted by `weights` [B] (default all 1; 0 drops a padding pair)."""
+             ref_rejected: jax.Array, beta: float = 0.1) -> tuple[jax.Array, jax.Array]:
+  """DPO on summed sequence log-probs [B]; returns (loss, preference accuracy)."""
   margin = beta * ((policy_chosen - ref_chosen) - (policy_rejected - ref_rejected))
-  if weights is None:
-    weights = jnp.ones_like(margin)
-  total = jnp.maximum(jnp.sum(weights), 1e-9)
-  return (jnp.sum(weights * -jax.nn.log_sigmoid(margin)) / total,
-          jnp.sum(weights * (margin > 0)) / total)
+  return jnp.mean(-jax.nn.log_sigmoid(margin)), jnp.mean(margin > 0)
