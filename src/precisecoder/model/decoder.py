@@ -121,9 +121,7 @@ def _block(config: ModelConfig, x, p, positions, attend):
   """One transformer block. `attend(q, k, v) -> out` hides training vs cached attention."""
   eps = config.rms_norm_eps
   y = rms_norm(x, p["attn_norm"], eps)
-  q = jnp.einsum("btd,dhk->bthk", y, p["q_proj"])
-  k = jnp.einsum("btd,dhk->bthk", y, p["k_proj"])
-  v = jnp.einsum("btd,dhk->bthk", y, p["v_proj"])
+  q, k, v = (_heads_projection(y, p[name]) for name in ("q_proj", "k_proj", "v_proj"))
   if config.qk_norm:
     q, k = rms_norm(q, p["q_norm"], eps), rms_norm(k, p["k_norm"], eps)
   q = constrain(rope(q, positions, config.rope_theta), ("batch", "seq", "q_heads", "head_dim"))
@@ -134,6 +132,14 @@ def _block(config: ModelConfig, x, p, positions, attend):
   x = constrain(x, ("batch", "seq", "act_embed"))
   x = x + _mlp(config, rms_norm(x, p["mlp_norm"], eps), p)
   return constrain(x, ("batch", "seq", "act_embed")), extra
+
+
+def _heads_projection(y, w):
+  """y [B, T, D] @ w [D, H, K] -> [B, T, H, K] as one [D, H*K] matmul: its weight gradient
+  then comes out in the weight's own layout (as a per-head einsum, a TPU computes it head-major
+  and copies every layer's stack back: 1 GiB for Qwen3-4B's q/k/v at the end of the backward)."""
+  d, h, k = w.shape
+  return jnp.einsum("btd,dn->btn", y, w.reshape(d, h * k)).reshape(*y.shape[:2], h, k)
 
 
 def _mlp(config: ModelConfig, y, p):
