@@ -1,5 +1,6 @@
 """The accelerator requirement files pin the same jax as requirements.txt, and are used."""
 
+import importlib.metadata
 import pathlib
 import re
 
@@ -19,7 +20,12 @@ def test_accelerator_files_pin_the_cpu_stack_jax_version():
   base = _pins("requirements.txt")
   assert base["jax"] == base["jaxlib"]
   assert _pins("requirements-cuda.txt") == {"jax[cuda12]": base["jax"]}
-  assert _pins("requirements-tpu.txt") == {"jax[tpu]": base["jax"]}
+  tpu = _pins("requirements-tpu.txt")
+  assert tpu == {"jax[tpu]": base["jax"], "libtpu": tpu["libtpu"]}
+  # ... and the libtpu that this jax's [tpu] extra asks for (e.g. libtpu==0.0.42.*).
+  wanted = [r for r in importlib.metadata.requires("jax") if r.startswith("libtpu")]
+  series = re.search(r"==\s*([0-9.]+?)\.?\*", wanted[0]).group(1)
+  assert tpu["libtpu"].startswith(series + "."), (tpu["libtpu"], wanted)
 
 
 def test_tpu_launch_installs_through_the_pinned_file():
