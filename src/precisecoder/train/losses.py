@@ -161,7 +161,13 @@ def sft_loss(logp: jax.Array, mask: jax.Array) -> jax.Array:
 
 
 def dpo_loss(policy_chosen: jax.Array, policy_rejected: jax.Array, ref_chosen: jax.Array,
-             ref_rejected: jax.Array, beta: float = 0.1) -> tuple[jax.Array, jax.Array]:
-  """DPO on summed sequence log-probs [B]; returns (loss, preference accuracy)."""
+             ref_rejected: jax.Array, beta: float = 0.1, weights: jax.Array | None = None
+             ) -> tuple[jax.Array, jax.Array]:
+  """DPO on summed sequence log-probs [B]; returns (loss, preference accuracy), means over the
+  pairs weighted by `weights` [B] (default all 1; 0 drops a padding pair)."""
   margin = beta * ((policy_chosen - ref_chosen) - (policy_rejected - ref_rejected))
-  return jnp.mean(-jax.nn.log_sigmoid(margin)), jnp.mean(margin > 0)
+  if weights is None:
+    weights = jnp.ones_like(margin)
+  total = jnp.maximum(jnp.sum(weights), 1e-9)
+  return (jnp.sum(weights * -jax.nn.log_sigmoid(margin)) / total,
+          jnp.sum(weights * (margin > 0)) / total)
