@@ -70,9 +70,10 @@ def compile_device(target: str) -> jax.Device | None:
   from jax.experimental import topologies  # pylint: disable=g-import-not-at-top
   try:
     return topologies.get_topology_desc(topology, "tpu").devices[0]
-  except RuntimeError as e:  # no libtpu, or a topology it does not know
+  except RuntimeError as e:  # no libtpu, a topology it does not know, another process using it
     raise SystemExit(f"--target {target}: {e}\n(libtpu: pip install --no-deps --target "
-                     "/tmp/libtpu libtpu==0.0.42.1, then PYTHONPATH=/tmp/libtpu)") from e
+                     "/tmp/libtpu libtpu==0.0.42.1, then PYTHONPATH=/tmp/libtpu; one process "
+                     "at a time may load it)") from e
 
 
 def step_memory(preset: str, batch: int, prompt: int, completion: int, *, dtype: str,
@@ -155,9 +156,10 @@ def main() -> None:
              mlp_chunk=args.mlp_chunk)
   old = dict(remat=args.remat, attention="dense", logprob_chunk=0, mlp_chunk=0)
 
+  backend = (jax.default_backend() if device is None
+             else f"{args.target} (one {device.device_kind} chip)")
   print(f"{args.preset}, {args.dtype}, remat={args.remat}, {args.prompt} prompt + "
-        f"{args.completion} completion tokens, compiled for "
-        f"{jax.default_backend() if device is None else device.device_kind}; GiB")
+        f"{args.completion} completion tokens, compiled for {backend}; GiB")
   print(f"{'path':38s}{'batch':>6s}{'temp':>12s}{'arguments':>12s}{'total':>12s}"
         f"{'compile':>12s}")
   runs = [("new: chunked attention/log-probs/MLP", new)]
