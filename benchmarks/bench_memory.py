@@ -23,7 +23,7 @@ requirements-tpu.txt, kept out of .venv:
   pip install --no-deps --target /tmp/libtpu libtpu==0.0.42.1
   PYTHONPATH=/tmp/libtpu .venv/bin/python benchmarks/bench_memory.py --target tpu:v5p:2x2x1
 
-Each 4B compile takes ~0.5-1 min (CPU) or ~3-5 min (TPU) and ~10 GB of host memory on a
+Each 4B compile takes ~0.5-1 min (CPU) or ~0.5-4.5 min (TPU) and ~10 GB of host memory on a
 2-core machine.
 """
 
