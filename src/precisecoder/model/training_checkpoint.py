@@ -70,11 +70,9 @@ def _orbax_errors(params_dir: pathlib.Path) -> Iterator[None]:
   naming the folder, saying "truncated" when a file is shorter than its index or JSON says."""
   try:
     yield
-  except ValueError as e:
-    if str(e).startswith(str(params_dir)):  # ours (a parameter that does not fit): as it is
-      raise
-    raise ValueError(f"{params_dir}: {_orbax_reason(e)}") from e
   except Exception as e:  # pylint: disable=broad-except  # Orbax raises bare Exceptions
+    if isinstance(e, ValueError) and str(e).startswith(str(params_dir)):
+      raise  # ours (a parameter that does not fit): as it is
     raise ValueError(f"{params_dir}: {_orbax_reason(e)}") from e
 
 
