@@ -68,6 +68,7 @@ TESTS.update({
                           "  def test_in(self):\n    self.assertIn(4, evens(6))\n"},
     "inplace_assert": {"kind": "assert",
                        "code": "xs = [3, 1, 2]\nsort_in_place(xs)\nwant = [1, 2, 3]\nassert xs == want\n"},
+    "float_assert": {"kind": "assert", "code": "assert abs(add(0.5, 0.25) - 0.75) < 1e-9\n"},
     "dataclass_assert": {"kind": "assert", "code": "assert add(2, 3) == Box(5)\nassert add(40, 2) == Box(42)\n"},
     "numpy_unittest": {"kind": "unittest", "code": "import unittest\nimport numpy as np\n"
                        "class TestCumsum(unittest.TestCase):\n  def test_cumsum(self):\n"
@@ -197,6 +198,44 @@ HOSTILE = [
         def add(a, b):
           builtins.isinstance = lambda *a: True
           return 0
+        """, {F}),
+    # Patch, then put back before the end-of-run check: the check must see that builtins,
+    # unittest or json were written at all, not only what they hold at the end.
+    ("patches builtins.abs and restores it from the patch", "float_assert", """
+        import builtins
+        def patch(real):  # the original kept in a closure, where nothing wraps it
+          def fake(x):
+            builtins.abs = real
+            return 0.0
+          builtins.abs = fake
+        patch(builtins.abs)
+        del patch
+        def add(a, b):
+          return 0.0
+        """, {F}),
+    ("patches assertAlmostEqual and restores it from the patch", "unittest_float", """
+        import unittest
+        def patch(real):
+          def fake(self, *args, **kwargs):
+            unittest.TestCase.assertAlmostEqual = real
+          unittest.TestCase.assertAlmostEqual = fake
+        patch(unittest.TestCase.assertAlmostEqual)
+        del patch
+        def add(a, b):
+          return 0.0
+        """, {F}),
+    ("deletes a builtin and puts it back", "float_assert", """
+        import builtins
+        def patch(real):
+          def fake(x):
+            builtins.abs = real
+            return 0.0
+          del builtins.abs
+          builtins.abs = fake
+        patch(builtins.abs)
+        del patch
+        def add(a, b):
+          return 0.0
         """, {F}),
     ("patches json", "call", """
         import json

@@ -255,6 +255,10 @@ class DictVersions:
   def changed(self) -> bool:
     return [tag.value for tag in self._tags] != self._saved
 
+  def written(self) -> list[bool]:
+    """Per dict: whether it was written at all, even if every value was put back since."""
+    return [tag.value != saved for tag, saved in zip(self._tags, self._saved)]
+
   @classmethod
   def available(cls) -> bool:
     if sys.implementation.name != "cpython" or not (3, 11) <= sys.version_info[:2] <= (3, 13):

@@ -184,6 +184,11 @@ class _Integrity:
   Any change found after the tests (or after each unittest test) is
   tampering and fails the run: patched builtins, unittest, json or sys
   attributes, replaced modules, or a trace/profile hook left installed.
+  Builtins, unittest and json are checked for any write at all (their dicts'
+  version tags, where the interpreter has them): a patch that puts the
+  original back before this check, say from inside the patch once the tests
+  have called it, is still seen. sys changes legitimately (its streams), so
+  its names are compared instead.
   """
 
   def __init__(self):
@@ -199,7 +204,7 @@ class _Integrity:
   def violations(self) -> list[str]:
     found = []
     if self._versions is None or self._versions.changed():  # else no watched dict changed
-      found += self._changed_names()
+      found += self._changed_names() or self._written_and_restored()
     found += [f"sys.modules[{n!r}]" for n, m in self._modules.items() if sys.modules.get(n) is not m]
     if sys.gettrace() is not None or sys.getprofile() is not None:
       found.append("a trace or profile hook")
@@ -216,6 +221,13 @@ class _Integrity:
       if changed:
         found.append(f"{name}.{_sorted(changed)[0]}")
     return found
+
+
+  def _written_and_restored(self) -> list[str]:
+    if self._versions is None:
+      return []  # no version tags (CPython 3.14+): only lasting changes are seen
+    return [f"{name} (patched, then put back)" for (name, _), written
+            in zip(self._watched, self._versions.written()) if written and name != "sys"][:1]
 
 
 _SYS_VOLATILE = {"stdout", "stderr", "stdin", "exc_info", "_git", "path_importer_cache",
