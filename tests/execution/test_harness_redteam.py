@@ -69,6 +69,13 @@ TESTS.update({
     "inplace_assert": {"kind": "assert",
                        "code": "xs = [3, 1, 2]\nsort_in_place(xs)\nwant = [1, 2, 3]\nassert xs == want\n"},
     "float_assert": {"kind": "assert", "code": "assert abs(add(0.5, 0.25) - 0.75) < 1e-9\n"},
+    "isclose_assert": {"kind": "assert",
+                       "code": "import math\nassert math.isclose(add(0.5, 0.25), 0.75)\n"},
+    "from_isclose_assert": {"kind": "assert",
+                            "code": "from math import isclose\nassert isclose(add(0.5, 0.25), 0.75)\n"},
+    "allclose_assert": {"kind": "assert",
+                        "code": "import numpy as np\nassert np.allclose(add(0.5, 0.25), 0.75)\n"},
+    "operator_assert": {"kind": "assert", "code": "import operator\nassert operator.eq(add(2, 3), 5)\n"},
     "dataclass_assert": {"kind": "assert", "code": "assert add(2, 3) == Box(5)\nassert add(40, 2) == Box(42)\n"},
     "numpy_unittest": {"kind": "unittest", "code": "import unittest\nimport numpy as np\n"
                        "class TestCumsum(unittest.TestCase):\n  def test_cumsum(self):\n"
@@ -237,6 +244,46 @@ HOSTILE = [
         def add(a, b):
           return 0.0
         """, {F}),
+    # The library the tests call: patched, swapped in sys.modules, or patched and put back.
+    ("patches math.isclose", "isclose_assert", """
+        import math
+        math.isclose = lambda *args, **kwargs: True
+        """ + WRONG, {F}),
+    ("patches math.isclose before the tests import it by name", "from_isclose_assert", """
+        import math
+        math.isclose = lambda *args, **kwargs: True
+        """ + WRONG, {F}),
+    ("patches math.isclose and puts it back from the patch", "isclose_assert", """
+        import math
+        def patch(real):
+          def fake(*args, **kwargs):
+            math.isclose = real
+            return True
+          math.isclose = fake
+        patch(math.isclose)
+        del patch
+        """ + WRONG, {F}),
+    ("patches numpy.allclose", "allclose_assert", """
+        import numpy
+        numpy.allclose = lambda *args, **kwargs: True
+        """ + WRONG, {F}),
+    ("patches numpy.testing.assert_array_equal", "numpy_unittest", """
+        import numpy
+        import numpy.testing
+        numpy.testing.assert_array_equal = lambda *args, **kwargs: None
+        def cumulative(values):
+          return numpy.array([0])
+        """, {F}),
+    ("patches operator.eq", "operator_assert", """
+        import operator
+        operator.eq = lambda a, b: True
+        """ + WRONG, {F}),
+    ("swaps math in sys.modules", "isclose_assert", """
+        import sys, types
+        fake = types.ModuleType('math')
+        fake.isclose = lambda *args, **kwargs: True
+        sys.modules['math'] = fake
+        """ + WRONG, {F}),
     ("patches json", "call", """
         import json
         json.dumps = lambda *a, **k: '{"case":0,"value":5}'
@@ -705,6 +752,11 @@ HONEST = [
     ("returns numpy-free tuples", "assert", "def add(a, b):\n  return (a + b, 0)[0]\n"),
     ("compared with a variable", "assert_var", "def add(a, b):\n  return a + b\n"),
     ("float through assertAlmostEqual", "unittest_float", "def add(a, b):\n  return a + b\n"),
+    ("float through math.isclose", "isclose_assert", "import math\ndef add(a, b):\n  return math.fsum([a, b])\n"),
+    ("float through from math import isclose", "from_isclose_assert", "def add(a, b):\n  return a + b\n"),
+    ("numpy float through np.allclose", "allclose_assert",
+     "import numpy as np\ndef add(a, b):\n  return np.float64(a) + b\n"),
+    ("through operator.eq", "operator_assert", "import operator\ndef add(a, b):\n  return operator.add(a, b)\n"),
     ("reverses the tests' nodes", "list_assert", """
         def reverse(head):
           prev = None

@@ -9,7 +9,8 @@ Modules: `pool` (batches in chunks, dedup, deadlines, worker replacement,
 statistics), `worker` (a warm interpreter that forks one child per run),
 `sandbox` (namespaces, read-only mounts, uid drop, rlimits), `harness` (the
 code around the program inside the child), `guard` (what the program may
-hand to tests that run beside it), `judge` (expected values and
+hand to tests that run beside it), `integrity` (whether it changed the library
+the tests call), `judge` (expected values and
 verdicts; never leaves the pool process), `protocol` (framed JSON between the
 pool and its workers), `types` (the public contract).
 
@@ -72,9 +73,15 @@ Verdict integrity, per test kind (exit status and printed text never count):
     expected test set from the test code's AST and requires exactly that set of
     "ok" records plus the end record, all signed with the nonce. The harness
     runs setUp/test/tearDown itself (unittest's runner and result objects are
-    not used) and checks after every test that builtins, unittest, json, sys,
-    the tests' own classes and trace/profile hooks are as they were before the
-    program ran.
+    not used) and checks after every test that the tests' own classes are as
+    they were before the program ran.
+  Integrity (assert and unittest; `integrity.py`): the modules the tests
+  import are loaded before the program runs, and after the tests (after every
+  unittest test) no module loaded by then -- builtins, unittest, math, numpy,
+  operator, the harness itself, ... -- may hold another object under a name,
+  have been patched and put back, or be swapped in sys.modules, and no trace
+  or profile hook may be left: a program cannot answer through a patched
+  math.isclose, numpy.testing or unittest assert.
   The guard (assert and unittest; `guard.py`): what the program's functions,
   methods (`Solution().method`), returned functions and generators hand the
   tests is checked all the way down before the tests see it. It may hold
@@ -98,9 +105,8 @@ Verdict integrity, per test kind (exit status and printed text never count):
   harness in memory (ctypes, or finding the nonce through gc and forging its
   records, or compiling its own __eq__ under a library file's name) can forge
   a pass,
-  as can one that patches a library the tests call (math.isclose,
-  numpy.testing), hides a forgery deeper than one level inside a library
-  object or beyond the first 128 objects of a large argument, mutates a
+  as can one that fools integrity.py in the ways its docstring lists, hides
+  a forgery deeper than one level inside a library object or beyond the first 128 objects of a large argument, mutates a
   checked value from a thread after the check, or lies through an object the
   tests build from the program's class themselves (`Solution() == x`) or a
   module-level value they read directly; and non-literal asserts and

@@ -252,6 +252,9 @@ class DictVersions:
     self._tags = [ctypes.c_uint64.from_address(id(d) + self._OFFSET) for d in dicts]
     self._saved = [tag.value for tag in self._tags]
 
+  def __len__(self) -> int:
+    return len(self._tags)
+
   def changed(self) -> bool:
     return [tag.value for tag in self._tags] != self._saved
 

@@ -31,7 +31,8 @@ import traceback
 import types
 import unittest
 
-from precisecoder.execution.guard import DictVersions, Guard, PlainDataError, kind_name, own_dict
+from precisecoder.execution.guard import Guard, PlainDataError, kind_name
+from precisecoder.execution.integrity import Integrity, import_quietly, test_imports
 from precisecoder.execution.programs import PROGRAM_FILENAME, compile_program
 
 _write = os.write
@@ -178,70 +179,15 @@ class Channel:
       data = data[_write(self._fd, data):]
 
 
-class _Integrity:
-  """Identity snapshot of what tests rely on, taken before the program runs.
-
-  Any change found after the tests (or after each unittest test) is
-  tampering and fails the run: patched builtins, unittest, json or sys
-  attributes, replaced modules, or a trace/profile hook left installed.
-  Builtins, unittest and json are checked for any write at all (their dicts'
-  version tags, where the interpreter has them): a patch that puts the
-  original back before this check, say from inside the patch once the tests
-  have called it, is still seen. sys changes legitimately (its streams), so
-  its names are compared instead.
-  """
-
-  def __init__(self):
-    self._watched = [("builtins", builtins.__dict__), ("unittest.case", unittest.case.__dict__),
-                     ("TestCase", own_dict(unittest.TestCase)), ("json", json.__dict__),
-                     ("sys", sys.__dict__)]
-    self._snapshot = [(name, dict(namespace)) for name, namespace in self._watched]
-    self._modules = {name: sys.modules.get(name) for name in ("builtins", "unittest", "unittest.case",
-                                                              "json", "sys", "gc")}
-    self._versions = (DictVersions([namespace for _, namespace in self._watched])
-                      if DictVersions.available() else None)
-
-  def violations(self) -> list[str]:
-    found = []
-    if self._versions is None or self._versions.changed():  # else no watched dict changed
-      found += self._changed_names() or self._written_and_restored()
-    found += [f"sys.modules[{n!r}]" for n, m in self._modules.items() if sys.modules.get(n) is not m]
-    if sys.gettrace() is not None or sys.getprofile() is not None:
-      found.append("a trace or profile hook")
-    return found
-
-  def _changed_names(self) -> list[str]:
-    found = []
-    for (name, namespace), (_, saved) in zip(self._watched, self._snapshot):
-      keys = set(namespace) | set(saved)
-      changed = [k for k in keys if k not in ("__stdout__", "__stderr__", "last_value",
-                                               "last_type", "last_traceback")
-                 and namespace.get(k) is not saved.get(k)
-                 and not (name == "sys" and k in _SYS_VOLATILE)]
-      if changed:
-        found.append(f"{name}.{_sorted(changed)[0]}")
-    return found
-
-
-  def _written_and_restored(self) -> list[str]:
-    if self._versions is None:
-      return []  # no version tags (CPython 3.14+): only lasting changes are seen
-    return [f"{name} (patched, then put back)" for (name, _), written
-            in zip(self._watched, self._versions.written()) if written and name != "sys"][:1]
-
-
-_SYS_VOLATILE = {"stdout", "stderr", "stdin", "exc_info", "_git", "path_importer_cache",
-                 "last_exc", "ps1", "ps2", "displayhook", "excepthook"}
-
-
-_snapshot: _Integrity | None = None
+# The worker's snapshot, made by `prepare`. A list, filled in place: rebinding a module global
+# after the snapshot would itself read as tampering with this module.
+_SNAPSHOT: list[Integrity] = []
 
 
 def prepare() -> None:
   """Called by the worker before it forks: children inherit all of this for free."""
-  global _snapshot
-  _snapshot = _Integrity()
   _rehearse()
+  _SNAPSHOT[:] = [Integrity()]  # after the rehearsal, which loads what the children will use
 
 
 # Trusted toy jobs, one per kind that loads a module: child-side specs, as judge.split makes them.
@@ -264,12 +210,13 @@ def _rehearse(times: int = 64) -> None:
   anew on every run. Rehearsed here, every child inherits it specialised.
   """
   sink = os.open(os.devnull, os.O_WRONLY)
+  integrity = Integrity()
   try:
     for _ in range(times):
       for tests in _REHEARSAL_TESTS:
         channel = Channel(sink, "0" * 32)
         channel.send_ready()
-        _run_tests(channel, _load_module(_PROGRAM_MODULE, _REHEARSAL_PROGRAM), tests, _snapshot)
+        _run_tests(channel, _load_module(_PROGRAM_MODULE, _REHEARSAL_PROGRAM), tests, integrity)
         channel.flush()
   finally:
     sys.modules.pop(_PROGRAM_MODULE, None)
@@ -309,6 +256,7 @@ def warm(job: dict) -> None:
   """In the worker, before the fork: what the child will need that trusted input alone decides."""
   if job["tests"]["kind"] in ("assert", "unittest"):
     compiled_tests(job["tests"]["code"])
+    test_imports(job["tests"]["code"])
 
 
 def _load_module(name: str, source: str) -> types.ModuleType:
@@ -366,7 +314,7 @@ EXPECT_NAME = "__precisecoder_expect__"
 
 
 def run_assert(channel: Channel, module: types.ModuleType, tests: dict,
-               integrity: _Integrity) -> None:
+               integrity: Integrity) -> None:
   namespace = module.__dict__
   guard = _guard(namespace, tests["code"])
   reported = [0]
@@ -393,7 +341,7 @@ def _guard(namespace: dict, code: str) -> Guard:
   return guard
 
 
-def _violations(integrity: _Integrity, guard: Guard) -> list[str]:
+def _violations(integrity: Integrity, guard: Guard) -> list[str]:
   found = integrity.violations()
   changed = guard.changed_class()
   return found + [f"the tests' class {changed}"] if changed is not None else found
@@ -405,7 +353,7 @@ def _test_methods(case_class: type) -> list[str]:
 
 
 def run_unittest(channel: Channel, module: types.ModuleType, tests: dict,
-                 integrity: _Integrity) -> None:
+                 integrity: Integrity) -> None:
   namespace = module.__dict__
   guard = _guard(namespace, tests["code"])
   exec(compiled_tests(tests["code"]), namespace)  # pylint: disable=exec-used
@@ -463,7 +411,7 @@ def run(channel_fd: int, nonce: str, job: dict) -> None:
   """Runs one job's program and tests in this (already sandboxed) process; never returns."""
   channel = Channel(channel_fd, nonce)
   kind = job["tests"]["kind"]
-  integrity = _snapshot or _Integrity()
+  integrity = _SNAPSHOT[0] if _SNAPSHOT else Integrity()
   exit_code = 0
   try:
     channel.send_ready()
@@ -476,6 +424,9 @@ def run(channel_fd: int, nonce: str, job: dict) -> None:
       channel.send({"end": "io", "exit": exit_code}, signed=True)
       _flush(channel)
       _exit(exit_code)
+    if kind in ("assert", "unittest"):  # what the tests import is loaded, and watched, first
+      import_quietly(test_imports(job["tests"]["code"]))
+      integrity.watch_new_modules()
     _run_tests(channel, _load_module(_PROGRAM_MODULE, job["program"]), job["tests"], integrity)
   except MemoryError:
     exit_code = EXIT_UNCAUGHT
@@ -490,7 +441,7 @@ def run(channel_fd: int, nonce: str, job: dict) -> None:
 
 
 def _run_tests(channel: Channel, module: types.ModuleType, tests: dict,
-               integrity: _Integrity) -> None:
+               integrity: Integrity) -> None:
   kind = tests["kind"]
   if kind == "call":
     run_call(channel, module, tests)
