@@ -360,6 +360,26 @@ HOSTILE = [
         def add(a, b):
           return int(found[0]) if found else 0
         """, {F, T}),
+    # The nonce is in the child's memory: a program can sign records. Literal asserts every run
+    # reaches must still be reported, with values it would have to compute.
+    ("signs a forged end record with the channel from the harness's frame", "assert", """
+        import os, sys
+        frame = sys._getframe(0)
+        while 'channel' not in frame.f_locals:
+          frame = frame.f_back
+        channel = frame.f_locals['channel']
+        channel.send({"end": "assert", "expects": 0}, signed=True)
+        channel.flush()
+        os._exit(0)
+        """, {F}),
+    ("signs forged records with the channel it finds through gc", "assert", """
+        import gc, os
+        channel = next(o for o in gc.get_objects() if type(o).__name__ == 'Channel')
+        channel.send({"expect": 0, "value": 6}, signed=True)
+        channel.send({"end": "assert", "expects": 1}, signed=True)
+        channel.flush()
+        os._exit(0)
+        """, {F}),
     ("forges records on every fd", "assert", """
         import os, json
         lines = [{"end": "assert"}, {"end": "assert", "nonce": "0" * 32},

@@ -1,6 +1,7 @@
 """ExecutionPool: the four test kinds, batching, deadlines, worker loss, statistics (bad specs:
 test_specs.py)."""
 
+import json
 import os
 import signal
 import threading
@@ -168,10 +169,39 @@ def test_assert_literals_stay_in_the_pool():
   code = ("def check(candidate):\n  assert candidate(1) == (1, 2), 'msg'\n"
           "  assert [3] != candidate(2)\n  assert candidate(3) is None\n"
           "  assert abs(candidate(4) - 0.5) < 1e-6\ncheck(f)\n")
-  child_code, checks = judge.hide_expected_literals(code)
+  child_code, checks, reached = judge.hide_expected_literals(code)
   assert checks == [("==", (1, 2)), ("!=", [3]), ("is", None)]
+  assert reached == {0, 1, 2}
   assert "(1, 2)" not in child_code and "[3]" not in child_code
   assert "0.5" in child_code  # not a literal comparison: it runs in the child unchanged
+
+
+@pytest.mark.parametrize("code, reached", [
+    ("assert f(1) == 2\nfor x in [1]:\n  assert f(x) == 2\nif True:\n  assert f(1) == 2\n", {0}),
+    ("def check(c):\n  assert c(1) == 2\ncheck(f)\n", {0}),
+    ("def check(c):\n  assert c(1) == 2\n", set()),  # never called
+    ("def check(c):\n  if c(0):\n    return\n  assert c(1) == 2\ncheck(f)\n", set()),
+    ("def check(c):\n  assert c(1) == 2\ncheck = print\ncheck(f)\n", set()),  # rebound
+    ("def check(c):\n  assert c(1) == 2\nif __name__ == '__main__':\n  check(f)\n", set()),
+    ("def check(c):\n  try:\n    assert c(1) == 2\n  except Exception:\n    pass\n"
+     "  assert c(2) == 3\ncheck(f)\n", {1}),
+])
+def test_the_asserts_every_run_reaches(code, reached):
+  assert judge.hide_expected_literals(code)[2] == reached
+
+
+def test_a_run_that_skips_a_reached_assert_fails():
+  code = "def check(c):\n  assert c(1) == 2\ncheck(f)\n"
+  child_code, expected = judge.split({"kind": "assert", "code": code})
+  signed = {"nonce": "n" * 32}
+  channel = '{"ready":"' + "n" * 32 + '"}\n' + json.dumps({"end": "assert", "expects": 0, **signed})
+  run = {"ready": True, "exit": 0, "signal": None, "timeout": False, "overflow": None,
+         "stdout": "", "stderr": "", "channel": channel, "nonce": "n" * 32, "duration_s": 0.0}
+  result = judge.judge(expected, [run], FAST)
+  assert not result.passed and "never reported" in result.detail
+  run["channel"] = channel.replace('"expects": 0', '"expects": 1') + "\n" + json.dumps(
+      {"expect": 0, "value": 2, **signed})
+  assert judge.judge(expected, [run], FAST).passed
 
 
 @pytest.mark.parametrize("body, passes", [

@@ -68,7 +68,13 @@ Verdict integrity, per test kind (exit status and printed text never count):
     written, behind the guard below. A pass
     needs the harness's end record, signed with a per-run nonce, and the same
     number of value reports as the harness made: `sys.exit`, `os._exit`,
-    killing anything, closing fds, or printing "OK" never pass.
+    killing anything, closing fds, or printing "OK" never pass. The nonce is
+    in the child's memory, so a program can sign records; but every literal
+    assert that each run reaches (top level, or the top level of a function
+    the tests call at top level and that cannot return early: HumanEval's
+    `check`) must be reported, with the right value, so signed records pass
+    only with the answers the program would have had to compute. Tests made
+    of such asserts are GUARANTEED like call tests.
   * unittest: the test code must run beside the program. The pool derives the
     expected test set from the test code's AST and requires exactly that set of
     "ok" records plus the end record, all signed with the nonce. The harness
@@ -102,9 +108,9 @@ Verdict integrity, per test kind (exit status and printed text never count):
   the recursion limit by one while it runs.
   NOT guaranteed for assert and unittest: the program runs in the same
   interpreter as the harness, so a program that deliberately rewrites the
-  harness in memory (ctypes, or finding the nonce through gc and forging its
-  records, or compiling its own __eq__ under a library file's name) can forge
-  a pass,
+  harness in memory (ctypes, or finding the nonce through gc and forging the
+  records of unittest tests and of asserts the pool does not hold, or
+  compiling its own __eq__ under a library file's name) can forge a pass,
   as can one that fools integrity.py in the ways its docstring lists, hides
   a forgery deeper than one level inside a library object or beyond the first 128 objects of a large argument, mutates a
   checked value from a thread after the check, or lies through an object the

@@ -10,6 +10,7 @@ as data only and decides every verdict here.
 from __future__ import annotations
 
 import ast
+import collections
 import dataclasses
 import decimal
 import fractions
@@ -33,6 +34,7 @@ class Expected:
   outputs: tuple = ()  # io: expected stdout per case
   test_names: frozenset = frozenset()  # unittest: every "Class.test_method" that must pass
   checks: tuple = ()  # assert: (operator, literal) per assert the pool took over
+  required: frozenset = frozenset()  # assert: the checks every honest run reaches
 
 
 def split(tests: Mapping[str, Any]) -> tuple[dict, Expected]:
@@ -53,8 +55,9 @@ def split(tests: Mapping[str, Any]) -> tuple[dict, Expected]:
     return {"kind": kind, "cases": child_cases}, Expected(kind, outputs=outputs)
   code = tests["code"]
   if kind == "assert":
-    child_code, checks = hide_expected_literals(code)
-    return {"kind": kind, "code": child_code}, Expected(kind, checks=tuple(checks))
+    child_code, checks, required = hide_expected_literals(code)
+    return ({"kind": kind, "code": child_code},
+            Expected(kind, checks=tuple(checks), required=required))
   classes, names = test_names(code)
   return ({"kind": kind, "code": code, "classes": classes},
           Expected(kind, test_names=frozenset(names)))
@@ -111,8 +114,9 @@ class _AssertRewriter(ast.NodeTransformer):
     return ast.copy_location(ast.Expr(call), node)
 
 
-def hide_expected_literals(code: str) -> tuple[str, list[tuple[str, Any]]]:
-  """Assert-kind test code without its expected literals, and those literals.
+def hide_expected_literals(code: str) -> tuple[str, list[tuple[str, Any]], frozenset[int]]:
+  """Assert-kind test code without its expected literals, those literals, and which of them
+  every run reaches.
 
   Each `assert EXPR == LITERAL` (also `!=`, `is None/True/False`, either
   side) becomes a call that reports EXPR's value; the pool compares it with
@@ -122,12 +126,63 @@ def hide_expected_literals(code: str) -> tuple[str, list[tuple[str, Any]]]:
   try:
     tree = ast.parse(code)
   except SyntaxError:
-    return code, []  # the child reports the syntax error as a failure
+    return code, [], frozenset()  # the child reports the syntax error as a failure
   rewriter = _AssertRewriter()
   tree = ast.fix_missing_locations(rewriter.visit(tree))
   if not rewriter.checks:
-    return code, []
-  return ast.unparse(tree), rewriter.checks
+    return code, [], frozenset()
+  return ast.unparse(tree), rewriter.checks, _reached_checks(tree)
+
+
+def _reached_checks(tree: ast.Module) -> frozenset[int]:
+  """The rewritten asserts that every run which ends normally reports: those at the top level
+  of the module, and those at the top level of a function the module calls at its top level
+  (HumanEval's `def check(candidate): ...` then `check(f)`) that cannot return early.
+
+  The pool requires a report of each: a program that forges the harness's records (it can
+  find their nonce in its own memory) must still report these values, and only the right
+  values pass, which it cannot know without computing them.
+  """
+  calls, bound = set(), collections.Counter()  # how often each top-level name is bound
+  bodies = {}
+  for node in tree.body:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+      bodies[node.name] = node
+    elif (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+          and isinstance(node.value.func, ast.Name)):
+      calls.add(node.value.func.id)
+    for target in ast.walk(node) if not isinstance(node, ast.FunctionDef) else [node]:
+      if isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        bound[target.name] += 1
+      elif isinstance(target, ast.Name) and isinstance(target.ctx, ast.Store):
+        bound[target.id] += 1
+      elif isinstance(target, ast.alias):
+        bound[(target.asname or target.name).split(".")[0]] += 1
+  reached = _top_level_checks(tree.body)
+  for name in calls:
+    function = bodies.get(name)
+    if (function is not None and bound[name] == 1 and not function.decorator_list
+        and isinstance(function, ast.FunctionDef) and not _may_leave_early(function)):
+      reached |= _top_level_checks(function.body)
+  return frozenset(reached)
+
+
+def _top_level_checks(body: list[ast.stmt]) -> set[int]:
+  return {node.value.args[0].value for node in body
+          if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+          and isinstance(node.value.func, ast.Name) and node.value.func.id == EXPECT_NAME}
+
+
+def _may_leave_early(function: ast.FunctionDef) -> bool:
+  """Whether a call can end without running the function's whole body (return, yield)."""
+  stack = list(function.body)
+  while stack:
+    node = stack.pop()
+    if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom, ast.Await)):
+      return True
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+      stack.extend(ast.iter_child_nodes(node))
+  return False
 
 
 def decode_tagged(value: Any) -> Any:
@@ -259,7 +314,7 @@ def judge(expected: Expected, runs: list[Mapping[str, Any]], limits: Limits) -> 
     return result(*_abnormal(last, records, limits))
 
   if expected.kind == "assert":
-    reported = 0
+    reported, seen = 0, set()
     for record in records:
       if "expect" not in record or not _signed(record, last):
         continue
@@ -267,6 +322,7 @@ def judge(expected: Expected, runs: list[Mapping[str, Any]], limits: Limits) -> 
       k = record["expect"]
       if type(k) is not int or not 0 <= k < len(expected.checks):
         return result(Status.FAIL, f"unknown expectation {k!r}")
+      seen.add(k)
       operator, literal = expected.checks[k]
       try:
         value = decode_tagged(record.get("value"))
@@ -280,6 +336,9 @@ def judge(expected: Expected, runs: list[Mapping[str, Any]], limits: Limits) -> 
     if end is not None:
       if end.get("expects") != reported:
         return result(Status.FAIL, "assert records lost")
+      missing = expected.required - seen
+      if missing:  # every honest run reports these: the records are forged
+        return result(Status.FAIL, f"assert #{min(missing)} was never reported")
       return result(Status.PASS)
     return result(*_abnormal(last, records, limits))
 
