@@ -249,8 +249,13 @@ class DictVersions:
   _OFFSET = 2 * ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)
 
   def __init__(self, dicts: list[dict]):
-    self._tags = [ctypes.c_uint64.from_address(id(d) + self._OFFSET) for d in dicts]
+    self._tags = [self.view(d) for d in dicts]
     self._saved = [tag.value for tag in self._tags]
+
+  @classmethod
+  def view(cls, d: dict) -> ctypes.c_uint64:
+    """`d`'s version tag, read live through `.value`."""
+    return ctypes.c_uint64.from_address(id(d) + cls._OFFSET)
 
   def __len__(self) -> int:
     return len(self._tags)

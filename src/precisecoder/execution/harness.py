@@ -216,7 +216,8 @@ def _rehearse(times: int = 64) -> None:
       for tests in _REHEARSAL_TESTS:
         channel = Channel(sink, "0" * 32)
         channel.send_ready()
-        _run_tests(channel, _load_module(_PROGRAM_MODULE, _REHEARSAL_PROGRAM), tests, integrity)
+        module = _load_module(_PROGRAM_MODULE, _REHEARSAL_PROGRAM, integrity)
+        _run_tests(channel, module, tests, integrity)
         channel.flush()
   finally:
     sys.modules.pop(_PROGRAM_MODULE, None)
@@ -259,10 +260,12 @@ def warm(job: dict) -> None:
     test_imports(job["tests"]["code"])
 
 
-def _load_module(name: str, source: str) -> types.ModuleType:
+def _load_module(name: str, source: str, integrity: Integrity | None = None) -> types.ModuleType:
   module = types.ModuleType(name)
   module.__builtins__ = builtins
   sys.modules[name] = module
+  if integrity is not None:  # the last moment before the program: watch all but its module
+    integrity.watch_new_modules(skip=name)
   exec(compile_program(source), module.__dict__)  # pylint: disable=exec-used
   return module
 
@@ -424,10 +427,11 @@ def run(channel_fd: int, nonce: str, job: dict) -> None:
       channel.send({"end": "io", "exit": exit_code}, signed=True)
       _flush(channel)
       _exit(exit_code)
-    if kind in ("assert", "unittest"):  # what the tests import is loaded, and watched, first
+    watched = kind in ("assert", "unittest")
+    if watched:  # what the tests import is loaded first, to be watched with the rest
       import_quietly(test_imports(job["tests"]["code"]))
-      integrity.watch_new_modules()
-    _run_tests(channel, _load_module(_PROGRAM_MODULE, job["program"]), job["tests"], integrity)
+    module = _load_module(_PROGRAM_MODULE, job["program"], integrity if watched else None)
+    _run_tests(channel, module, job["tests"], integrity)
   except MemoryError:
     exit_code = EXIT_UNCAUGHT
     _safe_send(channel, {"error": "MemoryError", "memory": True})

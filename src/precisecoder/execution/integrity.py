@@ -70,9 +70,12 @@ class Integrity:
     self._labels: list[str] = []
     self._dicts: list[dict] = []
     self._saved: list[dict] = []
-    self._versions: list[DictVersions] = []
+    self._tags: list = []  # each dict's version tag, read live (empty without tags)
+    self._tag_values: list[int] = []  # ... and its value at the snapshot
     self._modules: dict[str, types.ModuleType] = {}
-    self._registry: DictVersions | None = None  # sys.modules' own tag, at the last scan
+    self._registry = DictVersions.view(_modules) if _TAGS else None  # sys.modules' own tag
+    self._registry_value = -1  # at the last scan of sys.modules
+    self._module_count = 0  # its length then
     self._watch("TestCase", own_dict(unittest.TestCase))
     self.watch_new_modules()
 
@@ -81,50 +84,66 @@ class Integrity:
     self._dicts.append(namespace)
     self._saved.append(dict(namespace))
 
-  def watch_new_modules(self) -> "Integrity":
-    """Adds the modules loaded since the snapshot (in a child: what the tests' imports loaded)."""
-    if self._registry is not None and not self._registry.changed():
-      return self  # nothing loaded since: skip touching every module (each touch copies a page)
+  def watch_new_modules(self, skip: str = "") -> "Integrity":
+    """Adds the modules loaded since the snapshot (in a child: what the tests' imports loaded),
+    all but `skip` (the program's own module, which the program writes)."""
+    if self._registry is not None and (
+        self._registry.value == self._registry_value  # nothing loaded since
+        or (len(_modules) == self._module_count + 1 and skip in _modules)):  # only `skip`
+      self._registry_value = self._registry.value
+      return self  # skip touching every module: in a forked run each touch copies a page
     for name, module in list(_modules.items()):
-      if (name not in self._modules and _isinstance(module, _ModuleType)
+      if (name not in self._modules and name != skip and _isinstance(module, _ModuleType)
           and _isinstance(getattr(module, "__dict__", None), dict)):
         self._modules[name] = module
         self._watch(name, module.__dict__)
-    tagged = sum(len(versions) for versions in self._versions)
-    if _TAGS and len(self._dicts) > tagged:
-      self._versions.append(DictVersions(self._dicts[tagged:]))
-    self._registry = DictVersions([_modules]) if _TAGS else None
+    if self._registry is not None:
+      # Made together, so that they share a few pages: every run reads them all, and a forked
+      # run copies each page whose objects it touches.
+      views = [DictVersions.view(d) for d in self._dicts[len(self._tags):]]
+      self._tags += views
+      self._tag_values += [view.value for view in views]
+      self._registry_value = self._registry.value
+    self._module_count = len(_modules)
     return self
 
   def violations(self) -> list[str]:
-    """What the run changed (empty if nothing), most telling first; at most a few."""
+    """What the run changed (empty if nothing), most telling first; at most a few.
+
+    The common case, nothing moved, runs in this one function's loop: each further function
+    or comprehension a forked run executes for the first time copies a page of bytecode
+    (CPython 3.11 writes its adaptive counters), and this check runs in every run.
+    """
+    if not _TAGS:
+      return self._describe(range(len(self._dicts)), True)
+    moved, index, values = [], 0, self._tag_values
+    for tag in self._tags:
+      if tag.value != values[index]:
+        moved.append(index)
+      index += 1
+    swapped = self._registry.value != self._registry_value  # a module loaded, or swapped
+    if moved or swapped or sys.gettrace() is not None or sys.getprofile() is not None:
+      return self._describe(moved, swapped)
+    return []
+
+  def _describe(self, candidates, swapped: bool) -> list[str]:
+    """Names what changed among the dicts at `candidates`, in sys.modules and in the hooks."""
     found = []
-    for index, written in self._moved():
+    for index in candidates:
       label, namespace, saved = self._labels[index], self._dicts[index], self._saved[index]
       changed = self._changed_names(label, namespace, saved)
       if changed:
         found.append(f"{label}.{changed[0]}")
-      elif written and label not in _VOLATILE and _identical(namespace, saved):
-        found.append(f"{label} (patched, then put back)")
+      elif _TAGS and label not in _VOLATILE and _identical(namespace, saved):
+        found.append(f"{label} (patched, then put back)")  # its tag moved: it was written
       if len(found) >= 3:
         break
-    if self._registry is None or self._registry.changed():  # else no module was swapped
+    if swapped:
       found += [f"sys.modules[{name!r}]" for name, module in self._modules.items()
                 if _modules.get(name) is not module][:3]
     if sys.gettrace() is not None or sys.getprofile() is not None:
       found.append("a trace or profile hook")
     return found
-
-  def _moved(self) -> list[tuple[int, bool]]:
-    """(index, whether its tag moved) of each dict that may have changed."""
-    if not _TAGS:
-      return [(index, False) for index in range(len(self._dicts))]
-    moved, offset = [], 0
-    for versions in self._versions:
-      written = versions.written()
-      moved += [(offset + i, True) for i, w in enumerate(written) if w]
-      offset += len(written)
-    return moved
 
   @staticmethod
   def _changed_names(label: str, namespace: dict, saved: dict) -> list[str]:
