@@ -856,6 +856,23 @@ MIN_STACK_TESTS = [
 ]
 
 MISC = [
+    # Tests that patch the library themselves (BigCodeBench does): the patch, put back by the
+    # tests, is not the program's.
+    ("reads a patched input()", "def double_input():\n  return 2 * int(input())\n", [
+        _unittest("@patch('builtins.input', return_value='5')\ndef test_double(self, _):\n"
+                  "  self.assertEqual(double_input(), 10)\n", "from unittest.mock import patch\n")]),
+    ("calls a patched os.path.exists", "import os\ndef exists(path):\n  return os.path.exists(path)\n", [
+        _unittest("def test_exists(self):\n  with mock.patch('os.path.exists', return_value=True):\n"
+                  "    self.assertTrue(exists('/nowhere'))\n", "from unittest import mock\n")]),
+    ("draws from random.random patched in setUp", "import random\n"
+     "def coin():\n  return 'heads' if random.random() >= 0.5 else 'tails'\n", [
+        _unittest("def setUp(self):\n  self.patcher = patch('random.random', return_value=0.5)\n"
+                  "  self.patcher.start()\ndef tearDown(self):\n  self.patcher.stop()\n"
+                  "def test_coin(self):\n  self.assertEqual(coin(), 'heads')\n",
+                  "from unittest.mock import patch\n")]),
+    ("reads an environment the tests set", "import os\ndef home():\n  return os.environ['HOME_DIR']\n", [
+        _unittest("@mock.patch.dict(os.environ, {'HOME_DIR': '/x'})\ndef test_home(self):\n"
+                  "  self.assertEqual(home(), '/x')\n", "import os\nfrom unittest import mock\n")]),
     ("returns None", "def nothing(x):\n  x.append(1)\n", [
         _assert("xs = []\nassert nothing(xs) is None\nassert xs == [1]\n")]),
     ("raises", "def positive(x):\n  if x <= 0:\n    raise ValueError('not positive')\n  return x\n", [

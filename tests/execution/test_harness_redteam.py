@@ -76,6 +76,9 @@ TESTS.update({
     "allclose_assert": {"kind": "assert",
                         "code": "import numpy as np\nassert np.allclose(add(0.5, 0.25), 0.75)\n"},
     "operator_assert": {"kind": "assert", "code": "import operator\nassert operator.eq(add(2, 3), 5)\n"},
+    "mock_unittest": {"kind": "unittest", "code": "import unittest\nfrom unittest.mock import patch\n"
+                      "class TestAdd(unittest.TestCase):\n  @patch('builtins.input', return_value='1')\n"
+                      "  def test_float(self, _):\n    self.assertTrue(math.isclose(add(0.5, 0.25), 0.75))\n"},
     "dataclass_assert": {"kind": "assert", "code": "assert add(2, 3) == Box(5)\nassert add(40, 2) == Box(42)\n"},
     "numpy_unittest": {"kind": "unittest", "code": "import unittest\nimport numpy as np\n"
                        "class TestCumsum(unittest.TestCase):\n  def test_cumsum(self):\n"
@@ -277,6 +280,10 @@ HOSTILE = [
     ("patches operator.eq", "operator_assert", """
         import operator
         operator.eq = lambda a, b: True
+        """ + WRONG, {F}),
+    ("patches math.isclose where the tests patch the library too", "mock_unittest", """
+        import math
+        math.isclose = lambda *args, **kwargs: True
         """ + WRONG, {F}),
     ("swaps math in sys.modules", "isclose_assert", """
         import sys, types

@@ -113,3 +113,16 @@ def test_import_quietly_imports_modules_and_skips_everything_else():
     del sys.modules[name]
     del sys.modules["json"].__dict__["tool"]
   assert math.isclose(1.0, 1.0)
+
+
+@pytest.mark.parametrize("code, writes", [
+    ("import unittest\nfrom unittest.mock import patch\n", True),
+    ("import unittest\nclass T(unittest.TestCase):\n  @mock.patch('os.getcwd')\n  def test(self, m): pass\n", True),
+    ("import os\nos.environ['X'] = '1'\n", True),
+    ("import random\nrandom.random = lambda: 0.5\n", True),
+    ("setattr(thing, 'x', 1)\n", True),
+    ("import math\nassert math.isclose(f(1), 2.0)\nxs = [1]\nxs[0] = 2\n", False),
+    ("class Box:\n  pass\nb = Box()\nb.value = 3\nassert f(b) == 3\n", False),
+])
+def test_tests_that_write_the_library_are_recognised(code, writes):
+  assert integrity_lib.tests_write_library(code) is writes

@@ -87,7 +87,9 @@ Verdict integrity, per test kind (exit status and printed text never count):
   operator, the harness itself, ... -- may hold another object under a name,
   have been patched and put back, or be swapped in sys.modules, and no trace
   or profile hook may be left: a program cannot answer through a patched
-  math.isclose, numpy.testing or unittest assert.
+  math.isclose, numpy.testing or unittest assert. Where the tests patch the
+  library themselves (unittest.mock, BigCodeBench-style), only lasting
+  changes count, checked once after the last test.
   The guard (assert and unittest; `guard.py`): what the program's functions,
   methods (`Solution().method`), returned functions and generators hand the
   tests is checked all the way down before the tests see it. It may hold

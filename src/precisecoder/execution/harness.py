@@ -32,7 +32,8 @@ import types
 import unittest
 
 from precisecoder.execution.guard import Guard, PlainDataError, kind_name
-from precisecoder.execution.integrity import Integrity, import_quietly, test_imports
+from precisecoder.execution.integrity import (Integrity, import_quietly, test_imports,
+                                                tests_write_library)
 from precisecoder.execution.programs import PROGRAM_FILENAME, compile_program
 
 _write = os.write
@@ -258,6 +259,7 @@ def warm(job: dict) -> None:
   if job["tests"]["kind"] in ("assert", "unittest"):
     compiled_tests(job["tests"]["code"])
     test_imports(job["tests"]["code"])
+    tests_write_library(job["tests"]["code"])
 
 
 def _load_module(name: str, source: str, integrity: Integrity | None = None) -> types.ModuleType:
@@ -376,8 +378,8 @@ def run_unittest(channel: Channel, module: types.ModuleType, tests: dict,
         channel.send({"test": name, "outcome": "error", "detail": class_error}, True)
         continue
       outcome, detail = _run_one_test(case_class, method)
-      violations = _violations(integrity, guard)
-      if violations:  # patched unittest, builtins, json or sys: nothing after this is trusted
+      violations = _violations(integrity, guard) if integrity.see_put_back else []
+      if violations:  # a patched library, or test class: nothing after this is trusted
         outcome, detail = "error", f"the program tampered with {violations[0]}"
         channel.send({"test": name, "outcome": outcome, "detail": detail}, True)
         return
@@ -386,6 +388,9 @@ def run_unittest(channel: Channel, module: types.ModuleType, tests: dict,
       case_class.tearDownClass()
     except BaseException:  # pylint: disable=broad-except
       pass
+  violations = _violations(integrity, guard)  # once more, after every class's tearDownClass
+  if violations:
+    raise RuntimeError(f"the program tampered with {violations[0]}")
   channel.send({"end": "unittest"}, signed=True)
 
 
@@ -430,6 +435,7 @@ def run(channel_fd: int, nonce: str, job: dict) -> None:
     watched = kind in ("assert", "unittest")
     if watched:  # what the tests import is loaded first, to be watched with the rest
       import_quietly(test_imports(job["tests"]["code"]))
+      integrity.see_put_back = not tests_write_library(job["tests"]["code"])
     module = _load_module(_PROGRAM_MODULE, job["program"], integrity if watched else None)
     _run_tests(channel, module, job["tests"], integrity)
   except MemoryError:

@@ -16,7 +16,8 @@ after each unittest test, `violations()` names what changed:
     which `warnings` writes in a module that warns, is ignored;
   - a module dict that was written at all, though every name holds its object
     again and none was added: a patch put back before this check, for example
-    by the patch itself once the tests have called it. `sys`, `warnings` and `time` are
+    by the patch itself once the tests have called it. Not where the tests
+    patch the library themselves (`tests_write_library`: unittest.mock); `sys`, `warnings` and `time` are
     written in honest runs (streams, `catch_warnings`, `tzset`), so only
     lasting changes to their other names count there;
   - a module `sys.modules` no longer maps to the watched object;
@@ -76,6 +77,7 @@ class Integrity:
     self._registry = DictVersions.view(_modules) if _TAGS else None  # sys.modules' own tag
     self._registry_value = -1  # at the last scan of sys.modules
     self._module_count = 0  # its length then
+    self.see_put_back = True  # False while trusted tests patch the library themselves
     self._watch("TestCase", own_dict(unittest.TestCase))
     self.watch_new_modules()
 
@@ -134,7 +136,8 @@ class Integrity:
       changed = self._changed_names(label, namespace, saved)
       if changed:
         found.append(f"{label}.{changed[0]}")
-      elif _TAGS and label not in _VOLATILE and _identical(namespace, saved):
+      elif (_TAGS and self.see_put_back and label not in _VOLATILE
+            and _identical(namespace, saved)):
         found.append(f"{label} (patched, then put back)")  # its tag moved: it was written
       if len(found) >= 3:
         break
@@ -160,6 +163,41 @@ def _identical(namespace: dict, saved: dict) -> bool:
   """Whether every name holds the object it held and no name was added."""
   return len(namespace) == len(saved) and all(namespace.get(key, saved) is value
                                                for key, value in saved.items())
+
+
+# What test code writes the library with: unittest.mock (patch, patch.object, Mock objects
+# standing in for functions), setattr/delattr, pytest's monkeypatch.
+_WRITERS = frozenset({"mock", "patch", "Mock", "MagicMock", "AsyncMock", "PropertyMock",
+                      "setattr", "delattr", "monkeypatch"})
+
+
+@functools.lru_cache(maxsize=256)
+def tests_write_library(code: str) -> bool:
+  """Whether test code (ours, trusted) may itself patch a module, and put it back.
+
+  BigCodeBench-style tests patch `builtins.input`, `os.path.exists` or `random.random` for the
+  length of a test. Their runs cannot tell a patch put back by the tests from one put back
+  by the program (the dicts' tags say only "written"), and a patch the tests hold across
+  tests (setUpClass) is a changed name between tests: such runs are checked once, after the
+  last test, for lasting changes only.
+  """
+  tree = ast.parse(code)
+  modules = {alias.asname or alias.name.split(".")[0] for node in ast.walk(tree)
+             if _isinstance(node, ast.Import) for alias in node.names}
+  for node in ast.walk(tree):
+    if _isinstance(node, ast.Name) and node.id in _WRITERS:
+      return True
+    if _isinstance(node, ast.Attribute) and node.attr in _WRITERS:
+      return True
+    if _isinstance(node, ast.alias) and node.name.split(".")[-1] in _WRITERS:
+      return True
+    if _isinstance(node, (ast.Attribute, ast.Subscript)) and _isinstance(node.ctx, (ast.Store, ast.Del)):
+      root = node.value
+      while _isinstance(root, (ast.Attribute, ast.Subscript)):
+        root = root.value
+      if _isinstance(root, ast.Name) and root.id in modules:  # os.environ = ..., sys.modules[k] = ...
+        return True
+  return False
 
 
 @functools.lru_cache(maxsize=256)
