@@ -16,10 +16,11 @@ after each unittest test, `violations()` names what changed:
     which `warnings` writes in a module that warns, is ignored;
   - a module dict that was written at all, though every name holds its object
     again and none was added: a patch put back before this check, for example
-    by the patch itself once the tests have called it. Not where the tests
-    patch the library themselves (`tests_write_library`: unittest.mock); `sys`, `warnings` and `time` are
-    written in honest runs (streams, `catch_warnings`, `tzset`), so only
-    lasting changes to their other names count there;
+    by the patch itself once the tests have called it. `sys`, `warnings` and
+    `time` are written in honest runs (streams, `catch_warnings`, `tzset`), so
+    only lasting changes to their other names count there; and where the tests
+    patch the library themselves (unittest.mock, `tests_write_library`), only
+    lasting changes count anywhere, checked once after the last test;
   - a module `sys.modules` no longer maps to the watched object;
   - a trace or profile hook left installed.
 
@@ -30,10 +31,9 @@ tags (CPython 3.14+), every dict is compared and a patch put back is not seen.
 
 Not caught: a patch put back in a module that also gained a name during the
 run (the tag cannot tell the two writes apart); a name the tests use that
-held None; a program that plants a
-module for a library's own lazy import of a module nothing had loaded; an
-object the program binds in its namespace that the tests then use under a
-module's name without importing it.
+held None; a program that plants a module for a library's own lazy import of
+a module nothing had loaded; an object the program binds in its namespace
+that the tests then use under a module's name without importing it.
 """
 
 from __future__ import annotations
@@ -248,16 +248,16 @@ def _dotted(node) -> list[str] | None:
 
 def import_quietly(names: tuple[str, ...]) -> None:
   """Imports each name that is a module; anything else (a function, a missing module) is left
-  for the tests to meet. Names come parents first (`test_imports`), so a name whose parent is
-  not a package, or is one whose attribute of that name is no module, is skipped without asking
-  the import system, which costs a search of the path."""
+  for the tests to meet. A name whose parent is loaded but is no package, or has an attribute
+  of that name that is no module (`math.isclose`), is skipped without asking the import
+  system, which would search the path."""
   for name in names:
     if name in _modules:
       continue
     parent, _, attribute = name.rpartition(".")
-    if parent:
-      owner = _modules.get(parent)
-      if owner is None or not _hasattr(owner, "__path__"):
+    owner = _modules.get(parent) if parent else None
+    if owner is not None:
+      if not _hasattr(owner, "__path__"):
         continue
       try:
         value = _getattr(owner, attribute, None)
