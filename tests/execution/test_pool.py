@@ -169,11 +169,14 @@ def test_assert_literals_stay_in_the_pool():
   code = ("def check(candidate):\n  assert candidate(1) == (1, 2), 'msg'\n"
           "  assert [3] != candidate(2)\n  assert candidate(3) is None\n"
           "  assert abs(candidate(4) - 0.5) < 1e-6\ncheck(f)\n")
-  child_code, checks, reached = judge.hide_expected_literals(code)
-  assert checks == [("==", (1, 2)), ("!=", [3]), ("is", None)]
-  assert reached == {0, 1, 2}
-  assert "(1, 2)" not in child_code and "[3]" not in child_code
-  assert "0.5" in child_code  # not a literal comparison: it runs in the child unchanged
+  child_code, checks, reached = judge.hide_expected_literals(
+      code.replace("check(f)\n", "  assert candidate(5) > 2.5\n  assert not candidate(6)\ncheck(f)\n"))
+  assert checks == [("==", (1, 2)), ("!=", [3]), ("is", None), ("near<", (0.5, 1e-6, False)),
+                    ("falsy", None)]
+  assert reached == {0, 1, 2, 3, 4}
+  for literal in ("(1, 2)", "[3]", "0.5", "1e-06", "not"):
+    assert literal not in child_code
+  assert "2.5" in child_code  # not a comparison the pool holds: it runs in the child unchanged
 
 
 @pytest.mark.parametrize("code, reached", [
@@ -202,6 +205,32 @@ def test_a_run_that_skips_a_reached_assert_fails():
   run["channel"] = channel.replace('"expects": 0', '"expects": 1') + "\n" + json.dumps(
       {"expect": 0, "value": 2, **signed})
   assert judge.judge(expected, [run], FAST).passed
+
+
+@pytest.mark.parametrize("program, passes", [
+    ("def f(x):\n  return x / 4\n", True),
+    ("def f(x):\n  return x / 4 + 1e-3\n", False),
+    ("import fractions\ndef f(x):\n  return fractions.Fraction(x, 4)\n", True),
+    ("import decimal\ndef f(x):\n  return decimal.Decimal(x) / 4\n", False),  # Decimal - float raises
+    ("def f(x):\n  return str(x / 4)\n", False),
+    ("def abs(x):\n  return 0\ndef f(x):\n  return 99.0\n", False),  # its own abs is not asked
+])
+def test_tolerance_asserts_are_computed_in_the_pool(pool, program, passes):
+  code = "assert abs(f(2) - 0.5) < 1e-6\nassert math.fabs(0.25 - f(1)) <= 1e-9\n"
+  result = pool.run([Job("import math\n" + program, {"kind": "assert", "code": code}, FAST)])[0]
+  assert result.passed == passes, result
+
+
+@pytest.mark.parametrize("program, passes", [
+    ("def f(x):\n  return x > 2\n", True),
+    ("def f(x):\n  return [0] * (x - 1)\n", True),  # truthiness of a list, as in the child
+    ("class Box:\n  pass\ndef f(x):\n  return Box() if x > 2 else None\n", True),  # not plain data
+    ("def f(x):\n  return True\n", False),
+])
+def test_truth_asserts_are_judged_in_the_pool(pool, program, passes):
+  code = "assert f(3)\nassert not f(1)\n"
+  result = pool.run([Job(program, {"kind": "assert", "code": code}, FAST)])[0]
+  assert result.passed == passes, result
 
 
 @pytest.mark.parametrize("body, passes", [

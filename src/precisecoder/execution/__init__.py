@@ -55,9 +55,12 @@ Verdict integrity, per test kind (exit status and printed text never count):
   * io: GUARANTEED. Expected output never leaves the pool; the pool compares the
     captured stdout (trailing white space ignored) and requires exit status 0.
   * assert: asserts of the form `assert EXPR == LITERAL` (also `!=`,
-    `is None/True/False`, either side) are rewritten before they reach the
-    child: the child reports EXPR's value, exactly typed, and the pool compares
-    it with LITERAL, which the child never sees. For those asserts, reading the
+    `is None/True/False`, either side), `assert abs(EXPR - NUMBER) < NUMBER`
+    (also `<=`, `math.fabs`, either order) and `assert EXPR` / `assert not
+    EXPR` are rewritten before they reach the child: the child reports EXPR's
+    value, exactly typed, and the pool compares it with LITERAL, measures the
+    distance, or takes its truth (the child cannot tell which), none of which
+    the child sees. For those asserts, reading the
     caller's frames, code constants or `gc.get_objects()` finds nothing, and
     AlwaysEqual objects fail (reported values must be plain built-in data;
     numpy scalars and stdlib dicts count as the Python values they equal,

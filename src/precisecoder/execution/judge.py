@@ -16,6 +16,7 @@ import decimal
 import fractions
 import functools
 import json
+import math
 import signal
 from typing import Any, Mapping
 
@@ -96,22 +97,68 @@ class _AssertRewriter(ast.NodeTransformer):
   visit_AsyncFunctionDef = visit_FunctionDef
 
   def visit_Assert(self, node):  # pylint: disable=invalid-name
-    test = node.test
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
-            and type(test.ops[0]) in _OPERATORS):
+    held = _comparison(node.test) or _tolerance(node.test) or _truth(node.test)
+    if held is None:
       return node
-    operator = _OPERATORS[type(test.ops[0])]
-    (left_literal, left), (right_literal, right) = (_literal(test.left),
-                                                    _literal(test.comparators[0]))
-    if left_literal == right_literal:
-      return node
-    expression, literal = (test.comparators[0], left) if left_literal else (test.left, right)
-    if operator in ("is", "is not") and literal not in (None, True, False):
-      return node
+    expression, operator, literal = held
     self.checks.append((operator, literal))
     call = ast.Call(ast.Name(EXPECT_NAME, ast.Load()),
                     [ast.Constant(len(self.checks) - 1), expression], [])
     return ast.copy_location(ast.Expr(call), node)
+
+
+def _comparison(test: ast.expr) -> tuple[ast.expr, str, Any] | None:
+  """`X == LITERAL` (also !=, is None/True/False; either side) -> (X, operator, LITERAL)."""
+  if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in _OPERATORS):
+    return None
+  operator = _OPERATORS[type(test.ops[0])]
+  (left_literal, left), (right_literal, right) = _literal(test.left), _literal(test.comparators[0])
+  if left_literal == right_literal:
+    return None
+  expression, literal = (test.comparators[0], left) if left_literal else (test.left, right)
+  if operator in ("is", "is not") and literal not in (None, True, False):
+    return None
+  return expression, operator, literal
+
+
+def _number(node: ast.expr) -> tuple[bool, Any]:
+  known, value = _literal(node)
+  return known and type(value) in (int, float), value  # pylint: disable=unidiomatic-typecheck
+
+
+def _tolerance(test: ast.expr) -> tuple[ast.expr, str, Any] | None:
+  """`abs(X - A) < T` (also <=, math.fabs, A - X) with A and T numbers -> (X, "near<", (A, T)).
+
+  The pool computes the distance with the real abs: in the child, `abs` is looked up in the
+  namespace the program shares."""
+  if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+          and isinstance(test.ops[0], (ast.Lt, ast.LtE))):
+    return None
+  call, (is_number, tolerance) = test.left, _number(test.comparators[0])
+  if not (is_number and isinstance(call, ast.Call) and len(call.args) == 1 and not call.keywords
+          and ast.unparse(call.func) in ("abs", "math.fabs")
+          and isinstance(call.args[0], ast.BinOp) and isinstance(call.args[0].op, ast.Sub)):
+    return None
+  difference = call.args[0]
+  (left_number, left), (right_number, right) = _number(difference.left), _number(difference.right)
+  if left_number == right_number:
+    return None
+  expression, centre = (difference.right, left) if left_number else (difference.left, right)
+  operator = "near<" if isinstance(test.ops[0], ast.Lt) else "near<="
+  return expression, operator, (centre, tolerance, ast.unparse(call.func) == "math.fabs")
+
+
+def _truth(test: ast.expr) -> tuple[ast.expr, str, Any] | None:
+  """`assert X` / `assert not X` (X a call, name, attribute or subscript) -> (X, "truthy"/"falsy").
+
+  The child code shows the same report call either way, so a program that forges reports does
+  not learn which answer an index wants."""
+  operator = "truthy"
+  if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+    test, operator = test.operand, "falsy"
+  if not isinstance(test, (ast.Call, ast.Name, ast.Attribute, ast.Subscript)):
+    return None
+  return test, operator, None
 
 
 def hide_expected_literals(code: str) -> tuple[str, list[tuple[str, Any]], frozenset[int]]:
@@ -223,6 +270,14 @@ def decode_tagged(value: Any) -> Any:
   return value
 
 
+def _wanted(operator: str, literal: Any) -> str:
+  if operator in ("truthy", "falsy"):
+    return "a true value" if operator == "truthy" else "a false value"
+  if operator.startswith("near"):
+    return f"within {literal[1]!r} of {literal[0]!r}"
+  return f"{operator} {literal!r:.200}"
+
+
 def _holds(operator: str, value: Any, literal: Any) -> bool:
   if operator == "==":
     return value == literal
@@ -230,7 +285,15 @@ def _holds(operator: str, value: Any, literal: Any) -> bool:
     return value != literal
   if operator == "is":
     return value is literal
-  return value is not literal
+  if operator == "is not":
+    return value is not literal
+  if operator in ("truthy", "falsy"):
+    return bool(value) is (operator == "truthy")
+  # Decoded values are plain Python data, so the arithmetic is Python's own, and it raises
+  # (str - float, Decimal - float, a huge int) exactly where the child's would have.
+  centre, tolerance, fabs = literal
+  distance = math.fabs(value - centre) if fabs else abs(value - centre)
+  return distance < tolerance if operator == "near<" else distance <= tolerance
 
 
 def _records(run: Mapping[str, Any]) -> list[dict]:
@@ -324,14 +387,21 @@ def judge(expected: Expected, runs: list[Mapping[str, Any]], limits: Limits) -> 
         return result(Status.FAIL, f"unknown expectation {k!r}")
       seen.add(k)
       operator, literal = expected.checks[k]
+      if "value" not in record:  # not plain data: the child could report only its truth
+        truth = record.get("truthy")
+        if operator not in ("truthy", "falsy") or type(truth) is not bool:  # pylint: disable=unidiomatic-typecheck
+          return result(Status.FAIL, f"assert #{k}: {record.get('error', 'no value')!s:.300}")
+        if truth is not (operator == "truthy"):
+          return result(Status.FAIL, f"assert #{k} failed: got a value that is {truth}")
+        continue
       try:
-        value = decode_tagged(record.get("value"))
+        value = decode_tagged(record["value"])
         holds = _holds(operator, value, literal)
-      except (ValueError, TypeError):
+      except (ValueError, TypeError, ArithmeticError):
         return result(Status.FAIL, f"assert #{k}: unreadable value")
       if not holds:
         return result(Status.FAIL, f"assert #{k} failed: got {value!r:.200}, "
-                      f"expected {operator} {literal!r:.200}")
+                      f"expected {_wanted(operator, literal)}")
     end = next((r for r in records if r.get("end") == "assert" and _signed(r, last)), None)
     if end is not None:
       if end.get("expects") != reported:
