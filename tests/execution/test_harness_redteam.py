@@ -248,6 +248,20 @@ HOSTILE = [
           return 0.0
         """, {F}),
     # The library the tests call: patched, swapped in sys.modules, or patched and put back.
+    ("shadows abs for the tests, which share its namespace", "float_assert", """
+        def abs(x):
+          return 0.0
+        def add(a, b):
+          return 0.0
+        """, {F}),
+    ("signs a forged report for a tolerance assert", "float_assert", """
+        import gc, os
+        channel = next(o for o in gc.get_objects() if type(o).__name__ == 'Channel')
+        channel.send({"expect": 0, "value": {"f": "0.0"}}, signed=True)
+        channel.send({"end": "assert", "expects": 1}, signed=True)
+        channel.flush()
+        os._exit(0)
+        """, {F}),
     ("patches math.isclose", "isclose_assert", """
         import math
         math.isclose = lambda *args, **kwargs: True
