@@ -69,6 +69,7 @@ TESTS.update({
     "inplace_assert": {"kind": "assert",
                        "code": "xs = [3, 1, 2]\nsort_in_place(xs)\nwant = [1, 2, 3]\nassert xs == want\n"},
     "float_assert": {"kind": "assert", "code": "assert abs(add(0.5, 0.25) - 0.75) < 1e-9\n"},
+    "len_assert": {"kind": "assert", "code": "assert len('x' * add(2, 3)) == 5\n"},
     "isclose_assert": {"kind": "assert",
                        "code": "import math\nassert math.isclose(add(0.5, 0.25), 0.75)\n"},
     "from_isclose_assert": {"kind": "assert",
@@ -211,18 +212,16 @@ HOSTILE = [
         """, {F}),
     # Patch, then put back before the end-of-run check: the check must see that builtins,
     # unittest or json were written at all, not only what they hold at the end.
-    ("patches builtins.abs and restores it from the patch", "float_assert", """
+    ("patches builtins.len and restores it from the patch", "len_assert", """
         import builtins
         def patch(real):  # the original kept in a closure, where nothing wraps it
           def fake(x):
-            builtins.abs = real
-            return 0.0
-          builtins.abs = fake
-        patch(builtins.abs)
+            builtins.len = real
+            return 5
+          builtins.len = fake
+        patch(builtins.len)
         del patch
-        def add(a, b):
-          return 0.0
-        """, {F}),
+        """ + WRONG, {F}),
     ("patches assertAlmostEqual and restores it from the patch", "unittest_float", """
         import unittest
         def patch(real):
@@ -234,19 +233,17 @@ HOSTILE = [
         def add(a, b):
           return 0.0
         """, {F}),
-    ("deletes a builtin and puts it back", "float_assert", """
+    ("deletes a builtin and puts it back", "len_assert", """
         import builtins
         def patch(real):
           def fake(x):
-            builtins.abs = real
-            return 0.0
-          del builtins.abs
-          builtins.abs = fake
-        patch(builtins.abs)
+            builtins.len = real
+            return 5
+          del builtins.len
+          builtins.len = fake
+        patch(builtins.len)
         del patch
-        def add(a, b):
-          return 0.0
-        """, {F}),
+        """ + WRONG, {F}),
     # The library the tests call: patched, swapped in sys.modules, or patched and put back.
     ("shadows abs for the tests, which share its namespace", "float_assert", """
         def abs(x):
