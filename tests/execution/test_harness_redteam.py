@@ -398,6 +398,15 @@ HOSTILE = [
         channel.flush()
         os._exit(0)
         """, {F}),
+    ("signs forged ok records for every unittest test", "unittest", """
+        import gc, os
+        channel = next(o for o in gc.get_objects() if type(o).__name__ == 'Channel')
+        for test in ('TestAdd.test_small', 'TestAdd.test_large'):
+          channel.send({"test": test, "outcome": "ok", "detail": ""}, signed=True)
+        channel.send({"end": "unittest", "expects": 0}, signed=True)
+        channel.flush()
+        os._exit(0)
+        """, {F}),
     ("forges records on every fd", "assert", """
         import os, json
         lines = [{"end": "assert"}, {"end": "assert", "nonce": "0" * 32},

@@ -193,6 +193,43 @@ def test_the_asserts_every_run_reaches(code, reached):
   assert judge.hide_expected_literals(code)[2] == reached
 
 
+def test_unittest_checks_with_literals_are_held_and_reached_unless_skipped():
+  code = ("import unittest\nclass T(unittest.TestCase):\n  def test_a(self):\n"
+          "    self.assertEqual(f(1), 2)\n    self.assertTrue(f(2), msg='m')\n"
+          "    self.assertAlmostEqual(0.5, g(1), delta=0.01)\n    self.assertIsNone(h())\n"
+          "    self.assertEqual(f(1), f(2))\n    for i in range(3):\n      self.assertEqual(f(i), 2)\n"
+          "  @unittest.skip('later')\n  def test_b(self):\n    self.assertEqual(f(1), 2)\n"
+          "  def test_c(self):\n    if f(0):\n      self.skipTest('no')\n    self.assertEqual(f(3), 4)\n")
+  child_code, checks, reached = judge.hide_expected_literals(code, ["T"])
+  assert checks == [("==", 2), ("truthy", None), ("almost", (0.5, 7, 0.01)), ("is", None),
+                    ("==", 2), ("==", 2), ("==", 4)]
+  assert reached == {0, 1, 2, 3}  # not in a loop, a skipped test, or one that may skip itself
+  assert "self.assertEqual(f(1), f(2))" in child_code and "0.01" not in child_code
+
+
+@pytest.mark.parametrize("program, passes", [
+    ("def f(x):\n  return x + 1\ndef g(x):\n  return x / 2 + 1e-9\n", True),
+    ("def f(x):\n  return x + 2\ndef g(x):\n  return x / 2\n", False),
+    ("def f(x):\n  return x + 1\ndef g(x):\n  return x / 2 + 1e-6\n", False),  # 7 places
+    ("import numpy as np\ndef f(x):\n  return np.int64(x + 1)\ndef g(x):\n  return np.float64(x / 2)\n", True),
+])
+def test_unittest_held_checks_keep_unittest_semantics(pool, program, passes):
+  code = ("import unittest\nclass T(unittest.TestCase):\n  def test_a(self):\n"
+          "    self.assertEqual(f(1), 2)\n    self.assertAlmostEqual(g(1), 0.5)\n"
+          "    self.assertTrue(f(0))\n    self.assertIsNotNone(f(2))\n")
+  result = pool.run([Job(program, {"kind": "unittest", "code": code}, FAST)])[0]
+  assert result.passed == passes, result
+
+
+@pytest.mark.parametrize("program, passes", [
+    ("def f():\n  return True\n", True),
+    ("import numpy as np\ndef f():\n  return np.True_\n", False),  # equal to True, not True
+])
+def test_is_true_needs_the_singleton(pool, program, passes):
+  tests = {"kind": "assert", "code": "assert f() is True\nassert f() == True\n"}
+  assert pool.run([Job(program, tests, FAST)])[0].passed == passes
+
+
 def test_a_run_that_skips_a_reached_assert_fails():
   code = "def check(c):\n  assert c(1) == 2\ncheck(f)\n"
   child_code, expected = judge.split({"kind": "assert", "code": code})

@@ -80,7 +80,13 @@ Verdict integrity, per test kind (exit status and printed text never count):
     of such asserts are GUARANTEED like call tests.
   * unittest: the test code must run beside the program. The pool derives the
     expected test set from the test code's AST and requires exactly that set of
-    "ok" records plus the end record, all signed with the nonce. The harness
+    "ok" records plus the end record, all signed with the nonce. Checks against
+    literals -- `self.assertEqual(EXPR, LITERAL)`, `assertNotEqual`, `assertIs`,
+    `assertIsNot`, `assertTrue`, `assertFalse`, `assertIsNone`,
+    `assertIsNotNone`, `assertAlmostEqual(EXPR, NUMBER[, places|delta])` -- are
+    held by the pool as asserts are, and those at the top level of a test that
+    cannot skip or return early must be reported: forged "ok" records do not
+    pass them. The harness
     runs setUp/test/tearDown itself (unittest's runner and result objects are
     not used) and checks after every test that the tests' own classes are as
     they were before the program ran.
@@ -114,7 +120,7 @@ Verdict integrity, per test kind (exit status and printed text never count):
   NOT guaranteed for assert and unittest: the program runs in the same
   interpreter as the harness, so a program that deliberately rewrites the
   harness in memory (ctypes, or finding the nonce through gc and forging the
-  records of unittest tests and of asserts the pool does not hold, or
+  records of checks the pool does not hold or that a run need not reach, or
   compiling its own __eq__ under a library file's name) can forge a pass,
   as can one that fools integrity.py in the ways its docstring lists, hides
   a forgery deeper than one level inside a library object or beyond the first 128 objects of a large argument, mutates a

@@ -133,8 +133,8 @@ def to_tagged(value, depth: int = 0):
   scalar = _numpy_scalar(value)
   if scalar is None:
     scalar = _base_value(value, kind)
-  if scalar is not None:
-    return to_tagged(scalar, depth)
+  if scalar is not None:  # equal to the value it holds, but no singleton: `is True` fails
+    return {"v": to_tagged(scalar, depth)}
   raise PlainDataError(f"a {kind_name(value)} is not plain data")
 
 
@@ -198,7 +198,8 @@ _REHEARSAL_TESTS = (
     {"kind": "assert", "code": "__precisecoder_expect__(0, f(1))\nassert f(1) > 1\n"},
     {"kind": "unittest", "classes": ["Rehearsal"],
      "code": "import unittest\nclass Rehearsal(unittest.TestCase):\n"
-             "  def test_f(self):\n    self.assertEqual(f(1), 2)\n"})
+             "  def test_f(self, *, __precisecoder_expect__=__precisecoder_expect__):\n"
+             "    __precisecoder_expect__(0, f(1))\n    self.assertGreater(f(1), 1)\n"})
 _PROGRAM_MODULE = "__precisecoder_program__"
 
 
@@ -322,22 +323,29 @@ def run_assert(channel: Channel, module: types.ModuleType, tests: dict,
                integrity: Integrity) -> None:
   namespace = module.__dict__
   guard = _guard(namespace, tests["code"])
-  reported = [0]
-
-  def expect(index, value):  # an assert the pool judges: report the value, exactly typed
-    try:
-      record = {"expect": index, "value": to_tagged(value)}
-    except PlainDataError as e:  # enough for `assert value`; any other check fails on it
-      record = {"expect": index, "truthy": bool(value), "error": str(e)}
-    channel.send(record, signed=True)
-    reported[0] += 1
-
-  namespace[EXPECT_NAME] = expect
+  reported = _install_reports(channel, namespace)
   exec(compiled_tests(tests["code"]), namespace)  # pylint: disable=exec-used
   violations = _violations(integrity, guard)
   if violations:
     raise RuntimeError(f"the program tampered with {violations[0]}")
   channel.send({"end": "assert", "expects": reported[0]}, signed=True)
+
+
+def _install_reports(channel: Channel, namespace: dict) -> list[int]:
+  """Binds the report call the pool rewrote held checks into (judge.hide_expected_literals);
+  returns the count of reports made, in a list the caller reads at the end."""
+  reported = [0]
+
+  def expect(index, value):  # a check the pool judges: report the value, exactly typed
+    try:
+      record = {"expect": index, "value": to_tagged(value)}
+    except PlainDataError as e:  # enough for a truth check; any other check fails on it
+      record = {"expect": index, "truthy": bool(value), "error": str(e)}
+    channel.send(record, signed=True)
+    reported[0] += 1
+
+  namespace[EXPECT_NAME] = expect
+  return reported
 
 
 def _guard(namespace: dict, code: str) -> Guard:
@@ -364,6 +372,7 @@ def run_unittest(channel: Channel, module: types.ModuleType, tests: dict,
                  integrity: Integrity) -> None:
   namespace = module.__dict__
   guard = _guard(namespace, tests["code"])
+  reported = _install_reports(channel, namespace)
   exec(compiled_tests(tests["code"]), namespace)  # pylint: disable=exec-used
   for class_name in tests["classes"]:
     case_class = namespace.get(class_name)
@@ -394,7 +403,7 @@ def run_unittest(channel: Channel, module: types.ModuleType, tests: dict,
   violations = _violations(integrity, guard)  # once more, after every class's tearDownClass
   if violations:
     raise RuntimeError(f"the program tampered with {violations[0]}")
-  channel.send({"end": "unittest"}, signed=True)
+  channel.send({"end": "unittest", "expects": reported[0]}, signed=True)
 
 
 def _run_one_test(case_class: type, method: str) -> tuple[str, str]:

@@ -18,7 +18,7 @@ import functools
 import json
 import math
 import signal
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from precisecoder.execution import specs
 # InvalidTests is re-exported: the pool catches judge.InvalidTests.
@@ -60,8 +60,9 @@ def split(tests: Mapping[str, Any]) -> tuple[dict, Expected]:
     return ({"kind": kind, "code": child_code},
             Expected(kind, checks=tuple(checks), required=required))
   classes, names = test_names(code)
-  return ({"kind": kind, "code": code, "classes": classes},
-          Expected(kind, test_names=frozenset(names)))
+  child_code, checks, required = hide_expected_literals(code, classes)
+  return ({"kind": kind, "code": child_code, "classes": classes},
+          Expected(kind, test_names=frozenset(names), checks=tuple(checks), required=required))
 
 
 def _round_trip(value: Any) -> Any:
@@ -161,24 +162,116 @@ def _truth(test: ast.expr) -> tuple[ast.expr, str, Any] | None:
   return test, operator, None
 
 
-def hide_expected_literals(code: str) -> tuple[str, list[tuple[str, Any]], frozenset[int]]:
-  """Assert-kind test code without its expected literals, those literals, and which of them
-  every run reaches.
+def hide_expected_literals(code: str, classes: Sequence[str] | None = None
+                           ) -> tuple[str, list[tuple[str, Any]], frozenset[int]]:
+  """Test code without its expected literals, those literals, and which of them every run
+  reaches. `classes`: the code is unittest code with these TestCase classes.
 
   Each `assert EXPR == LITERAL` (also `!=`, `is None/True/False`, either
-  side) becomes a call that reports EXPR's value; the pool compares it with
-  LITERAL, which never enters the child, so reading the caller's frame or
-  constants finds nothing. Other asserts run unchanged in the child.
+  side; a tolerance; a truth) becomes a call that reports EXPR's value; the
+  pool compares it with LITERAL, which never enters the child, so reading the
+  caller's frame or constants finds nothing. In unittest code so do
+  `self.assertEqual(EXPR, LITERAL)` and its kin (`_UNITTEST_CHECKS`). Other
+  asserts run unchanged in the child.
   """
   try:
     tree = ast.parse(code)
   except SyntaxError:
     return code, [], frozenset()  # the child reports the syntax error as a failure
-  rewriter = _AssertRewriter()
+  rewriter = _AssertRewriter() if classes is None else _UnittestRewriter()
   tree = ast.fix_missing_locations(rewriter.visit(tree))
   if not rewriter.checks:
     return code, [], frozenset()
-  return ast.unparse(tree), rewriter.checks, _reached_checks(tree)
+  reached = _reached_checks(tree) if classes is None else _reached_in_tests(tree, classes)
+  return ast.unparse(tree), rewriter.checks, reached
+
+
+class _UnittestRewriter(_AssertRewriter):
+  """Also `self.assertEqual(EXPR, LITERAL)` and its kin -> a report of EXPR."""
+
+  def visit_Expr(self, node):  # pylint: disable=invalid-name
+    self.generic_visit(node)
+    held = _unittest_check(node.value)
+    if held is None:
+      return node
+    expression, operator, literal = held
+    self.checks.append((operator, literal))
+    call = ast.Call(ast.Name(EXPECT_NAME, ast.Load()),
+                    [ast.Constant(len(self.checks) - 1), expression], [])
+    return ast.copy_location(ast.Expr(call), node)
+
+
+def _unittest_check(call: ast.expr) -> tuple[ast.expr, str, Any] | None:
+  """`self.assertEqual(X, LITERAL)` (and `_UNITTEST_CHECKS`) -> (X, operator, literal)."""
+  if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+          and isinstance(call.func.value, ast.Name) and call.func.value.id == "self"
+          and call.func.attr in _UNITTEST_CHECKS
+          and not any(isinstance(a, ast.Starred) for a in call.args)):
+    return None
+  method, args = call.func.attr, call.args
+  keywords = {k.arg: k.value for k in call.keywords}
+  if None in keywords:  # **kwargs
+    return None
+  arity, extra = _UNITTEST_CHECKS[method]
+  if len(args) < arity or len(args) > arity + len(extra) or not set(keywords) <= set(extra):
+    return None
+  options = dict(zip(extra, args[arity:])) | keywords
+  options.pop("msg", None)
+  if method in ("assertTrue", "assertFalse", "assertIsNone", "assertIsNotNone"):
+    if options or _literal(args[0])[0]:
+      return None
+    operator = {"assertTrue": "truthy", "assertFalse": "falsy", "assertIsNone": "is",
+                "assertIsNotNone": "is not"}[method]
+    return args[0], operator, None
+  if method == "assertAlmostEqual":
+    known = [_number(node) for node in args]
+    settings = {name: _literal(node) for name, node in options.items()}
+    if known[0][0] == known[1][0] or not all(k for k, _ in settings.values()):
+      return None
+    places, delta = (settings.get(name, (True, None))[1] for name in ("places", "delta"))
+    if places is not None and delta is not None:
+      return None  # unittest refuses both: let it say so in the child
+    expression, centre = (args[1], known[0][1]) if known[0][0] else (args[0], known[1][1])
+    return expression, "almost", (centre, 7 if places is None else places, delta)
+  if options:
+    return None
+  operator = {"assertEqual": "==", "assertNotEqual": "!=", "assertIs": "is",
+              "assertIsNot": "is not"}[method]
+  return _comparison(ast.Compare(args[0], [{"==": ast.Eq(), "!=": ast.NotEq(), "is": ast.Is(),
+                                            "is not": ast.IsNot()}[operator]], [args[1]]))
+
+
+# method -> (positional arguments it compares, further arguments it takes, in order)
+_UNITTEST_CHECKS = {
+    "assertEqual": (2, ("msg",)), "assertNotEqual": (2, ("msg",)), "assertIs": (2, ("msg",)),
+    "assertIsNot": (2, ("msg",)), "assertTrue": (1, ("msg",)), "assertFalse": (1, ("msg",)),
+    "assertIsNone": (1, ("msg",)), "assertIsNotNone": (1, ("msg",)),
+    "assertAlmostEqual": (2, ("places", "msg", "delta")),
+}
+
+
+def _reached_in_tests(tree: ast.Module, classes: Sequence[str]) -> frozenset[int]:
+  """The rewritten checks at the top level of a test method that every honest run of its
+  TestCase reaches: no decorator on the class or method (skip, expectedFailure), no early
+  return, and no skip anywhere in the method or in the class's setUp/setUpClass."""
+  reached: set[int] = set()
+  for node in tree.body:
+    if not (isinstance(node, ast.ClassDef) and node.name in classes and not node.decorator_list):
+      continue
+    methods = {item.name: item for item in node.body if isinstance(item, ast.FunctionDef)}
+    if any(_skips(methods[name]) for name in ("setUp", "setUpClass") if name in methods):
+      continue
+    for name, method in methods.items():
+      if (name.startswith("test") and not method.decorator_list and not _skips(method)
+          and not _may_leave_early(method)):
+        reached |= _top_level_checks(method.body)
+  return frozenset(reached)
+
+
+def _skips(function: ast.FunctionDef) -> bool:
+  return any(isinstance(node, (ast.Name, ast.Attribute))
+             and (node.id if isinstance(node, ast.Name) else node.attr) in ("skipTest", "SkipTest", "skip")
+             for node in ast.walk(function))
 
 
 def _reached_checks(tree: ast.Module) -> frozenset[int]:
@@ -257,6 +350,8 @@ def decode_tagged(value: Any) -> Any:
       if type(numerator) is not int or type(denominator) is not int or not denominator:  # pylint: disable=unidiomatic-typecheck
         raise ValueError("not a fraction")
       return fractions.Fraction(numerator, denominator)
+    if tag == "v":  # a library scalar or a subclass, as the built-in value it equals
+      return decode_tagged(body)
     if tag == "m":
       try:
         if type(body) is str:  # pylint: disable=unidiomatic-typecheck
@@ -275,6 +370,9 @@ def _wanted(operator: str, literal: Any) -> str:
     return "a true value" if operator == "truthy" else "a false value"
   if operator.startswith("near"):
     return f"within {literal[1]!r} of {literal[0]!r}"
+  if operator == "almost":
+    centre, places, delta = literal
+    return f"{centre!r} within {delta!r}" if delta is not None else f"{centre!r} to {places} places"
   return f"{operator} {literal!r:.200}"
 
 
@@ -289,6 +387,12 @@ def _holds(operator: str, value: Any, literal: Any) -> bool:
     return value is not literal
   if operator in ("truthy", "falsy"):
     return bool(value) is (operator == "truthy")
+  if operator == "almost":  # unittest's assertAlmostEqual, with Python's arithmetic
+    centre, places, delta = literal
+    if value == centre:
+      return True
+    difference = abs(value - centre)
+    return difference <= delta if delta is not None else round(difference, places) == 0
   # Decoded values are plain Python data, so the arithmetic is Python's own, and it raises
   # (str - float, Decimal - float, a huge int) exactly where the child's would have.
   centre, tolerance, fabs = literal
@@ -376,40 +480,14 @@ def judge(expected: Expected, runs: list[Mapping[str, Any]], limits: Limits) -> 
         return result(Status.PASS)
     return result(*_abnormal(last, records, limits))
 
+  reports = _check_reports(expected, records, last)
+  if isinstance(reports, str):
+    return result(Status.FAIL, reports)
+  reported, seen = reports
   if expected.kind == "assert":
-    reported, seen = 0, set()
-    for record in records:
-      if "expect" not in record or not _signed(record, last):
-        continue
-      reported += 1
-      k = record["expect"]
-      if type(k) is not int or not 0 <= k < len(expected.checks):
-        return result(Status.FAIL, f"unknown expectation {k!r}")
-      seen.add(k)
-      operator, literal = expected.checks[k]
-      if "value" not in record:  # not plain data: the child could report only its truth
-        truth = record.get("truthy")
-        if operator not in ("truthy", "falsy") or type(truth) is not bool:  # pylint: disable=unidiomatic-typecheck
-          return result(Status.FAIL, f"assert #{k}: {record.get('error', 'no value')!s:.300}")
-        if truth is not (operator == "truthy"):
-          return result(Status.FAIL, f"assert #{k} failed: got a value that is {truth}")
-        continue
-      try:
-        value = decode_tagged(record["value"])
-        holds = _holds(operator, value, literal)
-      except (ValueError, TypeError, ArithmeticError):
-        return result(Status.FAIL, f"assert #{k}: unreadable value")
-      if not holds:
-        return result(Status.FAIL, f"assert #{k} failed: got {value!r:.200}, "
-                      f"expected {_wanted(operator, literal)}")
     end = next((r for r in records if r.get("end") == "assert" and _signed(r, last)), None)
     if end is not None:
-      if end.get("expects") != reported:
-        return result(Status.FAIL, "assert records lost")
-      missing = expected.required - seen
-      if missing:  # every honest run reports these: the records are forged
-        return result(Status.FAIL, f"assert #{min(missing)} was never reported")
-      return result(Status.PASS)
+      return result(*_ending(expected, end, reported, seen))
     return result(*_abnormal(last, records, limits))
 
   outcomes: dict[str, dict] = {}
@@ -424,11 +502,55 @@ def judge(expected: Expected, runs: list[Mapping[str, Any]], limits: Limits) -> 
       return result(Status.FAIL, f"{name}: {outcomes[name].get('outcome')} {detail}".strip())
   missing = sorted(expected.test_names - outcomes.keys())
   if not missing and ended:
-    return result(Status.PASS)
+    end = next(r for r in records if r.get("end") == "unittest" and _signed(r, last))
+    return result(*_ending(expected, end, reported, seen))
   status, detail = _abnormal(last, records, limits)
   if status is Status.FAIL and missing:
     detail = f"{missing[0]} did not run ({detail})"
   return result(status, detail)
+
+
+def _check_reports(expected: Expected, records: list[dict],
+                   run: Mapping[str, Any]) -> tuple[int, set[int]] | str:
+  """(how many signed value reports, which checks they covered), or why one fails its check."""
+  reported, seen = 0, set()
+  for record in records:
+    if "expect" not in record or not _signed(record, run):
+      continue
+    reported += 1
+    k = record["expect"]
+    if type(k) is not int or not 0 <= k < len(expected.checks):  # pylint: disable=unidiomatic-typecheck
+      return f"unknown expectation {k!r}"
+    seen.add(k)
+    operator, literal = expected.checks[k]
+    if "value" not in record:  # not plain data: the child could report only its truth
+      truth = record.get("truthy")
+      if operator not in ("truthy", "falsy") or type(truth) is not bool:  # pylint: disable=unidiomatic-typecheck
+        return f"assert #{k}: {record.get('error', 'no value')!s:.300}"
+      if truth is not (operator == "truthy"):
+        return f"assert #{k} failed: got a value that is {truth}"
+      continue
+    try:
+      value = decode_tagged(record["value"])
+      converted = isinstance(record["value"], dict) and "v" in record["value"]
+      # numpy.True_ == True, but it is not True
+      holds = (operator == "is not") if operator in ("is", "is not") and converted else (
+          _holds(operator, value, literal))
+    except (ValueError, TypeError, ArithmeticError):
+      return f"assert #{k}: unreadable value"
+    if not holds:
+      return f"assert #{k} failed: got {value!r:.200}, expected {_wanted(operator, literal)}"
+  return reported, seen
+
+
+def _ending(expected: Expected, end: dict, reported: int, seen: set[int]) -> tuple[Status, str]:
+  """The verdict of a run whose harness signed its end record."""
+  if end.get("expects") != reported:
+    return Status.FAIL, "assert records lost"
+  missing = expected.required - seen
+  if missing:  # every honest run reports these: the records are forged
+    return Status.FAIL, f"assert #{min(missing)} was never reported"
+  return Status.PASS, ""
 
 
 @functools.lru_cache(maxsize=64)
