@@ -98,7 +98,10 @@ class _AssertRewriter(ast.NodeTransformer):
   visit_AsyncFunctionDef = visit_FunctionDef
 
   def visit_Assert(self, node):  # pylint: disable=invalid-name
-    held = _comparison(node.test) or _tolerance(node.test) or _truth(node.test)
+    return self._hold(node, _comparison(node.test) or _tolerance(node.test) or _truth(node.test))
+
+  def _hold(self, node: ast.stmt, held: tuple[ast.expr, str, Any] | None) -> ast.stmt:
+    """`node` as a report of the held check's expression (the pool keeps the rest), or as is."""
     if held is None:
       return node
     expression, operator, literal = held
@@ -191,14 +194,7 @@ class _UnittestRewriter(_AssertRewriter):
 
   def visit_Expr(self, node):  # pylint: disable=invalid-name
     self.generic_visit(node)
-    held = _unittest_check(node.value)
-    if held is None:
-      return node
-    expression, operator, literal = held
-    self.checks.append((operator, literal))
-    call = ast.Call(ast.Name(EXPECT_NAME, ast.Load()),
-                    [ast.Constant(len(self.checks) - 1), expression], [])
-    return ast.copy_location(ast.Expr(call), node)
+    return self._hold(node, _unittest_check(node.value))
 
 
 def _unittest_check(call: ast.expr) -> tuple[ast.expr, str, Any] | None:
@@ -235,10 +231,9 @@ def _unittest_check(call: ast.expr) -> tuple[ast.expr, str, Any] | None:
     return expression, "almost", (centre, 7 if places is None else places, delta)
   if options:
     return None
-  operator = {"assertEqual": "==", "assertNotEqual": "!=", "assertIs": "is",
-              "assertIsNot": "is not"}[method]
-  return _comparison(ast.Compare(args[0], [{"==": ast.Eq(), "!=": ast.NotEq(), "is": ast.Is(),
-                                            "is not": ast.IsNot()}[operator]], [args[1]]))
+  operator = {"assertEqual": ast.Eq, "assertNotEqual": ast.NotEq, "assertIs": ast.Is,
+              "assertIsNot": ast.IsNot}[method]
+  return _comparison(ast.Compare(args[0], [operator()], [args[1]]))
 
 
 # method -> (positional arguments it compares, further arguments it takes, in order)
@@ -269,6 +264,7 @@ def _reached_in_tests(tree: ast.Module, classes: Sequence[str]) -> frozenset[int
 
 
 def _skips(function: ast.FunctionDef) -> bool:
+  """Whether the function mentions skipping (self.skipTest, raise SkipTest, unittest.skip)."""
   return any(isinstance(node, (ast.Name, ast.Attribute))
              and (node.id if isinstance(node, ast.Name) else node.attr) in ("skipTest", "SkipTest", "skip")
              for node in ast.walk(function))
