@@ -103,17 +103,19 @@ def test_test_imports_follow_aliases_from_imports_and_attribute_chains():
   assert len(names) == len(set(names))
 
 
-def test_import_quietly_imports_a_submodule_whose_parent_is_not_loaded():
-  name = "xml.dom.minidom"
-  loaded = {m for m in sys.modules if m == "xml" or m.startswith("xml.")}
-  if name in loaded:
-    pytest.skip("already loaded by another test")
-  integrity_lib.import_quietly(integrity_lib.test_imports("from xml.dom.minidom import parseString\n"))
+def test_import_quietly_imports_a_submodule_whose_parent_is_not_loaded(tmp_path, monkeypatch):
+  package = tmp_path / "precisecoder_scratch_pkg"
+  package.mkdir()
+  (package / "__init__.py").write_text("")
+  (package / "sub.py").write_text("def helper():\n  return 1\n")
+  monkeypatch.syspath_prepend(str(tmp_path))
   try:
-    assert name in sys.modules
+    integrity_lib.import_quietly(
+        integrity_lib.test_imports("from precisecoder_scratch_pkg.sub import helper\n"))
+    assert "precisecoder_scratch_pkg.sub" in sys.modules
   finally:
-    for module in {m for m in sys.modules if m == "xml" or m.startswith("xml.")} - loaded:
-      del sys.modules[module]
+    for name in ("precisecoder_scratch_pkg.sub", "precisecoder_scratch_pkg"):
+      sys.modules.pop(name, None)
 
 
 def test_import_quietly_imports_modules_and_skips_everything_else():
