@@ -9,7 +9,9 @@ can patch anything.
 Records (one JSON object per line; N is the run's nonce):
   {"ready": NONCE}                          sandbox up, program about to run
   {"case": i, "value": V} / {"case": i, "error": E}      call: one per case
-  {"expect": k, "value": TAGGED, "nonce": N}            assert: a value the pool judges
+  {"expect": k, "value": TAGGED, "nonce": N}            a value the pool judges (assert,
+                                                        unittest), or, not being plain data,
+  {"expect": k, "truthy": bool, "error": E, "nonce": N} its truth alone
   {"test": NAME, "outcome": "ok"|"fail"|"error"|"skip", "detail": D, "nonce": N}
   {"end": KIND, "nonce": N[, "expects": count]}        the harness reached its last line
   {"error": E, "memory": bool}              the program or test code raised
