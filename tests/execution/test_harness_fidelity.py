@@ -699,7 +699,18 @@ RECORDS = [
         "UserDict": "import collections\ndef layered(base, top):\n  return collections.UserDict({**base, **top})\n",
     }, [_assert("want = {'a': 1, 'b': 3}\nassert layered({'a': 1, 'b': 2}, {'b': 3}) == want\n"
                 "assert layered({}, {'x': 0})['x'] == 0\n"),
-        _unittest("def test_layered(self):\n  self.assertEqual(dict(layered({'a': 1}, {})), {'a': 1})\n")]),
+        _assert("assert layered({'a': 1, 'b': 2}, {'b': 3}) == {'a': 1, 'b': 3}\n"
+                "assert layered({'a': 1}, {}) != {'a': 2}\n"),
+        _unittest("def test_layered(self):\n  self.assertEqual(dict(layered({'a': 1}, {})), {'a': 1})\n"
+                  "  self.assertEqual(layered({'a': 1}, {'b': 2}), {'a': 1, 'b': 2})\n")]),
+    ("UserList against a list literal", {
+        "UserList": "import collections\ndef doubled(xs):\n  return collections.UserList(x * 2 for x in xs)\n",
+    }, [_assert("assert doubled([1, 2]) == [2, 4]\nassert doubled([1]) != (2,)\nassert doubled([]) is not None\n"),
+        _unittest("def test_doubled(self):\n  self.assertEqual(doubled([3]), [6])\n")]),
+    ("UserString against a str literal", {
+        "UserString": "import collections\ndef doubled(xs):\n  return collections.UserString(''.join(c * 2 for c in xs))\n",
+    }, [_assert("assert doubled('ab') == 'aabb'\nassert doubled('ab') != 'ab'\n"),
+        _unittest("def test_doubled(self):\n  self.assertEqual(doubled('x'), 'xx')\n")]),
     ("methods behind functools wrappers", {
         "cached_property": "import functools\nclass Solution:\n  @functools.cached_property\n  def squares(self):\n"
                            "    return [i * i for i in range(10)]\n  def square(self, i):\n    return self.squares[i]\n",

@@ -259,6 +259,16 @@ HOSTILE = [
         channel.flush()
         os._exit(0)
         """, {F}),
+    ("a UserList holding the program's list subclass", "assert", """
+        import collections
+        class Liar(list):
+          def __eq__(self, other):
+            return True
+        def add(a, b):
+          wrapper = collections.UserList()
+          wrapper.data = Liar()
+          return wrapper
+        """, {F}),
     ("patches math.isclose", "isclose_assert", """
         import math
         math.isclose = lambda *args, **kwargs: True

@@ -63,7 +63,8 @@ Verdict integrity, per test kind (exit status and printed text never count):
     the child sees. For those asserts, reading the
     caller's frames, code constants or `gc.get_objects()` finds nothing, and
     AlwaysEqual objects fail (reported values must be plain built-in data;
-    numpy scalars and stdlib dicts count as the Python values they equal,
+    numpy scalars, stdlib dicts and UserDict/UserList/UserString/ChainMap
+    count as the Python values they equal,
     subclasses of int, float, str and tuple as their base value, and
     fractions.Fraction and decimal.Decimal are rebuilt in the pool from their
     digits, read through descriptors bound before the program ran).

@@ -49,6 +49,11 @@ _plain_scalars = (_type(None), bool, int, float, str)
 # Library dicts that compare as the dict they hold; sent as that dict (read with dict.items).
 _DICT_TYPES = (dict, collections.OrderedDict, collections.defaultdict, collections.Counter)
 _dict_items = dict.items
+_dict_update = dict.update
+_attribute = object.__getattribute__  # reads an instance's attribute past any __getattr__ of its class
+# Library containers that compare as the built-in value they wrap (collections.abc's Mapping.__eq__,
+# UserList's and UserString's own), sent as that value when it is exactly of the base type.
+_WRAPPERS = {collections.UserDict: dict, collections.UserList: list, collections.UserString: str}
 # Subclasses of these (IntEnum, namedtuple, a str enum) are sent as the base value they hold,
 # read by the base type's own C method: what a subclass overrides never runs. The pool then
 # compares that value, as the base type's comparison would.
@@ -135,9 +140,31 @@ def to_tagged(value, depth: int = 0):
   scalar = _numpy_scalar(value)
   if scalar is None:
     scalar = _base_value(value, kind)
+  if scalar is None:
+    scalar = _wrapped(value, kind)
   if scalar is not None:  # equal to the value it holds, but no singleton: `is True` fails
     return {"v": to_tagged(scalar, depth)}
   raise PlainDataError(f"a {kind_name(value)} is not plain data")
+
+
+def _wrapped(value, kind: type):
+  """A UserDict, UserList, UserString or ChainMap as the built-in value it compares as, else None.
+
+  Only exact library types, holding exact built-in data: a program's subclass, or one whose data
+  it swapped for its own object, is not plain data."""
+  base = _WRAPPERS.get(kind)
+  if base is not None:
+    data = _attribute(value, "data")
+    return data if _type(data) is base else None
+  if kind is collections.ChainMap:
+    maps = _attribute(value, "maps")
+    if _type(maps) is not list or any(_type(layer) is not dict for layer in maps):
+      return None
+    merged = {}
+    for layer in reversed(maps):  # the first map holding a key gives its value
+      _dict_update(merged, layer)
+    return merged
+  return None
 
 
 class Channel:
