@@ -703,6 +703,12 @@ RECORDS = [
                 "assert layered({'a': 1}, {}) != {'a': 2}\n"),
         _unittest("def test_layered(self):\n  self.assertEqual(dict(layered({'a': 1}, {})), {'a': 1})\n"
                   "  self.assertEqual(layered({'a': 1}, {'b': 2}), {'a': 1, 'b': 2})\n")]),
+    ("a linked list of the tests' class, against None", {
+        "built": "def make(n):\n  head = None\n  for i in range(n):\n    head = ListNode(i, head)\n  return head\n",
+    }, [_assert(LIST_NODE + "assert make(3) is not None\nassert make(0) is None\nassert make(2)\n"
+                "assert make(2) != None\n"),
+        _unittest("def test_make(self):\n  self.assertIsNotNone(make(2))\n  self.assertIsNone(make(0))\n"
+                  "  self.assertTrue(make(1))\n  self.assertNotEqual(make(1), None)\n", LIST_NODE)]),
     ("UserList against a list literal", {
         "UserList": "import collections\ndef doubled(xs):\n  return collections.UserList(x * 2 for x in xs)\n",
     }, [_assert("assert doubled([1, 2]) == [2, 4]\nassert doubled([1]) != (2,)\nassert doubled([]) is not None\n"),

@@ -122,6 +122,8 @@ def _comparison(test: ast.expr) -> tuple[ast.expr, str, Any] | None:
   expression, literal = (test.comparators[0], left) if left_literal else (test.left, right)
   if operator in ("is", "is not") and literal not in (None, True, False):
     return None
+  if literal is None and operator in ("==", "!="):
+    return None  # hides nothing, and an object that is not plain data may define == None itself
   return expression, operator, literal
 
 
@@ -521,7 +523,11 @@ def _check_reports(expected: Expected, records: list[dict],
     operator, literal = expected.checks[k]
     if "value" not in record:  # not plain data: the child could report only its truth
       truth = record.get("truthy")
-      if operator not in ("truthy", "falsy") or type(truth) is not bool:  # pylint: disable=unidiomatic-typecheck
+      if type(truth) is not bool:  # pylint: disable=unidiomatic-typecheck
+        return f"assert #{k}: no value"
+      if operator == "is not":  # only None, True and False are held by `is`: plain data all
+        continue
+      if operator not in ("truthy", "falsy"):
         return f"assert #{k}: {record.get('error', 'no value')!s:.300}"
       if truth is not (operator == "truthy"):
         return f"assert #{k} failed: got a value that is {truth}"
