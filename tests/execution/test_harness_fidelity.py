@@ -709,6 +709,14 @@ RECORDS = [
                 "assert make(2) != None\n"),
         _unittest("def test_make(self):\n  self.assertIsNotNone(make(2))\n  self.assertIsNone(make(0))\n"
                   "  self.assertTrue(make(1))\n  self.assertNotEqual(make(1), None)\n", LIST_NODE)]),
+    ("dict views and numpy dtypes against literals", {
+        "views": "import numpy as np\ndef summary(d):\n  return d.keys(), d.items(), np.array(list(d.values())).dtype\n",
+    }, [_assert("keys, items, dtype = summary({'a': 1, 'b': 2})\nassert keys == {'a', 'b'}\n"
+                "assert keys != ['a', 'b']\nassert items == {('a', 1), ('b', 2)}\nassert dtype == 'int64'\n"
+                "assert dtype != 'float64'\n"),
+        _unittest("def test_summary(self):\n  keys, items, dtype = summary({'x': 1.5})\n"
+                  "  self.assertEqual(keys, {'x'})\n  self.assertEqual(items, {('x', 1.5)})\n"
+                  "  self.assertEqual(dtype, 'float64')\n  self.assertNotEqual(dtype, 'int64')\n")]),
     ("UserList against a list literal", {
         "UserList": "import collections\ndef doubled(xs):\n  return collections.UserList(x * 2 for x in xs)\n",
     }, [_assert("assert doubled([1, 2]) == [2, 4]\nassert doubled([1]) != (2,)\nassert doubled([]) is not None\n"),

@@ -50,6 +50,9 @@ _plain_scalars = (_type(None), bool, int, float, str)
 _DICT_TYPES = (dict, collections.OrderedDict, collections.defaultdict, collections.Counter)
 _dict_items = dict.items
 _dict_update = dict.update
+# Dict views compare as Python compares them (keys and items as sets, values never equal): sent
+# as their contents and rebuilt in the pool as real views of a dict.
+_VIEWS = {_type({}.keys()): "ks", _type({}.items()): "is", _type({}.values()): "vs"}
 _attribute = object.__getattribute__  # reads an instance's attribute past any __getattr__ of its class
 # Library containers that compare as the built-in value they wrap (collections.abc's Mapping.__eq__,
 # UserList's and UserString's own), sent as that value when it is exactly of the base type.
@@ -74,6 +77,15 @@ def _numpy_scalar(value):
   if numpy is None or _type(value) not in _numpy_scalar_types(numpy):
     return None
   return value.item()
+
+
+def _numpy_dtype(value) -> str | None:
+  """A plain numpy dtype (numbers, bool, text, dates) as its descriptor ('<i8'), else None:
+  `df['a'].dtype == 'int64'` is a comparison numpy decides, so the pool rebuilds the dtype."""
+  numpy = sys.modules.get("numpy")
+  if numpy is None or not _isinstance(value, numpy.dtype) or value.fields is not None:
+    return None
+  return value.str if value.kind in "biufcmMSU" else None
 
 
 @functools.lru_cache(maxsize=1)
@@ -137,6 +149,12 @@ def to_tagged(value, depth: int = 0):
     return {"q": [to_tagged(part(value), depth + 1) for part in _FRACTION_PARTS]}
   if kind is _DECIMAL:
     return {"m": _decimal_text(value)}
+  view = _VIEWS.get(kind)
+  if view is not None:
+    return {view: [to_tagged(v, depth + 1) for v in value]}
+  dtype = _numpy_dtype(value)
+  if dtype is not None:
+    return {"dt": dtype}
   scalar = _numpy_scalar(value)
   if scalar is None:
     scalar = _base_value(value, kind)

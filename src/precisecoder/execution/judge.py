@@ -350,6 +350,20 @@ def decode_tagged(value: Any) -> Any:
       return fractions.Fraction(numerator, denominator)
     if tag == "v":  # a library scalar or a subclass, as the built-in value it equals
       return decode_tagged(body)
+    if tag in ("ks", "is", "vs"):  # a dict view: a real one, over a dict built here
+      items = [decode_tagged(v) for v in body]
+      if tag == "ks":
+        return dict.fromkeys(items).keys()
+      if tag == "is":
+        if not all(isinstance(item, tuple) and len(item) == 2 for item in items):
+          raise ValueError("not the items of a dict")
+        return dict(items).items()
+      return dict(enumerate(items)).values()
+    if tag == "dt":  # a numpy dtype, by its descriptor
+      import numpy  # pylint: disable=import-outside-toplevel  (only where a test compares dtypes)
+      if type(body) is not str or len(body) > 16:  # pylint: disable=unidiomatic-typecheck
+        raise ValueError("not a dtype")
+      return numpy.dtype(body)
     if tag == "m":
       try:
         if type(body) is str:  # pylint: disable=unidiomatic-typecheck
