@@ -64,7 +64,9 @@ Verdict integrity, per test kind (exit status and printed text never count):
     caller's frames, code constants or `gc.get_objects()` finds nothing, and
     AlwaysEqual objects fail (reported values must be plain built-in data;
     numpy scalars, stdlib dicts and UserDict/UserList/UserString/ChainMap
-    count as the Python values they equal,
+    count as the Python values they equal, dict views and numpy dtypes are
+    rebuilt in the pool, any other object is only ever not None, True or
+    False (`== None` runs in the child),
     subclasses of int, float, str and tuple as their base value, and
     fractions.Fraction and decimal.Decimal are rebuilt in the pool from their
     digits, read through descriptors bound before the program ran).
