@@ -34,8 +34,8 @@ class Expected:
   values: tuple = ()  # call: expected return values (after a JSON round trip)
   outputs: tuple = ()  # io: expected stdout per case
   test_names: frozenset = frozenset()  # unittest: every "Class.test_method" that must pass
-  checks: tuple = ()  # assert: (operator, literal) per assert the pool took over
-  required: frozenset = frozenset()  # assert: the checks every honest run reaches
+  checks: tuple = ()  # assert, unittest: (operator, literal) per check the pool took over
+  required: frozenset = frozenset()  # assert, unittest: the checks every honest run reports
 
 
 def split(tests: Mapping[str, Any]) -> tuple[dict, Expected]:
@@ -133,7 +133,8 @@ def _number(node: ast.expr) -> tuple[bool, Any]:
 
 
 def _tolerance(test: ast.expr) -> tuple[ast.expr, str, Any] | None:
-  """`abs(X - A) < T` (also <=, math.fabs, A - X) with A and T numbers -> (X, "near<", (A, T)).
+  """`abs(X - A) < T` (also <=, math.fabs, A - X) with A and T numbers
+  -> (X, "near<" or "near<=", (A, T, whether it is math.fabs)).
 
   The pool computes the distance with the real abs: in the child, `abs` is looked up in the
   namespace the program shares."""
