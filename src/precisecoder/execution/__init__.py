@@ -129,7 +129,10 @@ Verdict integrity, per test kind (exit status and printed text never count):
   a forgery deeper than one level inside a library object or beyond the first 128 objects of a large argument, mutates a
   checked value from a thread after the check, or lies through an object the
   tests build from the program's class themselves (`Solution() == x`) or a
-  module-level value they read directly; and non-literal asserts and
+  module-level value they read directly, including a function under a
+  builtin's name (`sorted`) that the tests call: the namespace is shared, as
+  in HumanEval's own harness, though against a held check such a function
+  must still produce the hidden answer; and non-literal asserts and
   unittest expectations are in the child's memory. Use call or io tests where a verdict must hold against such a
   program; the pool reports every pass with the same Status either way.
 
