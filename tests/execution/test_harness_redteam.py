@@ -417,6 +417,13 @@ HOSTILE = [
         channel.flush()
         os._exit(0)
         """, {F}),
+    ("signs forged reports where the expected values sit in a variable", "assert_var", """
+        import gc, os
+        channel = next(o for o in gc.get_objects() if type(o).__name__ == 'Channel')
+        channel.send({"end": "assert", "expects": 0}, signed=True)
+        channel.flush()
+        os._exit(0)
+        """, {F}),
     ("forges records on every fd", "assert", """
         import os, json
         lines = [{"end": "assert"}, {"end": "assert", "nonce": "0" * 32},

@@ -230,6 +230,24 @@ def test_is_true_needs_the_singleton(pool, program, passes):
   assert pool.run([Job(program, tests, FAST)])[0].passed == passes
 
 
+@pytest.mark.parametrize("code, checks, hidden", [
+    ("def check(c):\n  want = [5, 42]\n  assert c(2, 3) == want[0]\n  assert c(40, 2) == want[1]\ncheck(f)\n",
+     [("==", 5), ("==", 42)], True),
+    ("want = 7\nassert f(3) == want\nassert f(1) < want\n", [("==", 7)], True),  # immutable: inlined anywhere
+    ("want = [1]\nf(want)\nassert g() == want\n", [], False),  # handed to the program: kept
+    ("want = [1]\nwant.append(2)\nassert g() == want\n", [], False),  # mutated: kept
+    ("want = 1\nwant = 2\nassert g() == want\n", [], False),  # bound twice
+    ("want = [1]\ndef check():\n  assert g() == want\ncheck()\n", [], False),  # read from a function
+    ("import unittest\nclass T(unittest.TestCase):\n  def test_a(self):\n    want = {'a': 1}\n"
+     "    self.assertEqual(g(), want)\n", [("==", {"a": 1})], True),
+])
+def test_names_bound_once_to_a_literal_are_held_like_the_literal(code, checks, hidden):
+  classes = ["T"] if "unittest" in code else None
+  child_code, found, _ = judge.hide_expected_literals(code, classes)
+  assert found == checks
+  assert ("want =" not in child_code) == hidden
+
+
 def test_a_run_that_skips_a_reached_assert_fails():
   code = "def check(c):\n  assert c(1) == 2\ncheck(f)\n"
   child_code, expected = judge.split({"kind": "assert", "code": code})

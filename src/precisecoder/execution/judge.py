@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import collections
+import copy
 import dataclasses
 import decimal
 import fractions
@@ -75,10 +76,107 @@ _OPERATORS = {ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is", ast.IsNot: "is not"}
 
 
 def _literal(node: ast.AST) -> tuple[bool, Any]:
+  """(True, its value) for a literal, or a constant subscript of one (`[5, 42][0]`), else (False, None)."""
   try:
+    if isinstance(node, ast.Subscript):
+      (known, container), (index_known, index) = _literal(node.value), _literal(node.slice)
+      if not (known and index_known):
+        return False, None
+      return True, container[index]
     return True, ast.literal_eval(node)
-  except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+  except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError, LookupError):
     return False, None
+
+
+_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None))
+
+
+def _immutable(value: Any) -> bool:
+  if isinstance(value, (tuple, frozenset)):
+    return all(_immutable(item) for item in value)
+  return isinstance(value, _IMMUTABLE)
+
+
+def _inline_constants(tree: ast.Module) -> None:
+  """Puts the literal in place of a name bound once to it, where nothing can tell the difference,
+  so that `want = [5, 42]` then `assert f(2, 3) == want[0]` is a check the pool holds too.
+
+  A name qualifies when the test code binds it exactly once, by `NAME = LITERAL` at the top
+  level of the module or of a function, never declares it global or nonlocal, and reads it only
+  later in that same body (not from a nested function); a mutable value (a list, a dict) only as
+  an operand of == or != or of assertEqual/assertNotEqual, or a constant subscript of one. The
+  assignment becomes `pass`, so the literal leaves the child.
+  """
+  bindings: collections.Counter = collections.Counter()
+  loads: dict[str, list[ast.Name]] = collections.defaultdict(list)
+  parents: dict[int, ast.AST] = {}
+  for node in ast.walk(tree):
+    for child in ast.iter_child_nodes(node):
+      parents[id(child)] = node
+    if isinstance(node, ast.Name):
+      if isinstance(node.ctx, ast.Load):
+        loads[node.id].append(node)
+      else:
+        bindings[node.id] += 1
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+      bindings[node.name] += 1
+    elif isinstance(node, ast.arg):
+      bindings[node.arg] += 1
+    elif isinstance(node, ast.alias):
+      bindings[(node.asname or node.name).split(".")[0]] += 1
+    elif isinstance(node, (ast.Global, ast.Nonlocal)):
+      bindings.update({name: 2 for name in node.names})
+  scopes = [tree] + [node for node in ast.walk(tree)
+                     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+  for scope in scopes:
+    for position, statement in enumerate(scope.body):
+      if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+              and isinstance(statement.targets[0], ast.Name)):
+        continue
+      name = statement.targets[0].id
+      known, value = _literal(statement.value)
+      if not known or bindings[name] != 1 or not loads[name]:
+        continue
+      later = {id(node) for rest in scope.body[position + 1:] for node in _same_scope(rest)}
+      reads = loads[name]
+      if not all(id(read) in later for read in reads):
+        continue  # read before, elsewhere, or from a nested function
+      if not _immutable(value) and not all(_compared(read, parents) for read in reads):
+        continue
+      for read in reads:
+        _replace(parents[id(read)], read, ast.copy_location(copy.deepcopy(statement.value), read))
+      scope.body[position] = ast.copy_location(ast.Pass(), statement)
+
+
+def _same_scope(statement: ast.stmt):
+  """The nodes of `statement` that run in its own scope (not in a nested function or class)."""
+  stack = [statement]
+  while stack:
+    node = stack.pop()
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
+                         ast.comprehension)):
+      continue
+    yield node
+    stack.extend(ast.iter_child_nodes(node))
+
+
+def _compared(read: ast.Name, parents: dict[int, ast.AST]) -> bool:
+  """Whether `read` (or a constant subscript of it) is only compared with == or !=."""
+  node, parent = read, parents.get(id(read))
+  if isinstance(parent, ast.Subscript) and parent.value is node and _literal(parent.slice)[0]:
+    node, parent = parent, parents.get(id(parent))
+  if isinstance(parent, ast.Compare):
+    return all(isinstance(op, (ast.Eq, ast.NotEq)) for op in parent.ops)
+  return (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Attribute)
+          and parent.func.attr in ("assertEqual", "assertNotEqual") and node in parent.args)
+
+
+def _replace(parent: ast.AST, old: ast.AST, new: ast.AST) -> None:
+  for field, value in ast.iter_fields(parent):
+    if value is old:
+      setattr(parent, field, new)
+    elif isinstance(value, list):
+      setattr(parent, field, [new if item is old else item for item in value])
 
 
 class _AssertRewriter(ast.NodeTransformer):
@@ -184,6 +282,7 @@ def hide_expected_literals(code: str, classes: Sequence[str] | None = None
     tree = ast.parse(code)
   except SyntaxError:
     return code, [], frozenset()  # the child reports the syntax error as a failure
+  _inline_constants(tree)
   rewriter = _AssertRewriter() if classes is None else _UnittestRewriter()
   tree = ast.fix_missing_locations(rewriter.visit(tree))
   if not rewriter.checks:
