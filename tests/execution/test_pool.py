@@ -233,11 +233,14 @@ def test_is_true_needs_the_singleton(pool, program, passes):
 @pytest.mark.parametrize("code, checks, hidden", [
     ("def check(c):\n  want = [5, 42]\n  assert c(2, 3) == want[0]\n  assert c(40, 2) == want[1]\ncheck(f)\n",
      [("==", 5), ("==", 42)], True),
-    ("want = 7\nassert f(3) == want\nassert f(1) < want\n", [("==", 7)], True),  # immutable: inlined anywhere
-    ("want = [1]\nf(want)\nassert g() == want\n", [], False),  # handed to the program: kept
-    ("want = [1]\nwant.append(2)\nassert g() == want\n", [], False),  # mutated: kept
-    ("want = 1\nwant = 2\nassert g() == want\n", [], False),  # bound twice
-    ("want = [1]\ndef check():\n  assert g() == want\ncheck()\n", [], False),  # read from a function
+    ("def check():\n  want = 7\n  assert f(3) == want\n  assert f(1) < want\ncheck()\n",
+     [("==", 7)], True),  # immutable: inlined anywhere
+    ("want = 7\nassert f(3) == want\n", [], False),  # a module global: the program's too
+    ("def check():\n  want = [1]\n  f(want)\n  assert g() == want\ncheck()\n", [], False),  # handed over
+    ("def check():\n  want = [1]\n  want.append(2)\n  assert g() == want\ncheck()\n", [], False),  # mutated
+    ("def check():\n  want = 1\n  want = 2\n  assert g() == want\ncheck()\n", [], False),  # bound twice
+    ("def check():\n  want = [1]\n  def inner():\n    assert g() == want\n  inner()\ncheck()\n",
+     [], False),  # read from a nested function
     ("import unittest\nclass T(unittest.TestCase):\n  def test_a(self):\n    want = {'a': 1}\n"
      "    self.assertEqual(g(), want)\n", [("==", {"a": 1})], True),
 ])

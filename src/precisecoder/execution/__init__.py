@@ -57,8 +57,8 @@ Verdict integrity, per test kind (exit status and printed text never count):
   * assert: asserts of the form `assert EXPR == LITERAL` (also `!=`,
     `is None/True/False`, either side), `assert abs(EXPR - NUMBER) < NUMBER`
     (also `<=`, `math.fabs`, either order) and `assert EXPR` / `assert not
-    EXPR` (LITERAL also a name the tests bind once to a literal and only
-    compare) are rewritten before they reach the child: the child reports EXPR's
+    EXPR` (LITERAL also a name a test function binds once to a literal and
+    only compares) are rewritten before they reach the child: the child reports EXPR's
     value, exactly typed, and the pool compares it with LITERAL, measures the
     distance, or takes its truth (the child cannot tell which), none of which
     the child sees. For those asserts, reading the

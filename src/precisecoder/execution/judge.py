@@ -102,10 +102,12 @@ def _inline_constants(tree: ast.Module) -> None:
   so that `want = [5, 42]` then `assert f(2, 3) == want[0]` is a check the pool holds too.
 
   A name qualifies when the test code binds it exactly once, by `NAME = LITERAL` at the top
-  level of the module or of a function, never declares it global or nonlocal, and reads it only
-  later in that same body (not from a nested function); a mutable value (a list, a dict) only as
-  an operand of == or != or of assertEqual/assertNotEqual, or a constant subscript of one. The
-  assignment becomes `pass`, so the literal leaves the child.
+  level of a function (HumanEval's `check`, a unittest test), never declares it global or
+  nonlocal, and reads it only later in that same body (not from a nested function); a mutable
+  value (a list, a dict) only as an operand of == or != or of assertEqual/assertNotEqual, or a
+  constant subscript of one. The assignment becomes `pass`, so the literal leaves the child.
+  Module-level names are left alone: the module's globals are the program's too, and a program's
+  function may read the very global the tests bind.
   """
   bindings: collections.Counter = collections.Counter()
   loads: dict[str, list[ast.Name]] = collections.defaultdict(list)
@@ -126,8 +128,7 @@ def _inline_constants(tree: ast.Module) -> None:
       bindings[(node.asname or node.name).split(".")[0]] += 1
     elif isinstance(node, (ast.Global, ast.Nonlocal)):
       bindings.update({name: 2 for name in node.names})
-  scopes = [tree] + [node for node in ast.walk(tree)
-                     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+  scopes = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
   for scope in scopes:
     for position, statement in enumerate(scope.body):
       if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
