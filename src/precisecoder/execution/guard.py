@@ -257,15 +257,8 @@ class DictVersions:
     """`d`'s version tag, read live through `.value`."""
     return ctypes.c_uint64.from_address(id(d) + cls._OFFSET)
 
-  def __len__(self) -> int:
-    return len(self._tags)
-
   def changed(self) -> bool:
     return [tag.value for tag in self._tags] != self._saved
-
-  def written(self) -> list[bool]:
-    """Per dict: whether it was written at all, even if every value was put back since."""
-    return [tag.value != saved for tag, saved in zip(self._tags, self._saved)]
 
   @classmethod
   def available(cls) -> bool:

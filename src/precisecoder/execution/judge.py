@@ -115,19 +115,9 @@ def _inline_constants(tree: ast.Module) -> None:
   for node in ast.walk(tree):
     for child in ast.iter_child_nodes(node):
       parents[id(child)] = node
-    if isinstance(node, ast.Name):
-      if isinstance(node.ctx, ast.Load):
-        loads[node.id].append(node)
-      else:
-        bindings[node.id] += 1
-    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-      bindings[node.name] += 1
-    elif isinstance(node, ast.arg):
-      bindings[node.arg] += 1
-    elif isinstance(node, ast.alias):
-      bindings[(node.asname or node.name).split(".")[0]] += 1
-    elif isinstance(node, (ast.Global, ast.Nonlocal)):
-      bindings.update({name: 2 for name in node.names})
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+      loads[node.id].append(node)
+    bindings.update(_bound_names(node))
   scopes = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
   for scope in scopes:
     for position, statement in enumerate(scope.body):
@@ -147,6 +137,22 @@ def _inline_constants(tree: ast.Module) -> None:
       for read in reads:
         _replace(parents[id(read)], read, ast.copy_location(copy.deepcopy(statement.value), read))
       scope.body[position] = ast.copy_location(ast.Pass(), statement)
+
+
+def _bound_names(node: ast.AST) -> list[str]:
+  """The names `node` itself binds: an assignment or deletion target, a def or class, an
+  argument, an import. A global or nonlocal name counts twice: it is never bound just once."""
+  if isinstance(node, ast.Name):
+    return [] if isinstance(node.ctx, ast.Load) else [node.id]
+  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+    return [node.name]
+  if isinstance(node, ast.arg):
+    return [node.arg]
+  if isinstance(node, ast.alias):
+    return [(node.asname or node.name).split(".")[0]]
+  if isinstance(node, (ast.Global, ast.Nonlocal)):
+    return list(node.names) * 2
+  return []
 
 
 def _same_scope(statement: ast.stmt):
@@ -390,13 +396,8 @@ def _reached_checks(tree: ast.Module) -> frozenset[int]:
     elif (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
           and isinstance(node.value.func, ast.Name)):
       calls.add(node.value.func.id)
-    for target in ast.walk(node) if not isinstance(node, ast.FunctionDef) else [node]:
-      if isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        bound[target.name] += 1
-      elif isinstance(target, ast.Name) and isinstance(target.ctx, ast.Store):
-        bound[target.id] += 1
-      elif isinstance(target, ast.alias):
-        bound[(target.asname or target.name).split(".")[0]] += 1
+    for part in ast.walk(node) if not isinstance(node, ast.FunctionDef) else [node]:
+      bound.update(_bound_names(part))
   reached = _top_level_checks(tree.body)
   for name in calls:
     function = bodies.get(name)
