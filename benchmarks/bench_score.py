@@ -17,15 +17,17 @@ unfixed bug), and scores the same batch two ways, side by side:
          and with one. "naive, refs assumed" is the old baseline that skips
          the verification and runs every program (no shortcuts).
 
-Prints completions/s, program executions per completion, the speed-up of
-`score` over each, how many pairs' scores differ (must be 0), and the load average.
+Each scorer is measured --repeats times (3), in turns; prints each one's median
+seconds and range, completions/s, program executions per completion, the
+speed-up of `score` over each (ratio of medians), how many pairs' scores differ
+in any turn (must be 0), and the load average.
 
 The harmless edits are inserted statements (`_unused = None`) by default; with
 --harmless comment they are trailing comments, which compile to the code they
 decorate, so `score` runs next to nothing and the ratio measures that alone.
 
   python benchmarks/bench_score.py [--tasks 64] [--workers 2] [--source mutate|data]
-                                   [--harmless statement|comment]
+                                   [--harmless statement|comment] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -200,7 +202,14 @@ def main() -> None:
   parser.add_argument("--source", choices=("mutate", "data"), default="mutate",
                       help="mutate: one-line mutations of HumanEval canonical solutions built here "
                            "(seconds); data: precisecoder.data.humaneval single-bug tasks (minutes)")
+  parser.add_argument("--repeats", type=int, default=3,
+                      help="times each scorer is measured, in turns (score, each naive scorer, "
+                           "then again): the machine's speed drifts over the minutes the naive "
+                           "scorers take, and a single second of `score` varies by 20%%; the "
+                           "table shows each scorer's median and its range")
   args = parser.parse_args()
+  if args.repeats < 1:
+    parser.error("--repeats must be at least 1")
 
   with ExecutionPool(workers=args.workers) as pool:
     task_list = build_tasks(pool, args.tasks, args.source)
@@ -213,29 +222,35 @@ def main() -> None:
     unique = len({(t.task_id, p) for t, p in zip(batch_tasks, programs)})
     print(f"{n} predictions over {len(task_list)} tasks ({unique} distinct (task, program) pairs)")
 
-    scorer = rewards.RewardScorer(pool)
-    start = time.perf_counter()
-    fast = scorer.evaluate(batch_tasks, programs)
-    fast_s = time.perf_counter() - start
-    fast_exec = scorer.stats()["programs_executed"]
+    arms = [("score", 0, True)] + [(f"naive x{p}", p, True)
+                                   for p in sorted({args.workers, 1}, reverse=True)]
+    arms.append((f"naive x{args.workers}, refs assumed", args.workers, False))
+    seconds = {name: [] for name, *_ in arms}
+    executed, mismatches = {}, {}
+    for _ in range(args.repeats):
+      for name, parallel, verify in arms:
+        start = time.perf_counter()
+        if name == "score":  # a fresh scorer each time: nothing is remembered across turns
+          scorer = rewards.RewardScorer(pool)
+          fast = scorer.evaluate(batch_tasks, programs)
+          executed[name], mismatches[name] = scorer.stats()["programs_executed"], 0
+        else:
+          slow, executed[name] = naive_score(batch_tasks, programs, parallel, verify)
+          keys = ("unit", "precision", "recall", "f1")
+          mismatches[name] = max(mismatches.get(name, 0), sum(
+              any(getattr(a, k) != getattr(b, k) for k in keys) for a, b in zip(fast, slow)))
+        seconds[name].append(time.perf_counter() - start)
 
-  rows = [("score", fast_s, fast_exec, 0)]
-  naive = [(f"naive x{p}", p, True) for p in sorted({args.workers, 1}, reverse=True)]
-  naive.append((f"naive x{args.workers}, refs assumed", args.workers, False))
-  for name, parallel, verify in naive:
-    start = time.perf_counter()
-    slow, slow_exec = naive_score(batch_tasks, programs, parallel, verify)
-    slow_s = time.perf_counter() - start
-    keys = ("unit", "precision", "recall", "f1")
-    mismatches = sum(any(getattr(a, k) != getattr(b, k) for k in keys) for a, b in zip(fast, slow))
-    rows.append((name, slow_s, slow_exec, mismatches))
-
-  width = max(len(name) for name, *_ in rows)
-  print(f"{'scorer':<{width}} {'seconds':>8} {'compl/s':>9} {'exec/compl':>11} {'speed-up':>9} "
-        f"{'mismatches':>11}")
-  for name, seconds, executed, mismatches in rows:
-    print(f"{name:<{width}} {seconds:8.2f} {n / seconds:9.1f} {executed / n:11.3f} "
-          f"{seconds / fast_s:8.1f}x {mismatches:>11}")
+  median = {name: float(np.median(times)) for name, times in seconds.items()}
+  width = max(len(name) for name in seconds)
+  print(f"median of {args.repeats} turns each, and the range")
+  print(f"{'scorer':<{width}} {'seconds':>8} {'range':>13} {'compl/s':>9} {'exec/compl':>11} "
+        f"{'speed-up':>9} {'mismatches':>11}")
+  for name, times in seconds.items():
+    spread = f"{min(times):.2f}-{max(times):.2f}"
+    print(f"{name:<{width}} {median[name]:8.2f} {spread:>13} {n / median[name]:9.1f} "
+          f"{executed[name] / n:11.3f} {median[name] / median['score']:8.1f}x "
+          f"{mismatches[name]:>11}")
   arrays = scorer.to_arrays(fast)
   print("means: " + ", ".join(f"{k}={float(np.mean(arrays[k])):.3f}" for k in
                               ("unit", "precision", "recall", "f1", "reward", "edit_lines")))

@@ -320,6 +320,24 @@ def test_workers_never_import_jax(pool):
   assert pool.run([Job(program, tests, FAST)])[0].passed
 
 
+def test_runs_draw_fresh_random_numbers_from_workers_without_fork_hooks(pool):
+  # random and threading act after every fork, in Python: a worker that loaded them would slow
+  # every run (and threading's hook rebinds its own globals, which the integrity check sees).
+  program = ("import sys\nloaded = sorted({'random', 'tempfile', 'threading'} & set(sys.modules))\n"
+             "import random\n"
+             "print(loaded, random.getrandbits(64))\n# run ")
+  tests = {"kind": "io", "cases": [{"stdin": "", "stdout": "?"}]}
+  results = pool.run([Job(program + str(i), tests, FAST) for i in range(2)])
+  lines = [result.stdout.split() for result in results]
+  assert [line[0] for line in lines] == ["[]", "[]"], results
+  assert lines[0][1] != lines[1][1]
+
+
+def test_a_program_that_does_not_compile_fails_with_the_reason(pool):
+  result = pool.run([Job("def add(a, b):\n  return a +\n", ASSERT, FAST)])[0]
+  assert result.status is Status.FAIL and "SyntaxError" in result.detail, result
+
+
 def test_a_pool_driven_from_short_lived_threads_keeps_its_workers():
   with ExecutionPool(workers=1) as pool:
     for _ in range(2):

@@ -1,5 +1,8 @@
 """execution.programs: when two sources are one program."""
 
+import marshal
+import warnings
+
 from precisecoder.execution import programs
 
 BASE = "def f(x):\n    \"\"\"Add one.\"\"\"\n    return x + 1\n"
@@ -22,3 +25,17 @@ def test_anything_a_run_can_observe_changes_identity():
 def test_a_program_that_does_not_compile_says_why():
   digest, problem = programs.identity("def f(:\n")
   assert digest is None and problem.startswith("syntax error at line 1")
+
+
+def test_the_marshalled_code_is_the_program():
+  namespace = {}
+  exec(marshal.loads(programs.marshalled(BASE)[0]), namespace)  # pylint: disable=exec-used
+  assert namespace["f"](1) == 2
+  assert programs.marshalled("def f(:\n") == (None, programs.identity("def f(:\n")[1])
+
+
+def test_compiling_a_program_warns_nobody_but_running_it_still_may():
+  with warnings.catch_warnings(record=True) as caught:
+    assert programs.identity("x = 1\nassert (x, 'is always true')\ny = x is 1\n")[0]
+    warnings.warn("the scorer's own warning")
+  assert [str(w.message) for w in caught] == ["the scorer's own warning"]

@@ -16,7 +16,7 @@ their values go back to the program.
 
 Provenance is decided from code objects: code the program compiled carries
 PROGRAM_FILENAME; test code is trusted by the identity of the code objects the
-harness compiled (`trust_code`), never by a name a program could copy; library
+harness compiled (`code_ids`), never by a name a program could copy; library
 code comes from files under the import path the worker started with (or
 CPython's frozen modules), never from a file the program wrote; the methods
 dataclasses writes for a class (exec'd text, no file) are trusted only when their
@@ -282,34 +282,35 @@ def own_dict(cls: type) -> dict:
   return next(r for r in _gc.get_referents(_own_members(cls)) if _type(r) is dict)
 
 
+def code_ids(code: types.CodeType) -> frozenset[int]:
+  """The ids of `code` and of every code object nested in it (the harness's compiled test code)."""
+  ids, stack = set(), [code]
+  while stack:
+    current = stack.pop()
+    if _id(current) not in ids:
+      ids.add(_id(current))
+      stack.extend(c for c in current.co_consts if _type(c) is types.CodeType)
+  return frozenset(ids)
+
+
 class Guard:
   """One run's checks: the test code it trusts, the test classes it has seen."""
 
-  def __init__(self):
-    self._trusted_codes: set[int] = set()
-    self._keep: list[types.CodeType] = []  # keeps trusted ids from being reused
+  def __init__(self, trusted_codes: frozenset[int]):
+    """`trusted_codes`: `code_ids` of the test code, which the caller keeps alive (so that no
+    other code object can take one of those ids)."""
+    self._trusted_codes = trusted_codes
     self._test_classes: dict[int, _TestClass] = {}
     self._versions: DictVersions | None = None  # over every test class's dict, where tags work
     self._guarded_classes: set[int] = set()
 
   # --- trust ---------------------------------------------------------------------------------
 
-  def trust_code(self, code: types.CodeType) -> None:
-    """Trusts `code` and every code object nested in it (the harness's compiled test code)."""
-    stack = [code]
-    while stack:
-      current = stack.pop()
-      if _id(current) in self._trusted_codes:
-        continue
-      self._trusted_codes.add(_id(current))
-      self._keep.append(current)
-      stack.extend(c for c in current.co_consts if _type(c) is types.CodeType)
-
   def register_class(self, cls):
     """Class decorator for the test code's class statements: remembers the class as defined.
 
     Only a class statement of trusted test code can register: the caller's
-    code object must be one `trust_code` saw.
+    code object must be one of the trusted codes.
     """
     caller = _getframe(1).f_code
     if _id(caller) in self._trusted_codes and _isinstance(cls, type):

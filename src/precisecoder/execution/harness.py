@@ -20,26 +20,45 @@ Records (one JSON object per line; N is the run's nonce):
 from __future__ import annotations
 
 import ast
+import base64
 import builtins
 import collections
+import dataclasses
 import decimal
 import fractions
 import functools
 import gc
 import json
+import marshal
 import os
 import sys
 import traceback
 import types
 import unittest
 
-from precisecoder.execution.guard import Guard, PlainDataError, kind_name
+from precisecoder.execution.guard import Guard, PlainDataError, code_ids, kind_name
 from precisecoder.execution.integrity import (Integrity, import_quietly, test_imports,
                                                 tests_write_library)
-from precisecoder.execution.programs import PROGRAM_FILENAME, compile_program
+from precisecoder.execution.programs import PROGRAM_FILENAME, compile_program, marshalled
 
 _write = os.write
-_encode = json.JSONEncoder(separators=(",", ":")).encode  # made once, before any fork
+
+
+def _refuse(value):
+  raise TypeError(f"a {kind_name(value)} is not JSON data")
+
+
+# One C encoder for every record, made before any fork: json.JSONEncoder.encode runs Python code
+# and builds a new encoder per call, four times the cost. Without the circular-reference check:
+# records hold only what to_plain / to_tagged built, and those stop at _MAX_DEPTH.
+_c_encoder = json.encoder.c_make_encoder(
+    None, _refuse, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True)
+
+
+def _encode(record: dict) -> str:
+  return "".join(_c_encoder(record, 0))
+
+
 _exit = os._exit
 _type = type
 _isinstance = isinstance
@@ -227,9 +246,11 @@ class Channel:
       data = data[_write(self._fd, data):]
 
 
-# The worker's snapshot, made by `prepare`. A list, filled in place: rebinding a module global
-# after the snapshot would itself read as tampering with this module.
+# The worker's snapshot, made by `prepare`, and the next run's plan, made by `warm`. Lists,
+# filled in place: rebinding a module global after the snapshot would itself read as tampering
+# with this module.
 _SNAPSHOT: list[Integrity] = []
+_PLAN: list["_Plan"] = []
 
 
 def prepare() -> None:
@@ -247,6 +268,7 @@ _REHEARSAL_TESTS = (
      "code": "import unittest\nclass Rehearsal(unittest.TestCase):\n"
              "  def test_f(self, *, __precisecoder_expect__=__precisecoder_expect__):\n"
              "    __precisecoder_expect__(0, f(1))\n    self.assertGreater(f(1), 1)\n"})
+_REHEARSAL_CODE = base64.b64encode(marshalled(_REHEARSAL_PROGRAM)[0]).decode("ascii")
 _PROGRAM_MODULE = "__precisecoder_program__"
 
 
@@ -263,12 +285,15 @@ def _rehearse(times: int = 64) -> None:
   try:
     for _ in range(times):
       for tests in _REHEARSAL_TESTS:
+        job = {"code": _REHEARSAL_CODE, "tests": tests}
+        warm(job)
         channel = Channel(sink, "0" * 32)
         channel.send_ready()
-        module = _load_module(_PROGRAM_MODULE, _REHEARSAL_PROGRAM, integrity)
+        module = _load_module(_PROGRAM_MODULE, job, integrity)
         _run_tests(channel, module, tests, integrity)
         channel.flush()
   finally:
+    _PLAN.clear()
     sys.modules.pop(_PROGRAM_MODULE, None)
     os.close(sink)
     gc.collect()  # the toy TestCase classes: garbage now, not frozen into every child
@@ -302,21 +327,46 @@ class _RegisterClasses(ast.NodeTransformer):
     return node
 
 
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+  """What a run needs that trusted input alone decides, made in the worker before it forks:
+  work a child would repeat in every run, copying the pages it writes (lru_caches rewrite their
+  links on a hit, compiling allocates)."""
+
+  program: types.CodeType | None  # as the pool compiled it; None: the child compiles the source
+  tests: types.CodeType | None  # assert and unittest kinds
+  test_imports: tuple[str, ...] = ()
+  tests_write_library: bool = False
+  trusted_codes: frozenset[int] = frozenset()  # ids of `tests` and the code nested in it
+
+
 def warm(job: dict) -> None:
-  """In the worker, before the fork: what the child will need that trusted input alone decides."""
-  if job["tests"]["kind"] in ("assert", "unittest"):
-    compiled_tests(job["tests"]["code"])
-    test_imports(job["tests"]["code"])
-    tests_write_library(job["tests"]["code"])
+  """In the worker, before the fork: plans the run of `job` (`_Plan`).
+
+  "code" is the program as the pool compiled it (base64 of `programs.marshalled`): our own
+  compiler's output, loaded here so that the child neither compiles nor loads it.
+  """
+  program = marshal.loads(base64.b64decode(job["code"])) if "code" in job else None
+  tests = job["tests"]
+  if tests["kind"] in ("assert", "unittest"):
+    code = compiled_tests(tests["code"])
+    plan = _Plan(program, code, test_imports(tests["code"]), tests_write_library(tests["code"]),
+                 code_ids(code))
+  else:
+    plan = _Plan(program, None)
+  _PLAN[:] = [plan]
 
 
-def _load_module(name: str, source: str, integrity: Integrity | None = None) -> types.ModuleType:
+def _load_module(name: str, job: dict, integrity: Integrity | None = None) -> types.ModuleType:
   module = types.ModuleType(name)
   module.__builtins__ = builtins
   sys.modules[name] = module
   if integrity is not None:  # the last moment before the program: watch all but its module
     integrity.watch_new_modules(skip=name)
-  exec(compile_program(source), module.__dict__)  # pylint: disable=exec-used
+  code = _PLAN[0].program
+  if code is None:  # the pool could not compile it: the run reports why
+    code = compile_program(job["program"])
+  exec(code, module.__dict__)  # pylint: disable=exec-used
   return module
 
 
@@ -366,12 +416,11 @@ def run_call(channel: Channel, module: types.ModuleType, tests: dict) -> None:
 EXPECT_NAME = "__precisecoder_expect__"
 
 
-def run_assert(channel: Channel, module: types.ModuleType, tests: dict,
-               integrity: Integrity) -> None:
+def run_assert(channel: Channel, module: types.ModuleType, integrity: Integrity) -> None:
   namespace = module.__dict__
-  guard = _guard(namespace, tests["code"])
+  guard = _guard(namespace)
   reported = _install_reports(channel, namespace)
-  exec(compiled_tests(tests["code"]), namespace)  # pylint: disable=exec-used
+  exec(_PLAN[0].tests, namespace)  # pylint: disable=exec-used
   violations = _violations(integrity, guard)
   if violations:
     raise RuntimeError(f"the program tampered with {violations[0]}")
@@ -395,10 +444,9 @@ def _install_reports(channel: Channel, namespace: dict) -> list[int]:
   return reported
 
 
-def _guard(namespace: dict, code: str) -> Guard:
+def _guard(namespace: dict) -> Guard:
   """Checks what the program hands the tests (execution/guard.py), before they run."""
-  guard = Guard()
-  guard.trust_code(compiled_tests(code))
+  guard = Guard(_PLAN[0].trusted_codes)
   namespace[CLASS_NAME] = guard.register_class
   guard.guard_namespace(namespace)
   return guard
@@ -418,9 +466,9 @@ def _test_methods(case_class: type) -> list[str]:
 def run_unittest(channel: Channel, module: types.ModuleType, tests: dict,
                  integrity: Integrity) -> None:
   namespace = module.__dict__
-  guard = _guard(namespace, tests["code"])
+  guard = _guard(namespace)
   reported = _install_reports(channel, namespace)
-  exec(compiled_tests(tests["code"]), namespace)  # pylint: disable=exec-used
+  exec(_PLAN[0].tests, namespace)  # pylint: disable=exec-used
   for class_name in tests["classes"]:
     case_class = namespace.get(class_name)
     if not (_isinstance(case_class, type) and issubclass(case_class, unittest.TestCase)):
@@ -485,7 +533,7 @@ def run(channel_fd: int, nonce: str, job: dict) -> None:
     if kind == "io":
       sys.argv = ["program"]
       try:
-        _load_module("__main__", job["program"])
+        _load_module("__main__", job)
       except SystemExit as e:  # exit codes follow the interpreter's own rules
         exit_code = e.code if _type(e.code) is int else (0 if e.code is None else 1)
       channel.send({"end": "io", "exit": exit_code}, signed=True)
@@ -493,9 +541,10 @@ def run(channel_fd: int, nonce: str, job: dict) -> None:
       _exit(exit_code)
     watched = kind in ("assert", "unittest")
     if watched:  # what the tests import is loaded first, to be watched with the rest
-      import_quietly(test_imports(job["tests"]["code"]))
-      integrity.see_put_back = not tests_write_library(job["tests"]["code"])
-    module = _load_module(_PROGRAM_MODULE, job["program"], integrity if watched else None)
+      plan = _PLAN[0]
+      import_quietly(plan.test_imports)
+      integrity.see_put_back = not plan.tests_write_library
+    module = _load_module(_PROGRAM_MODULE, job, integrity if watched else None)
     _run_tests(channel, module, job["tests"], integrity)
   except MemoryError:
     exit_code = EXIT_UNCAUGHT
@@ -515,7 +564,7 @@ def _run_tests(channel: Channel, module: types.ModuleType, tests: dict,
   if kind == "call":
     run_call(channel, module, tests)
   elif kind == "assert":
-    run_assert(channel, module, tests, integrity)
+    run_assert(channel, module, integrity)
   elif kind == "unittest":
     run_unittest(channel, module, tests, integrity)
   else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import base64
 import collections
 import dataclasses
 import json
@@ -20,6 +21,7 @@ from typing import Any, Sequence
 
 import precisecoder
 from precisecoder.execution import judge as judge_lib
+from precisecoder.execution import programs
 from precisecoder.execution import protocol
 from precisecoder.execution import sandbox as sandbox_lib
 from precisecoder.execution.types import Job, Limits, Result, Status
@@ -51,6 +53,17 @@ class _Prepared:
   budget_s: float  # the longest the worker may legitimately need for it
   spec: str  # key of its test spec: jobs under one spec take about as long
   attempts: int = 0
+
+
+def _message(job_id: int, program: str, tests: dict, limits: dict) -> dict:
+  """What a worker receives for one job: the program compiled here, where scorers compiled it
+  already to tell programs apart (`programs.marshalled`), or, if it does not compile, its source,
+  for the run to report why."""
+  code, _ = programs.marshalled(program)
+  if code is None:
+    return {"id": job_id, "program": program, "tests": tests, "limits": limits}
+  return {"id": job_id, "code": base64.b64encode(code).decode("ascii"), "tests": tests,
+          "limits": limits}
 
 
 class _Worker:
@@ -250,8 +263,7 @@ class ExecutionPool:
         continue
       cases = len(child_tests["cases"]) if child_tests["kind"] == "io" else 1
       prepared.append(_Prepared(
-          {"id": len(prepared), "program": job.program, "tests": child_tests,
-           "limits": judge_lib.limits_payload(job.limits)},
+          _message(len(prepared), job.program, child_tests, judge_lib.limits_payload(job.limits)),
           expected, job.limits, budget_s=job.limits.timeout_s * max(cases, 1) + 1.0, spec=spec))
       owners.append(positions)
     self._counts["jobs"] += len(jobs)

@@ -28,7 +28,6 @@ import resource
 import shutil
 import signal
 import sys
-import tempfile
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
@@ -225,7 +224,7 @@ class Sandbox:
       return sandbox._with_pid_namespaces(notes)
     except OSError as e:
       notes.append(f"user namespaces unavailable ({e})")
-    return cls("plain", None, tempfile.mkdtemp(prefix="precisecoder-runs-"),
+    return cls("plain", None, _make_private_dir("/tmp", "precisecoder-runs-"),
                note="; ".join(notes) + "; runs are contained by rlimits and process groups only")
 
   def _with_pid_namespaces(self, notes: list[str]) -> "Sandbox":
@@ -323,12 +322,24 @@ def _scrub_environment(run_dir: str) -> None:
   """Gives this worker the exact environment its runs get; children inherit it as is."""
   os.environ.clear()
   os.environ.update(_CHILD_ENV, HOME=run_dir, TMPDIR=run_dir, PWD=run_dir)
-  tempfile.tempdir = run_dir
+  # A run that imports tempfile finds its directory in TMPDIR. The worker does not import
+  # tempfile: it imports random, whose reseeding after every fork slows every run (worker.py).
 
 
 def set_parent_death_signal() -> None:
   """SIGKILL this process when its parent dies (a worker must not outlive its pool)."""
   _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _make_private_dir(parent: str, prefix: str) -> str:
+  """A new directory only this user can enter, as tempfile.mkdtemp makes (without importing it)."""
+  while True:
+    path = os.path.join(parent, prefix + os.urandom(6).hex())
+    try:
+      os.mkdir(path, 0o700)
+      return path
+    except FileExistsError:
+      continue
 
 
 def _make_runs_dir() -> str:

@@ -5,7 +5,9 @@ It reads framed chunks of jobs on fd 0 and answers one framed message per job
 on fd 1, in order. It never imports JAX and never sees expected values: the
 pool strips them before sending (judge.py compares in the pool).
 
-Messages in:  {"jobs": [{"id": ID, "program": SRC, "tests": {...}, "limits": {...}}]}
+Messages in:  {"jobs": [{"id": ID, "code": B64, "tests": {...}, "limits": {...}}]}, where B64
+              is the program as the pool compiled it (marshal, base64), or "program": SRC
+              for a program that does not compile
 Messages out: {"hello": MODE, "note": TEXT, "run_uid": UID|None} once, then {"id": ID, "runs": [RUN, ...]}
 where RUN (one per process: one per case for io, else one) is
   {"ready": bool, "exit": int|None, "signal": int|None, "timeout": bool,
@@ -22,7 +24,10 @@ import signal
 import sys
 import time
 
-# Warm imports: children inherit them, so programs importing them pay nothing.
+# Warm imports: children inherit them, so programs importing them pay nothing. Not `random` (nor
+# `statistics`, which imports it): it reseeds itself in Python after every fork, which cost every
+# run 0.14 ms (6% of a short one), while a run that imports it pays 1.8 ms. Fewer than 8% of runs
+# import it (HumanEval: 4 of 164 tests, no reference solution), so every run pays less this way.
 import bisect  # noqa: F401 pylint: disable=unused-import
 import collections  # noqa: F401 pylint: disable=unused-import
 import copy  # noqa: F401 pylint: disable=unused-import
@@ -35,9 +40,7 @@ import heapq  # noqa: F401 pylint: disable=unused-import
 import itertools  # noqa: F401 pylint: disable=unused-import
 import math  # noqa: F401 pylint: disable=unused-import
 import operator  # noqa: F401 pylint: disable=unused-import
-import random  # noqa: F401 pylint: disable=unused-import
 import re  # noqa: F401 pylint: disable=unused-import
-import statistics  # noqa: F401 pylint: disable=unused-import
 import string  # noqa: F401 pylint: disable=unused-import
 import typing  # noqa: F401 pylint: disable=unused-import
 
