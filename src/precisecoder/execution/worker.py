@@ -110,33 +110,38 @@ class Worker:
     return {"id": job["id"], "runs": [self.run_once(job, b"", limits)]}
 
   def run_once(self, job: dict, stdin_data: bytes, limits: dict) -> dict:
-    """Forks one sandboxed child for `job` and collects what it wrote."""
+    """Forks one sandboxed child for `job` and collects what it wrote.
+
+    What the worker needs while the child runs is made before the fork: until the child exits
+    the two share every page, and each page the worker writes then is copied (about 2 us each
+    here, dozens of pages for a few lines of Python), so after the fork the worker waits.
+    """
     nonce = os.urandom(16).hex()
     run_dir = self.sandbox.make_run_dir()
     stdin_r, stdin_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     chan_r, chan_w = os.pipe()
-    start = time.perf_counter()
-    pid = self.sandbox.fork()
-    if pid == 0:  # the child: never returns
-      self._child(job, nonce, limits, (stdin_r, out_w, err_w, chan_w))
-    for fd in (stdin_r, out_w, err_w, chan_w):
-      os.close(fd)
+    child_fds = (stdin_r, out_w, err_w, chan_w)
     cap = limits["max_output_bytes"]
     streams = {name: _Stream(name, fd, cap)
                for name, fd in (("stdout", out_r), ("stderr", err_r), ("channel", chan_r))}
+    watch = _Watch(streams, stdin_w, stdin_data)
     status = None
+    start = time.perf_counter()
+    pid = self.sandbox.fork()
+    if pid == 0:  # the child: never returns
+      self._child(job, nonce, limits, child_fds)
     try:
-      timeout, overflow, status = self._watch(pid, streams, stdin_w, stdin_data,
-                                              start + limits["timeout_s"])
+      for fd in child_fds:
+        os.close(fd)
+      timeout, overflow, status = self._watch(pid, watch, start + limits["timeout_s"])
     finally:
       if status is None:
         os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
       self.sandbox.kill_run(pid)
-      for stream in streams.values():
-        os.close(stream.fd)
+      watch.close()
       self.sandbox.remove_run_dir(run_dir)
     duration = time.perf_counter() - start
     channel = streams["channel"].text()
@@ -162,66 +167,84 @@ class Worker:
         os._exit(EXIT_SETUP_FAILED)
     harness.run(CHANNEL_FD, nonce, job)
 
-  def _watch(self, pid: int, streams: dict, stdin_w: int, stdin_data: bytes, deadline: float):
+  def _watch(self, pid: int, watch: "_Watch", deadline: float):
     """Pumps the pipes until the child exits or the deadline passes.
 
     Returns (timed out, name of an overflowing stream or None, wait status or None).
     """
-    pidfd = os.pidfd_open(pid)
-    poller = select.poll()
-    by_fd = {stream.fd: stream for stream in streams.values()}
-    try:
-      poller.register(pidfd, select.POLLIN)
-      for fd in by_fd:
-        os.set_blocking(fd, False)
-        poller.register(fd, select.POLLIN)
-      pending = memoryview(stdin_data)
-      if pending:
-        os.set_blocking(stdin_w, False)
-        poller.register(stdin_w, select.POLLOUT)
-      else:
-        os.close(stdin_w)
-        stdin_w = -1
-      while True:
-        remaining = deadline - time.perf_counter()
-        if remaining <= 0:
-          return True, None, None
-        exited = False
-        for fd, _ in poller.poll(max(1, int(remaining * 1e3))):
-          if fd == pidfd:
-            exited = True
-          elif fd == stdin_w:
-            try:
-              pending = pending[os.write(stdin_w, pending[:_READ_SIZE]):]
-            except BlockingIOError:
-              pass
-            except BrokenPipeError:  # the program stopped reading: drop the rest
-              pending = pending[:0]
-            if not pending:
-              poller.unregister(stdin_w)
-              os.close(stdin_w)
-              stdin_w = -1
-          else:
-            stream = by_fd[fd]
+    watch.follow(pid)
+    while True:
+      remaining = deadline - time.perf_counter()
+      if remaining <= 0:
+        return True, None, None
+      exited = False
+      for fd, _ in watch.poller.poll(max(1, int(remaining * 1e3))):
+        if fd == watch.pidfd:
+          exited = True
+        elif fd == watch.stdin_w:
+          watch.feed_stdin()
+        else:
+          stream = watch.by_fd[fd]
+          if not stream.read():
+            return False, stream.name, None
+          if not stream.open:
+            watch.poller.unregister(fd)
+      if exited:
+        _, status = os.waitpid(pid, 0)
+        self.sandbox.kill_run(pid)  # orphans may still hold the pipes
+        for stream in watch.by_fd.values():  # drain what is buffered
+          while stream.open:
+            before = stream.size
             if not stream.read():
-              return False, stream.name, None
-            if not stream.open:
-              poller.unregister(fd)
-        if exited:
-          _, status = os.waitpid(pid, 0)
-          self.sandbox.kill_run(pid)  # orphans may still hold the pipes
-          for stream in streams.values():  # drain what is buffered
-            while stream.open:
-              before = stream.size
-              if not stream.read():
-                return False, stream.name, status
-              if stream.size == before:
-                break
-          return False, None, status
-    finally:
-      os.close(pidfd)
-      if stdin_w >= 0:
-        os.close(stdin_w)
+              return False, stream.name, status
+            if stream.size == before:
+              break
+        return False, None, status
+
+
+class _Watch:
+  """A run's pipes as the worker pumps them: made before the fork (`Worker.run_once`)."""
+
+  def __init__(self, streams: dict[str, _Stream], stdin_w: int, stdin_data: bytes):
+    self.poller = select.poll()
+    self.by_fd = {stream.fd: stream for stream in streams.values()}
+    for fd in self.by_fd:
+      os.set_blocking(fd, False)
+      self.poller.register(fd, select.POLLIN)
+    self.pending = memoryview(stdin_data)
+    self.stdin_w = stdin_w
+    if self.pending:
+      os.set_blocking(stdin_w, False)
+      self.poller.register(stdin_w, select.POLLOUT)
+    else:  # before the fork: the child never holds this end, and reads end of file at once
+      self._close_stdin(registered=False)
+    self.pidfd = -1
+
+  def follow(self, pid: int) -> None:
+    """After the fork: wakes the poll when the child exits."""
+    self.pidfd = os.pidfd_open(pid)
+    self.poller.register(self.pidfd, select.POLLIN)
+
+  def feed_stdin(self) -> None:
+    try:
+      self.pending = self.pending[os.write(self.stdin_w, self.pending[:_READ_SIZE]):]
+    except BlockingIOError:
+      return
+    except BrokenPipeError:  # the program stopped reading: drop the rest
+      self.pending = self.pending[:0]
+    if not self.pending:
+      self._close_stdin(registered=True)
+
+  def _close_stdin(self, registered: bool) -> None:
+    if registered:
+      self.poller.unregister(self.stdin_w)
+    os.close(self.stdin_w)
+    self.stdin_w = -1
+
+  def close(self) -> None:
+    for fd in [*self.by_fd, self.stdin_w, self.pidfd]:
+      if fd >= 0:
+        os.close(fd)
 
 
 def _pin(cpu: int) -> None:
