@@ -17,6 +17,7 @@ where RUN (one per process: one per case for io, else one) is
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import os
 import select
@@ -50,6 +51,7 @@ from precisecoder.execution import sandbox as sandbox_lib
 
 CHANNEL_FD = 3
 _READ_SIZE = 1 << 16
+_READ_EVERY_S = 0.02  # how often a running child's pipes are read (`_Watch`)
 EXIT_SETUP_FAILED = 121  # the child could not sandbox itself (then no "ready" record)
 
 
@@ -173,12 +175,13 @@ class Worker:
     Returns (timed out, name of an overflowing stream or None, wait status or None).
     """
     watch.follow(pid)
+    next_read = time.perf_counter() + _READ_EVERY_S
     while True:
-      remaining = deadline - time.perf_counter()
-      if remaining <= 0:
+      now = time.perf_counter()
+      if now >= deadline:
         return True, None, None
       exited = False
-      for fd, _ in watch.poller.poll(max(1, int(remaining * 1e3))):
+      for fd, _ in watch.poller.poll(max(1, int(1e3 * (min(deadline, next_read) - now)))):
         if fd == watch.pidfd:
           exited = True
         elif fd == watch.stdin_w:
@@ -200,17 +203,30 @@ class Worker:
             if stream.size == before:
               break
         return False, None, status
+      if time.perf_counter() >= next_read:  # what the pipes the poll does not watch hold so far
+        for stream in watch.by_fd.values():
+          if stream.open and not stream.read():
+            return False, stream.name, None
+        next_read = time.perf_counter() + _READ_EVERY_S
 
 
 class _Watch:
-  """A run's pipes as the worker pumps them: made before the fork (`Worker.run_once`)."""
+  """A run's pipes as the worker pumps them: made before the fork (`Worker.run_once`).
+
+  The poll wakes the worker when the child exits, not when it writes: a pipe that holds a whole
+  capped stream (F_SETPIPE_SZ) is read once the child is gone, or every _READ_EVERY_S while it
+  runs (to see an overflow), so the child's writes -- its "ready" line at once, its records at
+  the end -- do not wake the worker while the two still share their pages. A pipe that cannot
+  be made that large is polled as it fills.
+  """
 
   def __init__(self, streams: dict[str, _Stream], stdin_w: int, stdin_data: bytes):
     self.poller = select.poll()
     self.by_fd = {stream.fd: stream for stream in streams.values()}
-    for fd in self.by_fd:
+    for fd, stream in self.by_fd.items():
       os.set_blocking(fd, False)
-      self.poller.register(fd, select.POLLIN)
+      if not _hold(fd, stream.cap):
+        self.poller.register(fd, select.POLLIN)
     self.pending = memoryview(stdin_data)
     self.stdin_w = stdin_w
     if self.pending:
@@ -245,6 +261,14 @@ class _Watch:
     for fd in [*self.by_fd, self.stdin_w, self.pidfd]:
       if fd >= 0:
         os.close(fd)
+
+
+def _hold(fd: int, size: int) -> bool:
+  """Whether the pipe at `fd` now holds `size` bytes before a writer blocks."""
+  try:
+    return fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size) >= size
+  except OSError:  # above /proc/sys/fs/pipe-max-size, or the user's pipe memory is spent
+    return False
 
 
 def _pin(cpu: int) -> None:
