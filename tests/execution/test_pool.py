@@ -335,16 +335,19 @@ def test_runs_draw_fresh_random_numbers_from_workers_without_fork_hooks(pool):
 
 @pytest.mark.parametrize("mode", ["auto", "userns"])
 def test_large_outputs_are_read_whole_and_floods_stopped_at_once(mode):
-  # The worker reads a running child's pipes every few ms, or as they fill where a pipe cannot
-  # hold a whole capped stream: a userns worker may not grow a pipe past pipe-max-size (1 MB).
+  # The worker reads a running child's pipes on a tick, and as they fill once they have had
+  # something to read: a talkative run is neither held back nor let past its cap.
   big = Limits(timeout_s=5.0, max_output_bytes=3 << 20)
   echo = "import sys\nfor _ in range(2500):\n  sys.stdout.write('x' * 999 + '\\n')\n"
   expected = ("x" * 999 + "\n") * 2500
   flood = "import sys\nwhile True:\n  sys.stdout.write('y' * 1000)\n"
+  copy = "import sys\nsys.stdout.write(sys.stdin.read())\n"
   with ExecutionPool(workers=1, sandbox=mode) as pool:
-    whole, flooded = pool.run([Job(echo, {"kind": "io", "cases": [{"stdin": "", "stdout": expected}]}, big),
-                               Job(flood, {"kind": "io", "cases": [{"stdin": "", "stdout": ""}]}, big)])
-  assert whole.passed, whole
+    whole, flooded, copied = pool.run([
+        Job(echo, {"kind": "io", "cases": [{"stdin": "", "stdout": expected}]}, big),
+        Job(flood, {"kind": "io", "cases": [{"stdin": "", "stdout": ""}]}, big),
+        Job(copy, {"kind": "io", "cases": [{"stdin": expected, "stdout": expected}]}, big)])
+  assert whole.passed and copied.passed, (whole, copied)
   assert flooded.status is Status.FAIL and "exceeded" in flooded.detail, flooded
   assert flooded.duration_s < 2.0, flooded
 

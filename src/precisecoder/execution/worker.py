@@ -17,7 +17,6 @@ where RUN (one per process: one per case for io, else one) is
 
 from __future__ import annotations
 
-import fcntl
 import gc
 import os
 import select
@@ -51,7 +50,7 @@ from precisecoder.execution import sandbox as sandbox_lib
 
 CHANNEL_FD = 3
 _READ_SIZE = 1 << 16
-_READ_EVERY_S = 0.02  # how often a running child's pipes are read (`_Watch`)
+_READ_EVERY_S = 0.02  # how often a running child's quiet pipes are read (`_Watch`)
 EXIT_SETUP_FAILED = 121  # the child could not sandbox itself (then no "ready" record)
 
 
@@ -203,30 +202,29 @@ class Worker:
             if stream.size == before:
               break
         return False, None, status
-      if time.perf_counter() >= next_read:  # what the pipes the poll does not watch hold so far
-        for stream in watch.by_fd.values():
-          if stream.open and not stream.read():
-            return False, stream.name, None
+      if time.perf_counter() >= next_read:
+        if not watch.read_quiet():
+          return False, watch.overflow, None
         next_read = time.perf_counter() + _READ_EVERY_S
 
 
 class _Watch:
   """A run's pipes as the worker pumps them: made before the fork (`Worker.run_once`).
 
-  The poll wakes the worker when the child exits, not when it writes: a pipe that holds a whole
-  capped stream (F_SETPIPE_SZ) is read once the child is gone, or every _READ_EVERY_S while it
-  runs (to see an overflow), so the child's writes -- its "ready" line at once, its records at
-  the end -- do not wake the worker while the two still share their pages. A pipe that cannot
-  be made that large is polled as it fills.
+  The poll wakes the worker when the child exits, not when it writes: until then the two share
+  their pages, and each page the worker writes is copied. So a pipe is read when the child is
+  gone, or every _READ_EVERY_S while it runs; one that had something to read by then is read
+  as it fills from that moment on (a run that prints a lot is not held back by the tick). A
+  short run's "ready" line and records, a few kB in 64 kB pipes, never wake the worker early.
   """
 
   def __init__(self, streams: dict[str, _Stream], stdin_w: int, stdin_data: bytes):
     self.poller = select.poll()
     self.by_fd = {stream.fd: stream for stream in streams.values()}
-    for fd, stream in self.by_fd.items():
+    self.quiet = list(self.by_fd.values())  # not yet polled: read on the tick
+    self.overflow: str | None = None
+    for fd in self.by_fd:
       os.set_blocking(fd, False)
-      if not _hold(fd, stream.cap):
-        self.poller.register(fd, select.POLLIN)
     self.pending = memoryview(stdin_data)
     self.stdin_w = stdin_w
     if self.pending:
@@ -235,6 +233,20 @@ class _Watch:
     else:  # before the fork: the child never holds this end, and reads end of file at once
       self._close_stdin(registered=False)
     self.pidfd = -1
+
+  def read_quiet(self) -> bool:
+    """Reads the pipes not yet polled; polls from now on those that held something.
+    False (and `overflow` named) once a stream passes its cap."""
+    for stream in list(self.quiet):
+      before = stream.size
+      if not stream.read():
+        self.overflow = stream.name
+        return False
+      if stream.size > before or not stream.open:
+        self.quiet.remove(stream)
+        if stream.open:
+          self.poller.register(stream.fd, select.POLLIN)
+    return True
 
   def follow(self, pid: int) -> None:
     """After the fork: wakes the poll when the child exits."""
@@ -261,14 +273,6 @@ class _Watch:
     for fd in [*self.by_fd, self.stdin_w, self.pidfd]:
       if fd >= 0:
         os.close(fd)
-
-
-def _hold(fd: int, size: int) -> bool:
-  """Whether the pipe at `fd` now holds `size` bytes before a writer blocks."""
-  try:
-    return fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size) >= size
-  except OSError:  # above /proc/sys/fs/pipe-max-size, or the user's pipe memory is spent
-    return False
 
 
 def _pin(cpu: int) -> None:
