@@ -25,9 +25,9 @@ import types
 import warnings
 
 PROGRAM_FILENAME = "<program>"
-# Programs above this size are compiled anew each time they are asked for: a cache of them would
-# hold megabytes. Model outputs are far smaller.
-_CACHED_SOURCE_CHARS = 1 << 16
+# Programs above this size are compiled anew each time they are asked for, so that the cache
+# (1024 entries) stays within tens of megabytes. Model outputs are far smaller.
+_CACHED_SOURCE_CHARS = 1 << 14
 
 # catch_warnings swaps process-wide state: one at a time. (Not `threading`: workers import this
 # module, and threading's hook after every fork rebinds its globals and costs each run time.)
