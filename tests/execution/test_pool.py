@@ -333,23 +333,22 @@ def test_runs_draw_fresh_random_numbers_from_workers_without_fork_hooks(pool):
   assert lines[0][1] != lines[1][1]
 
 
-@pytest.mark.parametrize("mode", ["auto", "userns"])
-def test_large_outputs_are_read_whole_and_floods_stopped_at_once(mode):
+def test_large_outputs_are_read_whole_and_floods_stopped_at_the_cap():
   # The worker reads a running child's pipes on a tick, and as they fill once they have had
-  # something to read: a talkative run is neither held back nor let past its cap.
+  # something to read: a talkative run is neither held back nor let past its cap (a flood not
+  # read would block the child until its deadline, a timeout instead of the cap's failure).
   big = Limits(timeout_s=5.0, max_output_bytes=3 << 20)
   echo = "import sys\nfor _ in range(2500):\n  sys.stdout.write('x' * 999 + '\\n')\n"
   expected = ("x" * 999 + "\n") * 2500
   flood = "import sys\nwhile True:\n  sys.stdout.write('y' * 1000)\n"
   copy = "import sys\nsys.stdout.write(sys.stdin.read())\n"
-  with ExecutionPool(workers=1, sandbox=mode) as pool:
+  with ExecutionPool(workers=1) as pool:
     whole, flooded, copied = pool.run([
         Job(echo, {"kind": "io", "cases": [{"stdin": "", "stdout": expected}]}, big),
         Job(flood, {"kind": "io", "cases": [{"stdin": "", "stdout": ""}]}, big),
         Job(copy, {"kind": "io", "cases": [{"stdin": expected, "stdout": expected}]}, big)])
   assert whole.passed and copied.passed, (whole, copied)
-  assert flooded.status is Status.FAIL and "exceeded" in flooded.detail, flooded
-  assert flooded.duration_s < 2.0, flooded
+  assert flooded.status is Status.FAIL and flooded.detail.endswith("stdout exceeded 3145728 bytes"), flooded
 
 
 def test_a_program_that_does_not_compile_fails_with_the_reason(pool):

@@ -34,7 +34,7 @@ def test_the_marshalled_code_is_the_program():
   assert programs.marshalled("def f(:\n") == (None, programs.identity("def f(:\n")[1])
 
 
-def test_compiling_a_program_warns_nobody_but_running_it_still_may():
+def test_compiling_a_program_prints_none_of_its_warnings():
   with warnings.catch_warnings(record=True) as caught:
     assert programs.identity("x = 1\nassert (x, 'is always true')\ny = x is 1\n")[0]
     warnings.warn("the scorer's own warning")

@@ -301,12 +301,8 @@ def _rehearse(times: int = 64) -> None:
 
 @functools.lru_cache(maxsize=256)
 def compiled_tests(code: str) -> types.CodeType:
-  """Test code (ours, trusted), compiled once per worker.
-
-  The worker calls this before it forks (`warm`), so a child finds the code
-  object in its inherited cache: RL scores many programs against one spec.
-  Programs, untrusted, are compiled in the child (`_load_module`).
-  """
+  """Test code (ours, trusted), compiled once per worker (RL scores many programs against one
+  spec) and handed to the run in its plan (`warm`). Programs arrive compiled by the pool."""
   tree = _RegisterClasses().visit(ast.parse(code, TESTS_FILENAME))
   return compile(ast.fix_missing_locations(tree), TESTS_FILENAME, "exec", dont_inherit=True,
                  optimize=0)
