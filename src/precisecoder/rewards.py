@@ -19,10 +19,10 @@ that do not compile are failed without a run.
 
 References are verified, not assumed: the first time a task's content is
 seen, its reference fix must pass and its buggy program must fail, run in the
-same pool round as the batch's own programs and remembered by a hash of the
-task's content. A task that breaks either is an error for each of its rows
-(reason in `error`, every term 0) and is logged and counted
-(`broken_tasks`), never credited. Only a verified task's shortcuts apply: the
+same pool round as the batch's own programs (they start first, while the batch
+is diffed) and remembered by a hash of the task's content. A task that breaks
+either is an error for each of its rows (reason in `error`, every term 0) and
+is logged and counted (`broken_tasks`), never credited. Only a verified task's shortcuts apply: the
 exact reference fix passes and the unchanged buggy program fails without a run.
 """
 
@@ -32,12 +32,13 @@ import collections
 import dataclasses
 import hashlib
 import json
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence, TypeVar
 
 from absl import logging
 import numpy as np
 
 from precisecoder import edits, reward_recipes
+from precisecoder.execution.pool import ExecutionPool
 from precisecoder.execution.programs import identity as compiled_identity
 from precisecoder.execution.types import Job, Limits, Result, Status
 from precisecoder.tasks import Task
@@ -56,6 +57,9 @@ PAPER_COLUMNS: dict[str, tuple[str, str]] = {
     "noop": ("noop", "clean"),
     "damage": ("damage", "clean"),
 }
+
+
+_T = TypeVar("_T")
 
 
 class Pool(Protocol):
@@ -190,11 +194,28 @@ class _Batch:
     """Why the program under `key` was failed without a run, if it was this batch."""
     return self._compile_errors.get(key)
 
-  def run(self) -> None:
-    if not self._jobs:
-      return
+  def run(self, while_running: Callable[[], _T] | None = None) -> _T | None:
+    """Runs every program registered; returns what `while_running` returned.
+
+    `while_running` may register more programs. An `ExecutionPool` starts the ones registered
+    before it first and calls it while they run; with another pool it is called before the run.
+    """
+    first = list(self._jobs.values())
+    outcome = None
+
+    def register_more() -> list[Job]:
+      nonlocal outcome
+      outcome = while_running()
+      return list(self._jobs.values())[len(first):]
+
+    pool, deadline_s = self._scorer.pool, self._scorer.deadline_s
+    if while_running is not None and first and isinstance(pool, ExecutionPool):
+      results = pool.run(first, deadline_s=deadline_s, more=register_more)
+    else:
+      if while_running is not None:
+        register_more()
+      results = pool.run(list(self._jobs.values()), deadline_s=deadline_s) if self._jobs else []
     keys, jobs = list(self._jobs), list(self._jobs.values())
-    results = self._scorer.pool.run(jobs, deadline_s=self._scorer.deadline_s)
     if len(results) != len(jobs):
       raise RuntimeError(f"pool returned {len(results)} results for {len(jobs)} jobs")
     self._scorer.verdicts.executed += len(jobs)
@@ -208,6 +229,7 @@ class _Batch:
         if _output_cap_hit(result, job.limits):
           self._scorer.verdicts.notes[key] = result.detail
     self._jobs = {}
+    return outcome
 
   def passed(self, key: str) -> bool:
     verdict = self._scorer.verdicts.get(key)
@@ -352,25 +374,14 @@ class RewardScorer:
     """Every term of every pair; `errors[i]` marks a pair as unscorable up front."""
     if len(tasks) != len(programs):
       raise ValueError(f"{len(tasks)} tasks but {len(programs)} programs")
-    diffs: dict[tuple[int, str], tuple] = {}  # RL groups repeat completions: diff each once
-    scores = [self._diff(t, p, errors[i] if errors else None, diffs) for i, (t, p) in
-              enumerate(zip(tasks, programs))]
     batch = _Batch(self)
     task_keys = {id(t): self.task_key(t) for t in tasks} if self.verify_references else {}
     checks = self._reference_jobs(tasks, task_keys, batch)
 
-    # Round 1: reference checks, full programs and counterfactuals of non-exact matches.
-    unit_keys: list[str | None] = []
-    cf_keys: list[list[str | None]] = []
-    for s in scores:
-      if self._unsound(s, task_keys, unchecked_is_error=False):  # known broken: run nothing
-        unit_keys.append(None)
-        cf_keys.append([])
-        continue
-      unit_keys.append(self._unit_job(s, batch))
-      cf_keys.append([None if m.match.kind == edits.EXACT else batch.job(
-          self._counterfactual(s.task, m.match.refs, m.match.pred), s.task) for m in s.matches])
-    batch.run()
+    # Round 1: reference checks, full programs and counterfactuals of non-exact matches. The
+    # references need no diff: they start first, and the pairs are diffed while they run.
+    scores, unit_keys, cf_keys = batch.run(
+        while_running=lambda: self._first_round(tasks, programs, errors, task_keys, batch))
     for s, unit_key, keys in zip(scores, unit_keys, cf_keys):
       if unit_key is not None:
         s.unit = float(batch.passed(unit_key))
@@ -390,6 +401,27 @@ class RewardScorer:
     for s in sound:
       self._finish(s)
     return scores
+
+  def _first_round(self, tasks: Sequence[Task], programs: Sequence[str | None],
+                   errors: Sequence[str | None] | None, task_keys: dict[int, str],
+                   batch: _Batch) -> tuple[list[SampleScore], list[str | None],
+                                           list[list[str | None]]]:
+    """Diffs every pair and registers its full program and the counterfactuals of its non-exact
+    matches in `batch`; returns the scores and, per pair, those programs' verdict keys."""
+    diffs: dict[tuple[int, str], tuple] = {}  # RL groups repeat completions: diff each once
+    scores = [self._diff(t, p, errors[i] if errors else None, diffs) for i, (t, p) in
+              enumerate(zip(tasks, programs))]
+    unit_keys: list[str | None] = []
+    cf_keys: list[list[str | None]] = []
+    for s in scores:
+      if self._unsound(s, task_keys, unchecked_is_error=False):  # known broken: run nothing
+        unit_keys.append(None)
+        cf_keys.append([])
+        continue
+      unit_keys.append(self._unit_job(s, batch))
+      cf_keys.append([None if m.match.kind == edits.EXACT else batch.job(
+          self._counterfactual(s.task, m.match.refs, m.match.pred), s.task) for m in s.matches])
+    return scores, unit_keys, cf_keys
 
   # -------------------------------------------------------------------------
   # Reference verification

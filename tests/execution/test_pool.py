@@ -91,6 +91,35 @@ def test_timeout_memory_and_crash_statuses(pool):
   assert crash.status is Status.CRASH and "SIGSEGV" in crash.detail
 
 
+def test_more_adds_jobs_to_the_running_batch(pool):
+  """`more` runs while the first jobs are with the workers; its jobs' results follow, and a job
+  it repeats runs once."""
+  first = [Job(ADD, CALL, FAST), Job(WRONG_ADD, ASSERT, FAST)]
+  busy_while_adding = []
+
+  def more():
+    busy_while_adding.append(sum(len(w.inflight) for w in pool._workers))  # pylint: disable=protected-access
+    return [Job(WRONG_ADD, CALL, FAST), Job(ADD, CALL, FAST), Job(ADD, ASSERT, FAST)]
+
+  before = pool.stats()
+  results = pool.run(first, more=more)
+  assert busy_while_adding == [2]
+  assert [r.passed for r in results] == [True, False, False, True, True]
+  after = pool.stats()
+  assert (after["jobs"] - before["jobs"], after["duplicates"] - before["duplicates"]) == (5, 1)
+
+
+def test_a_failing_more_leaves_the_pool_working(pool):
+  def more():
+    raise KeyError("diffing failed")
+
+  with pytest.raises(KeyError, match="diffing failed"):
+    pool.run([Job(f"import time\ntime.sleep(1)\nx = {i}\n", ASSERT, FAST) for i in range(4)],
+             more=more)
+  assert [r.passed for r in pool.run([Job(ADD, CALL, FAST), Job(WRONG_ADD, CALL, FAST)])] == [
+      True, False]
+
+
 def test_batch_deadline_times_out_what_is_left(pool):
   jobs = [Job(f"import time\ntime.sleep(3)\nx = {i}\n", ASSERT, Limits(timeout_s=5)) for i in range(4)]
   started = time.monotonic()

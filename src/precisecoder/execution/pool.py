@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 import weakref
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import precisecoder
 from precisecoder.execution import judge as judge_lib
@@ -67,6 +67,58 @@ def _message(job_id: int, program: str, tests: dict, limits: dict) -> dict:
     return {"id": job_id, "program": program, "tests": tests, "limits": limits}
   return {"id": job_id, "code": base64.b64encode(code).decode("ascii"), "tests": tests,
           "limits": limits}
+
+
+class _Batch:
+  """The jobs of one `run` call: each unique job (equal `Job.key()`) prepared once, and where
+  its result goes."""
+
+  def __init__(self, pool: "ExecutionPool"):
+    self._pool = pool
+    self.prepared: list[_Prepared] = []
+    self._owners: list[list[int]] = []  # unique job -> positions in the batch
+    self._slots_of_key: dict[str, list[int]] = {}
+    self._invalid: dict[int, Result] = {}  # position -> why its job cannot run
+    self._size = 0
+
+  def add(self, jobs: Sequence[Job]) -> list[int]:
+    """Appends `jobs` to the batch; returns the indices of the unique jobs they add."""
+    counts = self._pool._counts  # pylint: disable=protected-access
+    counts["jobs"] += len(jobs)
+    first = len(self.prepared)
+    for position, job in enumerate(jobs, self._size):
+      key = job.key()
+      if key in self._slots_of_key:
+        self._slots_of_key[key].append(position)
+        counts["duplicates"] += 1
+        continue
+      self._slots_of_key[key] = positions = [position]
+      try:
+        spec, child_tests, expected = self._pool._split(job.tests)  # pylint: disable=protected-access
+        if not isinstance(job.program, str):
+          raise judge_lib.InvalidTests(f"program must be a str, not {type(job.program).__name__}")
+      except judge_lib.InvalidTests as e:
+        self._invalid[position] = Result(Status.INFRA_ERROR, detail=f"invalid job: {e}")
+        counts[Status.INFRA_ERROR.value] += 1
+        continue
+      cases = len(child_tests["cases"]) if child_tests["kind"] == "io" else 1
+      self.prepared.append(_Prepared(
+          _message(len(self.prepared), job.program, child_tests,
+                   judge_lib.limits_payload(job.limits)),
+          expected, job.limits, budget_s=job.limits.timeout_s * max(cases, 1) + 1.0, spec=spec))
+      self._owners.append(positions)
+    self._size += len(jobs)
+    return list(range(first, len(self.prepared)))
+
+  def results(self, outcomes: list[Result]) -> list[Result]:
+    """One result per job added, in order, from the outcome of each unique job."""
+    results: list[Result | None] = [None] * self._size
+    for position, result in self._invalid.items():
+      results[position] = result
+    for unique, result in enumerate(outcomes):
+      for position in self._owners[unique]:
+        results[position] = result
+    return results  # every slot is filled
 
 
 class _Worker:
@@ -235,50 +287,31 @@ class ExecutionPool:
 
   # -- batches -----------------------------------------------------------------
 
-  def run(self, jobs: Sequence[Job], deadline_s: float | None = None) -> list[Result]:
+  def run(self, jobs: Sequence[Job], deadline_s: float | None = None, *,
+          more: Callable[[], Sequence[Job]] | None = None) -> list[Result]:
     """Runs every job; results in the same order. Jobs still pending at the
-    batch deadline get `Status.TIMEOUT` with detail "batch deadline"."""
+    batch deadline get `Status.TIMEOUT` with detail "batch deadline".
+
+    `more`: called once, as soon as the first `jobs` are with the workers; it returns further
+    jobs of this batch, whose results follow. A caller that must work out some of a batch's
+    jobs (diffing programs, say) does it there, while the workers run those it knew already.
+    """
     with self._lock:
       self._start()
-      return self._run(list(jobs), deadline_s)
+      return self._run(list(jobs), deadline_s, more)
 
-  def _run(self, jobs: list[Job], deadline_s: float | None) -> list[Result]:
+  def _run(self, jobs: list[Job], deadline_s: float | None,
+           more: Callable[[], Sequence[Job]] | None) -> list[Result]:
     started = time.monotonic()
     batch_deadline = started + deadline_s if deadline_s is not None else math.inf
-    results: list[Result | None] = [None] * len(jobs)
-    slots_of_key: dict[str, list[int]] = {}
-    prepared: list[_Prepared] = []
-    owners: list[list[int]] = []  # unique job -> positions in `jobs`
-    for position, job in enumerate(jobs):
-      key = job.key()
-      if key in slots_of_key:
-        slots_of_key[key].append(position)
-        self._counts["duplicates"] += 1
-        continue
-      slots_of_key[key] = positions = [position]
-      try:
-        spec, child_tests, expected = self._split(job.tests)
-        if not isinstance(job.program, str):
-          raise judge_lib.InvalidTests(f"program must be a str, not {type(job.program).__name__}")
-      except judge_lib.InvalidTests as e:
-        results[position] = Result(Status.INFRA_ERROR, detail=f"invalid job: {e}")
-        self._counts[Status.INFRA_ERROR.value] += 1
-        continue
-      cases = len(child_tests["cases"]) if child_tests["kind"] == "io" else 1
-      prepared.append(_Prepared(
-          _message(len(prepared), job.program, child_tests, judge_lib.limits_payload(job.limits)),
-          expected, job.limits, budget_s=job.limits.timeout_s * max(cases, 1) + 1.0, spec=spec))
-      owners.append(positions)
-    self._counts["jobs"] += len(jobs)
-
-    outcomes = self._execute(prepared, batch_deadline)
-    self._remember_durations(prepared, outcomes)
-    for unique, result in enumerate(outcomes):
-      for position in owners[unique]:
-        results[position] = result
+    batch = _Batch(self)
+    batch.add(jobs)
+    outcomes = self._execute(batch.prepared, batch_deadline,
+                             (lambda: batch.add(more())) if more is not None else None)
+    self._remember_durations(batch.prepared, outcomes)
     for result in outcomes:
       self._counts[result.status.value] += 1
-    return [result for result in results]  # every slot is filled
+    return batch.results(outcomes)
 
   def _split(self, tests) -> tuple[str, dict, judge_lib.Expected]:
     """(spec key, judge.split(tests)), memoised by content: parsing and rewriting test code
@@ -304,16 +337,33 @@ class ExecutionPool:
     while len(self._spec_seconds) > _SPLIT_CACHE_SIZE:
       self._spec_seconds.popitem(last=False)
 
-  def _longest_first(self, prepared: list[_Prepared]) -> list[int]:
-    """Job indices, those expected to run longest first (the longest run of their spec;
-    unseen specs first of all), so that no long job starts last and keeps a round waiting."""
+  def _longest_first(self, prepared: list[_Prepared], indices: Iterable[int]) -> list[int]:
+    """`indices`, those expected to run longest first (the longest run of their spec; unseen
+    specs first of all), so that no long job starts last and keeps a round waiting."""
     seen = self._spec_seconds
-    return sorted(range(len(prepared)), key=lambda i: -seen.get(prepared[i].spec, math.inf))
+    return sorted(indices, key=lambda i: -seen.get(prepared[i].spec, math.inf))
 
-  def _execute(self, prepared: list[_Prepared], batch_deadline: float) -> list[Result]:
-    """Feeds chunks to workers and judges replies as they arrive."""
+  def _abandon(self) -> None:
+    """Restarts every worker still running jobs of a batch that nobody waits for any more."""
+    for worker in list(self._workers):
+      if worker.inflight:
+        worker.inflight.clear()
+        self._replace(worker)
+
+  def _execute(self, prepared: list[_Prepared], batch_deadline: float,
+               more: Callable[[], list[int]] | None = None) -> list[Result]:
+    """Feeds chunks to workers and judges replies as they arrive. `more` (see `run`) is called
+    once the first chunks are out; it appends jobs to `prepared` and returns their indices."""
+    queue = collections.deque(self._longest_first(prepared, range(len(prepared))))
+    if more is not None:
+      self._dispatch(queue, prepared)
+      try:
+        added = more()
+      except BaseException:
+        self._abandon()
+        raise
+      queue = collections.deque(self._longest_first(prepared, [*queue, *added]))
     outcomes: list[Result | None] = [None] * len(prepared)
-    queue = collections.deque(self._longest_first(prepared))
     remaining = len(prepared)
     while remaining:
       now = time.monotonic()
@@ -321,10 +371,7 @@ class ExecutionPool:
         for index in range(len(prepared)):
           if outcomes[index] is None:
             outcomes[index] = Result(Status.TIMEOUT, detail="batch deadline")
-        for worker in list(self._workers):
-          if worker.inflight:  # still running a job nobody waits for: start afresh
-            worker.inflight.clear()
-            self._replace(worker)
+        self._abandon()
         break
       self._dispatch(queue, prepared)
       poller, by_fd = select.poll(), {}
