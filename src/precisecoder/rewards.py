@@ -22,8 +22,9 @@ seen, its reference fix must pass and its buggy program must fail, run in the
 same pool round as the batch's own programs (they start first, while the batch
 is diffed) and remembered by a hash of the task's content. A task that breaks
 either is an error for each of its rows (reason in `error`, every term 0) and
-is logged and counted (`broken_tasks`), never credited. Only a verified task's shortcuts apply: the
-exact reference fix passes and the unchanged buggy program fails without a run.
+is logged and counted (`broken_tasks`), never credited. Only a verified task's
+shortcuts apply: the exact reference fix passes and the unchanged buggy program
+fails without a run.
 """
 
 from __future__ import annotations
