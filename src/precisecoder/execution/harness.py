@@ -299,10 +299,9 @@ def _rehearse(times: int = 64) -> None:
     gc.collect()  # the toy TestCase classes: garbage now, not frozen into every child
 
 
-@functools.lru_cache(maxsize=256)
 def compiled_tests(code: str) -> types.CodeType:
-  """Test code (ours, trusted), compiled once per worker (RL scores many programs against one
-  spec) and handed to the run in its plan (`warm`). Programs arrive compiled by the pool."""
+  """Test code (ours, trusted), compiled for the run's plan (`warm`). Programs arrive compiled
+  by the pool."""
   tree = _RegisterClasses().visit(ast.parse(code, TESTS_FILENAME))
   return compile(ast.fix_missing_locations(tree), TESTS_FILENAME, "exec", dont_inherit=True,
                  optimize=0)
@@ -345,12 +344,18 @@ def warm(job: dict) -> None:
   program = marshal.loads(base64.b64decode(job["code"])) if "code" in job else None
   tests = job["tests"]
   if tests["kind"] in ("assert", "unittest"):
-    code = compiled_tests(tests["code"])
-    plan = _Plan(program, code, test_imports(tests["code"]), tests_write_library(tests["code"]),
-                 code_ids(code))
+    plan = _Plan(program, *_planned_tests(tests["code"]))
   else:
     plan = _Plan(program, None)
   _PLAN[:] = [plan]
+
+
+@functools.lru_cache(maxsize=256)
+def _planned_tests(code: str) -> tuple[types.CodeType, tuple[str, ...], bool, frozenset[int]]:
+  """The part of a plan that the test code alone decides (`_Plan` from `tests` on), worked out
+  once per test code: RL scores many programs against one spec."""
+  compiled = compiled_tests(code)
+  return compiled, test_imports(code), tests_write_library(code), code_ids(compiled)
 
 
 def _load_module(name: str, job: dict, integrity: Integrity | None = None) -> types.ModuleType:

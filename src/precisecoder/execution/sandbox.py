@@ -260,9 +260,11 @@ class Sandbox:
     environment (HOME, TMPDIR, PWD) can name it once instead of each child
     rewriting its environment.
     """
-    if os.path.lexists(self.run_dir):  # a run whose clean-up failed: nothing it left survives
+    try:
+      os.mkdir(self.run_dir, 0o700)
+    except FileExistsError:  # a run whose clean-up failed: nothing it left survives
       self.remove_run_dir(self.run_dir)
-    os.mkdir(self.run_dir, 0o700)
+      os.mkdir(self.run_dir, 0o700)
     if self.run_uid is not None:
       os.chown(self.run_dir, self.run_uid, self.run_uid)
     return self.run_dir

@@ -138,10 +138,10 @@ class Worker:
         os.close(fd)
       timeout, overflow, status = self._watch(pid, watch, start + limits["timeout_s"])
     finally:
-      if status is None:
+      if status is None:  # still running: stop it (an exited run's orphans `_watch` killed)
         os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
-      self.sandbox.kill_run(pid)
+        self.sandbox.kill_run(pid)
       watch.close()
       self.sandbox.remove_run_dir(run_dir)
     duration = time.perf_counter() - start
