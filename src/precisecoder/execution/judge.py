@@ -514,14 +514,22 @@ def _holds(operator: str, value: Any, literal: Any) -> bool:
   return distance < tolerance if operator == "near<" else distance <= tolerance
 
 
+_scan = json.JSONDecoder().scan_once  # json.loads' own scanner, without its per-call wrapping
+
+
 def _records(run: Mapping[str, Any]) -> list[dict]:
   """The child's channel lines that parse as JSON objects (anything else is ignored)."""
   records = []
   for line in run.get("channel", "").splitlines()[1:]:  # line 0 is the "ready" record
     try:
-      record = json.loads(line)
-    except ValueError:
-      continue
+      record, end = _scan(line, 0)  # a whole line the harness wrote: what json.loads gives
+      if end != len(line):
+        raise ValueError
+    except (StopIteration, ValueError):  # anything else: exactly as json.loads reads it
+      try:
+        record = json.loads(line)
+      except ValueError:
+        continue
     if isinstance(record, dict):
       records.append(record)
   return records
