@@ -275,10 +275,13 @@ _PROGRAM_MODULE = "__precisecoder_program__"
 def _rehearse(times: int = 64) -> None:
   """Runs the child-side code on the toy jobs here in the worker, before any fork.
 
-  CPython 3.11 specialises bytecode in place as it runs it. Code that first
-  runs in a child writes its code objects, which the child shares with the
-  worker copy-on-write, and so pays for copied pages and for specialising
-  anew on every run. Rehearsed here, every child inherits it specialised.
+  CPython 3.11 specialises bytecode in place as it runs it, and caches the
+  attributes it finds on types in a table of its own. Code that first runs in
+  a child writes its code objects and that table, which the child shares with
+  the worker copy-on-write, and so pays for copied pages, specialising and
+  looking up anew on every run. Rehearsed here (all of `_session`), every child
+  inherits it specialised and found. What only a child runs (`worker._child`,
+  `Sandbox.enter_child`) calls what it needs bound, reading no attributes.
   """
   sink = os.open(os.devnull, os.O_WRONLY)
   integrity = Integrity()
@@ -287,11 +290,8 @@ def _rehearse(times: int = 64) -> None:
       for tests in _REHEARSAL_TESTS:
         job = {"code": _REHEARSAL_CODE, "tests": tests}
         warm(job)
-        channel = Channel(sink, "0" * 32)
-        channel.send_ready()
-        module = _load_module(_PROGRAM_MODULE, job, integrity)
-        _run_tests(channel, module, tests, integrity)
-        channel.flush()
+        if _session(Channel(sink, "0" * 32), job, integrity) != 0:
+          raise RuntimeError(f"the harness failed its own {tests['kind']} rehearsal")
   finally:
     _PLAN.clear()
     sys.modules.pop(_PROGRAM_MODULE, None)
@@ -525,9 +525,13 @@ def _run_one_test(case_class: type, method: str) -> tuple[str, str]:
 
 def run(channel_fd: int, nonce: str, job: dict) -> None:
   """Runs one job's program and tests in this (already sandboxed) process; never returns."""
-  channel = Channel(channel_fd, nonce)
+  _exit(_session(Channel(channel_fd, nonce), job, _SNAPSHOT[0] if _SNAPSHOT else Integrity()))
+
+
+def _session(channel: Channel, job: dict, integrity: Integrity) -> int:
+  """Everything a run does but exit (which `run` does with the status returned), apart so that
+  the worker can rehearse it (`_rehearse`)."""
   kind = job["tests"]["kind"]
-  integrity = _SNAPSHOT[0] if _SNAPSHOT else Integrity()
   exit_code = 0
   try:
     channel.send_ready()
@@ -539,7 +543,7 @@ def run(channel_fd: int, nonce: str, job: dict) -> None:
         exit_code = e.code if _type(e.code) is int else (0 if e.code is None else 1)
       channel.send({"end": "io", "exit": exit_code}, signed=True)
       _flush(channel)
-      _exit(exit_code)
+      return exit_code
     watched = kind in ("assert", "unittest")
     if watched:  # what the tests import is loaded first, to be watched with the rest
       plan = _PLAN[0]
@@ -556,7 +560,7 @@ def run(channel_fd: int, nonce: str, job: dict) -> None:
     if kind == "io":
       traceback.print_exc()
   _flush(channel)
-  _exit(exit_code)
+  return exit_code
 
 
 def _run_tests(channel: Channel, module: types.ModuleType, tests: dict,

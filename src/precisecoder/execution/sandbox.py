@@ -295,29 +295,38 @@ class Sandbox:
   def enter_child(self, limits: dict, keep_fds: list[int]) -> None:
     """In the forked child: applies every containment step. Raises on failure.
 
-    The environment was scrubbed once for the whole worker (`_scrub_environment`).
+    The environment was scrubbed once for the whole worker (`_scrub_environment`). The calls
+    are bound at import (`_setsid`, ...): a child runs this once, so a module attribute read
+    here would miss CPython's type-attribute cache in every run, and copy the pages it writes.
     """
-    os.setsid()
+    _setsid()
     if not self.is_init:  # as PID 1, the worker's death kills the whole namespace anyway
-      _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+      _prctl(_PR_SET_PDEATHSIG, _SIGKILL)
     low = 3
     for fd in sorted(keep_fds) + [_max_fd()]:
-      os.closerange(low, fd)  # close_range(2) underneath: one system call
+      _closerange(low, fd)  # close_range(2) underneath: one system call
       low = fd + 1
-    os.chdir(self.run_dir)
-    memory = int(limits["memory_mb"]) << 20
-    cpu = int(limits["cpu_s"])
-    for name, value in ((resource.RLIMIT_AS, memory), (resource.RLIMIT_CPU, cpu),
-                        (resource.RLIMIT_FSIZE, int(limits["max_file_bytes"])),
-                        (resource.RLIMIT_NOFILE, int(limits["max_open_files"])),
-                        (resource.RLIMIT_NPROC, int(limits["max_processes"])),
-                        (resource.RLIMIT_CORE, 0)):
-      resource.setrlimit(name, (value, value))
+    _chdir(self.run_dir)
+    for name, value in ((_RLIMIT_AS, int(limits["memory_mb"]) << 20),
+                        (_RLIMIT_CPU, int(limits["cpu_s"])),
+                        (_RLIMIT_FSIZE, int(limits["max_file_bytes"])),
+                        (_RLIMIT_NOFILE, int(limits["max_open_files"])),
+                        (_RLIMIT_NPROC, int(limits["max_processes"])),
+                        (_RLIMIT_CORE, 0)):
+      _setrlimit(name, (value, value))
     if self.mode == "root":
-      os.setresgid(self.run_uid, self.run_uid, self.run_uid)
-      os.setresuid(self.run_uid, self.run_uid, self.run_uid)
+      _setresgid(self.run_uid, self.run_uid, self.run_uid)
+      _setresuid(self.run_uid, self.run_uid, self.run_uid)
     elif self.mode == "userns":
       _unshare(_CLONE_NEWUSER)  # no capabilities over the worker's mounts or processes
+
+
+_setsid, _closerange, _chdir = os.setsid, os.closerange, os.chdir
+_setresgid, _setresuid, _setrlimit = os.setresgid, os.setresuid, resource.setrlimit
+_SIGKILL = signal.SIGKILL
+_RLIMIT_AS, _RLIMIT_CPU, _RLIMIT_FSIZE = resource.RLIMIT_AS, resource.RLIMIT_CPU, resource.RLIMIT_FSIZE
+_RLIMIT_NOFILE, _RLIMIT_NPROC, _RLIMIT_CORE = (resource.RLIMIT_NOFILE, resource.RLIMIT_NPROC,
+                                               resource.RLIMIT_CORE)
 
 
 def _scrub_environment(run_dir: str) -> None:
@@ -325,7 +334,7 @@ def _scrub_environment(run_dir: str) -> None:
   os.environ.clear()
   os.environ.update(_CHILD_ENV, HOME=run_dir, TMPDIR=run_dir, PWD=run_dir)
   # A run that imports tempfile finds its directory in TMPDIR. The worker does not import
-  # tempfile: it imports random, whose reseeding after every fork slows every run (worker.py).
+  # tempfile: it imports random, whose reseeding after every fork would slow every run.
 
 
 def set_parent_death_signal() -> None:

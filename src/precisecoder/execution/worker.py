@@ -129,10 +129,11 @@ class Worker:
                for name, fd in (("stdout", out_r), ("stderr", err_r), ("channel", chan_r))}
     watch = _Watch(streams, stdin_w, stdin_data)
     status = None
+    enter_child = self.sandbox.enter_child  # found here: a lookup in the child is never cached
     start = time.perf_counter()
     pid = self.sandbox.fork()
     if pid == 0:  # the child: never returns
-      self._child(job, nonce, limits, child_fds)
+      _child(enter_child, job, nonce, limits, child_fds)
     try:
       for fd in child_fds:
         os.close(fd)
@@ -152,21 +153,6 @@ class Worker:
             "timeout": timeout, "overflow": overflow, "nonce": nonce,
             "stdout": streams["stdout"].text(), "stderr": streams["stderr"].text()[-4000:],
             "channel": channel, "duration_s": duration}
-
-  def _child(self, job, nonce, limits, fds) -> None:
-    try:
-      stdin_r, out_w, err_w, chan_w = fds
-      os.dup2(stdin_r, 0)
-      os.dup2(out_w, 1)
-      os.dup2(err_w, 2)
-      os.dup2(chan_w, CHANNEL_FD)
-      self.sandbox.enter_child(limits, keep_fds=[CHANNEL_FD])
-    except BaseException as e:  # pylint: disable=broad-except
-      try:
-        os.write(2, f"sandbox setup failed: {e!r}\n".encode())
-      finally:
-        os._exit(EXIT_SETUP_FAILED)
-    harness.run(CHANNEL_FD, nonce, job)
 
   def _watch(self, pid: int, watch: "_Watch", deadline: float):
     """Pumps the pipes until the child exits or the deadline passes.
@@ -206,6 +192,30 @@ class Worker:
         if not watch.read_quiet():
           return False, watch.overflow, None
         next_read = time.perf_counter() + _READ_EVERY_S
+
+
+def _child(enter_child, job: dict, nonce: str, limits: dict, fds: tuple[int, ...]) -> None:
+  """The forked child: its pipes on fds 0-3, its sandbox, then the harness; never returns.
+
+  It runs once per child, so nothing here is ever specialised or cached by CPython for the next
+  run: it reads no module or object attributes (what it calls comes bound, `_dup2`, ...).
+  """
+  try:
+    stdin_r, out_w, err_w, chan_w = fds
+    _dup2(stdin_r, 0)
+    _dup2(out_w, 1)
+    _dup2(err_w, 2)
+    _dup2(chan_w, CHANNEL_FD)
+    enter_child(limits, keep_fds=[CHANNEL_FD])
+  except BaseException as e:  # pylint: disable=broad-except
+    try:
+      _write(2, f"sandbox setup failed: {e!r}\n".encode())
+    finally:
+      _exit(EXIT_SETUP_FAILED)
+  _run_harness(CHANNEL_FD, nonce, job)
+
+
+_dup2, _write, _exit, _run_harness = os.dup2, os.write, os._exit, harness.run
 
 
 class _Watch:
