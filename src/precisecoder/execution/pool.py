@@ -295,6 +295,7 @@ class ExecutionPool:
     `more`: called once, as soon as the first `jobs` are with the workers; it returns further
     jobs of this batch, whose results follow. A caller that must work out some of a batch's
     jobs (diffing programs, say) does it there, while the workers run those it knew already.
+    It runs under the pool's lock, so it must not call `run`.
     """
     with self._lock:
       self._start()
