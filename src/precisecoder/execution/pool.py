@@ -73,8 +73,10 @@ class _Batch:
   """The jobs of one `run` call: each unique job (equal `Job.key()`) prepared once, and where
   its result goes."""
 
-  def __init__(self, pool: "ExecutionPool"):
-    self._pool = pool
+  def __init__(self, split: Callable[[Any], tuple[str, dict, judge_lib.Expected]],
+               counts: collections.Counter):
+    self._split = split  # the pool's memoised `judge.split`, with its spec key
+    self._counts = counts  # the pool's statistics
     self.prepared: list[_Prepared] = []
     self._owners: list[list[int]] = []  # unique job -> positions in the batch
     self._slots_of_key: dict[str, list[int]] = {}
@@ -83,7 +85,7 @@ class _Batch:
 
   def add(self, jobs: Sequence[Job]) -> list[int]:
     """Appends `jobs` to the batch; returns the indices of the unique jobs they add."""
-    counts = self._pool._counts  # pylint: disable=protected-access
+    counts = self._counts
     counts["jobs"] += len(jobs)
     first = len(self.prepared)
     for position, job in enumerate(jobs, self._size):
@@ -94,7 +96,7 @@ class _Batch:
         continue
       self._slots_of_key[key] = positions = [position]
       try:
-        spec, child_tests, expected = self._pool._split(job.tests)  # pylint: disable=protected-access
+        spec, child_tests, expected = self._split(job.tests)
         if not isinstance(job.program, str):
           raise judge_lib.InvalidTests(f"program must be a str, not {type(job.program).__name__}")
       except judge_lib.InvalidTests as e:
@@ -305,7 +307,7 @@ class ExecutionPool:
            more: Callable[[], Sequence[Job]] | None) -> list[Result]:
     started = time.monotonic()
     batch_deadline = started + deadline_s if deadline_s is not None else math.inf
-    batch = _Batch(self)
+    batch = _Batch(self._split, self._counts)
     batch.add(jobs)
     outcomes = self._execute(batch.prepared, batch_deadline,
                              (lambda: batch.add(more())) if more is not None else None)

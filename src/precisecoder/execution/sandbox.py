@@ -324,9 +324,9 @@ class Sandbox:
 _setsid, _closerange, _chdir = os.setsid, os.closerange, os.chdir
 _setresgid, _setresuid, _setrlimit = os.setresgid, os.setresuid, resource.setrlimit
 _SIGKILL = signal.SIGKILL
-_RLIMIT_AS, _RLIMIT_CPU, _RLIMIT_FSIZE = resource.RLIMIT_AS, resource.RLIMIT_CPU, resource.RLIMIT_FSIZE
-_RLIMIT_NOFILE, _RLIMIT_NPROC, _RLIMIT_CORE = (resource.RLIMIT_NOFILE, resource.RLIMIT_NPROC,
-                                               resource.RLIMIT_CORE)
+_RLIMIT_AS, _RLIMIT_CPU = resource.RLIMIT_AS, resource.RLIMIT_CPU
+_RLIMIT_FSIZE, _RLIMIT_NOFILE = resource.RLIMIT_FSIZE, resource.RLIMIT_NOFILE
+_RLIMIT_NPROC, _RLIMIT_CORE = resource.RLIMIT_NPROC, resource.RLIMIT_CORE
 
 
 def _scrub_environment(run_dir: str) -> None:
@@ -334,7 +334,7 @@ def _scrub_environment(run_dir: str) -> None:
   os.environ.clear()
   os.environ.update(_CHILD_ENV, HOME=run_dir, TMPDIR=run_dir, PWD=run_dir)
   # A run that imports tempfile finds its directory in TMPDIR. The worker does not import
-  # tempfile: it imports random, whose reseeding after every fork would slow every run.
+  # tempfile, which imports random: random reseeds itself after every fork (worker.py).
 
 
 def set_parent_death_signal() -> None:
