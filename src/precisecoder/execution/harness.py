@@ -28,7 +28,6 @@ import decimal
 import fractions
 import functools
 import gc
-import json
 import marshal
 import os
 import sys
@@ -40,6 +39,7 @@ from precisecoder.execution.guard import Guard, PlainDataError, code_ids, kind_n
 from precisecoder.execution.integrity import (Integrity, import_quietly, test_imports,
                                                 tests_write_library)
 from precisecoder.execution.programs import PROGRAM_FILENAME, compile_program, marshalled
+from precisecoder.execution.protocol import compact_encoder
 
 _write = os.write
 
@@ -48,15 +48,9 @@ def _refuse(value):
   raise TypeError(f"a {kind_name(value)} is not JSON data")
 
 
-# One C encoder for every record, made before any fork: json.JSONEncoder.encode runs Python code
-# and builds a new encoder per call, four times the cost. Without the circular-reference check:
-# records hold only what to_plain / to_tagged built, and those stop at _MAX_DEPTH.
-_c_encoder = json.encoder.c_make_encoder(
-    None, _refuse, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True)
-
-
-def _encode(record: dict) -> str:
-  return "".join(_c_encoder(record, 0))
+# Made before any fork. Records hold only what to_plain / to_tagged built, which stop at
+# _MAX_DEPTH, so the encoder's missing circular-reference check is not needed.
+_encode = compact_encoder(_refuse)
 
 
 _exit = os._exit

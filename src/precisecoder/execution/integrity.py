@@ -39,7 +39,6 @@ that the tests then use under a module's name without importing it.
 from __future__ import annotations
 
 import ast
-import functools
 import importlib
 import sys
 import types
@@ -171,7 +170,6 @@ _WRITERS = frozenset({"mock", "patch", "Mock", "MagicMock", "AsyncMock", "Proper
                       "setattr", "delattr", "monkeypatch"})
 
 
-@functools.lru_cache(maxsize=256)
 def tests_write_library(code: str) -> bool:
   """Whether test code (ours, trusted) may itself patch a module, and put it back.
 
@@ -200,7 +198,6 @@ def tests_write_library(code: str) -> bool:
   return False
 
 
-@functools.lru_cache(maxsize=256)
 def test_imports(code: str) -> tuple[str, ...]:
   """The modules test code (ours, trusted) imports, with the submodules it reaches by attribute.
 

@@ -9,25 +9,31 @@ from __future__ import annotations
 import json
 import os
 import struct
-from typing import Any
+from typing import Any, Callable
 
 _HEADER = struct.Struct("<I")
 MAX_MESSAGE_BYTES = 1 << 30
+
+
+def compact_encoder(refuse: Callable[[Any], Any]) -> Callable[[Any], str]:
+  """value -> compact ASCII JSON, through one C encoder made here: JSONEncoder.encode runs Python
+  code and builds a new encoder per call. `refuse(value)` raises for what is not JSON data. No
+  circular-reference check: for plain data our own code builds (messages, harness records)."""
+  encoder = json.encoder.c_make_encoder(None, refuse, json.encoder.encode_basestring_ascii, None,
+                                        ":", ",", False, False, True)
+  return lambda value: "".join(encoder(value, 0))
 
 
 def _refuse(value: Any) -> None:
   raise TypeError(f"a {type(value).__name__} is not JSON data")
 
 
-# One C encoder for every message, made once (JSONEncoder.encode builds one per call). Messages
-# are plain data the pool and its workers build, never cyclic: no circular-reference check.
-_encode_json = json.encoder.c_make_encoder(None, _refuse, json.encoder.encode_basestring_ascii,
-                                           None, ":", ",", False, False, True)
+_encode_json = compact_encoder(_refuse)
 
 
 def encode(message: Any) -> bytes:
   """One framed message: a 4-byte little-endian length, then compact JSON."""
-  body = "".join(_encode_json(message, 0)).encode()
+  body = _encode_json(message).encode()
   if len(body) > MAX_MESSAGE_BYTES:
     raise ValueError(f"message of {len(body)} bytes exceeds the {MAX_MESSAGE_BYTES} byte cap")
   return _HEADER.pack(len(body)) + body
