@@ -30,7 +30,8 @@ def _inputs(seed=0):
   return q, k, v, weights
 
 
-@pytest.mark.parametrize("block_q,block_k", [(8, 16), (16, 8), (64, 64)])
+# (32, 24): T = 37 is two balanced query blocks of 24, not two of 32.
+@pytest.mark.parametrize("block_q,block_k", [(8, 16), (16, 8), (32, 24), (64, 64)])
 def test_chunked_equals_dense_values_and_gradients(block_q, block_k):
   q, k, v, weights = _inputs()
   key_mask = _padding_mask()
@@ -52,6 +53,21 @@ def test_chunked_equals_dense_values_and_gradients(block_q, block_k):
   grads_got = jax.jit(jax.grad(chunked, argnums=(0, 1, 2)))(q, k, v)
   for name, g_got, g_want in zip("qkv", grads_got, grads_want):
     np.testing.assert_allclose(g_got, g_want, atol=2e-5, err_msg=f"d{name}")
+
+
+def test_balanced_blocks_are_no_larger_no_more_and_pad_least():
+  for length in (1, 7, 37, 511, 512, 513, 1028, 2144, 4096):
+    for block in (4, 16, 100, 512):
+      size = attention.balanced_block(length, block)
+      count = -(-length // size)
+      # The memory bound, as many blocks as before, and each pads less than the alignment.
+      assert size <= block and count == -(-length // block), (length, block, size)
+      assert count * size - length < count * 8, (length, block, size)
+
+
+def test_a_sequence_just_past_a_block_multiple_is_not_padded_by_a_block():
+  assert attention.balanced_block(1028, 512) == 344  # 1032 slots, not 1536
+  assert attention.balanced_block(1024, 512) == 512
 
 
 def test_chunked_prefill_with_offset_queries_matches_dense():
