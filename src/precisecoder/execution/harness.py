@@ -34,6 +34,7 @@ import sys
 import traceback
 import types
 import unittest
+from typing import Sequence
 
 from precisecoder.execution.guard import Guard, PlainDataError, code_ids, kind_name
 from precisecoder.execution.integrity import (Integrity, import_quietly, test_imports,
@@ -293,27 +294,21 @@ def _rehearse(times: int = 64) -> None:
     gc.collect()  # the toy TestCase classes: garbage now, not frozen into every child
 
 
-def compiled_tests(code: str) -> types.CodeType:
-  """Test code (ours, trusted), compiled for the run's plan (`warm`). Programs arrive compiled
-  by the pool."""
-  tree = _RegisterClasses().visit(ast.parse(code, TESTS_FILENAME))
-  return compile(ast.fix_missing_locations(tree), TESTS_FILENAME, "exec", dont_inherit=True,
-                 optimize=0)
-
-
 CLASS_NAME = "__precisecoder_class__"
 
 
-class _RegisterClasses(ast.NodeTransformer):
-  """Decorates every class statement of the tests with the run's `Guard.register_class`.
+def compiled_tests(tree: ast.Module, nodes: Sequence[ast.AST]) -> types.CodeType:
+  """Test code (ours, trusted), parsed (`nodes`: every node of `tree`, as `ast.walk` lists
+  them), compiled for the run's plan (`warm`). Programs arrive compiled by the pool.
 
-  Outermost, so it sees the class as the tests' own decorators (dataclass, ...) left it.
+  Every class statement is decorated with the run's `Guard.register_class` (so this changes
+  `tree`), outermost, so that it sees the class as the tests' own decorators (dataclass, ...)
+  left it.
   """
-
-  def visit_ClassDef(self, node):  # pylint: disable=invalid-name
-    self.generic_visit(node)
-    node.decorator_list.insert(0, ast.copy_location(ast.Name(CLASS_NAME, ast.Load()), node))
-    return node
+  for node in nodes:
+    if _isinstance(node, ast.ClassDef):
+      node.decorator_list.insert(0, ast.copy_location(ast.Name(CLASS_NAME, ast.Load()), node))
+  return compile(tree, TESTS_FILENAME, "exec", dont_inherit=True, optimize=0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -348,8 +343,11 @@ def warm(job: dict) -> None:
 def _planned_tests(code: str) -> tuple[types.CodeType, tuple[str, ...], bool, frozenset[int]]:
   """The part of a plan that the test code alone decides (`_Plan` from `tests` on), worked out
   once per test code: RL scores many programs against one spec."""
-  compiled = compiled_tests(code)
-  return compiled, test_imports(code), tests_write_library(code), code_ids(compiled)
+  tree = ast.parse(code, TESTS_FILENAME)
+  nodes = list(ast.walk(tree))  # once: walking the tree in Python is most of the work here
+  imports, writes = test_imports(nodes), tests_write_library(nodes)  # before compiling changes it
+  compiled = compiled_tests(tree, nodes)
+  return compiled, imports, writes, code_ids(compiled)
 
 
 def _load_module(name: str, job: dict, integrity: Integrity | None = None) -> types.ModuleType:

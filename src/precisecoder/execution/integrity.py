@@ -43,6 +43,7 @@ import importlib
 import sys
 import types
 import unittest
+from typing import Sequence
 
 from precisecoder.execution.guard import DictVersions, own_dict
 
@@ -170,8 +171,9 @@ _WRITERS = frozenset({"mock", "patch", "Mock", "MagicMock", "AsyncMock", "Proper
                       "setattr", "delattr", "monkeypatch"})
 
 
-def tests_write_library(code: str) -> bool:
-  """Whether test code (ours, trusted) may itself patch a module, and put it back.
+def tests_write_library(nodes: Sequence[ast.AST]) -> bool:
+  """Whether test code (ours, trusted; every node of its tree, as `ast.walk` lists them) may
+  itself patch a module, and put it back.
 
   BigCodeBench-style tests patch `builtins.input`, `os.path.exists` or `random.random` for the
   length of a test. Their runs cannot tell a patch put back by the tests from one put back
@@ -179,10 +181,9 @@ def tests_write_library(code: str) -> bool:
   tests (setUpClass) is a changed name between tests: such runs are checked once, after the
   last test, for lasting changes only.
   """
-  tree = ast.parse(code)
-  modules = {alias.asname or alias.name.split(".")[0] for node in ast.walk(tree)
+  modules = {alias.asname or alias.name.split(".")[0] for node in nodes
              if _isinstance(node, ast.Import) for alias in node.names}
-  for node in ast.walk(tree):
+  for node in nodes:
     if _isinstance(node, ast.Name) and node.id in _WRITERS:
       return True
     if _isinstance(node, ast.Attribute) and node.attr in _WRITERS:
@@ -198,8 +199,9 @@ def tests_write_library(code: str) -> bool:
   return False
 
 
-def test_imports(code: str) -> tuple[str, ...]:
-  """The modules test code (ours, trusted) imports, with the submodules it reaches by attribute.
+def test_imports(nodes: Sequence[ast.AST]) -> tuple[str, ...]:
+  """The modules test code (ours, trusted; every node of its tree, as `ast.walk` lists them)
+  imports, with the submodules it reaches by attribute.
 
   `import numpy as np` then `np.testing.assert_array_equal(...)` gives
   ("numpy", "numpy.testing", "numpy.testing.assert_array_equal"): importing
@@ -207,10 +209,9 @@ def test_imports(code: str) -> tuple[str, ...]:
   cannot plant or patch them first. Names that are not modules fail to import
   and are skipped (`import_quietly`).
   """
-  tree = ast.parse(code)
   aliases: dict[str, str] = {}
   found: list[str] = []
-  for node in ast.walk(tree):
+  for node in nodes:
     if _isinstance(node, ast.Import):
       for alias in node.names:
         found.append(alias.name)
@@ -224,8 +225,8 @@ def test_imports(code: str) -> tuple[str, ...]:
         if alias.name != "*":
           found.append(f"{node.module}.{alias.name}")
           aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-  for node in ast.walk(tree):
-    chain = _dotted(node)
+  for node in nodes:
+    chain = _dotted(node) if _isinstance(node, ast.Attribute) else None
     if chain and chain[0] in aliases:
       root = aliases[chain[0]]
       found += [".".join([root, *chain[1:i]]) for i in range(2, len(chain) + 1)]
