@@ -94,7 +94,7 @@ def chunked(q, k, v, q_pos, k_valid, *, block_q: int = 512, block_k: int = 512):
   b, t, h, d = q.shape
   kv, s = k.shape[1], k.shape[2]
   bq, bk = balanced_block(t, block_q), balanced_block(s, block_k)
-  tp, sp = -(-t // bq) * bq, -(-s // bk) * bk
+  tp, sp = _ceil_div(t, bq) * bq, _ceil_div(s, bk) * bk
   qh = q.reshape(b, t, kv, h // kv, d).transpose(0, 2, 3, 1, 4)  # [B, K, G, T, D]
   qh = jnp.pad(qh, ((0, 0),) * 3 + ((0, tp - t), (0, 0)))
   q_pos = jnp.pad(q_pos.astype(jnp.int32), (0, tp - t), constant_values=-1)  # pads see nothing
