@@ -112,13 +112,15 @@ def _inline_constants(tree: ast.Module) -> None:
   bindings: collections.Counter = collections.Counter()
   loads: dict[str, list[ast.Name]] = collections.defaultdict(list)
   parents: dict[int, ast.AST] = {}
-  for node in ast.walk(tree):
+  nodes = [tree]
+  for node in nodes:  # breadth first, as ast.walk, listing each node's parent on the way
     for child in ast.iter_child_nodes(node):
       parents[id(child)] = node
+      nodes.append(child)
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
       loads[node.id].append(node)
     bindings.update(_bound_names(node))
-  scopes = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+  scopes = [node for node in nodes if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
   for scope in scopes:
     for position, statement in enumerate(scope.body):
       if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
