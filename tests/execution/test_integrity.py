@@ -92,11 +92,16 @@ def test_a_trace_hook_is_named():
   assert found == ["a trace or profile hook"]
 
 
+def _nodes(code: str) -> list[ast.AST]:
+  """Test code as the harness hands it to the scans: every node, as ast.walk lists them."""
+  return list(ast.walk(ast.parse(code)))
+
+
 def test_test_imports_follow_aliases_from_imports_and_attribute_chains():
   code = ("import numpy as np\nimport os.path\nfrom math import isclose\nimport numpy.testing as npt\n"
           "def check(candidate):\n  np.testing.assert_array_equal(candidate(), np.array([1]))\n"
           "  npt.assert_allclose(1, 1)\n  assert os.path.sep\n")
-  names = integrity_lib.test_imports(list(ast.walk(ast.parse(code))))
+  names = integrity_lib.test_imports(_nodes(code))
   for name in ("numpy", "os.path", "math", "math.isclose", "numpy.testing",
                "numpy.testing.assert_array_equal", "numpy.testing.assert_allclose", "os.path.sep"):
     assert name in names
@@ -111,8 +116,7 @@ def test_import_quietly_imports_a_submodule_whose_parent_is_not_loaded(tmp_path,
   monkeypatch.syspath_prepend(str(tmp_path))
   try:
     integrity_lib.import_quietly(
-        integrity_lib.test_imports(
-        list(ast.walk(ast.parse("from precisecoder_scratch_pkg.sub import helper\n")))))
+        integrity_lib.test_imports(_nodes("from precisecoder_scratch_pkg.sub import helper\n")))
     assert "precisecoder_scratch_pkg.sub" in sys.modules
   finally:
     for name in ("precisecoder_scratch_pkg.sub", "precisecoder_scratch_pkg"):
@@ -141,4 +145,4 @@ def test_import_quietly_imports_modules_and_skips_everything_else():
     ("class Box:\n  pass\nb = Box()\nb.value = 3\nassert f(b) == 3\n", False),
 ])
 def test_tests_that_write_the_library_are_recognised(code, writes):
-  assert integrity_lib.tests_write_library(list(ast.walk(ast.parse(code)))) is writes
+  assert integrity_lib.tests_write_library(_nodes(code)) is writes
