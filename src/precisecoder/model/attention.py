@@ -94,7 +94,7 @@ def chunked(q, k, v, q_pos, k_valid, *, block_q: int = 512, block_k: int = 512):
   b, t, h, d = q.shape
   kv, s = k.shape[1], k.shape[2]
   bq, bk = balanced_block(t, block_q), balanced_block(s, block_k)
-  tp, sp = _ceil_div(t, bq) * bq, _ceil_div(s, bk) * bk
+  tp, sp = -(-t // bq) * bq, -(-s // bk) * bk
   qh = q.reshape(b, t, kv, h // kv, d).transpose(0, 2, 3, 1, 4)  # [B, K, G, T, D]
   qh = jnp.pad(qh, ((0, 0),) * 3 + ((0, tp - t), (0, 0)))
   q_pos = jnp.pad(q_pos.astype(jnp.int32), (0, tp - t), constant_values=-1)  # pads see nothing
@@ -115,12 +115,9 @@ def balanced_block(length: int, block: int, align: int = 8) -> int:
   """
   if length <= block:
     return length
-  count = _ceil_div(length, block)
-  return min(block, _ceil_div(_ceil_div(length, count), align) * align)
-
-
-def _ceil_div(a: int, b: int) -> int:
-  return -(-a // b)
+  count = -(-length // block)  # as many blocks as `block` makes
+  size = -(-length // count)  # the fewest slots per block that cover `length`
+  return min(block, -(-size // align) * align)
 
 
 def _tile_scores(qi, kj, pos_i, valid_j, first_slot):
