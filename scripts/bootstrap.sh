@@ -3,6 +3,7 @@
 # a stamp file skips pip when requirements have not changed.
 # PRECISECODER_ACCELERATOR=cuda|tpu adds requirements-cuda.txt / requirements-tpu.txt (the same
 # jax built for that accelerator); unset or "cpu": the CPU stack only.
+# PRECISECODER_INTEGRATIONS=1 adds requirements-integrations.txt (TRL, for the adapter tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -13,6 +14,7 @@ case "$ACCEL" in
   cuda|tpu) extra=("requirements-$ACCEL.txt") ;;
   *) echo "PRECISECODER_ACCELERATOR=$ACCEL: want cpu, cuda or tpu" >&2; exit 2 ;;
 esac
+[ "${PRECISECODER_INTEGRATIONS:-0}" = 1 ] && extra+=("requirements-integrations.txt")
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 stamp=.venv/.installed-$(cat requirements.txt requirements-nodeps.txt pyproject.toml "${extra[@]}" | sha1sum | cut -c1-12)
 if [ ! -f "$stamp" ]; then

@@ -80,7 +80,10 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       minibatch_size=m["minibatch_size"],
       clip_low=0.2, clip_high=0.28, aggregation="seq-mean-token-sum-norm", kl_beta=0.0,
       rollout_chunks=2,  # score chunk i while chunk i+1 samples
-      reward_workers=2))
+      reward_workers=2,
+      # "" scores in this process's pool; "http://h1:8000,http://h2:8000" on reward servers
+      # (`precisecoder serve`), round-robin with retries (integrations/client.py).
+      reward_urls=""))
 
   c.optim = ml_collections.ConfigDict(dict(
       learning_rate=m["learning_rate"], warmup_steps=0, weight_decay=0.0, b1=0.9, b2=0.999,
@@ -155,6 +158,7 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
 def _problems(c: ml_collections.ConfigDict):
   from precisecoder.data.generator import TIERS  # pylint: disable=import-outside-toplevel
   from precisecoder.execution.pool import MAX_WORKERS  # pylint: disable=import-outside-toplevel
+  from precisecoder.integrations.client import parse_urls  # pylint: disable=import-outside-toplevel
   from precisecoder.train.losses import AGGREGATIONS  # pylint: disable=import-outside-toplevel
 
   def bad(field: str, value: Any, want: str) -> str:
@@ -215,6 +219,13 @@ def _problems(c: ml_collections.ConfigDict):
     for field in ("rl.minibatch_size", "rl.num_iterations", "rl.rollout_chunks"):
       yield from at_least(field, 1)
     yield from at_least("rl.reward_workers", 1, MAX_WORKERS)
+    if not isinstance(c.rl.get("reward_urls", ""), str):
+      yield bad("rl.reward_urls", c.rl.reward_urls, "must be a comma-separated string of URLs")
+    else:
+      try:
+        parse_urls(c.rl.get("reward_urls", ""))
+      except ValueError as e:
+        yield f"config.rl.reward_urls: {e}"
     rows = c.rl.prompts_per_step * c.rl.group_size
     size = min(c.rl.minibatch_size, rows)
     if size > 0 and rows % size:

@@ -82,7 +82,7 @@ class Run(contextlib.AbstractContextManager):
     self.metrics = metrics.MetricsWriter(self.workdir, resume_step=self.step,
                                          enabled=self.primary)
     self.preemption = checkpointing.PreemptionWatcher(self.checkpointer)
-    self._pool = None
+    self._pool = None  # what holds the scorer's resources (a pool, or the remote client)
     self._scorer: RewardScorer | None = None
 
   # The policy for sampling and evaluation shares the current parameters.
@@ -96,11 +96,17 @@ class Run(contextlib.AbstractContextManager):
   @property
   def scorer(self) -> RewardScorer:
     if self._scorer is None:
-      from precisecoder.execution import ExecutionPool  # worker processes start on first use
       rl = self.cfg.rl
-      self._pool = ExecutionPool(workers=rl.reward_workers)
       epsilon = None if rl.epsilon < 0 else int(rl.epsilon)
-      self._scorer = RewardScorer(self._pool, epsilon=epsilon, lam=rl.lam)
+      if rl.get("reward_urls", ""):
+        # On reward servers: the same terms. A batch that fails on every server (after
+        # retries) stops the run with the reason; rerunning resumes from the last checkpoint.
+        from precisecoder.integrations.client import RemoteScorer
+        self._scorer = self._pool = RemoteScorer(rl.reward_urls, epsilon=epsilon, lam=rl.lam)
+      else:
+        from precisecoder.execution import ExecutionPool  # worker processes start on first use
+        self._pool = ExecutionPool(workers=rl.reward_workers)
+        self._scorer = RewardScorer(self._pool, epsilon=epsilon, lam=rl.lam)
     return self._scorer
 
   def save(self, data_state: Any = None) -> float:
