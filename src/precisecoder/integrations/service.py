@@ -61,12 +61,13 @@ class Backend(Protocol):
 
 
 class LocalBackend:
-  """The sandboxed pool of this machine and a `RewardScorer` over it."""
+  """The sandboxed pool of this machine (or `pool`, left open) and a `RewardScorer` over it."""
 
   def __init__(self, workers: int | None = None, *, epsilon: int | None = None,
                pdb_compat: bool = False, lam: float = 1 / 3, pool: Any = None):
     from precisecoder.execution import ExecutionPool  # pylint: disable=import-outside-toplevel
     from precisecoder.rewards import RewardScorer  # pylint: disable=import-outside-toplevel
+    self._owns_pool = pool is None
     self.pool = pool if pool is not None else ExecutionPool(workers=workers)
     self.scorer = RewardScorer(self.pool, epsilon=epsilon, pdb_compat=pdb_compat, lam=lam)
 
@@ -84,7 +85,8 @@ class LocalBackend:
     return self.scorer.stats()
 
   def close(self) -> None:
-    self.pool.close()
+    if self._owns_pool:
+      self.pool.close()
 
 
 def is_scored(result: dict[str, Any]) -> bool:
@@ -154,6 +156,7 @@ class ScoringService:
     self._queue: collections.deque[_Request] = collections.deque()
     self._cond = threading.Condition()
     self._closing = False
+    self._busy = 0  # items of the batch being scored
     self._counts: collections.Counter[str] = collections.Counter()
     self._thread = threading.Thread(target=self._loop, name="precisecoder-scoring", daemon=True)
     self._thread.start()
@@ -176,8 +179,9 @@ class ScoringService:
     return self.submit(items, lam).result(timeout)
 
   def pending_items(self) -> int:
+    """Items submitted and not yet answered (queued or being scored)."""
     with self._cond:
-      return sum(len(r.items) for r in self._queue)
+      return sum(len(r.items) for r in self._queue) + self._busy
 
   def stats(self) -> dict[str, int]:
     """Batches and items scored, cache hits, results not scored."""
@@ -204,6 +208,7 @@ class ScoringService:
       while self._queue and size + len(self._queue[0].items) <= self._max_batch_items:
         size += len(self._queue[0].items)
         batch.append(self._queue.popleft())
+      self._busy = size
       return batch
 
   def _loop(self) -> None:
@@ -214,6 +219,9 @@ class ScoringService:
         for request in batch:
           if not request.future.done():
             request.future.set_exception(e)
+      finally:
+        with self._cond:
+          self._busy = 0
 
   def _key(self, item: Item) -> tuple:
     return (self._digest(item.task), item.program, item.error)
