@@ -23,6 +23,7 @@ import dataclasses
 import hashlib
 import json
 import threading
+import time
 from typing import Any, Protocol, Sequence
 
 from absl import logging
@@ -144,11 +145,15 @@ class ScoringService:
     max_batch_items: requests are joined into one batch up to this many items (a larger
       request is one batch of its own).
     cache_items: results remembered across batches (LRU).
+    batch_wait_s: how long a batch may wait for the callers of the last batch to come back
+      (a lone caller never waits).
   """
 
   def __init__(self, backend: Backend, *, max_batch_items: int = 8192,
-               cache_items: int = 65_536):
+               cache_items: int = 65_536, batch_wait_s: float = 0.02):
     self.backend = backend
+    self._batch_wait_s = batch_wait_s
+    self._last_requests = 1
     self._max_batch_items = max_batch_items
     self._cache_items = cache_items
     self._cache: collections.OrderedDict[tuple, dict[str, Any]] = collections.OrderedDict()
@@ -203,12 +208,23 @@ class ScoringService:
         self._cond.wait()
       if not self._queue:
         return None
+      # Callers answered together come back together, a few milliseconds apart: wait (up to
+      # batch_wait_s) until as many requests are queued as the last batch had, or a batch
+      # of one would go first and the rest would wait for it.
+      deadline = time.monotonic() + self._batch_wait_s
+      while (len(self._queue) < self._last_requests and not self._closing
+             and sum(len(r.items) for r in self._queue) < self._max_batch_items):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+          break
+        self._cond.wait(remaining)
       batch = [self._queue.popleft()]
       size = len(batch[0].items)
       while self._queue and size + len(self._queue[0].items) <= self._max_batch_items:
         size += len(self._queue[0].items)
         batch.append(self._queue.popleft())
       self._busy = size
+      self._last_requests = len(batch)
       return batch
 
   def _loop(self) -> None:

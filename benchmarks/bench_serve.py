@@ -1,0 +1,205 @@
+"""Reward server overhead: the same batch scored through `precisecoder serve` by 1, 8 and 32
+concurrent clients, side by side with in-process scoring (RewardScorer on an ExecutionPool).
+
+The batch: --tasks generated `easy` tasks x 6 completions each (the reference fix, the buggy
+code unchanged, the fix plus an inserted statement, the statement alone, the fix re-indented
+with trailing blanks, prose), as a GRPO group would hold. Each measurement starts cold: a
+fresh pool (in-process) or a fresh server process, warmed up on other tasks first, so that
+no verdict is cached from an earlier turn.
+
+  in-process  one RewardScorer.score_records call on the whole batch (the best case: one
+              batch for the pool, no HTTP, no JSON);
+  server, C   C client threads in this process, each sending its share of the batch as
+              requests of --request-items items (a group per request by default) over a
+              keep-alive connection; the server joins concurrent requests into batches.
+
+Prints per mode the wall time (median of --repeats turns, and range), items/s, request
+latency p50/p99, and the overhead against in-process ((server - in-process) / in-process);
+the goal is <= 10% at 32 clients. Checks that every mode scored every item the same.
+
+  python benchmarks/bench_serve.py [--tasks 48] [--workers 2] [--clients 1,8,32]
+                                   [--request-items 6] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import http.client
+import json
+import os
+import pathlib
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from precisecoder import predictions, rewards, tasks as tasks_lib
+from precisecoder.data import generator
+from precisecoder.execution import ExecutionPool
+
+
+def _completions(task: tasks_lib.Task) -> list[str]:
+  fix, bug = task.gt_solution.splitlines(), task.buggy_code.splitlines()
+  statement = "    _checked = True"
+  fence = "```python\n{}\n```"
+  return [fence.format(task.gt_solution),
+          fence.format(task.buggy_code),
+          fence.format("\n".join(fix[:1] + [statement] + fix[1:])),
+          fence.format("\n".join(bug[:1] + [statement] + bug[1:])),
+          fence.format("\n".join(line + "  " for line in fix)),
+          "I do not see a bug here."]
+
+
+def _items(task_list: list[tasks_lib.Task]) -> list[dict]:
+  return [{"task_id": t.task_id, "completion": c, "sample": k}
+          for t in task_list for k, c in enumerate(_completions(t))]
+
+
+def _in_process(task_list, items, warm_items, workers: int) -> tuple[float, list]:
+  table = {t.task_id: t for t in task_list}
+  with ExecutionPool(workers=workers) as pool:
+    scorer = rewards.RewardScorer(pool)
+    _score(scorer, table, warm_items)
+    t0 = time.perf_counter()
+    records = _score(scorer, table, items)
+    return time.perf_counter() - t0, records
+
+
+def _score(scorer, table, items):
+  resolved = [predictions.resolve(i) for i in items]
+  return scorer.score_records([table[i["task_id"]] for i in items], [p for p, _ in resolved],
+                              samples=[i["sample"] for i in items],
+                              errors=[e for _, e in resolved])
+
+
+class _Server:
+  """`precisecoder serve` on 127.0.0.1, any free port."""
+
+  def __init__(self, task_files: list[pathlib.Path], workers: int):
+    command = [sys.executable, "-m", "precisecoder.cli", "serve", "--port", "0",
+               "--workers", str(workers)]
+    for path in task_files:
+      command += ["--tasks", str(path)]
+    self.process = subprocess.Popen(command, stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, text=True)
+    line = self.process.stdout.readline()
+    if "listening on http://" not in line:
+      raise RuntimeError(f"serve did not start: {line!r}")
+    address = line.split("http://", 1)[1].split()[0]
+    self.host, port = address.rsplit(":", 1)
+    self.port = int(port)
+
+  def post(self, connection: http.client.HTTPConnection, items: list[dict]) -> list[dict]:
+    connection.request("POST", "/score", body=json.dumps({"items": items}),
+                       headers={"Content-Type": "application/json"})
+    response = connection.getresponse()
+    body = json.loads(response.read())
+    if response.status != 200:
+      raise RuntimeError(f"HTTP {response.status}: {body}")
+    return body["results"]
+
+  def connect(self) -> http.client.HTTPConnection:
+    return http.client.HTTPConnection(self.host, self.port, timeout=600)
+
+  def close(self) -> None:
+    self.process.send_signal(signal.SIGTERM)
+    self.process.wait(120)
+
+
+def _through_server(task_files, items, warm_items, workers: int, clients: int,
+                    request_items: int) -> tuple[float, list[float], list]:
+  server = _Server(task_files, workers)
+  try:
+    warm = server.connect()
+    server.post(warm, warm_items)
+    warm.close()
+    requests = [items[i:i + request_items] for i in range(0, len(items), request_items)]
+    shares = [requests[c::clients] for c in range(clients)]
+
+    def client(share):
+      connection, out = server.connect(), []
+      for request in share:
+        t0 = time.perf_counter()
+        results = server.post(connection, request)
+        out.append((time.perf_counter() - t0, request, results))
+      connection.close()
+      return out
+
+    with concurrent.futures.ThreadPoolExecutor(clients) as executor:
+      t0 = time.perf_counter()
+      done = list(executor.map(client, shares))
+      wall = time.perf_counter() - t0
+  finally:
+    server.close()
+  latencies = [lat for share in done for lat, _, _ in share]
+  by_key = {(r["task_id"], r["sample"]): r for share in done for _, _, rs in share for r in rs}
+  records = [by_key[i["task_id"], i["sample"]] for i in items]
+  return wall, latencies, records
+
+
+def _percentile(values: list[float], q: float) -> float:
+  ordered = sorted(values)
+  return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--tasks", type=int, default=48)
+  parser.add_argument("--workers", type=int, default=2)
+  parser.add_argument("--clients", default="1,8,32")
+  parser.add_argument("--request-items", type=int, default=6)
+  parser.add_argument("--repeats", type=int, default=3)
+  args = parser.parse_args()
+  clients = [int(c) for c in args.clients.split(",")]
+
+  task_list = generator.make_tasks("test", "easy", args.tasks, seed=11)
+  warm_tasks = generator.make_tasks("validation", "easy", 4, seed=12)
+  items, warm_items = _items(task_list), _items(warm_tasks)
+  folder = pathlib.Path(tempfile.mkdtemp(prefix="bench_serve_"))
+  task_files = [folder / "tasks.jsonl", folder / "warm.jsonl"]
+  tasks_lib.write_tasks(task_files[0], task_list)
+  tasks_lib.write_tasks(task_files[1], warm_tasks)
+
+  walls: dict[str, list[float]] = {"in-process": []}
+  latencies: dict[str, list[float]] = {}
+  reference = None
+  mismatches = 0
+  for turn in range(args.repeats):
+    wall, records = _in_process(task_list + warm_tasks, items, warm_items, args.workers)
+    walls["in-process"].append(wall)
+    reference = reference or records
+    mismatches += records != reference
+    for c in clients:
+      name = f"server, {c} client{'s' if c > 1 else ''}"
+      wall, lats, records = _through_server(task_files, items, warm_items, args.workers, c,
+                                            args.request_items)
+      walls.setdefault(name, []).append(wall)
+      latencies.setdefault(name, []).extend(lats)
+      mismatches += [{k: v for k, v in r.items() if k != "terms"} for r in records] != reference
+    print(f"turn {turn + 1}/{args.repeats}: " + ", ".join(
+        f"{k} {v[-1]:.2f} s" for k, v in walls.items()), flush=True)
+
+  base = statistics.median(walls["in-process"])
+  print(f"\n{len(items)} items ({args.tasks} tasks x 6), {args.workers} workers, requests of "
+        f"{args.request_items} items, {args.repeats} turns; load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+  print("| mode | wall s (median [min, max]) | items/s | request p50 ms | request p99 ms "
+        "| overhead |")
+  print("|---|---|---|---|---|---|")
+  for name, values in walls.items():
+    median = statistics.median(values)
+    lats = latencies.get(name)
+    p50 = f"{1e3 * _percentile(lats, 0.5):.0f}" if lats else f"{1e3 * median:.0f} (one call)"
+    p99 = f"{1e3 * _percentile(lats, 0.99):.0f}" if lats else "-"
+    overhead = "-" if name == "in-process" else f"{100 * (median - base) / base:+.1f}%"
+    print(f"| {name} | {median:.2f} [{min(values):.2f}, {max(values):.2f}] | "
+          f"{len(items) / median:.0f} | {p50} | {p99} | {overhead} |")
+  print(f"score records differing from the first in-process turn: {mismatches} of "
+        f"{args.repeats * (1 + len(clients))} runs (must be 0)")
+
+
+if __name__ == "__main__":
+  main()
