@@ -14,7 +14,10 @@ no verdict is cached from an earlier turn.
               keep-alive connection; the server joins concurrent requests into batches.
 
 Prints per mode the wall time (median of --repeats turns, and range), items/s, request
-latency p50/p99, and the overhead against in-process ((server - in-process) / in-process);
+latency p50/p99, and the CPU time of the whole process tree during the scoring window (this
+process with its client threads, the server, the pool workers and the runs they reaped, read
+from /proc): on a shared, loaded host wall time swings by 2x between turns while CPU time
+does not. Overheads are against in-process, paired by turn (median of the per-turn ratios);
 the goal is <= 10% at 32 clients. Checks that every mode scored every item the same.
 
   python benchmarks/bench_serve.py [--tasks 48] [--workers 2] [--clients 1,8,32]
@@ -58,14 +61,45 @@ def _items(task_list: list[tasks_lib.Task]) -> list[dict]:
           for t in task_list for k, c in enumerate(_completions(t))]
 
 
-def _in_process(task_list, items, warm_items, workers: int) -> tuple[float, list]:
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _tree_cpu(pid: int) -> float:
+  """CPU seconds of `pid` and its live descendants, each with the children it has reaped."""
+  try:
+    with open(f"/proc/{pid}/stat") as f:
+      fields = f.read().rsplit(")", 1)[1].split()
+    total = sum(int(x) for x in fields[11:15]) / _TICK  # utime stime cutime cstime
+    children = []
+    for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
+      children += (task / "children").read_text().split()
+  except (FileNotFoundError, ProcessLookupError):
+    return 0.0
+  return total + sum(_tree_cpu(int(child)) for child in children)
+
+
+class _Window:
+  """Wall and process-tree CPU seconds of a `with` block."""
+
+  def __enter__(self):
+    self.cpu, self.wall = _tree_cpu(os.getpid()), time.perf_counter()
+    self.own = time.process_time()
+    return self
+
+  def __exit__(self, *exc):
+    self.wall = time.perf_counter() - self.wall
+    self.cpu = _tree_cpu(os.getpid()) - self.cpu
+    self.own = time.process_time() - self.own  # this process: the scorer's diffs, or clients
+
+
+def _in_process(task_list, items, warm_items, workers: int) -> tuple[_Window, list]:
   table = {t.task_id: t for t in task_list}
   with ExecutionPool(workers=workers) as pool:
     scorer = rewards.RewardScorer(pool)
     _score(scorer, table, warm_items)
-    t0 = time.perf_counter()
-    records = _score(scorer, table, items)
-    return time.perf_counter() - t0, records
+    with _Window() as window:
+      records = _score(scorer, table, items)
+    return window, records
 
 
 def _score(scorer, table, items):
@@ -110,7 +144,7 @@ class _Server:
 
 
 def _through_server(task_files, items, warm_items, workers: int, clients: int,
-                    request_items: int) -> tuple[float, list[float], list]:
+                    request_items: int) -> tuple[_Window, list[float], list]:
   server = _Server(task_files, workers)
   try:
     warm = server.connect()
@@ -128,16 +162,14 @@ def _through_server(task_files, items, warm_items, workers: int, clients: int,
       connection.close()
       return out
 
-    with concurrent.futures.ThreadPoolExecutor(clients) as executor:
-      t0 = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(clients) as executor, _Window() as window:
       done = list(executor.map(client, shares))
-      wall = time.perf_counter() - t0
   finally:
     server.close()
   latencies = [lat for share in done for lat, _, _ in share]
   by_key = {(r["task_id"], r["sample"]): r for share in done for _, _, rs in share for r in rs}
   records = [by_key[i["task_id"], i["sample"]] for i in items]
-  return wall, latencies, records
+  return window, latencies, records
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -164,39 +196,51 @@ def main() -> None:
   tasks_lib.write_tasks(task_files[1], warm_tasks)
 
   walls: dict[str, list[float]] = {"in-process": []}
+  cpus: dict[str, list[float]] = {"in-process": []}
+  own: dict[str, list[float]] = {"in-process": []}
   latencies: dict[str, list[float]] = {}
   reference = None
   mismatches = 0
   for turn in range(args.repeats):
-    wall, records = _in_process(task_list + warm_tasks, items, warm_items, args.workers)
-    walls["in-process"].append(wall)
+    window, records = _in_process(task_list + warm_tasks, items, warm_items, args.workers)
+    walls["in-process"].append(window.wall)
+    cpus["in-process"].append(window.cpu)
+    own["in-process"].append(window.own)
     reference = reference or records
     mismatches += records != reference
     for c in clients:
       name = f"server, {c} client{'s' if c > 1 else ''}"
-      wall, lats, records = _through_server(task_files, items, warm_items, args.workers, c,
-                                            args.request_items)
-      walls.setdefault(name, []).append(wall)
+      window, lats, records = _through_server(task_files, items, warm_items, args.workers, c,
+                                              args.request_items)
+      walls.setdefault(name, []).append(window.wall)
+      cpus.setdefault(name, []).append(window.cpu)
+      own.setdefault(name, []).append(window.own)
       latencies.setdefault(name, []).extend(lats)
       mismatches += [{k: v for k, v in r.items() if k != "terms"} for r in records] != reference
     print(f"turn {turn + 1}/{args.repeats}: " + ", ".join(
-        f"{k} {v[-1]:.2f} s" for k, v in walls.items()), flush=True)
+        f"{k} {walls[k][-1]:.2f} s wall, {cpus[k][-1]:.2f} s CPU" for k in walls), flush=True)
 
-  base = statistics.median(walls["in-process"])
   print(f"\n{len(items)} items ({args.tasks} tasks x 6), {args.workers} workers, requests of "
         f"{args.request_items} items, {args.repeats} turns; load average "
         f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-  print("| mode | wall s (median [min, max]) | items/s | request p50 ms | request p99 ms "
-        "| overhead |")
-  print("|---|---|---|---|---|---|")
-  for name, values in walls.items():
-    median = statistics.median(values)
-    lats = latencies.get(name)
-    p50 = f"{1e3 * _percentile(lats, 0.5):.0f}" if lats else f"{1e3 * median:.0f} (one call)"
-    p99 = f"{1e3 * _percentile(lats, 0.99):.0f}" if lats else "-"
-    overhead = "-" if name == "in-process" else f"{100 * (median - base) / base:+.1f}%"
-    print(f"| {name} | {median:.2f} [{min(values):.2f}, {max(values):.2f}] | "
-          f"{len(items) / median:.0f} | {p50} | {p99} | {overhead} |")
+  print("| mode | wall s, median [min, max] | items/s | request p50 / p99 ms | wall overhead "
+        "| CPU s, median [min, max] | of which this process | CPU overhead |")
+  print("|---|---|---|---|---|---|---|---|")
+
+  def paired(series, name):  # median over turns of (server / in-process - 1)
+    ratios = [a / b - 1 for a, b in zip(series[name], series["in-process"])]
+    return f"{100 * statistics.median(ratios):+.1f}%"
+
+  for name in walls:
+    wall, cpu, lats = walls[name], cpus[name], latencies.get(name)
+    latency = (f"{1e3 * _percentile(lats, 0.5):.0f} / {1e3 * _percentile(lats, 0.99):.0f}"
+               if lats else "(one call)")
+    print(f"| {name} | {statistics.median(wall):.2f} [{min(wall):.2f}, {max(wall):.2f}] | "
+          f"{len(items) / statistics.median(wall):.0f} | {latency} | "
+          f"{'-' if name == 'in-process' else paired(walls, name)} | "
+          f"{statistics.median(cpu):.2f} [{min(cpu):.2f}, {max(cpu):.2f}] | "
+          f"{statistics.median(own[name]):.2f} | "
+          f"{'-' if name == 'in-process' else paired(cpus, name)} |")
   print(f"score records differing from the first in-process turn: {mismatches} of "
         f"{args.repeats * (1 + len(clients))} runs (must be 0)")
 

@@ -30,7 +30,6 @@ import collections
 import contextlib
 import hmac
 import json
-import math
 from typing import Any, Callable, Mapping
 
 import anyio
@@ -56,17 +55,6 @@ class HTTPError(Exception):
 def _error(status: int, message: str) -> JSONResponse:
   headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
   return JSONResponse({"error": message}, status_code=status, headers=headers)
-
-
-def _finite(value: Any) -> Any:
-  """JSON has no NaN: a not-scored NaN goes out as null."""
-  if isinstance(value, float) and not math.isfinite(value):
-    return None
-  if isinstance(value, dict):
-    return {k: _finite(v) for k, v in value.items()}
-  if isinstance(value, list):
-    return [_finite(v) for v in value]
-  return value
 
 
 class RewardServer:
@@ -119,7 +107,7 @@ class RewardServer:
       try:
         self._authorize(request)
         body = await self._json(request)
-        return JSONResponse(_finite(await handler(body)))
+        return JSONResponse(await handler(body))
       except HTTPError as e:
         self.requests[f"http_{e.status}"] += 1
         return _error(e.status, str(e))
@@ -256,7 +244,7 @@ class RewardServer:
 
   async def health(self, request: Request) -> JSONResponse:  # pylint: disable=unused-argument
     stats = getattr(self.service.backend, "stats", dict)()
-    return JSONResponse(_finite({
+    return JSONResponse({
         "status": "ok", **self.settings, "lam": self.lam, "reward": self.reward,
         "tasks": len(self.tasks), "pending_items": self.service.pending_items(),
-        "service": self.service.stats(), "scorer": stats, "requests": dict(self.requests)}))
+        "service": self.service.stats(), "scorer": stats, "requests": dict(self.requests)})

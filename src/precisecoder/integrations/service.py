@@ -145,14 +145,15 @@ class ScoringService:
     max_batch_items: requests are joined into one batch up to this many items (a larger
       request is one batch of its own).
     cache_items: results remembered across batches (LRU).
-    batch_wait_s: how long a batch may wait for the callers of the last batch to come back
-      (a lone caller never waits).
+    batch_wait_s, batch_gap_s: how long a batch may wait for concurrent callers to join it
+      in all, and for the next one to arrive (`_gather`).
   """
 
   def __init__(self, backend: Backend, *, max_batch_items: int = 8192,
-               cache_items: int = 65_536, batch_wait_s: float = 0.02):
+               cache_items: int = 65_536, batch_wait_s: float = 0.02,
+               batch_gap_s: float = 0.002):
     self.backend = backend
-    self._batch_wait_s = batch_wait_s
+    self._batch_wait_s, self._batch_gap_s = batch_wait_s, batch_gap_s
     self._last_requests = 1
     self._max_batch_items = max_batch_items
     self._cache_items = cache_items
@@ -208,16 +209,7 @@ class ScoringService:
         self._cond.wait()
       if not self._queue:
         return None
-      # Callers answered together come back together, a few milliseconds apart: wait (up to
-      # batch_wait_s) until as many requests are queued as the last batch had, or a batch
-      # of one would go first and the rest would wait for it.
-      deadline = time.monotonic() + self._batch_wait_s
-      while (len(self._queue) < self._last_requests and not self._closing
-             and sum(len(r.items) for r in self._queue) < self._max_batch_items):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-          break
-        self._cond.wait(remaining)
+      self._gather()
       batch = [self._queue.popleft()]
       size = len(batch[0].items)
       while self._queue and size + len(self._queue[0].items) <= self._max_batch_items:
@@ -226,6 +218,32 @@ class ScoringService:
       self._busy = size
       self._last_requests = len(batch)
       return batch
+
+  def _gather(self) -> None:
+    """Lets concurrent callers join before a batch starts (else a batch of one would go first
+    and the rest would wait for it): waits, up to batch_wait_s in all, until as many
+    requests are queued as the last batch had (callers answered together come back a few
+    milliseconds apart), then while requests keep arriving less than batch_gap_s apart.
+    A lone caller waits one gap. Called holding the lock."""
+    deadline = time.monotonic() + self._batch_wait_s
+
+    def full() -> bool:
+      return (self._closing
+              or sum(len(r.items) for r in self._queue) >= self._max_batch_items)
+
+    while len(self._queue) < self._last_requests and not full():
+      remaining = deadline - time.monotonic()
+      if remaining <= 0:
+        return
+      self._cond.wait(remaining)
+    while not full():
+      remaining = deadline - time.monotonic()
+      if remaining <= 0:
+        return
+      queued = len(self._queue)
+      self._cond.wait(min(self._batch_gap_s, remaining))
+      if len(self._queue) == queued:
+        return
 
   def _loop(self) -> None:
     while (batch := self._next_batch()) is not None:
