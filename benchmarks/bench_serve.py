@@ -14,11 +14,16 @@ no verdict is cached from an earlier turn.
               keep-alive connection; the server joins concurrent requests into batches.
 
 Prints per mode the wall time (median of --repeats turns, and range), items/s, request
-latency p50/p99, and the CPU time of the whole process tree during the scoring window (this
-process with its client threads, the server, the pool workers and the runs they reaped, read
-from /proc): on a shared, loaded host wall time swings by 2x between turns while CPU time
-does not. Overheads are against in-process, paired by turn (median of the per-turn ratios);
-the goal is <= 10% at 32 clients. Checks that every mode scored every item the same.
+latency p50/p99, the programs the sandbox ran (equal in every mode), and the CPU time of the
+whole process tree during the scoring window (read from /proc: this process with its client
+threads, the server, the pool workers and the runs they reaped), split into the
+coordinating processes (in-process: this one, which diffs and scores; server: the server
+process and this one's clients) and the sandbox (workers and runs). Overheads are against
+in-process, paired by turn (median of the per-turn figures): wall, whole-tree CPU, and the
+coordinating CPU beyond in-process's as a share of in-process's whole CPU -- the part the
+server adds, since the sandbox runs the same programs (on a shared, loaded host wall time
+swings by 2x between turns and the sandbox's CPU by 20%). The goal is <= 10% at 32 clients.
+Checks that every mode scored every item the same.
 
   python benchmarks/bench_serve.py [--tasks 48] [--workers 2] [--clients 1,8,32]
                                    [--request-items 6] [--repeats 3]
@@ -78,18 +83,34 @@ def _tree_cpu(pid: int) -> float:
   return total + sum(_tree_cpu(int(child)) for child in children)
 
 
+def _own_cpu(pid: int) -> float:
+  """CPU seconds of `pid` itself (all its threads), without its children."""
+  with open(f"/proc/{pid}/stat") as f:
+    fields = f.read().rsplit(")", 1)[1].split()
+  return (int(fields[11]) + int(fields[12])) / _TICK
+
+
 class _Window:
-  """Wall and process-tree CPU seconds of a `with` block."""
+  """Wall seconds of a `with` block and CPU seconds of the whole process tree, and of the
+  processes that coordinate the scoring (this one, and the server's own when `server_pid`):
+  the rest is the sandbox, the pool workers and their runs."""
+
+  def __init__(self, server_pid: int | None = None):
+    self.server_pid = server_pid
+
+  def _coordinating(self) -> float:
+    own = time.process_time()
+    return own + (_own_cpu(self.server_pid) if self.server_pid else 0.0)
 
   def __enter__(self):
-    self.cpu, self.wall = _tree_cpu(os.getpid()), time.perf_counter()
-    self.own = time.process_time()
+    self.cpu, self.coordinating = _tree_cpu(os.getpid()), self._coordinating()
+    self.wall = time.perf_counter()
     return self
 
   def __exit__(self, *exc):
     self.wall = time.perf_counter() - self.wall
     self.cpu = _tree_cpu(os.getpid()) - self.cpu
-    self.own = time.process_time() - self.own  # this process: the scorer's diffs, or clients
+    self.coordinating = self._coordinating() - self.coordinating
 
 
 def _in_process(task_list, items, warm_items, workers: int) -> tuple[_Window, list]:
@@ -97,8 +118,10 @@ def _in_process(task_list, items, warm_items, workers: int) -> tuple[_Window, li
   with ExecutionPool(workers=workers) as pool:
     scorer = rewards.RewardScorer(pool)
     _score(scorer, table, warm_items)
+    before = scorer.stats()["programs_executed"]
     with _Window() as window:
       records = _score(scorer, table, items)
+    window.executed, window.batches = scorer.stats()["programs_executed"] - before, 1
     return window, records
 
 
@@ -135,6 +158,14 @@ class _Server:
       raise RuntimeError(f"HTTP {response.status}: {body}")
     return body["results"]
 
+  def counts(self) -> tuple[int, int]:
+    """(programs the sandbox ran, batches the service scored) so far."""
+    connection = self.connect()
+    connection.request("GET", "/health")
+    health = json.loads(connection.getresponse().read())
+    connection.close()
+    return health["scorer"]["programs_executed"], health["service"].get("batches", 0)
+
   def connect(self) -> http.client.HTTPConnection:
     return http.client.HTTPConnection(self.host, self.port, timeout=600)
 
@@ -162,8 +193,12 @@ def _through_server(task_files, items, warm_items, workers: int, clients: int,
       connection.close()
       return out
 
-    with concurrent.futures.ThreadPoolExecutor(clients) as executor, _Window() as window:
+    executed, batches = server.counts()
+    with concurrent.futures.ThreadPoolExecutor(clients) as executor, \
+         _Window(server.process.pid) as window:
       done = list(executor.map(client, shares))
+    now = server.counts()
+    window.executed, window.batches = now[0] - executed, now[1] - batches
   finally:
     server.close()
   latencies = [lat for share in done for lat, _, _ in share]
@@ -195,54 +230,63 @@ def main() -> None:
   tasks_lib.write_tasks(task_files[0], task_list)
   tasks_lib.write_tasks(task_files[1], warm_tasks)
 
-  walls: dict[str, list[float]] = {"in-process": []}
-  cpus: dict[str, list[float]] = {"in-process": []}
-  own: dict[str, list[float]] = {"in-process": []}
+  windows: dict[str, list[_Window]] = {"in-process": []}
   latencies: dict[str, list[float]] = {}
   reference = None
   mismatches = 0
   for turn in range(args.repeats):
     window, records = _in_process(task_list + warm_tasks, items, warm_items, args.workers)
-    walls["in-process"].append(window.wall)
-    cpus["in-process"].append(window.cpu)
-    own["in-process"].append(window.own)
+    windows["in-process"].append(window)
     reference = reference or records
     mismatches += records != reference
     for c in clients:
       name = f"server, {c} client{'s' if c > 1 else ''}"
       window, lats, records = _through_server(task_files, items, warm_items, args.workers, c,
                                               args.request_items)
-      walls.setdefault(name, []).append(window.wall)
-      cpus.setdefault(name, []).append(window.cpu)
-      own.setdefault(name, []).append(window.own)
+      windows.setdefault(name, []).append(window)
       latencies.setdefault(name, []).extend(lats)
       mismatches += [{k: v for k, v in r.items() if k != "terms"} for r in records] != reference
     print(f"turn {turn + 1}/{args.repeats}: " + ", ".join(
-        f"{k} {walls[k][-1]:.2f} s wall, {cpus[k][-1]:.2f} s CPU" for k in walls), flush=True)
-
-  print(f"\n{len(items)} items ({args.tasks} tasks x 6), {args.workers} workers, requests of "
-        f"{args.request_items} items, {args.repeats} turns; load average "
-        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-  print("| mode | wall s, median [min, max] | items/s | request p50 / p99 ms | wall overhead "
-        "| CPU s, median [min, max] | of which this process | CPU overhead |")
-  print("|---|---|---|---|---|---|---|---|")
-
-  def paired(series, name):  # median over turns of (server / in-process - 1)
-    ratios = [a / b - 1 for a, b in zip(series[name], series["in-process"])]
-    return f"{100 * statistics.median(ratios):+.1f}%"
-
-  for name in walls:
-    wall, cpu, lats = walls[name], cpus[name], latencies.get(name)
-    latency = (f"{1e3 * _percentile(lats, 0.5):.0f} / {1e3 * _percentile(lats, 0.99):.0f}"
-               if lats else "(one call)")
-    print(f"| {name} | {statistics.median(wall):.2f} [{min(wall):.2f}, {max(wall):.2f}] | "
-          f"{len(items) / statistics.median(wall):.0f} | {latency} | "
-          f"{'-' if name == 'in-process' else paired(walls, name)} | "
-          f"{statistics.median(cpu):.2f} [{min(cpu):.2f}, {max(cpu):.2f}] | "
-          f"{statistics.median(own[name]):.2f} | "
-          f"{'-' if name == 'in-process' else paired(cpus, name)} |")
+        f"{k} {w[-1].wall:.2f} s wall, {w[-1].cpu:.2f} s CPU" for k, w in windows.items()),
+        flush=True)
+  _report(args, windows, latencies, len(items))
   print(f"score records differing from the first in-process turn: {mismatches} of "
         f"{args.repeats * (1 + len(clients))} runs (must be 0)")
+
+
+def _report(args, windows, latencies, n_items) -> None:
+  base = windows["in-process"]
+
+  def median(name, field):
+    return statistics.median(getattr(w, field) for w in windows[name])
+
+  def paired(name, extra):  # median over turns of extra(server turn, in-process turn)
+    return f"{100 * statistics.median(extra(a, b) for a, b in zip(windows[name], base)):+.1f}%"
+
+  print(f"\n{n_items} items ({args.tasks} tasks x 6), {args.workers} workers, requests of "
+        f"{args.request_items} items, {args.repeats} turns; load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+  print("| mode | wall s [min, max] | items/s | request p50 / p99 ms | programs run | batches | CPU s "
+        "| of which coordinating | of which sandbox | overhead: wall | CPU | coordinating |")
+  print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+  for name, turns in windows.items():
+    walls, lats = [w.wall for w in turns], latencies.get(name)
+    latency = (f"{1e3 * _percentile(lats, 0.5):.0f} / {1e3 * _percentile(lats, 0.99):.0f}"
+               if lats else "(one call)")
+    if name == "in-process":
+      overheads = "- | - | -"
+    else:
+      overheads = " | ".join([
+          paired(name, lambda a, b: a.wall / b.wall - 1),
+          paired(name, lambda a, b: a.cpu / b.cpu - 1),
+          paired(name, lambda a, b: (a.coordinating - b.coordinating) / b.cpu)])
+    executed = sorted({w.executed for w in turns})
+    print(f"| {name} | {median(name, 'wall'):.2f} [{min(walls):.2f}, {max(walls):.2f}] | "
+          f"{n_items / median(name, 'wall'):.0f} | {latency} | "
+          f"{'/'.join(map(str, executed))} | {median(name, 'batches'):.0f} | "
+          f"{median(name, 'cpu'):.2f} | "
+          f"{median(name, 'coordinating'):.2f} | "
+          f"{statistics.median(w.cpu - w.coordinating for w in turns):.2f} | {overheads} |")
 
 
 if __name__ == "__main__":
