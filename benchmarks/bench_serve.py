@@ -11,7 +11,9 @@ no verdict is cached from an earlier turn.
               batch for the pool, no HTTP, no JSON);
   server, C   C client threads in this process, each sending its share of the batch as
               requests of --request-items items (a group per request by default) over a
-              keep-alive connection; the server joins concurrent requests into batches.
+              keep-alive connection; the server joins concurrent requests into batches;
+  whole batch one request of every item (what `RemoteScorer` sends a server per shard): the
+              cost of HTTP and JSON alone, without smaller batches.
 
 Prints per mode the wall time (median of --repeats turns, and range), items/s, request
 latency p50/p99, the programs the sandbox ran (equal in every mode), and the CPU time of the
@@ -239,10 +241,11 @@ def main() -> None:
     windows["in-process"].append(window)
     reference = reference or records
     mismatches += records != reference
-    for c in clients:
-      name = f"server, {c} client{'s' if c > 1 else ''}"
+    modes = [(f"server, {c} client{'s' if c > 1 else ''}", c, args.request_items)
+             for c in clients] + [("server, whole batch in one request", 1, len(items))]
+    for name, c, request_items in modes:
       window, lats, records = _through_server(task_files, items, warm_items, args.workers, c,
-                                              args.request_items)
+                                              request_items)
       windows.setdefault(name, []).append(window)
       latencies.setdefault(name, []).extend(lats)
       mismatches += [{k: v for k, v in r.items() if k != "terms"} for r in records] != reference
@@ -251,7 +254,7 @@ def main() -> None:
         flush=True)
   _report(args, windows, latencies, len(items))
   print(f"score records differing from the first in-process turn: {mismatches} of "
-        f"{args.repeats * (1 + len(clients))} runs (must be 0)")
+        f"{args.repeats * (2 + len(clients))} runs (must be 0)")
 
 
 def _report(args, windows, latencies, n_items) -> None:

@@ -115,3 +115,22 @@ def term_of_record(record, term):
   key = {"r_lambda": "reward"}.get(term, term)
   value = record[key]
   return 0.0 if value is None else float(value)
+
+
+class DownBackend:
+  """A scoring backend whose infrastructure is down: every batch raises."""
+
+  def results(self, items):
+    raise ConnectionError("pool down")
+
+  def close(self):
+    pass
+
+
+def share_backend(backend):
+  """Makes `backend` the process's shared scoring service for the default settings (what the
+  adapters use when given no workers, slack, PDB mode or servers); returns that service."""
+  from precisecoder.integrations import service  # pylint: disable=import-outside-toplevel
+  shared = service.ScoringService(backend)
+  service._shared[(None, None, False, ())] = shared  # pylint: disable=protected-access
+  return shared

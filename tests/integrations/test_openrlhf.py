@@ -8,8 +8,9 @@ import math
 
 import pytest
 
-from integration_helpers import completions_for, make_task_set, write_task_file
-from precisecoder.integrations import openrlhf, service as service_lib
+from integration_helpers import (DownBackend, completions_for, make_task_set, share_backend,
+                                 write_task_file)
+from precisecoder.integrations import openrlhf
 
 
 def _load_like_openrlhf(path):
@@ -43,13 +44,7 @@ def test_not_scored_is_none_reward_and_nan_logs(tmp_path, monkeypatch):
   task_set = make_task_set()[:1]
   monkeypatch.setenv("PRECISECODER_TASKS", str(write_task_file(tmp_path, task_set)))
 
-  class Down:
-    def results(self, items):
-      raise ConnectionError("pool down")
-
-    def close(self):
-      pass
-  service_lib._shared[(None, None, False, ())] = service_lib.ScoringService(Down())
+  share_backend(DownBackend())
   info = openrlhf.reward_func(["P answer"], ["P "], [task_set[0].task_id])
   assert info["rewards"] == [None]
   assert all(math.isnan(v[0]) for v in info["extra_logs"].values())

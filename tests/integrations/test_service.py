@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from integration_helpers import completions_for, make_task_set
+from integration_helpers import completions_for, make_task_set, share_backend
 from precisecoder import predictions, rewards
 from precisecoder.execution import ExecutionPool
 from precisecoder.integrations import adapters, service as service_lib, trl, tunix
@@ -103,7 +103,7 @@ def pool():
 
 def test_four_terms_run_the_sandbox_once_per_completion(tasks, pool):
   backend = service_lib.LocalBackend(pool=pool)
-  service_lib._shared[(None, None, False, ())] = service_lib.ScoringService(backend)
+  service = share_backend(backend)
   ids = [t.task_id for t in tasks for _ in range(4)]
   completions = [c for t in tasks for c in completions_for(t)]
   funcs = trl.reward_functions(tasks, terms=("unit", "precision", "f1", "r_lambda"))
@@ -113,7 +113,6 @@ def test_four_terms_run_the_sandbox_once_per_completion(tasks, pool):
   values = [f(prompts=["p"] * len(ids), completions=completions, task_id=ids) for f in funcs]
   assert values[0] == first
   assert backend.scorer.stats()["programs_executed"] == executed  # no run for the other terms
-  service = service_lib._shared[(None, None, False, ())]
   pairs = {(i, predictions.resolve({"completion": c})) for i, c in zip(ids, completions)}
   assert service.stats()["items_scored"] == len(pairs) and service.stats()["batches"] == 1
 
@@ -135,14 +134,14 @@ def test_lam_per_request_equals_a_scorer_built_with_that_lam(tasks, pool):
 def test_a_not_scored_pair_is_none_for_trl_and_nan_for_tunix(tasks):
   backend = GateBackend(fail_first=True)
   backend.gate.set()
-  service_lib._shared[(None, None, False, ())] = service_lib.ScoringService(backend)
+  share_backend(backend)
   [trl_unit] = trl.reward_functions(tasks, terms=("unit",))
   [tunix_unit] = tunix.reward_functions(tasks, terms=("unit",))
   assert trl_unit(prompts=["p"], completions=["x = 1"], task_id=[tasks[0].task_id]) == [None]
   value = tunix_unit(prompts=["p"], completions=["x = 2"], task_id=[tasks[0].task_id])
   assert value == [1.0]  # the backend works again: a fresh pair is scored
-  service_lib._shared[(None, None, False, ())].backend.fail_first = True
-  service_lib._shared[(None, None, False, ())].backend.sizes.clear()
+  backend.fail_first = True
+  backend.sizes.clear()
   assert math.isnan(tunix_unit(prompts=["p"], completions=["x = 3"],
                                task_id=[tasks[0].task_id])[0])
 

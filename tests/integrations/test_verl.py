@@ -10,8 +10,8 @@ import math
 import pytest
 
 from integration_helpers import make_task_set, rows_for, score_command, term_of_record
-from integration_helpers import write_task_file
-from precisecoder.integrations import service as service_lib, verl
+from integration_helpers import DownBackend, share_backend, write_task_file
+from precisecoder.integrations import verl
 
 
 def _with_reward_kwargs(raw_fn, reward_kwargs):
@@ -58,13 +58,7 @@ def test_batch_and_per_sample_forms_equal_precisecoder_score(tmp_path):
 def test_not_scored_is_nan_in_every_key(tmp_path, monkeypatch):
   task_set = make_task_set()[:1]
 
-  class Down:
-    def results(self, items):
-      raise ConnectionError("pool down")
-
-    def close(self):
-      pass
-  service_lib._shared[(None, None, False, ())] = service_lib.ScoringService(Down())
+  share_backend(DownBackend())
   [score] = verl.compute_score_batch(["x"], ["```python\nx = 1\n```"], [task_set[0].task_id],
                                      tasks=task_set)
   assert set(score) == {"score", *verl.DEFAULT_TERMS}
