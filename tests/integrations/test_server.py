@@ -60,7 +60,8 @@ def test_score_equals_precisecoder_score_and_takes_tasks_inline(tmp_path, task_s
   inline = [tasks_lib.task_to_record(task_set[-1])]  # the server was not started with it
   with running(app) as url:
     status, body = http(url + "/score", {"items": items, "tasks": inline})
-    assert status == 200
+    assert status == 200 and body["results"] == records
+    status, body = http(url + "/score", {"items": items, "tasks": inline, "terms": True})
     assert [{k: v for k, v in r.items() if k != "terms"} for r in body["results"]] == records
     assert all(set(r["terms"]) >= {"unit", "f1", "reward", "edit_cost"} for r in body["results"])
     status, body = http(url + "/score", {"items": items[-1:]})
@@ -78,6 +79,7 @@ def test_score_equals_precisecoder_score_and_takes_tasks_inline(tmp_path, task_s
     ({"items": [{"task_id": "T0", "program": "x", "sample": -1}]}, 422, "items[0].sample"),
     ({"items": [{"task_id": "T0", "program": "x", "sample": True}]}, 422, "items[0].sample"),
     ({"items": [], "lam": 2}, 422, "lam"),
+    ({"items": [], "terms": 1}, 422, "terms"),
     ({"items": [], "tasks": [{"task_id": "z"}]}, 422, "tasks[0]"),
     ({"items": [{"task_id": "T0", "program": "x"}] * 5}, 413, "items: 5 items exceed"),
 ])

@@ -34,6 +34,7 @@ from precisecoder.commands.checks import InputError
 from precisecoder.integrations.client import RemoteScoringError
 from precisecoder.integrations.service import ConfigurationError
 
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--tasks", required=True, help="task file (contract JSON Lines or PDB records)")
   parser.add_argument("--predictions", required=True,

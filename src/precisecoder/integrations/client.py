@@ -175,7 +175,7 @@ class RemoteScorer:
         entry["program"] = item.program
       entries.append(entry)
     return {"items": entries, "tasks": [task_to_record(t) for t in tasks.values()],
-            "lam": self.lam}
+            "lam": self.lam, "terms": True}
 
   def _shard(self, items: Sequence[Item], turn: int) -> list[dict[str, Any]]:
     payload = self._payload(items)

@@ -1,8 +1,8 @@
 """The reward server's ASGI app (Starlette; `precisecoder serve` runs it on uvicorn).
 
   POST /score       {"items": [{"task_id", "completion" | "program", "sample"?, "error"?}],
-                     "tasks"?: [task records], "lam"?: λ}
-                    -> {"results": [score record + "terms", one per item]}
+                     "tasks"?: [task records], "lam"?: λ, "terms"?: bool}
+                    -> {"results": [score record (+ "terms" if asked), one per item]}
   POST /get_reward  OpenRLHF: {"query": [...], "prompts": [...], "labels": [task_id, ...]}
                     -> {"rewards": [...], "scores": [...], "extra_logs": {term: [...]}}
   POST /feedback    {"task_id", "completion" | "program"} -> the visible tests' outcome
@@ -13,8 +13,9 @@ Every request is scored through one `ScoringService`, so concurrent requests are
 one batch for the pool. `tasks` in a /score request are used for that request (looked up
 before the tasks the server was started with): a trainer can score tasks the server has never
 seen. An item's `error` marks it unscorable up front (it scores 0 with that reason, as in
-`precisecoder score`). A score record whose `error` starts with "infra_error" was not scored
-(its `terms` may be null).
+`precisecoder score`). `"terms": true` adds to each record every reward array our trainer
+learns from (what `client.RemoteScorer` needs). A score record whose `error` starts with
+"infra_error" was not scored (its terms may be null).
 
 Bad input is a 4xx whose `error` names the field ("items[3].task_id: unknown task 'x'"): 400
 for a body that is not JSON, 401 for a missing or wrong bearer token, 413 for a body or item
@@ -33,6 +34,7 @@ import json
 from typing import Any, Callable, Mapping
 
 import anyio
+from absl import logging
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -111,6 +113,10 @@ class RewardServer:
       except HTTPError as e:
         self.requests[f"http_{e.status}"] += 1
         return _error(e.status, str(e))
+      except Exception as e:  # pylint: disable=broad-except  (a failed batch: say so, go on)
+        logging.exception("reward server: %s failed", request.url.path)
+        self.requests["http_500"] += 1
+        return _error(500, f"scoring failed: {type(e).__name__}: {e}")
     return endpoint
 
   def _authorize(self, request: Request) -> None:
@@ -135,7 +141,8 @@ class RewardServer:
     except ValueError as e:  # UnicodeDecodeError is one
       raise HTTPError(400, f"body: not valid JSON ({e})") from None
 
-  async def _results(self, items: list[service_lib.Item], lam: float) -> list[dict[str, Any]]:
+  async def _results(self, items: list[service_lib.Item], lam: float | None
+                     ) -> list[dict[str, Any]]:
     try:
       future = self.service.submit(items, lam)
     except RuntimeError as e:  # closed: shutting down
@@ -161,8 +168,11 @@ class RewardServer:
       out[task.task_id] = task
     return out
 
-  def _lam(self, body: Mapping[str, Any]) -> float:
-    lam = body.get("lam", self.lam)
+  def _lam(self, body: Mapping[str, Any]) -> float | None:
+    """The request's λ; None: the server's own (the scorer's, no re-blend needed)."""
+    if "lam" not in body:
+      return None
+    lam = body["lam"]
     if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not 0 <= lam <= 1:
       raise HTTPError(422, f"lam: must be a number in [0, 1], got {lam!r}")
     return float(lam)
@@ -214,7 +224,13 @@ class RewardServer:
       else:
         program, error = self._program(entry, field)
       items.append(service_lib.Item(task, program, error, sample))
-    return {"results": await self._results(items, lam)}
+    with_terms = body.get("terms", False)
+    if not isinstance(with_terms, bool):
+      raise HTTPError(422, f"terms: must be true or false, got {with_terms!r}")
+    results = await self._results(items, lam)
+    if not with_terms:
+      results = [{k: v for k, v in r.items() if k != "terms"} for r in results]
+    return {"results": results}
 
   async def get_reward(self, body: Any) -> dict[str, Any]:
     query, prompts, labels = (self._list(body, f) for f in ("query", "prompts", "labels"))
