@@ -279,9 +279,9 @@ def _report(args, windows, latencies, n_items) -> None:
   print(f"\n{n_items} items ({args.tasks} tasks x 6), {args.workers} workers, requests of "
         f"{args.request_items} items, {args.repeats} turns; load average "
         f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-  print("| mode | wall s [min, max] | items/s | request p50 / p99 ms | programs run | batches | CPU s "
-        "| of which coordinating | of which sandbox | serving CPU s | overhead: wall | CPU "
-        "| coordinating | serving |")
+  print("| mode | wall s [min, max] | items/s | request p50 / p99 ms | programs run | batches "
+        "| CPU s | of which coordinating | of which sandbox | serving CPU s | overhead: wall "
+        "| CPU | coordinating | serving |")
   print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
   for name, turns in windows.items():
     walls, lats = [w.wall for w in turns], latencies.get(name)

@@ -95,9 +95,9 @@ def main(args: argparse.Namespace) -> int:
   # Our SIGTERM handler, set before the pool's own: uvicorn drains the requests in flight on
   # SIGTERM, then raises it again, and this turns it into a clean exit 0.
   signal.signal(signal.SIGTERM, _stop)
-  import uvicorn  # pylint: disable=import-outside-toplevel
-  from precisecoder.integrations import server as server_lib  # pylint: disable=import-outside-toplevel
-  from precisecoder.integrations import service as service_lib  # pylint: disable=import-outside-toplevel
+  # pylint: disable=import-outside-toplevel  (the web stack loads only once inputs are good)
+  import uvicorn
+  from precisecoder.integrations import server as server_lib, service as service_lib
 
   backend = service_lib.LocalBackend(args.workers, epsilon=args.epsilon,
                                      pdb_compat=args.pdb_compat, lam=args.lam)

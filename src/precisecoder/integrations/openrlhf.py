@@ -5,7 +5,8 @@ service batches them). Or run `precisecoder serve` and pass its `/get_reward` UR
   export PRECISECODER_TASKS=/data/tasks.jsonl          # task_ids are the labels (--label_key)
   export PRECISECODER_REWARD=r_lambda PRECISECODER_LAM=0.333   # optional
   export PRECISECODER_REWARD_URLS=http://host:8000     # optional: score on reward servers
-  --reward.remote_url $(python -c 'import precisecoder.integrations.openrlhf as m; print(m.__file__)')
+  FILE=$(python -c 'import precisecoder.integrations.openrlhf as m; print(m.__file__)')
+  ... --reward.remote_url $FILE
 
 Each query is prompt + response decoded together; the response is what follows the prompt.
 Returns {"rewards", "scores", "extra_logs": {term: values}}: one value per query. A response

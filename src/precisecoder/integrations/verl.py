@@ -2,7 +2,8 @@
 (`reward_manager=batch`). verl loads this file by path and merges
 `custom_reward_function.reward_kwargs` into every call:
 
-  custom_reward_function.path=$(python -c 'import precisecoder.integrations.verl as m; print(m.__file__)')
+  FILE=$(python -c 'import precisecoder.integrations.verl as m; print(m.__file__)')
+  ... custom_reward_function.path=$FILE
   custom_reward_function.name=compute_score_batch  reward_model.reward_manager=batch
   +custom_reward_function.reward_kwargs.tasks=/data/tasks.jsonl
 
