@@ -21,10 +21,33 @@ def test_every_shipped_config_and_preset_validates(path):
 
 @pytest.fixture(name="train")
 def _train(monkeypatch, capsys):
-  """Runs `precisecoder train ARGS` in-process; returns (exit status, stderr, config run)."""
+  """Runs `precisecoder train ARGS` in-process up to the trainer, which it records; returns
+  (exit status, stderr, [(config, workdir)] of the runs the trainer would have made)."""
   ran = []
   monkeypatch.setattr(train_command, "run", lambda cfg, workdir: ran.append((cfg, workdir)) or 0)
+  return _caller(monkeypatch, capsys, ran)
 
+
+@pytest.fixture(name="train_until_model")
+def _train_until_model(monkeypatch, capsys):
+  """Runs `precisecoder train ARGS` in-process through the trainer's start (workdir lock,
+  resume checks) up to where the model would load, which raises _ModelWouldLoad."""
+  from precisecoder.train import policy as policy_lib
+  loaded = []
+
+  def stop(cfg, mesh):
+    loaded.append(cfg)
+    raise _ModelWouldLoad()
+
+  monkeypatch.setattr(policy_lib, "load_policy", stop)
+  return _caller(monkeypatch, capsys, loaded)
+
+
+class _ModelWouldLoad(Exception):
+  pass
+
+
+def _caller(monkeypatch, capsys, ran):
   def call(*args):
     # Each parse registers a flag per --config.* override (one process parses once): forget them.
     for name in [n for n in flags.FLAGS if n.startswith("config.")]:
@@ -32,9 +55,10 @@ def _train(monkeypatch, capsys):
     flags.FLAGS["workdir"].unparse()
     # ml_collections reads --config.* overrides from sys.argv itself.
     monkeypatch.setattr(sys, "argv", ["precisecoder", "train", *args])
-    with pytest.raises(SystemExit) as exit_info:
+    with pytest.raises((SystemExit, _ModelWouldLoad)) as exit_info:
       train_command.main(list(args))
-    return exit_info.value.code, capsys.readouterr().err, ran
+    code = exit_info.value.code if exit_info.type is SystemExit else None
+    return code, capsys.readouterr().err, ran
 
   return call
 
@@ -110,3 +134,53 @@ def test_the_report_waits_for_the_last_step(tmp_path, capsys):
   path = train_command.write_report(cfg, str(tmp_path))
   assert path == tmp_path / "report.md" and "| base (step 0) |" in path.read_text()
   assert f"Report: {path}" in capsys.readouterr().out
+
+
+def test_a_workdir_held_by_another_run_is_refused_naming_the_holder(train_until_model,
+                                                                    tmp_path):
+  import os
+  from precisecoder.train.workdir import Workdir
+  held = Workdir(str(tmp_path / "run")).lock()
+  held.acquire()  # another trainer, here: this process
+  try:
+    code, err, loaded = train_until_model(f"--config={CONFIG}:tiny",
+                                          f"--workdir={tmp_path / 'run'}")
+  finally:
+    held.release()
+  assert code == 2 and not loaded
+  assert err.startswith(f"precisecoder train: error: --workdir={tmp_path / 'run'} is in use by "
+                        "another run: host ") and f", pid {os.getpid()}, started " in err
+  assert len(err.strip().splitlines()) == 1
+  code, _, loaded = train_until_model(f"--config={CONFIG}:tiny", f"--workdir={tmp_path / 'run'}")
+  assert code is None and len(loaded) == 1  # free again: the trainer went on to the model
+  assert not (tmp_path / "run" / "lock").exists()  # a run that could not start let go
+
+
+def test_resuming_with_another_config_names_the_fields(train_until_model, tmp_path):
+  """A PreciseCoder run with progress, rerun with configs/grpo.py: refused, config kept."""
+  run = tmp_path / "run"
+  run.mkdir()
+  cfg = config_lib.load_file(f"{CONFIG}:tiny")
+  (run / "config.json").write_text(cfg.to_json())
+  (run / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward": 0.5}) + "\n")
+  grpo = CONFIG.replace("precisecoder.py", "grpo.py")
+  code, err, loaded = train_until_model(f"--config={grpo}:tiny", f"--workdir={run}")
+  assert code == 2 and not loaded and len(err.strip().splitlines()) == 1
+  assert (f"{run / 'config.json'} was written with another config (rl.advantage: 'gdpo' -> "
+          "'grpo'; rl.reward: 'r_lambda' -> 'unit')") in err
+  assert json.loads((run / "config.json").read_text())["rl"]["reward"] == "r_lambda"
+  # A longer budget, or other execution options, resume.
+  code, _, loaded = train_until_model(f"--config={CONFIG}:tiny", f"--workdir={run}",
+                                      "--config.train.steps=9", "--config.model.remat=full")
+  assert code is None and len(loaded) == 1
+
+
+def test_a_run_that_trained_nothing_does_not_bind_its_workdir(train_until_model, tmp_path):
+  """It failed before its first step (here: at the model): the corrected rerun takes over."""
+  run = tmp_path / "run"
+  code, _, _ = train_until_model(f"--config={CONFIG}:tiny", f"--workdir={run}")
+  assert code is None and json.loads((run / "config.json").read_text())["rl"]["lam"] != 0.5
+  code, _, loaded = train_until_model(f"--config={CONFIG}:tiny", f"--workdir={run}",
+                                      "--config.rl.lam=0.5")
+  assert code is None and len(loaded) == 2
+  assert json.loads((run / "config.json").read_text())["rl"]["lam"] == 0.5

@@ -14,10 +14,43 @@ import contextlib
 import math
 import os
 import pathlib
-from typing import IO, Iterator, Sequence
+from typing import IO, Callable, Iterator, Sequence
 
 from precisecoder.execution.pool import MAX_WORKERS
 
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+  """Every command's --help: each option's default after its help, except where there is
+  nothing to say (a required option, a switch, an empty or unset default)."""
+
+  def _get_help_string(self, action: argparse.Action) -> str:
+    text = action.help or ""
+    if (action.required or action.default in (None, False, "", argparse.SUPPRESS)
+        or "%(default)" in text or not action.option_strings):
+      return text
+    return f"{text} (default: %(default)s)" if text else "default: %(default)s"
+
+
+def command_parser(prog: str, add_arguments: Callable[[argparse.ArgumentParser], None],
+                   description: str = "") -> argparse.ArgumentParser:
+  """The parser of one `precisecoder` command, with its defaults shown in --help."""
+  parser = argparse.ArgumentParser(prog=prog, description=description,
+                                   formatter_class=HelpFormatter)
+  add_arguments(parser)
+  for sub in subparsers(parser):  # `data build generator`, `analyze traces`, ...
+    sub.formatter_class = HelpFormatter
+  return parser
+
+
+def subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+  """Every parser below `parser` (its subcommands, theirs, ...)."""
+  found = []
+  for action in parser._actions:  # pylint: disable=protected-access  # argparse has no API
+    if isinstance(action, argparse._SubParsersAction):  # pylint: disable=protected-access
+      for sub in dict.fromkeys(action.choices.values()):  # aliases share a parser
+        found += [sub, *subparsers(sub)]
+  return found
 
 
 class InputError(Exception):

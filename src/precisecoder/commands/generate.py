@@ -34,10 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--output", required=True, help="predictions file to write (JSON Lines)")
   parser.add_argument("--samples", type=checks.positive_int, default=1, help="completions per task")
   parser.add_argument("--temperature", type=float, default=0.0, help="0 means greedy")
-  parser.add_argument("--top-p", type=float, default=1.0)
+  parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (1: off)")
   parser.add_argument("--top-k", type=checks.non_negative_int, default=0, help="0 disables top-k")
-  parser.add_argument("--max-new-tokens", type=checks.positive_int, default=512)
-  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--max-new-tokens", type=checks.positive_int, default=512,
+                      help="tokens generated per completion at most")
+  parser.add_argument("--seed", type=int, default=0, help="sampling seed")
   parser.add_argument("--batch-size", type=checks.positive_int, default=8,
                       help="prompts per sampler call")
   parser.add_argument("--thinking", action="store_true",
@@ -48,7 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="leave the unit tests out of the prompt")
   parser.add_argument("--limit", type=checks.non_negative_int, default=0,
                       help="only the first N tasks (0: all)")
-  parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+  parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                      help="dtype the weights are loaded in")
   parser.add_argument("--mesh", default="",
                       help="mesh preset or data,fsdp,tensor shape (default: one device)")
   parser.add_argument("--compile-cache", default="",

@@ -20,6 +20,7 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from precisecoder.train import config as config_lib
+from precisecoder.train.lock import WorkdirError
 
 PASSTHROUGH = True  # absl parses the flags (`--config.a.b=v` overrides among them)
 
@@ -31,7 +32,19 @@ flags.mark_flags_as_required(["config", "workdir"])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-  del parser  # the flags are absl's, defined above
+  """For --help only: absl parses the flags (defined above)."""
+  parser.usage = ("%(prog)s --config=FILE[:PRESET] --workdir=DIR [--config.a.b=v ...]\n"
+                  "       python -m precisecoder.train (the same flags)")
+  parser.add_argument("--config", metavar="FILE[:PRESET]", required=True,
+                      help="ml_collections config file and model preset, e.g. "
+                      "configs/precisecoder.py:local (presets: "
+                      f"{', '.join(config_lib.MODEL_PRESETS)})")
+  parser.add_argument("--workdir", metavar="DIR", required=True,
+                      help="the run's folder (or gs://...): checkpoints, metrics, evaluations, "
+                      "report; a workdir holding a checkpoint resumes it")
+  parser.epilog = ("--config.a.b=v overrides any field of the config (e.g. "
+                   "--config.rl.lam=0.5 --config.train.steps=300); the resolved config is saved "
+                   "as DIR/config.json.")
 
 
 def run(cfg, workdir: str) -> int:
@@ -53,7 +66,10 @@ def run(cfg, workdir: str) -> int:
     from precisecoder.train import dpo as trainer
   else:
     raise app.UsageError(f"config trainer={cfg.trainer!r}; known: {config_lib.TRAINERS}")
-  status = trainer.train(cfg, workdir)
+  try:
+    status = trainer.train(cfg, workdir)
+  except WorkdirError as e:  # held by another run, or written with another config
+    _fail(str(e))
   if status == 0 and cfg.train.report and multihost.is_primary():
     write_report(cfg, workdir)
   return status
@@ -137,5 +153,10 @@ def _main(argv: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
   """Entry point; `argv` excludes the program name (None: sys.argv). Exits with the trainer's
   status (absl's app.run)."""
+  args = sys.argv[1:] if argv is None else list(argv)
+  if "-h" in args or "--help" in args:  # absl's own help names no flag of ours and exits 1
+    from precisecoder.commands import checks  # pylint: disable=import-outside-toplevel
+    checks.command_parser("precisecoder train", add_arguments).print_help()
+    sys.exit(0)
   app.run(_main, argv=None if argv is None else [sys.argv[0], *argv], flags_parser=_parse_flags)
   return 0

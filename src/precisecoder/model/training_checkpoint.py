@@ -28,8 +28,13 @@ _SKIP_KEYS = {"value", "raw_value", "_value"}  # Variable wrappers in a saved nn
 
 
 def model_meta(config: ModelConfig, tokenizer_source: str | os.PathLike) -> dict[str, Any]:
-  """The JSON that a training checkpoint's `meta["model"]` holds, so it can be loaded alone."""
-  return {"config": dataclasses.asdict(config), "tokenizer": str(tokenizer_source)}
+  """The JSON that a training checkpoint's `meta["model"]` holds, so it can be loaded alone.
+
+  A local tokenizer source is recorded as an absolute path (the checkpoint is read from other
+  working directories); anything else (a hub id) as given."""
+  source = pathlib.Path(tokenizer_source)
+  return {"config": dataclasses.asdict(config),
+          "tokenizer": str(source.absolute() if source.exists() else tokenizer_source)}
 
 
 def _step_dir(path: pathlib.Path) -> pathlib.Path:
@@ -111,7 +116,7 @@ def load(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None =
   """
   import orbax.checkpoint as ocp
 
-  step_dir = _step_dir(pathlib.Path(path))
+  step_dir = _step_dir(pathlib.Path(path).absolute())  # Orbax refuses relative paths
   meta = _read_meta(step_dir)["model"]
   fields = dict(meta["config"], dtype=dtype, **execution)
   fields["eos_token_ids"] = tuple(fields.get("eos_token_ids") or ())
