@@ -14,6 +14,7 @@ import contextlib
 import math
 import os
 import pathlib
+import tempfile
 from typing import IO, Callable, Iterator, Sequence
 
 from precisecoder.execution.pool import MAX_WORKERS
@@ -150,12 +151,22 @@ def output_folder(path: str, flag: str = "--output",
 
 
 def _check_folder(folder: pathlib.Path, what: str) -> None:
-  """That `folder` exists or could be made: its nearest existing ancestor is a writable folder."""
+  """That `folder` exists or can be made, and takes a file: tried for real (permission bits do
+  not bind root, and a read-only mount ignores them), leaving nothing behind."""
   existing = next(p for p in (folder, *folder.parents) if p.exists() or p == p.parent)
   if not existing.is_dir():
     raise InputError(f"{what}: cannot make folder {folder}: {existing} is a file")
-  if not os.access(existing, os.W_OK | os.X_OK):
-    raise InputError(f"{what}: folder {existing} is not writable")
+  made = []
+  try:
+    for parent in reversed([folder, *folder.parents][:[folder, *folder.parents].index(existing)]):
+      parent.mkdir()
+      made.append(parent)
+    _probe(folder, what)
+  except OSError as e:
+    raise InputError(f"{what}: cannot make folder {folder} ({e.strerror or e})") from None
+  finally:
+    for parent in reversed(made):
+      parent.rmdir()
 
 
 def _make_folder(folder: pathlib.Path, what: str) -> None:
@@ -166,8 +177,17 @@ def _make_folder(folder: pathlib.Path, what: str) -> None:
     raise InputError(f"{what}: cannot make folder {folder}: {blocker} is a file") from None
   except OSError as e:
     raise InputError(f"{what}: cannot make folder {folder} ({e.strerror or e})") from None
-  if not os.access(folder, os.W_OK | os.X_OK):
-    raise InputError(f"{what}: folder {folder} is not writable")
+  _probe(folder, what)
+
+
+def _probe(folder: pathlib.Path, what: str) -> None:
+  """Raises InputError unless a file can be made in `folder` (it is removed again)."""
+  try:
+    fd, name = tempfile.mkstemp(dir=folder, prefix=".precisecoder-write-check-")
+  except OSError as e:
+    raise InputError(f"{what}: folder {folder} is not writable ({e.strerror or e})") from None
+  os.close(fd)
+  os.unlink(name)
 
 
 @contextlib.contextmanager

@@ -209,6 +209,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     raise checks.InputError(f"{args.tasks} and {args.clean} share task ids")
   out = checks.output_folder(args.output, inputs=[("--tasks", args.tasks),
                                                   ("--clean", args.clean)])
+  from precisecoder.commands import generate  # pylint: disable=import-outside-toplevel
+  # Sizes the machine cannot hold fail now, not in the first shard's sampler.
+  generate.check_memory(args, min(args.shard_size, max(len(t) for _, t in sets)),
+                        devices=_devices(args.mesh))
   _check_settings(out, _settings(args))
   shards = []
   for kind, loaded in sets:
@@ -240,11 +244,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
   return summary
 
 
+def _devices(mesh: str) -> int:
+  from precisecoder.commands import generate  # pylint: disable=import-outside-toplevel
+  made = generate.make_mesh_flag(mesh)
+  return 1 if made is None else made.devices.size
+
+
 def main(args: argparse.Namespace) -> int:
+  from precisecoder.model.checkpoint import CheckpointError
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
   try:
     run(args)
-  except checks.InputError as e:
+  except (checks.InputError, CheckpointError) as e:
     print(f"precisecoder evaluate: error: {e}", file=sys.stderr)
     return 2
   print((pathlib.Path(args.output) / "table.md").read_text())

@@ -58,6 +58,7 @@ def run(cfg, workdir: str) -> int:
   multihost.initialize()  # several hosts: TPU pod metadata or JAX_COORDINATOR_ADDRESS
   if jax.process_count() > 1:
     logging.info("host %d of %d", jax.process_index(), jax.process_count())
+  _check_memory(cfg, jax.process_count(), jax.local_device_count())
   if cfg.trainer == "rl":
     from precisecoder.train import rl as trainer
   elif cfg.trainer == "sft":
@@ -73,6 +74,19 @@ def run(cfg, workdir: str) -> int:
   if status == 0 and cfg.train.report and multihost.is_primary():
     write_report(cfg, workdir)
   return status
+
+
+def _check_memory(cfg, hosts: int, devices: int) -> None:
+  """The config's batches against this machine's memory, before the model loads."""
+  from precisecoder.model import memory  # pylint: disable=import-outside-toplevel
+  from precisecoder.model.checkpoint import CheckpointError  # pylint: disable=import-outside-toplevel
+  from precisecoder.train import footprint  # pylint: disable=import-outside-toplevel
+  try:
+    footprint.check(cfg, hosts=hosts, devices=devices)
+  except memory.BatchTooLarge as e:
+    _fail(str(e))
+  except CheckpointError as e:
+    _fail(f"config.model.checkpoint: {e}")
 
 
 def write_report(cfg, workdir: str) -> pathlib.Path | None:
@@ -125,6 +139,19 @@ def _parse_flags(argv: list[str]) -> list[str]:
     _fail(str(e))
 
 
+def _check_task_files(cfg) -> None:
+  """The config's task files, read once before anything loads: a malformed record or an empty
+  file is one line naming the file, line and field."""
+  from precisecoder import tasks as tasks_lib  # pylint: disable=import-outside-toplevel
+  for field in ("task_file", "validation_file", "clean_file"):
+    path = cfg.data[field]
+    if path and "://" not in path:
+      try:
+        tasks_lib.load_tasks(path)
+      except tasks_lib.TaskError as e:
+        _fail(f"config.data.{field}: {e}")
+
+
 def _workdir(path: str) -> str:
   try:
     pathlib.Path(path).mkdir(parents=True, exist_ok=True)
@@ -143,6 +170,7 @@ def _main(argv: Sequence[str]) -> int:
     config_lib.validate(cfg)
   except config_lib.ConfigError as e:
     _fail(str(e))
+  _check_task_files(cfg)
   workdir = _workdir(_WORKDIR.value)
   logging.set_verbosity(logging.INFO)
   from precisecoder.train import metrics  # pylint: disable=import-outside-toplevel

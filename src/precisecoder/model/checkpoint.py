@@ -11,7 +11,8 @@ from jax.sharding import Mesh
 from precisecoder.model import hub
 from precisecoder.model.config import ModelConfig
 from precisecoder.model.decoder import Decoder
-from precisecoder.model.gguf_import import load_gguf
+from precisecoder.model import hf
+from precisecoder.model.gguf_import import load_gguf, open_gguf, read_gguf_config
 from precisecoder.model.hf import load_hf
 from precisecoder.model.tokenizer import load_tokenizer
 
@@ -58,6 +59,29 @@ def load_checkpoint(path: str | os.PathLike, *, dtype: str = "float32", mesh: Me
       reason = _naming(tokenizer_path, e).removeprefix(f"{tokenizer_path}: ")
       raise CheckpointError(f"{tokenizer_path}: cannot load the tokenizer ({reason})") from e
   return model, tokenizer, config
+
+
+def read_config(path: str | os.PathLike, *, dtype: str = "float32", **execution
+                ) -> ModelConfig:
+  """The ModelConfig of any checkpoint `load_checkpoint` reads, without loading its weights
+  (a GGUF header, a config.json, a training checkpoint's metadata). Raises CheckpointError."""
+  try:
+    path = pathlib.Path(hub.resolve(str(path)))
+  except hub.HubError as e:
+    raise CheckpointError(str(e)) from e
+  if not path.exists():
+    raise CheckpointError(f"{path}: checkpoint does not exist")
+  try:
+    if path.is_file() and path.suffix == ".gguf":
+      return read_gguf_config(open_gguf(path), where=str(path), dtype=dtype, **execution)
+    if path.is_dir() and _is_hf_folder(path):
+      return hf.read_config(path, dtype=dtype, **execution)
+    if path.is_dir():
+      from precisecoder.model import training_checkpoint  # pylint: disable=import-outside-toplevel
+      return training_checkpoint.read_config(path, dtype=dtype, **execution)
+    raise ValueError(f"{path}: not a Hugging Face folder, a .gguf file or a training checkpoint")
+  except _LOAD_ERRORS as e:
+    raise CheckpointError(_naming(path, e)) from e
 
 
 def _naming(path: pathlib.Path, error: BaseException) -> str:

@@ -108,6 +108,22 @@ def _normalise(path: tuple[Any, ...]) -> tuple[str, ...]:
   return tuple(keys)
 
 
+def read_config(path: str | os.PathLike, *, dtype: str = "float32", **execution) -> ModelConfig:
+  """The ModelConfig of a workdir's latest checkpoint (or of one step), without its weights."""
+  step_dir = _step_dir(pathlib.Path(path).absolute())
+  return _config(step_dir, _read_meta(step_dir)["model"], dtype, execution)
+
+
+def _config(step_dir: pathlib.Path, meta: dict[str, Any], dtype: str, execution) -> ModelConfig:
+  fields = dict(meta["config"], dtype=dtype, **execution)
+  fields["eos_token_ids"] = tuple(fields.get("eos_token_ids") or ())
+  try:
+    return ModelConfig(**fields)
+  except TypeError as e:  # fields missing or unknown: not what model_meta wrote
+    raise ValueError(f"{step_dir / 'meta'}: the saved model config does not fit ModelConfig "
+                     f"({e})") from None
+
+
 def load(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None = None,
          **execution) -> tuple[Decoder, ModelConfig, pathlib.Path]:
   """(model, config, tokenizer source) from a workdir, its checkpoints dir or one step dir.
@@ -118,13 +134,7 @@ def load(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None =
 
   step_dir = _step_dir(pathlib.Path(path).absolute())  # Orbax refuses relative paths
   meta = _read_meta(step_dir)["model"]
-  fields = dict(meta["config"], dtype=dtype, **execution)
-  fields["eos_token_ids"] = tuple(fields.get("eos_token_ids") or ())
-  try:
-    config = ModelConfig(**fields)
-  except TypeError as e:  # fields missing or unknown: not what model_meta wrote
-    raise ValueError(f"{step_dir / 'meta'}: the saved model config does not fit ModelConfig "
-                     f"({e})") from None
+  config = _config(step_dir, meta, dtype, execution)
   graphdef, abstract = abstract_decoder(config)
   ours = {p: v for p, v in nnx.to_flat_state(abstract)}
 

@@ -107,7 +107,9 @@ class _QuietLibraries(std_logging.Filter):
 def quiet_library_logs() -> None:
   """Drops library INFO logs (warnings stay); PRECISECODER_LIBRARY_LOGS=1 keeps them."""
   if os.environ.get("PRECISECODER_LIBRARY_LOGS") != "1":
-    logging.get_absl_logger().addFilter(_QuietLibraries())
+    # On the handler, not the absl logger: libraries log through loggers of their own (jax._src...)
+    # whose records reach the handler without passing the absl logger's filters.
+    logging.get_absl_handler().addFilter(_QuietLibraries())
 
 
 class Progress:
