@@ -184,3 +184,45 @@ def test_a_run_that_trained_nothing_does_not_bind_its_workdir(train_until_model,
                                       "--config.rl.lam=0.5")
   assert code is None and len(loaded) == 2
   assert json.loads((run / "config.json").read_text())["rl"]["lam"] == 0.5
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", "no tasks (the file is empty)"),
+    ('{"task_id": "x", "buggy_code": "a"\n', ":1: invalid JSON"),
+    ('{"task_id": "x"}\n', ":1 (x): missing field 'buggy_code'"),
+])
+def test_unusable_task_files_are_one_line_before_any_model_loads(train, tmp_path, content,
+                                                                  message):
+  (tmp_path / "tasks.jsonl").write_text(content)
+  code, err, ran = train(f"--config={CONFIG}:tiny", f"--workdir={tmp_path / 'run'}",
+                         f"--config.data.task_file={tmp_path / 'tasks.jsonl'}")
+  assert code == 2 and not ran and len(err.strip().splitlines()) == 1
+  assert err.startswith(f"precisecoder train: error: config.data.task_file: "
+                        f"{tmp_path / 'tasks.jsonl'}") and message in err
+
+
+def test_a_step_the_machine_cannot_hold_is_refused_before_the_model_loads(train_until_model,
+                                                                          tmp_path):
+  code, err, loaded = train_until_model(f"--config={CONFIG}:tiny", f"--workdir={tmp_path}",
+                                        f"--config.rl.group_size={10**9}")
+  assert code == 2 and not loaded and len(err.strip().splitlines()) == 1
+  assert err.startswith(
+      "precisecoder train: error: a rollout chunk of 1 prompt(s) (config.rl.prompts_per_step 2 / "
+      "rl.rollout_chunks 2) x rl.group_size 1000000000 x rl.max_new_tokens 16 needs at least ")
+  assert "(lower them, or raise config.rl.rollout_chunks)" in err
+
+
+def test_paths_relative_to_where_it_runs(train_until_model, tmp_path, monkeypatch):
+  import shutil
+  monkeypatch.chdir(tmp_path)
+  (tmp_path / "configs").mkdir()
+  shutil.copy(CONFIG, "configs/precisecoder.py")
+  from precisecoder.data import generator
+  from precisecoder.tasks import write_tasks
+  write_tasks("tasks.jsonl", generator.make_tasks("train", "easy", 2, seed=0))
+  code, err, loaded = train_until_model(
+      "--config=configs/precisecoder.py:tiny", "--workdir=runs/a", "--config.data.task_file="
+      "tasks.jsonl", "--config.train.checkpoint_dir=checkpoints/a")
+  assert code is None and len(loaded) == 1, err
+  assert (tmp_path / "runs" / "a" / "config.json").exists()
+  assert (tmp_path / "checkpoints" / "a").is_dir()

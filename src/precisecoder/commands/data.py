@@ -273,7 +273,7 @@ def main(args: argparse.Namespace) -> int:
              "repository": _build_repository, "pdb": _build_pdb}
     return build[args.what](args, out)
   except (TaskError, ValueError, FileNotFoundError, OSError, checks.InputError) as e:
-    print(f"precisecoder data: {e}", file=sys.stderr)
+    print(f"precisecoder data: error: {e}", file=sys.stderr)
     return 2
 
 
