@@ -50,3 +50,24 @@ def test_main_job_help_exits_0():
   done = subprocess.run([str(ROOT / "scripts" / "main_job.sh"), "--help"], capture_output=True,
                         text=True, check=False)
   assert done.returncode == 0 and "--workdir=DIR" in done.stdout and "--dry-run" in done.stdout
+
+
+def test_bootstrap_drops_pips_location_notices_and_keeps_its_real_messages():
+  """What pip prints (stderr) goes through bootstrap.sh's filter; only the per-package notice
+  about an index location without a folder for that package is dropped."""
+  pip_says = "\n".join([
+      "WARNING: Location 'file:///opt/pypi-more/simple/jax/' is ignored: it is neither a file "
+      "nor a directory.",
+      "WARNING: Retrying (Retry(total=4)) after connection broken",
+      "WARNING: Location 'file:///opt/pypi/simple/torch/' is ignored: it is neither a file nor "
+      "a directory.",
+      "ERROR: Could not find a version that satisfies the requirement jax==99",
+      "WARNING: Location 'x' is ignored: it is neither a file nor a directory. And more.",
+  ]) + "\n"
+  done = subprocess.run(["bash", "-c", f"source {ROOT / 'scripts' / 'bootstrap.sh'}; pip_filter"],
+                        input=pip_says, capture_output=True, text=True, check=False)
+  assert done.returncode == 0 and not done.stdout
+  assert done.stderr.splitlines() == [
+      "WARNING: Retrying (Retry(total=4)) after connection broken",
+      "ERROR: Could not find a version that satisfies the requirement jax==99",
+      "WARNING: Location 'x' is ignored: it is neither a file nor a directory. And more."]
