@@ -153,12 +153,16 @@ def output_folder(path: str, flag: str = "--output",
 def _check_folder(folder: pathlib.Path, what: str) -> None:
   """That `folder` exists or can be made, and takes a file: tried for real (permission bits do
   not bind root, and a read-only mount ignores them), leaving nothing behind."""
-  existing = next(p for p in (folder, *folder.parents) if p.exists() or p == p.parent)
+  missing = []  # folder and the ancestors it lacks, innermost first
+  for existing in (folder, *folder.parents):
+    if existing.exists() or existing == existing.parent:
+      break
+    missing.append(existing)
   if not existing.is_dir():
     raise InputError(f"{what}: cannot make folder {folder}: {existing} is a file")
   made = []
   try:
-    for parent in reversed([folder, *folder.parents][:[folder, *folder.parents].index(existing)]):
+    for parent in reversed(missing):
       parent.mkdir()
       made.append(parent)
     _probe(folder, what)

@@ -16,7 +16,6 @@ import pathlib
 import sys
 import time
 from collections.abc import Sequence
-
 from typing import Any
 
 from absl import logging

@@ -4,10 +4,9 @@ running out of memory minutes later.
 
 The figures are lower bounds (what must exist at once, not XLA's whole working set): the
 weights; the KV cache, `rows x (prompt + new tokens)` per layer for keys and values, plus the
-per-prompt cache it is copied from; the sampler's float32 logits over the vocabulary, a few
-[rows, vocab] arrays live at once in a decode step; and the train step's logits, a chunk of
-`logprob_chunk` tokens at a time (or the whole [rows, tokens, vocab] when it is 0), forward
-and backward. A refusal therefore means the batch cannot fit; a pass does not promise it will
+per-prompt cache it is copied from; the sampler's float32 logits over the vocabulary (two
+[rows, vocab] arrays in a decode step); and the train step's logits, a chunk of
+`logprob_chunk` tokens at a time (or the whole [rows, tokens, vocab] when it is 0). A refusal therefore means the batch cannot fit; a pass does not promise it will
 (`benchmarks/bench_memory.py` compiles a step for its real figure).
 """
 
@@ -19,12 +18,12 @@ from collections.abc import Mapping
 from precisecoder.model.config import ModelConfig
 
 _FLOAT32 = 4
-# [rows, vocab] float32 arrays alive at once in a decode step: the carried logits, the new
-# ones, and choose_tokens' scaled logits, log-probabilities and cumulative distribution.
-DECODE_LOGIT_COPIES = 5
-# A train step's logits chunk: forward log-softmax, and the backward's recomputed one + its
-# gradient.
-TRAIN_LOGIT_COPIES = 3
+# [rows, vocab] float32 arrays that must coexist in a decode step: the logits carried from
+# the last step and the new ones (choose_tokens' temporaries may fuse away; not counted).
+DECODE_LOGIT_COPIES = 2
+# [chunk, vocab] float32 arrays that must coexist in a train step: a chunk's logits and their
+# log-softmax (forward), or the recomputed log-softmax and its gradient (backward).
+TRAIN_LOGIT_COPIES = 2
 
 
 class BatchTooLarge(ValueError):
