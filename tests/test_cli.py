@@ -151,12 +151,16 @@ def test_every_path_argument_works_relative(tmp_path, monkeypatch, capsys):
       ["data", "card", "tasks.jsonl"],
       ["data", "verify", "tasks.jsonl", "--workers", "1"],
       ["data", "build", "tfds", "--split", "train=tasks.jsonl", "--data-dir", "tfds"],
+      ["compare", "--report-only", "--workdir", "cmp", "--arms", "grpo", "--preset", "tiny"],
   ]
+  pathlib.Path("cmp/grpo").mkdir(parents=True)
+  pathlib.Path("cmp/grpo/config.json").write_text("{}")  # an arm that has started
   for argv in commands:
     assert cli.main(argv) == 0, (argv, capsys.readouterr().err)
   assert json.loads(pathlib.Path("out/p.jsonl").read_text())["task_id"] == "inc_0"
   assert pathlib.Path("out/s.jsonl").exists() and pathlib.Path("ev/table.md").exists()
   assert pathlib.Path("out/traces.md").exists() and pathlib.Path("exported/config.json").exists()
+  assert pathlib.Path("cmp/report.md").exists()
   # The same checkpoint from another folder, through "..".
   (tmp_path / "elsewhere").mkdir()
   monkeypatch.chdir(tmp_path / "elsewhere")
