@@ -4,8 +4,10 @@
 Runs the trainer the config names (rl, sft or dpo). A workdir that holds a checkpoint resumes.
 Once the workdir's metrics reach train.steps, the report is written to DIR/report.md (when
 train.report; a run stopped earlier by train.stop_after or preemption gets it when resumed to
-the end). A config file, preset, override or value that cannot work, or a workdir that cannot
-be one, is one line naming it and exit status 2, before any model loads.
+the end). A config file, preset, override or value that cannot work, a task file that is
+empty or malformed, a step this machine's memory cannot hold (train/footprint.py), a workdir
+that cannot be one, that another run holds (train/lock.py) or whose progress was made with
+another config: each is one line naming it and exit status 2, before any model loads.
 """
 
 from __future__ import annotations
