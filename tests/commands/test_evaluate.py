@@ -89,14 +89,17 @@ def test_a_failed_evaluation_does_not_block_its_corrected_rerun(setup, tmp_path,
   settings (here a corrected seed) runs; once a shard finished, other settings are refused."""
   from precisecoder.commands import generate
   out = tmp_path / "eval"
+  argv = ["evaluate", "--checkpoint", str(setup), "--tasks", str(setup / "tasks.jsonl"),
+          "--limit", "1", "--output", str(out), "--max-new-tokens", "2", "--workers", "1",
+          "--resamples", "10"]
   real = generate.main
   monkeypatch.setattr(generate, "main", lambda args: 2)
-  assert cli.main(_argv(setup, out)) == 2
+  assert cli.main(argv) == 2
   assert (out / "settings.json").exists() and list((out / "shards").glob("*.tasks.jsonl"))
   monkeypatch.setattr(generate, "main", real)
-  assert cli.main(_argv(setup, out) + ["--seed", "5"]) == 0
+  assert cli.main(argv + ["--seed", "5"]) == 0
   assert json.loads((out / "settings.json").read_text())["seed"] == 5
-  assert cli.main(_argv(setup, out)) == 2
+  assert cli.main(argv) == 2
   assert "holds an evaluation with other settings (seed)" in capsys.readouterr().err
 
 
