@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from conftest import read_only_folder
 
 from precisecoder.train import lock as lock_lib
 from precisecoder.train.workdir import Workdir
@@ -99,3 +100,10 @@ def test_a_bucket_lock_of_a_dead_process_on_this_host_is_taken_over_at_once(tmp_
   lock.acquire()
   assert json.loads((tmp_path / "bucket" / "lock").read_text())["pid"] == os.getpid()
   lock.release()
+
+
+def test_a_workdir_that_takes_no_files_is_one_line(tmp_path):
+  folder = read_only_folder(tmp_path)
+  with pytest.raises(lock_lib.WorkdirError, match=f"--workdir={folder}: cannot write its lock "
+                     f"file {folder / 'lock'} "):
+    Workdir(str(folder)).lock().acquire()

@@ -78,9 +78,13 @@ class FileLock:
     self._fd: int | None = None
 
   def acquire(self) -> None:
-    self.path.parent.mkdir(parents=True, exist_ok=True)
     while True:
-      fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+      try:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+      except OSError as e:  # a read-only folder, one that is a file
+        raise WorkdirError(f"--workdir={self.location}: cannot write its lock file {self.path} "
+                           f"({e.strerror or e})") from None
       try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
       except BlockingIOError:
