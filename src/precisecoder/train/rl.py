@@ -142,7 +142,8 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
             "completion_tokens": float(every["lengths"].mean()),
             # Rows of tasks whose reference fails or whose bug passes: zero reward, not learning.
             "broken_task_rows": float(every["broken_task"].mean()),
-            **{f"train/{k}": v for k, v in learned.items()},
+            # KL to a reference exists only with one (rl.kl_beta > 0): no column of zeros.
+            **{f"train/{k}": v for k, v in learned.items() if k != "kl" or rl.kl_beta > 0},
             **timing, "reward_exposed_fraction": exposed,
         }
         if run.end_step(record, iterator.get_state(), t_step, progress,
