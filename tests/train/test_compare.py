@@ -3,7 +3,7 @@ tests/commands/test_compare.py."""
 
 import pytest
 
-from precisecoder.train import compare, config as config_lib
+from precisecoder.train import compare
 
 
 def _configs(*overrides):
@@ -22,17 +22,3 @@ def test_arms_share_all_but_the_reward_recipe():
     compare.check_same_budget(configs)
   with pytest.raises(ValueError, match="train.nonexistent"):
     _configs("--config.train.nonexistent=1")
-
-
-def test_workdir_of_another_config_is_not_resumed(tmp_path):
-  cfg = _configs()["grpo"]
-  (tmp_path / "config.json").write_text(cfg.to_json())
-  config_lib.check_resumable(tmp_path, cfg)
-  cfg.train.steps = 50          # a longer budget resumes
-  config_lib.check_resumable(tmp_path, cfg)
-  with cfg.unlocked():
-    cfg.rl.added_since = 1      # a field the code gained after the workdir was written
-  config_lib.check_resumable(tmp_path, cfg)
-  cfg.rl.group_size = 8
-  with pytest.raises(config_lib.ConfigError, match="rl.group_size: 4 -> 8"):
-    config_lib.check_resumable(tmp_path, cfg)
