@@ -29,11 +29,11 @@ stage() {  # stage LABEL PIP_ARGS...: one line, then pip, quiet and filtered
 
 main() {
   cd "$(dirname "$0")/.."
-  local py=${PYTHON:-python3} accel=${PRECISECODER_ACCELERATOR:-cpu} extra=() file
-  case "$accel" in
+  local py=${PYTHON:-python3} ACCEL=${PRECISECODER_ACCELERATOR:-cpu} extra=() file
+  case "$ACCEL" in
     cpu) ;;
-    cuda|tpu) extra=("requirements-$accel.txt") ;;
-    *) echo "PRECISECODER_ACCELERATOR=$accel: want cpu, cuda or tpu" >&2; exit 2 ;;
+    cuda|tpu) extra=("requirements-$ACCEL.txt") ;;
+    *) echo "PRECISECODER_ACCELERATOR=$ACCEL: want cpu, cuda or tpu" >&2; exit 2 ;;
   esac
   local stamp
   stamp=.venv/.installed-$(cat requirements.txt requirements-nodeps.txt pyproject.toml \
