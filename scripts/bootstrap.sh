@@ -45,7 +45,8 @@ main() {
        "(the pinned stack: a few minutes)"
   [ -x .venv/bin/python ] || "$py" -m venv .venv
   stage "upgrading pip" install --upgrade pip
-  stage "installing requirements.txt (jax, flax, torch, transformers, ...)" install -r requirements.txt
+  stage "installing requirements.txt (jax, flax, torch, transformers, ...)" \
+    install -r requirements.txt
   for file in ${extra[@]+"${extra[@]}"}; do stage "installing $file" install -r "$file"; done
   stage "installing requirements-nodeps.txt" install --no-deps -r requirements-nodeps.txt
   stage "installing precisecoder (editable)" install --no-deps -e .

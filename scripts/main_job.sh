@@ -31,7 +31,8 @@ while [ $# -gt 0 ]; do
     --config.*=*|--noconfig.*) overrides+=("$1") ;;
     # Without '=', the value would be the next argument, which could also be a workdir.
     --config.*) fail "$1: give overrides as $1=VALUE" ;;
-    -*) fail "unknown argument $1 (the trainer's: --workdir=DIR, --config=FILE[:PRESET], --config.a.b=v)" ;;
+    -*) fail "unknown argument $1 (the trainer's: --workdir=DIR, --config=FILE[:PRESET]," \
+             "--config.a.b=v)" ;;
     *) set_workdir "$1" ;;
   esac
   shift

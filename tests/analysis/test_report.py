@@ -76,7 +76,8 @@ def test_a_run_that_did_not_learn_says_so_and_what_moved_instead(tmp_path):
   assert "no-op on buggy tasks +62.5 [" in verdict
   assert verdict.endswith("the policy edits less by leaving bugs in place, not by fixing them "
                           "more precisely.")
-  assert "| step | pass | precision | recall | f1 | edit_lines | noop_buggy | noop | damage |" in text
+  assert ("| step | pass | precision | recall | f1 | edit_lines | noop_buggy | noop | damage |"
+          in text)
   assert "| step 8 (final) | 0.0 [0.0, 0.0] | 0.0 [0.0, 0.0] | 0.0 [0.0, 0.0] | 0.0 [0.0, 0.0] | " \
       "1.12 [" in text
   assert "- 8 steps; **5 of 8 had no reward variance in any group**: every advantage was 0" in text

@@ -20,7 +20,8 @@ EVAL_PANELS = (("eval/pass", "pass"), ("eval/precision", "precision"), ("eval/re
 # What explains a run: what its samples did, how many groups carried a signal, and how hard
 # and how far each update pushed the policy.
 TRAIN_PANELS = (("reward", "reward"), ("reward/unit", "train pass"),
-                ("reward/precision", "train precision"), ("reward/edit_lines", "train edited lines"),
+                ("reward/precision", "train precision"),
+                ("reward/edit_lines", "train edited lines"),
                 ("reward/noop", "train no-op (buggy tasks)"),
                 ("zero_variance_groups", "groups without reward variance"),
                 ("train/grad_norm", "gradient norm"),

@@ -6,7 +6,8 @@ The figures are lower bounds (what must exist at once, not XLA's whole working s
 weights; the KV cache, `rows x (prompt + new tokens)` per layer for keys and values, plus the
 per-prompt cache it is copied from; the sampler's float32 logits over the vocabulary (two
 [rows, vocab] arrays in a decode step); and the train step's logits, a chunk of
-`logprob_chunk` tokens at a time (or the whole [rows, tokens, vocab] when it is 0). A refusal therefore means the batch cannot fit; a pass does not promise it will
+`logprob_chunk` tokens at a time (or the whole [rows, tokens, vocab] when it is 0). A refusal
+therefore means the batch cannot fit; a pass does not promise it will
 (`benchmarks/bench_memory.py` compiles a step for its real figure).
 """
 
