@@ -67,6 +67,8 @@ def read_predictions(path: str, known: dict[str, tasks_lib.Task],
   Reads JSON Lines (or a JSON array), gzipped if the name ends in .gz, like task files.
   """
   out, counts, seen = [], collections.Counter(), {}
+  keyless = 0  # lines with neither key: a wrong key on every line is an error
+  first_keyless: tuple[str, list[str]] | None = None
   try:
     for where, record in tasks_lib.iter_records(path):
       if not isinstance(record, dict) or not isinstance(record.get("task_id"), str):
@@ -82,6 +84,9 @@ def read_predictions(path: str, known: dict[str, tasks_lib.Task],
         raise InputError(f"{where}: duplicate (task_id, sample) ({task_id!r}, {sample}); first at "
                          f"{seen[task_id, sample]}")
       seen[task_id, sample] = where
+      if "program" not in record and "completion" not in record:
+        keyless += 1
+        first_keyless = first_keyless or (where, sorted(record))
       program, error = predictions.resolve(record, max_lines)
       if error == predictions.NO_PROGRAM:
         error = f"{where}: {error}"
@@ -90,6 +95,10 @@ def read_predictions(path: str, known: dict[str, tasks_lib.Task],
     raise InputError(str(e)) from None
   if not out:
     raise InputError(f"{path}: no predictions (the file is empty)")
+  if first_keyless is not None and keyless == len(out):  # not one prediction to score
+    where, keys = first_keyless
+    raise InputError(f"{where}: no 'completion' or 'program' field (it has {', '.join(keys)}); "
+                     f"no line of {path} has one")
   return out
 
 

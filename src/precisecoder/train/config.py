@@ -8,6 +8,7 @@ about. `arg` (after the colon: `--config=configs/grpo.py:qwen3-4b`) picks a mode
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import pathlib
 from typing import Any
@@ -240,6 +241,46 @@ def _problems(c: ml_collections.ConfigDict):
       yield from at_least(field, 1)
     yield from at_least("dpo.samples_per_task", 2)  # a chosen and a rejected completion
     yield from number("dpo.beta", 0, low_open=True)
+
+
+# ---------------------------------------------------------------------------
+# Resuming: a workdir (a run's, or a comparison arm's) continues only the run that made it.
+# ---------------------------------------------------------------------------
+
+# Fields a rerun may change and still resume its workdir: the step budget and schedule, and
+# execution options that change how, not what, is computed.
+RESUMABLE_FIELDS = frozenset({
+    "train.steps", "train.stop_after", "train.eval_every", "train.checkpoint_every",
+    "train.report", "train.keep_checkpoints", "rl.reward_workers", "model.remat",
+    "model.logprob_chunk", "model.mlp_chunk", "model.attention_block"})
+
+
+def flatten(cfg: ml_collections.ConfigDict | dict, prefix: str = "") -> dict[str, Any]:
+  """{"rl.lam": 0.33, ...}: every leaf of a config (or of its JSON) under its dotted name."""
+  items = cfg.items() if isinstance(cfg, dict) else cfg.to_dict().items()
+  out: dict[str, Any] = {}
+  for key, value in items:
+    if isinstance(value, (dict, ml_collections.ConfigDict)):
+      out.update(flatten(value, f"{prefix}{key}."))
+    else:
+      out[f"{prefix}{key}"] = value
+  return out
+
+
+def check_resumable(workdir: str | pathlib.Path, cfg: ml_collections.ConfigDict) -> None:
+  """Raises ConfigError naming every field outside RESUMABLE_FIELDS in which `cfg` differs
+  from the config that `workdir/config.json` records. Fields the recorded config lacks (added
+  to the code since) are not compared."""
+  path = pathlib.Path(workdir) / "config.json"
+  if not path.exists():
+    return
+  old, new = flatten(json.loads(path.read_text())), flatten(json.loads(cfg.to_json()))
+  differ = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(old)
+            if k not in RESUMABLE_FIELDS and old[k] != new.get(k)]
+  if differ:
+    raise ConfigError(f"{path} was written with another config ({'; '.join(differ)}); a "
+                      "workdir resumes only the run that made it: pick a new workdir or rerun "
+                      "with the same arguments")
 
 
 def _get(cfg: ml_collections.ConfigDict, dotted: str) -> Any:
