@@ -48,3 +48,26 @@ def make_tiny_chat_checkpoint(folder, chat_template, corpus):
   transformers.LlamaForCausalLM(config).save_pretrained(folder)
   tokenizer.save_pretrained(folder)
   return tokenizer
+
+
+def scripted_conversation(conversation, prompt_ids, feedback_for):
+  """Plays a `sampling.Conversation` to its end with `feedback_for(turn, row, answer) -> ids`
+  ([] ends a row). Returns, per turn, (outputs, conversations): `conversations[row]` is the
+  row's whole conversation before that turn's answer, or None once the row has ended."""
+  out = conversation.first
+  history = [list(prompt_ids[g]) for g in out.groups]
+  alive = [True] * len(history)
+  played = []
+  for turn in range(conversation.turns):
+    played.append((out, [list(h) if a else None for h, a in zip(history, alive)]))
+    if turn == conversation.turns - 1:
+      break
+    replies = []
+    for row, h in enumerate(history):
+      answer = out.tokens[row, :out.lengths[row]].tolist()
+      ids = list(feedback_for(turn, row, answer)) if alive[row] and answer else []
+      alive[row] = bool(ids)
+      h += answer + ids
+      replies.append(ids)
+    out = conversation.reply(replies)
+  return played
