@@ -175,9 +175,11 @@ def _row_keys(key, prompt_index, num_samples: int):
 
 
 def _decode(model: Decoder, layer_params, cache: KVCache, last, position, done, row_keys, *,
-            start: int, max_new_tokens, temperature, top_p, top_k, eos_ids, pad_id, segments):
+            start, max_new_tokens, temperature, top_p, top_k, eos_ids, pad_id, segments,
+            window: int | None = None):
   """Up to `max_new_tokens` one-token steps written at cache slots start, start + 1, ...;
-  rows already `done` stay masked. Returns the loop's final state."""
+  rows already `done` stay masked. Returns the loop's final state. Attention reads the cache
+  up to where each segment can have filled it, or up to `window` (a traced `start`)."""
   n = last.shape[0]
   eos = jnp.asarray(eos_ids, jnp.int32)
   state0 = dict(
@@ -211,7 +213,7 @@ def _decode(model: Decoder, layer_params, cache: KVCache, last, position, done, 
   for end in segment_ends(max_new_tokens, segments):
     final = jax.lax.while_loop(
         lambda s, end=end: (s["step"] < end) & ~jnp.all(s["done"]),
-        functools.partial(body, window=start + end), final)
+        functools.partial(body, window=window or start + end), final)
   return final
 
 
@@ -365,27 +367,28 @@ def _first_turn(graphdef, state, prompt, prompt_mask, prompt_index, key, *, num_
   return final["tokens"], final["logprobs"], final["lengths"], carry
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "turn", "feedback_at", "start",
-                                             *_DECODE_STATICS), donate_argnames=("carry",))
-def _next_turn(graphdef, state, carry, feedback, feedback_mask, *, turn, feedback_at, start,
+@functools.partial(jax.jit, static_argnames=("graphdef", *_DECODE_STATICS),
+                   donate_argnames=("carry",))
+def _next_turn(graphdef, state, carry, feedback, feedback_mask, turn, feedback_at, start,
                **decoding):
-  """Prefills each row's feedback (left-padded, [N, W]) at cache slots feedback_at.. and
-  decodes the next turn from slot `start`; rows without feedback are done from the start."""
+  """Prefills each row's feedback (left-padded, [N, F]) at cache slots feedback_at.. and
+  decodes the next turn from slot `start`; rows without feedback are done from the start.
+  Every later turn is one compiled program: `turn` and the slots are traced, and attention
+  reads the whole cache."""
   model: Decoder = nnx.merge(graphdef, state)
   layer_params = model.layer_params()
   position = carry["position"]
   positions = position[:, None] + jnp.maximum(
       jnp.cumsum(feedback_mask.astype(jnp.int32), axis=-1) - 1, 0)
-  logits, cache = model.forward_cached(feedback, positions, feedback_mask, carry["cache"],
-                                       jnp.int32(feedback_at), layer_params,
-                                       window=feedback_at + feedback.shape[1],
-                                       last_logits_only=True)
+  cache = carry["cache"]
+  logits, cache = model.forward_cached(feedback, positions, feedback_mask, cache, feedback_at,
+                                       layer_params, last_logits_only=True)
   last = constrain(logits[:, -1], ("batch", "vocab"))
   position = position + jnp.sum(feedback_mask, axis=-1, dtype=jnp.int32)
   done = ~jnp.any(feedback_mask, axis=-1)
   row_keys = jax.vmap(lambda k: jax.random.fold_in(k, _TURN_SALT + turn))(carry["row_keys"])
   final = _decode(model, layer_params, _constrain_cache(cache), last, position, done, row_keys,
-                  start=start, **decoding)
+                  start=start, window=cache.valid.shape[1], **decoding)
   carry = dict(cache=final["cache"], position=final["position"], row_keys=carry["row_keys"])
   return final["tokens"], final["logprobs"], final["lengths"], carry
 
@@ -401,9 +404,10 @@ class Conversation:
 
   Shapes are static: the cache holds the prompt (bucketed) and, per turn, `max_new_tokens`
   answer slots and `feedback_len` feedback slots; turn k (from 0) decodes into slots from
-  P + k (N + F), its feedback fills the end of the F slots before it (left-padded to a
-  bucketed width). Slots a row leaves empty (an early end, padding) are masked, and positions
-  count a row's real tokens, so a row sees exactly its own conversation. A row without
+  P + k (N + F), the feedback before it fills the F slots before that, left-padded. Slots a
+  row leaves empty (an early end, padding) are masked, and positions count a row's real
+  tokens, so a row sees exactly its own conversation. Turn 1 is `sample`'s program; all later
+  turns share one (the slots are traced). A row without
   feedback is done: it stays masked and yields no tokens. Turn 1 draws exactly what `sample`
   draws; turn k > 0 draws from its own keys, again per (prompt index, sample). Across hosts
   every process calls `reply` the same number of times (with [] for rows it has ended).
@@ -459,21 +463,17 @@ class Conversation:
     if len(feedback) != self.rows:
       raise ValueError(f"Conversation.reply: {len(feedback)} feedback rows for {self.rows} rows")
     longest = max(len(ids) for ids in feedback)
-    multi = multihost.spans_processes(self.mesh)
-    width = bucket_length(multihost.global_max(longest) if multi else longest, self.prompt_bucket)
-    width = min(width, self.feedback_len)
     if longest > self.feedback_len:
       raise ValueError(f"Conversation.reply: feedback of {longest} tokens exceeds "
                        f"feedback_len={self.feedback_len}")
-    ids, mask = pad_rows(list(feedback) + [[]] * self._padding_rows, width, self.pad_id,
-                         left=True)
+    ids, mask = pad_rows(list(feedback) + [[]] * self._padding_rows, self.feedback_len,
+                         self.pad_id, left=True)
     self.turn += 1
-    n, f = self.max_new_tokens, self.feedback_len
-    start = self.prompt_len + self.turn * (n + f)
+    start = self.prompt_len + self.turn * (self.max_new_tokens + self.feedback_len)
     with self._on_mesh():
       ids_d, mask_d = _to_mesh((ids, mask), self.mesh)
       decoding = {k: v for k, v in self._statics.items() if k != "num_samples"}
       *out, self._carry = _next_turn(
-          self._graphdef, self._state, self._carry, ids_d, mask_d, turn=self.turn,
-          feedback_at=start - width, start=start, **decoding)
+          self._graphdef, self._state, self._carry, ids_d, mask_d, jnp.int32(self.turn),
+          jnp.int32(start - self.feedback_len), jnp.int32(start), **decoding)
       return self._output(*_local(out, self.mesh, self.rows))
