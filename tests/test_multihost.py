@@ -2,9 +2,9 @@
 (scripts/multihost_local.sh), 2 processes x 2 CPU devices against 1 process x 4 devices.
 
 The policy is the tiny random model with weights set so that after the prompt it answers
-"1" (a program that passes these tasks' tests) about half the time and garbage otherwise:
-rewards differ within groups, advantages are non-zero and every step really moves the
-parameters. All runs start from that step-0 checkpoint.
+"1" (a program that passes these tasks' tests) about half the time and garbage otherwise
+(conftest.answering_policy): rewards differ within groups, advantages are non-zero and every
+step really moves the parameters. All runs start from that step-0 checkpoint.
 """
 
 import dataclasses
@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import answerable_tasks, answering_policy
 
 from precisecoder.train import metrics
 
@@ -46,46 +47,15 @@ def _flags(task_file):
   return flags + [f"--config.data.task_file={task_file}"]
 
 
-def _tasks(path):
-  """Tasks a random-weight policy can solve: the buggy program `x = 1` fails a test that
-  wants no names defined, the fix (and the policy's usual answer) is `1`."""
-  from precisecoder.data import generator
-  from precisecoder.tasks import parse_task, task_to_record, write_tasks
-  tasks = []
-  for task in generator.make_tasks("train", "easy", 8, seed=0):
-    record = {k: v for k, v in task_to_record(task).items() if k != "gt_diff"}
-    record.update(buggy_code="x = 1\n", gt_solution="1\n", tests={
-        "kind": "assert", "code": "assert [n for n in dir() if n[0] != '_'] == []\n"})
-    tasks.append(parse_task(record, task.task_id))
-  write_tasks(path, tasks)
-
-
-def _answering_policy(params):
-  """Edits the tiny model so that its residual stream is (almost) the current token's
-  embedding, a bigram model set by the tied embeddings: after "\n" (the end of every prompt)
-  it says "1" with probability ~1/2 (else anything), after "1" it ends."""
-  newline, one, eos = ord("\n") + 2, ord("1") + 2, 1  # ByteTokenizer ids
-  embed = np.array(params["embed"].get_value())
-  embed[:, :2] = 0.0
-  for token, (x, y) in ((newline, (0.05, 0.0)), (one, (np.log(1023) / np.sqrt(128), 0.1)),
-                        (eos, (0.0, 10.0))):
-    embed[token] = 0.0
-    embed[token, :2] = (x, y)
-  params["embed"].set_value(embed)
-  for name in ("o_proj", "down_proj"):
-    params["layers"][name].set_value(params["layers"][name].get_value() * 1e-4)
-  return params
-
-
 @pytest.fixture(scope="module")
 def start(tmp_path_factory):
   """A task file and a workdir holding the step-0 checkpoint every run starts from."""
   from precisecoder.train.run import Run
   base = tmp_path_factory.mktemp("multihost")
-  _tasks(base / "tasks.jsonl")
+  answerable_tasks(base / "tasks.jsonl")
   cfg = _config(base / "tasks.jsonl")
   with Run(cfg, str(base / "start"), total_steps=STEPS) as run:
-    run.params = _answering_policy(run.params)
+    run.params = answering_policy(run.params)
     run.save(None)
   return base
 
