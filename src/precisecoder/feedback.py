@@ -111,7 +111,8 @@ def _spread(total: int, n: int) -> list[int]:
   return sorted({i * total // n for i in range(n)})
 
 
-def visible_tests(task: Task, visibility: Visibility = Visibility()) -> tuple[list[VisibleTest], int]:
+def visible_tests(task: Task, visibility: Visibility = Visibility()
+                  ) -> tuple[list[VisibleTest], int]:
   """(the task's visible tests, how many of its tests are hidden)."""
   tests = task.tests
   kind = tests["kind"]
@@ -202,7 +203,8 @@ def _test_methods(code: str) -> list[_Unit]:
   for node in tree.body:
     if isinstance(node, ast.ClassDef) and node.name in classes:
       for item in node.body:
-        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith("test"):
+        if (isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and item.name.startswith("test")):
           first = min([d.lineno for d in item.decorator_list] + [item.lineno])
           # A whole line range: decorators and the def, from the start of their first line.
           units.append(_Unit(f"{node.name}.{item.name}", _span(item, starts, code, first),

@@ -149,7 +149,8 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
         batch_tasks = tasksets.as_tasks(next(iterator), f"train batch {run.step + 1}")
         run.step += 1
         rollout, terms, timing = collect(run, batch_tasks, executor)
-        every = multihost.allgather_rows({**terms, "lengths": rollout.loss_mask.sum(axis=1, dtype=np.int32)})
+        model_tokens = rollout.loss_mask.sum(axis=1, dtype=np.int32)  # feedback turns left out
+        every = multihost.allgather_rows({**terms, "lengths": model_tokens})
         advantages, reward = recipes.compute_advantages(rl, every)
         batch = rollout_lib.training_arrays(rollout, run.policy.pad_id,
                                             completion_len=rollout_lib.response_len(rl))

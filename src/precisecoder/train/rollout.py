@@ -6,10 +6,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+import ml_collections
 import numpy as np
 from jax.sharding import Mesh
-
-import ml_collections
 
 from precisecoder import episodes as episodes_lib
 from precisecoder import feedback as feedback_lib
