@@ -173,9 +173,9 @@ def _config_file(name):
   return module.get_config
 
 
-def _two_hosts_and_one_device(start, name, trainer, overrides):
+def _two_hosts_and_one_device(start, name, trainer, overrides, start_name="start"):
   """The 2-process x 2-device run of configs/<name>.py:tiny, then the same config in this
-  process on its one device; returns both workdirs."""
+  process on its one device, both from the `start_name` checkpoint; returns both workdirs."""
   # Adam's first steps move every weight by ~lr whatever its gradient's size, so float32 sums in
   # another order can move a near-zero gradient's weight by up to lr: lr stays small (as RL's).
   overrides = {**overrides, "model": dict(mesh="2,2,1"), "optim": dict(learning_rate=1e-5),
@@ -183,6 +183,8 @@ def _two_hosts_and_one_device(start, name, trainer, overrides):
                "train": dict(steps=2, checkpoint_every=100, eval_every=0, report=False)}
   flags = [f"--config.{s}.{k}={v}" for s, values in overrides.items() for k, v in values.items()]
   two = start / f"{name}_two_hosts"
+  if not two.exists():
+    shutil.copytree(start / start_name / "checkpoints", two / "checkpoints")
   logs = _finish(_launch(start, two, 2, 2, f"configs/{name}.py:tiny", flags), two)
   assert len(set(_fingerprints(logs).values())) == 1  # the hosts' replicas agree
 
@@ -190,10 +192,10 @@ def _two_hosts_and_one_device(start, name, trainer, overrides):
   for section, values in overrides.items():
     cfg[section].update(values)
   one = start / f"{name}_one_device"
-  shutil.copytree(start / "start" / "checkpoints", one / "checkpoints")
+  shutil.copytree(start / start_name / "checkpoints", one / "checkpoints")
   assert trainer(cfg, str(one)) == 0
   assert not np.allclose(np.concatenate([p.ravel() for p in _params(two)]),
-                         np.concatenate([p.ravel() for p in _params(start / "start")]))
+                         np.concatenate([p.ravel() for p in _params(start / start_name)]))
   for a, b in zip(_params(two), _params(one)):
     np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
   return two, one
@@ -216,6 +218,28 @@ def test_dpo_on_two_hosts_trains_like_one_process(start):
       dpo=dict(batch_size=4, samples_per_task=4), rl=dict(max_new_tokens=4, prompt_bucket=1024)))
   rows = _step_metrics(two)
   assert all(r["pairs"] > 0 for r in rows), rows  # the policy's samples pass and fail
+  for x, y in zip(rows, _step_metrics(one), strict=True):
+    assert x.keys() == y.keys()
+    for k in x:
+      assert x[k] == pytest.approx(y[k], rel=1e-6, abs=1e-6), k
+
+
+@pytest.mark.slow  # two more multi-process runs: minutes on 2 cores (scripts/test.sh -m slow)
+def test_agent_episodes_on_two_hosts_train_like_one_process(start):
+  """Multi-turn RL on a pod: each host runs the episodes of its own tasks (a group's episodes
+  stay on its host, feedback from its own pool) and every host takes the same turns; the
+  parameters and metrics are one process's."""
+  from precisecoder.train import rl
+  from precisecoder.train.run import Run
+  overrides = dict(rl=dict(OVERRIDES["rl"], turns=2, feedback_tokens=320))
+  cfg = _config(start / "tasks.jsonl")
+  with Run(cfg, str(start / "agent_start"), total_steps=2) as run:
+    run.params = answering_policy(run.params, garbage_ends=True)  # failures hear feedback
+    run.save(None)
+  two, one = _two_hosts_and_one_device(start, "precisecoder_agent", rl.train, overrides,
+                                       start_name="agent_start")
+  rows = _step_metrics(two)
+  assert max(r["agent/turns"] for r in rows) > 1 and all(r["advantage_abs"] > 0 for r in rows)
   for x, y in zip(rows, _step_metrics(one), strict=True):
     assert x.keys() == y.keys()
     for k in x:

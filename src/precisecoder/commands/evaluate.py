@@ -33,7 +33,7 @@ import sys
 import time
 from typing import Any
 
-from precisecoder.commands import checks
+from precisecoder.commands import checks, generate
 
 log = logging.getLogger("precisecoder.evaluate")
 
@@ -80,14 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--no-tests-in-prompt", action="store_true")
   parser.add_argument("--prefill-thinking", default="", metavar="FROM.jsonl",
                       help="open each assistant turn with FROM's thinking block (generate)")
-  parser.add_argument("--turns", type=checks.positive_int, default=1,
-                      help="answers per episode, with feedback on the visible tests (generate)")
-  parser.add_argument("--visible-tests", type=checks.positive_int, default=3,
-                      help="visible tests per task, at most (generate)")
-  parser.add_argument("--visible-fraction", type=checks.fraction, default=0.5,
-                      help="visible share of a task's tests, at most (generate)")
-  parser.add_argument("--feedback-tokens", type=checks.positive_int, default=1024,
-                      help="longest feedback turn (generate)")
+  generate.add_episode_arguments(parser)
   parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
   parser.add_argument("--mesh", default="", help="mesh preset or data,fsdp,tensor shape")
   parser.add_argument("--compile-cache", default="", help="persistent JAX compilation cache")
@@ -149,7 +142,7 @@ def _sub_args(module, required: list[str], args: argparse.Namespace, options, sw
 def _run_shard(stem: pathlib.Path, tasks, args: argparse.Namespace, shard_seed: int) -> None:
   """tasks -> predictions -> scores for one shard; each step skipped when its file exists."""
   from precisecoder import tasks as tasks_lib
-  from precisecoder.commands import generate, score
+  from precisecoder.commands import score
 
   task_file = stem.with_name(stem.name + ".tasks.jsonl")
   predictions = stem.with_name(stem.name + ".predictions.jsonl")

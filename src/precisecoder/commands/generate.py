@@ -53,14 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="predictions file whose thinking blocks open the assistant turn")
   parser.add_argument("--no-tests-in-prompt", action="store_true",
                       help="leave the unit tests out of the prompt")
-  parser.add_argument("--turns", type=checks.positive_int, default=1,
-                      help="answers per episode, with feedback on the visible tests between them")
-  parser.add_argument("--visible-tests", type=checks.positive_int, default=3,
-                      help="visible tests per task: at most this many (--turns > 1)")
-  parser.add_argument("--visible-fraction", type=checks.fraction, default=0.5,
-                      help="... and at most this fraction of its tests, at least one")
-  parser.add_argument("--feedback-tokens", type=checks.positive_int, default=1024,
-                      help="longest feedback turn, chat template included (--turns > 1)")
+  add_episode_arguments(parser)
   parser.add_argument("--workers", type=checks.workers, default=2,
                       help="execution workers for the visible tests (--turns > 1)")
   parser.add_argument("--limit", type=checks.non_negative_int, default=0,
@@ -70,6 +63,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="mesh preset or data,fsdp,tensor shape (default: one device)")
   parser.add_argument("--compile-cache", default="",
                       help="persistent JAX compilation cache directory")
+
+
+def add_episode_arguments(parser: argparse.ArgumentParser) -> None:
+  """The flags of multi-turn episodes (evaluate passes them through)."""
+  parser.add_argument("--turns", type=checks.positive_int, default=1,
+                      help="answers per episode, with feedback on the visible tests between them")
+  parser.add_argument("--visible-tests", type=checks.positive_int, default=3,
+                      help="visible tests per task: at most this many (--turns > 1)")
+  parser.add_argument("--visible-fraction", type=checks.fraction, default=0.5,
+                      help="... and at most this fraction of its tests, at least one")
+  parser.add_argument("--feedback-tokens", type=checks.positive_int, default=1024,
+                      help="longest feedback turn, chat template included (--turns > 1)")
 
 
 def _pool(args: argparse.Namespace):
