@@ -1,6 +1,7 @@
 """Multi-turn episodes: the feedback turn's tokens through the chat template, and whole episodes
 of a tiny policy whose answers pass or fail real tests in the pool."""
 
+import dataclasses
 import pathlib
 
 import jax
@@ -13,8 +14,9 @@ from flax import nnx
 from precisecoder import episodes, prompts, sampling
 from precisecoder.execution import ExecutionPool
 from precisecoder.model import Decoder, presets
+from precisecoder.rewards import RewardScorer
 from precisecoder.tasks import load_tasks
-from precisecoder.train import rollout
+from precisecoder.train import greedy_eval, rollout
 from precisecoder.train.policy import ByteTokenizer, Policy
 
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
@@ -52,16 +54,28 @@ def _pool():
     yield pool
 
 
-def test_episodes_of_a_policy_that_passes_or_fails(pool, tmp_path):
-  """Answers "1" (passes) or a one-token program that fails; failures hear feedback and answer
-  again. The learner's rows are the sampled conversations: answers in the loss, feedback not,
-  behaviour log-probs those of the policy on the packed sequence."""
-  answerable_tasks(tmp_path / "tasks.jsonl")
-  tasks = load_tasks(tmp_path / "tasks.jsonl")[:2]
+@pytest.fixture(scope="module", name="policy")
+def _policy():
+  """Answers "1" (which passes `answerable_tasks`) with probability ~1/2, else one token that
+  fails; greedy, it answers "1"."""
   graphdef, params = nnx.split(Decoder(presets.get("tiny"), rngs=nnx.Rngs(0)))
   model = nnx.merge(graphdef, answering_policy(params, garbage_ends=True))
-  policy = Policy(model=model, tokenizer=ByteTokenizer(), config=model.config, eos_ids=[1],
-                  pad_id=0)
+  return Policy(model=model, tokenizer=ByteTokenizer(), config=model.config, eos_ids=[1],
+                pad_id=0)
+
+
+@pytest.fixture(scope="module", name="tasks")
+def _tasks(tmp_path_factory):
+  path = tmp_path_factory.mktemp("answerable") / "tasks.jsonl"
+  answerable_tasks(path)
+  return load_tasks(path)
+
+
+def test_episodes_of_a_policy_that_passes_or_fails(pool, policy, tasks):
+  """Failures hear feedback and answer again. The learner's rows are the sampled
+  conversations: answers in the loss, feedback not, behaviour log-probs those of the policy
+  on the packed sequence."""
+  model, tasks = policy.model, tasks[:2]
   agent = episodes.AgentConfig(turns=3, feedback_tokens=320)
   out = rollout.sample_rollout(policy, tasks, num_samples=4, max_new_tokens=4, temperature=1.0,
                                seed=3, include_tests=False, prompt_bucket=128, agent=agent,
@@ -102,3 +116,22 @@ def test_episodes_of_a_policy_that_passes_or_fails(pool, tmp_path):
   np.testing.assert_allclose(logp[out.model_mask], batch["old_logprobs"][out.model_mask],
                              atol=1e-4)
   assert sampling.completion_mask(out.lengths, width).sum() > out.model_mask.sum()
+
+
+def test_greedy_evaluation_runs_episodes(pool, policy, tasks):
+  """Training-time evaluation of an agent: episodes, the columns of their last programs, and
+  pass and edited lines after each turn."""
+  summary, records = greedy_eval.evaluate(
+      policy, tasks[:4], RewardScorer(pool), max_new_tokens=4, batch_size=4,
+      include_tests=False, prompt_bucket=128, agent=episodes.AgentConfig(turns=2,
+                                                                         feedback_tokens=320))
+  assert summary["pass"] == summary["pass_turn1"] == summary["pass_turn2"] == 1.0
+  assert summary["edit_lines_turn1"] == summary["edit_lines"] == 1.0
+  assert [r["turns"][0]["program"] for r in records] == ["1"] * 4
+  assert all(r["turns"][0]["outcome"]["passed"] and len(r["turns"]) == 1 for r in records)
+  buggy, clean = tasks[0], dataclasses.replace(tasks[1], is_buggy=False)
+  terms = {k: np.zeros(2) for k in ("precision", "recall", "f1", "noop", "damage")}
+  terms.update(unit=np.array([1.0, 0.0]), edit_lines=np.array([2.0, 5.0]),
+               unit_turn1=np.array([0.0, 1.0]), edit_lines_turn1=np.array([4.0, 0.0]))
+  by_turn = greedy_eval.summarize([buggy, clean], terms)  # buggy rows only, turn by turn
+  assert (by_turn["pass_turn1"], by_turn["edit_lines_turn1"]) == (0.0, 4.0)
