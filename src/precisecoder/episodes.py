@@ -107,6 +107,17 @@ def feedback_ids(tokenizer, message: str, answer: Sequence[int], *, thinking: bo
   return ids[1:] if ids and answer and ids[0] == answer[-1] else ids
 
 
+def _stop(outcome: feedback_lib.Outcome, finished: bool, last_turn: bool) -> str:
+  """Why an episode ends after this answer ("" while it goes on)."""
+  if outcome.passed:
+    return "passed"
+  if outcome.no_program:
+    return "no_program"
+  if last_turn:
+    return "turns"
+  return "" if finished else "budget"
+
+
 def run(model, tokenizer, tasks: Sequence[Task], prompt_texts: Sequence[str], pool_or_scorer, *,
         agent: AgentConfig, num_samples: int, max_new_tokens: int, eos_ids: Sequence[int],
         pad_id: int, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
@@ -151,23 +162,18 @@ def run(model, tokenizer, tasks: Sequence[Task], prompt_texts: Sequence[str], po
       outcome, message = results[r]
       turns[r].append(Turn(texts[r], completions[r], programs[r], len(answers[r]), finished,
                            outcome))
-      if outcome.passed or outcome.no_program:
-        stops[r] = "passed" if outcome.passed else "no_program"
-      elif k == agent.turns - 1:
-        stops[r] = "turns"
-      elif not finished:
+      stops[r] = _stop(outcome, finished, k == agent.turns - 1)
+      if stops[r]:
+        continue
+      ids = feedback_ids(tokenizer, message, answers[r], thinking=agent.thinking)
+      if len(ids) > agent.feedback_tokens:
         stops[r] = "budget"
-      else:
-        ids = feedback_ids(tokenizer, message, answers[r], thinking=agent.thinking)
-        if len(ids) > agent.feedback_tokens:
-          stops[r] = "budget"
-        else:
-          replies[r] = ids
-          turns[r][-1].feedback, turns[r][-1].feedback_tokens = message, len(ids)
-          texts[r] += (prompts.decode_text(tokenizer, answers[r])
-                       + prompts.decode_text(tokenizer, ids))
-          tokens[r, lengths[r]:lengths[r] + len(ids)] = ids
-          lengths[r] += len(ids)
+        continue
+      replies[r] = ids
+      turns[r][-1].feedback, turns[r][-1].feedback_tokens = message, len(ids)
+      texts[r] += prompts.decode_text(tokenizer, answers[r]) + prompts.decode_text(tokenizer, ids)
+      tokens[r, lengths[r]:lengths[r] + len(ids)] = ids
+      lengths[r] += len(ids)
     live = [r for r in range(rows) if replies[r]]
     # Every host takes the same turns (its peers' rows may go on when its own have ended).
     if k == agent.turns - 1 or not multihost.global_max(int(bool(live))):

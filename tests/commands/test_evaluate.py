@@ -110,3 +110,11 @@ def test_evaluate_turns_adds_pass_and_edits_by_turn(tmp_path, capsys):
   before = {p.name: p.stat().st_mtime_ns for p in (out / "shards").iterdir()}
   assert cli.main(argv) == 0  # a rerun redoes nothing
   assert before == {p.name: p.stat().st_mtime_ns for p in (out / "shards").iterdir()}
+  # Settings an older evaluation lacks count as their old values (one turn, ...).
+  settings = json.loads((out / "settings.json").read_text())
+  del settings["visible_tests"]  # 3, the default
+  (out / "settings.json").write_text(json.dumps(settings))
+  assert cli.main(argv) == 0
+  del settings["turns"]  # 1 before --turns existed: not this evaluation
+  (out / "settings.json").write_text(json.dumps(settings))
+  assert cli.main(argv) == 2 and "(turns)" in capsys.readouterr().err

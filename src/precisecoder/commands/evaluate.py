@@ -113,12 +113,17 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
   return settings
 
 
+# Settings added since evaluations were first written, with the value an older one had.
+_ADDED_SETTINGS = {"turns": 1, "visible_tests": 3, "visible_fraction": 0.5,
+                   "feedback_tokens": 1024}
+
+
 def _check_settings(out: pathlib.Path, settings: dict[str, Any]) -> None:
   path = out / "settings.json"
   if path.exists():
     before = json.loads(path.read_text())
-    changed = [k for k in settings
-               if k not in ("tasks", "clean", "prefill_thinking") and before.get(k) != settings[k]]
+    changed = [k for k in settings if k not in ("tasks", "clean", "prefill_thinking")
+               and before.get(k, _ADDED_SETTINGS.get(k)) != settings[k]]
     if changed:
       raise checks.InputError(f"{out} holds an evaluation with other settings "
                               f"({', '.join(changed)}); pick a new --output or remove it")
