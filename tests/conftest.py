@@ -32,9 +32,12 @@ def make_chat_tokenizer(chat_template, corpus):
       chat_template=chat_template)
 
 
-def make_tiny_chat_checkpoint(folder, chat_template, corpus):
+def make_tiny_chat_checkpoint(folder, chat_template, corpus, answer=None):
   """A 1-layer random Llama folder with `make_chat_tokenizer`'s tokenizer: the real
-  generate/evaluate path in seconds. Returns the tokenizer."""
+  generate/evaluate path in seconds. Returns the tokenizer.
+
+  `answer` (one token's text): the model instead answers exactly that token and ends its turn,
+  whatever it was asked (a bigram model in its tied embeddings, as `answering_policy`)."""
   import torch  # pylint: disable=import-outside-toplevel
   import transformers  # pylint: disable=import-outside-toplevel
 
@@ -45,7 +48,20 @@ def make_tiny_chat_checkpoint(folder, chat_template, corpus):
       tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id,
       pad_token_id=tokenizer.pad_token_id)
   torch.manual_seed(0)
-  transformers.LlamaForCausalLM(config).save_pretrained(folder)
+  model = transformers.LlamaForCausalLM(config)
+  if answer is not None:
+    with torch.no_grad():
+      # Residual stream ~ the token's embedding; every token points at `answer`, which points
+      # at the end of turn (rms-normed directions, logits ~ sqrt(32) x dot products).
+      embed = model.model.embed_tokens.weight
+      embed.zero_()
+      embed[:, 0] = 0.1
+      embed[tokenizer.convert_tokens_to_ids(answer), :2] = torch.tensor([2.0, 0.5])
+      embed[tokenizer.eos_token_id, :2] = torch.tensor([0.0, 20.0])
+      for layer in model.model.layers:
+        layer.self_attn.o_proj.weight.mul_(1e-4)
+        layer.mlp.down_proj.weight.mul_(1e-4)
+  model.save_pretrained(folder)
   tokenizer.save_pretrained(folder)
   return tokenizer
 
@@ -59,3 +75,62 @@ def read_only_folder(tmp_path):
   folder.mkdir()
   folder.chmod(0o555)
   return folder
+
+
+def scripted_conversation(conversation, prompt_ids, feedback_for):
+  """Plays a `sampling.Conversation` to its end with `feedback_for(turn, row, answer) -> ids`
+  ([] ends a row). Returns, per turn, (outputs, conversations): `conversations[row]` is the
+  row's whole conversation before that turn's answer, or None once the row has ended."""
+  out = conversation.first
+  history = [list(prompt_ids[g]) for g in out.groups]
+  alive = [True] * len(history)
+  played = []
+  for turn in range(conversation.turns):
+    played.append((out, [list(h) if a else None for h, a in zip(history, alive)]))
+    if turn == conversation.turns - 1:
+      break
+    replies = []
+    for row, h in enumerate(history):
+      answer = out.tokens[row, :out.lengths[row]].tolist()
+      ids = list(feedback_for(turn, row, answer)) if alive[row] and answer else []
+      alive[row] = bool(ids)
+      h += answer + ids
+      replies.append(ids)
+    out = conversation.reply(replies)
+  return played
+
+
+def answerable_tasks(path):
+  """Tasks a random-weight policy can solve: the buggy program `x = 1` fails a test that
+  wants no names defined, the fix (and the policy's usual answer) is `1`."""
+  from precisecoder.data import generator
+  from precisecoder.tasks import parse_task, task_to_record, write_tasks
+  tasks = []
+  for task in generator.make_tasks("train", "easy", 8, seed=0):
+    record = {k: v for k, v in task_to_record(task).items() if k != "gt_diff"}
+    record.update(buggy_code="x = 1\n", gt_solution="1\n", tests={
+        "kind": "assert", "code": "assert [n for n in dir() if n[0] != '_'] == []\n"})
+    tasks.append(parse_task(record, task.task_id))
+  write_tasks(path, tasks)
+
+
+def answering_policy(params, garbage_ends=False):
+  """Edits the tiny model so that its residual stream is (almost) the current token's
+  embedding, a bigram model set by the tied embeddings: after "\n" (the end of every prompt)
+  it says "1" with probability ~1/2 (else anything), after "1" it ends. `garbage_ends`: so does
+  every other token (the embeddings of all tokens lean towards the end token's), so a
+  garbage answer is one token long (a program that fails) and an episode hears feedback."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  newline, one, eos = ord("\n") + 2, ord("1") + 2, 1  # ByteTokenizer ids
+  embed = np.array(params["embed"].get_value())
+  embed[:, :2] = 0.0
+  if garbage_ends:
+    embed[:, 1] = 0.02
+  for token, (x, y) in ((newline, (0.05, 0.0)), (one, (np.log(1023) / np.sqrt(128), 0.1)),
+                        (eos, (0.0, 10.0))):
+    embed[token] = 0.0
+    embed[token, :2] = (x, y)
+  params["embed"].set_value(embed)
+  for name in ("o_proj", "down_proj"):
+    params["layers"][name].set_value(params["layers"][name].get_value() * 1e-4)
+  return params

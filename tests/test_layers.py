@@ -19,7 +19,7 @@ SRC = pathlib.Path(__file__).resolve().parents[1] / "src"
 LAYERS = (
     ("execution", "model", "tasks", "edits"),
     ("rewards", "reward_recipes", "advantages", "prompts", "predictions", "sampling",
-     "multihost", "data"),
+     "multihost", "data", "feedback", "episodes"),
     ("train", "integrations"),
     ("analysis",),
     ("commands", "cli"),

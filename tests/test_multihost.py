@@ -2,9 +2,9 @@
 (scripts/multihost_local.sh), 2 processes x 2 CPU devices against 1 process x 4 devices.
 
 The policy is the tiny random model with weights set so that after the prompt it answers
-"1" (a program that passes these tasks' tests) about half the time and garbage otherwise:
-rewards differ within groups, advantages are non-zero and every step really moves the
-parameters. All runs start from that step-0 checkpoint.
+"1" (a program that passes these tasks' tests) about half the time and garbage otherwise
+(conftest.answering_policy): rewards differ within groups, advantages are non-zero and every
+step really moves the parameters. All runs start from that step-0 checkpoint.
 """
 
 import dataclasses
@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import answerable_tasks, answering_policy
 
 from precisecoder.train import metrics
 
@@ -46,46 +47,15 @@ def _flags(task_file):
   return flags + [f"--config.data.task_file={task_file}"]
 
 
-def _tasks(path):
-  """Tasks a random-weight policy can solve: the buggy program `x = 1` fails a test that
-  wants no names defined, the fix (and the policy's usual answer) is `1`."""
-  from precisecoder.data import generator
-  from precisecoder.tasks import parse_task, task_to_record, write_tasks
-  tasks = []
-  for task in generator.make_tasks("train", "easy", 8, seed=0):
-    record = {k: v for k, v in task_to_record(task).items() if k != "gt_diff"}
-    record.update(buggy_code="x = 1\n", gt_solution="1\n", tests={
-        "kind": "assert", "code": "assert [n for n in dir() if n[0] != '_'] == []\n"})
-    tasks.append(parse_task(record, task.task_id))
-  write_tasks(path, tasks)
-
-
-def _answering_policy(params):
-  """Edits the tiny model so that its residual stream is (almost) the current token's
-  embedding, a bigram model set by the tied embeddings: after "\n" (the end of every prompt)
-  it says "1" with probability ~1/2 (else anything), after "1" it ends."""
-  newline, one, eos = ord("\n") + 2, ord("1") + 2, 1  # ByteTokenizer ids
-  embed = np.array(params["embed"].get_value())
-  embed[:, :2] = 0.0
-  for token, (x, y) in ((newline, (0.05, 0.0)), (one, (np.log(1023) / np.sqrt(128), 0.1)),
-                        (eos, (0.0, 10.0))):
-    embed[token] = 0.0
-    embed[token, :2] = (x, y)
-  params["embed"].set_value(embed)
-  for name in ("o_proj", "down_proj"):
-    params["layers"][name].set_value(params["layers"][name].get_value() * 1e-4)
-  return params
-
-
 @pytest.fixture(scope="module")
 def start(tmp_path_factory):
   """A task file and a workdir holding the step-0 checkpoint every run starts from."""
   from precisecoder.train.run import Run
   base = tmp_path_factory.mktemp("multihost")
-  _tasks(base / "tasks.jsonl")
+  answerable_tasks(base / "tasks.jsonl")
   cfg = _config(base / "tasks.jsonl")
   with Run(cfg, str(base / "start"), total_steps=STEPS) as run:
-    run.params = _answering_policy(run.params)
+    run.params = answering_policy(run.params)
     run.save(None)
   return base
 
@@ -203,9 +173,9 @@ def _config_file(name):
   return module.get_config
 
 
-def _two_hosts_and_one_device(start, name, trainer, overrides):
+def _two_hosts_and_one_device(start, name, trainer, overrides, start_name="start"):
   """The 2-process x 2-device run of configs/<name>.py:tiny, then the same config in this
-  process on its one device; returns both workdirs."""
+  process on its one device, both from the `start_name` checkpoint; returns both workdirs."""
   # Adam's first steps move every weight by ~lr whatever its gradient's size, so float32 sums in
   # another order can move a near-zero gradient's weight by up to lr: lr stays small (as RL's).
   overrides = {**overrides, "model": dict(mesh="2,2,1"), "optim": dict(learning_rate=1e-5),
@@ -213,6 +183,8 @@ def _two_hosts_and_one_device(start, name, trainer, overrides):
                "train": dict(steps=2, checkpoint_every=100, eval_every=0, report=False)}
   flags = [f"--config.{s}.{k}={v}" for s, values in overrides.items() for k, v in values.items()]
   two = start / f"{name}_two_hosts"
+  if not two.exists():
+    shutil.copytree(start / start_name / "checkpoints", two / "checkpoints")
   logs = _finish(_launch(start, two, 2, 2, f"configs/{name}.py:tiny", flags), two)
   assert len(set(_fingerprints(logs).values())) == 1  # the hosts' replicas agree
 
@@ -220,10 +192,10 @@ def _two_hosts_and_one_device(start, name, trainer, overrides):
   for section, values in overrides.items():
     cfg[section].update(values)
   one = start / f"{name}_one_device"
-  shutil.copytree(start / "start" / "checkpoints", one / "checkpoints")
+  shutil.copytree(start / start_name / "checkpoints", one / "checkpoints")
   assert trainer(cfg, str(one)) == 0
   assert not np.allclose(np.concatenate([p.ravel() for p in _params(two)]),
-                         np.concatenate([p.ravel() for p in _params(start / "start")]))
+                         np.concatenate([p.ravel() for p in _params(start / start_name)]))
   for a, b in zip(_params(two), _params(one)):
     np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
   return two, one
@@ -246,6 +218,28 @@ def test_dpo_on_two_hosts_trains_like_one_process(start):
       dpo=dict(batch_size=4, samples_per_task=4), rl=dict(max_new_tokens=4, prompt_bucket=1024)))
   rows = _step_metrics(two)
   assert all(r["pairs"] > 0 for r in rows), rows  # the policy's samples pass and fail
+  for x, y in zip(rows, _step_metrics(one), strict=True):
+    assert x.keys() == y.keys()
+    for k in x:
+      assert x[k] == pytest.approx(y[k], rel=1e-6, abs=1e-6), k
+
+
+@pytest.mark.slow  # two more multi-process runs: minutes on 2 cores (scripts/test.sh -m slow)
+def test_agent_episodes_on_two_hosts_train_like_one_process(start):
+  """Multi-turn RL on a pod: each host runs the episodes of its own tasks (a group's episodes
+  stay on its host, feedback from its own pool) and every host takes the same turns; the
+  parameters and metrics are one process's."""
+  from precisecoder.train import rl
+  from precisecoder.train.run import Run
+  overrides = dict(rl=dict(OVERRIDES["rl"], turns=2, feedback_tokens=320))
+  cfg = _config(start / "tasks.jsonl")
+  with Run(cfg, str(start / "agent_start"), total_steps=2) as run:
+    run.params = answering_policy(run.params, garbage_ends=True)  # failures hear feedback
+    run.save(None)
+  two, one = _two_hosts_and_one_device(start, "precisecoder_agent", rl.train, overrides,
+                                       start_name="agent_start")
+  rows = _step_metrics(two)
+  assert max(r["agent/turns"] for r in rows) > 1 and all(r["advantage_abs"] > 0 for r in rows)
   for x, y in zip(rows, _step_metrics(one), strict=True):
     assert x.keys() == y.keys()
     for k in x:

@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import scripted_conversation
 from flax import nnx
 
 from precisecoder.model import Decoder, presets
@@ -126,3 +127,60 @@ def test_padding_helpers_left_right_and_masks():
   np.testing.assert_array_equal(sampling.completion_mask(np.array([0, 2, 5]), 3),
                                 [[0, 0, 0], [1, 1, 0], [1, 1, 1]])
   assert sampling.bucket_length(65, 32) == 96 and sampling.bucket_length(0, 32) == 32
+
+
+def _feedback(turn, row, answer):
+  """Scripted feedback of varied lengths; rows 2 and 5 end after their first answer."""
+  if turn == 0 and row % 3 == 2:
+    return []
+  return [30 + (row * 7 + turn * 3 + i) % 200 for i in range(1 + (row + 2 * turn) % 9)]
+
+
+def test_every_turn_is_a_fresh_greedy_generation_of_the_conversation_so_far(model):
+  """Continuing the cache == sampling again from the whole conversation as one prompt, turn
+  after turn; ended rows stay masked and yield nothing."""
+  greedy = _run(model, temperature=0.0, num_samples=1, max_new_tokens=8)
+  eos = (int(greedy.tokens[1, 3]), int(greedy.tokens[2, 5]))  # rows end at different steps
+  conversation = sampling.Conversation(
+      model, PROMPTS, turns=3, feedback_len=12, num_samples=2, max_new_tokens=8,
+      temperature=0.0, eos_ids=eos, pad_id=0, prompt_bucket=8)
+  played = scripted_conversation(conversation, PROMPTS, _feedback)
+  assert (played[0][0].lengths < 8).any()  # some answers end early, on an end token
+  checked = 0
+  for turn, (out, conversations) in enumerate(played):
+    for row, so_far in enumerate(conversations):
+      if so_far is None:
+        assert out.lengths[row] == 0 and (out.tokens[row] == 0).all()
+        continue
+      fresh = sample(model, [so_far], max_new_tokens=8, temperature=0.0, eos_ids=eos, pad_id=0)
+      n = fresh.lengths[0]
+      assert out.tokens[row, :out.lengths[row]].tolist() == fresh.tokens[0, :n].tolist()
+      np.testing.assert_allclose(out.logprobs[row, :n], fresh.logprobs[0, :n], atol=1e-4)
+      checked += turn > 0
+  assert checked >= 6
+  with pytest.raises(ValueError, match="turns are taken"):
+    conversation.reply([[]] * conversation.rows)
+
+
+def test_a_sampled_conversation_draws_from_the_policy(model):
+  """Sampled turns: the first is exactly `sample`'s; every answer token's behaviour log-prob is
+  the temperature-scaled policy's given the whole conversation before it."""
+  temperature = 0.8
+  conversation = sampling.Conversation(
+      model, PROMPTS, turns=2, feedback_len=12, num_samples=2, max_new_tokens=8,
+      temperature=temperature, eos_ids=(EOS,), pad_id=0, seed=5, prompt_bucket=8)
+  first = sample(model, PROMPTS, num_samples=2, max_new_tokens=8, temperature=temperature,
+                 eos_ids=(EOS,), pad_id=0, seed=5, prompt_bucket=8)
+  np.testing.assert_array_equal(conversation.first.tokens, first.tokens)
+  np.testing.assert_array_equal(conversation.first.logprobs, first.logprobs)
+  (_, _), (second, conversations) = scripted_conversation(conversation, PROMPTS, _feedback)
+  rows = [r for r, so_far in enumerate(conversations) if so_far is not None]
+  sequences = [conversations[r] + second.tokens[r, :second.lengths[r]].tolist() for r in rows]
+  tokens, mask = sampling.pad_rows(sequences, max(map(len, sequences)), 0, left=False)
+  logp = np.asarray(jax.nn.log_softmax(model(jnp.asarray(tokens), jnp.asarray(mask))
+                                       / temperature, axis=-1))
+  for i, r in enumerate(rows):
+    start = len(conversations[r])
+    for t in range(second.lengths[r]):
+      want = logp[i, start + t - 1, sequences[i][start + t]]
+      assert abs(second.logprobs[r, t] - want) < 1e-4

@@ -142,6 +142,23 @@ def _prefilled_turn(tokenizer, messages: list[dict[str, str]], thinking_text: st
                                        enable_thinking=True) + block
 
 
+def feedback_turn(tokenizer, message: str, *, thinking: bool = False) -> str:
+  """The text between the end of an assistant answer and the start of the next one when the
+  user replies `message`: what the chat template renders after an answer (its end-of-turn
+  marker, the user turn, the next assistant turn's opening), so a multi-turn episode continues
+  exactly as the template lays out the whole conversation. `thinking` as in `render_prompt`.
+  """
+  first = [{"role": "user", "content": "?"}, {"role": "assistant", "content": _ANSWER_MARK}]
+  text = tokenizer.apply_chat_template(first + [{"role": "user", "content": message}],
+                                       tokenize=False, add_generation_prompt=True,
+                                       enable_thinking=thinking)
+  cut = text.find(_ANSWER_MARK)
+  if cut < 0 or message not in text[cut:]:
+    raise ValueError("the chat template does not render an assistant answer and a user reply "
+                     "verbatim; multi-turn episodes need one that does")
+  return text[cut + len(_ANSWER_MARK):]
+
+
 def encode_prompt(tokenizer, text: str) -> list[int]:
   """Token ids of rendered prompt text (the template already holds any BOS/special tokens)."""
   ids = tokenizer.encode(text, add_special_tokens=False)
@@ -155,6 +172,11 @@ def prompt_ids(tokenizer, task: Task, **options: Any) -> list[int]:
 
 def decode_completion(tokenizer, ids: Sequence[int]) -> str:
   return tokenizer.decode([int(i) for i in ids], skip_special_tokens=True)
+
+
+def decode_text(tokenizer, ids: Sequence[int]) -> str:
+  """The text of `ids` as the model saw it, special tokens (an end of turn) included."""
+  return tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
 
 
 _THINK_CLOSED = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)

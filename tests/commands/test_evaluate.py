@@ -115,3 +115,40 @@ def test_empty_task_files_and_oversized_batches_are_one_line_errors(setup, tmp_p
   err = [l for l in capsys.readouterr().err.splitlines() if l.startswith("precisecoder")]
   assert len(err) == 1 and "x --samples 1000000000 x --max-new-tokens 4 needs at least" in err[0]
   assert not (tmp_path / "eval" / "settings.json").exists()
+
+
+def test_evaluate_turns_adds_pass_and_edits_by_turn(tmp_path, capsys):
+  """--turns: episodes (a model that always answers "x" and hears feedback once), each earlier
+  turn's program scored too, and pass and edited lines by turn in the tables."""
+  folder = tmp_path / "answers_x"
+  make_tiny_chat_checkpoint(folder, CHATML, [INC_BUGGY + INC, NEG_BUGGY + NEG], answer="x")
+  tasks_lib.write_tasks(folder / "tasks.jsonl", [
+      _task("inc_0", INC_BUGGY, INC, "inc", {"args": [1], "expected": 2}, "inc"),
+      _task("neg_0", NEG_BUGGY, NEG, "neg", {"args": [2], "expected": -2}, "neg")])
+  tasks_lib.write_tasks(folder / "clean.jsonl", [
+      _task("inc_clean", INC, INC, "inc", {"args": [1], "expected": 2}, "inc", False)])
+  out = tmp_path / "eval"
+  argv = _argv(folder, out) + ["--turns", "2", "--feedback-tokens", "256"]
+  assert cli.main(argv) == 0
+  assert "| turn | pass | edit_lines |" in capsys.readouterr().out
+  predictions = [json.loads(l) for l in (out / "predictions.jsonl").read_text().splitlines()]
+  assert [len(p["turns"]) for p in predictions] == [2] * 6
+  assert sorted(p.name for p in (out / "shards").glob("*.turn1.scores.jsonl")) == [
+      "buggy-0000.turn1.scores.jsonl", "buggy-0001.turn1.scores.jsonl",
+      "clean-0000.turn1.scores.jsonl"]
+  table = json.loads((out / "table.json").read_text())
+  by_turn = table["by_turn"]
+  assert [x["n"] for x in by_turn["pass"]] == [2, 2] and by_turn["pass"][0]["mean"] == 0.0
+  assert by_turn["pass"][1] == table["columns"]["pass"]  # the last turn is the episode's
+  assert by_turn["edit_lines"][1]["mean"] == table["columns"]["edit_lines"]["mean"] > 0
+  before = {p.name: p.stat().st_mtime_ns for p in (out / "shards").iterdir()}
+  assert cli.main(argv) == 0  # a rerun redoes nothing
+  assert before == {p.name: p.stat().st_mtime_ns for p in (out / "shards").iterdir()}
+  # Settings an older evaluation lacks count as their old values (one turn, ...).
+  settings = json.loads((out / "settings.json").read_text())
+  del settings["visible_tests"]  # 3, the default
+  (out / "settings.json").write_text(json.dumps(settings))
+  assert cli.main(argv) == 0
+  del settings["turns"]  # 1 before --turns existed: not this evaluation
+  (out / "settings.json").write_text(json.dumps(settings))
+  assert cli.main(argv) == 2 and "(turns)" in capsys.readouterr().err

@@ -70,6 +70,44 @@ def test_greedy_samples_agree(checkpoint, tmp_path):
   assert len(lines) == 2 and lines[0]["completion"] == lines[1]["completion"]
 
 
+def test_turns_keep_the_whole_transcript(tmp_path):
+  """--turns: a model that always answers "x" (a program that fails) hears the visible tests'
+  feedback and answers again; each turn's prompt is exactly the chat template's rendering of
+  the conversation so far, and `score` scores the last answer."""
+  folder = tmp_path / "answers_x"
+  corpus = [t["buggy_code"] + t["gt_solution"] + t["prompt"] for t in _TASKS]
+  tokenizer = make_tiny_chat_checkpoint(folder, _CHATML, corpus, answer="x")
+  tasks = folder / "tasks.jsonl"
+  tasks.write_text("".join(json.dumps(t) + "\n" for t in _TASKS))
+  out = tmp_path / "episodes.jsonl"
+  assert cli.main(["generate", "--checkpoint", str(folder), "--tasks", str(tasks), "--output",
+                   str(out), "--samples", "2", "--max-new-tokens", "4", "--turns", "3",
+                   "--feedback-tokens", "256", "--workers", "1"]) == 0
+  lines = _read(out)
+  assert [(r["task_id"], r["sample"]) for r in lines] == [
+      (t["task_id"], k) for t in _TASKS for k in range(2)]
+  for line, task in zip(lines, [t for t in _TASKS for _ in range(2)]):
+    assert line["stop"] == "turns" and len(line["turns"]) == 3 and line["num_tokens"] == 6
+    assert line["completion"] == "x" and line["finished"]
+    assert line["prompt"] == line["turns"][0]["prompt"]
+    messages = [{"role": "user", "content": line["prompt"].split("user\n", 1)[1].split(
+        "<|im_end|>")[0]}]
+    for turn in line["turns"]:
+      assert turn["prompt"] == tokenizer.apply_chat_template(messages, tokenize=False,
+                                                             add_generation_prompt=True)
+      assert turn["program"] == "x" and turn["outcome"]["failed"] == 1
+      assert turn["outcome"]["hidden"] == 0  # one test: it is visible
+      messages += [{"role": "assistant", "content": "x"}, {"role": "user",
+                                                           "content": turn["feedback"]}]
+    assert f"Test 1: {task['tests']['entry_point']}(" in line["turns"][0]["feedback"]
+    assert "NameError: name 'x' is not defined" in line["turns"][0]["feedback"]
+    assert line["turns"][-1]["feedback"] is None
+  scores = tmp_path / "scores.jsonl"
+  assert cli.main(["score", "--tasks", str(tasks), "--predictions", str(out), "--output",
+                   str(scores), "--workers", "1"]) == 0
+  assert [r["unit"] for r in _read(scores)] == [0] * 4
+
+
 def _one_line_error(capsys, command: str) -> str:
   err = capsys.readouterr().err
   lines = [line for line in err.splitlines() if line.startswith("precisecoder")]

@@ -11,6 +11,8 @@ import threading
 
 from integration_helpers import http, reward_server
 
+from precisecoder import feedback, tasks
+
 SLOW_TASK = {
     "task_id": "slow_inc", "buggy_code": "def inc(x):\n    return x\n",
     "gt_solution": "def inc(x):\n    return x + 1\n", "timeout_s": 30,
@@ -36,6 +38,26 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_zero(tmp_path):
     assert status == 200 and body["results"][0]["unit"] == 1
     assert process.wait(120) == 0
   assert "Shutting down" in (tmp_path / "serve.log").read_text()
+
+
+def test_feedback_runs_the_visible_tests_and_says_what_the_agent_would_hear(tmp_path):
+  """Two of four call cases visible (--visible-tests 2): a wrong program hears those two,
+  never the hidden ones; the fix hears nothing."""
+  cases = [{"args": [x], "expected": x + 1} for x in (1, 2, 30, 40)]
+  task = dict(SLOW_TASK, task_id="inc", tests=dict(SLOW_TASK["tests"], cases=cases))
+  task_file = tmp_path / "inc.jsonl"
+  task_file.write_text(json.dumps(task) + "\n")
+  with reward_server(task_file, "--visible-tests", "2", log=tmp_path / "serve.log") as (url, _):
+    status, body = http(url + "/feedback", {"task_id": "inc", "program": SLOW_TASK["buggy_code"]})
+    assert status == 200
+    assert (body["visible"], body["hidden"], body["failed"], body["passed"]) == (2, 2, 2, False)
+    shown, _ = feedback.visible_tests(tasks.parse_task(task, "inc"), feedback.Visibility(2, 0.5))
+    names = [f"inc({x})" for x in (1, 2, 30, 40)]
+    assert "failed 2 of 2 visible tests" in body["message"]
+    assert [n in body["message"] for n in names] == [n in {t.name for t in shown} for n in names]
+    status, body = http(url + "/feedback", {
+        "task_id": "inc", "completion": f"```python\n{task['gt_solution']}```"})
+    assert status == 200 and body["passed"] and body["message"] == ""
 
 
 def _serve(*args):

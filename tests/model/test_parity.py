@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from conftest import scripted_conversation
 
 from precisecoder.model import export_hf, load_hf
 from precisecoder.model.decoder import KVCache, positions_from_mask
-from precisecoder.sampling import sample
+from precisecoder.sampling import Conversation, sample
 
 TOL = 1e-4
 _COMMON = dict(vocab_size=320, hidden_size=64, intermediate_size=112, num_hidden_layers=2,
@@ -131,3 +132,24 @@ def test_export_round_trips_through_transformers(pair, tmp_path):
   again, again_config = load_hf(tmp_path / "export")
   assert again_config == config
   np.testing.assert_array_equal(np.asarray(again.embed[...]), np.asarray(ours.embed[...]))
+
+
+def test_every_turn_of_a_conversation_is_what_transformers_generates_from_it(pair):
+  """A multi-turn greedy conversation on our KV caches: each turn's answer is transformers'
+  greedy generation from the whole conversation so far (prompt, answers, feedback)."""
+  torch_model, ours, config, _ = pair
+  if config.arch != "qwen3":
+    pytest.skip("the Qwen3 pair is enough here")
+  prompts = [[5, 17, 99, 42, 7, 230], [11, 12, 13]]
+  conversation = Conversation(ours, prompts, turns=3, feedback_len=8, max_new_tokens=10,
+                              temperature=0.0, eos_ids=(), pad_id=0, prompt_bucket=8)
+  played = scripted_conversation(conversation, prompts, lambda turn, row, answer: [
+      (31 * row + 17 * turn + 5 * i) % 300 + 3 for i in range(2 + 3 * row + turn)])
+  torch_model.generation_config.eos_token_id = None
+  torch_model.generation_config.pad_token_id = 0
+  for out, conversations in played:
+    for row, so_far in enumerate(conversations):
+      with torch.no_grad():
+        want = torch_model.generate(torch.tensor([so_far]), max_new_tokens=10, do_sample=False,
+                                    attention_mask=torch.ones(1, len(so_far), dtype=torch.long))
+      assert out.tokens[row].tolist() == want[0, len(so_far):].tolist()

@@ -6,10 +6,10 @@ import pytest
 from precisecoder.train import compare
 
 
-def _configs(*overrides):
+def _configs(*overrides, arms=("grpo", "precisecoder")):
   configs_dir = compare.default_configs_dir()
   return {arm: compare.resolve_config(configs_dir / f"{arm}.py", "tiny", list(overrides))
-          for arm in ("grpo", "precisecoder")}
+          for arm in arms}
 
 
 def test_arms_share_all_but_the_reward_recipe():
@@ -22,3 +22,14 @@ def test_arms_share_all_but_the_reward_recipe():
     compare.check_same_budget(configs)
   with pytest.raises(ValueError, match="train.nonexistent"):
     _configs("--config.train.nonexistent=1")
+
+
+def test_agent_arms_stand_beside_single_turn_arms():
+  """configs/*_agent.py are the single-turn recipes as 5-turn episodes: comparable arms."""
+  configs = _configs(arms=compare.KNOWN_ARMS)
+  compare.check_same_budget(configs)
+  assert {arm: c.rl.turns for arm, c in configs.items()} == {
+      arm: 5 if arm.endswith("_agent") else 1 for arm in compare.KNOWN_ARMS}
+  assert configs["precisecoder_agent"].rl.reward == "r_lambda"
+  assert configs["grpo_agent"].rl.reward == "unit"
+

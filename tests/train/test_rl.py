@@ -2,8 +2,11 @@
 
 import json
 import pathlib
+import shutil
 
 import numpy as np
+import pytest
+from conftest import answerable_tasks, answering_policy
 
 from precisecoder.commands import train as train_command
 from precisecoder.train import config as base
@@ -107,3 +110,53 @@ def test_sigterm_saves_and_exits_zero(tmp_path):
   assert 1 <= done < 50
   steps = sorted(int(p.name) for p in (tmp_path / "checkpoints").iterdir() if p.name.isdigit())
   assert steps == [done]
+
+
+def _agent_config(task_file, **train):
+  """configs/precisecoder_agent.py's recipe at the tiny size: episodes of up to 2 answers."""
+  cfg = _config(**train)
+  cfg.data.task_file = str(task_file)
+  cfg.rl.update(turns=2, feedback_tokens=320, max_new_tokens=4, prompts_per_step=2,
+                group_size=4, minibatch_size=8, rollout_chunks=1, prompt_bucket=128)
+  cfg.optim.learning_rate = 1e-5
+  return cfg
+
+
+@pytest.fixture(scope="module")
+def agent_start(tmp_path_factory):
+  """Tasks the answering policy passes with "1"; its other answers (one token) fail and hear
+  feedback. Runs start from its step-0 checkpoint."""
+  from precisecoder.train.run import Run
+  base_dir = tmp_path_factory.mktemp("agent")
+  answerable_tasks(base_dir / "tasks.jsonl")
+  with Run(_agent_config(base_dir / "tasks.jsonl"), str(base_dir / "start"), total_steps=2) as run:
+    run.params = answering_policy(run.params, garbage_ends=True)
+    run.save(None)
+  return base_dir
+
+
+def _from_start(start, workdir):
+  shutil.copytree(start / "start" / "checkpoints", workdir / "checkpoints")
+  return workdir
+
+
+def test_agent_episodes_learn_and_resume_exactly(agent_start, tmp_path):
+  """Multi-turn RL: episodes hear feedback, the behaviour log-probs are the learner's (ratio
+  1 before the update), the policy moves; stopped after step 1 and resumed == never stopped."""
+  task_file = agent_start / "tasks.jsonl"
+  straight = _from_start(agent_start, tmp_path / "straight")
+  resumed = _from_start(agent_start, tmp_path / "resumed")
+  assert rl.train(_agent_config(task_file, steps=2), str(straight)) == 0
+  assert rl.train(_agent_config(task_file, steps=2, stop_after=1), str(resumed)) == 0
+  assert rl.train(_agent_config(task_file, steps=2), str(resumed)) == 0
+  rows = _step_metrics(straight)
+  assert rows == _step_metrics(resumed)
+  for a, b in zip(_params(straight), _params(resumed)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  assert max(r["agent/turns"] for r in rows) > 1 and max(r["agent/feedback_tokens"] for r in rows)
+  for r in rows:
+    assert r["agent/pass_turn1"] <= r["agent/pass_turn2"] == r["reward/unit"]
+    assert abs(r["train/ratio_mean"] - 1) < 1e-4 and r["advantage_abs"] > 0
+    assert sum(r[f"agent/stop_{s}"] for s in ("passed", "no_program", "budget", "turns")) == 1
+  start = np.concatenate([np.ravel(p) for p in _params(agent_start / "start")])
+  assert not np.allclose(np.concatenate([np.ravel(p) for p in _params(straight)]), start)

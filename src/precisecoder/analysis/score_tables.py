@@ -97,6 +97,21 @@ def results(rows: Sequence[Mapping[str, Any]], *, resamples: int = 2000, seed: i
   }
 
 
+def by_turn(rows_by_turn: Sequence[Sequence[Mapping[str, Any]]], *, resamples: int = 2000,
+            seed: int = 0) -> dict[str, list[dict[str, Any]]]:
+  """Episodes: pass and edited lines over buggy tasks of the program after each turn (the
+  score lines of turn k in `rows_by_turn[k - 1]`), means over tasks with bootstrap intervals."""
+  out: dict[str, list[dict[str, Any]]] = {"pass": [], "edit_lines": []}
+  for rows in rows_by_turn:
+    buggy = [r for r in rows if r["is_buggy"]]
+    ids = [r["task_id"] for r in buggy]
+    for column, term in (("pass", "unit"), ("edit_lines", "edit_lines")):
+      out[column].append(statistics.bootstrap_interval(
+          statistics.task_means(ids, [r.get(term) for r in buggy]), resamples=resamples,
+          seed=seed).to_json())
+  return out
+
+
 def markdown(summary: Mapping[str, Any], name: str) -> str:
   """`results(...)` as a Markdown section: the table, then the correlations."""
   table = {column: statistics.Interval(**value) for column, value in summary["columns"].items()}
@@ -110,4 +125,11 @@ def markdown(summary: Mapping[str, Any], name: str) -> str:
            f"{correlations['edit_size_vs_unit'].format()}",
            f"- precision (buggy) vs no-op (clean), per source program: r = "
            f"{correlations['precision_vs_noop'].format()}"]
+  if "by_turn" in summary:
+    lines += ["", "By turn (episodes: the program after each turn, buggy tasks):", "",
+              "| turn | pass | edit_lines |", "|---|---|---|"]
+    for turn, (passed, edited) in enumerate(zip(summary["by_turn"]["pass"],
+                                                summary["by_turn"]["edit_lines"]), 1):
+      lines.append(f"| {turn} | {statistics.Interval(**passed).format(percent=True)} | "
+                   f"{statistics.Interval(**edited).format()} |")
   return "\n".join(lines) + "\n"

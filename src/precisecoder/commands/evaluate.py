@@ -15,6 +15,10 @@ shard. DIR holds:
   per_task.jsonl        one row per task: its samples' means
   table.json, table.md  the paper's columns with intervals, and the correlations
                         (analysis/score_tables.py says how they are computed)
+With `--turns K` (episodes with test feedback, generate's), the columns are the episodes' last
+programs', and each shard's program after every earlier turn is scored too
+(shards/*.turnN.{predictions,scores}.jsonl; `score` again): the tables add pass and edited
+lines after each turn, with intervals (an episode that ended keeps its last program).
 Exit status: 0 when every shard finished, 2 for unusable inputs.
 """
 
@@ -29,7 +33,7 @@ import sys
 import time
 from typing import Any
 
-from precisecoder.commands import checks
+from precisecoder.commands import checks, generate
 
 log = logging.getLogger("precisecoder.evaluate")
 
@@ -39,14 +43,18 @@ _GENERATE_OPTIONS = (("--samples", "samples"), ("--temperature", "temperature"),
                      ("--max-new-tokens", "max_new_tokens"), ("--seed", "seed"),
                      ("--batch-size", "batch_size"), ("--dtype", "dtype"), ("--mesh", "mesh"),
                      ("--compile-cache", "compile_cache"),
-                     ("--prefill-thinking", "prefill_thinking"))
+                     ("--prefill-thinking", "prefill_thinking"), ("--turns", "turns"),
+                     ("--visible-tests", "visible_tests"),
+                     ("--visible-fraction", "visible_fraction"),
+                     ("--feedback-tokens", "feedback_tokens"), ("--workers", "workers"))
 _GENERATE_SWITCHES = (("--thinking", "thinking"), ("--no-tests-in-prompt", "no_tests_in_prompt"))
 _SCORE_OPTIONS = (("--epsilon", "epsilon"), ("--lam", "lam"), ("--workers", "workers"))
 _SCORE_SWITCHES = (("--pdb-compat", "pdb_compat"),)
 # Settings that change results: a rerun must match them to reuse finished shards.
 _RESULT_SETTINGS = ("checkpoint", "samples", "temperature", "top_p", "top_k", "max_new_tokens",
                     "seed", "dtype", "thinking", "no_tests_in_prompt", "shard_size", "epsilon",
-                    "lam", "pdb_compat", "limit")
+                    "lam", "pdb_compat", "limit", "turns", "visible_tests", "visible_fraction",
+                    "feedback_tokens")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,6 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="leave the unit tests out of the prompt")
   parser.add_argument("--prefill-thinking", default="", metavar="FROM.jsonl",
                       help="open each assistant turn with FROM's thinking block (generate)")
+  generate.add_episode_arguments(parser)
   parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                       help="dtype the weights are loaded in")
   parser.add_argument("--mesh", default="", help="mesh preset or data,fsdp,tensor shape")
@@ -119,6 +128,11 @@ def _finished_work(out: pathlib.Path) -> list[pathlib.Path]:
                 for p in shards.glob(pattern)) if shards.is_dir() else []
 
 
+# Settings added since evaluations were first written, with the value an older one had.
+_ADDED_SETTINGS = {"turns": 1, "visible_tests": 3, "visible_fraction": 0.5,
+                   "feedback_tokens": 1024}
+
+
 def _check_settings(out: pathlib.Path, settings: dict[str, Any]) -> None:
   """Writes settings.json, or checks a rerun against it. Settings under which nothing was
   finished (a run that failed before its first shard) bind nothing: they are replaced, so a
@@ -126,8 +140,8 @@ def _check_settings(out: pathlib.Path, settings: dict[str, Any]) -> None:
   path = out / "settings.json"
   if path.exists():
     before = json.loads(path.read_text())
-    changed = [k for k in settings
-               if k not in ("tasks", "clean", "prefill_thinking") and before.get(k) != settings[k]]
+    changed = [k for k in settings if k not in ("tasks", "clean", "prefill_thinking")
+               and before.get(k, _ADDED_SETTINGS.get(k)) != settings[k]]
     if not changed:
       return
     if _finished_work(out):
@@ -156,7 +170,7 @@ def _sub_args(module, required: list[str], args: argparse.Namespace, options, sw
 def _run_shard(stem: pathlib.Path, tasks, args: argparse.Namespace, shard_seed: int) -> None:
   """tasks -> predictions -> scores for one shard; each step skipped when its file exists."""
   from precisecoder import tasks as tasks_lib
-  from precisecoder.commands import generate, score
+  from precisecoder.commands import score
 
   task_file = stem.with_name(stem.name + ".tasks.jsonl")
   predictions = stem.with_name(stem.name + ".predictions.jsonl")
@@ -177,6 +191,26 @@ def _run_shard(stem: pathlib.Path, tasks, args: argparse.Namespace, shard_seed: 
                            _SCORE_SWITCHES)
     summary = score.run(score_args)
     log.info("%s: scored %d predictions", stem.name, summary.get("predictions", 0))
+  for turn in range(1, args.turns):  # episodes: the program after each earlier turn
+    turn_scores = _turn_file(stem, turn, "scores")
+    if turn_scores.exists():
+      continue
+    programs = _turn_file(stem, turn, "predictions")
+    _write_jsonl(programs, ({"task_id": r["task_id"], "sample": r["sample"],
+                             "program": _program_after(r, turn)} for r in _read_jsonl(predictions)))
+    score.run(_sub_args(score, ["--tasks", str(task_file), "--predictions", str(programs),
+                                "--output", str(turn_scores)], args, _SCORE_OPTIONS,
+                        _SCORE_SWITCHES))
+
+
+def _turn_file(stem: pathlib.Path, turn: int, kind: str) -> pathlib.Path:
+  return stem.with_name(f"{stem.name}.turn{turn}.{kind}.jsonl")
+
+
+def _program_after(prediction: dict[str, Any], turn: int) -> str:
+  """An episode's program after `turn` turns (its last one if it ended sooner)."""
+  turns = prediction.get("turns") or [{"program": ""}]  # a prompt too long: nothing generated
+  return turns[min(turn, len(turns)) - 1]["program"]
 
 
 def _read_jsonl(path: pathlib.Path) -> list[dict[str, Any]]:
@@ -237,6 +271,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
   _write_jsonl(out / "scores.jsonl", rows)
   _write_jsonl(out / "per_task.jsonl", score_tables.per_task(rows))
   summary = score_tables.results(rows, resamples=args.resamples, seed=args.seed)
+  if args.turns > 1:
+    by_turn = [score_tables.with_task_fields(
+        [r for stem, _ in shards for r in _read_jsonl(_turn_file(stem, turn, "scores"))],
+        everything) for turn in range(1, args.turns)] + [rows]
+    summary["by_turn"] = score_tables.by_turn(by_turn, resamples=args.resamples, seed=args.seed)
   summary["checkpoint"] = args.checkpoint
   (out / "table.json").write_text(json.dumps(summary, indent=1) + "\n")
   (out / "table.md").write_text(

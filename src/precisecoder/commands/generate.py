@@ -10,6 +10,13 @@ task whose prompt does not fit the context gets an empty completion and an "erro
 block of another model's completion of the same task (the first sample of FROM that has one),
 rendered by the chat template (`prompts.render_prompt`); the model writes only the answer. A task
 without a thinking block in FROM gets an empty completion and an "error".
+
+`--turns K` (K > 1) runs debugging episodes (episodes.py): each answer's program runs on the
+task's visible tests in the sandboxed pool and, while some fail, the model hears which and
+answers again, up to K times. The line then also holds the whole transcript, `turns`: for each
+turn its `prompt` (the exact text the model continued from), `completion`, `program`, the
+visible tests' `outcome` and the `feedback` that followed; and `stop`, why the episode ended.
+`completion` is the last answer, so `precisecoder score` scores the episode's last program.
 """
 
 from __future__ import annotations
@@ -47,6 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="predictions file whose thinking blocks open the assistant turn")
   parser.add_argument("--no-tests-in-prompt", action="store_true",
                       help="leave the unit tests out of the prompt")
+  add_episode_arguments(parser)
+  parser.add_argument("--workers", type=checks.workers, default=2,
+                      help="execution workers for the visible tests (--turns > 1)")
   parser.add_argument("--limit", type=checks.non_negative_int, default=0,
                       help="only the first N tasks (0: all)")
   parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
@@ -55,6 +65,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="mesh preset or data,fsdp,tensor shape (default: one device)")
   parser.add_argument("--compile-cache", default="",
                       help="persistent JAX compilation cache directory")
+
+
+def add_episode_arguments(parser: argparse.ArgumentParser) -> None:
+  """The flags of multi-turn episodes (evaluate passes them through)."""
+  parser.add_argument("--turns", type=checks.positive_int, default=1,
+                      help="answers per episode, with feedback on the visible tests between them")
+  parser.add_argument("--visible-tests", type=checks.positive_int, default=3,
+                      help="visible tests per task: at most this many (--turns > 1)")
+  parser.add_argument("--visible-fraction", type=checks.fraction, default=0.5,
+                      help="... and at most this fraction of its tests, at least one")
+  parser.add_argument("--feedback-tokens", type=checks.positive_int, default=1024,
+                      help="longest feedback turn, chat template included (--turns > 1)")
+
+
+def _pool(args: argparse.Namespace):
+  """The execution pool that runs the visible tests of episodes (none for single answers)."""
+  import contextlib
+  if args.turns == 1:
+    return contextlib.nullcontext()
+  from precisecoder.execution import ExecutionPool
+  return ExecutionPool(workers=args.workers)
 
 
 def make_mesh_flag(spec: str):
@@ -121,11 +152,16 @@ def main(args: argparse.Namespace) -> int:
 
 def _generate(args: argparse.Namespace) -> int:
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-  from precisecoder import prompts, tasks as tasks_lib
+  from precisecoder import episodes, feedback, prompts, tasks as tasks_lib
   from precisecoder.model import load_checkpoint
   from precisecoder.model.tokenizer import eos_token_ids, pad_token_id
   from precisecoder.sampling import enable_compilation_cache, sample
 
+  if args.visible_fraction <= 0:
+    raise checks.InputError(f"--visible-fraction {args.visible_fraction}: must be above 0")
+  agent = episodes.AgentConfig(
+      turns=args.turns, feedback_tokens=args.feedback_tokens, thinking=args.thinking,
+      visibility=feedback.Visibility(args.visible_tests, args.visible_fraction))
   if args.samples > 1 and args.temperature == 0:
     log.warning("--samples %d with --temperature 0: greedy samples are identical", args.samples)
   out_path = checks.output_file(args.output, inputs=[
@@ -144,11 +180,11 @@ def _generate(args: argparse.Namespace) -> int:
   model, tokenizer, config = load_checkpoint(args.checkpoint, dtype=args.dtype, mesh=mesh)
   eos_ids = eos_token_ids(tokenizer, config.eos_token_ids)
   pad_id = pad_token_id(tokenizer, config.pad_token_id)
-  context = config.max_position_embeddings - args.max_new_tokens
+  context = config.max_position_embeddings - agent.response_len(args.max_new_tokens)
 
   started, generated = time.perf_counter(), 0
   with checks.atomic_output(out_path) as out, tqdm(total=len(tasks) * args.samples, desc="generate",
-                                       unit="completion") as bar:
+                                       unit="completion") as bar, _pool(args) as pool:
     for batch_index, start in enumerate(range(0, len(tasks), args.batch_size)):
       batch = tasks[start:start + args.batch_size]
       texts = [prompts.render_prompt(
@@ -170,7 +206,22 @@ def _generate(args: argparse.Namespace) -> int:
                                   "prompt": text, "num_tokens": 0, "finished": False,
                                   "error": error}) + "\n")
       kept = [n for n, ok in enumerate(fits) if ok]
-      if kept:
+      if kept and args.turns > 1:
+        result = episodes.run(model, tokenizer, [batch[n] for n in kept], [texts[n] for n in kept],
+                              pool, agent=agent, num_samples=args.samples,
+                              max_new_tokens=args.max_new_tokens, eos_ids=eos_ids, pad_id=pad_id,
+                              temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+                              seed=args.seed + batch_index, mesh=mesh)
+        for row, turns in enumerate(result.turns):
+          n = kept[result.groups[row]]
+          length = sum(t.num_tokens for t in turns)
+          generated += length
+          out.write(json.dumps({
+              "task_id": batch[n].task_id, "sample": row % args.samples,
+              "completion": turns[-1].completion, "prompt": texts[n], "num_tokens": length,
+              "finished": turns[-1].finished, "stop": result.stops[row],
+              "turns": [t.to_json() for t in turns]}) + "\n")
+      elif kept:
         result = sample(model, [ids[n] for n in kept], num_samples=args.samples,
                         max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                         top_p=args.top_p, top_k=args.top_k, eos_ids=eos_ids, pad_id=pad_id,

@@ -12,6 +12,7 @@ unusable task files, flags or address.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import pathlib
 import signal
@@ -54,6 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--max-program-lines", type=checks.positive_int,
                       default=predictions.MAX_PROGRAM_LINES,
                       help="a longer program scores 0 with the reason in 'error' (as score)")
+  parser.add_argument("--visible-tests", type=checks.positive_int, default=3,
+                      help="POST /feedback: visible tests per task, at most this many")
+  parser.add_argument("--visible-fraction", type=checks.fraction, default=0.5,
+                      help="... and at most this fraction of its tests, at least one")
 
 
 def _token(path: str | None) -> str | None:
@@ -97,18 +102,19 @@ def main(args: argparse.Namespace) -> int:
   signal.signal(signal.SIGTERM, _stop)
   # pylint: disable=import-outside-toplevel  (the web stack loads only once inputs are good)
   import uvicorn
+  from precisecoder import feedback as feedback_lib
   from precisecoder.integrations import server as server_lib, service as service_lib
 
   backend = service_lib.LocalBackend(args.workers, epsilon=args.epsilon,
                                      pdb_compat=args.pdb_compat, lam=args.lam)
   service = service_lib.ScoringService(backend, max_batch_items=max(8192, args.max_items))
-  # SEAM(issue 24): pass `feedback=` the multi-turn agent's visible-test feedback function,
-  # (pool, task, program) -> JSON-able dict; until then POST /feedback answers 501.
   reward_server = server_lib.RewardServer(
       service, tasks, settings=backend.settings(), lam=args.lam, reward=args.reward,
       token=token, max_items=args.max_items,
       max_body_bytes=int(args.max_request_mb * (1 << 20)), deadline_s=args.deadline_s,
-      max_program_lines=args.max_program_lines, feedback=None)
+      max_program_lines=args.max_program_lines,
+      feedback=functools.partial(feedback_lib.as_json, visibility=feedback_lib.Visibility(
+          args.visible_tests, args.visible_fraction)))
   config = uvicorn.Config(reward_server.app, log_level="info", access_log=False,
                           lifespan="on", timeout_graceful_shutdown=int(args.deadline_s) + 30)
   host, port = sock.getsockname()[:2]

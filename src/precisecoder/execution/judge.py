@@ -570,8 +570,8 @@ def judge(expected: Expected, runs: list[Mapping[str, Any]], limits: Limits) -> 
   duration = sum(run["duration_s"] for run in runs)
   last = runs[-1]
 
-  def result(status: Status, detail: str = "") -> Result:
-    return Result(status, duration, detail[:1000], last["stdout"], last["stderr"])
+  def result(status: Status, detail: str = "", got: Any = None) -> Result:
+    return Result(status, duration, detail[:1000], last["stdout"], last["stderr"], got)
 
   if expected.kind == "io":
     for i, want in enumerate(expected.outputs):
@@ -598,7 +598,7 @@ def judge(expected: Expected, runs: list[Mapping[str, Any]], limits: Limits) -> 
           return result(Status.MEMORY, f"case {i}: MemoryError")
         return result(Status.FAIL, f"case {i}: {record['error']}")
       if "value" not in record or record["value"] != want:
-        return result(Status.FAIL, f"case {i}: wrong return value")
+        return result(Status.FAIL, f"case {i}: wrong return value", record.get("value"))
     else:
       if ended:
         return result(Status.PASS)

@@ -59,6 +59,9 @@ class Result:
   detail: str = ""  # short human-readable reason (first failing case, signal, ...)
   stdout: str = ""  # captured, truncated at Limits.max_output_bytes
   stderr: str = ""
+  # call: what the program returned for the failing case (JSON data), when it returned something
+  # and it was wrong; None otherwise. For test feedback (feedback.py); verdicts never read it.
+  got: Any = None
 
   @property
   def passed(self) -> bool:

@@ -5,8 +5,9 @@
                     -> {"results": [score record (+ "terms" if asked), one per item]}
   POST /get_reward  OpenRLHF: {"query": [...], "prompts": [...], "labels": [task_id, ...]}
                     -> {"rewards": [...], "scores": [...], "extra_logs": {term: [...]}}
-  POST /feedback    {"task_id", "completion" | "program"} -> the visible tests' outcome
-                    (501 until a feedback function is wired: see `create_app`)
+  POST /feedback    {"task_id", "completion" | "program"} -> the visible tests' outcome and
+                    the agent's feedback message (`precisecoder serve` wires feedback.as_json;
+                    501 on a server made without a feedback function)
   GET  /health      settings (slack, PDB mode, λ, workers), tasks loaded, queue, counters
 
 Every request is scored through one `ScoringService`, so concurrent requests are joined into

@@ -1,9 +1,11 @@
 """Train several reward recipes ("arms") side by side: the arms' configs, checked to differ
-only in their reward recipe, and their trainer processes.
+only in their reward recipe (and in single answers vs multi-turn episodes), and their
+trainer processes.
 
 Each arm is `configs/<arm>.py:<preset>` with the same `--config.` overrides, trained by its own
 `python -m precisecoder.train` process in `<workdir>/<arm>` (resumable: a rerun continues
-unfinished arms and skips finished ones). Arms must differ only in their reward recipe: base
+unfinished arms and skips finished ones). Arms must differ only in their reward recipe and
+`rl.turns` (a single-turn arm beside an agent arm, configs/*_agent.py): base
 model, tasks, seed, sampling and budget are checked to be identical before anything runs, so
 every arm is evaluated on the same held-in tasks and clean programs at the same steps. The
 `precisecoder compare` command (commands/compare.py) runs them and writes the report
@@ -26,10 +28,12 @@ from ml_collections import config_flags
 from precisecoder.train import config as config_lib, metrics
 
 DEFAULT_ARMS = ("grpo", "precisecoder")
-KNOWN_ARMS = ("grpo", "precisecoder", "ea_grpo", "precision_only", "recall_only")
-# What arms may differ in: the reward recipe. Everything else must match across arms.
+KNOWN_ARMS = ("grpo", "precisecoder", "ea_grpo", "precision_only", "recall_only", "grpo_agent",
+              "precisecoder_agent")
+# What arms may differ in: the reward recipe, and single answers vs episodes with test
+# feedback (`rl.turns`, configs/*_agent.py). Everything else must match across arms.
 RECIPE_FIELDS = frozenset({"rl.reward", "rl.advantage", "rl.lam", "rl.ea_alpha", "rl.ea_beta",
-                           "rl.scale_std"})
+                           "rl.scale_std", "rl.turns"})
 PROGRESS_EVERY_S = 60.0
 
 
@@ -57,7 +61,8 @@ def resolve_config(config_file: pathlib.Path, preset: str,
 
 
 def check_same_budget(configs: dict[str, ml_collections.ConfigDict]) -> None:
-  """Raises ValueError naming every field (other than the reward recipe) that differs."""
+  """Raises ValueError naming every field (other than the reward recipe and rl.turns) that
+  differs."""
   names = list(configs)
   flat = {name: config_lib.flatten(cfg) for name, cfg in configs.items()}
   for name in names:
@@ -70,7 +75,7 @@ def check_same_budget(configs: dict[str, ml_collections.ConfigDict]) -> None:
     differ += [f"{k}: {names[0]}={flat[names[0]].get(k)!r} {name}={flat[name].get(k)!r}"
                for k in sorted(keys - RECIPE_FIELDS) if flat[names[0]].get(k) != flat[name].get(k)]
   if differ:
-    raise ValueError("arms must share everything but the reward recipe; differing: "
+    raise ValueError("arms must share everything but the reward recipe and rl.turns; differing: "
                      + "; ".join(differ))
 
 

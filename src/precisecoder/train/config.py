@@ -84,7 +84,11 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       reward_workers=2,
       # "" scores in this process's pool; "http://h1:8000,http://h2:8000" on reward servers
       # (`precisecoder serve`), round-robin with retries (integrations/client.py).
-      reward_urls=""))
+      reward_urls="",
+      # Multi-turn episodes (episodes.py; configs/*_agent.py): up to `turns` answers, with
+      # feedback on the visible tests (min(visible_tests, visible_fraction of the tests)) as
+      # user turns of at most `feedback_tokens` tokens between them. 1: a single answer.
+      turns=1, feedback_tokens=1024, visible_tests=3, visible_fraction=0.5))
 
   c.optim = ml_collections.ConfigDict(dict(
       learning_rate=m["learning_rate"], warmup_steps=0, weight_decay=0.0, b1=0.9, b2=0.999,
@@ -217,8 +221,10 @@ def _problems(c: ml_collections.ConfigDict):
     yield from at_least("rl.epsilon", -1)  # -1: PDB's default slack
     yield from at_least("rl.prompts_per_step", 1)
     yield from at_least("rl.group_size", 2)  # a group of one has no variance: no advantage
-    for field in ("rl.minibatch_size", "rl.num_iterations", "rl.rollout_chunks"):
+    for field in ("rl.minibatch_size", "rl.num_iterations", "rl.rollout_chunks", "rl.turns",
+                  "rl.feedback_tokens", "rl.visible_tests"):
       yield from at_least(field, 1)
+    yield from number("rl.visible_fraction", 0, 1, low_open=True)
     yield from at_least("rl.reward_workers", 1, MAX_WORKERS)
     if not isinstance(c.rl.get("reward_urls", ""), str):
       yield bad("rl.reward_urls", c.rl.reward_urls, "must be a comma-separated string of URLs")
@@ -293,7 +299,7 @@ def _get(cfg: ml_collections.ConfigDict, dotted: str) -> Any:
 _SMALL_RUNS = {
     "tiny": dict(
         data=dict(num_train=16, num_validation=2, num_clean=2, include_tests_in_prompt=False),
-        rl=dict(prompt_bucket=512),
+        rl=dict(prompt_bucket=512, feedback_tokens=512),
         train=dict(steps=3, checkpoint_every=1, eval_every=3, eval_batch_size=4)),
     # Measured on 2 idle cores: a step (8 rows sampled, two 4-row updates with remat; 8 rows
     # without remat took 14 GB) ~80 s, an evaluation of 12 tasks ~35 s plus compilation;
@@ -304,7 +310,7 @@ _SMALL_RUNS = {
     "local": dict(
         model=dict(remat="full"),
         data=dict(num_train=64, num_validation=16, num_clean=8),
-        rl=dict(rollout_chunks=1),
+        rl=dict(rollout_chunks=1, feedback_tokens=384),
         optim=dict(learning_rate=1e-5),
         train=dict(steps=8, checkpoint_every=4, eval_every=8, eval_batch_size=12)),
 }

@@ -4,7 +4,9 @@ One step:
   1. the next batch of tasks from the checkpointed iterator;
   2. sample G completions per task in `rollout_chunks` chunks; each finished chunk is scored
      by the reward pool in a background thread while the next chunk samples, so only the
-     last chunk's scoring is exposed (reported as `time/reward_exposed`);
+     last chunk's scoring is exposed (reported as `time/reward_exposed`). With `rl.turns` > 1
+     a sample is an episode (episodes.py): answers with feedback on the visible tests between
+     them; its reward is its last program's, on all tests, and the loss sees its answers only;
   3. advantages from the reward recipe (recipes.py);
   4. μ passes of shuffled minibatches through the clipped policy-gradient step;
   5. metrics, periodic evaluation, asynchronous checkpoints; a preemption (SIGTERM, agreed
@@ -31,16 +33,49 @@ import ml_collections
 import numpy as np
 from absl import logging
 
-from precisecoder import multihost
+from precisecoder import episodes, multihost
 from precisecoder.train import recipes, rollout as rollout_lib, step as step_lib, tasksets
 from precisecoder.train.run import Run, mean_metrics, sample_seed
 
 _TERMS_LOGGED = ("unit", "precision", "recall", "f1", "edit_lines", "noop")
 
 
-def _score_timed(scorer, tasks, programs) -> tuple[dict[str, np.ndarray], float]:
+def _score_timed(scorer, part: rollout_lib.Rollout, turns: int
+                 ) -> tuple[dict[str, np.ndarray], float]:
   t0 = time.perf_counter()
-  return scorer.score(tasks, programs), time.perf_counter() - t0
+  terms = scorer.score(part.tasks, part.programs)
+  if part.turns is not None:
+    terms.update(_episode_rows(scorer, part, turns, terms))
+  return terms, time.perf_counter() - t0
+
+
+def _episode_rows(scorer, part: rollout_lib.Rollout, turns: int,
+                  final: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+  """Per episode: turns taken, feedback tokens, why it stopped, and the unit pass and edited
+  lines of its program after each turn (the last turn's are the reward's terms)."""
+  scored = [scorer.score(part.tasks, programs)
+            for programs in episodes.turn_programs(part.turns, turns - 1)] + [final]
+  return {
+      "agent_turns": np.array([len(t) for t in part.turns], np.float32),
+      "agent_feedback_tokens": np.array(
+          [sum(turn.feedback_tokens for turn in t) for t in part.turns], np.float32),
+      "agent_stop": np.array([episodes.STOP_REASONS.index(x) for x in part.stops], np.int32),
+      "agent_unit": np.stack([s["unit"] for s in scored], axis=1),
+      "agent_edit_lines": np.stack([s["edit_lines"] for s in scored], axis=1)}
+
+
+def _agent_metrics(every: dict[str, np.ndarray]) -> dict[str, float]:
+  """Turns used, pass and edited lines by turn, feedback tokens and stop reasons."""
+  if "agent_turns" not in every:
+    return {}
+  out = {"agent/turns": float(every["agent_turns"].mean()),
+         "agent/feedback_tokens": float(every["agent_feedback_tokens"].mean())}
+  for k in range(every["agent_unit"].shape[1]):
+    out[f"agent/pass_turn{k + 1}"] = float(every["agent_unit"][:, k].mean())
+    out[f"agent/edit_lines_turn{k + 1}"] = float(every["agent_edit_lines"][:, k].mean())
+  for i, reason in enumerate(episodes.STOP_REASONS):
+    out[f"agent/stop_{reason}"] = float(np.mean(every["agent_stop"] == i))
+  return out
 
 
 def _concat_terms(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -52,6 +87,7 @@ def collect(run: Run, batch_tasks: list, executor: concurrent.futures.Executor
   """Samples and scores one step's rollouts, overlapping scoring with sampling."""
   rl = run.cfg.rl
   policy = run.sync_policy()
+  agent = rollout_lib.agent_config(rl)
   chunks = np.array_split(np.arange(len(batch_tasks)), max(1, min(rl.rollout_chunks,
                                                                   len(batch_tasks))))
   parts, futures = [], []
@@ -63,10 +99,10 @@ def collect(run: Run, batch_tasks: list, executor: concurrent.futures.Executor
         max_new_tokens=rl.max_new_tokens, temperature=rl.temperature, top_p=rl.top_p,
         seed=sample_seed(run.cfg.seed, run.step, i),
         include_tests=run.cfg.data.include_tests_in_prompt, prompt_bucket=rl.prompt_bucket,
-        mesh=run.mesh)
+        mesh=run.mesh, agent=agent, pool=run.scorer if agent is not None else None)
     t_sample += time.perf_counter() - t0
     parts.append(part)
-    futures.append(executor.submit(_score_timed, run.scorer, part.tasks, part.programs))
+    futures.append(executor.submit(_score_timed, run.scorer, part, rl.turns))
   t0 = time.perf_counter()
   scored = [f.result() for f in futures]
   exposed = time.perf_counter() - t0
@@ -121,10 +157,11 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
         batch_tasks = tasksets.as_tasks(next(iterator), f"train batch {run.step + 1}")
         run.step += 1
         rollout, terms, timing = collect(run, batch_tasks, executor)
-        every = multihost.allgather_rows({**terms, "lengths": rollout.lengths})
+        model_tokens = rollout.loss_mask.sum(axis=1, dtype=np.int32)  # feedback turns left out
+        every = multihost.allgather_rows({**terms, "lengths": model_tokens})
         advantages, reward = recipes.compute_advantages(rl, every)
         batch = rollout_lib.training_arrays(rollout, run.policy.pad_id,
-                                            completion_len=rl.max_new_tokens)
+                                            completion_len=rollout_lib.response_len(rl))
         batch["advantages"] = advantages[multihost.host_slice(len(advantages))]
         t0 = time.perf_counter()
         # Every host holds the same advantages (computed from the gathered terms): it agrees.
@@ -142,6 +179,7 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
             "completion_tokens": float(every["lengths"].mean()),
             # Rows of tasks whose reference fails or whose bug passes: zero reward, not learning.
             "broken_task_rows": float(every["broken_task"].mean()),
+            **_agent_metrics(every),
             # KL to a reference exists only with one (rl.kl_beta > 0): no column of zeros.
             **{f"train/{k}": v for k, v in learned.items() if k != "kl" or rl.kl_beta > 0},
             **timing, "reward_exposed_fraction": exposed,

@@ -1,13 +1,17 @@
-"""Rollouts: tasks -> chat prompts -> sampled completions -> extracted programs."""
+"""Rollouts: tasks -> chat prompts -> sampled completions -> extracted programs; with
+`rl.turns` > 1, multi-turn episodes with test feedback between turns (episodes.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
 
+import ml_collections
 import numpy as np
 from jax.sharding import Mesh
 
+from precisecoder import episodes as episodes_lib
+from precisecoder import feedback as feedback_lib
 from precisecoder import prompts, sampling
 from precisecoder.tasks import Task
 from precisecoder.train.policy import Policy
@@ -22,8 +26,13 @@ class Rollout:
   tokens: np.ndarray  # int32 [N, T]
   logprobs: np.ndarray  # float32 [N, T], behaviour log-probs
   lengths: np.ndarray  # int32 [N]
-  completions: list[str]
-  programs: list[str]
+  completions: list[str]  # an episode's last answer
+  programs: list[str]  # an episode's last program
+  # Episodes (rl.turns > 1): `tokens` are answers and feedback turns; the loss sees only
+  # `model_mask`'s tokens. None for single answers (every token is the model's).
+  model_mask: np.ndarray | None = None
+  turns: list[list[episodes_lib.Turn]] | None = None
+  stops: list[str] | None = None
 
   def __len__(self) -> int:
     return len(self.tasks)
@@ -31,6 +40,26 @@ class Rollout:
   @property
   def completion_mask(self) -> np.ndarray:
     return sampling.completion_mask(self.lengths, self.tokens.shape[1])
+
+  @property
+  def loss_mask(self) -> np.ndarray:
+    return self.completion_mask if self.model_mask is None else self.model_mask
+
+
+def agent_config(rl: ml_collections.ConfigDict) -> episodes_lib.AgentConfig | None:
+  """The episodes of `rl.turns` > 1 (None: one answer per sample, the single-turn path)."""
+  if rl.turns <= 1:
+    return None
+  return episodes_lib.AgentConfig(
+      turns=rl.turns, feedback_tokens=rl.feedback_tokens,
+      visibility=feedback_lib.Visibility(rl.visible_tests, rl.visible_fraction))
+
+
+def response_len(rl: ml_collections.ConfigDict) -> int:
+  """Tokens after the prompt a sample can take: one answer, or an episode's answers and
+  feedback turns."""
+  agent = agent_config(rl)
+  return rl.max_new_tokens if agent is None else agent.response_len(rl.max_new_tokens)
 
 
 def encode_prompts(policy: Policy, tasks: Sequence[Task], *, include_tests: bool = True
@@ -41,8 +70,23 @@ def encode_prompts(policy: Policy, tasks: Sequence[Task], *, include_tests: bool
 def sample_rollout(policy: Policy, tasks: Sequence[Task], *, num_samples: int,
                    max_new_tokens: int, temperature: float, seed: int, top_p: float = 1.0,
                    include_tests: bool = True, prompt_bucket: int = 64,
-                   mesh: Mesh | None = None) -> Rollout:
-  """`num_samples` completions per task and the programs extracted from them."""
+                   mesh: Mesh | None = None, agent: episodes_lib.AgentConfig | None = None,
+                   pool=None) -> Rollout:
+  """`num_samples` completions per task and the programs extracted from them; with `agent`,
+  `num_samples` episodes per task whose visible tests run in `pool` (a pool or scorer)."""
+  if agent is not None:
+    texts = [prompts.render_prompt(policy.tokenizer, t, include_tests=include_tests)
+             for t in tasks]
+    out = episodes_lib.run(policy.model, policy.tokenizer, tasks, texts, pool, agent=agent,
+                           num_samples=num_samples, max_new_tokens=max_new_tokens,
+                           eos_ids=policy.eos_ids, pad_id=policy.pad_id,
+                           temperature=temperature, top_p=top_p, seed=seed, mesh=mesh,
+                           prompt_bucket=prompt_bucket)
+    return Rollout(
+        tasks=[tasks[g] for g in out.groups], prompt_ids=out.prompt_ids,
+        prompt_mask=out.prompt_mask, tokens=out.tokens, logprobs=out.logprobs,
+        lengths=out.lengths, completions=out.completions, programs=out.programs,
+        model_mask=out.model_mask, turns=out.turns, stops=out.stops)
   ids = encode_prompts(policy, tasks, include_tests=include_tests)
   out = sampling.sample(policy.model, ids, num_samples=num_samples,
                         max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
@@ -71,21 +115,27 @@ def concat_rollouts(parts: Sequence[Rollout], pad_id: int) -> Rollout:
       logprobs=np.concatenate([pad(r.logprobs, t, 0.0, left=False) for r in parts]),
       lengths=np.concatenate([r.lengths for r in parts]),
       completions=[x for r in parts for x in r.completions],
-      programs=[x for r in parts for x in r.programs])
+      programs=[x for r in parts for x in r.programs],
+      **({} if parts[0].model_mask is None else dict(
+          model_mask=np.concatenate([pad(r.model_mask, t, False, left=False) for r in parts]),
+          turns=[x for r in parts for x in r.turns], stops=[x for r in parts for x in r.stops])))
 
 
 def training_arrays(rollout: Rollout, pad_id: int, *, completion_len: int
                     ) -> dict[str, np.ndarray]:
   """Prompt + completion as one sequence for the learner. Completions are padded to a fixed
   `completion_len` (and prompts come bucketed from the sampler) so that the train step
-  compiles once rather than for every step's longest completion."""
+  compiles once rather than for every step's longest completion. The loss mask
+  (`completion_mask`) covers the model's own tokens: all of a completion, an episode's
+  answers but not its feedback turns."""
   t = completion_len
   tokens = sampling.pad_to(rollout.tokens[:, :t], t, pad_id, left=False)
   cmask = sampling.completion_mask(rollout.lengths, t)
   logprobs = sampling.pad_to(rollout.logprobs[:, :t], t, 0.0, left=False)
+  loss_mask = sampling.pad_to(rollout.loss_mask[:, :t], t, False, left=False)
   return {
       "tokens": np.concatenate([rollout.prompt_ids, tokens], axis=1).astype(np.int32),
       "mask": np.concatenate([rollout.prompt_mask, cmask], axis=1),
-      "completion_mask": cmask,
+      "completion_mask": loss_mask,
       "old_logprobs": logprobs.astype(np.float32),
   }

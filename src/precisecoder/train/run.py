@@ -19,7 +19,7 @@ from precisecoder import multihost
 from precisecoder.model import make_mesh, training_checkpoint
 from precisecoder.rewards import RewardScorer
 from precisecoder.train import checkpointing, config as config_lib, greedy_eval, metrics
-from precisecoder.train import policy as policy_lib, step as step_lib
+from precisecoder.train import policy as policy_lib, rollout as rollout_lib, step as step_lib
 from precisecoder.train import tasksets
 from precisecoder.train import workdir as workdir_lib
 from precisecoder.train.lock import WorkdirError
@@ -172,7 +172,8 @@ class Run(contextlib.AbstractContextManager):
         self.sync_policy(), mine, self.scorer,
         max_new_tokens=cfg.train.eval_max_new_tokens, batch_size=cfg.train.eval_batch_size,
         include_tests=cfg.data.include_tests_in_prompt, seed=cfg.seed,
-        prompt_bucket=cfg.rl.prompt_bucket, mesh=self.mesh)
+        prompt_bucket=cfg.rl.prompt_bucket, mesh=self.mesh,
+        agent=rollout_lib.agent_config(cfg.rl) if cfg.trainer == "rl" else None)
     if jax.process_count() > 1:
       records = [r for part in multihost.allgather_json(records) for r in part][:len(tasks)]
       timing = {k: summary[k] for k in ("sample_s", "score_s")}
