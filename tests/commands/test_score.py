@@ -17,7 +17,8 @@ from test_rewards import FIXED, ONE_BUG, InProcessPool, make_task, replace
 @pytest.fixture(name="files")
 def _files(tmp_path, monkeypatch):
   pool = InProcessPool()
-  monkeypatch.setattr(score_cmd, "_make_pool", lambda workers: contextlib.nullcontext(pool))
+  monkeypatch.setattr(score_cmd, "_make_pool",
+                      lambda workers, python=None: contextlib.nullcontext(pool))
   clean = make_task(FIXED, task_id="clean")
   task_path = tmp_path / "tasks.jsonl"
   tasks.write_tasks(task_path, [ONE_BUG, clean])
@@ -108,7 +109,8 @@ def test_a_failed_run_leaves_no_tmp_and_no_output(files, monkeypatch):
     def run(self, jobs, deadline_s=None):
       raise RuntimeError("pool died")
 
-  monkeypatch.setattr(score_cmd, "_make_pool", lambda workers: contextlib.nullcontext(BrokenPool()))
+  monkeypatch.setattr(score_cmd, "_make_pool",
+                      lambda workers, python=None: contextlib.nullcontext(BrokenPool()))
   out_path.parent.mkdir()
   with pytest.raises(RuntimeError, match="pool died"):
     _score(task_path, pred_path, out_path)

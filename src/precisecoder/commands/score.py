@@ -1,7 +1,7 @@
 """`precisecoder score`: score model predictions on tasks (DESIGN.md "Contract: predictions and scores").
 
   precisecoder score --tasks T.jsonl --predictions P.jsonl --output S.jsonl \
-      [--pdb-compat] [--epsilon N] [--workers N] [--json]
+      [--pdb-compat] [--epsilon N] [--workers N] [--python PATH] [--json]
 
 Writes one JSON line per prediction and prints a summary (means over tasks:
 unit, precision, recall, F1, reward, edited lines over buggy tasks; no-op and
@@ -11,7 +11,9 @@ program passes them: every task is checked once, in the sandbox; its rows
 score 0 with the reason in `error` and the summary names it), 2 for unusable inputs (unreadable file, bad JSON, unknown task id, duplicate
 (task_id, sample), an empty predictions file, bad arguments or output path).
 A program over --max-program-lines (or 100 characters a line on average) scores 0
-with the reason in `error`: its line diff alone would hold up the batch.
+with the reason in `error`: its line diff alone would hold up the batch. Programs run under
+--python (default: this interpreter); a broken task whose reference program cannot import a
+module gets a line naming the environment its task set needs (`data.environments`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import tqdm
 from precisecoder import prompts, rewards, tasks as tasks_lib
 from precisecoder.commands import checks
 from precisecoder.commands.checks import InputError
+from precisecoder.data import environments
 
 # Characters allowed per line of the cap (a long program of long lines costs as much to diff).
 CHARS_PER_LINE = 100
@@ -46,6 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="lambda of r = (1-l)*unit + l*F1, in [0, 1]")
   parser.add_argument("--workers", type=checks.workers, default=None,
                       help=f"execution workers, 1 to {checks.MAX_WORKERS} (default: CPUs)")
+  parser.add_argument("--python", type=checks.python, default=None, help=checks.PYTHON_HELP)
   parser.add_argument("--batch-size", type=checks.positive_int, default=512,
                       help="predictions per scoring round (progress granularity)")
   parser.add_argument("--max-program-lines", type=checks.positive_int, default=10_000,
@@ -152,9 +156,9 @@ def format_table(summary: dict[str, Any]) -> str:
   return "\n".join(lines)
 
 
-def _make_pool(workers: int | None):
+def _make_pool(workers: int | None, python: str | None = None):
   from precisecoder.execution import ExecutionPool  # pylint: disable=import-outside-toplevel
-  return ExecutionPool(workers=workers)
+  return ExecutionPool(workers=workers, python=python)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -170,7 +174,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
   start = time.perf_counter()
   records = []
-  with _make_pool(args.workers) as pool, checks.atomic_output(output) as out, tqdm.tqdm(
+  with _make_pool(args.workers, args.python) as pool, checks.atomic_output(output) as out, tqdm.tqdm(
       total=len(predictions), unit="pred", desc="score", file=sys.stderr,
       disable=None) as progress:
     scorer = rewards.RewardScorer(pool, epsilon=args.epsilon, pdb_compat=args.pdb_compat,
@@ -190,6 +194,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
   summary.update(scorer.stats(), seconds=round(elapsed, 3),
                  predictions_per_s=len(records) / elapsed if elapsed > 0 else 0.0,
                  broken=dict(scorer.broken_tasks))
+  missing = [(environments.dataset_of(task_id, known[task_id].source_dataset), module)
+             for task_id, why in scorer.broken_tasks.items()
+             if (module := environments.missing_module(why)) is not None]
+  summary["environment"] = environments.advice(missing, args.python or sys.executable)
   return summary
 
 
@@ -206,5 +214,7 @@ def main(args: argparse.Namespace) -> int:
   if summary["broken"]:
     print(f"precisecoder score: {len(summary['broken'])} broken task(s): their rows scored 0, "
           "see 'error' in the score file", file=sys.stderr)
+    for line in summary["environment"]:
+      print(f"precisecoder score: {line}", file=sys.stderr)
     return 1
   return 0
