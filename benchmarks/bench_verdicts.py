@@ -121,7 +121,7 @@ def main() -> int:
   for task_id in plain_failing_passed:
     print(f"  passes in score but not plainly: {task_id}")
   for line in done.stderr.splitlines():
-    if "environment" in line:
+    if line.startswith("precisecoder score:"):
       print(line)
   return 1 if false_negatives else 0
 

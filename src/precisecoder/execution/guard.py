@@ -46,6 +46,7 @@ import itertools
 import os
 import sys
 import types
+from typing import Callable
 
 from precisecoder.execution.programs import PROGRAM_FILENAME
 
@@ -156,7 +157,9 @@ _DATACLASS_GLOBALS = ("NotImplemented", "hash", "type", "super")  # the names th
 _BUILTINS = builtins.__dict__
 _BUILTIN_VALUES = {name: _BUILTINS[name] for name in _DATACLASS_GLOBALS}
 _FROZEN_ERROR = dataclasses.FrozenInstanceError
-_TEMPLATE_MATCHES: dict[tuple[str, int], tuple[types.CodeType, bool]] = {}
+# Which code objects matched, by (name, id): the guard's own cache, written during runs, so kept
+# in an instance (integrity freezes the harness modules' dicts and the dicts they hold).
+_TEMPLATES = types.SimpleNamespace(matches={})
 
 
 def _fields_tuple(obj: str, fields: tuple) -> str:
@@ -208,7 +211,7 @@ def _is_dataclass_method(klass: type, name: str, function) -> bool:
       closure["cls"].cell_contents is not klass
       or closure["FrozenInstanceError"].cell_contents is not _FROZEN_ERROR)):
     return False
-  cached = _TEMPLATE_MATCHES.get((name, _id(code)))
+  cached = _TEMPLATES.matches.get((name, _id(code)))
   if cached is not None and cached[0] is code:
     return cached[1]
   try:
@@ -217,7 +220,7 @@ def _is_dataclass_method(klass: type, name: str, function) -> bool:
     matches = namespace["__create_fn__"](*(klass, _FROZEN_ERROR)[:_len(local)]).__code__ == code
   except (SyntaxError, ValueError):
     matches = False
-  _TEMPLATE_MATCHES[(name, _id(code))] = (code, matches)  # holds `code`: its id stays its own
+  _TEMPLATES.matches[(name, _id(code))] = (code, matches)  # holds `code`: its id stays its own
   return matches
 
 
@@ -303,6 +306,12 @@ class Guard:
     self._test_classes: dict[int, _TestClass] = {}
     self._versions: DictVersions | None = None  # over every test class's dict, where tags work
     self._guarded_classes: set[int] = set()
+    # Called after every call the tests make into the program: what the program changed in the
+    # library the tests reach (`Integrity.quick`), checked while a patch is still in place.
+    self.after_call: Callable[[], list[str]] | None = None
+    self._instance = None  # the unittest test running now (`watch_instance`)
+    self._equality_funcs: dict = {}  # its _type_equality_funcs as TestCase.__init__ left them
+    self._class_callables: dict[int, frozenset[str]] = {}  # test class -> its behaviour names
 
   # --- trust ---------------------------------------------------------------------------------
 
@@ -341,10 +350,59 @@ class Guard:
     return None
 
   def _intact(self) -> None:
+    """After a call from the tests: the tests' classes, the test's instance and the library
+    they reach are as they were (else the call raises, and the test fails)."""
     if self._test_classes:
       changed = self.changed_class()
       if changed is not None:
         raise PlainDataError(f"the program changed the tests' class {changed}")
+    if self._instance is not None:
+      changed = self.instance_problem()
+      if changed is not None:
+        raise PlainDataError(f"the program changed the test's instance: {changed}")
+    if self.after_call is not None:
+      found = self.after_call()
+      if found:
+        raise PlainDataError(f"the program tampered with {found[0]}")
+
+  def watch_instance(self, test) -> None:
+    """Watches the unittest test `test` (made, not yet set up) until the next call; None stops.
+
+    Its dict may gain the tests' attributes, but nothing may shadow a method or assert of its
+    class (`self.assertEqual = ...`), and `_type_equality_funcs` must keep what TestCase put
+    there (the asserts assertEqual delegates to), adding only the tests' own."""
+    self._instance = test
+    if test is None:
+      return
+    funcs = _instance_dict(test).get("_type_equality_funcs")
+    self._equality_funcs = dict(funcs) if _type(funcs) is dict else {}
+    kind = _type(test)
+    if _id(kind) not in self._class_callables:
+      self._class_callables[_id(kind)] = frozenset(
+          name for klass in kind.__mro__ for name, member in _own_members(klass).items()
+          if callable(member) or _hasattr(_type(member), "__get__"))
+
+  def instance_problem(self) -> str | None:
+    """What the program changed in the watched test's instance (`watch_instance`), if anything."""
+    attributes = _instance_dict(self._instance)
+    callables = self._class_callables[_id(_type(self._instance))]
+    for name, value in _list(_dict_items(attributes)):
+      if name in callables and not self._test_code(value):
+        return f"{name} shadows its class's {name}"
+    funcs = attributes.get("_type_equality_funcs")
+    if _type(funcs) is not dict:
+      return "_type_equality_funcs replaced" if self._equality_funcs else None
+    for key, value in _list(_dict_items(funcs)):
+      saved = self._equality_funcs.get(key, _ABSENT)
+      if value is not saved and not (saved is _ABSENT and (_type(value) is str
+                                                             or self._test_code(value))):
+        return f"_type_equality_funcs[{_getattr(key, '__name__', '?')}] changed"
+    return None
+
+  def _test_code(self, value) -> bool:
+    """A function (or bound method) of the trusted test code."""
+    inner = value.__func__ if _type(value) is types.MethodType else value
+    return _type(inner) is types.FunctionType and _id(inner.__code__) in self._trusted_codes
 
   def _trusted(self, code: types.CodeType) -> bool:
     return _id(code) in self._trusted_codes or _library_file(code.co_filename)
@@ -354,16 +412,37 @@ class Guard:
   def guard_namespace(self, namespace: dict) -> None:
     """Wraps what the program left at module level so that what it returns is checked.
 
-    Functions are replaced by guarded ones; classes the program wrote get
-    their methods guarded in place (`Solution().method`).
+    Functions are replaced by guarded ones; classes the program wrote get their methods guarded
+    in place (`Solution().method`), and so do the classes of its callable objects. A library's
+    callable object (scipy's `norm`, a framework's `current_user` proxy) stays itself, since the
+    tests read its attributes too; only one that holds the program's functions (`np.vectorize`
+    of one) is wrapped. Values are told apart by their type alone: reading an attribute of a
+    lazy proxy (`isinstance` reads `__class__`) would run its set-up before the tests do theirs.
     """
     for name, value in _list(namespace.items()):
       if name.startswith("__"):
         continue
-      if _isinstance(value, type):
+      kind = _type(value)
+      if issubclass(kind, type):
         self._guard_class(value)
-      elif callable(value) and not _isinstance(value, types.ModuleType):
+      elif kind in _WRAPPED_CALLABLES or kind is _LRU_WRAPPER:
         namespace[name] = self.guarded(value)
+      elif kind.__flags__ & _HEAPTYPE and _hasattr(kind, "__call__"):
+        if self._class_runs_untrusted(kind):
+          self._guard_class(kind)  # its __call__ (and value dunders) guarded in place
+        elif self._holds_untrusted(value, program_source=True):
+          namespace[name] = self.guarded(value)
+
+  def _holds_untrusted(self, value, program_source: bool = False) -> bool:
+    """Whether an object keeps a function the guard does not trust among its attributes (with
+    `program_source`: one compiled from the program's source, not one a library made with
+    exec, as scipy.stats does for its distributions' argument parsers)."""
+    attributes = _instance_dict(value)
+    for _, item in _dict_items(attributes):
+      if _type(item) is types.FunctionType or _type(item) in _UNWRAP or _type(item) is _LRU_WRAPPER:
+        if self._runs_untrusted(item) and (not program_source or _compiled_here(item)):
+          return True
+    return False
 
   def _guard_class(self, cls: type) -> None:
     """Guards the methods of `cls` and of its Python bases, once each."""
@@ -402,7 +481,7 @@ class Guard:
       replacement = functools.cached_property(function)
       replacement.attrname = _held(member, "attrname")
       return replacement
-    if not callable(member) or _isinstance(member, type):
+    if not callable(member) or issubclass(kind, type):
       return None
     if (kind is not types.FunctionType and kind not in _UNWRAP and kind is not _LRU_WRAPPER
         and kind.__flags__ & _HEAPTYPE):
@@ -616,10 +695,11 @@ class Guard:
                                 or self._is_iterator(value)):
         raise PlainDataError(f"returned a {kind_name(value)} inside another value "
                              "(only a returned or yielded one can be checked as it runs)")
-      if _isinstance(value, type):
-        problem = self._class_problem(value, verdicts)
-        if problem is not None:
-          raise PlainDataError(f"returned the class {value.__qualname__}: {problem}")
+      if issubclass(kind, type):
+        # A class handed over (a handler class made inside the function): the tests call it and
+        # its methods as they call the program's module-level classes, whose methods are guarded
+        # in place; only its metaclass decides how the class itself compares (`problem` above).
+        self._guard_class(value)
         continue
       if kind in _WRAPPED_CALLABLES:
         problem = self._code_problem("a function", value)
@@ -638,10 +718,10 @@ class Guard:
     deep: no program function (`df.equals = lambda ...`), no program object.
     """
     parts: list = []
-    if _isinstance(value, dict):
+    if issubclass(kind, dict):
       for key, item in _islice(_dict_items(value), budget):
         parts += (key, item)
-    elif _isinstance(value, (list, tuple, set, frozenset, collections.deque)):
+    elif issubclass(kind, (list, tuple, set, frozenset, collections.deque)):
       parts += _islice(value, budget)
     parts += _islice(_array_items(value, kind), budget)
     try:
@@ -731,11 +811,11 @@ class Guard:
     if _dunder(name) and name not in _INERT and name not in _VALUE_DUNDERS and callable(member):
       # Handed the tests' value: a class (`__eq__ = SomeClass` makes a truthy object) or an
       # object that runs the program's code when called decides the comparison.
-      if _isinstance(member, type):
+      if issubclass(kind, type):
         return f"is the class {_getattr(member, '__qualname__', '?')}"
-      if not _isinstance(member, _C_CALLABLES) and self._runs_untrusted(member):
+      if not issubclass(kind, _C_CALLABLES) and self._runs_untrusted(member):
         return "is an object that runs the program's code"
-    if _isinstance(member, _C_CALLABLES) or _isinstance(member, type):
+    if issubclass(kind, _C_CALLABLES) or issubclass(kind, type):
       # A C method in a Python class: harmless as itself (`__hash__ = object.__hash__`), or
       # where it only hands a value over (IntEnum's `__str__ = int.__repr__`), but
       # `__eq__ = int.__ne__` would let the program choose what equality means.
@@ -750,6 +830,39 @@ class Guard:
       for _, inner in _dict_items(_getattr(member, "__dict__", None) or {}):
         if _type(inner) is types.FunctionType and not self._trusted(inner.__code__):
           return "holds the program's code"
+    return None
+
+  def authored(self, value) -> str | None:
+    """Why `value` is behaviour the program wrote -- its function (behind any library wrapper),
+    its class, an object whose class runs its code, or a container holding one of those at its
+    top level -- or None. Integrity asks this of what a run left in the library."""
+    kind = _type(value)
+    if kind in _SCALARS:
+      return None
+    if kind in _CONTAINERS or kind is dict:
+      items = _dict_items(value) if kind is dict else ((None, item) for item in _head(value, kind, None))
+      for key, item in items:
+        why = (key is not None and self.authored(key)) or self._authored_one(item)
+        if why:
+          return why
+      return None
+    return self._authored_one(value)
+
+  def _authored_one(self, value) -> str | None:
+    kind = _type(value)
+    if kind in _SCALARS or kind in _CONTAINERS or kind is dict:
+      return None
+    if kind is types.FunctionType or kind in _UNWRAP or kind is _LRU_WRAPPER:
+      return f"the program's function {_getattr(value, '__qualname__', '?')}" if (
+          self._runs_untrusted(value)) else None
+    if issubclass(kind, type):
+      problem = self._class_problem(kind, {}) if kind is not type else None
+      if problem is None and self._class_runs_untrusted(value):
+        problem = "its methods are the program's code"
+      return f"the class {_getattr(value, '__qualname__', '?')}: {problem}" if problem else None
+    if kind.__flags__ & _HEAPTYPE and (self._class_runs_untrusted(kind)
+                                       or self._holds_untrusted(value)):
+      return f"a {kind_name(value)}, which runs the program's code"
     return None
 
   def _code_problem(self, what: str, function) -> str | None:
@@ -767,6 +880,31 @@ class Guard:
     if _type(inner) not in (types.FunctionType, types.BuiltinFunctionType):
       return f"{what} {kind_name(inner)}"
     return None
+
+
+_ABSENT = object()
+
+
+def _compiled_here(member) -> bool:
+  """Whether `member` (through the standard library's wrappers) is code of the program's source."""
+  for _ in range(16):
+    kind = _type(member)
+    if kind is types.FunctionType:
+      return member.__code__.co_filename == PROGRAM_FILENAME
+    attribute = _UNWRAP.get(kind) or ("__wrapped__" if kind is _LRU_WRAPPER else None)
+    if attribute is None:
+      return False
+    member = _held(member, attribute)
+  return False
+
+
+def _instance_dict(obj) -> dict:
+  """An object's own attribute dict, read past any __getattribute__ of its class."""
+  try:
+    attributes = object.__getattribute__(obj, "__dict__")
+  except AttributeError:
+    return {}
+  return attributes if _type(attributes) is dict else {}
 
 
 def _head(value, kind: type, budget: int | None):
@@ -824,26 +962,26 @@ def _slot_names(klass: type) -> tuple:
 
 def _is_file(value) -> bool:
   io = sys.modules.get("io")
-  return io is not None and _isinstance(value, io.IOBase)
+  return io is not None and issubclass(_type(value), io.IOBase)
 
 
 def _array_items(value, kind: type) -> list:
   """Objects inside numpy object arrays and pandas object columns (numbers need no check)."""
   numpy = sys.modules.get("numpy")
-  if numpy is not None and _isinstance(value, numpy.ndarray):
+  if numpy is not None and issubclass(kind, numpy.ndarray):
     return _list(value.ravel()) if value.dtype.hasobject else []
   pandas = sys.modules.get("pandas")
   if pandas is None or not kind.__module__.startswith("pandas"):
     return []
-  if _isinstance(value, pandas.DataFrame):
+  if issubclass(kind, pandas.DataFrame):
     parts = [value.index, value.columns]
     for i, dtype in enumerate(value.dtypes):
       if dtype == object:
         parts += _list(value.iloc[:, i])
     return parts
-  if _isinstance(value, pandas.Series):
+  if issubclass(kind, pandas.Series):
     return [value.index] + (_list(value) if value.dtype == object else [])
-  if _isinstance(value, pandas.Index):
+  if issubclass(kind, pandas.Index):
     return _list(value) if value.dtype == object else []
   return []
 

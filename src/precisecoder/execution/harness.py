@@ -97,7 +97,7 @@ def _numpy_dtype(value) -> str | None:
   """A plain numpy dtype (numbers, bool, text, dates) as its descriptor ('<i8'), else None:
   `df['a'].dtype == 'int64'` is a comparison numpy decides, so the pool rebuilds the dtype."""
   numpy = sys.modules.get("numpy")
-  if numpy is None or not _isinstance(value, numpy.dtype) or value.fields is not None:
+  if numpy is None or not issubclass(_type(value), numpy.dtype) or value.fields is not None:
     return None
   return value.str if value.kind in "biufcmMSU" else None
 
@@ -248,10 +248,27 @@ _SNAPSHOT: list[Integrity] = []
 _PLAN: list["_Plan"] = []
 
 
+# The harness's own modules: no run may change them at all (`Integrity.watch_reached`).
+HARNESS_MODULES = ("precisecoder", "precisecoder.execution", __name__,
+                   "precisecoder.execution.guard", "precisecoder.execution.integrity",
+                   "precisecoder.execution.programs", "precisecoder.execution.protocol")
+_UNITTEST_MODULES = ("unittest", "unittest.case", "unittest.util")
+
+
 def prepare() -> None:
   """Called by the worker before it forks: children inherit all of this for free."""
   _rehearse()
-  _SNAPSHOT[:] = [Integrity()]  # after the rehearsal, which loads what the children will use
+  snapshot = Integrity()  # after the rehearsal, which loads what the children will use
+  for kind in ("assert", "unittest"):  # what every run of a kind reaches, found once here
+    snapshot.watch_reached(_reached_modules(kind, ()), frozen=HARNESS_MODULES)
+  _SNAPSHOT[:] = [snapshot]
+
+
+def _reached_modules(kind: str, test_imports: Sequence[str]) -> tuple[str, ...]:
+  """The loaded modules a run's tests reach: those they import, and unittest's own."""
+  loaded = tuple(name for name in test_imports
+                 if issubclass(_type(sys.modules.get(name)), types.ModuleType))
+  return tuple(dict.fromkeys((*_UNITTEST_MODULES, *loaded))) if kind == "unittest" else loaded
 
 
 # Trusted toy jobs, one per kind that loads a module: child-side specs, as judge.split makes them.
@@ -409,9 +426,10 @@ def run_call(channel: Channel, module: types.ModuleType, tests: dict) -> None:
 EXPECT_NAME = "__precisecoder_expect__"
 
 
-def run_assert(channel: Channel, module: types.ModuleType, integrity: Integrity) -> None:
+def run_assert(channel: Channel, module: types.ModuleType, integrity: Integrity,
+               guard: Guard) -> None:
   namespace = module.__dict__
-  guard = _guard(namespace)
+  _guard(guard, namespace)
   reported = _install_reports(channel, namespace)
   exec(_PLAN[0].tests, namespace)  # pylint: disable=exec-used
   violations = _violations(integrity, guard)
@@ -437,12 +455,10 @@ def _install_reports(channel: Channel, namespace: dict) -> list[int]:
   return reported
 
 
-def _guard(namespace: dict) -> Guard:
+def _guard(guard: Guard, namespace: dict) -> None:
   """Checks what the program hands the tests (execution/guard.py), before they run."""
-  guard = Guard(_PLAN[0].trusted_codes)
   namespace[CLASS_NAME] = guard.register_class
   guard.guard_namespace(namespace)
-  return guard
 
 
 def _violations(integrity: Integrity, guard: Guard) -> list[str]:
@@ -457,9 +473,9 @@ def _test_methods(case_class: type) -> list[str]:
 
 
 def run_unittest(channel: Channel, module: types.ModuleType, tests: dict,
-                 integrity: Integrity) -> None:
+                 integrity: Integrity, guard: Guard) -> None:
   namespace = module.__dict__
-  guard = _guard(namespace)
+  _guard(guard, namespace)
   reported = _install_reports(channel, namespace)
   exec(_PLAN[0].tests, namespace)  # pylint: disable=exec-used
   for class_name in tests["classes"]:
@@ -477,7 +493,7 @@ def run_unittest(channel: Channel, module: types.ModuleType, tests: dict,
       if class_error is not None:
         channel.send({"test": name, "outcome": "error", "detail": class_error}, True)
         continue
-      outcome, detail = _run_one_test(case_class, method)
+      outcome, detail = _run_one_test(case_class, method, guard)
       violations = _violations(integrity, guard) if integrity.see_put_back else []
       if violations:  # a patched library, or test class: nothing after this is trusted
         outcome, detail = "error", f"the program tampered with {violations[0]}"
@@ -494,16 +510,24 @@ def run_unittest(channel: Channel, module: types.ModuleType, tests: dict,
   channel.send({"end": "unittest", "expects": reported[0]}, signed=True)
 
 
-def _run_one_test(case_class: type, method: str) -> tuple[str, str]:
-  """Runs setUp, the test and tearDown directly: unittest's own result objects are not trusted."""
+def _run_one_test(case_class: type, method: str, guard: Guard) -> tuple[str, str]:
+  """Runs setUp, the test and tearDown directly: unittest's own result objects are not trusted.
+  The guard watches the test's instance while it runs (`Guard.watch_instance`)."""
   try:
     test = case_class(method)
-    test.setUp()
+    guard.watch_instance(test)
     try:
-      _getattr(test, method)()
+      test.setUp()
+      try:
+        _getattr(test, method)()
+      finally:
+        test.tearDown()
+        test.doCleanups()
     finally:
-      test.tearDown()
-      test.doCleanups()
+      changed = guard.instance_problem()
+      guard.watch_instance(None)
+    if changed is not None:
+      return "error", f"the program tampered with the test's instance: {changed}"
     return "ok", ""
   except unittest.SkipTest as e:
     return "skip", str(e)[:200]
@@ -537,12 +561,18 @@ def _session(channel: Channel, job: dict, integrity: Integrity) -> int:
       _flush(channel)
       return exit_code
     watched = kind in ("assert", "unittest")
+    guard = None
     if watched:  # what the tests import is loaded first, to be watched with the rest
       plan = _PLAN[0]
       import_quietly(plan.test_imports)
       integrity.see_put_back = not plan.tests_write_library
+      guard = Guard(plan.trusted_codes)
+      integrity.judge = guard.authored
+      integrity.watch_reached(_reached_modules(kind, plan.test_imports), frozen=HARNESS_MODULES,
+                              names=plan.test_imports)
+      guard.after_call = integrity.quick
     module = _load_module(_PROGRAM_MODULE, job, integrity if watched else None)
-    _run_tests(channel, module, job["tests"], integrity)
+    _run_tests(channel, module, job["tests"], integrity, guard)
   except MemoryError:
     exit_code = EXIT_UNCAUGHT
     _safe_send(channel, {"error": "MemoryError", "memory": True})
@@ -556,14 +586,14 @@ def _session(channel: Channel, job: dict, integrity: Integrity) -> int:
 
 
 def _run_tests(channel: Channel, module: types.ModuleType, tests: dict,
-               integrity: Integrity) -> None:
+               integrity: Integrity, guard: Guard | None) -> None:
   kind = tests["kind"]
   if kind == "call":
     run_call(channel, module, tests)
   elif kind == "assert":
-    run_assert(channel, module, integrity)
+    run_assert(channel, module, integrity, guard)
   elif kind == "unittest":
-    run_unittest(channel, module, tests, integrity)
+    run_unittest(channel, module, tests, integrity, guard)
   else:
     raise ValueError(f"unknown test kind {kind!r}")
 

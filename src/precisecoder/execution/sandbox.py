@@ -135,7 +135,11 @@ def _private_root() -> None:
             for name in ("__init__.py", "execution")}
   root = "/tmp"  # the new root is mounted over it (in this namespace only), then pivoted to
   _mount("tmpfs", root, "tmpfs", _MS_NOSUID, "mode=0755,size=4m")
-  for path, handle in [*handles.items(), *virtual.items()]:
+  for point, mode in ((_RUNS_DIR, "0711"), *((t, "1777") for t in WRITABLE_DIRS)):
+    os.makedirs(root + point, exist_ok=True)
+    _mount("tmpfs", root + point, "tmpfs", _MS_NOSUID | _MS_NODEV,
+           f"mode={mode},size={_TMPFS_SIZE},nr_inodes={_TMPFS_INODES}")
+  for path, handle in [*handles.items(), *virtual.items()]:  # after: a venv may be under /tmp
     _bind(handle, root + path, recursive=True)
   for link, target in links.items():
     if not os.path.lexists(root + link):
@@ -152,10 +156,6 @@ def _private_root() -> None:
     _mount("tmpfs", root + package, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
     for name, handle in inside.items():
       _bind(handle, f"{root}{package}/{name}", recursive=True)
-  for point, mode in ((_RUNS_DIR, "0711"), *((t, "1777") for t in WRITABLE_DIRS)):
-    os.makedirs(root + point, exist_ok=True)
-    _mount("tmpfs", root + point, "tmpfs", _MS_NOSUID | _MS_NODEV,
-           f"mode={mode},size={_TMPFS_SIZE},nr_inodes={_TMPFS_INODES}")
   for handle in [*handles.values(), *devices.values(), *virtual.values(), *inside.values()]:
     os.close(handle)
   os.chdir(root)
@@ -226,12 +226,15 @@ class Sandbox:
   def __post_init__(self):
     self.run_dir = os.path.join(self.runs_dir, "run")
     self._writable_stamps: list[int] = []
+    self._kept: list[frozenset[str]] = [frozenset()] * len(WRITABLE_DIRS)  # never emptied
 
   @classmethod
   def create(cls, strongest: str = "auto") -> "Sandbox":
     """Contains this worker in the strongest mode available, capped at `strongest`
     (tests use the weaker modes), and gives it the environment its runs inherit."""
     sandbox = cls._strongest(strongest)
+    if sandbox.private_tmp:  # what is there now holds the interpreter (a venv under /tmp)
+      sandbox._kept = [frozenset(os.listdir(folder)) for folder in WRITABLE_DIRS]
     _scrub_environment(sandbox.run_dir)
     if sandbox.mode == "root":
       os.setgroups([])  # runs inherit no supplementary groups
@@ -328,10 +331,12 @@ class Sandbox:
     that the next run finds nothing of it; a no-op where they are the host's ("plain")."""
     if not self.private_tmp:
       return
-    for folder, stamp in zip(WRITABLE_DIRS, self._writable_stamps):
+    for folder, stamp, kept in zip(WRITABLE_DIRS, self._writable_stamps, self._kept):
       if os.stat(folder).st_mtime_ns == stamp:
         continue
       for entry in os.scandir(folder):
+        if entry.name in kept:  # root's, in a sticky folder: no run can remove or rename it
+          continue
         if entry.is_dir(follow_symlinks=False):
           shutil.rmtree(entry.path, ignore_errors=True)
         else:
