@@ -421,3 +421,45 @@ def test_sigterm_stops_the_pool_and_its_workers(tmp_path):
 def test_a_worker_count_outside_1_to_max_is_refused_before_any_worker_starts(workers):
   with pytest.raises(ValueError, match="workers must be between 1 and 256"):
     ExecutionPool(workers=workers)
+
+
+# What a program may write to its channel (fd 3) and stdout: never a pass, never the batch's end.
+_NONCE = ("import gc\n"
+          "channel = next(o for o in gc.get_objects() if type(o).__name__ == 'Channel')\n"
+          "nonce = channel._nonce\n")
+_DEEP = "'{\"l\": [' * 100000 + '1' + ']}' * 100000"
+HOSTILE_CHANNEL = [
+    ("deep nesting", ASSERT, "import os\nos.write(3, b'\\n' + b'[' * 200000 + b'\\n')\n"),
+    ("a deeply nested signed value the pool decodes", ASSERT,
+     _NONCE + f"import os\nos.write(3, ('\\n{{\"expect\": 0, \"value\": ' + {_DEEP} + "
+     "', \"nonce\": \"' + nonce + '\"}\\n').encode())\n"),
+    ("a deeply nested call value", CALL,
+     "import os\nos.write(3, b'\\n{\"case\": 0, \"value\": ' + b'[' * 50000 + b']' * 50000 + b'}\\n')\n"
+     "os._exit(0)\n"),
+    ("a huge line", UNITTEST,
+     "import os\nos.write(3, b'\\n{\"error\": \"' + b'x' * 900000 + b'\"}\\n')\n"),
+    ("invalid UTF-8", UNITTEST, "import os\nos.write(3, b'\\xff\\xfe{\"error\": \"\\xc3\"}\\n')\n"
+                                "os.write(1, b'\\xff\\xc3(')\n"),
+    ("lone surrogates, signed", UNITTEST,
+     _NONCE + "import os\nfor name in ('Base.test_pair', 'More.test_negative', '\\\\ud800'):\n"
+     "  os.write(3, ('\\n{\"test\": \"' + name + '\", \"outcome\": \"fail\", \"detail\": \"\\\\udfff\","
+     " \"nonce\": \"' + nonce + '\"}\\n').encode())\n"),
+    ("forged frames", CALL,
+     "import os, struct\nframe = b'{\"id\": 0, \"runs\": []}'\n"
+     "for fd in (1, 2, 3):\n  os.write(fd, struct.pack('<I', len(frame)) + frame + b'\\n')\n"),
+    ("NaN, infinities and huge numbers", CALL,
+     "import os\nos.write(3, b'\\n{\"case\": 0, \"value\": NaN}\\n{\"case\": 1, \"value\": 1e999999}\\n'"
+     " + b'{\"end\": \"call\", \"nonce\": 1' + b'0' * 5000 + b'}\\n')\n"),
+    ("a real-time signal", IO, "import os, signal\nos.kill(os.getpid(), signal.SIGRTMIN + 3)\n"),
+]
+
+
+def test_hostile_channel_output_fails_its_own_run_and_nothing_else(pool):
+  jobs = [Job(program + "def add(a, b):\n  return a * b\n", tests, FAST)
+          for _, tests, program in HOSTILE_CHANNEL]
+  results = pool.run(jobs + [Job(ADD, ASSERT, FAST)])
+  for (name, _, _), result in zip(HOSTILE_CHANNEL, results):
+    assert result.status in (Status.FAIL, Status.CRASH), (name, result)
+    json.dumps(result.detail, ensure_ascii=False).encode("utf-8")  # a score file can hold it
+  assert results[-1].passed  # the batch, and the pool, go on
+  assert pool.run([Job(ADD, CALL, FAST)])[0].passed

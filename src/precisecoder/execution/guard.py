@@ -127,6 +127,57 @@ def _dunder(name: str) -> bool:
   return name[:2] == "__" and name[-2:] == "__"
 
 
+def _decides(name: str) -> bool:
+  """A dunder handed the tests' value that decides a comparison with it (__eq__, __lt__, ...)."""
+  return _dunder(name) and name not in _INERT and name not in _VALUE_DUNDERS
+
+
+# functools.total_ordering's derivations: each defers to the class's own __lt__ (or __le__, ...),
+# judged in its turn, so they decide nothing of their own.
+_DERIVED_ORDER = frozenset(function for table in functools._convert.values()  # pylint: disable=protected-access
+                           for _, function in table)
+
+
+def _inherited(function: types.FunctionType, klass: type) -> bool:
+  """Whether library `function` was written for `klass` or a library class it derives from
+  (enum copies Flag.__or__ into each Flag class), or derives an order (total_ordering)."""
+  if function in _DERIVED_ORDER:
+    return True
+  owner = _getattr(function, "__qualname__", "").rpartition(".")[0]
+  module = _getattr(function, "__module__", None)
+  return any(_getattr(base, "__qualname__", None) == owner
+             and _getattr(base, "__module__", None) == module and _library_class(base)
+             for base in klass.__mro__)
+
+
+def _library_class(klass: type) -> bool:
+  """Whether `klass` is a class a library module defines: its `__module__` is a module loaded
+  from a library file, its `__qualname__` leads from there to `klass` itself, and it has a
+  method of library code written in its body (the method's `__qualname__` says so). A class the
+  program made, whatever names it claims, leads elsewhere or nowhere, or has no such method."""
+  key = _id(klass)
+  known = _CACHES.library_classes.get(key)
+  if known is None or known[0] is not klass:
+    known = _CACHES.library_classes[key] = (klass, _find_library_class(klass))
+  return known[1]
+
+
+def _find_library_class(klass: type) -> bool:
+  module = sys.modules.get(_getattr(klass, "__module__", None) or "")
+  filename = _getattr(module, "__file__", None)
+  qualname = _getattr(klass, "__qualname__", None)
+  if _type(filename) is not str or not _library_file(filename) or _type(qualname) is not str:
+    return False
+  found = module
+  for part in qualname.split("."):
+    found = _getattr(found, part, None) if part != "<locals>" else None
+  if found is not klass:
+    return False
+  prefix = qualname + "."
+  return any(_type(m) is types.FunctionType and _getattr(m, "__qualname__", "").startswith(prefix)
+             and _library_file(m.__code__.co_filename) for m in _own_members(klass).values())
+
+
 # Where library code lives: the import path as the worker started (read-only mounts in the
 # sandbox). A file a program writes (its working directory, /tmp) and imports is not library code.
 _LIBRARY_ROOTS = tuple(sorted({os.path.join(root, "") for entry in sys.path
@@ -157,9 +208,11 @@ _DATACLASS_GLOBALS = ("NotImplemented", "hash", "type", "super")  # the names th
 _BUILTINS = builtins.__dict__
 _BUILTIN_VALUES = {name: _BUILTINS[name] for name in _DATACLASS_GLOBALS}
 _FROZEN_ERROR = dataclasses.FrozenInstanceError
-# Which code objects matched, by (name, id): the guard's own cache, written during runs, so kept
-# in an instance (integrity freezes the harness modules' dicts and the dicts they hold).
-_TEMPLATES = types.SimpleNamespace(matches={})
+# The guard's own caches, written during runs, so kept in an instance (integrity freezes the
+# harness modules' dicts and the dicts they hold): which code objects matched dataclasses'
+# templates, by (name, id); which classes are a library's (`_library_class`), by id. Each entry
+# holds its object, so that the id stays its own.
+_CACHES = types.SimpleNamespace(templates={}, library_classes={}, mock_effects={})
 
 
 def _fields_tuple(obj: str, fields: tuple) -> str:
@@ -211,7 +264,7 @@ def _is_dataclass_method(klass: type, name: str, function) -> bool:
       closure["cls"].cell_contents is not klass
       or closure["FrozenInstanceError"].cell_contents is not _FROZEN_ERROR)):
     return False
-  cached = _TEMPLATES.matches.get((name, _id(code)))
+  cached = _CACHES.templates.get((name, _id(code)))
   if cached is not None and cached[0] is code:
     return cached[1]
   try:
@@ -220,7 +273,7 @@ def _is_dataclass_method(klass: type, name: str, function) -> bool:
     matches = namespace["__create_fn__"](*(klass, _FROZEN_ERROR)[:_len(local)]).__code__ == code
   except (SyntaxError, ValueError):
     matches = False
-  _TEMPLATES.matches[(name, _id(code))] = (code, matches)  # holds `code`: its id stays its own
+  _CACHES.templates[(name, _id(code))] = (code, matches)  # holds `code`: its id stays its own
   return matches
 
 
@@ -312,6 +365,10 @@ class Guard:
     self._instance = None  # the unittest test running now (`watch_instance`)
     self._equality_funcs: dict = {}  # its _type_equality_funcs as TestCase.__init__ left them
     self._class_callables: dict[int, frozenset[str]] = {}  # test class -> its behaviour names
+    # The program's classes whose objects the tests were handed: id -> [class, its dict's tag,
+    # the tag then]. An object checked once must not change behaviour afterwards through its
+    # class (an __eq__ added by a __del__, a thread, or a guarded __getitem__ the tests call).
+    self._handed: dict[int, list] = {}
 
   # --- trust ---------------------------------------------------------------------------------
 
@@ -349,13 +406,42 @@ class Guard:
     self._snapshot_versions()  # only data changed (a counter the tests keep on a class)
     return None
 
+  def _hand_over(self, kind: type) -> None:
+    """Remembers the program's classes in `kind`'s MRO: objects of them reach the tests."""
+    if _id(kind) in self._handed or not kind.__flags__ & _HEAPTYPE:
+      return
+    for klass in kind.__mro__:
+      if (_id(klass) not in self._handed and klass.__flags__ & _HEAPTYPE
+          and _id(klass) not in self._test_classes and not _library_class(klass)):
+        tag = DictVersions.view(own_dict(klass)) if _TAGS else None
+        self._handed[_id(klass)] = [klass, tag, tag.value if tag is not None else None]
+    self._handed.setdefault(_id(kind), [kind, None, None])
+
+  def handed_problem(self) -> str | None:
+    """How a class of objects the tests were handed has come to decide comparisons since."""
+    for entry in _list(self._handed.values()):
+      klass, tag, value = entry
+      if tag is not None and tag.value == value:
+        continue
+      problem = self._one_class_problem(klass, {})
+      if problem is not None:
+        return f"the class {klass.__qualname__} after the tests had its objects: {problem}"
+      if tag is not None:
+        entry[2] = tag.value
+    return None
+
   def _intact(self) -> None:
-    """After a call from the tests: the tests' classes, the test's instance and the library
-    they reach are as they were (else the call raises, and the test fails)."""
+    """After a call from the tests: the tests' classes, the test's instance, the classes of what
+    they were handed and the library they reach are as they were (else the call raises, and the
+    test fails)."""
     if self._test_classes:
       changed = self.changed_class()
       if changed is not None:
         raise PlainDataError(f"the program changed the tests' class {changed}")
+    if self._handed:
+      changed = self.handed_problem()
+      if changed is not None:
+        raise PlainDataError(f"the program changed {changed}")
     if self._instance is not None:
       changed = self.instance_problem()
       if changed is not None:
@@ -403,6 +489,14 @@ class Guard:
     """A function (or bound method) of the trusted test code."""
     inner = value.__func__ if _type(value) is types.MethodType else value
     return _type(inner) is types.FunctionType and _id(inner.__code__) in self._trusted_codes
+
+  def programs_own(self, function: types.FunctionType) -> bool:
+    """Whether the program wrote `function` (neither the tests nor a library did)."""
+    return not self._trusted(function.__code__)
+
+  def comparison_problem(self, cls: type) -> str | None:
+    """Why objects of `cls` would compare, convert or iterate by the program's code, if so."""
+    return self._class_problem(cls, {})
 
   def _trusted(self, code: types.CodeType) -> bool:
     return _id(code) in self._trusted_codes or _library_file(code.co_filename)
@@ -587,13 +681,26 @@ class Guard:
       if problem is None:
         return value  # library code: nothing of the program's comes out of it unchecked
       return self.guarded(value)
+    if (kind is tuple or kind is list) and any(map(self._lazy, _head(value, kind, None))):
+      # `return rows, count` where rows is a generator: each item as if returned on its own
+      items = [self.checked(item) for item in _head(value, kind, None)]
+      if kind is tuple:
+        return tuple(items)
+      value[:] = items
+      return value
     self.check(value)
     return value
+
+  def _lazy(self, value) -> bool:
+    """A value handed over lazily (a generator, an iterator, a coroutine), checked as it runs."""
+    kind = _type(value)
+    return (kind is types.GeneratorType or kind is types.CoroutineType
+            or (kind not in _SCALARS and self._is_iterator(value)))
 
   def _is_iterator(self, value) -> bool:
     kind = _type(value)
     return (_hasattr(kind, "__next__") and _hasattr(kind, "__iter__")
-            and not (_id(kind) in self._test_classes or _is_file(value)))
+            and not (_id(kind) in self._test_classes or _is_file(value) or _is_double(kind)))
 
   def _checked_items(self, iterator):
     checked, intact = self.checked, self._intact
@@ -688,9 +795,10 @@ class Guard:
           stack.append(key)
           stack.append(item)
         continue
-      problem = self._class_problem(kind, verdicts)
+      problem = self._class_problem(kind, verdicts) or _double_problem(value, kind)
       if problem is not None:
         raise PlainDataError(f"returned a {kind_name(value)}: {problem}")
+      self._hand_over(kind)
       if value is not root and (kind is types.GeneratorType or kind is types.CoroutineType
                                 or self._is_iterator(value)):
         raise PlainDataError(f"returned a {kind_name(value)} inside another value "
@@ -793,8 +901,14 @@ class Guard:
                       verdicts: dict[int, str | None]) -> str | None:
     kind = _type(member)
     if kind is types.FunctionType:
-      if (self._trusted(member.__code__) or _is_namedtuple_new(name, member)
-          or _is_dataclass_method(klass, name, member)):
+      if self._trusted(member.__code__):
+        if _decides(name) and not _library_class(klass) and not _inherited(member, klass):
+          # A library's comparison in a class the program made (`__eq__ = mock._ANY.__eq__`,
+          # or a Mock configured with `m.__eq__ = ...`): written for a class this one does not
+          # derive from, it decides this one's comparisons as the program chose.
+          return f"is {_getattr(member, '__qualname__', '?')}, borrowed from another class"
+        return None
+      if _is_namedtuple_new(name, member) or _is_dataclass_method(klass, name, member):
         return None
       return None if name in _CONSTRUCTION else "is the program's code"
     if kind is staticmethod or kind is classmethod:  # judged as what it holds (aliases too)
@@ -883,6 +997,55 @@ class Guard:
 
 
 _ABSENT = object()
+# The dunders whose configured return value or side effect makes a Mock compare as told.
+_DOUBLE_COMPARISONS = ("__eq__", "__ne__", "__lt__", "__gt__", "__le__", "__ge__", "__contains__")
+
+
+def _is_double(kind: type) -> bool:
+  """A class of unittest.mock's test doubles (Mock, MagicMock, ... and the per-object
+  subclasses they make): they answer any attribute and any protocol, iteration included."""
+  mock = sys.modules.get("unittest.mock")
+  return mock is not None and issubclass(kind, mock.NonCallableMock)
+
+
+def _double_problem(value, kind: type) -> str | None:
+  """Why a library object built to stand in for anything would pass a comparison it did not
+  earn: `unittest.mock.ANY` (equal to everything), or a Mock whose comparison dunders were
+  given a return value, a side effect or something to wrap. An unconfigured Mock compares by
+  identity, as tests that pass their own mocks through a program expect."""
+  mock = sys.modules.get("unittest.mock")
+  if mock is None:
+    return None
+  if issubclass(kind, mock._ANY):  # pylint: disable=protected-access
+    return "unittest.mock.ANY equals anything"
+  if not issubclass(kind, mock.NonCallableMock):
+    return None
+  children = _instance_dict(value).get("_mock_children")
+  for name in _DOUBLE_COMPARISONS if _type(children) is dict else ():
+    child = children.get(name)
+    if child is None or not issubclass(_type(child), mock.NonCallableMock):
+      continue
+    state = _instance_dict(child)
+    returned = state.get("_mock_return_value", mock.DEFAULT)
+    effect = state.get("_mock_side_effect")
+    default = mock._return_values.get(name, mock.DEFAULT)  # pylint: disable=protected-access
+    if (returned is not mock.DEFAULT and returned is not default) or (
+        effect is not None and _type(effect) is not types.FunctionType) or (
+            effect is not None and effect.__code__ is not _default_effect_code(mock, name)) or (
+                state.get("_mock_wraps") is not None):
+      return f"its {name} was configured"
+  return None
+
+
+def _default_effect_code(mock, name: str):
+  """The code of the side effect unittest.mock gives a MagicMock's `name` (__eq__, __ne__)."""
+  make = mock._side_effect_methods.get(name)  # pylint: disable=protected-access
+  if make is None:
+    return None
+  codes = _CACHES.mock_effects
+  if name not in codes:
+    codes[name] = make(mock.MagicMock()).__code__
+  return codes[name]
 
 
 def _compiled_here(member) -> bool:

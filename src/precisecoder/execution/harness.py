@@ -36,6 +36,7 @@ import types
 import unittest
 from typing import Sequence
 
+from precisecoder.execution import hooks
 from precisecoder.execution.guard import Guard, PlainDataError, code_ids, kind_name
 from precisecoder.execution.integrity import (Integrity, import_quietly, test_imports,
                                                 tests_write_library)
@@ -100,6 +101,23 @@ def _numpy_dtype(value) -> str | None:
   if numpy is None or not issubclass(_type(value), numpy.dtype) or value.fields is not None:
     return None
   return value.str if value.kind in "biufcmMSU" else None
+
+
+_ARRAY_ITEMS = 64  # what a literal is compared with: one item, or a few (larger: not plain data)
+
+
+def _numpy_array(value, kind: type) -> list | None:
+  """A small numpy array or masked array of numbers, bools or text, exactly of those types, as
+  [dtype, shape, items, mask or None] for the pool to rebuild: `assertEqual(a, 5)` holds when
+  `a == 5` is true, as numpy decides it (a one-item array, masked or not), else None."""
+  numpy = sys.modules.get("numpy")
+  if numpy is None or kind is not numpy.ndarray and kind is not numpy.ma.MaskedArray:
+    return None
+  if value.dtype.kind not in "biufcUS" or value.dtype.fields is not None or value.size > _ARRAY_ITEMS:
+    return None
+  data = numpy.asarray(value)  # a masked array's data, as an ndarray
+  mask = numpy.ma.getmaskarray(value).ravel().tolist() if kind is not numpy.ndarray else None
+  return [value.dtype.str, list(value.shape), to_tagged(data.ravel().tolist()), mask]
 
 
 @functools.lru_cache(maxsize=1)
@@ -169,6 +187,9 @@ def to_tagged(value, depth: int = 0):
   dtype = _numpy_dtype(value)
   if dtype is not None:
     return {"dt": dtype}
+  array = _numpy_array(value, kind)
+  if array is not None:
+    return {"nd": array}
   scalar = _numpy_scalar(value)
   if scalar is None:
     scalar = _base_value(value, kind)
@@ -250,13 +271,15 @@ _PLAN: list["_Plan"] = []
 
 # The harness's own modules: no run may change them at all (`Integrity.watch_reached`).
 HARNESS_MODULES = ("precisecoder", "precisecoder.execution", __name__,
-                   "precisecoder.execution.guard", "precisecoder.execution.integrity",
+                   "precisecoder.execution.guard", "precisecoder.execution.hooks",
+                   "precisecoder.execution.integrity",
                    "precisecoder.execution.programs", "precisecoder.execution.protocol")
 _UNITTEST_MODULES = ("unittest", "unittest.case", "unittest.util")
 
 
 def prepare() -> None:
   """Called by the worker before it forks: children inherit all of this for free."""
+  hooks.install()
   _rehearse()
   snapshot = Integrity()  # after the rehearsal, which loads what the children will use
   for kind in ("assert", "unittest"):  # what every run of a kind reaches, found once here
@@ -305,6 +328,7 @@ def _rehearse(times: int = 64) -> None:
         if _session(Channel(sink, "0" * 32), job, integrity) != 0:
           raise RuntimeError(f"the harness failed its own {tests['kind']} rehearsal")
   finally:
+    hooks.disarm()
     _PLAN.clear()
     sys.modules.pop(_PROGRAM_MODULE, None)
     os.close(sink)
@@ -367,12 +391,15 @@ def _planned_tests(code: str) -> tuple[types.CodeType, tuple[str, ...], bool, fr
   return compiled, imports, writes, code_ids(compiled)
 
 
-def _load_module(name: str, job: dict, integrity: Integrity | None = None) -> types.ModuleType:
+def _load_module(name: str, job: dict, integrity: Integrity | None = None,
+                 guard: Guard | None = None) -> types.ModuleType:
   module = types.ModuleType(name)
   module.__builtins__ = builtins
   sys.modules[name] = module
   if integrity is not None:  # the last moment before the program: watch all but its module
     integrity.watch_new_modules(skip=name)
+  if guard is not None:
+    hooks.arm(guard.programs_own, guard.comparison_problem)
   code = _PLAN[0].program
   if code is None:  # the pool could not compile it: the run reports why
     code = compile_program(job["program"])
@@ -464,7 +491,10 @@ def _guard(guard: Guard, namespace: dict) -> None:
 def _violations(integrity: Integrity, guard: Guard) -> list[str]:
   found = integrity.violations()
   changed = guard.changed_class()
-  return found + [f"the tests' class {changed}"] if changed is not None else found
+  if changed is not None:
+    found.append(f"the tests' class {changed}")
+  changed = guard.handed_problem()
+  return found + [changed] if changed is not None else found
 
 
 def _test_methods(case_class: type) -> list[str]:
@@ -571,7 +601,7 @@ def _session(channel: Channel, job: dict, integrity: Integrity) -> int:
       integrity.watch_reached(_reached_modules(kind, plan.test_imports), frozen=HARNESS_MODULES,
                               names=plan.test_imports)
       guard.after_call = integrity.quick
-    module = _load_module(_PROGRAM_MODULE, job, integrity if watched else None)
+    module = _load_module(_PROGRAM_MODULE, job, integrity if watched else None, guard)
     _run_tests(channel, module, job["tests"], integrity, guard)
   except MemoryError:
     exit_code = EXIT_UNCAUGHT

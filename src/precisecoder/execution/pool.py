@@ -473,7 +473,15 @@ class ExecutionPool:
   def _verdict(self, item: _Prepared, reply: dict) -> Result:
     if "infra_error" in reply:
       return Result(Status.INFRA_ERROR, detail=reply["infra_error"])
-    result = judge_lib.judge(item.expected, reply["runs"], item.limits)
+    try:
+      result = judge_lib.judge(item.expected, reply["runs"], item.limits)
+    except Exception as e:  # pylint: disable=broad-except
+      # Whatever the program wrote (values nested past any recursion limit, say) is its run's
+      # failure, never the batch's.
+      runs = reply["runs"]
+      result = Result(Status.FAIL, sum(run["duration_s"] for run in runs),
+                      f"its records could not be judged ({type(e).__name__})",
+                      runs[-1]["stdout"], runs[-1]["stderr"])
     self._counts["runs"] += len(reply["runs"])
     self._latencies.append(result.duration_s)
     return result
