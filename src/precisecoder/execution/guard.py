@@ -46,7 +46,7 @@ import itertools
 import os
 import sys
 import types
-from typing import Callable
+from typing import Callable, Container
 
 from precisecoder.execution.programs import PROGRAM_FILENAME
 
@@ -478,10 +478,14 @@ class Guard:
     funcs = attributes.get("_type_equality_funcs")
     if _type(funcs) is not dict:
       return "_type_equality_funcs replaced" if self._equality_funcs else None
+    kind = _type(self._instance)
     for key, value in _list(_dict_items(funcs)):
       saved = self._equality_funcs.get(key, _ABSENT)
-      if value is not saved and not (saved is _ABSENT and (_type(value) is str
-                                                             or self._test_code(value))):
+      if value is saved:
+        continue
+      # The tests may add their own (addTypeEqualityFunc): a function of theirs, or its name.
+      named = _class_member(kind, value) if _type(value) is str else value
+      if saved is not _ABSENT or not self._test_code(named):
         return f"_type_equality_funcs[{_getattr(key, '__name__', '?')}] changed"
     return None
 
@@ -490,9 +494,14 @@ class Guard:
     inner = value.__func__ if _type(value) is types.MethodType else value
     return _type(inner) is types.FunctionType and _id(inner.__code__) in self._trusted_codes
 
-  def programs_own(self, function: types.FunctionType) -> bool:
-    """Whether the program wrote `function` (neither the tests nor a library did)."""
-    return not self._trusted(function.__code__)
+  def may_rewrite(self, function: types.FunctionType, writer: types.CodeType,
+                  loaded: Container[str]) -> bool:
+    """Whether code `writer` may set `function`'s code or defaults: the program its own
+    functions; a library those of a module not `loaded` before the program ran (its own, as
+    it loads)."""
+    if not self._trusted(function.__code__):
+      return True
+    return self._trusted(writer) and _getattr(function, "__module__", None) not in loaded
 
   def comparison_problem(self, cls: type) -> str | None:
     """Why objects of `cls` would compare, convert or iterate by the program's code, if so."""
@@ -1059,6 +1068,15 @@ def _compiled_here(member) -> bool:
       return False
     member = _held(member, attribute)
   return False
+
+
+def _class_member(kind: type, name: str):
+  """`kind`'s attribute `name` as its class dicts hold it (no descriptor runs), else None."""
+  for klass in kind.__mro__:
+    members = _own_members(klass)
+    if name in members:
+      return members[name]
+  return None
 
 
 def _instance_dict(obj) -> dict:

@@ -399,7 +399,9 @@ def _load_module(name: str, job: dict, integrity: Integrity | None = None,
   if integrity is not None:  # the last moment before the program: watch all but its module
     integrity.watch_new_modules(skip=name)
   if guard is not None:
-    hooks.arm(guard.programs_own, guard.comparison_problem)
+    loaded = integrity.loaded_modules() if integrity is not None else frozenset()
+    hooks.arm(lambda function, writer: guard.may_rewrite(function, writer, loaded),
+              guard.comparison_problem)
   code = _PLAN[0].program
   if code is None:  # the pool could not compile it: the run reports why
     code = compile_program(job["program"])

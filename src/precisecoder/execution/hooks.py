@@ -10,7 +10,10 @@ before the program runs, refuses:
     every audited step of the tests;
   - new code, defaults or keyword defaults for a function the program did not write (a library
     assert, a TestCase method, the harness's own functions): swapped in place, the function
-    object a module holds stays the same object, so nothing integrity compares would move;
+    object a module holds stays the same object, so nothing integrity compares would move. A
+    library may still set them on its own functions as it loads during the run (pyparsing
+    does): allowed where the writer is library code and the function's module was not loaded
+    before the program ran;
   - a class given to an object (`obj.__class__ = ...`) whose comparisons the program wrote: the
     object could pass the guard's check first and change behaviour afterwards.
 
@@ -29,6 +32,7 @@ _REFUSED = frozenset({"sys.settrace", "sys.setprofile", "sys.addaudithook"})
 _EVENTS = _REFUSED | {"object.__setattr__"}
 _FunctionType = types.FunctionType
 _type = type
+_getframe = sys._getframe  # pylint: disable=protected-access
 
 
 class Refused(RuntimeError):
@@ -36,10 +40,11 @@ class Refused(RuntimeError):
   quietly adds nothing, as PEP 578 specifies."""
 
 
-# The armed run's judges, or empty: (whether a function is the program's own, why a class's
-# comparisons are the program's or None). A list filled in place, so that the hook, bound once,
-# sees it.
-_ARMED: list[tuple[Callable[[types.FunctionType], bool], Callable[[type], str | None]]] = []
+# The armed run's judges, or empty: (whether `writer` code may set a function's code or defaults,
+# why a class's comparisons are the program's or None). A list filled in place, so that the
+# hook, bound once, sees it.
+_ARMED: list[tuple[Callable[[types.FunctionType, types.CodeType], bool],
+                   Callable[[type], str | None]]] = []
 _installed: list[bool] = []
 
 
@@ -50,11 +55,12 @@ def install() -> None:
     _installed.append(True)
 
 
-def arm(programs_own: Callable[[types.FunctionType], bool],
+def arm(may_rewrite: Callable[[types.FunctionType, types.CodeType], bool],
         class_problem: Callable[[type], str | None]) -> None:
-  """From now on, refuse (module docstring); `programs_own(function)` says whether the program
-  wrote it, `class_problem(cls)` why objects of `cls` compare by the program's code."""
-  _ARMED[:] = [(programs_own, class_problem)]
+  """From now on, refuse (module docstring); `may_rewrite(function, writer)` says whether code
+  `writer` may set the function's code or defaults, `class_problem(cls)` why objects of `cls`
+  compare by the program's code."""
+  _ARMED[:] = [(may_rewrite, class_problem)]
 
 
 def disarm() -> None:
@@ -69,8 +75,9 @@ def _audit(event: str, args: tuple, _events=_EVENTS, _armed=_ARMED) -> None:
   if event in _REFUSED:
     raise Refused(f"{event} is not allowed while tests run")
   target, name = args[0], args[1]
-  programs_own, class_problem = _armed[0]
-  if name in _FUNCTION_STATE and _type(target) is _FunctionType and not programs_own(target):
+  may_rewrite, class_problem = _armed[0]
+  if (name in _FUNCTION_STATE and _type(target) is _FunctionType
+      and not may_rewrite(target, _getframe(1).f_code)):
     raise Refused(f"cannot set {name} of {target.__qualname__}: it is not the program's function")
   if name == "__class__" and len(args) > 2:
     problem = class_problem(args[2])

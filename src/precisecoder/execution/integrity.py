@@ -67,7 +67,7 @@ import importlib
 import sys
 import types
 import unittest
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Container, Iterable, Sequence
 
 from precisecoder.execution.guard import DictVersions, Guard, own_dict
 
@@ -125,7 +125,8 @@ class Integrity:
     self.see_put_back = True  # False while trusted tests patch the library themselves
     self._reach_cache: dict[tuple, list[int]] = {}  # watch_reached's arguments -> `_quick`
     self._module_positions: dict[tuple[str, str], list[int]] = {}  # (module, kind) -> positions
-    self._watch("TestCase", own_dict(unittest.TestCase), CLASS)
+    self._classes: dict[int, type] = {}  # position of a class's dict -> the class
+    self._classes[self._watch("TestCase", own_dict(unittest.TestCase), CLASS)] = unittest.TestCase
     self.watch_new_modules()
 
   def _watch(self, label: str, namespace: dict, kind: str, force: bool = False) -> int:
@@ -169,6 +170,10 @@ class Integrity:
       self._registry_value = self._registry.value
     self._module_count = len(_modules)
     return self
+
+  def loaded_modules(self) -> Container[str]:
+    """The names of the modules watched: those loaded before the program ran (read only)."""
+    return self._modules
 
   def _rebase(self) -> None:
     """Takes the watched dicts as they are now as the snapshot (before the program runs)."""
@@ -215,6 +220,7 @@ class Integrity:
             members = own_dict(klass)
             positions.append(self._watch(klass.__qualname__, members,
                                          FROZEN if frozen else CLASS, force=frozen))
+            self._classes[positions[-1]] = klass
             positions += self._watch_defaults(klass.__qualname__, members.values())
       elif _type(value) in _TABLE_TYPES and not key.startswith("__") and value is not _modules:
         positions.append(self._watch(f"{name}.{key}", value, FROZEN if kind == FROZEN else TABLE))
@@ -291,10 +297,14 @@ class Integrity:
                                      self._saved[index])
     volatile = _VOLATILE.get(label, frozenset())
     found = []
+    owner = self._classes.get(index)
     for key in [*saved, *(k for k in namespace if k not in saved)]:
       old, new = saved.get(key, _MISSING), namespace.get(key, _MISSING)
       if new is old or key in volatile or key in _IGNORED_NAMES:
         continue
+      if old is _MISSING and owner is not None:  # a name added to a class shadows its bases'
+        old = next((own_dict(base)[key] for base in owner.__mro__[1:] if key in own_dict(base)),
+                   _MISSING)
       why = self._change_problem(kind, label, key, old, new, lenient)
       if why is not None:
         found.append(f"{key} ({why})")
