@@ -234,3 +234,30 @@ def test_unusable_outputs_and_task_files_exit_2(files, capsys):
     assert _score(tasks_file, pred_path, output) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_an_interpreter_that_does_not_exist_is_refused(files, capsys):
+  task_path, pred_path, out_path = files
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(["score", "--tasks", str(task_path), "--predictions", str(pred_path),
+              "--output", str(out_path), "--python", "/no/such/python"])
+  assert exit_info.value.code == 2
+  assert "--python: no such executable: '/no/such/python'" in capsys.readouterr().err
+
+
+def test_a_task_set_whose_programs_lack_a_library_is_told_which_environment(tmp_path, capsys,
+                                                                           monkeypatch):
+  pool = InProcessPool()
+  monkeypatch.setattr(score_cmd, "_make_pool",
+                      lambda workers, python=None: contextlib.nullcontext(pool))
+  program = "import precisecoder_no_such_library\ndef f(x):\n  return x\n"
+  task = tasks.Task(task_id="BigCodeBench/1", buggy_code=program, gt_solution=program,
+                    gt_diff={}, tests={"kind": "assert", "code": "assert f(1) == 1\n"},
+                    is_buggy=False, bug_count=0)
+  tasks.write_tasks(tmp_path / "tasks.jsonl", [task])
+  (tmp_path / "preds.jsonl").write_text(json.dumps({"task_id": "BigCodeBench/1",
+                                                    "program": program}) + "\n")
+  assert _score(tmp_path / "tasks.jsonl", tmp_path / "preds.jsonl", tmp_path / "scores.jsonl") == 1
+  err = capsys.readouterr().err
+  assert "1 run(s) of bigcodebench could not import precisecoder_no_such_library" in err
+  assert "requirements-bigcodebench.txt" in err and "scripts/bigcodebench_env.sh" in err

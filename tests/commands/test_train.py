@@ -69,6 +69,8 @@ CONFIG = str(CONFIGS[0].parent / "precisecoder.py")
     ([f"--config={CONFIG}:tiny", "--config.rl.lam=1.5"], "config.rl.lam=1.5: must be a number in"),
     ([f"--config={CONFIG}:tiny", "--config.rl.reward_workers=1000"],
      "config.rl.reward_workers=1000: must be an integer in [1, 256]"),
+    ([f"--config={CONFIG}:tiny", "--config.rl.python=/no/such/python"],
+     "config.rl.python='/no/such/python': no such executable"),
     ([f"--config={CONFIG}:tiny", "--config.rl.reward=ea_grpo"], "use config.rl.advantage='grpo'"),
     ([f"--config={CONFIG}:tiny", "--config.trainer=ppo"], "config.trainer='ppo': must be one of"),
     ([f"--config={CONFIG}:tiny", "--config.data.task_file=/nonexistent.jsonl"], "no such file"),

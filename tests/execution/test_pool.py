@@ -4,6 +4,7 @@ test_specs.py)."""
 import json
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -11,6 +12,7 @@ import pytest
 
 from precisecoder.execution import ExecutionPool, Job, Limits, Status
 from precisecoder.execution import judge
+from precisecoder.execution import pool as pool_module
 
 ADD = "def add(a, b):\n  return a + b\n"
 WRONG_ADD = "def add(a, b):\n  return a - b\n"
@@ -463,3 +465,18 @@ def test_hostile_channel_output_fails_its_own_run_and_nothing_else(pool):
     json.dumps(result.detail, ensure_ascii=False).encode("utf-8")  # a score file can hold it
   assert results[-1].passed  # the batch, and the pool, go on
   assert pool.run([Job(ADD, CALL, FAST)])[0].passed
+
+
+def test_workers_run_under_the_interpreter_they_are_given(monkeypatch):
+  python = os.path.join(os.path.dirname(sys.executable), "python3")  # another name, same venv
+  program = "import sys\ndef where():\n  return sys.executable\n"
+  tests = {"kind": "call", "entry_point": "where", "cases": [{"args": [], "expected": python}]}
+  with ExecutionPool(workers=1, python=python) as pool:
+    assert pool.run([Job(program, tests, FAST)])[0].passed
+  # An interpreter that loads another bytecode is sent the programs' source, not our code.
+  monkeypatch.setattr(pool_module, "_MAGIC", "another bytecode")
+  with ExecutionPool(workers=1) as pool:
+    assert pool.run([Job(ADD, ASSERT, FAST), Job(WRONG_ADD, CALL, FAST)])[0].passed
+    assert not pool._send_code  # pylint: disable=protected-access
+  with pytest.raises(ValueError, match="no such executable"):
+    ExecutionPool(python="/no/such/python")

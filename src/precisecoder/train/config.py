@@ -80,7 +80,10 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       minibatch_size=m["minibatch_size"],
       clip_low=0.2, clip_high=0.28, aggregation="seq-mean-token-sum-norm", kl_beta=0.0,
       rollout_chunks=2,  # score chunk i while chunk i+1 samples
-      reward_workers=2))
+      reward_workers=2,
+      # The interpreter that runs programs, with the task set's libraries ("": this one; for
+      # BigCodeBench tasks .venv-bigcodebench/bin/python, see data/environments.py).
+      python=""))
 
   c.optim = ml_collections.ConfigDict(dict(
       learning_rate=m["learning_rate"], warmup_steps=0, weight_decay=0.0, b1=0.9, b2=0.999,
@@ -154,7 +157,7 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
 
 def _problems(c: ml_collections.ConfigDict):
   from precisecoder.data.generator import TIERS  # pylint: disable=import-outside-toplevel
-  from precisecoder.execution.pool import MAX_WORKERS  # pylint: disable=import-outside-toplevel
+  from precisecoder.execution.pool import MAX_WORKERS, check_python  # pylint: disable=import-outside-toplevel
   from precisecoder.train.losses import AGGREGATIONS  # pylint: disable=import-outside-toplevel
 
   def bad(field: str, value: Any, want: str) -> str:
@@ -215,6 +218,11 @@ def _problems(c: ml_collections.ConfigDict):
     for field in ("rl.minibatch_size", "rl.num_iterations", "rl.rollout_chunks"):
       yield from at_least(field, 1)
     yield from at_least("rl.reward_workers", 1, MAX_WORKERS)
+    if c.rl.python:
+      try:
+        check_python(c.rl.python)
+      except ValueError:
+        yield bad("rl.python", c.rl.python, "no such executable")
     rows = c.rl.prompts_per_step * c.rl.group_size
     size = min(c.rl.minibatch_size, rows)
     if size > 0 and rows % size:

@@ -98,7 +98,7 @@ class Run(contextlib.AbstractContextManager):
     if self._scorer is None:
       from precisecoder.execution import ExecutionPool  # worker processes start on first use
       rl = self.cfg.rl
-      self._pool = ExecutionPool(workers=rl.reward_workers)
+      self._pool = ExecutionPool(workers=rl.reward_workers, python=rl.python or None)
       epsilon = None if rl.epsilon < 0 else int(rl.epsilon)
       self._scorer = RewardScorer(self._pool, epsilon=epsilon, lam=rl.lam)
     return self._scorer
