@@ -174,9 +174,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
   start = time.perf_counter()
   records = []
-  with _make_pool(args.workers, args.python) as pool, checks.atomic_output(output) as out, tqdm.tqdm(
-      total=len(predictions), unit="pred", desc="score", file=sys.stderr,
-      disable=None) as progress:
+  with _make_pool(args.workers, args.python) as pool, checks.atomic_output(output) as out, \
+      tqdm.tqdm(total=len(predictions), unit="pred", desc="score", file=sys.stderr,
+                disable=None) as progress:
     scorer = rewards.RewardScorer(pool, epsilon=args.epsilon, pdb_compat=args.pdb_compat,
                                   lam=args.lam)
     for lo in range(0, len(predictions), args.batch_size):

@@ -127,15 +127,17 @@ def _dunder(name: str) -> bool:
   return name[:2] == "__" and name[-2:] == "__"
 
 
-def _decides(name: str) -> bool:
-  """A dunder handed the tests' value that decides a comparison with it (__eq__, __lt__, ...)."""
-  return _dunder(name) and name not in _INERT and name not in _VALUE_DUNDERS
+# The comparisons (and the subtraction assertAlmostEqual makes) whose library code, borrowed into
+# a class the program made, would decide a check for it (`_member_problem`).
+_BORROWABLE = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+                         "__contains__", "__sub__", "__rsub__"})
 
 
 # functools.total_ordering's derivations: each defers to the class's own __lt__ (or __le__, ...),
 # judged in its turn, so they decide nothing of their own.
-_DERIVED_ORDER = frozenset(function for table in functools._convert.values()  # pylint: disable=protected-access
-                           for _, function in table)
+_DERIVED_ORDER = frozenset(
+    function for table in functools._convert.values()  # pylint: disable=protected-access
+    for _, function in table)
 
 
 def _inherited(function: types.FunctionType, klass: type) -> bool:
@@ -145,8 +147,11 @@ def _inherited(function: types.FunctionType, klass: type) -> bool:
     return True
   owner = _getattr(function, "__qualname__", "").rpartition(".")[0]
   module = _getattr(function, "__module__", None)
+  # A class a library makes inside a function (`<locals>` in its name) cannot be looked up: its
+  # own name and module must then match where the function was written.
   return any(_getattr(base, "__qualname__", None) == owner
-             and _getattr(base, "__module__", None) == module and _library_class(base)
+             and _getattr(base, "__module__", None) == module
+             and (_library_class(base) or "<locals>" in owner)
              for base in klass.__mro__)
 
 
@@ -369,6 +374,7 @@ class Guard:
     # the tag then]. An object checked once must not change behaviour afterwards through its
     # class (an __eq__ added by a __del__, a thread, or a guarded __getitem__ the tests call).
     self._handed: dict[int, list] = {}
+    self._handed_kinds: set[int] = set()  # the classes of handed objects already looked at
 
   # --- trust ---------------------------------------------------------------------------------
 
@@ -408,14 +414,14 @@ class Guard:
 
   def _hand_over(self, kind: type) -> None:
     """Remembers the program's classes in `kind`'s MRO: objects of them reach the tests."""
-    if _id(kind) in self._handed or not kind.__flags__ & _HEAPTYPE:
+    if _id(kind) in self._handed_kinds or not kind.__flags__ & _HEAPTYPE:
       return
+    self._handed_kinds.add(_id(kind))
     for klass in kind.__mro__:
       if (_id(klass) not in self._handed and klass.__flags__ & _HEAPTYPE
           and _id(klass) not in self._test_classes and not _library_class(klass)):
         tag = DictVersions.view(own_dict(klass)) if _TAGS else None
         self._handed[_id(klass)] = [klass, tag, tag.value if tag is not None else None]
-    self._handed.setdefault(_id(kind), [kind, None, None])
 
   def handed_problem(self) -> str | None:
     """How a class of objects the tests were handed has come to decide comparisons since."""
@@ -911,7 +917,7 @@ class Guard:
     kind = _type(member)
     if kind is types.FunctionType:
       if self._trusted(member.__code__):
-        if _decides(name) and not _library_class(klass) and not _inherited(member, klass):
+        if name in _BORROWABLE and not _library_class(klass) and not _inherited(member, klass):
           # A library's comparison in a class the program made (`__eq__ = mock._ANY.__eq__`,
           # or a Mock configured with `m.__eq__ = ...`): written for a class this one does not
           # derive from, it decides this one's comparisons as the program chose.
@@ -963,7 +969,8 @@ class Guard:
     if kind in _SCALARS:
       return None
     if kind in _CONTAINERS or kind is dict:
-      items = _dict_items(value) if kind is dict else ((None, item) for item in _head(value, kind, None))
+      items = (_dict_items(value) if kind is dict
+               else ((None, item) for item in _head(value, kind, None)))
       for key, item in items:
         why = (key is not None and self.authored(key)) or self._authored_one(item)
         if why:

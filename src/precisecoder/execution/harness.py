@@ -113,7 +113,8 @@ def _numpy_array(value, kind: type) -> list | None:
   numpy = sys.modules.get("numpy")
   if numpy is None or kind is not numpy.ndarray and kind is not numpy.ma.MaskedArray:
     return None
-  if value.dtype.kind not in "biufcUS" or value.dtype.fields is not None or value.size > _ARRAY_ITEMS:
+  dtype = value.dtype
+  if dtype.kind not in "biufcUS" or dtype.fields is not None or value.size > _ARRAY_ITEMS:
     return None
   data = numpy.asarray(value)  # a masked array's data, as an ndarray
   mask = numpy.ma.getmaskarray(value).ravel().tolist() if kind is not numpy.ndarray else None

@@ -63,6 +63,7 @@ without importing it; lists and sets a module holds.
 from __future__ import annotations
 
 import ast
+import builtins
 import importlib
 import sys
 import types
@@ -188,18 +189,21 @@ class Integrity:
     """Watches, besides every module, what the tests reach through `modules` (names of loaded
     modules): the dicts of the classes each holds (and of their bases) and the dicts it holds;
     `frozen` modules (the harness's own) may not change at all. `names`: the module attributes
-    the tests read by name ("string.ascii_letters"). Positions of all these, with the modules'
-    own dicts, are what `quick` checks."""
+    the tests read by name ("string.ascii_letters"). Positions of all these but the frozen,
+    with unittest.TestCase and builtins, are what `quick` checks."""
     self.reached = frozenset(names)
     key = (tuple(frozen), tuple(modules))
     quick = self._reach_cache.get(key)
     if quick is None:
-      quick = [0]  # unittest.TestCase
+      # The harness binds what it calls before the program runs: its modules are checked with
+      # everything else (`violations`), not after every call.
+      quick = [0, self._index[id(builtins.__dict__)]]  # unittest.TestCase, builtins
       for name, kind in [*((n, FROZEN) for n in frozen), *((n, MODULE) for n in modules)]:
         positions = self._module_positions.get((name, kind))
         if positions is None:
           positions = self._module_positions[name, kind] = self._watch_module(name, kind)
-        quick += positions
+        if kind != FROZEN:
+          quick += positions
       self._tag_new()
       quick = self._reach_cache[key] = list(dict.fromkeys(quick))
     self._quick = quick

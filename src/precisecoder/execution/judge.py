@@ -471,10 +471,16 @@ def decode_tagged(value: Any) -> Any:
     if tag == "nd":  # a small numpy array (or masked array), rebuilt as numpy compares it
       import numpy  # pylint: disable=import-outside-toplevel
       dtype, shape, items, mask = body
-      if type(dtype) is not str or len(dtype) > 16 or mask is not None and type(mask) is not list:  # pylint: disable=unidiomatic-typecheck
+      if not isinstance(dtype, str) or len(dtype) > 16 or not isinstance(mask, (list, type(None))):
         raise ValueError("not an array")
-      array = numpy.array(decode_tagged(items), dtype=numpy.dtype(dtype)).reshape(shape)
-      return array if mask is None else numpy.ma.array(array, mask=numpy.array(mask, dtype=bool).reshape(shape))
+      kind = numpy.dtype(dtype)
+      values = decode_tagged(items)
+      if kind.kind not in "biufcUS" or kind.itemsize > 1024 or len(values) > 64:
+        raise ValueError("not a small array of numbers or text")  # as the harness sends them
+      array = numpy.array(values, dtype=kind).reshape(shape)
+      if mask is None:
+        return array
+      return numpy.ma.array(array, mask=numpy.array(mask, dtype=bool).reshape(shape))
     if tag == "m":
       try:
         if type(body) is str:  # pylint: disable=unidiomatic-typecheck

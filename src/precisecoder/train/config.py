@@ -157,7 +157,8 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
 
 def _problems(c: ml_collections.ConfigDict):
   from precisecoder.data.generator import TIERS  # pylint: disable=import-outside-toplevel
-  from precisecoder.execution.pool import MAX_WORKERS, check_python  # pylint: disable=import-outside-toplevel
+  # pylint: disable-next=import-outside-toplevel
+  from precisecoder.execution.pool import MAX_WORKERS, check_python
   from precisecoder.train.losses import AGGREGATIONS  # pylint: disable=import-outside-toplevel
 
   def bad(field: str, value: Any, want: str) -> str:
