@@ -369,7 +369,6 @@ class Guard:
     self.after_call: Callable[[], list[str]] | None = None
     self._instance = None  # the unittest test running now (`watch_instance`)
     self._equality_funcs: dict = {}  # its _type_equality_funcs as TestCase.__init__ left them
-    self._class_callables: dict[int, frozenset[str]] = {}  # test class -> its behaviour names
     # The program's classes whose objects the tests were handed: id -> [class, its dict's tag,
     # the tag then]. An object checked once must not change behaviour afterwards through its
     # class (an __eq__ added by a __del__, a thread, or a guarded __getitem__ the tests call).
@@ -468,23 +467,19 @@ class Guard:
       return
     funcs = _instance_dict(test).get("_type_equality_funcs")
     self._equality_funcs = dict(funcs) if _type(funcs) is dict else {}
-    kind = _type(test)
-    if _id(kind) not in self._class_callables:
-      self._class_callables[_id(kind)] = frozenset(
-          name for klass in kind.__mro__ for name, member in _own_members(klass).items()
-          if callable(member) or _hasattr(_type(member), "__get__"))
 
   def instance_problem(self) -> str | None:
     """What the program changed in the watched test's instance (`watch_instance`), if anything."""
     attributes = _instance_dict(self._instance)
-    callables = self._class_callables[_id(_type(self._instance))]
+    kind = _type(self._instance)
     for name, value in _list(_dict_items(attributes)):
-      if name in callables and not self._test_code(value):
+      member = _class_member(kind, name) if _type(name) is str else None
+      if (member is not None and (callable(member) or _hasattr(_type(member), "__get__"))
+          and not self._test_code(value)):
         return f"{name} shadows its class's {name}"
     funcs = attributes.get("_type_equality_funcs")
     if _type(funcs) is not dict:
       return "_type_equality_funcs replaced" if self._equality_funcs else None
-    kind = _type(self._instance)
     for key, value in _list(_dict_items(funcs)):
       saved = self._equality_funcs.get(key, _ABSENT)
       if value is saved:
