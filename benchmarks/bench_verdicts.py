@@ -9,7 +9,8 @@ of each gold here, unsandboxed, under PY (the program and its tests in one names
 own runner, MPLBACKEND=Agg, as BigCodeBench's harness does).
 
 Prints the honest pass rate (golds that pass plainly and pass in `score`), every false negative
-with `score`'s reason, and golds that pass in `score` but not plainly.
+with `score`'s reason, golds that pass in `score` but not plainly, and how many golds use a
+construct the static screen refuses (`execution/screen.py`; it must be none).
 
   python benchmarks/bench_verdicts.py [--bigcodebench ../shared/bigcodebench]
       [--python .venv-bigcodebench/bin/python] [--workers 2] [--plain] [--task-timeout 20]
@@ -29,6 +30,7 @@ import time
 
 from precisecoder import tasks as tasks_lib
 from precisecoder.data import pdb
+from precisecoder.execution import screen
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 _PLAIN_RUNNER = """
@@ -120,6 +122,9 @@ def main() -> int:
     print(f"  FALSE NEGATIVE {task_id}: {scores[task_id]['error'][:300]}")
   for task_id in plain_failing_passed:
     print(f"  passes in score but not plainly: {task_id}")
+  screened = [t.task_id for t in task_list if screen.constructs(t.gt_solution)]
+  print(f"static screen: {len(screened)} of {len(task_list)} golds use a screened construct "
+        f"{screened or ''}")
   for line in done.stderr.splitlines():
     if line.startswith("precisecoder score:"):
       print(line)
