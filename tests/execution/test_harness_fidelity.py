@@ -8,7 +8,11 @@ slotted, dataclass and namedtuple nodes), the program's own dataclasses,
 namedtuples and enums, fractions and decimals, nested containers, floats compared
 with a tolerance, returned functions, `Solution().method` entry points and
 design classes, numpy and pandas results, in-place mutation, and
-stdin/stdout programs; each family has several equivalent implementations.
+stdin/stdout programs, and real code's patterns (REAL_CODE: libraries that change
+their own state as they run, lazy proxies, library callable objects, generators in
+a returned tuple, classes made in a function, masked arrays, the tests' own mocks,
+files in /tmp, a server on loopback); each family has several equivalent
+implementations.
 The red team (test_harness_redteam.py) checks the other side: the guard
 that lets these through still refuses every forgery.
 """
