@@ -93,33 +93,39 @@ TESTS.update({
 })
 # Tests whose expected values are computed, so compared in the child (not held in the pool), and
 # tests that reach classes and tables of the library the program could patch instead.
+
+
+def _unittest(body: str, imports: str = "") -> dict:
+  """unittest tests: `body` (indented for a method) in one TestCase class."""
+  return {"kind": "unittest",
+          "code": f"import unittest\n{imports}class TestTask(unittest.TestCase):\n{body}"}
+
+
 TESTS.update({
-    "computed_unittest": {"kind": "unittest", "code": "import unittest\nclass TestAdd(unittest.TestCase):\n"
-                          "  def test_small(self):\n    expected = sum([2, 3])\n"
-                          "    self.assertEqual(add(2, 3), expected)\n"
-                          "  def test_large(self):\n    expected = sum([40, 2])\n"
-                          "    self.assertEqual(add(40, 2), expected)\n"},
-    "computed_assert": {"kind": "assert", "code": "expected = sum([2, 3])\nassert add(2, 3) == expected\n"},
-    "touch_unittest": {"kind": "unittest", "code": "import unittest\nclass TestAdd(unittest.TestCase):\n"
-                       "  def test_small(self):\n    result = add(2, 3)\n    repr(result)\n"
-                       "    self.assertEqual(result, sum([2, 3]))\n"},
+    "computed_unittest": _unittest(
+        "  def test_small(self):\n    expected = sum([2, 3])\n"
+        "    self.assertEqual(add(2, 3), expected)\n"
+        "  def test_large(self):\n    expected = sum([40, 2])\n"
+        "    self.assertEqual(add(40, 2), expected)\n"),
+    "computed_assert": {"kind": "assert",
+                        "code": "expected = sum([2, 3])\nassert add(2, 3) == expected\n"},
+    "touch_unittest": _unittest("  def test_small(self):\n    result = add(2, 3)\n"
+                                "    repr(result)\n    self.assertEqual(result, sum([2, 3]))\n"),
     "numpy_close_assert": {"kind": "assert", "code": "import numpy as np\n"
                            "np.testing.assert_allclose(add(0.5, 0.25), sum([0.5, 0.25]))\n"},
-    "raises_unittest": {"kind": "unittest", "code": "import unittest\nclass TestAdd(unittest.TestCase):\n"
-                        "  def test_none(self):\n    with self.assertRaises(TypeError):\n"
-                        "      add(None, 1)\n"},
-    "deepcopy_unittest": {"kind": "unittest", "code": "import copy, unittest\n"
-                          "class TestSort(unittest.TestCase):\n  def test_sorted_copy(self):\n"
-                          "    data = [3, 1, 2]\n    before = copy.deepcopy(data)\n"
-                          "    result = sorted_copy(data)\n    self.assertEqual(data, before)\n"
-                          "    self.assertEqual(result, sorted(before))\n"},
-    "random_unittest": {"kind": "unittest", "code": "import random, unittest\n"
-                        "class TestDraw(unittest.TestCase):\n  def test_draw(self):\n"
-                        "    random.seed(3)\n    want = random.randint(0, 10 ** 9)\n"
-                        "    random.seed(3)\n    self.assertEqual(draw(), want)\n"},
-    "pandas_unittest": {"kind": "unittest", "code": "import unittest\nimport pandas as pd\n"
-                        "class TestSeries(unittest.TestCase):\n  def test_doubled(self):\n"
-                        "    self.assertTrue(doubled(pd.Series([1, 2])).equals(pd.Series([2, 4])))\n"},
+    "raises_unittest": _unittest("  def test_none(self):\n    with self.assertRaises(TypeError):\n"
+                                 "      add(None, 1)\n"),
+    "deepcopy_unittest": _unittest(
+        "  def test_sorted_copy(self):\n    data = [3, 1, 2]\n    before = copy.deepcopy(data)\n"
+        "    result = sorted_copy(data)\n    self.assertEqual(data, before)\n"
+        "    self.assertEqual(result, sorted(before))\n", imports="import copy\n"),
+    "random_unittest": _unittest(
+        "  def test_draw(self):\n    random.seed(3)\n    want = random.randint(0, 10 ** 9)\n"
+        "    random.seed(3)\n    self.assertEqual(draw(), want)\n", imports="import random\n"),
+    "pandas_unittest": _unittest(
+        "  def test_doubled(self):\n"
+        "    self.assertTrue(doubled(pd.Series([1, 2])).equals(pd.Series([2, 4])))\n",
+        imports="import pandas as pd\n"),
 })
 WRONG = "def add(a, b):\n  return a * b\n"
 ALWAYS_EQUAL = "class AlwaysEqual:\n  def __eq__(self, other):\n    return True\n  def __ne__(self, other):\n    return False\n"
@@ -818,6 +824,15 @@ HOSTILE = [
         """, {F}),
 ]
 
+def _on_the_test_instance(statement: str) -> str:
+  """A wrong `add` that finds the running test's instance (`test`) in its callers' frames and
+  runs `statement` on it before it returns."""
+  return ("import sys, unittest\ndef add(a, b):\n  frame = sys._getframe()\n"
+          "  while frame is not None:\n    test = frame.f_locals.get('self')\n"
+          "    if isinstance(test, unittest.TestCase):\n"
+          f"      {statement}\n      break\n    frame = frame.f_back\n  return a * b\n")
+
+
 # Each family of the second held-out red team (issue 22), in programs of our own. Each passes in
 # a plain interpreter: the defences, not the task, make it fail. Run with room for the tests'
 # own imports (pandas), beside honest programs for the same tests (FORGERY_HONEST).
@@ -862,7 +877,8 @@ FORGERIES = [
     # In-place code and defaults swaps: the function object stays, so identity shows nothing.
     ("swaps the code of TestCase.assertEqual", "computed_unittest", WRONG + """
         import unittest
-        unittest.TestCase.assertEqual.__code__ = (lambda self, first, second, msg=None: None).__code__
+        forged = lambda self, first, second, msg=None: None
+        unittest.TestCase.assertEqual.__code__ = forged.__code__
         """, {F}),
     ("swaps the code of a library assert the tests call", "numpy_unittest", """
         import numpy as np
@@ -874,17 +890,14 @@ FORGERIES = [
         import numpy as np
         np.testing.assert_allclose.__defaults__ = (1e9, 1e9, True, '', True)
         """, {F}),
-    ("swaps the code of the harness's own check", "computed_unittest", WRONG + """
+    ("swaps the code of the harness's own check", "computed_unittest", ALWAYS_EQUAL + """
         import sys
         guard = sys.modules.get('precisecoder.execution.guard')
         if guard is not None:
           guard.Guard.checked.__code__ = (lambda self, value: value).__code__
           guard.Guard.check.__code__ = (lambda self, root, budget=None: None).__code__
-        class Yes:
-          def __eq__(self, other):
-            return True
         def add(a, b):
-          return Yes()
+          return AlwaysEqual()
         """, {F}),
     # Classes and tables of the library the tests reach.
     ("patches pandas.Series.equals", "pandas_unittest", """
@@ -988,30 +1001,10 @@ FORGERIES = [
           return Box()
         """, {F}),
     # The TestCase instance.
-    ("shadows _baseAssertEqual on the test's instance", "computed_unittest", """
-        import sys, unittest
-        def add(a, b):
-          frame = sys._getframe()
-          while frame is not None:
-            test = frame.f_locals.get('self')
-            if isinstance(test, unittest.TestCase):
-              test._baseAssertEqual = lambda first, second, msg=None: None
-              break
-            frame = frame.f_back
-          return a * b
-        """, {F}),
-    ("rewrites the instance's _type_equality_funcs", "computed_unittest", """
-        import sys, unittest
-        def add(a, b):
-          frame = sys._getframe()
-          while frame is not None:
-            test = frame.f_locals.get('self')
-            if isinstance(test, unittest.TestCase):
-              test._type_equality_funcs[int] = 'assertNotEqual'
-              break
-            frame = frame.f_back
-          return a * b
-        """, {F}),
+    ("shadows _baseAssertEqual on the test's instance", "computed_unittest",
+     _on_the_test_instance("test._baseAssertEqual = lambda first, second, msg=None: None"), {F}),
+    ("rewrites the instance's _type_equality_funcs", "computed_unittest",
+     _on_the_test_instance("test._type_equality_funcs[int] = 'assertNotEqual'"), {F}),
     # A patch that puts itself back when the tests call it, with a new name to cover the write.
     ("patches assertEqual, puts it back when called, and adds a name", "touch_unittest", """
         import unittest
@@ -1070,9 +1063,11 @@ FORGERY_HONEST = [
     ("numpy.allclose", "numpy_close_assert", "def add(a, b):\n  return a + b\n"),
     ("raises", "raises_unittest", "def add(a, b):\n  return a + b\n"),
     ("a sorted copy", "deepcopy_unittest", "def sorted_copy(data):\n  return sorted(data)\n"),
-    ("random draws", "random_unittest", "import random\ndef draw():\n  return random.randint(0, 10 ** 9)\n"),
+    ("random draws", "random_unittest",
+     "import random\ndef draw():\n  return random.randint(0, 10 ** 9)\n"),
     ("pandas", "pandas_unittest", "def doubled(s):\n  return s * 2\n"),
-    ("a list of numbers", "numpy_unittest", "import numpy as np\ndef cumulative(xs):\n  return np.cumsum(xs)\n"),
+    ("a list of numbers", "numpy_unittest",
+     "import numpy as np\ndef cumulative(xs):\n  return np.cumsum(xs)\n"),
     ("call", "call", "def add(a, b):\n  return a + b\n"),
     ("io", "io", "a, b = map(int, input().split())\nprint(a + b)\n"),
     ("unittest", "unittest", "def add(a, b):\n  return a + b\n"),
@@ -1259,10 +1254,12 @@ def test_forgeries_of_every_family_fail(pool, outside, listener, taskfile):
   port = listener.getsockname()[1]
   jobs = [Job(_program(src, outside, port, taskfile), TESTS[kind], limits)
           for _, kind, src, _ in FORGERIES]
-  jobs += [Job(_program(src, outside, port), TESTS[kind], limits) for _, kind, src in FORGERY_HONEST]
+  jobs += [Job(_program(src, outside, port), TESTS[kind], limits)
+           for _, kind, src in FORGERY_HONEST]
   results = pool.run(jobs)
   wrong = [f"{name}: {result.status.value} ({result.detail})"
-           for (name, _, _, allowed), result in zip(FORGERIES, results) if result.status not in allowed]
+           for (name, _, _, allowed), result in zip(FORGERIES, results)
+           if result.status not in allowed]
   wrong += [f"honest {name}: {result.status.value} ({result.detail})"
             for (name, _, _), result in zip(FORGERY_HONEST, results[len(FORGERIES):])
             if not result.passed]

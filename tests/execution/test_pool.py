@@ -436,22 +436,23 @@ HOSTILE_CHANNEL = [
      _NONCE + f"import os\nos.write(3, ('\\n{{\"expect\": 0, \"value\": ' + {_DEEP} + "
      "', \"nonce\": \"' + nonce + '\"}\\n').encode())\n"),
     ("a deeply nested call value", CALL,
-     "import os\nos.write(3, b'\\n{\"case\": 0, \"value\": ' + b'[' * 50000 + b']' * 50000 + b'}\\n')\n"
-     "os._exit(0)\n"),
+     "import os\nnested = b'[' * 50000 + b']' * 50000\n"
+     "os.write(3, b'\\n{\"case\": 0, \"value\": ' + nested + b'}\\n')\nos._exit(0)\n"),
     ("a huge line", UNITTEST,
      "import os\nos.write(3, b'\\n{\"error\": \"' + b'x' * 900000 + b'\"}\\n')\n"),
     ("invalid UTF-8", UNITTEST, "import os\nos.write(3, b'\\xff\\xfe{\"error\": \"\\xc3\"}\\n')\n"
                                 "os.write(1, b'\\xff\\xc3(')\n"),
     ("lone surrogates, signed", UNITTEST,
      _NONCE + "import os\nfor name in ('Base.test_pair', 'More.test_negative', '\\\\ud800'):\n"
-     "  os.write(3, ('\\n{\"test\": \"' + name + '\", \"outcome\": \"fail\", \"detail\": \"\\\\udfff\","
-     " \"nonce\": \"' + nonce + '\"}\\n').encode())\n"),
+     "  os.write(3, ('\\n{\"test\": \"' + name + '\", \"outcome\": \"fail\", '\n"
+     "               '\"detail\": \"\\\\udfff\", \"nonce\": \"' + nonce + '\"}\\n').encode())\n"),
     ("forged frames", CALL,
      "import os, struct\nframe = b'{\"id\": 0, \"runs\": []}'\n"
      "for fd in (1, 2, 3):\n  os.write(fd, struct.pack('<I', len(frame)) + frame + b'\\n')\n"),
     ("NaN, infinities and huge numbers", CALL,
-     "import os\nos.write(3, b'\\n{\"case\": 0, \"value\": NaN}\\n{\"case\": 1, \"value\": 1e999999}\\n'"
-     " + b'{\"end\": \"call\", \"nonce\": 1' + b'0' * 5000 + b'}\\n')\n"),
+     "import os\nos.write(3, b'\\n{\"case\": 0, \"value\": NaN}\\n'\n"
+     "         b'{\"case\": 1, \"value\": 1e999999}\\n'\n"
+     "         b'{\"end\": \"call\", \"nonce\": 1' + b'0' * 5000 + b'}\\n')\n"),
     ("a real-time signal", IO, "import os, signal\nos.kill(os.getpid(), signal.SIGRTMIN + 3)\n"),
 ]
 
