@@ -31,9 +31,12 @@ PROBE = textwrap.dedent(f"""
     BOMB = "import os\\nwhile True:\\n  try:\\n    os.fork()\\n  except OSError:\\n    pass\\n"
     DAEMON = ("import os\\nif os.fork() == 0:\\n  os.setsid()\\n"
               "  os.execv('/bin/sleep', ['sleep', '{SLEEP_MARK}'])\\n" + ADD)
+    # The host's /opt and /var/cache are not on a private root ("userns"); /tmp is the run's.
+    ROOT = ("import os\\nopen('/tmp/mine', 'w').close()\\ndef add(a, b):\\n"
+            "  return a + b + os.path.exists('/opt') + os.path.exists('/var/cache')\\n")
     with ExecutionPool(workers=2) as pool:
-      results = pool.run([Job(ADD, CALL, Limits(timeout_s=2)), Job(BOMB, CALL, Limits(timeout_s=2)),
-                          Job(DAEMON, CALL, Limits(timeout_s=2))])
+      results = pool.run([Job(program, CALL, Limits(timeout_s=2))
+                          for program in (ADD, BOMB, DAEMON, ROOT)])
       print(json.dumps({{"statuses": [r.status.value for r in results],
                         "sandbox": pool.stats()["sandbox"]}}))
     """)
@@ -80,6 +83,7 @@ def test_unprivileged_pool_degrades_and_contains_runs():
                               text=True, check=False).stdout.split()
     if report["sandbox"] == "userns":  # ...that must not survive ("plain" cannot promise it)
       assert leftover == [], "a run's daemon outlived its run"
+      assert report["statuses"][3] == "pass"  # its own root file system
     assert "degraded to" in done.stderr and "not root" in done.stderr  # said once, with why
   finally:
     subprocess.run(["pkill", "-f", f"sleep {SLEEP_MARK}"], check=False)
