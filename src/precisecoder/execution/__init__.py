@@ -134,9 +134,10 @@ Verdict integrity, per test kind (exit status and printed text never count):
   Generators and iterators (also inside a returned tuple or list) are wrapped,
   so each item is checked as it is yielded, and the tests' own arguments are
   checked after each call for what the program put into them (in-place tasks;
-  the first 128 objects of each). Calls within the program are not checked, and
-  recursion keeps its depth: the guard's frame raises the recursion limit by one
-  while it runs. Module-level values are touched by their type alone: a lazy
+  the first 128 objects of each). Calls within the program (made while a call
+  from the tests, or a generator or coroutine of the program's, runs) are not
+  checked, and recursion keeps its depth: the guard's frame raises the recursion
+  limit by one while it runs. Module-level values are touched by their type alone: a lazy
   proxy (Django's settings) or a library's callable object (scipy's `norm`)
   stays as it is.
   Integrity (`integrity.py`): the modules the tests import are loaded before the
@@ -168,7 +169,9 @@ Verdict integrity, per test kind (exit status and printed text never count):
   library reads that the tests do not name; lists and sets a module holds),
   hides a forgery deeper than one level inside a library object or beyond the
   first 128 objects of a large argument, mutates a checked value's data from a
-  thread after the check, returns a library object built to equal anything
+  thread after the check, hands an unchecked value to a callback the tests passed
+  it (a call the tests make while one of the program's runs counts as the
+  program's own), returns a library object built to equal anything
   other than unittest.mock's, or lies through an object the tests build from
   the program's class themselves (`Solution() == x`) or a module-level value
   they read directly, including a function under a builtin's name (`sorted`)

@@ -11,8 +11,9 @@ not refused: a generator or iterator so that each item is checked when it is
 yielded, a returned function so that what it returns is checked, a coroutine
 so that its result is; the program's module-level functions and its classes'
 methods and value dunders (__iter__, __len__, __str__, ...) so that what they
-return to the tests is checked. Calls within the program are not checked:
-their values go back to the program.
+return to the tests is checked. Calls within the program -- those made while a
+call from the tests, or a generator or coroutine of the program's, runs -- are
+not checked: their values go back to the program.
 
 Provenance is decided from code objects: code the program compiled carries
 PROGRAM_FILENAME; test code is trusted by the identity of the code objects the
@@ -52,7 +53,10 @@ from precisecoder.execution.programs import PROGRAM_FILENAME
 
 # Bound before any program runs: the program may patch builtins, the checks must not see it.
 _type = type
-_id = id
+# Identity without an audited event: id() raises one (PEP 578), which the run's audit hook
+# (hooks.py) would see for every object checked; object's own hash is a rotation of the same
+# address, as unique among live objects.
+_id = object.__hash__
 _isinstance = isinstance
 _getattr = getattr
 _hasattr = hasattr
@@ -364,6 +368,11 @@ class Guard:
     self._test_classes: dict[int, _TestClass] = {}
     self._versions: DictVersions | None = None  # over every test class's dict, where tags work
     self._guarded_classes: set[int] = set()
+    # How many calls from the tests into the program are running (a list, so that wrappers bind
+    # it): a call made while one runs is the program's own, its value goes back to the program.
+    # Counted, not read from the caller's frame: `sys._getframe` is an audited event, which the
+    # run's audit hook (`hooks.py`) would see at every call of a recursive program.
+    self._running = [0]
     # Called after every call the tests make into the program: what the program changed in the
     # library the tests reach (`Integrity.quick`), checked while a patch is still in place.
     self.after_call: Callable[[], list[str]] | None = None
@@ -627,27 +636,25 @@ class Guard:
 
     `method`: its first argument is the program's own object (self or cls), not the tests'.
     """
-    checked, intact, clean_arguments, check = (self.checked, self._intact,
-                                               self._clean_arguments, self.check)
+    checked, intact, clean_arguments, check, running = (
+        self.checked, self._intact, self._clean_arguments, self.check, self._running)
 
     def guarded(*args, **kwargs):
-      # A call within the program hands its value back to the program: only calls from the
-      # tests (or the libraries they call) are checked.
-      from_tests = _getframe(1).f_code.co_filename != PROGRAM_FILENAME
-      arguments = clean_arguments(args[1:] if method else args, kwargs) if from_tests else ()
-      # This wrapper adds a frame to every call, recursive ones included: the
-      # recursion limit rises by one while it runs, so a program gets as much
-      # depth as it would unguarded.
+      # This wrapper adds a frame to every call, recursive ones included: the recursion limit
+      # rises by one while it runs, so a program gets as much depth as it would unguarded.
       _setlimit(_getlimit() + 1)
+      if running[0]:  # a call within the program hands its value back to the program: unchecked
+        try:
+          return function(*args, **kwargs)
+        finally:
+          _lower_limit()
+      arguments = clean_arguments(args[1:] if method else args, kwargs)
+      running[0] += 1
       try:
         value = function(*args, **kwargs)
       finally:
-        try:
-          _setlimit(_getlimit() - 1)
-        except (RecursionError, ValueError):
-          pass
-      if not from_tests:
-        return value
+        running[0] -= 1
+        _lower_limit()
       intact()
       for argument in arguments:  # what the tests of an in-place task compare
         check(argument, _ARGUMENT_BUDGET)
@@ -713,37 +720,43 @@ class Guard:
             and not (_id(kind) in self._test_classes or _is_file(value) or _is_double(kind)))
 
   def _checked_items(self, iterator):
-    checked, intact = self.checked, self._intact
+    checked, intact, running = self.checked, self._intact, self._running
+
+    def step(call, *args):
+      """Runs the program's iterator one step: a call within the program, as `guarded` counts
+      them, under two frames of the harness's (this and `items`: the recursion limit rises by
+      two meanwhile)."""
+      _setlimit(_getlimit() + 2)
+      running[0] += 1
+      try:
+        return call(*args)
+      finally:
+        running[0] -= 1
+        _lower_limit(2)
 
     def items():
       send = _getattr(iterator, "send", None)
       throw = _getattr(iterator, "throw", None)
       sent = None
       while True:
-        _setlimit(_getlimit() + 1)  # as in `guarded`: this frame is the harness's, not the program's
         try:
-          item = next(iterator) if sent is None or send is None else send(sent)
+          item = step(next, iterator) if sent is None or send is None else step(send, sent)
         except StopIteration as stop:
           intact()
           return checked(stop.value)
-        finally:
-          try:
-            _setlimit(_getlimit() - 1)
-          except (RecursionError, ValueError):
-            pass
         intact()
         try:
           sent = yield checked(item)
         except GeneratorExit:
           close = _getattr(iterator, "close", None)
           if close is not None:
-            close()
+            step(close)
           raise
         except BaseException as error:  # pylint: disable=broad-except  (thrown in by the tests)
           if throw is None:
             raise
           try:
-            item = throw(error)
+            item = step(throw, error)
           except StopIteration as stop:
             return checked(stop.value)
           sent = None
@@ -752,21 +765,26 @@ class Guard:
               sent = yield checked(item)
               break
             except GeneratorExit:
-              iterator.close()
+              step(iterator.close)
               raise
             except BaseException as again:  # pylint: disable=broad-except
               try:
-                item = throw(again)
+                item = step(throw, again)
               except StopIteration as stop:
                 return checked(stop.value)
 
     return items()
 
   def _checked_result(self, coroutine):
-    checked = self.checked
+    checked, running = self.checked, self._running
 
     async def result():
-      return checked(await coroutine)
+      running[0] += 1  # the program's coroutine runs: its own calls are its own
+      try:
+        value = await coroutine
+      finally:
+        running[0] -= 1
+      return checked(value)
 
     return result()
 
@@ -1088,6 +1106,14 @@ def _instance_dict(obj) -> dict:
   except AttributeError:
     return {}
   return attributes if _type(attributes) is dict else {}
+
+
+def _lower_limit(by: int = 1) -> None:
+  """Undoes a wrapper's rise of the recursion limit (`Guard.guarded`)."""
+  try:
+    _setlimit(_getlimit() - by)
+  except (RecursionError, ValueError):
+    pass
 
 
 def _head(value, kind: type, budget: int | None):
