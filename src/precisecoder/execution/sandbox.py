@@ -162,7 +162,7 @@ def _private_root() -> None:
   _pivot_root(".", ".")  # the old root now lies under the new one: detach it
   _check(_libc.umount2(b".", ctypes.c_int(_MNT_DETACH)), "umount2")
   os.chdir("/")
-  _make_read_only(keep={"/proc", _RUNS_DIR, *WRITABLE_DIRS})
+  _make_read_only(writable={_RUNS_DIR, *WRITABLE_DIRS})
 
 
 def _bind(handle: int, target: str, recursive: bool) -> None:
@@ -183,11 +183,12 @@ def _pivot_root(new_root: str, put_old: str) -> None:
   _check(_libc.syscall(ctypes.c_long(number), new_root.encode(), put_old.encode()), "pivot_root")
 
 
-def _make_read_only(keep: set[str]) -> None:
-  """Remounts every mount read-only but those at or under `keep` (and the pseudo file systems
-  below /proc and /dev), with the flags the kernel locks on it (nosuid, nodev, noexec)."""
+def _make_read_only(writable: set[str]) -> None:
+  """Remounts every mount read-only but the `writable` tmpfs (not what is bound below them: a
+  venv under /tmp) and the pseudo file systems below /proc, with the flags the kernel locks on
+  each (nosuid, nodev, noexec)."""
   for point, flags in _mount_points():
-    if any(point == k or point.startswith(k + "/") for k in keep):
+    if point in writable or point == "/proc" or point.startswith("/proc/"):
       continue
     try:
       _mount(None, point, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | flags)
