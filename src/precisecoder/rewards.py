@@ -24,7 +24,8 @@ is diffed) and remembered by a hash of the task's content. A task that breaks
 either is an error for each of its rows (reason in `error`, every term 0) and
 is logged and counted (`broken_tasks`), never credited. Only a verified task's
 shortcuts apply: the exact reference fix passes and the unchanged buggy program
-fails without a run.
+fails without a run. A program that introduces a construct no debugging fix needs (frames,
+hooks, ctypes, ...; `execution.screen`) is refused before it runs: an error row, every term 0.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import numpy as np
 
 from precisecoder import edits, reward_recipes
 from precisecoder.execution.pool import ExecutionPool
+from precisecoder.execution import screen
 from precisecoder.execution.programs import identity as compiled_identity
 from precisecoder.execution.types import Job, Limits, Result, Status
 from precisecoder.tasks import Task
@@ -493,6 +495,9 @@ class RewardScorer:
       return s
     if not isinstance(program, str) or not program.strip():
       s.error = "empty program" if isinstance(program, str) else f"not a string: {type(program).__name__}"
+      return s
+    s.error = screen.introduced(task.buggy_code, program)  # refused before it runs
+    if s.error is not None:
       return s
     try:
       key = (id(task), program)

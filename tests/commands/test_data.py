@@ -2,12 +2,13 @@
 
 import gzip
 import json
+import sys
 
 import pytest
 
 from precisecoder import cli
 from precisecoder.data import generator
-from precisecoder.tasks import load_tasks, write_tasks
+from precisecoder.tasks import Task, load_tasks, write_tasks
 
 
 def test_card_prints_counts(tmp_path, capsys):
@@ -95,3 +96,30 @@ def test_verifying_an_empty_task_file_is_an_error_not_ok(tmp_path, capsys):
   assert cli.main(["data", "verify", str(tmp_path / "empty.jsonl")]) == 2
   assert capsys.readouterr().err == (
       f"precisecoder data: error: {tmp_path / 'empty.jsonl'}: no tasks (the file is empty)\n")
+
+
+def test_verify_names_the_environment_a_task_set_needs(tmp_path, capsys):
+  program = "import precisecoder_no_such_library\ndef f(x):\n  return x\n"
+  task = Task(task_id="BigCodeBench/7", buggy_code=program, gt_solution=program, gt_diff={},
+              tests={"kind": "assert", "code": "assert f(1) == 1\n"}, is_buggy=False, bug_count=0)
+  write_tasks(tmp_path / "bcb.jsonl", [task])
+  assert cli.main(["data", "verify", str(tmp_path / "bcb.jsonl"), "--workers", "1",
+                   "--python", sys.executable]) == 1
+  err = capsys.readouterr().err
+  assert f"could not import precisecoder_no_such_library under {sys.executable}" in err
+  assert "the BigCodeBench environment (requirements-bigcodebench.txt)" in err
+
+
+def test_build_bigcodebench_makes_clean_tasks_of_the_golds(tmp_path, capsys):
+  record = {"task_id": "BigCodeBench/1", "code_prompt": "def task_func(x):\n",
+            "canonical_solution": "    return x + 1\n",
+            "test": "import unittest\nclass TestCases(unittest.TestCase):\n"
+                    "  def test_one(self):\n    self.assertEqual(task_func(1), 2)\n"}
+  (tmp_path / "data.json").write_text(json.dumps({record["task_id"]: record}))  # PDB's layout
+  out = tmp_path / "out"
+  assert cli.main(["data", "build", "bigcodebench", "--records", str(tmp_path / "data.json"),
+                   "--out", str(out), "--workers", "1"]) == 0
+  task, = load_tasks(out / "bigcodebench_clean.jsonl")
+  assert task.gt_solution == task.buggy_code == "def task_func(x):\n\n    return x + 1\n"
+  assert not task.is_buggy and task.tests["kind"] == "unittest" and task.timeout_s == 20.0
+  assert "OK" in capsys.readouterr().out

@@ -17,7 +17,8 @@ from test_rewards import FIXED, ONE_BUG, InProcessPool, make_task, replace
 @pytest.fixture(name="files")
 def _files(tmp_path, monkeypatch):
   pool = InProcessPool()
-  monkeypatch.setattr(score_cmd, "_make_pool", lambda workers: contextlib.nullcontext(pool))
+  monkeypatch.setattr(score_cmd, "_make_pool",
+                      lambda workers, python=None: contextlib.nullcontext(pool))
   clean = make_task(FIXED, task_id="clean")
   task_path = tmp_path / "tasks.jsonl"
   tasks.write_tasks(task_path, [ONE_BUG, clean])
@@ -108,7 +109,8 @@ def test_a_failed_run_leaves_no_tmp_and_no_output(files, monkeypatch):
     def run(self, jobs, deadline_s=None):
       raise RuntimeError("pool died")
 
-  monkeypatch.setattr(score_cmd, "_make_pool", lambda workers: contextlib.nullcontext(BrokenPool()))
+  monkeypatch.setattr(score_cmd, "_make_pool",
+                      lambda workers, python=None: contextlib.nullcontext(BrokenPool()))
   out_path.parent.mkdir()
   with pytest.raises(RuntimeError, match="pool died"):
     _score(task_path, pred_path, out_path)
@@ -252,3 +254,30 @@ def test_an_empty_task_file_is_an_error(files, capsys):
   assert _score(task_path, pred_path, out_path) == 2
   assert capsys.readouterr().err == (
       f"precisecoder score: error: {task_path}: no tasks (the file is empty)\n")
+
+
+def test_an_interpreter_that_does_not_exist_is_refused(files, capsys):
+  task_path, pred_path, out_path = files
+  with pytest.raises(SystemExit) as exit_info:
+    cli.main(["score", "--tasks", str(task_path), "--predictions", str(pred_path),
+              "--output", str(out_path), "--python", "/no/such/python"])
+  assert exit_info.value.code == 2
+  assert "--python: no such executable: '/no/such/python'" in capsys.readouterr().err
+
+
+def test_a_task_set_whose_programs_lack_a_library_is_told_which_environment(tmp_path, capsys,
+                                                                           monkeypatch):
+  pool = InProcessPool()
+  monkeypatch.setattr(score_cmd, "_make_pool",
+                      lambda workers, python=None: contextlib.nullcontext(pool))
+  program = "import precisecoder_no_such_library\ndef f(x):\n  return x\n"
+  task = tasks.Task(task_id="BigCodeBench/1", buggy_code=program, gt_solution=program,
+                    gt_diff={}, tests={"kind": "assert", "code": "assert f(1) == 1\n"},
+                    is_buggy=False, bug_count=0)
+  tasks.write_tasks(tmp_path / "tasks.jsonl", [task])
+  (tmp_path / "preds.jsonl").write_text(json.dumps({"task_id": "BigCodeBench/1",
+                                                    "program": program}) + "\n")
+  assert _score(tmp_path / "tasks.jsonl", tmp_path / "preds.jsonl", tmp_path / "scores.jsonl") == 1
+  err = capsys.readouterr().err
+  assert "1 run(s) of bigcodebench could not import precisecoder_no_such_library" in err
+  assert "requirements-bigcodebench.txt" in err and "scripts/bigcodebench_env.sh" in err

@@ -95,6 +95,8 @@ CONFIG = str(CONFIGS[0].parent / "precisecoder.py")
      "config.rl.reward_workers=1000: must be an integer in [1, 256]"),
     ([f"--config={CONFIG}:tiny", "--config.rl.reward_urls=ftp://host:1"],
      "config.rl.reward_urls: reward server URL 'ftp://host:1': want http://HOST:PORT"),
+    ([f"--config={CONFIG}:tiny", "--config.rl.python=/no/such/python"],
+     "config.rl.python='/no/such/python': no such executable"),
     ([f"--config={CONFIG}:tiny", "--config.rl.reward=ea_grpo"], "use config.rl.advantage='grpo'"),
     ([f"--config={CONFIG}:tiny", "--config.trainer=ppo"], "config.trainer='ppo': must be one of"),
     ([f"--config={CONFIG}:tiny", "--config.data.task_file=/nonexistent.jsonl"], "no such file"),

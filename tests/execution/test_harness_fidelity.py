@@ -8,7 +8,11 @@ slotted, dataclass and namedtuple nodes), the program's own dataclasses,
 namedtuples and enums, fractions and decimals, nested containers, floats compared
 with a tolerance, returned functions, `Solution().method` entry points and
 design classes, numpy and pandas results, in-place mutation, and
-stdin/stdout programs; each family has several equivalent implementations.
+stdin/stdout programs, and real code's patterns (REAL_CODE: libraries that change
+their own state as they run, lazy proxies, library callable objects, generators in
+a returned tuple, classes made in a function, masked arrays, the tests' own mocks,
+files in /tmp, a server on loopback); each family has several equivalent
+implementations.
 The red team (test_harness_redteam.py) checks the other side: the guard
 that lets these through still refuses every forgery.
 """
@@ -969,6 +973,196 @@ NUMPY = [
             """)]),
 ]
 
+# Real code, as BigCodeBench's golds are written (each pattern a false verdict once): libraries
+# that change their own state as they run, lazy proxies the tests configure, library callable
+# objects read by attribute, generators inside what a function returns, classes made inside a
+# function, masked arrays, the tests' own mocks handed back, files in /tmp, a server on loopback.
+REAL_CODE = [
+    ("libraries' lazy state: pyplot, PIL, mimetypes, typing_extensions, pandas' sqlite adapters",
+     _d("""
+        import mimetypes, sqlite3, datetime
+        import typing_extensions  # installs its own typing._check_generic as it loads
+        import matplotlib
+        matplotlib.use('Agg')
+        import matplotlib.pyplot as plt
+        import pandas as pd
+        from PIL import Image
+        def run(path):
+          fig, ax = plt.subplots()  # pyplot notes its display hook on the first figure
+          ax.plot([1, 2])
+          Image.new('RGB', (2, 2)).save(path)
+          with Image.open(path) as im:  # PIL loads its plugins, once
+            size = im.size
+          kind = mimetypes.guess_type(path)[0]  # mimetypes builds its tables, once
+          frame = pd.DataFrame({'day': [datetime.date(2024, 1, 2)]})
+          with sqlite3.connect(':memory:') as db:  # pandas registers sqlite3 adapters
+            frame.to_sql('t', db, index=False)
+            rows = db.execute('select count(*) from t').fetchone()[0]
+          return len(ax.lines), size, kind, rows
+        """), [
+        _unittest("""
+            def test_run(self):
+              import os, tempfile
+              path = os.path.join(tempfile.mkdtemp(), 'x.png')
+              self.assertEqual(run(path), (1, (2, 2), 'image/png', 1))
+            """),
+        _assert("import os, tempfile\npath = os.path.join(tempfile.mkdtemp(), 'y.png')\n"
+                "assert run(path) == (1, (2, 2), 'image/png', 1)\n")]),
+    ("a lazy proxy the tests configure", _d("""
+        class Settings:
+          def __init__(self):
+            object.__setattr__(self, '_ready', False)
+          def __getattribute__(self, name):
+            if not object.__getattribute__(self, '_ready'):
+              raise RuntimeError('settings are not configured: ' + name)
+            return object.__getattribute__(self, name)
+          def __call__(self):
+            return self
+          def configure(self, **values):
+            for key, value in values.items():
+              object.__setattr__(self, key, value)
+        settings = Settings()
+        def greeting():
+          return 'hello ' + settings.NAME
+        """), [
+        _unittest("""
+            @classmethod
+            def setUpClass(cls):
+              object.__setattr__(settings, '_ready', True)
+              settings.configure(NAME='x')
+            def test_greeting(self):
+              self.assertEqual(greeting(), 'hello x')
+            """)]),
+    ("library and program callable objects at module level", _d("""
+        from scipy.stats import norm
+        import operator
+        class Scale:
+          def __init__(self, k):
+            self.k = k
+          def __call__(self, x):
+            return self.k * x
+        double = Scale(2)
+        second = operator.itemgetter(1)
+        def density(x):
+          return round(float(norm.pdf(x)), 4)
+        """), [
+        _unittest("""
+            def test_objects(self):
+              self.assertEqual(density(0), 0.3989)
+              self.assertAlmostEqual(norm.cdf(0), 0.5)
+              self.assertEqual(double(4), 8)
+              self.assertEqual(double.k, 2)
+              self.assertEqual(second('ab'), 'b')
+            """)]),
+    ("generators inside what a function returns", _d("""
+        def split(xs):
+          def evens():
+            yield from (x for x in xs if x % 2 == 0)
+          return evens(), sum(1 for x in xs if x % 2)
+        def batches(xs, n):
+          return [iter(xs[i:i + n]) for i in range(0, len(xs), n)]
+        """), [
+        _unittest("""
+            def test_split(self):
+              evens, odd = split([1, 2, 3, 4])
+              self.assertEqual(list(evens), [2, 4])
+              self.assertEqual(odd, 2)
+              self.assertEqual([list(b) for b in batches([1, 2, 3], 2)], [[1, 2], [3]])
+            """),
+        _assert("evens, odd = split([5, 6])\nassert list(evens) == [6] and odd == 1\n")]),
+    ("a handler class made inside the function", _d("""
+        import http.server
+        def make_handler(greeting):
+          class Handler(http.server.BaseHTTPRequestHandler):
+            def reply(self, name):
+              return f'{greeting} {name}'
+          return Handler
+        """), [
+        _unittest("""
+            def test_handler(self):
+              import http.server
+              handler = make_handler('hi')
+              self.assertTrue(issubclass(handler, http.server.BaseHTTPRequestHandler))
+              self.assertEqual(handler.reply(None, 'x'), 'hi x')
+            """)]),
+    ("masked and one-item arrays against literals", _d("""
+        import numpy as np
+        def peak(values):
+          data = np.ma.masked_invalid(np.asarray(values, dtype=float))
+          return data[data == data.max()][:1]
+        def total(values):
+          return np.array([sum(values)])
+        """), [
+        _unittest("""
+            def test_peak(self):
+              self.assertEqual(peak([1, float('nan'), 3]), 3.0)
+              self.assertEqual(total([1, 2]), 3)
+              self.assertNotEqual(total([1, 2]), 4)
+            """),
+        _assert("assert peak([2, 5]) == 5\nassert total([4]) == 4\n")]),
+    ("the tests' own mocks, handed back", _d("""
+        def send(client, message):
+          client.connect()
+          client.send(message)
+          return client
+        def reply(client):
+          return client.receive()
+        """), [
+        _unittest("""
+            def test_send(self):
+              from unittest.mock import MagicMock
+              client = MagicMock()
+              self.assertIs(send(client, 'hi'), client)
+              client.send.assert_called_once_with('hi')
+              self.assertIs(reply(client), client.receive.return_value)
+            """)]),
+    ("files in /tmp", _d("""
+        import json, os
+        def load(path):
+          with open(path) as f:
+            return json.load(f)
+        def save(data, path='/tmp/precisecoder_out.json'):
+          with open(path, 'w') as f:
+            json.dump(data, f)
+          return os.path.getsize(path)
+        """), [
+        _unittest("""
+            def setUp(self):
+              with open('/tmp/test_data.json', 'w') as f:
+                f.write('{"a": 1}')
+            def tearDown(self):
+              import os
+              os.remove('/tmp/test_data.json')
+            def test_files(self):
+              self.assertEqual(load('/tmp/test_data.json'), {'a': 1})
+              self.assertEqual(save([1]), 3)
+            """)]),
+    ("a local server on loopback", _d("""
+        import urllib.request
+        def fetch(port):
+          with urllib.request.urlopen(f'http://127.0.0.1:{port}/x', timeout=5) as response:
+            return response.status, response.read().decode()
+        """), [
+        _unittest("""
+            def test_fetch(self):
+              import http.server, threading
+              class Handler(http.server.BaseHTTPRequestHandler):
+                def do_GET(self):
+                  self.send_response(200)
+                  self.end_headers()
+                  self.wfile.write(b'ok')
+                def log_message(self, *args):
+                  pass
+              server = http.server.HTTPServer(('127.0.0.1', 0), Handler)
+              thread = threading.Thread(target=server.serve_forever, daemon=True)
+              thread.start()
+              try:
+                self.assertEqual(fetch(server.server_address[1]), (200, 'ok'))
+              finally:
+                server.shutdown()
+            """)]),
+]
+
 IO_PROGRAMS = {
     "sum": (_io([("1 2 3\n", "6\n"), ("10\n", "10\n")]), {
         "read all": "import sys\nprint(sum(map(int, sys.stdin.read().split())))\n",
@@ -1093,7 +1287,7 @@ def honest_cases() -> list[tuple[str, str, dict]]:
       add(f"{family}: {variant}", program, tests)
   for name, program, spec in _float_cases():
     cases.append((name, program, spec))
-  for name, program, tests in MISC + NUMPY:
+  for name, program, tests in MISC + NUMPY + REAL_CODE:
     add(name, program, tests)
   for family, (entry, programs, values) in PURE.items():
     for variant, program in programs.items():

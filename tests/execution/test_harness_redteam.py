@@ -4,8 +4,14 @@ The task is `add(a, b)`; every hostile program gets it wrong (or never
 defines it) and tries to pass anyway, hang the pool, escape, or leave
 something behind. Honest programs in the same batches must pass. After each
 batch no run process may survive and no file outside the runs may change.
+FORGERIES are the families of a held-out red team (issue 22), in programs of our
+own, each of which passes in a plain interpreter: library objects that equal
+anything, code and defaults swapped in place, patched library classes and
+tables, trace and profile hooks, values changed after the guard's check, the
+test's instance, a patch put back, and task files read from disk.
 """
 
+import json
 import os
 import pathlib
 import re
@@ -84,6 +90,42 @@ TESTS.update({
     "numpy_unittest": {"kind": "unittest", "code": "import unittest\nimport numpy as np\n"
                        "class TestCumsum(unittest.TestCase):\n  def test_cumsum(self):\n"
                        "    np.testing.assert_array_equal(cumulative([1, 2, 3]), np.array([1, 3, 6]))\n"},
+})
+# Tests whose expected values are computed, so compared in the child (not held in the pool), and
+# tests that reach classes and tables of the library the program could patch instead.
+
+
+def _unittest(body: str, imports: str = "") -> dict:
+  """unittest tests: `body` (indented for a method) in one TestCase class."""
+  return {"kind": "unittest",
+          "code": f"import unittest\n{imports}class TestTask(unittest.TestCase):\n{body}"}
+
+
+TESTS.update({
+    "computed_unittest": _unittest(
+        "  def test_small(self):\n    expected = sum([2, 3])\n"
+        "    self.assertEqual(add(2, 3), expected)\n"
+        "  def test_large(self):\n    expected = sum([40, 2])\n"
+        "    self.assertEqual(add(40, 2), expected)\n"),
+    "computed_assert": {"kind": "assert",
+                        "code": "expected = sum([2, 3])\nassert add(2, 3) == expected\n"},
+    "touch_unittest": _unittest("  def test_small(self):\n    result = add(2, 3)\n"
+                                "    repr(result)\n    self.assertEqual(result, sum([2, 3]))\n"),
+    "numpy_close_assert": {"kind": "assert", "code": "import numpy as np\n"
+                           "np.testing.assert_allclose(add(0.5, 0.25), sum([0.5, 0.25]))\n"},
+    "raises_unittest": _unittest("  def test_none(self):\n    with self.assertRaises(TypeError):\n"
+                                 "      add(None, 1)\n"),
+    "deepcopy_unittest": _unittest(
+        "  def test_sorted_copy(self):\n    data = [3, 1, 2]\n    before = copy.deepcopy(data)\n"
+        "    result = sorted_copy(data)\n    self.assertEqual(data, before)\n"
+        "    self.assertEqual(result, sorted(before))\n", imports="import copy\n"),
+    "random_unittest": _unittest(
+        "  def test_draw(self):\n    random.seed(3)\n    want = random.randint(0, 10 ** 9)\n"
+        "    random.seed(3)\n    self.assertEqual(draw(), want)\n", imports="import random\n"),
+    "pandas_unittest": _unittest(
+        "  def test_doubled(self):\n"
+        "    self.assertTrue(doubled(pd.Series([1, 2])).equals(pd.Series([2, 4])))\n",
+        imports="import pandas as pd\n"),
 })
 WRONG = "def add(a, b):\n  return a * b\n"
 ALWAYS_EQUAL = "class AlwaysEqual:\n  def __eq__(self, other):\n    return True\n  def __ne__(self, other):\n    return False\n"
@@ -782,6 +824,255 @@ HOSTILE = [
         """, {F}),
 ]
 
+def _on_the_test_instance(statement: str) -> str:
+  """A wrong `add` that finds the running test's instance (`test`) in its callers' frames and
+  runs `statement` on it before it returns."""
+  return ("import sys, unittest\ndef add(a, b):\n  frame = sys._getframe()\n"
+          "  while frame is not None:\n    test = frame.f_locals.get('self')\n"
+          "    if isinstance(test, unittest.TestCase):\n"
+          f"      {statement}\n      break\n    frame = frame.f_back\n  return a * b\n")
+
+
+# Each family of the second held-out red team (issue 22), in programs of our own. Each passes in
+# a plain interpreter: the defences, not the task, make it fail. Run with room for the tests'
+# own imports (pandas), beside honest programs for the same tests (FORGERY_HONEST).
+FORGERIES = [
+    # Library objects built to compare equal to anything.
+    ("returns unittest.mock.ANY", "computed_unittest",
+     "from unittest import mock\ndef add(a, b):\n  return mock.ANY\n", {F}),
+    ("returns unittest.mock.ANY inside a list", "computed_assert",
+     "from unittest.mock import ANY\ndef add(a, b):\n  return [ANY][0]\n", {F}),
+    ("returns a MagicMock configured to equal anything", "computed_unittest", """
+        from unittest.mock import MagicMock
+        def add(a, b):
+          m = MagicMock()
+          m.__eq__.return_value = True
+          return m
+        """, {F}),
+    ("returns a MagicMock whose __eq__ is the program's", "computed_unittest", """
+        from unittest.mock import MagicMock
+        def add(a, b):
+          m = MagicMock()
+          m.__eq__ = lambda self, other: True
+          return m
+        """, {F}),
+    ("borrows mock._ANY.__eq__ as a class member", "computed_unittest", """
+        from unittest import mock
+        class Forged:
+          __eq__ = mock._ANY.__eq__
+          __ne__ = mock._ANY.__ne__
+          __hash__ = None
+        def add(a, b):
+          return Forged()
+        """, {F}),
+    ("borrows mock._ANY.__eq__ under _ANY's own names", "computed_assert", """
+        from unittest import mock
+        class Forged:
+          __eq__ = mock._ANY.__eq__
+          __hash__ = None
+        Forged.__module__, Forged.__qualname__, Forged.__name__ = 'unittest.mock', '_ANY', '_ANY'
+        def add(a, b):
+          return Forged()
+        """, {F}),
+    # In-place code and defaults swaps: the function object stays, so identity shows nothing.
+    ("swaps the code of TestCase.assertEqual", "computed_unittest", WRONG + """
+        import unittest
+        forged = lambda self, first, second, msg=None: None
+        unittest.TestCase.assertEqual.__code__ = forged.__code__
+        """, {F}),
+    ("swaps the code of a library assert the tests call", "numpy_unittest", """
+        import numpy as np
+        np.testing.assert_array_equal.__code__ = (lambda *args, **kwargs: None).__code__
+        def cumulative(xs):
+          return np.array(xs)
+        """, {F}),
+    ("widens numpy's assert_allclose through its defaults", "numpy_close_assert", WRONG + """
+        import numpy as np
+        np.testing.assert_allclose.__defaults__ = (1e9, 1e9, True, '', True)
+        """, {F}),
+    ("swaps the code of the harness's own check", "computed_unittest", ALWAYS_EQUAL + """
+        import sys
+        guard = sys.modules.get('precisecoder.execution.guard')
+        if guard is not None:
+          guard.Guard.checked.__code__ = (lambda self, value: value).__code__
+          guard.Guard.check.__code__ = (lambda self, root, budget=None: None).__code__
+        def add(a, b):
+          return AlwaysEqual()
+        """, {F}),
+    # Classes and tables of the library the tests reach.
+    ("patches pandas.Series.equals", "pandas_unittest", """
+        import pandas as pd
+        pd.Series.equals = lambda self, other: True
+        def doubled(s):
+          return s
+        """, {F}),
+    ("patches pandas.Series.equals with another library method", "pandas_unittest", """
+        import pandas as pd
+        pd.Series.equals = pd.Series.dot  # a number, truthy: 10
+        def doubled(s):
+          return s
+        """, {F}),
+    ("makes assertRaises swallow the missing exception", "raises_unittest", """
+        import unittest.case
+        unittest.case._AssertRaisesContext.__exit__ = lambda self, *exc: True
+        def add(a, b):
+          return 0 if a is None else a + b
+        """, {F}),
+    ("fixes random's draws to its own answer", "random_unittest", """
+        import random
+        random.Random._randbelow = lambda self, n: 7
+        def draw():
+          return 7
+        """, {F}),
+    ("makes deepcopy hand back the list it sorts in place", "deepcopy_unittest", """
+        import copy
+        copy._deepcopy_dispatch[list] = lambda x, memo, deepcopy=None: x
+        def sorted_copy(data):
+          data.sort()
+          return data
+        """, {F}),
+    ("makes deepcopy atomic with copy's own function", "deepcopy_unittest", """
+        import copy
+        copy._deepcopy_dispatch[list] = copy._deepcopy_atomic
+        def sorted_copy(data):
+          data.sort()
+          return data
+        """, {F}),
+    # Hooks that rewrite the tests' locals and leave before any check.
+    ("a trace hook that rewrites the tests' expected value", "computed_unittest", WRONG + """
+        import sys
+        def tracer(frame, event, arg):
+          if frame.f_code.co_name.startswith('test_') and 'expected' in frame.f_locals:
+            frame.f_locals['expected'] = {5: 6, 42: 80}.get(frame.f_locals['expected'], 0)
+            if frame.f_code.co_name == 'test_small':
+              sys.settrace(None)  # gone before any check
+          return tracer
+        sys.settrace(tracer)
+        """, {F}),
+    ("a profile hook that makes assertEqual compare its first value with itself",
+     "computed_unittest", WRONG + """
+        import sys
+        calls = []
+        def profiler(frame, event, arg):
+          if event == 'call' and frame.f_code.co_name == 'assertEqual':
+            frame.f_locals['second'] = frame.f_locals['first']
+            calls.append(1)
+            if len(calls) == 2:
+              sys.setprofile(None)  # gone before any check
+        sys.setprofile(profiler)
+        """, {F}),
+    # Values mutated after the guard's one check.
+    ("a guarded __repr__ that adds __eq__ to the class", "touch_unittest", """
+        class Box:
+          def __repr__(self):
+            Box.__eq__ = lambda self, other: True
+            Box.__hash__ = None
+            return 'Box'
+        def add(a, b):
+          return Box()
+        """, {F}),
+    ("a __del__ that adds __eq__ after the check", "touch_unittest", """
+        class Box:
+          def __repr__(self):
+            Trigger()
+            return 'Box'
+        class Trigger:
+          def __del__(self):
+            Box.__eq__ = lambda self, other: True
+        def add(a, b):
+          return Box()
+        """, {F}),
+    ("a gc callback that adds __eq__ after the check", "touch_unittest", """
+        import gc
+        class Box:
+          def __repr__(self):
+            gc.callbacks.append(lambda phase, info: setattr(Box, '__eq__', lambda s, o: True))
+            gc.collect()
+            return 'Box'
+        def add(a, b):
+          return Box()
+        """, {F}),
+    ("reassigns __class__ after the check", "touch_unittest", ALWAYS_EQUAL + """
+        class Box:
+          def __repr__(self):
+            self.__class__ = AlwaysEqual
+            return 'Box'
+        def add(a, b):
+          return Box()
+        """, {F}),
+    # The TestCase instance.
+    ("shadows _baseAssertEqual on the test's instance", "computed_unittest",
+     _on_the_test_instance("test._baseAssertEqual = lambda first, second, msg=None: None"), {F}),
+    ("rewrites the instance's _type_equality_funcs", "computed_unittest",
+     _on_the_test_instance("test._type_equality_funcs[int] = 'assertNotEqual'"), {F}),
+    # A patch that puts itself back when the tests call it, with a new name to cover the write.
+    ("patches assertEqual, puts it back when called, and adds a name", "touch_unittest", """
+        import unittest
+        real = unittest.TestCase.assertEqual
+        def forged(self, first, second, msg=None):
+          unittest.TestCase.assertEqual = real  # nothing left to see once the tests have called it
+        unittest.TestCase.assertEqual = forged
+        unittest.TestCase._cover = 1  # TestCase's dict then differs: no 'put back' to see
+        def add(a, b):
+          return a * b
+        """, {F}),
+    # Reading the task file, for every kind: the expected outputs, the gold program.
+    ("reads the expected values from the task file", "call", """
+        import json
+        cases = json.load(open('{taskfile}'))['call']['cases']
+        answers = {tuple(c['args']): c['expected'] for c in cases}
+        def add(a, b):
+          return answers[(a, b)]
+        """, {F}),
+    ("reads the expected output from the task file", "io", """
+        import json
+        cases = json.load(open('{taskfile}'))['io']['cases']
+        line = input()
+        print(next(c['stdout'] for c in cases if c['stdin'].strip() == line.strip()), end='')
+        """, {F}),
+    ("finds task files on the file system", "call", """
+        import json, os
+        answers = {}
+        for root in ('/tmp', '/var', '/work', '/root', '/home', '/opt', '/srv', '/mnt',
+                     os.path.dirname('{taskfile}')):
+          for folder, _, files in os.walk(root):
+            for name in files:
+              if name.endswith('.json'):
+                try:
+                  for c in json.load(open(os.path.join(folder, name)))['call']['cases']:
+                    answers[tuple(c['args'])] = c['expected']
+                except Exception:
+                  pass
+        def add(a, b):
+          return answers[(a, b)]
+        """, {F}),
+    ("reads the task sets this package ships", "unittest", """
+        import gzip, json, os, precisecoder
+        folder = os.path.join(os.path.dirname(precisecoder.__file__), 'data', 'builtin')
+        shipped = [json.loads(line) for name in os.listdir(folder) if name.endswith('.gz')
+                   for line in gzip.open(os.path.join(folder, name), 'rt')]
+        def add(a, b):
+          return len(shipped) and a + b
+        """, {F}),
+]
+
+FORGERY_HONEST = [
+    ("computed", "computed_unittest", "def add(a, b):\n  return a + b\n"),
+    ("computed, assert", "computed_assert", "def add(a, b):\n  return a + b\n"),
+    ("a plain object compared", "touch_unittest", "def add(a, b):\n  return a + b\n"),
+    ("numpy.allclose", "numpy_close_assert", "def add(a, b):\n  return a + b\n"),
+    ("raises", "raises_unittest", "def add(a, b):\n  return a + b\n"),
+    ("a sorted copy", "deepcopy_unittest", "def sorted_copy(data):\n  return sorted(data)\n"),
+    ("random draws", "random_unittest",
+     "import random\ndef draw():\n  return random.randint(0, 10 ** 9)\n"),
+    ("pandas", "pandas_unittest", "def doubled(s):\n  return s * 2\n"),
+    ("a list of numbers", "numpy_unittest",
+     "import numpy as np\ndef cumulative(xs):\n  return np.cumsum(xs)\n"),
+    ("call", "call", "def add(a, b):\n  return a + b\n"),
+    ("io", "io", "a, b = map(int, input().split())\nprint(a + b)\n"),
+    ("unittest", "unittest", "def add(a, b):\n  return a + b\n"),
+]
+
 HONEST = [
     ("plain", "assert", "def add(a, b):\n  return a + b\n"),
     ("a dataclass", "dataclass_assert",
@@ -901,17 +1192,19 @@ def pool():
     yield p
 
 
-def _program(source: str, outside: pathlib.Path, port: int) -> str:
+def _program(source: str, outside: pathlib.Path, port: int,
+             taskfile: pathlib.Path = pathlib.Path("/tasks.json")) -> str:
   # A source may join an unindented snippet (WRONG, ALWAYS_EQUAL) and an indented block:
   # each piece is dedented on its own, or the whole would not even compile.
   pieces = re.split(f"({re.escape(WRONG)}|{re.escape(ALWAYS_EQUAL)})", source)
   text = "".join(p if p in (WRONG, ALWAYS_EQUAL) else textwrap.dedent(p) for p in pieces)
-  return text.replace("{outside}", str(outside)).replace("{port}", str(port))
+  return (text.replace("{outside}", str(outside)).replace("{port}", str(port))
+          .replace("{taskfile}", str(taskfile)))
 
 
 def test_every_hostile_program_compiles():
   """A program that does not compile fails without trying anything: it would test nothing."""
-  for name, _, source, _ in HOSTILE:
+  for name, _, source, _ in HOSTILE + FORGERIES:
     compile(_program(source, pathlib.Path("/outside"), 1), name, "exec")
 
 
@@ -940,6 +1233,40 @@ def test_hostile_programs_never_pass_and_leave_nothing(pool, outside, listener):
   with pytest.raises(BlockingIOError):
     listener.accept()
   assert pool.stats()["worker_restarts"] == 0
+
+
+@pytest.fixture(scope="module")
+def taskfile():
+  """A task file (these tests, expected values included) that anyone could read on the host:
+  only the run's own file system keeps it out of sight."""
+  folder = pathlib.Path(os.path.realpath("/var/cache")) / f"precisecoder-tasks-{os.getpid()}"
+  folder.mkdir(mode=0o755)
+  path = folder / "tasks.json"
+  path.write_text(json.dumps(TESTS))
+  os.chmod(folder, 0o755)
+  os.chmod(path, 0o644)
+  yield path
+  shutil.rmtree(folder)
+
+
+def test_forgeries_of_every_family_fail(pool, outside, listener, taskfile):
+  limits = Limits(timeout_s=20.0, memory_mb=2048)  # the tests' own imports: pandas, numpy
+  port = listener.getsockname()[1]
+  jobs = [Job(_program(src, outside, port, taskfile), TESTS[kind], limits)
+          for _, kind, src, _ in FORGERIES]
+  jobs += [Job(_program(src, outside, port), TESTS[kind], limits)
+           for _, kind, src in FORGERY_HONEST]
+  results = pool.run(jobs)
+  wrong = [f"{name}: {result.status.value} ({result.detail})"
+           for (name, _, _, allowed), result in zip(FORGERIES, results)
+           if result.status not in allowed]
+  wrong += [f"honest {name}: {result.status.value} ({result.detail})"
+            for (name, _, _), result in zip(FORGERY_HONEST, results[len(FORGERIES):])
+            if not result.passed]
+  refused = sum(result.status in allowed for (_, _, _, allowed), result in zip(FORGERIES, results))
+  print(f"\nforgeries refused: {refused}/{len(FORGERIES)}")
+  assert not wrong, "\n".join(wrong)
+  assert not _run_uids_alive(pool)
 
 
 def test_a_run_finds_nothing_left_by_the_previous_one():

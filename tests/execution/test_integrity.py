@@ -1,14 +1,18 @@
 """Integrity: which writes to the library read as tampering, and which imports come first."""
 
 import ast
+import importlib
+import operator
 import sys
 import time
 import types
 
 import pytest
 
+from precisecoder.execution import guard as guard_lib
 from precisecoder.execution import integrity as integrity_lib
 from precisecoder.execution.guard import DictVersions
+from precisecoder.execution.programs import PROGRAM_FILENAME
 
 
 @pytest.fixture
@@ -27,15 +31,98 @@ def test_an_untouched_run_has_no_violations(scratch_module):
   assert integrity_lib.Integrity().violations() == []
 
 
+def _named(found: list[str]) -> list[str]:
+  """The names violations() gives, without the reason in parentheses."""
+  return [item.split(" (")[0] for item in found]
+
+
 @pytest.mark.parametrize("tamper, named", [
     (lambda m: setattr(m, "compare", lambda a, b: True), "precisecoder_scratch.compare"),
+    (lambda m: setattr(m, "compare", operator.ne), "precisecoder_scratch.compare"),
     (lambda m: delattr(m, "compare"), "precisecoder_scratch.compare"),
-    (lambda m: setattr(m, "PI", 3.0), "precisecoder_scratch.PI"),
 ])
-def test_a_rebound_or_removed_name_is_named(scratch_module, tamper, named):
+def test_a_rebound_or_removed_callable_is_named(scratch_module, tamper, named):
   integrity = integrity_lib.Integrity()
   tamper(scratch_module)
-  assert integrity.violations() == [named]
+  assert _named(integrity.violations()) == [named]
+
+
+def test_data_is_the_library_s_own_unless_the_tests_read_it(scratch_module):
+  integrity = integrity_lib.Integrity()
+  scratch_module.PI = 3.0  # a flag or table a library rebuilds as it runs (mimetypes.inited)
+  assert integrity.violations() == []
+  integrity = integrity_lib.Integrity()
+  integrity.watch_reached(["precisecoder_scratch"], names=["precisecoder_scratch.PI"])
+  scratch_module.PI = 3.1
+  assert _named(integrity.violations()) == ["precisecoder_scratch.PI"]
+
+
+def test_data_holding_the_program_s_code_is_named(scratch_module):
+  program_function = eval(compile("lambda a, b: True", PROGRAM_FILENAME, "eval"))
+  integrity = integrity_lib.Integrity()
+  scratch_module.PI = [program_function]  # data now, but it runs the program's code
+  assert _named(integrity.violations()) == ["precisecoder_scratch.PI"]
+
+
+def test_a_library_installing_its_own_function_as_it_loads_is_allowed(scratch_module, tmp_path,
+                                                                      monkeypatch):
+  (tmp_path / "precisecoder_patcher.py").write_text(
+      "import precisecoder_scratch\ndef compare(a, b):\n  return a == b\n"
+      "precisecoder_scratch.compare = compare\n")
+  monkeypatch.syspath_prepend(str(tmp_path))
+  monkeypatch.setattr(guard_lib, "_LIBRARY_ROOTS", (*guard_lib._LIBRARY_ROOTS, f"{tmp_path}/"))
+  guard_lib._library_file.cache_clear()
+  integrity = integrity_lib.Integrity()
+  try:
+    importlib.import_module("precisecoder_patcher")  # typing_extensions does this to typing
+    assert integrity.violations() == []
+  finally:
+    sys.modules.pop("precisecoder_patcher", None)
+    guard_lib._library_file.cache_clear()
+
+
+def test_classes_and_tables_the_tests_reach_are_watched(scratch_module):
+  class Library:
+    def method(self):
+      return 1
+  scratch_module.Library = Library
+  scratch_module.dispatch = {list: scratch_module.compare}
+  integrity = integrity_lib.Integrity().watch_reached(["precisecoder_scratch"])
+  Library.method = lambda self: 2  # a class attribute: pd.Series.equals, _AssertRaisesContext
+  scratch_module.dispatch[list] = eval(compile("lambda a, b: True", PROGRAM_FILENAME, "eval"))
+  found = _named(integrity.violations())
+  assert found == ["test_classes_and_tables_the_tests_reach_are_watched.<locals>.Library.method",
+                   f"precisecoder_scratch.dispatch.{list!r}"]
+  assert _named(integrity.quick()) == found
+
+
+def test_tables_may_grow_and_other_libraries_may_update_them(scratch_module):
+  scratch_module.dispatch = {list: scratch_module.compare}
+  integrity = integrity_lib.Integrity().watch_reached(["precisecoder_scratch"])
+  scratch_module.dispatch[dict] = len  # a cache or registry entry added
+  scratch_module.dispatch[list] = operator.eq  # an adapter another library registers
+  del scratch_module.dispatch[dict]
+  assert integrity.violations() == []
+
+
+def test_the_harness_and_keyword_defaults_may_not_change_at_all(scratch_module):
+  def check(value, *, tolerance=1e-9):
+    return value < tolerance
+  scratch_module.check = check
+  integrity = integrity_lib.Integrity().watch_reached(["precisecoder_scratch"])
+  check.__kwdefaults__["tolerance"] = 1e9  # widened in place: no setattr, no new object
+  assert _named(integrity.violations()) == ["precisecoder_scratch.check.__kwdefaults__.tolerance"]
+  integrity = integrity_lib.Integrity().watch_reached([], frozen=["precisecoder_scratch"])
+  scratch_module.new_name = 1
+  assert _named(integrity.violations()) == ["precisecoder_scratch.new_name"]
+
+
+def test_allowed_changes_become_the_snapshot(scratch_module):
+  integrity = integrity_lib.Integrity()
+  scratch_module.PI = 3.0
+  assert integrity.violations() == []
+  scratch_module.compare = operator.ne
+  assert _named(integrity.violations()) == ["precisecoder_scratch.compare"]
 
 
 @pytest.mark.skipif(not DictVersions.available(), reason="needs dict version tags (CPython <= 3.13)")
@@ -45,6 +132,15 @@ def test_a_patch_put_back_is_seen(scratch_module):
   scratch_module.compare = lambda a, b: True
   scratch_module.compare = real
   assert integrity.violations() == ["precisecoder_scratch (patched, then put back)"]
+
+
+def test_while_the_tests_patch_the_library_quick_checks_only_the_program_s_writes(scratch_module):
+  integrity = integrity_lib.Integrity().watch_reached(["precisecoder_scratch"])
+  integrity.see_put_back = False
+  scratch_module.compare = operator.ne  # what a test's mock.patch does
+  assert integrity.quick() == []
+  scratch_module.compare = eval(compile("lambda a, b: True", PROGRAM_FILENAME, "eval"))
+  assert _named(integrity.quick()) == ["precisecoder_scratch.compare"]
 
 
 def test_lazy_globals_and_new_names_are_allowed(scratch_module):
@@ -79,7 +175,7 @@ def test_modules_loaded_later_are_watched_once_added(scratch_module):
   scratch_module.compare = lambda a, b: a == b
   integrity.watch_new_modules()
   scratch_module.compare = lambda a, b: True
-  assert integrity.violations() == ["precisecoder_scratch.compare"]
+  assert _named(integrity.violations()) == ["precisecoder_scratch.compare"]
 
 
 def test_a_trace_hook_is_named():

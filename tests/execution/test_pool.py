@@ -4,6 +4,7 @@ test_specs.py)."""
 import json
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -11,6 +12,7 @@ import pytest
 
 from precisecoder.execution import ExecutionPool, Job, Limits, Status
 from precisecoder.execution import judge
+from precisecoder.execution import pool as pool_module
 
 ADD = "def add(a, b):\n  return a + b\n"
 WRONG_ADD = "def add(a, b):\n  return a - b\n"
@@ -421,3 +423,61 @@ def test_sigterm_stops_the_pool_and_its_workers(tmp_path):
 def test_a_worker_count_outside_1_to_max_is_refused_before_any_worker_starts(workers):
   with pytest.raises(ValueError, match="workers must be between 1 and 256"):
     ExecutionPool(workers=workers)
+
+
+# What a program may write to its channel (fd 3) and stdout: never a pass, never the batch's end.
+_NONCE = ("import gc\n"
+          "channel = next(o for o in gc.get_objects() if type(o).__name__ == 'Channel')\n"
+          "nonce = channel._nonce\n")
+_DEEP = "'{\"l\": [' * 100000 + '1' + ']}' * 100000"
+HOSTILE_CHANNEL = [
+    ("deep nesting", ASSERT, "import os\nos.write(3, b'\\n' + b'[' * 200000 + b'\\n')\n"),
+    ("a deeply nested signed value the pool decodes", ASSERT,
+     _NONCE + f"import os\nos.write(3, ('\\n{{\"expect\": 0, \"value\": ' + {_DEEP} + "
+     "', \"nonce\": \"' + nonce + '\"}\\n').encode())\n"),
+    ("a deeply nested call value", CALL,
+     "import os\nnested = b'[' * 50000 + b']' * 50000\n"
+     "os.write(3, b'\\n{\"case\": 0, \"value\": ' + nested + b'}\\n')\nos._exit(0)\n"),
+    ("a huge line", UNITTEST,
+     "import os\nos.write(3, b'\\n{\"error\": \"' + b'x' * 900000 + b'\"}\\n')\n"),
+    ("invalid UTF-8", UNITTEST, "import os\nos.write(3, b'\\xff\\xfe{\"error\": \"\\xc3\"}\\n')\n"
+                                "os.write(1, b'\\xff\\xc3(')\n"),
+    ("lone surrogates, signed", UNITTEST,
+     _NONCE + "import os\nfor name in ('Base.test_pair', 'More.test_negative', '\\\\ud800'):\n"
+     "  os.write(3, ('\\n{\"test\": \"' + name + '\", \"outcome\": \"fail\", '\n"
+     "               '\"detail\": \"\\\\udfff\", \"nonce\": \"' + nonce + '\"}\\n').encode())\n"),
+    ("forged frames", CALL,
+     "import os, struct\nframe = b'{\"id\": 0, \"runs\": []}'\n"
+     "for fd in (1, 2, 3):\n  os.write(fd, struct.pack('<I', len(frame)) + frame + b'\\n')\n"),
+    ("NaN, infinities and huge numbers", CALL,
+     "import os\nos.write(3, b'\\n{\"case\": 0, \"value\": NaN}\\n'\n"
+     "         b'{\"case\": 1, \"value\": 1e999999}\\n'\n"
+     "         b'{\"end\": \"call\", \"nonce\": 1' + b'0' * 5000 + b'}\\n')\n"),
+    ("a real-time signal", IO, "import os, signal\nos.kill(os.getpid(), signal.SIGRTMIN + 3)\n"),
+]
+
+
+def test_hostile_channel_output_fails_its_own_run_and_nothing_else(pool):
+  jobs = [Job(program + "def add(a, b):\n  return a * b\n", tests, FAST)
+          for _, tests, program in HOSTILE_CHANNEL]
+  results = pool.run(jobs + [Job(ADD, ASSERT, FAST)])
+  for (name, _, _), result in zip(HOSTILE_CHANNEL, results):
+    assert result.status in (Status.FAIL, Status.CRASH), (name, result)
+    json.dumps(result.detail, ensure_ascii=False).encode("utf-8")  # a score file can hold it
+  assert results[-1].passed  # the batch, and the pool, go on
+  assert pool.run([Job(ADD, CALL, FAST)])[0].passed
+
+
+def test_workers_run_under_the_interpreter_they_are_given(monkeypatch):
+  python = os.path.join(os.path.dirname(sys.executable), "python3")  # another name, same venv
+  program = "import sys\ndef where():\n  return sys.executable\n"
+  tests = {"kind": "call", "entry_point": "where", "cases": [{"args": [], "expected": python}]}
+  with ExecutionPool(workers=1, python=python) as pool:
+    assert pool.run([Job(program, tests, FAST)])[0].passed
+  # An interpreter that loads another bytecode is sent the programs' source, not our code.
+  monkeypatch.setattr(pool_module, "_MAGIC", "another bytecode")
+  with ExecutionPool(workers=1) as pool:
+    assert pool.run([Job(ADD, ASSERT, FAST), Job(WRONG_ADD, CALL, FAST)])[0].passed
+    assert not pool._send_code  # pylint: disable=protected-access
+  with pytest.raises(ValueError, match="no such executable"):
+    ExecutionPool(python="/no/such/python")

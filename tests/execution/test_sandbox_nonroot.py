@@ -31,9 +31,15 @@ PROBE = textwrap.dedent(f"""
     BOMB = "import os\\nwhile True:\\n  try:\\n    os.fork()\\n  except OSError:\\n    pass\\n"
     DAEMON = ("import os\\nif os.fork() == 0:\\n  os.setsid()\\n"
               "  os.execv('/bin/sleep', ['sleep', '{SLEEP_MARK}'])\\n" + ADD)
+    # The host's /opt and /var/cache are not on a private root ("userns"); /tmp is the run's,
+    # but not what is bound below it: this package, read-only though its files are writable.
+    ROOT = ("import os\\nopen('/tmp/mine', 'w').close()\\ntry:\\n"
+            "  open('ROOT_DIR/writable.txt', 'a').write('x')\\nexcept OSError:\\n  pass\\n"
+            "def add(a, b):\\n  return a + b + os.path.exists('/opt') + os.path.exists('/var/cache')"
+            " + len(open('ROOT_DIR/writable.txt').read())\\n")
     with ExecutionPool(workers=2) as pool:
-      results = pool.run([Job(ADD, CALL, Limits(timeout_s=2)), Job(BOMB, CALL, Limits(timeout_s=2)),
-                          Job(DAEMON, CALL, Limits(timeout_s=2))])
+      results = pool.run([Job(program, CALL, Limits(timeout_s=2))
+                          for program in (ADD, BOMB, DAEMON, ROOT)])
       print(json.dumps({{"statuses": [r.status.value for r in results],
                         "sandbox": pool.stats()["sandbox"]}}))
     """)
@@ -64,9 +70,11 @@ def test_unprivileged_pool_degrades_and_contains_runs():
     shutil.copy(package / "__init__.py", target / "__init__.py")
     for source in (package / "execution").glob("*.py"):
       shutil.copy(source, target / "execution" / source.name)
-    (pathlib.Path(root) / "probe.py").write_text(PROBE)
+    (pathlib.Path(root) / "probe.py").write_text(PROBE.replace("ROOT_DIR", root))
+    (pathlib.Path(root) / "writable.txt").write_text("")
     for path in [target, target / "execution", *target.rglob("*"), pathlib.Path(root) / "probe.py"]:
       os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    os.chmod(pathlib.Path(root) / "writable.txt", 0o666)
     done = subprocess.run([SYSTEM_PYTHON, "probe.py"], cwd=root, user=NOBODY, group=NOBODY,
                           extra_groups=[], env={"PATH": "/usr/bin:/bin", "PYTHONPATH": root},
                           capture_output=True, text=True, timeout=120, check=False)
@@ -80,6 +88,7 @@ def test_unprivileged_pool_degrades_and_contains_runs():
                               text=True, check=False).stdout.split()
     if report["sandbox"] == "userns":  # ...that must not survive ("plain" cannot promise it)
       assert leftover == [], "a run's daemon outlived its run"
+      assert report["statuses"][3] == "pass"  # its own root file system
     assert "degraded to" in done.stderr and "not root" in done.stderr  # said once, with why
   finally:
     subprocess.run(["pkill", "-f", f"sleep {SLEEP_MARK}"], check=False)

@@ -17,7 +17,7 @@ import pathlib
 import tempfile
 from typing import IO, Callable, Iterator, Sequence
 
-from precisecoder.execution.pool import MAX_WORKERS
+from precisecoder.execution.pool import MAX_WORKERS, check_python
 
 
 
@@ -77,6 +77,18 @@ def workers(text: str) -> int:
   if not 1 <= value <= MAX_WORKERS:
     raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_WORKERS}, got {text}")
   return value
+
+
+def python(text: str) -> str:
+  """An interpreter to run programs under (a path, or a name on PATH), as an absolute path."""
+  try:
+    return check_python(text)
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"no such executable: {text!r}") from None
+
+
+PYTHON_HELP = ("interpreter that runs the programs, with the task set's libraries (e.g. "
+               ".venv-bigcodebench/bin/python from scripts/bigcodebench_env.sh; default: this one)")
 
 
 def positive_float(text: str) -> float:

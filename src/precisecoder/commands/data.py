@@ -7,6 +7,7 @@
                                      [--seed S]
   precisecoder data build pdb --records PATH --out DIR [--bigcodebench PATH]
                               [--livecodebench PATH] [--name NAME]
+  precisecoder data build bigcodebench --records PATH [PATH ...] --out DIR [--name NAME]
   precisecoder data build tfds --split train=T.jsonl [--split validation=V.jsonl]
                                --data-dir DIR [--config NAME]
   precisecoder data verify TASKS.jsonl [...]
@@ -16,7 +17,8 @@ Every `build` (except tfds) writes task files, a data card (card.json,
 CARD.md), and a summary.json with the full verification in the sandboxed pool
 (gold passes, buggy fails, every bug necessary, every multi-line bug atomic,
 gt_diff round trip); the exit status is 1 if any check fails. Exit status 2 is
-for unusable inputs.
+for unusable inputs. Programs run under --python (default: this interpreter); where reference
+programs cannot import a module, a line names the environment their task set needs.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any, Sequence
 import tqdm
 
 from precisecoder.commands import checks
-from precisecoder.data import cards, generator, verification
+from precisecoder.data import cards, environments, generator, verification
 from precisecoder.tasks import Task, TaskError, load_tasks, write_tasks
 
 
@@ -71,6 +73,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   pdb.add_argument("--livecodebench", help="local LiveCodeBench code_generation_lite copy")
   pdb.add_argument("--name", default="pdb", help="output file stem")
 
+  bcb = what.add_parser("bigcodebench",
+                        help="clean tasks from BigCodeBench records: each gold program as is")
+  bcb.add_argument("--records", required=True, nargs="+",
+                   help="BigCodeBench JSON / JSONL / parquet files or folders (PDB's data files)")
+  bcb.add_argument("--name", default="bigcodebench_clean", help="output file stem")
+  bcb.add_argument("--task-timeout", type=checks.positive_float, default=20.0,
+                   help="the tasks' timeout_s (BigCodeBench's own harness allows 20 s)")
+
   tfds = what.add_parser("tfds", help="TFDS ArrayRecord dataset from task files")
   tfds.add_argument("--split", action="append", required=True, metavar="NAME=PATH",
                     help="a split and its task file (repeat for several)")
@@ -79,11 +89,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
   ver = sub.add_parser("verify", help="fully verify task files in the sandboxed pool")
   ver.add_argument("paths", nargs="+", metavar="TASKS.jsonl", help="task files")
-  for b in (gen, he, repo, pdb, ver):
+  for b in (gen, he, repo, pdb, bcb, ver):
     if b is not ver:
       b.add_argument("--out", required=True, help="output folder")
     b.add_argument("--workers", type=checks.workers, default=None,
                    help=f"execution workers, 1 to {checks.MAX_WORKERS} (default: CPUs)")
+    b.add_argument("--python", type=checks.python, default=None, help=checks.PYTHON_HELP)
     b.add_argument("--timeout", type=checks.positive_float, default=3.0,
                    help="seconds per verification run (mutants that loop forever time out)")
 
@@ -97,9 +108,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------------------
 
 
-def _pool(workers: int | None):
+def _pool(args: argparse.Namespace):
   from precisecoder.execution import ExecutionPool  # pylint: disable=import-outside-toplevel
-  return ExecutionPool(workers=workers)
+  return ExecutionPool(workers=args.workers, python=args.python)
 
 
 def _checker(pool, timeout_s: float):
@@ -109,13 +120,23 @@ def _checker(pool, timeout_s: float):
 
 def _verify(named: dict[str, list[Task]], checker) -> dict[str, Any]:
   """Full verification of every set, with a progress bar; {name: summary + failures}."""
-  out = {}
+  out: dict[str, Any] = {}
   for name, tasks in named.items():
     total = sum(len(verification.runs_for(t)) for t in tasks)
     with tqdm.tqdm(total=total, desc=f"verify {name}", unit="run", file=sys.stderr) as bar:
       report = verification.verify_tasks(tasks, checker, progress=bar.update)
     out[name] = {**report.summary(), "failures_first": report.failures[:20]}
   return out
+
+
+def _environment(checker) -> list[str]:
+  """What the checker's failed imports say about the interpreter (`environments.advice`)."""
+  return environments.advice(checker.missing_modules, checker.python)
+
+
+def _print_environment(lines: Sequence[str]) -> None:
+  for line in lines:
+    print(f"precisecoder data: {line}", file=sys.stderr)
 
 
 def _write_set(out: pathlib.Path, name: str, tasks: list[Task]) -> dict[str, Any]:
@@ -136,6 +157,7 @@ def _finish(out: pathlib.Path, summary: dict[str, Any], card_list: list[dict[str
     print(f"{name:>28}: verified {v['tasks']} tasks with {v['checks']} runs: {status}")
     for line in v["failures_first"]:
       print(f"    {line}")
+  _print_environment(summary.get("environment", ()))
   print(f"wrote {out}/ (task files, card.json, CARD.md, summary.json)")
   return 1 if failures else 0
 
@@ -158,10 +180,11 @@ def _build_generator(args: argparse.Namespace, out: pathlib.Path) -> int:
                                                           tier=args.tier)
   generated_s = time.time() - started
   card_list = [_write_set(out, name, tasks) for name, tasks in sets.items()]
-  with _pool(args.workers) as pool:
+  with _pool(args) as pool:
+    checker = _checker(pool, args.timeout)
     summary = {"set": "generator", "tier": args.tier, "seed": args.seed,
                "generation_seconds": round(generated_s, 2),
-               "verification": _verify(sets, _checker(pool, args.timeout))}
+               "verification": _verify(sets, checker), "environment": _environment(checker)}
   return _finish(out, summary, card_list)
 
 
@@ -176,9 +199,10 @@ def _build_repository(args: argparse.Namespace, out: pathlib.Path) -> int:
       sets[f"repository_clean_{split}"] = repository.make_tasks(split, args.clean, args.seed,
                                                                 buggy=False, progress=True)
   card_list = [_write_set(out, name, tasks) for name, tasks in sets.items()]
-  with _pool(args.workers) as pool:
+  with _pool(args) as pool:
+    checker = _checker(pool, args.timeout)
     summary = {"set": "repository", "seed": args.seed,
-               "verification": _verify(sets, _checker(pool, args.timeout))}
+               "verification": _verify(sets, checker), "environment": _environment(checker)}
   return _finish(out, summary, card_list)
 
 
@@ -189,14 +213,14 @@ def _build_humaneval(args: argparse.Namespace, out: pathlib.Path) -> int:
     if kind not in humaneval.KINDS:
       raise ValueError(f"--kinds: unknown kind {kind!r}; expected some of {humaneval.KINDS}")
   sets, reports = {}, {}
-  with _pool(args.workers) as pool:
+  with _pool(args) as pool:
     checker = _checker(pool, args.timeout)
     for kind in kinds:
       tasks, report = humaneval.build(kind, checker, seed=args.seed, progress=True)
       sets[f"humaneval_{kind}"] = tasks
       reports[kind] = report
     summary = {"set": "humaneval", "seed": args.seed, "injection": reports,
-               "verification": _verify(sets, checker)}
+               "verification": _verify(sets, checker), "environment": _environment(checker)}
   card_list = [_write_set(out, name, tasks) for name, tasks in sets.items()]
   for kind, report in reports.items():
     _print_yield(f"humaneval {kind}", report.get("yield"))
@@ -217,16 +241,32 @@ def _build_pdb(args: argparse.Namespace, out: pathlib.Path) -> int:
   from precisecoder.data import pdb  # pylint: disable=import-outside-toplevel
   report = pdb.load_pdb(args.records, bigcodebench=args.bigcodebench,
                         livecodebench=args.livecodebench)
-  with _pool(args.workers) as pool:
+  with _pool(args) as pool:
     checker = _checker(pool, args.timeout)
     failing = set(pdb.failing_gold(report.tasks, checker))
     kept = [t for t in report.tasks if t.task_id not in failing]
     summary = {"set": "pdb", "load": report.summary(), "gold_failing": sorted(failing),
                "missing_tests": report.missing_tests, "duplicates": report.duplicates,
                "malformed": report.malformed, "source_errors": report.source_errors,
-               "verification": _verify({args.name: kept}, checker)}
+               "verification": _verify({args.name: kept}, checker),
+               "environment": _environment(checker)}
   print(f"PDB records: {json.dumps(report.summary())}, gold failing its tests: {len(failing)}")
   card_list = [_write_set(out, args.name, kept)]
+  return _finish(out, summary, card_list)
+
+
+def _build_bigcodebench(args: argparse.Namespace, out: pathlib.Path) -> int:
+  from precisecoder.data import pdb  # pylint: disable=import-outside-toplevel
+  report = pdb.bigcodebench_clean_tasks(args.records, timeout_s=args.task_timeout)
+  with _pool(args) as pool:
+    checker = _checker(pool, args.timeout)
+    summary = {"set": "bigcodebench", "load": report.summary(),
+               "missing_tests": report.missing_tests, "duplicates": report.duplicates,
+               "malformed": report.malformed, "source_errors": report.source_errors,
+               "verification": _verify({args.name: report.tasks}, checker),
+               "environment": _environment(checker)}
+  print(f"BigCodeBench records: {json.dumps(report.summary())}")
+  card_list = [_write_set(out, args.name, report.tasks)]
   return _finish(out, summary, card_list)
 
 
@@ -263,14 +303,17 @@ def main(args: argparse.Namespace) -> int:
       return 0
     if args.action == "verify":
       named = _load(args.paths)
-      with _pool(args.workers) as pool:
-        results = _verify(named, _checker(pool, args.timeout))
+      with _pool(args) as pool:
+        checker = _checker(pool, args.timeout)
+        results = _verify(named, checker)
+      _print_environment(_environment(checker))
       return _finish_verify(results)
     if args.what == "tfds":
       return _build_tfds(args)
     out = checks.output_folder(args.out, "--out")
     build = {"generator": _build_generator, "humaneval": _build_humaneval,
-             "repository": _build_repository, "pdb": _build_pdb}
+             "repository": _build_repository, "pdb": _build_pdb,
+             "bigcodebench": _build_bigcodebench}
     return build[args.what](args, out)
   except (TaskError, ValueError, FileNotFoundError, OSError, checks.InputError) as e:
     print(f"precisecoder data: error: {e}", file=sys.stderr)

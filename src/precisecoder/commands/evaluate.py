@@ -48,7 +48,8 @@ _GENERATE_OPTIONS = (("--samples", "samples"), ("--temperature", "temperature"),
                      ("--visible-fraction", "visible_fraction"),
                      ("--feedback-tokens", "feedback_tokens"), ("--workers", "workers"))
 _GENERATE_SWITCHES = (("--thinking", "thinking"), ("--no-tests-in-prompt", "no_tests_in_prompt"))
-_SCORE_OPTIONS = (("--epsilon", "epsilon"), ("--lam", "lam"), ("--workers", "workers"))
+_SCORE_OPTIONS = (("--epsilon", "epsilon"), ("--lam", "lam"), ("--workers", "workers"),
+                  ("--python", "python"))
 _SCORE_SWITCHES = (("--pdb-compat", "pdb_compat"),)
 # Settings that change results: a rerun must match them to reuse finished shards.
 _RESULT_SETTINGS = ("checkpoint", "samples", "temperature", "top_p", "top_k", "max_new_tokens",
@@ -95,6 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="lambda of r_lambda (score)")
   parser.add_argument("--pdb-compat", action="store_true", help="PDB's released evaluator")
   parser.add_argument("--workers", type=checks.workers, default=None, help="execution workers")
+  parser.add_argument("--python", type=checks.python, default=None, help=checks.PYTHON_HELP)
   parser.add_argument("--resamples", type=checks.positive_int, default=2000,
                       help="bootstrap resamples")
 

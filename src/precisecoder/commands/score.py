@@ -1,7 +1,7 @@
 """`precisecoder score`: score model predictions on tasks (DESIGN.md "Contract: predictions and scores").
 
   precisecoder score --tasks T.jsonl --predictions P.jsonl --output S.jsonl \
-      [--pdb-compat] [--epsilon N] [--workers N | --reward-urls URL,URL] [--json]
+      [--pdb-compat] [--epsilon N] [--workers N [--python PATH] | --reward-urls URL,URL] [--json]
 
 Writes one JSON line per prediction and prints a summary (means over tasks:
 unit, precision, recall, F1, reward, edited lines over buggy tasks; no-op and
@@ -14,6 +14,9 @@ A program over --max-program-lines (or 100 characters a line on average) scores 
 with the reason in `error`: its line diff alone would hold up the batch.
 With --reward-urls the reward servers score (the same records); a batch that fails on every
 server, or a server that scores with other settings, is exit 1 with the reason.
+Programs run under --python (default: this interpreter); a broken task whose reference program
+cannot import a module gets a line naming the environment its task set needs
+(`data.environments`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from precisecoder.commands import checks
 from precisecoder.commands.checks import InputError
 from precisecoder.integrations.client import RemoteScoringError
 from precisecoder.integrations.service import ConfigurationError
+from precisecoder.data import environments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="lambda of r = (1-l)*unit + l*F1, in [0, 1]")
   parser.add_argument("--workers", type=checks.workers, default=None,
                       help=f"execution workers, 1 to {checks.MAX_WORKERS} (default: CPUs)")
+  parser.add_argument("--python", type=checks.python, default=None, help=checks.PYTHON_HELP)
   parser.add_argument("--batch-size", type=checks.positive_int, default=512,
                       help="predictions per scoring round (progress granularity)")
   parser.add_argument("--max-program-lines", type=checks.positive_int,
@@ -149,9 +154,9 @@ def format_table(summary: dict[str, Any]) -> str:
   return "\n".join(lines)
 
 
-def _make_pool(workers: int | None):
+def _make_pool(workers: int | None, python: str | None = None):
   from precisecoder.execution import ExecutionPool  # pylint: disable=import-outside-toplevel
-  return ExecutionPool(workers=workers)
+  return ExecutionPool(workers=workers, python=python)
 
 
 @contextlib.contextmanager
@@ -169,7 +174,7 @@ def _scorer(args: argparse.Namespace) -> Iterator[Any]:
     finally:
       remote.close()
     return
-  with _make_pool(args.workers) as pool:
+  with _make_pool(args.workers, args.python) as pool:
     yield rewards.RewardScorer(pool, epsilon=args.epsilon, pdb_compat=args.pdb_compat,
                                lam=args.lam)
 
@@ -205,6 +210,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
   summary.update(scorer.stats(), seconds=round(elapsed, 3),
                  predictions_per_s=len(records) / elapsed if elapsed > 0 else 0.0,
                  broken=dict(scorer.broken_tasks))
+  missing = [(environments.dataset_of(task_id, known[task_id].source_dataset), module)
+             for task_id, why in scorer.broken_tasks.items()
+             if (module := environments.missing_module(why)) is not None]
+  summary["environment"] = environments.advice(missing, args.python or sys.executable)
   return summary
 
 
@@ -224,5 +233,7 @@ def main(args: argparse.Namespace) -> int:
   if summary["broken"]:
     print(f"precisecoder score: {len(summary['broken'])} broken task(s): their rows scored 0, "
           "see 'error' in the score file", file=sys.stderr)
+    for line in summary["environment"]:
+      print(f"precisecoder score: {line}", file=sys.stderr)
     return 1
   return 0

@@ -35,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="port (0: any free port, printed on start)")
   parser.add_argument("--workers", type=checks.workers, default=None,
                       help=f"execution workers, 1 to {checks.MAX_WORKERS} (default: CPUs)")
+  parser.add_argument("--python", type=checks.python, default=None, help=checks.PYTHON_HELP)
   parser.add_argument("--lam", type=checks.fraction, default=1 / 3,
                       help="λ of r = (1-λ)·unit + λ·F1 for requests that name none")
   parser.add_argument("--epsilon", type=checks.non_negative_int, default=None,
@@ -106,7 +107,8 @@ def main(args: argparse.Namespace) -> int:
   from precisecoder.integrations import server as server_lib, service as service_lib
 
   backend = service_lib.LocalBackend(args.workers, epsilon=args.epsilon,
-                                     pdb_compat=args.pdb_compat, lam=args.lam)
+                                     pdb_compat=args.pdb_compat, lam=args.lam,
+                                     python=args.python)
   service = service_lib.ScoringService(backend, max_batch_items=max(8192, args.max_items))
   reward_server = server_lib.RewardServer(
       service, tasks, settings=backend.settings(), lam=args.lam, reward=args.reward,

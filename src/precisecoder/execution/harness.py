@@ -36,6 +36,7 @@ import types
 import unittest
 from typing import Sequence
 
+from precisecoder.execution import hooks
 from precisecoder.execution.guard import Guard, PlainDataError, code_ids, kind_name
 from precisecoder.execution.integrity import (Integrity, import_quietly, test_imports,
                                                 tests_write_library)
@@ -97,9 +98,27 @@ def _numpy_dtype(value) -> str | None:
   """A plain numpy dtype (numbers, bool, text, dates) as its descriptor ('<i8'), else None:
   `df['a'].dtype == 'int64'` is a comparison numpy decides, so the pool rebuilds the dtype."""
   numpy = sys.modules.get("numpy")
-  if numpy is None or not _isinstance(value, numpy.dtype) or value.fields is not None:
+  if numpy is None or not issubclass(_type(value), numpy.dtype) or value.fields is not None:
     return None
   return value.str if value.kind in "biufcmMSU" else None
+
+
+_ARRAY_ITEMS = 64  # what a literal is compared with: one item, or a few (larger: not plain data)
+
+
+def _numpy_array(value, kind: type) -> list | None:
+  """A small numpy array or masked array of numbers, bools or text, exactly of those types, as
+  [dtype, shape, items, mask or None] for the pool to rebuild: `assertEqual(a, 5)` holds when
+  `a == 5` is true, as numpy decides it (a one-item array, masked or not), else None."""
+  numpy = sys.modules.get("numpy")
+  if numpy is None or kind is not numpy.ndarray and kind is not numpy.ma.MaskedArray:
+    return None
+  dtype = value.dtype
+  if dtype.kind not in "biufcUS" or dtype.fields is not None or value.size > _ARRAY_ITEMS:
+    return None
+  data = numpy.asarray(value)  # a masked array's data, as an ndarray
+  mask = numpy.ma.getmaskarray(value).ravel().tolist() if kind is not numpy.ndarray else None
+  return [value.dtype.str, list(value.shape), to_tagged(data.ravel().tolist()), mask]
 
 
 @functools.lru_cache(maxsize=1)
@@ -169,6 +188,9 @@ def to_tagged(value, depth: int = 0):
   dtype = _numpy_dtype(value)
   if dtype is not None:
     return {"dt": dtype}
+  array = _numpy_array(value, kind)
+  if array is not None:
+    return {"nd": array}
   scalar = _numpy_scalar(value)
   if scalar is None:
     scalar = _base_value(value, kind)
@@ -248,10 +270,29 @@ _SNAPSHOT: list[Integrity] = []
 _PLAN: list["_Plan"] = []
 
 
+# The harness's own modules: no run may change them at all (`Integrity.watch_reached`).
+HARNESS_MODULES = ("precisecoder", "precisecoder.execution", __name__,
+                   "precisecoder.execution.guard", "precisecoder.execution.hooks",
+                   "precisecoder.execution.integrity",
+                   "precisecoder.execution.programs", "precisecoder.execution.protocol")
+_UNITTEST_MODULES = ("unittest", "unittest.case", "unittest.util")
+
+
 def prepare() -> None:
   """Called by the worker before it forks: children inherit all of this for free."""
+  hooks.install()
   _rehearse()
-  _SNAPSHOT[:] = [Integrity()]  # after the rehearsal, which loads what the children will use
+  snapshot = Integrity()  # after the rehearsal, which loads what the children will use
+  for kind in ("assert", "unittest"):  # what every run of a kind reaches, found once here
+    snapshot.watch_reached(_reached_modules(kind, ()), frozen=HARNESS_MODULES)
+  _SNAPSHOT[:] = [snapshot]
+
+
+def _reached_modules(kind: str, test_imports: Sequence[str]) -> tuple[str, ...]:
+  """The loaded modules a run's tests reach: those they import, and unittest's own."""
+  loaded = tuple(name for name in test_imports
+                 if issubclass(_type(sys.modules.get(name)), types.ModuleType))
+  return tuple(dict.fromkeys((*_UNITTEST_MODULES, *loaded))) if kind == "unittest" else loaded
 
 
 # Trusted toy jobs, one per kind that loads a module: child-side specs, as judge.split makes them.
@@ -288,6 +329,7 @@ def _rehearse(times: int = 64) -> None:
         if _session(Channel(sink, "0" * 32), job, integrity) != 0:
           raise RuntimeError(f"the harness failed its own {tests['kind']} rehearsal")
   finally:
+    hooks.disarm()
     _PLAN.clear()
     sys.modules.pop(_PROGRAM_MODULE, None)
     os.close(sink)
@@ -350,12 +392,17 @@ def _planned_tests(code: str) -> tuple[types.CodeType, tuple[str, ...], bool, fr
   return compiled, imports, writes, code_ids(compiled)
 
 
-def _load_module(name: str, job: dict, integrity: Integrity | None = None) -> types.ModuleType:
+def _load_module(name: str, job: dict, integrity: Integrity | None = None,
+                 guard: Guard | None = None) -> types.ModuleType:
   module = types.ModuleType(name)
   module.__builtins__ = builtins
   sys.modules[name] = module
   if integrity is not None:  # the last moment before the program: watch all but its module
     integrity.watch_new_modules(skip=name)
+  if guard is not None:
+    loaded = integrity.loaded_modules() if integrity is not None else frozenset()
+    hooks.arm(lambda function, writer: guard.may_rewrite(function, writer, loaded),
+              guard.comparison_problem)
   code = _PLAN[0].program
   if code is None:  # the pool could not compile it: the run reports why
     code = compile_program(job["program"])
@@ -409,9 +456,10 @@ def run_call(channel: Channel, module: types.ModuleType, tests: dict) -> None:
 EXPECT_NAME = "__precisecoder_expect__"
 
 
-def run_assert(channel: Channel, module: types.ModuleType, integrity: Integrity) -> None:
+def run_assert(channel: Channel, module: types.ModuleType, integrity: Integrity,
+               guard: Guard) -> None:
   namespace = module.__dict__
-  guard = _guard(namespace)
+  _guard(guard, namespace)
   reported = _install_reports(channel, namespace)
   exec(_PLAN[0].tests, namespace)  # pylint: disable=exec-used
   violations = _violations(integrity, guard)
@@ -437,18 +485,19 @@ def _install_reports(channel: Channel, namespace: dict) -> list[int]:
   return reported
 
 
-def _guard(namespace: dict) -> Guard:
+def _guard(guard: Guard, namespace: dict) -> None:
   """Checks what the program hands the tests (execution/guard.py), before they run."""
-  guard = Guard(_PLAN[0].trusted_codes)
   namespace[CLASS_NAME] = guard.register_class
   guard.guard_namespace(namespace)
-  return guard
 
 
 def _violations(integrity: Integrity, guard: Guard) -> list[str]:
   found = integrity.violations()
   changed = guard.changed_class()
-  return found + [f"the tests' class {changed}"] if changed is not None else found
+  if changed is not None:
+    found.append(f"the tests' class {changed}")
+  changed = guard.handed_problem()
+  return found + [changed] if changed is not None else found
 
 
 def _test_methods(case_class: type) -> list[str]:
@@ -457,9 +506,9 @@ def _test_methods(case_class: type) -> list[str]:
 
 
 def run_unittest(channel: Channel, module: types.ModuleType, tests: dict,
-                 integrity: Integrity) -> None:
+                 integrity: Integrity, guard: Guard) -> None:
   namespace = module.__dict__
-  guard = _guard(namespace)
+  _guard(guard, namespace)
   reported = _install_reports(channel, namespace)
   exec(_PLAN[0].tests, namespace)  # pylint: disable=exec-used
   for class_name in tests["classes"]:
@@ -477,7 +526,7 @@ def run_unittest(channel: Channel, module: types.ModuleType, tests: dict,
       if class_error is not None:
         channel.send({"test": name, "outcome": "error", "detail": class_error}, True)
         continue
-      outcome, detail = _run_one_test(case_class, method)
+      outcome, detail = _run_one_test(case_class, method, guard)
       violations = _violations(integrity, guard) if integrity.see_put_back else []
       if violations:  # a patched library, or test class: nothing after this is trusted
         outcome, detail = "error", f"the program tampered with {violations[0]}"
@@ -494,16 +543,24 @@ def run_unittest(channel: Channel, module: types.ModuleType, tests: dict,
   channel.send({"end": "unittest", "expects": reported[0]}, signed=True)
 
 
-def _run_one_test(case_class: type, method: str) -> tuple[str, str]:
-  """Runs setUp, the test and tearDown directly: unittest's own result objects are not trusted."""
+def _run_one_test(case_class: type, method: str, guard: Guard) -> tuple[str, str]:
+  """Runs setUp, the test and tearDown directly: unittest's own result objects are not trusted.
+  The guard watches the test's instance while it runs (`Guard.watch_instance`)."""
   try:
     test = case_class(method)
-    test.setUp()
+    guard.watch_instance(test)
     try:
-      _getattr(test, method)()
+      test.setUp()
+      try:
+        _getattr(test, method)()
+      finally:
+        test.tearDown()
+        test.doCleanups()
     finally:
-      test.tearDown()
-      test.doCleanups()
+      changed = guard.instance_problem()
+      guard.watch_instance(None)
+    if changed is not None:
+      return "error", f"the program tampered with the test's instance: {changed}"
     return "ok", ""
   except unittest.SkipTest as e:
     return "skip", str(e)[:200]
@@ -537,12 +594,18 @@ def _session(channel: Channel, job: dict, integrity: Integrity) -> int:
       _flush(channel)
       return exit_code
     watched = kind in ("assert", "unittest")
+    guard = None
     if watched:  # what the tests import is loaded first, to be watched with the rest
       plan = _PLAN[0]
       import_quietly(plan.test_imports)
       integrity.see_put_back = not plan.tests_write_library
-    module = _load_module(_PROGRAM_MODULE, job, integrity if watched else None)
-    _run_tests(channel, module, job["tests"], integrity)
+      guard = Guard(plan.trusted_codes)
+      integrity.judge = guard.authored
+      integrity.watch_reached(_reached_modules(kind, plan.test_imports), frozen=HARNESS_MODULES,
+                              names=plan.test_imports)
+      guard.after_call = integrity.quick
+    module = _load_module(_PROGRAM_MODULE, job, integrity if watched else None, guard)
+    _run_tests(channel, module, job["tests"], integrity, guard)
   except MemoryError:
     exit_code = EXIT_UNCAUGHT
     _safe_send(channel, {"error": "MemoryError", "memory": True})
@@ -556,14 +619,14 @@ def _session(channel: Channel, job: dict, integrity: Integrity) -> int:
 
 
 def _run_tests(channel: Channel, module: types.ModuleType, tests: dict,
-               integrity: Integrity) -> None:
+               integrity: Integrity, guard: Guard | None) -> None:
   kind = tests["kind"]
   if kind == "call":
     run_call(channel, module, tests)
   elif kind == "assert":
-    run_assert(channel, module, integrity)
+    run_assert(channel, module, integrity, guard)
   elif kind == "unittest":
-    run_unittest(channel, module, tests, integrity)
+    run_unittest(channel, module, tests, integrity, guard)
   else:
     raise ValueError(f"unknown test kind {kind!r}")
 

@@ -3,56 +3,85 @@
 The program and the tests share one interpreter, so a program can patch what
 the tests call instead of computing the right answer: `math.isclose`,
 `numpy.testing.assert_array_equal`, `operator.eq`, a unittest assert, a
-builtin, or the module `sys.modules` hands to the tests' `import`.
-`Integrity` is taken before the program runs, over every module loaded by
-then: the worker's warm imports, and the modules the tests import, which the
-harness imports first for this reason (`test_imports`). After the tests, and
-after each unittest test, `violations()` names what changed:
+builtin, the module `sys.modules` hands to the tests' `import`, a method of a
+class the tests use (`pd.Series.equals`, `_AssertRaisesContext.__exit__`), or a
+table a library consults (`copy._deepcopy_dispatch`). `Integrity` is taken
+before the program runs, over every module loaded by then: the worker's warm
+imports, and the modules the tests import, which the harness imports first for
+this reason (`test_imports`). Of the modules the tests import (and unittest's
+and the harness's own), the dicts of their classes (and of those classes'
+bases) and the dicts they hold are watched too (`watch_reached`). After the
+tests, after each unittest test and (`quick`) after each call the tests make
+into the program, `violations()` names what changed.
 
-  - a name of a watched module (or of `unittest.TestCase`) that no longer
-    holds the object it held, or is gone. Libraries write their own globals
-    lazily, so a name that held None may be bound and a new name may appear
-    (a submodule import sets `pkg.sub`, a cache); `__warningregistry__`,
-    which `warnings` writes in a module that warns, is ignored;
-  - a module dict that was written at all, though every name holds its object
-    again and none was added: a patch put back before this check, for example
-    by the patch itself once the tests have called it. `sys`, `warnings` and
-    `time` are written in honest runs (streams, `catch_warnings`, `tzset`), so
-    only lasting changes to their other names count there; and where the tests
-    patch the library themselves (unittest.mock, `tests_write_library`), only
-    lasting changes count anywhere, checked once after the last test;
-  - a module `sys.modules` no longer maps to the watched object;
-  - a trace or profile hook left installed.
+Libraries change their own state lazily and honestly (matplotlib.pyplot notes
+its display hook on the first figure, PIL.Image that it has loaded its
+plugins, mimetypes rebuilds its tables, typing_extensions installs its own
+`typing._check_generic` as it loads), so a change is judged by what now sits
+where the tests, or the library they call, will look:
+
+  - behaviour the program wrote (a function, class or object whose code is the
+    program's, or a container holding one; `Guard.authored`): always tampering;
+  - another callable, class or descriptor where one was (a library function
+    swapped for another library function: `assertEqual = assertIsNot`),
+    or a callable gone: tampering -- unless it is a library function of the
+    same name from a module loaded during the run (a library patching another
+    as it loads), or, in a table, a callable of another module than the
+    table's (a registry another library updates: pandas' sqlite3 adapters);
+  - other data in a name the tests themselves read (`string.ascii_letters`,
+    from the tests' attribute chains): tampering;
+  - other data elsewhere (a flag, a table, a cache), a name added, or an entry
+    of a watched table removed: the library's own business;
+  - any change at all to the harness's modules (and the classes and tables they
+    hold) or to a function's keyword defaults; a module `sys.modules` no
+    longer maps to the watched object; a trace or profile hook left installed.
+
+What the tests' own imports change before the program runs is the snapshot.
+
+A module dict that was written at all, though every name holds its object again
+and none was added, is a patch put back (for example by the patch itself once the
+tests have called it). `sys`, `warnings` and `time` are written in honest runs
+(streams, `catch_warnings`, `tzset`), so only lasting changes count there; and
+where the tests patch the library themselves (unittest.mock,
+`tests_write_library`), only lasting changes count anywhere, checked once after
+the last test. An allowed change becomes the new baseline.
 
 Reading values in a forked child writes their reference counts and so copies
 their pages; the dicts' version tags (PEP 509, `guard.DictVersions`) say which
 dicts moved at all, and only those are compared. Where the interpreter has no
 tags (CPython 3.14+), every dict is compared and a patch put back is not seen.
 
-Not caught: a patch put back in a module that also gained a name during the
-run (the tag cannot tell the two writes apart); a name the tests use that
-held None; a program that plants a module for a library's own lazy import of
-a module nothing had loaded; an object the program binds in its namespace
-that the tests then use under a module's name without importing it.
+Not caught: a patch put back in a dict that also gained a name during the run
+(the tag cannot tell the two writes apart) by code that runs between the tests'
+calls (`__del__`, a thread); other data rebound in a library's module or class
+that the library reads but the tests do not name; a program that plants a module
+for a library's own lazy import of a module nothing had loaded; an object the
+program binds in its namespace that the tests then use under a module's name
+without importing it; lists and sets a module holds.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import importlib
 import sys
 import types
 import unittest
-from typing import Sequence
+from typing import Callable, Container, Iterable, Sequence
 
-from precisecoder.execution.guard import DictVersions, own_dict
+from precisecoder.execution.guard import DictVersions, Guard, own_dict
 
 _isinstance = isinstance
 _hasattr = hasattr
 _getattr = getattr
 _sorted = sorted
+_type = type
+_callable = callable
 _modules = sys.modules
 _ModuleType = types.ModuleType
+_FunctionType = types.FunctionType
+_MISSING = object()
 _IGNORED_NAMES = frozenset({"__warningregistry__"})
 # Modules that honest runs write, and the names they rebind (only lasting changes to the others
 # count there): sys's streams and exception state, warnings.catch_warnings, time.tzset (pandas).
@@ -61,30 +90,67 @@ _VOLATILE = {"sys": frozenset({"stdout", "stderr", "stdin", "exc_info", "_git", 
                                "ps2", "displayhook", "excepthook", "__stdout__", "__stderr__"}),
              "warnings": frozenset(),
              "time": frozenset({"tzname", "timezone", "altzone", "daylight"})}  # time.tzset()
+# What a watched dict is, and so which changes count (module docstring).
+MODULE, CLASS, TABLE, FROZEN = "module", "class", "table", "frozen"
+_TABLE_TYPES = (dict,)  # exact types: a dict subclass may run its own code when read
 _TAGS = DictVersions.available()
 
 
-class Integrity:
-  """Snapshot of every loaded module's names (by identity) and dict version tags."""
+def _behaviour(value) -> bool:
+  """A callable, class or descriptor: what a name holding it does is code, not data."""
+  return _callable(value) or _hasattr(_type(value), "__get__")
 
-  def __init__(self):
+
+class Integrity:
+  """Snapshot of every loaded module's names (by identity) and dict version tags.
+
+  `judge(value)`: why a value is behaviour the program wrote, or None (the run's
+  `Guard.authored`; by default one trusting no test code).
+  """
+
+  def __init__(self, judge: Callable[[object], str | None] | None = None):
+    self.judge = judge or Guard(frozenset()).authored
+    self.reached: frozenset[str] = frozenset()  # "module.name" the tests read (`watch_reached`)
     self._labels: list[str] = []
+    self._kinds: list[str] = []
     self._dicts: list[dict] = []
     self._saved: list[dict] = []
     self._tags: list = []  # each dict's version tag, read live (empty without tags)
     self._tag_values: list[int] = []  # ... and its value at the snapshot
     self._modules: dict[str, types.ModuleType] = {}
+    self._index: dict[int, int] = {}  # id of a watched dict -> its position
+    self._quick: list[int] = []  # positions `quick` checks: what the tests reach
     self._registry = DictVersions.view(_modules) if _TAGS else None  # sys.modules' own tag
     self._registry_value = -1  # at the last scan of sys.modules
     self._module_count = 0  # its length then
     self.see_put_back = True  # False while trusted tests patch the library themselves
-    self._watch("TestCase", own_dict(unittest.TestCase))
+    self._reach_cache: dict[tuple, list[int]] = {}  # watch_reached's arguments -> `_quick`
+    self._module_positions: dict[tuple[str, str], list[int]] = {}  # (module, kind) -> positions
+    self._classes: dict[int, type] = {}  # position of a class's dict -> the class
+    self._classes[self._watch("TestCase", own_dict(unittest.TestCase), CLASS)] = unittest.TestCase
     self.watch_new_modules()
 
-  def _watch(self, label: str, namespace: dict) -> None:
+  def _watch(self, label: str, namespace: dict, kind: str, force: bool = False) -> int:
+    """Watches `namespace` as `kind`; one already watched keeps its kind unless `force`."""
+    index = self._index.get(id(namespace))
+    if index is not None:
+      if force:
+        self._kinds[index] = kind
+      return index
+    self._index[id(namespace)] = index = len(self._dicts)
     self._labels.append(label)
+    self._kinds.append(kind)
     self._dicts.append(namespace)
     self._saved.append(dict(namespace))
+    return index
+
+  def _tag_new(self) -> None:
+    if self._registry is not None:
+      # Made together, so that they share a few pages: every run reads them all, and a forked
+      # run copies each page whose objects it touches.
+      views = [DictVersions.view(d) for d in self._dicts[len(self._tags):]]
+      self._tags += views
+      self._tag_values += [view.value for view in views]
 
   def watch_new_modules(self, skip: str = "") -> "Integrity":
     """Adds the modules loaded since the snapshot (in a child: what the tests' imports loaded),
@@ -94,20 +160,81 @@ class Integrity:
         or (len(_modules) == self._module_count + 1 and skip in _modules)):  # only `skip`
       self._registry_value = self._registry.value
       return self  # skip touching every module: in a forked run each touch copies a page
+    self._rebase()  # what the loading changed (typing_extensions patching typing) is trusted
     for name, module in list(_modules.items()):
-      if (name not in self._modules and name != skip and _isinstance(module, _ModuleType)
-          and _isinstance(getattr(module, "__dict__", None), dict)):
+      if (name not in self._modules and name != skip and issubclass(_type(module), _ModuleType)
+          and _type(getattr(module, "__dict__", None)) is dict):
         self._modules[name] = module
-        self._watch(name, module.__dict__)
+        self._watch(name, module.__dict__, MODULE)
+    self._tag_new()
     if self._registry is not None:
-      # Made together, so that they share a few pages: every run reads them all, and a forked
-      # run copies each page whose objects it touches.
-      views = [DictVersions.view(d) for d in self._dicts[len(self._tags):]]
-      self._tags += views
-      self._tag_values += [view.value for view in views]
       self._registry_value = self._registry.value
     self._module_count = len(_modules)
     return self
+
+  def loaded_modules(self) -> Container[str]:
+    """The names of the modules watched: those loaded before the program ran (read only)."""
+    return self._modules
+
+  def _rebase(self) -> None:
+    """Takes the watched dicts as they are now as the snapshot (before the program runs)."""
+    for index in range(len(self._tags) if _TAGS else len(self._dicts)):
+      if not _TAGS or self._tags[index].value != self._tag_values[index]:
+        self._saved[index] = dict(self._dicts[index])
+        if _TAGS:
+          self._tag_values[index] = self._tags[index].value
+
+  def watch_reached(self, modules: Iterable[str], frozen: Iterable[str] = (),
+                    names: Iterable[str] = ()) -> "Integrity":
+    """Watches, besides every module, what the tests reach through `modules` (names of loaded
+    modules): the dicts of the classes each holds (and of their bases) and the dicts it holds;
+    `frozen` modules (the harness's own) may not change at all. `names`: the module attributes
+    the tests read by name ("string.ascii_letters"). Positions of all these but the frozen,
+    with unittest.TestCase and builtins, are what `quick` checks."""
+    self.reached = frozenset(names)
+    key = (tuple(frozen), tuple(modules))
+    quick = self._reach_cache.get(key)
+    if quick is None:
+      # The harness binds what it calls before the program runs: its modules are checked with
+      # everything else (`violations`), not after every call.
+      quick = [0, self._index[id(builtins.__dict__)]]  # unittest.TestCase, builtins
+      for name, kind in [*((n, FROZEN) for n in frozen), *((n, MODULE) for n in modules)]:
+        positions = self._module_positions.get((name, kind))
+        if positions is None:
+          positions = self._module_positions[name, kind] = self._watch_module(name, kind)
+        if kind != FROZEN:
+          quick += positions
+      self._tag_new()
+      quick = self._reach_cache[key] = list(dict.fromkeys(quick))
+    self._quick = quick
+    return self
+
+  def _watch_module(self, name: str, kind: str) -> list[int]:
+    module = _modules.get(name)
+    namespace = (_getattr(module, "__dict__", None) if issubclass(_type(module), _ModuleType)
+                 else None)
+    if _type(namespace) is not dict:
+      return []
+    frozen = kind == FROZEN
+    positions = [self._watch(name, namespace, kind, force=frozen)]
+    for key, value in list(namespace.items()):
+      if issubclass(_type(value), type):  # by type alone: a lazy proxy must stay untouched
+        for klass in value.__mro__:
+          if klass.__flags__ & _HEAPTYPE:
+            members = own_dict(klass)
+            positions.append(self._watch(klass.__qualname__, members,
+                                         FROZEN if frozen else CLASS, force=frozen))
+            self._classes[positions[-1]] = klass
+            positions += self._watch_defaults(klass.__qualname__, members.values())
+      elif _type(value) in _TABLE_TYPES and not key.startswith("__") and value is not _modules:
+        positions.append(self._watch(f"{name}.{key}", value, FROZEN if kind == FROZEN else TABLE))
+    return positions + self._watch_defaults(name, namespace.values())
+
+  def _watch_defaults(self, label: str, members: Iterable) -> list[int]:
+    """The keyword defaults of the functions among `members`, which may not change (a program
+    could widen a library check's tolerance in place)."""
+    return [self._watch(f"{label}.{f.__name__}.__kwdefaults__", f.__kwdefaults__, FROZEN)
+            for f in list(members) if _type(f) is _FunctionType and f.__kwdefaults__]
 
   def violations(self) -> list[str]:
     """What the run changed (empty if nothing), most telling first; at most a few.
@@ -128,17 +255,36 @@ class Integrity:
       return self._describe(moved, swapped)
     return []
 
-  def _describe(self, candidates, swapped: bool) -> list[str]:
-    """Names what changed among the dicts at `candidates`, in sys.modules and in the hooks."""
+  def quick(self) -> list[str]:
+    """`violations`, over what the tests reach only (`watch_reached`): after every call the
+    tests make into the program, so that a patch that puts itself back when the tests call it
+    is seen while it is in place."""
+    lenient = not self.see_put_back  # the tests patch the library too: only what the program
+    if not _TAGS:                     # wrote counts until the lasting changes at the end
+      return self._describe(self._quick, False, lenient)
+    tags, values = self._tags, self._tag_values
+    moved = [i for i in self._quick if tags[i].value != values[i]]
+    return self._describe(moved, False, lenient) if moved else []
+
+  def _describe(self, candidates, swapped: bool, lenient: bool = False) -> list[str]:
+    """Names what changed among the dicts at `candidates`, in sys.modules and in the hooks;
+    takes the allowed changes as the new baseline. `lenient`: only what the program wrote
+    counts, and nothing becomes the baseline (the tests' own patches are in place)."""
     found = []
     for index in candidates:
       label, namespace, saved = self._labels[index], self._dicts[index], self._saved[index]
-      changed = self._changed_names(label, namespace, saved)
+      changed = self._changed_names(index, lenient)
       if changed:
         found.append(f"{label}.{changed[0]}")
+      elif lenient:
+        continue
       elif (_TAGS and self.see_put_back and label not in _VOLATILE
-            and _identical(namespace, saved)):
+            and self._kinds[index] != TABLE and _identical(namespace, saved)):
         found.append(f"{label} (patched, then put back)")  # its tag moved: it was written
+      else:
+        self._saved[index] = dict(namespace)
+        if _TAGS:
+          self._tag_values[index] = self._tags[index].value
       if len(found) >= 3:
         break
     if swapped:
@@ -148,15 +294,61 @@ class Integrity:
       found.append("a trace or profile hook")
     return found
 
-  @staticmethod
-  def _changed_names(label: str, namespace: dict, saved: dict) -> list[str]:
-    """Names that no longer hold what they held. A name that held None may be bound (a library's
-    lazy global: pyarrow's compute module, say) and a new name may appear (a submodule import, a
-    cache); neither replaces anything the tests were written against."""
+  def _changed_names(self, index: int, lenient: bool = False) -> list[str]:
+    """The names of watched dict `index` whose change is tampering (module docstring), each
+    with why."""
+    label, kind, namespace, saved = (self._labels[index], self._kinds[index], self._dicts[index],
+                                     self._saved[index])
     volatile = _VOLATILE.get(label, frozenset())
-    return _sorted(key for key, value in saved.items()
-                   if value is not None and namespace.get(key, saved) is not value
-                   and key not in volatile and key not in _IGNORED_NAMES)
+    found = []
+    owner = self._classes.get(index)
+    for key in [*saved, *(k for k in namespace if k not in saved)]:
+      old, new = saved.get(key, _MISSING), namespace.get(key, _MISSING)
+      if new is old or key in volatile or key in _IGNORED_NAMES:
+        continue
+      if old is _MISSING and owner is not None:  # a name added to a class shadows its bases'
+        old = next((own_dict(base)[key] for base in owner.__mro__[1:] if key in own_dict(base)),
+                   _MISSING)
+      why = self._change_problem(kind, label, key, old, new, lenient)
+      if why is not None:
+        found.append(f"{key} ({why})")
+    return _sorted(found)
+
+  def _change_problem(self, kind: str, label: str, key, old, new,
+                      lenient: bool = False) -> str | None:
+    if kind == FROZEN:
+      return "changed"
+    if new is _MISSING:  # removed: a method or a module's name, not a cache entry
+      if lenient or kind == TABLE or (kind == CLASS and not _behaviour(old)):
+        return None
+      return "removed"
+    authored = self.judge(new)
+    if authored is not None:
+      return f"now {authored}"
+    if lenient or old is _MISSING or old is None:
+      return None  # added, or a lazy global filled in
+    if kind == MODULE and f"{label}.{key}" in self.reached:
+      return "rebound, and the tests read it"
+    if not _behaviour(old) or self._library_patch(key, new):
+      return None
+    if kind == TABLE and _getattr(new, "__module__", None) != label.rpartition(".")[0]:
+      return None  # a registry entry another library updates (sqlite3.adapters, by pandas)
+    return f"now {_kind_name(new)}"
+
+  def _library_patch(self, key, new) -> bool:
+    """A library function named `key` from a module loaded during the run: a library that
+    installs its own version of another's function as it loads (typing_extensions)."""
+    return (_type(new) is _FunctionType and new.__name__ == key
+            and _getattr(new, "__module__", None) not in self._modules
+            and self.judge(new) is None)
+
+
+def _kind_name(value) -> str:
+  kind = _type(value)
+  return f"a {_getattr(kind, '__module__', '?')}.{_getattr(kind, '__qualname__', '?')}"
+
+
+_HEAPTYPE = 1 << 9
 
 
 def _identical(namespace: dict, saved: dict) -> bool:
@@ -261,7 +453,7 @@ def import_quietly(names: tuple[str, ...]) -> None:
         value = _getattr(owner, attribute, None)
       except Exception:  # pylint: disable=broad-except
         continue
-      if value is not None and not _isinstance(value, _ModuleType):
+      if value is not None and not issubclass(_type(value), _ModuleType):
         continue
     try:
       importlib.import_module(name)

@@ -468,6 +468,19 @@ def decode_tagged(value: Any) -> Any:
       if type(body) is not str or len(body) > 16:  # pylint: disable=unidiomatic-typecheck
         raise ValueError("not a dtype")
       return numpy.dtype(body)
+    if tag == "nd":  # a small numpy array (or masked array), rebuilt as numpy compares it
+      import numpy  # pylint: disable=import-outside-toplevel
+      dtype, shape, items, mask = body
+      if not isinstance(dtype, str) or len(dtype) > 16 or not isinstance(mask, (list, type(None))):
+        raise ValueError("not an array")
+      kind = numpy.dtype(dtype)
+      values = decode_tagged(items)
+      if kind.kind not in "biufcUS" or kind.itemsize > 1024 or len(values) > 64:
+        raise ValueError("not a small array of numbers or text")  # as the harness sends them
+      array = numpy.array(values, dtype=kind).reshape(shape)
+      if mask is None:
+        return array
+      return numpy.ma.array(array, mask=numpy.array(mask, dtype=bool).reshape(shape))
     if tag == "m":
       try:
         if type(body) is str:  # pylint: disable=unidiomatic-typecheck
@@ -520,17 +533,18 @@ _scan = json.JSONDecoder().scan_once  # json.loads' own scanner, without its per
 
 
 def _records(run: Mapping[str, Any]) -> list[dict]:
-  """The child's channel lines that parse as JSON objects (anything else is ignored)."""
+  """The child's channel lines that parse as JSON objects (anything else is ignored: a line
+  nested past the parser's recursion limit too)."""
   records = []
   for line in run.get("channel", "").splitlines()[1:]:  # line 0 is the "ready" record
     try:
       record, end = _scan(line, 0)  # a whole line the harness wrote: what json.loads gives
       if end != len(line):
         raise ValueError
-    except (StopIteration, ValueError):  # anything else: exactly as json.loads reads it
+    except (StopIteration, ValueError, RecursionError):  # else: exactly as json.loads reads it
       try:
         record = json.loads(line)
-      except ValueError:
+      except (ValueError, RecursionError):
         continue
     if isinstance(record, dict):
       records.append(record)
@@ -554,11 +568,24 @@ def _abnormal(run: Mapping[str, Any], records: list[dict], limits: Limits) -> tu
   if run["overflow"]:
     return Status.FAIL, f"{run['overflow']} exceeded {limits.max_output_bytes} bytes"
   if run["signal"] is not None:
-    return Status.CRASH, f"killed by {signal.Signals(run['signal']).name}"
+    return Status.CRASH, f"killed by {_signal_name(run['signal'])}"
   errors = [r["error"] for r in records if isinstance(r.get("error"), str) and "case" not in r]
   if errors:
     return Status.FAIL, errors[-1]
   return Status.FAIL, f"exited with status {run['exit']} before the harness finished"
+
+
+def _signal_name(number: int) -> str:
+  try:
+    return signal.Signals(number).name
+  except ValueError:  # a real-time signal (SIGRTMIN + n) has no name of its own
+    return f"signal {number}"
+
+
+def printable(text: str) -> str:
+  """`text` as valid UTF-8: a lone surrogate the child wrote as a JSON escape ("\\ud800") stays
+  an escape, so that a score file can be written."""
+  return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def normalise_output(text: str) -> str:
@@ -571,7 +598,7 @@ def judge(expected: Expected, runs: list[Mapping[str, Any]], limits: Limits) -> 
   last = runs[-1]
 
   def result(status: Status, detail: str = "", got: Any = None) -> Result:
-    return Result(status, duration, detail[:1000], last["stdout"], last["stderr"], got)
+    return Result(status, duration, printable(detail[:1000]), last["stdout"], last["stderr"], got)
 
   if expected.kind == "io":
     for i, want in enumerate(expected.outputs):
@@ -663,7 +690,7 @@ def _check_reports(expected: Expected, records: list[dict],
       converted = isinstance(record["value"], dict) and "v" in record["value"]
       # numpy.True_ == True, but it is not True
       holds = (operator == "is not") if operator in ("is", "is not") and converted else (
-          _holds(operator, value, literal))
+          bool(_holds(operator, value, literal)))  # an array's truth, as the child's assert
     except (ValueError, TypeError, ArithmeticError):
       return f"assert #{k}: unreadable value"
     if not holds:

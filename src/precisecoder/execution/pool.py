@@ -6,11 +6,13 @@ import atexit
 import base64
 import collections
 import dataclasses
+import importlib.util
 import json
 import logging
 import math
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -43,6 +45,7 @@ MAX_WORKERS = 256
 _LATENCY_WINDOW = 100_000
 _SPLIT_CACHE_SIZE = 4096  # test specs; RL scores many samples per task against one spec
 _live_pools: "weakref.WeakSet[ExecutionPool]" = weakref.WeakSet()
+_MAGIC = importlib.util.MAGIC_NUMBER.hex()  # our bytecode: workers that load it get it marshalled
 _logged_modes: set[str] = set()
 
 
@@ -58,11 +61,12 @@ class _Prepared:
   attempts: int = 0
 
 
-def _message(job_id: int, program: str, tests: dict, limits: dict) -> dict:
+def _message(job_id: int, program: str, tests: dict, limits: dict, send_code: bool) -> dict:
   """What a worker receives for one job: the program compiled here, where scorers compiled it
-  already to tell programs apart (`programs.marshalled`), or, if it does not compile, its source,
-  for the run to report why."""
-  code, _ = programs.marshalled(program)
+  already to tell programs apart (`programs.marshalled`), or its source: if it does not compile
+  (for the run to report why), or if the workers' interpreter reads another bytecode
+  (`send_code` False)."""
+  code = programs.marshalled(program)[0] if send_code else None
   if code is None:
     return {"id": job_id, "program": program, "tests": tests, "limits": limits}
   return {"id": job_id, "code": base64.b64encode(code).decode("ascii"), "tests": tests,
@@ -74,9 +78,10 @@ class _Batch:
   its result goes."""
 
   def __init__(self, split: Callable[[Any], tuple[str, dict, judge_lib.Expected]],
-               counts: collections.Counter):
+               counts: collections.Counter, send_code: bool = True):
     self._split = split  # the pool's memoised `judge.split`, with its spec key
     self._counts = counts  # the pool's statistics
+    self._send_code = send_code  # the workers load our marshalled code (same bytecode)
     self.prepared: list[_Prepared] = []
     self._owners: list[list[int]] = []  # unique job -> positions in the batch
     self._slots_of_key: dict[str, list[int]] = {}
@@ -106,7 +111,7 @@ class _Batch:
       cases = len(child_tests["cases"]) if child_tests["kind"] == "io" else 1
       self.prepared.append(_Prepared(
           _message(len(self.prepared), job.program, child_tests,
-                   judge_lib.limits_payload(job.limits)),
+                   judge_lib.limits_payload(job.limits), self._send_code),
           expected, job.limits, budget_s=job.limits.timeout_s * max(cases, 1) + 1.0, spec=spec))
       self._owners.append(positions)
     self._size += len(jobs)
@@ -126,12 +131,15 @@ class _Batch:
 class _Worker:
   """One worker process and the job ids it holds, in the order it will answer them."""
 
-  def __init__(self, slot: int, sandbox: str, cpu: int | None):
+  def __init__(self, slot: int, sandbox: str, cpu: int | None, python: str):
     self.slot = slot
     self.cpu = cpu
+    self.python = python
     src_root = os.path.dirname(os.path.dirname(os.path.abspath(precisecoder.__file__)))
+    # The worker's modules are the standard library's and execution's own, which import nothing
+    # else: any Python 3.11+ interpreter runs them, with its own libraries (`python`).
     self.process = subprocess.Popen(
-        [sys.executable, "-E", "-s", "-m", "precisecoder.execution.worker", str(slot),
+        [python, "-E", "-s", "-m", "precisecoder.execution.worker", str(slot),
          sandbox, str(-1 if cpu is None else cpu)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=src_root, env=_WORKER_ENV,
         close_fds=True)
@@ -146,6 +154,7 @@ class _Worker:
     self.mode = ""
     self.note = ""
     self.run_uid: int | None = None
+    self.magic = ""  # the bytecode its interpreter loads (importlib's MAGIC_NUMBER, hex)
 
   def await_hello(self, deadline: float) -> None:
     while not self.mode:
@@ -162,6 +171,7 @@ class _Worker:
       for message in self.reader.feed(data):
         self.mode, self.note = message["hello"], message.get("note", "")
         self.run_uid = message.get("run_uid")
+        self.magic = message.get("magic", "")
 
   def send(self, jobs: list[dict]) -> None:
     self.pending_out += protocol.encode({"jobs": jobs})
@@ -208,6 +218,8 @@ class ExecutionPool:
     workers: worker processes (default: the CPUs this process may use).
     sandbox: "auto" (the strongest containment the host allows) or a cap at a
       weaker mode, "userns" or "plain" (see `sandbox.py`; for tests).
+    python: the interpreter that runs programs, with its own libraries (a task set's
+      environment, e.g. .venv-bigcodebench/bin/python); None: this one.
     pin_workers: give each worker (and its runs) a CPU of its own. None: when
       there are no more workers than CPUs. Pools share the CPUs from an
       offset that depends on the process, so that single-worker pools of
@@ -215,13 +227,14 @@ class ExecutionPool:
   """
 
   def __init__(self, workers: int | None = None, *, sandbox: str = "auto",
-               pin_workers: bool | None = None):
+               pin_workers: bool | None = None, python: str | None = None):
     cpus = sorted(os.sched_getaffinity(0))
     self.num_workers = workers if workers is not None else len(cpus)
     if not 1 <= self.num_workers <= MAX_WORKERS:
       raise ValueError(f"workers must be between 1 and {MAX_WORKERS}, not {self.num_workers}")
     if sandbox not in sandbox_lib.MODES:
       raise ValueError(f"sandbox must be one of {sandbox_lib.MODES}, not {sandbox!r}")
+    self.python = check_python(python)
     if pin_workers is None:
       pin_workers = self.num_workers <= len(cpus)
     offset = os.getpid() % len(cpus)
@@ -234,6 +247,7 @@ class ExecutionPool:
     self._counts: collections.Counter[str] = collections.Counter()
     self._latencies: collections.deque[float] = collections.deque(maxlen=_LATENCY_WINDOW)
     self._mode = ""
+    self._send_code = True  # whether the workers' interpreter loads our marshalled code
     self._splits: collections.OrderedDict[str, tuple] = collections.OrderedDict()
     self._spec_seconds: collections.OrderedDict[str, float] = collections.OrderedDict()
     _live_pools.add(self)
@@ -254,12 +268,13 @@ class ExecutionPool:
       return
     missing = [slot for slot in range(self.num_workers)
                if slot not in {w.slot for w in self._workers}]
-    started = [_Worker(slot, self._sandbox, self._cpus[slot]) for slot in missing]
+    started = [_Worker(slot, self._sandbox, self._cpus[slot], self.python) for slot in missing]
     deadline = time.monotonic() + _STARTUP_TIMEOUT_S
     for worker in started:
       worker.await_hello(deadline)
       self._note_mode(worker)
     self._workers += started
+    self._send_code = all(worker.magic == _MAGIC for worker in self._workers)
 
   def _note_mode(self, worker: _Worker) -> None:
     self._mode = worker.mode
@@ -273,7 +288,7 @@ class ExecutionPool:
   def _replace(self, worker: _Worker) -> _Worker:
     worker.kill()
     self._counts["worker_restarts"] += 1
-    fresh = _Worker(worker.slot, self._sandbox, worker.cpu)
+    fresh = _Worker(worker.slot, self._sandbox, worker.cpu, self.python)
     fresh.await_hello(time.monotonic() + _STARTUP_TIMEOUT_S)
     self._workers[self._workers.index(worker)] = fresh
     return fresh
@@ -307,7 +322,7 @@ class ExecutionPool:
            more: Callable[[], Sequence[Job]] | None) -> list[Result]:
     started = time.monotonic()
     batch_deadline = started + deadline_s if deadline_s is not None else math.inf
-    batch = _Batch(self._split, self._counts)
+    batch = _Batch(self._split, self._counts, self._send_code)
     batch.add(jobs)
     outcomes = self._execute(batch.prepared, batch_deadline,
                              (lambda: batch.add(more())) if more is not None else None)
@@ -458,7 +473,15 @@ class ExecutionPool:
   def _verdict(self, item: _Prepared, reply: dict) -> Result:
     if "infra_error" in reply:
       return Result(Status.INFRA_ERROR, detail=reply["infra_error"])
-    result = judge_lib.judge(item.expected, reply["runs"], item.limits)
+    try:
+      result = judge_lib.judge(item.expected, reply["runs"], item.limits)
+    except Exception as e:  # pylint: disable=broad-except
+      # Whatever the program wrote (values nested past any recursion limit, say) is its run's
+      # failure, never the batch's.
+      runs = reply["runs"]
+      result = Result(Status.FAIL, sum(run["duration_s"] for run in runs),
+                      f"its records could not be judged ({type(e).__name__})",
+                      runs[-1]["stdout"], runs[-1]["stderr"])
     self._counts["runs"] += len(reply["runs"])
     self._latencies.append(result.duration_s)
     return result
@@ -481,6 +504,17 @@ class ExecutionPool:
       out[f"latency_{name}_ms"] = (
           1e3 * latencies[min(len(latencies) - 1, int(q * len(latencies)))] if latencies else 0.0)
     return out
+
+
+def check_python(python: str | None) -> str:
+  """The interpreter workers run under: `python` (a path, or a name on PATH), or this one.
+  Raises ValueError naming it when it is no executable."""
+  if python is None or python == "":
+    return sys.executable
+  found = shutil.which(python)
+  if found is None:
+    raise ValueError(f"python {python!r}: no such executable")
+  return os.path.abspath(found)
 
 
 def _close_all() -> None:

@@ -23,10 +23,13 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import errno
+import fcntl
 import os
 import resource
 import shutil
 import signal
+import socket
+import struct
 import sys
 
 _CLONE_NEWNS = 0x00020000
@@ -47,8 +50,15 @@ _PR_SET_NO_NEW_PRIVS = 38
 MODES = ("auto", "userns", "plain")
 _RUN_UID_BASE = 1_000_000  # + the worker's host pid: unique among live workers, no account has it
 _MOUNT_FLAGS = {"nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC}
-_VIRTUAL_FS = ("/proc", "/sys", "/dev")  # pseudo file systems: left as they are
-_PRIVATE_TMPFS = ("/tmp", "/var/tmp", "/dev/shm")
+# What a run's file system shows (`_private_root`), besides the interpreter and its import path.
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+_DEVICES = ("null", "zero", "full", "random", "urandom")
+WRITABLE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")  # world-writable, emptied after every run
+_RUNS_DIR = "/home"  # holds the run's working directory, its HOME: /home/run
+_TMPFS_SIZE, _TMPFS_INODES = "256m", 16384  # each; RLIMIT_FSIZE caps a file at 16 MiB
+_MNT_DETACH = 2
+_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}  # system call numbers: glibc has no wrapper
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 _CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
               "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
@@ -89,38 +99,6 @@ def _mount_points() -> list[tuple[str, int]]:
   return points
 
 
-def _blocked_ancestor(path: str) -> str | None:
-  """The highest ancestor of `path` that other users cannot traverse (e.g. /root), if any."""
-  parts = os.path.realpath(path).split(os.sep)[1:]
-  for depth in range(1, len(parts)):
-    ancestor = os.sep + os.path.join(*parts[:depth])
-    if not os.stat(ancestor).st_mode & 0o001:
-      return ancestor
-  return None
-
-
-def _expose(paths: list[str]) -> None:
-  """Makes `paths` reachable for an unprivileged run even below a private directory.
-
-  The interpreter may live under /root (pyenv): the private ancestor is
-  covered with an empty tmpfs and only `paths` are bound back into it, so a
-  run sees the interpreter and its libraries and nothing else of that home.
-  """
-  by_ancestor: dict[str, list[str]] = {}
-  for path in {os.path.realpath(p) for p in paths}:
-    ancestor = _blocked_ancestor(path)
-    if ancestor is not None and os.path.isdir(path):
-      by_ancestor.setdefault(ancestor, []).append(path)
-  for ancestor, inner in sorted(by_ancestor.items()):
-    inner = [p for p in inner if not any(p.startswith(q + os.sep) for q in inner)]
-    handles = {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in inner}
-    _mount("tmpfs", ancestor, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
-    for path, handle in handles.items():
-      os.makedirs(path, mode=0o755, exist_ok=True)
-      _mount(f"/proc/self/fd/{handle}", path, None, _MS_BIND | _MS_REC)
-      os.close(handle)
-
-
 def _python_paths() -> list[str]:
   """The interpreter, its prefixes and import path: what every run must still reach."""
   return ([sys.base_prefix, sys.prefix, os.path.dirname(sys.executable),
@@ -128,40 +106,104 @@ def _python_paths() -> list[str]:
           + [p for p in sys.path if p and os.path.isdir(p)])
 
 
-def _open_paths_below(points: tuple[str, ...], paths: list[str]) -> dict[str, int]:
-  """O_PATH handles of the outermost `paths` that lie below one of `points`.
+def _outermost(paths) -> list[str]:
+  """The real paths of the existing directories among `paths`, none inside another."""
+  found = {os.path.realpath(p) for p in paths if os.path.isdir(p)} - {"/"}
+  return sorted(p for p in found if not any(p.startswith(q + os.sep) for q in found if q != "/"))
 
-  Opened before a private tmpfs hides `points`, so that they can be bound back
-  (read-only) into it: a checkout or virtualenv under /tmp must stay importable.
+
+def _private_root() -> None:
+  """Makes this mount namespace's root a tmpfs that shows only what runs need.
+
+  Read-only: the system directories (`_SYSTEM_DIRS`: programs, shared libraries, /etc), the
+  interpreter and its import path (of this package, only what the worker imports: the
+  execution package), /sys, and a /dev of the common device nodes. Writable: /tmp, /var/tmp
+  and /dev/shm (world-writable tmpfs, emptied after every run) and the runs' home
+  (`_RUNS_DIR`). Everything else -- the home directories, the working trees, the task files,
+  their expected outputs and gold programs -- is not there. Then /proc is the host's until the
+  worker, PID 1 of its own PID namespace, mounts its own (`_with_pid_namespaces`).
   """
-  below = {os.path.abspath(p) for p in paths
-           if os.path.isdir(p) and any(os.path.abspath(p).startswith(t + os.sep) for t in points)}
-  outermost = [p for p in below if not any(p.startswith(q + os.sep) for q in below)]
-  return {p: os.open(p, os.O_PATH | os.O_CLOEXEC) for p in outermost}
-
-
-def _make_filesystem_read_only() -> None:
-  """Remounts every real mount read-only and hides the world-writable directories."""
   _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
-  if os.geteuid() == 0:  # runs drop to another uid: they must still reach Python
-    _expose(_python_paths())
-  kept = _open_paths_below(_PRIVATE_TMPFS, _python_paths())
+  binds = _outermost([*_SYSTEM_DIRS, *_python_paths()])
+  links = {d: os.readlink(d) for d in _SYSTEM_DIRS if os.path.islink(d)}  # /bin -> usr/bin
+  handles = {p: os.open(p, os.O_PATH | os.O_CLOEXEC) for p in binds}
+  devices = {d: os.open(f"/dev/{d}", os.O_PATH | os.O_CLOEXEC)
+             for d in _DEVICES if os.path.exists(f"/dev/{d}")}
+  virtual = {d: os.open(d, os.O_PATH | os.O_CLOEXEC) for d in ("/proc", "/sys")}
+  package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # precisecoder/
+  inside = {name: os.open(os.path.join(package, name), os.O_PATH | os.O_CLOEXEC)
+            for name in ("__init__.py", "execution")}
+  root = "/tmp"  # the new root is mounted over it (in this namespace only), then pivoted to
+  _mount("tmpfs", root, "tmpfs", _MS_NOSUID, "mode=0755,size=4m")
+  for point, mode in ((_RUNS_DIR, "0711"), *((t, "1777") for t in WRITABLE_DIRS)):
+    os.makedirs(root + point, exist_ok=True)
+    _mount("tmpfs", root + point, "tmpfs", _MS_NOSUID | _MS_NODEV,
+           f"mode={mode},size={_TMPFS_SIZE},nr_inodes={_TMPFS_INODES}")
+  for path, handle in [*handles.items(), *virtual.items()]:  # after: a venv may be under /tmp
+    _bind(handle, root + path, recursive=True)
+  for link, target in links.items():
+    if not os.path.lexists(root + link):
+      os.symlink(target, root + link)
+  os.makedirs(root + "/dev", exist_ok=True)
+  for name, handle in devices.items():
+    _bind(handle, f"{root}/dev/{name}", recursive=False)
+  for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                       ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+    os.symlink(target, f"{root}/dev/{name}")
+  if os.path.isdir(root + package):
+    # This package's other modules and files (task sets shipped as package data) are not the
+    # runs' business: only what the worker imports is shown.
+    _mount("tmpfs", root + package, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=1m")
+    for name, handle in inside.items():
+      _bind(handle, f"{root}{package}/{name}", recursive=True)
+  for handle in [*handles.values(), *devices.values(), *virtual.values(), *inside.values()]:
+    os.close(handle)
+  os.chdir(root)
+  _pivot_root(".", ".")  # the old root now lies under the new one: detach it
+  _check(_libc.umount2(b".", ctypes.c_int(_MNT_DETACH)), "umount2")
+  os.chdir("/")
+  _make_read_only(writable={_RUNS_DIR, *WRITABLE_DIRS})
+
+
+def _bind(handle: int, target: str, recursive: bool) -> None:
+  """Binds the file or folder open as O_PATH `handle` onto `target` (made here, empty)."""
+  if os.path.isdir(f"/proc/self/fd/{handle}"):
+    os.makedirs(target, mode=0o755, exist_ok=True)
+  else:
+    os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+    with open(target, "w"):
+      pass
+  _mount(f"/proc/self/fd/{handle}", target, None, _MS_BIND | (_MS_REC if recursive else 0))
+
+
+def _pivot_root(new_root: str, put_old: str) -> None:
+  number = _PIVOT_ROOT.get(os.uname().machine)
+  if number is None:
+    raise OSError(errno.ENOSYS, f"pivot_root: unknown system call number on {os.uname().machine}")
+  _check(_libc.syscall(ctypes.c_long(number), new_root.encode(), put_old.encode()), "pivot_root")
+
+
+def _make_read_only(writable: set[str]) -> None:
+  """Remounts every mount read-only but the `writable` tmpfs (not what is bound below them: a
+  venv under /tmp) and the pseudo file systems below /proc, with the flags the kernel locks on
+  each (nosuid, nodev, noexec)."""
   for point, flags in _mount_points():
-    if any(point == v or point.startswith(v + "/") for v in _VIRTUAL_FS):
+    if point in writable or point == "/proc" or point.startswith("/proc/"):
       continue
     try:
       _mount(None, point, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | flags)
     except OSError as e:
       if e.errno not in (errno.EACCES, errno.EPERM, errno.ENOENT, errno.EINVAL):
         raise
-  for point in _PRIVATE_TMPFS:  # root-owned and 0755: a run cannot leave files there
-    if os.path.isdir(point):
-      _mount("tmpfs", point, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0755,size=64m")
-  for path, handle in sorted(kept.items()):  # e.g. a checkout and its venv under /tmp
-    os.makedirs(path, mode=0o755, exist_ok=True)
-    _mount(f"/proc/self/fd/{handle}", path, None, _MS_BIND | _MS_REC)
-    _mount(None, path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
-    os.close(handle)
+
+
+def _loopback_up() -> None:
+  """Brings up this network namespace's loopback interface: a run may serve and reach itself
+  (a test that starts a local server), but nothing outside the namespace."""
+  with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+    request = struct.pack("16sH22x", b"lo", 0)
+    flags = struct.unpack("16sH22x", fcntl.ioctl(s, _SIOCGIFFLAGS, request))[1]
+    fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | _IFF_UP))
 
 
 def _write(path: str, text: str) -> None:
@@ -177,18 +219,23 @@ class Sandbox:
   run_uid: int | None  # the uid runs drop to ("root" mode only), this worker's alone
   runs_dir: str  # holds `run_dir`
   note: str = ""  # why a weaker mode was chosen
+  private_tmp: bool = False  # WRITABLE_DIRS are this worker's own tmpfs, emptied after each run
   is_init: bool = False  # PID 1 of a private PID namespace that holds every run
   # The working directory of every run, made afresh for each (`make_run_dir`).
   run_dir: str = dataclasses.field(init=False)
 
   def __post_init__(self):
     self.run_dir = os.path.join(self.runs_dir, "run")
+    self._writable_stamps: list[int] = []
+    self._kept: list[frozenset[str]] = [frozenset()] * len(WRITABLE_DIRS)  # never emptied
 
   @classmethod
   def create(cls, strongest: str = "auto") -> "Sandbox":
     """Contains this worker in the strongest mode available, capped at `strongest`
     (tests use the weaker modes), and gives it the environment its runs inherit."""
     sandbox = cls._strongest(strongest)
+    if sandbox.private_tmp:  # what is there now holds the interpreter (a venv under /tmp)
+      sandbox._kept = [frozenset(os.listdir(folder)) for folder in WRITABLE_DIRS]
     _scrub_environment(sandbox.run_dir)
     if sandbox.mode == "root":
       os.setgroups([])  # runs inherit no supplementary groups
@@ -205,8 +252,9 @@ class Sandbox:
     if os.geteuid() == 0 and strongest == "auto":
       try:
         _unshare(_CLONE_NEWNS | _CLONE_NEWNET)
-        _make_filesystem_read_only()
-        sandbox = cls("root", _RUN_UID_BASE + os.getpid(), _make_runs_dir())
+        _private_root()
+        _loopback_up()
+        sandbox = cls("root", _RUN_UID_BASE + os.getpid(), _RUNS_DIR, private_tmp=True)
         return sandbox._with_pid_namespaces(notes)
       except OSError as e:
         notes.append(f"root namespaces unavailable ({e})")
@@ -218,9 +266,10 @@ class Sandbox:
       _write("/proc/self/setgroups", "deny")
       _write("/proc/self/uid_map", f"0 {uid} 1")
       _write("/proc/self/gid_map", f"0 {gid} 1")
-      _make_filesystem_read_only()
+      _private_root()
+      _loopback_up()
       _prctl(_PR_SET_DUMPABLE, 0)  # a run with our uid must not ptrace or read us
-      sandbox = cls("userns", None, _make_runs_dir(), note="; ".join(notes))
+      sandbox = cls("userns", None, _RUNS_DIR, note="; ".join(notes), private_tmp=True)
       return sandbox._with_pid_namespaces(notes)
     except OSError as e:
       notes.append(f"user namespaces unavailable ({e})")
@@ -247,6 +296,10 @@ class Sandbox:
       os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
     set_parent_death_signal()
     self.is_init = os.getpid() == 1
+    try:  # this namespace's processes only: the pool's and the host's are not there to see
+      _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    except OSError as e:
+      notes.append(f"a private /proc could not be mounted ({e}): runs see the host's")
     self.note = "; ".join(notes)
     return self
 
@@ -268,6 +321,30 @@ class Sandbox:
     if self.run_uid is not None:
       os.chown(self.run_dir, self.run_uid, self.run_uid)
     return self.run_dir
+
+  def stamp_writable(self) -> None:
+    """Notes the state of WRITABLE_DIRS before a run (`clean_writable` after it)."""
+    if self.private_tmp:
+      self._writable_stamps = [os.stat(d).st_mtime_ns for d in WRITABLE_DIRS]
+
+  def clean_writable(self) -> None:
+    """Empties the WRITABLE_DIRS a run wrote into (an entry made or removed moves its mtime), so
+    that the next run finds nothing of it; a no-op where they are the host's ("plain")."""
+    if not self.private_tmp:
+      return
+    for folder, stamp, kept in zip(WRITABLE_DIRS, self._writable_stamps, self._kept):
+      if os.stat(folder).st_mtime_ns == stamp:
+        continue
+      for entry in os.scandir(folder):
+        if entry.name in kept:  # root's, in a sticky folder: no run can remove or rename it
+          continue
+        if entry.is_dir(follow_symlinks=False):
+          shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+          try:
+            os.unlink(entry.path)
+          except FileNotFoundError:
+            pass
 
   def remove_run_dir(self, path: str) -> None:
     try:
@@ -351,12 +428,6 @@ def _make_private_dir(parent: str, prefix: str) -> str:
       return path
     except FileExistsError:
       continue
-
-
-def _make_runs_dir() -> str:
-  path = "/tmp/precisecoder-runs"  # on the private tmpfs
-  os.makedirs(path, mode=0o711, exist_ok=True)
-  return path
 
 
 def _max_fd() -> int:

@@ -8,7 +8,8 @@ pool strips them before sending (judge.py compares in the pool).
 Messages in:  {"jobs": [{"id": ID, "code": B64, "tests": {...}, "limits": {...}}]}, where B64
               is the program as the pool compiled it (marshal, base64), or "program": SRC
               for a program that does not compile
-Messages out: {"hello": MODE, "note": TEXT, "run_uid": UID|None} once, then {"id": ID, "runs": [RUN, ...]}
+Messages out: {"hello": MODE, "note": TEXT, "run_uid": UID|None, "magic": HEX} once (HEX: the
+              bytecode this interpreter loads), then {"id": ID, "runs": [RUN, ...]}
 where RUN (one per process: one per case for io, else one) is
   {"ready": bool, "exit": int|None, "signal": int|None, "timeout": bool,
    "overflow": str|None, "stdout": str, "stderr": str, "channel": str,
@@ -119,6 +120,7 @@ class Worker:
     """
     nonce = os.urandom(16).hex()
     run_dir = self.sandbox.make_run_dir()
+    self.sandbox.stamp_writable()
     stdin_r, stdin_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -145,6 +147,7 @@ class Worker:
         self.sandbox.kill_run(pid)
       watch.close()
       self.sandbox.remove_run_dir(run_dir)
+      self.sandbox.clean_writable()
     duration = time.perf_counter() - start
     channel = streams["channel"].text()
     return {"ready": channel.startswith(f'{{"ready":"{nonce}"}}\n'),
@@ -315,7 +318,9 @@ def main(argv: list[str]) -> int:
   gc.freeze()  # the warm heap is shared copy-on-write: keep collections from touching it
   protocol.write_all(outbox, protocol.encode(
       {"hello": worker.sandbox.mode, "note": worker.sandbox.note,
-       "run_uid": worker.sandbox.run_uid}))
+       "run_uid": worker.sandbox.run_uid,
+       # importlib's MAGIC_NUMBER, from the module the interpreter loaded at start-up
+       "magic": sys.modules["_frozen_importlib_external"].MAGIC_NUMBER.hex()}))
   while True:
     message = protocol.read_message(inbox)
     if message is None:

@@ -65,11 +65,12 @@ class LocalBackend:
   """The sandboxed pool of this machine (or `pool`, left open) and a `RewardScorer` over it."""
 
   def __init__(self, workers: int | None = None, *, epsilon: int | None = None,
-               pdb_compat: bool = False, lam: float = 1 / 3, pool: Any = None):
+               pdb_compat: bool = False, lam: float = 1 / 3, pool: Any = None,
+               python: str | None = None):
     from precisecoder.execution import ExecutionPool  # pylint: disable=import-outside-toplevel
     from precisecoder.rewards import RewardScorer  # pylint: disable=import-outside-toplevel
     self._owns_pool = pool is None
-    self.pool = pool if pool is not None else ExecutionPool(workers=workers)
+    self.pool = pool if pool is not None else ExecutionPool(workers=workers, python=python)
     self.scorer = RewardScorer(self.pool, epsilon=epsilon, pdb_compat=pdb_compat, lam=lam)
 
   def results(self, items: Sequence[Item]) -> list[dict[str, Any]]:

@@ -88,7 +88,10 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       # Multi-turn episodes (episodes.py; configs/*_agent.py): up to `turns` answers, with
       # feedback on the visible tests (min(visible_tests, visible_fraction of the tests)) as
       # user turns of at most `feedback_tokens` tokens between them. 1: a single answer.
-      turns=1, feedback_tokens=1024, visible_tests=3, visible_fraction=0.5))
+      turns=1, feedback_tokens=1024, visible_tests=3, visible_fraction=0.5,
+      # The interpreter that runs programs, with the task set's libraries ("": this one; for
+      # BigCodeBench tasks .venv-bigcodebench/bin/python, see data/environments.py).
+      python=""))
 
   c.optim = ml_collections.ConfigDict(dict(
       learning_rate=m["learning_rate"], warmup_steps=0, weight_decay=0.0, b1=0.9, b2=0.999,
@@ -162,7 +165,8 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
 
 def _problems(c: ml_collections.ConfigDict):
   from precisecoder.data.generator import TIERS  # pylint: disable=import-outside-toplevel
-  from precisecoder.execution.pool import MAX_WORKERS  # pylint: disable=import-outside-toplevel
+  # pylint: disable-next=import-outside-toplevel
+  from precisecoder.execution.pool import MAX_WORKERS, check_python
   from precisecoder.integrations.client import parse_urls  # pylint: disable=import-outside-toplevel
   from precisecoder.train.losses import AGGREGATIONS  # pylint: disable=import-outside-toplevel
 
@@ -233,6 +237,11 @@ def _problems(c: ml_collections.ConfigDict):
         parse_urls(c.rl.get("reward_urls", ""))
       except ValueError as e:
         yield f"config.rl.reward_urls: {e}"
+    if c.rl.python:
+      try:
+        check_python(c.rl.python)
+      except ValueError:
+        yield bad("rl.python", c.rl.python, "no such executable")
     rows = c.rl.prompts_per_step * c.rl.group_size
     size = min(c.rl.minibatch_size, rows)
     if size > 0 and rows % size:

@@ -143,7 +143,7 @@ class Run(contextlib.AbstractContextManager):
         self._scorer = self._pool = RemoteScorer(rl.reward_urls, epsilon=epsilon, lam=rl.lam)
       else:
         from precisecoder.execution import ExecutionPool  # worker processes start on first use
-        self._pool = ExecutionPool(workers=rl.reward_workers)
+        self._pool = ExecutionPool(workers=rl.reward_workers, python=rl.python or None)
         self._scorer = RewardScorer(self._pool, epsilon=epsilon, lam=rl.lam)
     return self._scorer
 
