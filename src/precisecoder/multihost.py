@@ -28,8 +28,14 @@ from jax.sharding import Mesh, NamedSharding
 from precisecoder.model.sharding import RULES, logical_to_spec
 
 
-def initialize() -> None:
-  """Joins the other processes of a multi-host run (no-op for a single process)."""
+def initialize(initialization_timeout_s: int = 300, heartbeat_timeout_s: int = 100,
+               shutdown_timeout_s: int = 300) -> None:
+  """Joins the other processes of a multi-host run (no-op for a single process).
+
+  The timeouts (seconds, JAX's defaults; the trainer passes `config.multihost`): how long a
+  process waits for the others to join, how long one may go without a heartbeat before the
+  coordinator calls it dead, and how long the first to finish waits for the rest.
+  """
   env = os.environ
   tpu_pod = "," in env.get("TPU_WORKER_HOSTNAMES", "")
   if not tpu_pod and "JAX_COORDINATOR_ADDRESS" not in env:
@@ -37,17 +43,35 @@ def initialize() -> None:
   # Cross-process collectives on CPU (the local multi-process runs) need an implementation;
   # the setting is ignored by TPU and GPU backends.
   jax.config.update("jax_cpu_collectives_implementation", "gloo")
+  timeouts = dict(initialization_timeout=int(initialization_timeout_s),
+                  heartbeat_timeout_seconds=int(heartbeat_timeout_s),
+                  shutdown_timeout_seconds=int(shutdown_timeout_s))
   if tpu_pod:
-    jax.distributed.initialize()
+    jax.distributed.initialize(**timeouts)
   else:
     missing = [k for k in ("JAX_NUM_PROCESSES", "JAX_PROCESS_ID") if k not in env]
     if missing:
       raise ValueError(f"JAX_COORDINATOR_ADDRESS is set but {', '.join(missing)} is not")
     jax.distributed.initialize(env["JAX_COORDINATOR_ADDRESS"],
                                num_processes=int(env["JAX_NUM_PROCESSES"]),
-                               process_id=int(env["JAX_PROCESS_ID"]))
+                               process_id=int(env["JAX_PROCESS_ID"]), **timeouts)
   logging.info("process %d of %d, %d local devices of %d", jax.process_index(),
                jax.process_count(), jax.local_device_count(), jax.device_count())
+
+
+def barrier(name: str, timeout_s: int) -> None:
+  """Waits until every process has reached `name`, for at most `timeout_s` seconds.
+
+  The coordination service's barrier, not a device collective: a host that is late by
+  minutes (a slow load, a report being written) is waited for as long as the caller allows,
+  where a first collective between hosts (gloo's on CPU) gives up after 30 s, and JAX's own
+  shutdown after 5 minutes whatever its configured timeout.
+  """
+  if jax.process_count() == 1:
+    return
+  from jax._src import distributed  # pylint: disable=import-outside-toplevel
+  # No public API holds the client (jax.experimental.multihost_utils and Orbax read it here).
+  distributed.global_state.client.wait_at_barrier(f"precisecoder:{name}", int(timeout_s * 1000))
 
 
 def is_primary() -> bool:

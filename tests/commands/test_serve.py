@@ -29,10 +29,12 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_zero(tmp_path):
     pending = executor.submit(http, url + "/score",
                               {"items": [{"task_id": "slow_inc", "program": SLOW_FIX}]})
     waiting = threading.Event()
-    for _ in range(6000):  # until the server holds the request (a condition, 60 s at most)
-      if http(url + "/health")[1]["pending_items"] > 0:
+    for _ in range(30000):  # until the server holds the request (a condition, 300 s at most)
+      if http(url + "/health")[1]["pending_items"] > 0 or pending.done():
         break
       waiting.wait(0.01)
+    else:
+      raise AssertionError("the server never held the request")
     process.send_signal(signal.SIGTERM)
     status, body = pending.result(120)
     assert status == 200 and body["results"][0]["unit"] == 1

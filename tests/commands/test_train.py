@@ -93,6 +93,8 @@ CONFIG = str(CONFIGS[0].parent / "precisecoder.py")
     ([f"--config={CONFIG}:tiny", "--config.rl.lam=1.5"], "config.rl.lam=1.5: must be a number in"),
     ([f"--config={CONFIG}:tiny", "--config.rl.reward_workers=1000"],
      "config.rl.reward_workers=1000: must be an integer in [1, 256]"),
+    ([f"--config={CONFIG}:tiny", "--config.multihost.heartbeat_timeout_s=0"],
+     "config.multihost.heartbeat_timeout_s=0: must be an integer >= 1"),
     ([f"--config={CONFIG}:tiny", "--config.rl.reward_urls=ftp://host:1"],
      "config.rl.reward_urls: reward server URL 'ftp://host:1': want http://HOST:PORT"),
     ([f"--config={CONFIG}:tiny", "--config.rl.python=/no/such/python"],

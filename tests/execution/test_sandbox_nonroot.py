@@ -38,7 +38,8 @@ PROBE = textwrap.dedent(f"""
             "def add(a, b):\\n  return a + b + os.path.exists('/opt') + os.path.exists('/var/cache')"
             " + len(open('ROOT_DIR/writable.txt').read())\\n")
     with ExecutionPool(workers=2) as pool:
-      results = pool.run([Job(program, CALL, Limits(timeout_s=2))
+      # Limits no slow host reaches where the verdict must not depend on its speed.
+      results = pool.run([Job(program, CALL, Limits(timeout_s=2 if program is BOMB else 60))
                           for program in (ADD, BOMB, DAEMON, ROOT)])
       print(json.dumps({{"statuses": [r.status.value for r in results],
                         "sandbox": pool.stats()["sandbox"]}}))
@@ -77,7 +78,7 @@ def test_unprivileged_pool_degrades_and_contains_runs():
     os.chmod(pathlib.Path(root) / "writable.txt", 0o666)
     done = subprocess.run([SYSTEM_PYTHON, "probe.py"], cwd=root, user=NOBODY, group=NOBODY,
                           extra_groups=[], env={"PATH": "/usr/bin:/bin", "PYTHONPATH": root},
-                          capture_output=True, text=True, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["sandbox"] in ("userns", "plain")

@@ -147,10 +147,12 @@ def test_concurrent_requests_are_scored_as_one_batch(task_set):
                              {"items": [dict(item, program=f"x = {k + 10}")] * 2}) for k in range(8)]
     # Wait until all eight are queued in the service (a condition, not a sleep).
     deadline = threading.Event()
-    for _ in range(12000):
+    for _ in range(12000):  # 120 s at most
       if server.service.pending_items() >= 1 + 16:
         break
       deadline.wait(0.01)
+    else:
+      raise AssertionError(f"{server.service.pending_items()} items queued, not 17")
     gate.release.set()
     assert first.result(120)[0] == 200 and all(f.result(120)[0] == 200 for f in later)
   assert gate.sizes == [1, 8]  # eight requests, one batch (their two items are one pair)

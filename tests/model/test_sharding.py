@@ -62,8 +62,9 @@ def _check() -> dict:
 def test_sharded_logits_and_samples_match_one_device():
   env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
              JAX_PLATFORMS="cpu")
+  # The timeout only turns a hang into a failure: a loaded host may take many minutes.
   proc = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True,
-                        timeout=300)
+                        timeout=3600)
   assert proc.returncode == 0, proc.stderr[-4000:]
   report = json.loads(proc.stdout.strip().splitlines()[-1])
   assert set(report) == {str(m) for m in MESHES}

@@ -57,7 +57,8 @@ def run(cfg, workdir: str) -> int:
   from precisecoder.sampling import enable_compilation_cache
 
   enable_compilation_cache()
-  multihost.initialize()  # several hosts: TPU pod metadata or JAX_COORDINATOR_ADDRESS
+  # Several hosts: TPU pod metadata or JAX_COORDINATOR_ADDRESS, with the config's timeouts.
+  multihost.initialize(**cfg.multihost)
   if jax.process_count() > 1:
     logging.info("host %d of %d", jax.process_index(), jax.process_count())
   _check_memory(cfg, jax.process_count(), jax.local_device_count())
@@ -75,6 +76,9 @@ def run(cfg, workdir: str) -> int:
     _fail(str(e))
   if status == 0 and cfg.train.report and multihost.is_primary():
     write_report(cfg, workdir)
+  # The other hosts wait for the report (minutes on a pod) here, within the config's shutdown
+  # timeout, rather than in JAX's own shutdown barrier, which gives up after 5 minutes.
+  multihost.barrier("end", cfg.multihost.shutdown_timeout_s)
   return status
 
 

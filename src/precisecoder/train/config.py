@@ -101,6 +101,13 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
   c.dpo = ml_collections.ConfigDict(dict(beta=0.1, batch_size=8, max_len=1024,
                                          samples_per_task=4))
 
+  # Several hosts (jax.distributed; a single process ignores them): seconds a host may take to
+  # join the others, to go without a heartbeat, and to reach the end after the first one did,
+  # before the run fails. A slow host (a checkpoint upload, a long reward batch, a busy
+  # machine) must fit in them; JAX's own defaults are 300, 100 and 300.
+  c.multihost = ml_collections.ConfigDict(dict(
+      initialization_timeout_s=900, heartbeat_timeout_s=300, shutdown_timeout_s=1800))
+
   c.train = ml_collections.ConfigDict(dict(
       steps=200, checkpoint_every=20, keep_checkpoints=3,
       checkpoint_dir="",  # "" -> <workdir>/checkpoints; may be a bucket (gs://...)
@@ -199,6 +206,9 @@ def _problems(c: ml_collections.ConfigDict):
     yield from at_least(field, 1)
   yield from number("optim.learning_rate", 0, low_open=True)
   yield from at_least("optim.warmup_steps", 0)
+  for field in ("multihost.initialization_timeout_s", "multihost.heartbeat_timeout_s",
+                "multihost.shutdown_timeout_s"):
+    yield from at_least(field, 1)
   yield from one_of("data.tier", TIERS)
   for field in ("data.num_validation", "data.num_clean"):
     yield from at_least(field, 0)
