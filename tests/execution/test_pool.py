@@ -497,3 +497,16 @@ def test_workers_run_under_the_interpreter_they_are_given(monkeypatch):
     assert not pool._send_code  # pylint: disable=protected-access
   with pytest.raises(ValueError, match="no such executable"):
     ExecutionPool(python="/no/such/python")
+
+
+def test_a_venv_reached_through_a_link_keeps_its_name_and_libraries(tmp_path):
+  """`.venv -> /elsewhere/venv`: the sandbox binds real paths, and shows the link too, so the
+  interpreter's own path and its import path (numpy here) still resolve inside a run."""
+  link = tmp_path / "linked-venv"
+  link.symlink_to(sys.prefix)
+  python = str(link / "bin" / os.path.basename(sys.executable))
+  program = "import sys\nimport numpy\ndef where():\n  return [sys.executable, int(numpy.int64(2))]\n"
+  tests = {"kind": "call", "entry_point": "where", "cases": [{"args": [], "expected": [python, 2]}]}
+  with ExecutionPool(workers=1, python=python) as pool:
+    result = pool.run([Job(program, tests, Limits(timeout_s=60))])[0]
+  assert result.passed, result

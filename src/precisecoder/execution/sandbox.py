@@ -106,6 +106,20 @@ def _python_paths() -> list[str]:
           + [p for p in sys.path if p and os.path.isdir(p)])
 
 
+def _links_on_the_way(paths) -> dict[str, str]:
+  """{link: target} for every symbolic link among the leading parts of `paths`: a venv reached
+  through a link (`.venv -> /elsewhere/venv`) keeps the name its interpreter knows it by, and
+  its sys.path entries, after only the real paths are bound."""
+  links = {}
+  for path in paths:
+    here = "/"
+    for part in os.path.abspath(path).strip("/").split("/"):
+      here = os.path.join(here, part)
+      if os.path.islink(here):
+        links[here] = os.readlink(here)
+  return links
+
+
 def _outermost(paths) -> list[str]:
   """The real paths of the existing directories among `paths`, none inside another."""
   found = {os.path.realpath(p) for p in paths if os.path.isdir(p)} - {"/"}
@@ -125,7 +139,8 @@ def _private_root() -> None:
   """
   _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
   binds = _outermost([*_SYSTEM_DIRS, *_python_paths()])
-  links = {d: os.readlink(d) for d in _SYSTEM_DIRS if os.path.islink(d)}  # /bin -> usr/bin
+  # /bin -> usr/bin; a venv through a link
+  links = _links_on_the_way([*_SYSTEM_DIRS, *_python_paths()])
   handles = {p: os.open(p, os.O_PATH | os.O_CLOEXEC) for p in binds}
   devices = {d: os.open(f"/dev/{d}", os.O_PATH | os.O_CLOEXEC)
              for d in _DEVICES if os.path.exists(f"/dev/{d}")}
@@ -141,8 +156,9 @@ def _private_root() -> None:
            f"mode={mode},size={_TMPFS_SIZE},nr_inodes={_TMPFS_INODES}")
   for path, handle in [*handles.items(), *virtual.items()]:  # after: a venv may be under /tmp
     _bind(handle, root + path, recursive=True)
-  for link, target in links.items():
+  for link, target in sorted(links.items()):  # a link's parents first
     if not os.path.lexists(root + link):
+      os.makedirs(os.path.dirname(root + link), exist_ok=True)
       os.symlink(target, root + link)
   os.makedirs(root + "/dev", exist_ok=True)
   for name, handle in devices.items():
