@@ -505,7 +505,8 @@ def test_a_venv_reached_through_a_link_keeps_its_name_and_libraries(tmp_path):
   link = tmp_path / "linked-venv"
   link.symlink_to(sys.prefix)
   python = str(link / "bin" / os.path.basename(sys.executable))
-  program = "import sys\nimport numpy\ndef where():\n  return [sys.executable, int(numpy.int64(2))]\n"
+  program = ("import sys\nimport numpy\n"
+             "def where():\n  return [sys.executable, int(numpy.int64(2))]\n")
   tests = {"kind": "call", "entry_point": "where", "cases": [{"args": [], "expected": [python, 2]}]}
   with ExecutionPool(workers=1, python=python) as pool:
     result = pool.run([Job(program, tests, Limits(timeout_s=60))])[0]
