@@ -107,7 +107,7 @@ def test_broken_tasks_are_errors_not_credit(caplog):
   assert "AssertionError" in rows[0].error and rows[1].error == rows[0].error
   assert rows[2].error == "broken task: its buggy program passes the tests: the tests cannot see the bug"
   assert rows[3].error is None
-  assert set(scorer.broken_tasks) == {"gold fails", "bug passes"}
+  assert set(scorer.references.broken_tasks) == {"gold fails", "bug passes"}
   assert scorer.stats()["broken_tasks"] == 2
   assert sum("broken task" in r.getMessage() for r in caplog.records) == 2  # logged once each
   # What training sees: zero reward on every term, no exception.
@@ -117,7 +117,7 @@ def test_broken_tasks_are_errors_not_credit(caplog):
   assert all(arrays[k][0] == 0 for k in ("unit", "f1", "precision", "recall", "precision_only"))
   ran = len(pool.ran)
   scorer.evaluate([passing_buggy], [over])  # remembered: no second check, still an error
-  assert len(pool.ran) == ran and scorer.task_problem(passing_buggy).startswith("its buggy")
+  assert len(pool.ran) == ran and scorer.references.task_problem(passing_buggy).startswith("its buggy")
   # Without verification the old shortcuts are gone too: everything runs, nothing is assumed.
   pool = InProcessPool()
   (s,) = rewards.RewardScorer(pool, verify_references=False).evaluate([failing_reference], [FIXED])

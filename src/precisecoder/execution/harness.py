@@ -2,7 +2,7 @@
 
 It executes the program, runs the part of the test spec that the child may
 see, and writes JSON lines to the private channel fd. It never decides a
-verdict: the pool judges the records (`judge.py`). Every function and module
+verdict: the pool judges the records (`verdicts.py`). Every function and module
 the harness needs after the program starts is bound here, before the program
 can patch anything.
 
@@ -295,7 +295,7 @@ def _reached_modules(kind: str, test_imports: Sequence[str]) -> tuple[str, ...]:
   return tuple(dict.fromkeys((*_UNITTEST_MODULES, *loaded))) if kind == "unittest" else loaded
 
 
-# Trusted toy jobs, one per kind that loads a module: child-side specs, as judge.split makes them.
+# Trusted toy jobs, one per kind that loads a module: child-side specs, as expectations.split makes them.
 _REHEARSAL_PROGRAM = "def f(x):\n  return x + 1\n"
 _REHEARSAL_TESTS = (
     {"kind": "call", "entry_point": "f", "cases": [{"args": [1], "kwargs": {}}]},
@@ -469,7 +469,7 @@ def run_assert(channel: Channel, module: types.ModuleType, integrity: Integrity,
 
 
 def _install_reports(channel: Channel, namespace: dict) -> list[int]:
-  """Binds the report call the pool rewrote held checks into (judge.hide_expected_literals);
+  """Binds the report call the pool rewrote held checks into (expectations.hide_expected_literals);
   returns the count of reports made, in a list the caller reads at the end."""
   reported = [0]
 
