@@ -107,7 +107,7 @@ def test_broken_tasks_are_errors_not_credit(caplog):
   assert "AssertionError" in rows[0].error and rows[1].error == rows[0].error
   assert rows[2].error == "broken task: its buggy program passes the tests: the tests cannot see the bug"
   assert rows[3].error is None
-  assert set(scorer.references.broken_tasks) == {"gold fails", "bug passes"}
+  assert set(scorer.broken_tasks) == {"gold fails", "bug passes"}
   assert scorer.stats()["broken_tasks"] == 2
   assert sum("broken task" in r.getMessage() for r in caplog.records) == 2  # logged once each
   # What training sees: zero reward on every term, no exception.

@@ -147,11 +147,15 @@ class RewardScorer:
     digest = compiled_identity(program)[0] if self.same_code_same_verdict else None
     return f"code:{digest}" if digest is not None else f"text:{program}"
 
+  @property
+  def broken_tasks(self) -> dict[str, str]:
+    """task_id -> why, for every broken task seen (what `RemoteScorer.broken_tasks` holds)."""
+    return self.references.broken_tasks
+
   def stats(self) -> dict[str, int]:
     v = self.verdicts
     return {"verdicts_requested": v.requested, "programs_executed": v.executed,
-            "verdicts_without_run": v.skipped,
-            "broken_tasks": len(self.references.broken_tasks)}
+            "verdicts_without_run": v.skipped, "broken_tasks": len(self.broken_tasks)}
 
   # -------------------------------------------------------------------------
   # Public API

@@ -209,9 +209,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
   summary = summarize(records, known)
   summary.update(scorer.stats(), seconds=round(elapsed, 3),
                  predictions_per_s=len(records) / elapsed if elapsed > 0 else 0.0,
-                 broken=dict(scorer.references.broken_tasks))
+                 broken=dict(scorer.broken_tasks))
   missing = [(environments.dataset_of(task_id, known[task_id].source_dataset), module)
-             for task_id, why in scorer.references.broken_tasks.items()
+             for task_id, why in scorer.broken_tasks.items()
              if (module := environments.missing_module(why)) is not None]
   summary["environment"] = environments.advice(missing, args.python or sys.executable)
   return summary
