@@ -156,7 +156,8 @@ def test_huge_completions_score_fast_with_a_reason(files, capsys, monkeypatch):
   # benchmarks/bench_huge_predictions.py).
   task_path, pred_path, out_path = files
   pool = InProcessPool()
-  monkeypatch.setattr(score_cmd, "_make_pool", lambda workers: contextlib.nullcontext(pool))
+  monkeypatch.setattr(score_cmd, "_make_pool",
+                      lambda workers, python=None: contextlib.nullcontext(pool))
   program = "".join(f"v{i} = {i}\n" for i in range(300_000))[:2_000_000]
   preds = [{"task_id": "t", "completion": f"```python\n{FIXED}{program}```"},
            {"task_id": "t", "completion": f"```python\n{FIXED}s = '{'x' * 2_000_000}'\n```"},
