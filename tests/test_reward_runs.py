@@ -51,7 +51,8 @@ def test_each_distinct_program_runs_once_per_batch_and_is_remembered_after():
   scheduler = Scheduler(pool)
   task = make_task()
   batch = reward_runs.RunBatch(scheduler)
-  keys = [batch.job(program, task) for program in (GOLD, BUGGY, GOLD.replace("\n", "  \n"), GOLD)]
+  programs = (GOLD, BUGGY, GOLD.replace("\n", "  \n"), GOLD)
+  keys = [batch.job(program, task) for program in programs]
   assert keys[0] == keys[2] == keys[3] != keys[1]  # lines right-stripped, as PDB runs them
   batch.run()
   assert pool.batches == [[GOLD.rstrip("\n"), BUGGY.rstrip("\n")]]
@@ -128,11 +129,13 @@ def test_a_task_vouches_for_its_programs_only_once_verified():
 def test_a_task_whose_buggy_program_passes_is_broken():
   scheduler = Scheduler(Pool())
   references = scheduler.references
-  task = tasks.Task(**{**make_task("blind").__dict__, "buggy_code": "def f(x):\n  return x * 2 + 0\n"})
+  blind = "def f(x):\n  return x * 2 + 0\n"  # passes the tests as the fix does
+  task = tasks.Task(**{**make_task("blind").__dict__, "buggy_code": blind})
   batch = reward_runs.RunBatch(scheduler)
   checks = references.register([task], {id(task): references.task_key(task)}, batch)
   batch.run()
   references.settle(checks, batch)
   assert references.task_problem(task).startswith("its buggy program passes")
   assert list(references.broken_tasks) == ["blind"]
-  assert references.known_verdict(GOLD.rstrip("\n"), task) is None  # a broken task vouches for nothing
+  # A broken task vouches for nothing.
+  assert references.known_verdict(GOLD.rstrip("\n"), task) is None

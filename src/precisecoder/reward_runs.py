@@ -69,7 +69,7 @@ class Scheduler(Protocol):
   pool: Pool
   deadline_s: float | None
   verdicts: Verdicts
-  references: "ReferenceChecks"
+  references: ReferenceChecks
 
   def limits_for(self, task: Task) -> Limits:
     ...
@@ -81,7 +81,7 @@ class Scheduler(Protocol):
 class RunBatch:
   """Collects the programs a round needs, runs each unique one once, answers verdicts."""
 
-  def __init__(self, scorer: "Scheduler"):
+  def __init__(self, scorer: Scheduler):
     self._scorer = scorer
     self._jobs: dict[str, Job] = {}
     self._infra: dict[str, str] = {}

@@ -170,7 +170,8 @@ class RewardScorer:
                     errors: Sequence[str | None] | None = None) -> list[dict[str, Any]]:
     """One score-file line per pair (DESIGN.md "Contract: predictions and scores")."""
     scores = self.evaluate(tasks, programs, errors)
-    return [self.to_record(s, samples[i] if samples is not None else 0) for i, s in enumerate(scores)]
+    return [self.to_record(s, samples[i] if samples is not None else 0)
+            for i, s in enumerate(scores)]
 
   def evaluate(self, tasks: Sequence[Task], programs: Sequence[str | None],
                errors: Sequence[str | None] | None = None) -> list[SampleScore]:
@@ -256,7 +257,8 @@ class RewardScorer:
       s.error = error or "no program"
       return s
     if not isinstance(program, str) or not program.strip():
-      s.error = "empty program" if isinstance(program, str) else f"not a string: {type(program).__name__}"
+      s.error = ("empty program" if isinstance(program, str)
+                 else f"not a string: {type(program).__name__}")
       return s
     s.error = screen.introduced(task.buggy_code, program)  # refused before it runs
     if s.error is not None:
@@ -266,7 +268,8 @@ class RewardScorer:
       if key not in seen:
         pred_diff = edits.line_diff(task.buggy_code, program)
         seen[key] = (pred_diff, edits.line_levenshtein(task.buggy_code, program),
-                     edits.align(task.buggy_code, pred_diff, task.gt_diff) if task.is_buggy else None)
+                     edits.align(task.buggy_code, pred_diff, task.gt_diff)
+                     if task.is_buggy else None)
       pred_diff, cost, alignment = seen[key]
     except Exception as e:  # pylint: disable=broad-except  (one odd sample must not stop a run)
       s.error = f"cannot diff: {type(e).__name__}: {e}"
@@ -282,7 +285,8 @@ class RewardScorer:
   def _initial_slack(self, match: edits.Match) -> int:
     if match.kind == edits.EXACT:
       return 0
-    allowed = sum(self.epsilon if self.epsilon is not None else default_epsilon(r) for r in match.refs)
+    allowed = sum(self.epsilon if self.epsilon is not None else default_epsilon(r)
+                  for r in match.refs)
     return max(min(allowed, len(match.pred) - match.ref_lines), 0)
 
   def _unit_job(self, s: SampleScore, batch: RunBatch) -> str | None:

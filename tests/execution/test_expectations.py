@@ -11,7 +11,8 @@ def test_assert_literals_stay_in_the_pool():
           "  assert [3] != candidate(2)\n  assert candidate(3) is None\n"
           "  assert abs(candidate(4) - 0.5) < 1e-6\ncheck(f)\n")
   child_code, checks, reached = expectations.hide_expected_literals(
-      code.replace("check(f)\n", "  assert candidate(5) > 2.5\n  assert not candidate(6)\ncheck(f)\n"))
+      code.replace("check(f)\n",
+                   "  assert candidate(5) > 2.5\n  assert not candidate(6)\ncheck(f)\n"))
   assert checks == [("==", (1, 2)), ("!=", [3]), ("is", None), ("near<", (0.5, 1e-6, False)),
                     ("falsy", None)]
   assert reached == {0, 1, 2, 3, 4}
@@ -38,9 +39,11 @@ def test_unittest_checks_with_literals_are_held_and_reached_unless_skipped():
   code = ("import unittest\nclass T(unittest.TestCase):\n  def test_a(self):\n"
           "    self.assertEqual(f(1), 2)\n    self.assertTrue(f(2), msg='m')\n"
           "    self.assertAlmostEqual(0.5, g(1), delta=0.01)\n    self.assertIsNone(h())\n"
-          "    self.assertEqual(f(1), f(2))\n    for i in range(3):\n      self.assertEqual(f(i), 2)\n"
+          "    self.assertEqual(f(1), f(2))\n"
+          "    for i in range(3):\n      self.assertEqual(f(i), 2)\n"
           "  @unittest.skip('later')\n  def test_b(self):\n    self.assertEqual(f(1), 2)\n"
-          "  def test_c(self):\n    if f(0):\n      self.skipTest('no')\n    self.assertEqual(f(3), 4)\n")
+          "  def test_c(self):\n    if f(0):\n      self.skipTest('no')\n"
+          "    self.assertEqual(f(3), 4)\n")
   child_code, checks, reached = expectations.hide_expected_literals(code, ["T"])
   assert checks == [("==", 2), ("truthy", None), ("almost", (0.5, 7, 0.01)), ("is", None),
                     ("==", 2), ("==", 2), ("==", 4)]
@@ -49,14 +52,18 @@ def test_unittest_checks_with_literals_are_held_and_reached_unless_skipped():
 
 
 @pytest.mark.parametrize("code, checks, hidden", [
-    ("def check(c):\n  want = [5, 42]\n  assert c(2, 3) == want[0]\n  assert c(40, 2) == want[1]\ncheck(f)\n",
+    ("def check(c):\n  want = [5, 42]\n  assert c(2, 3) == want[0]\n"
+     "  assert c(40, 2) == want[1]\ncheck(f)\n",
      [("==", 5), ("==", 42)], True),
     ("def check():\n  want = 7\n  assert f(3) == want\n  assert f(1) < want\ncheck()\n",
      [("==", 7)], True),  # immutable: inlined anywhere
     ("want = 7\nassert f(3) == want\n", [], False),  # a module global: the program's too
-    ("def check():\n  want = [1]\n  f(want)\n  assert g() == want\ncheck()\n", [], False),  # handed over
-    ("def check():\n  want = [1]\n  want.append(2)\n  assert g() == want\ncheck()\n", [], False),  # mutated
-    ("def check():\n  want = 1\n  want = 2\n  assert g() == want\ncheck()\n", [], False),  # bound twice
+    ("def check():\n  want = [1]\n  f(want)\n  assert g() == want\ncheck()\n",
+     [], False),  # handed over
+    ("def check():\n  want = [1]\n  want.append(2)\n  assert g() == want\ncheck()\n",
+     [], False),  # mutated
+    ("def check():\n  want = 1\n  want = 2\n  assert g() == want\ncheck()\n",
+     [], False),  # bound twice
     ("def check():\n  want = [1]\n  def inner():\n    assert g() == want\n  inner()\ncheck()\n",
      [], False),  # read from a nested function
     ("import unittest\nclass T(unittest.TestCase):\n  def test_a(self):\n    want = {'a': 1}\n"

@@ -84,6 +84,7 @@ def test_a_run_of_each_kind_reports_what_the_pool_judges(tmp_path, kind):
 
 
 def test_an_object_that_equals_anything_is_not_a_pass(tmp_path):
-  forged = "class Any:\n  def __eq__(self, other):\n    return True\ndef add(a, b):\n  return Any()\n"
+  forged = ("class Any:\n  def __eq__(self, other):\n    return True\n"
+            "def add(a, b):\n  return Any()\n")
   result = _run(tmp_path, forged, TESTS["assert"])
   assert result.status is Status.FAIL, result

@@ -17,9 +17,11 @@ from precisecoder.execution import pool as pool_module
 ADD = "def add(a, b):\n  return a + b\n"
 WRONG_ADD = "def add(a, b):\n  return a - b\n"
 CALL = {"kind": "call", "entry_point": "add",
-        "cases": [{"args": [2, 3], "expected": 5}, {"args": [-1], "kwargs": {"b": 1}, "expected": 0}]}
+        "cases": [{"args": [2, 3], "expected": 5},
+                  {"args": [-1], "kwargs": {"b": 1}, "expected": 0}]}
 ASSERT = {"kind": "assert",
-          "code": "def check(candidate):\n  assert candidate(2, 3) == 5\n  assert candidate(-1, 1) == 0\n"
+          "code": "def check(candidate):\n  assert candidate(2, 3) == 5\n"
+                  "  assert candidate(-1, 1) == 0\n"
                   "check(add)\n"}
 UNITTEST = {"kind": "unittest", "code": (
     "import unittest\n"
@@ -28,7 +30,8 @@ UNITTEST = {"kind": "unittest", "code": (
     "  def test_pair(self):\n    self.assertEqual(add(*self.pair), 5)\n"
     "class More(Base):\n"
     "  def test_negative(self):\n    self.assertEqual(add(-1, 1), 0)\n")}
-IO = {"kind": "io", "cases": [{"stdin": "2 3\n", "stdout": "5\n"}, {"stdin": "-1 1", "stdout": "0"}]}
+IO = {"kind": "io",
+      "cases": [{"stdin": "2 3\n", "stdout": "5\n"}, {"stdin": "-1 1", "stdout": "0"}]}
 IO_PROGRAM = "a, b = map(int, input().split())\nprint(a + b, '  ')\n\n"
 # Jobs meant to end on their own get a wall-clock limit no loaded host reaches, so that their
 # verdict never depends on its speed; those meant to time out get a short one of their own.
@@ -79,7 +82,8 @@ def test_programs_compile_as_written_without_the_harness_future_flags(pool):
 
 def test_call_compares_after_a_json_round_trip(pool):
   program = "def pair(x):\n  return (x, {1: x})\n"
-  tests = {"kind": "call", "entry_point": "pair", "cases": [{"args": [2], "expected": [2, {"1": 2}]}]}
+  tests = {"kind": "call", "entry_point": "pair",
+           "cases": [{"args": [2], "expected": [2, {"1": 2}]}]}
   assert pool.run([Job(program, tests, FAST)])[0].passed
 
 
@@ -126,7 +130,8 @@ def test_a_failing_more_leaves_the_pool_working(pool):
 
 
 def test_batch_deadline_times_out_what_is_left(pool):
-  jobs = [Job(f"import time\ntime.sleep(3)\nx = {i}\n", ASSERT, Limits(timeout_s=5)) for i in range(4)]
+  jobs = [Job(f"import time\ntime.sleep(3)\nx = {i}\n", ASSERT, Limits(timeout_s=5))
+          for i in range(4)]
   restarts = pool.stats()["worker_restarts"]
   results = pool.run(jobs, deadline_s=0.5)
   assert all(r.status is Status.TIMEOUT and r.detail == "batch deadline" for r in results)
@@ -204,7 +209,8 @@ def test_stats_and_idempotent_close():
     ("def f(x):\n  return x + 1\ndef g(x):\n  return x / 2 + 1e-9\n", True),
     ("def f(x):\n  return x + 2\ndef g(x):\n  return x / 2\n", False),
     ("def f(x):\n  return x + 1\ndef g(x):\n  return x / 2 + 1e-6\n", False),  # 7 places
-    ("import numpy as np\ndef f(x):\n  return np.int64(x + 1)\ndef g(x):\n  return np.float64(x / 2)\n", True),
+    ("import numpy as np\ndef f(x):\n  return np.int64(x + 1)\n"
+     "def g(x):\n  return np.float64(x / 2)\n", True),
 ])
 def test_unittest_held_checks_keep_unittest_semantics(pool, program, passes):
   code = ("import unittest\nclass T(unittest.TestCase):\n  def test_a(self):\n"
@@ -227,7 +233,8 @@ def test_is_true_needs_the_singleton(pool, program, passes):
     ("def f(x):\n  return x / 4\n", True),
     ("def f(x):\n  return x / 4 + 1e-3\n", False),
     ("import fractions\ndef f(x):\n  return fractions.Fraction(x, 4)\n", True),
-    ("import decimal\ndef f(x):\n  return decimal.Decimal(x) / 4\n", False),  # Decimal - float raises
+    # Decimal - float raises
+    ("import decimal\ndef f(x):\n  return decimal.Decimal(x) / 4\n", False),
     ("def f(x):\n  return str(x / 4)\n", False),
     ("def abs(x):\n  return 0\ndef f(x):\n  return 99.0\n", False),  # its own abs is not asked
 ])
@@ -273,7 +280,8 @@ def test_weaker_sandbox_modes_still_run_every_kind(mode):
 
 
 def test_workers_never_import_jax(pool):
-  program = "import sys\ndef loaded():\n  return sorted(m for m in ('jax', 'flax', 'torch') if m in sys.modules)\n"
+  program = ("import sys\ndef loaded():\n"
+             "  return sorted(m for m in ('jax', 'flax', 'torch') if m in sys.modules)\n")
   tests = {"kind": "call", "entry_point": "loaded", "cases": [{"args": [], "expected": []}]}
   assert pool.run([Job(program, tests, FAST)])[0].passed
 
@@ -306,7 +314,8 @@ def test_large_outputs_are_read_whole_and_floods_stopped_at_the_cap():
         Job(flood, {"kind": "io", "cases": [{"stdin": "", "stdout": ""}]}, big),
         Job(copy, {"kind": "io", "cases": [{"stdin": expected, "stdout": expected}]}, big)])
   assert whole.passed and copied.passed, (whole, copied)
-  assert flooded.status is Status.FAIL and flooded.detail.endswith("stdout exceeded 3145728 bytes"), flooded
+  assert flooded.status is Status.FAIL, flooded
+  assert flooded.detail.endswith("stdout exceeded 3145728 bytes"), flooded
 
 
 def test_a_program_that_does_not_compile_fails_with_the_reason(pool):
@@ -334,7 +343,8 @@ def test_sigterm_stops_the_pool_and_its_workers(tmp_path):
       f"pool.run([Job({ADD!r}, {CALL!r})])\n"
       "print(*[w.process.pid for w in pool._workers], flush=True)\n"
       "time.sleep(3600)\n")  # until the signal
-  import subprocess, sys  # pylint: disable=import-outside-toplevel,multiple-imports
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
   server = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
   worker_pids = [int(pid) for pid in server.stdout.readline().split()]
   assert len(worker_pids) == 2

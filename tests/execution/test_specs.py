@@ -14,10 +14,12 @@ IO_ADD = "a, b = map(int, input().split())\nprint(a + b)\n"
 PRINT = "print('hi')\n"
 ACCEPTED = [
     (ADD, {"kind": "call", "entry_point": "add",
-           "cases": [{"args": [1, 2], "expected": 3}, {"kwargs": {"a": 1, "b": 1}, "expected": 2}]}),
+           "cases": [{"args": [1, 2], "expected": 3},
+                     {"kwargs": {"a": 1, "b": 1}, "expected": 2}]}),
     (ADD, {"kind": "assert", "code": "assert add(1, 2) == 3\n"}),
     (ADD, {"kind": "unittest", "code": "import unittest\nclass T(unittest.TestCase):\n"
-                                      "  def test_add(self):\n    self.assertEqual(add(1, 2), 3)\n"}),
+                                      "  def test_add(self):\n"
+                                      "    self.assertEqual(add(1, 2), 3)\n"}),
     (IO_ADD, {"kind": "io", "cases": [{"stdin": "1 2\n", "stdout": "3\n"}]}),
     (PRINT, {"kind": "io", "cases": [{"stdin": "", "stdout": "hi"}]}),
 ]

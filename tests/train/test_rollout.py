@@ -13,7 +13,8 @@ PAD = 0
 
 
 def _task(task_id):
-  return tasks_lib.parse_task({"task_id": task_id, "buggy_code": "x = 1\n", "gt_solution": "x = 2\n",
+  return tasks_lib.parse_task({"task_id": task_id, "buggy_code": "x = 1\n",
+                               "gt_solution": "x = 2\n",
                                "tests": {"kind": "assert", "code": "assert x == 2\n"},
                                "is_buggy": True}, "test")
 

@@ -20,7 +20,8 @@ def _config(**train):
 def test_sampling_seeds_differ_per_step_and_chunk_and_repeat_per_run():
   seeds = {run_lib.sample_seed(7, step, part) for step in range(50) for part in range(4)}
   assert len(seeds) == 200
-  assert run_lib.sample_seed(7, 3, 1) == run_lib.sample_seed(7, 3, 1) != run_lib.sample_seed(8, 3, 1)
+  seed = run_lib.sample_seed
+  assert seed(7, 3, 1) == seed(7, 3, 1) != seed(8, 3, 1)
   assert all(0 <= s < 2**31 - 1 for s in seeds)
 
 

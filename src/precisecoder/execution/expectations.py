@@ -69,7 +69,8 @@ _OPERATORS = {ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is", ast.IsNot: "is not"}
 
 
 def _literal(node: ast.AST) -> tuple[bool, Any]:
-  """(True, its value) for a literal, or a constant subscript of one (`[5, 42][0]`), else (False, None)."""
+  """(True, its value) for a literal, or a constant subscript of one (`[5, 42][0]`), else
+  (False, None)."""
   try:
     if isinstance(node, ast.Subscript):
       (known, container), (index_known, index) = _literal(node.value), _literal(node.slice)
@@ -370,7 +371,8 @@ def _reached_in_tests(tree: ast.Module, classes: Sequence[str]) -> frozenset[int
 def _skips(function: ast.FunctionDef) -> bool:
   """Whether the function mentions skipping (self.skipTest, raise SkipTest, unittest.skip)."""
   return any(isinstance(node, (ast.Name, ast.Attribute))
-             and (node.id if isinstance(node, ast.Name) else node.attr) in ("skipTest", "SkipTest", "skip")
+             and (node.id if isinstance(node, ast.Name) else node.attr)
+             in ("skipTest", "SkipTest", "skip")
              for node in ast.walk(function))
 
 
