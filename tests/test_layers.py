@@ -18,8 +18,8 @@ SRC = pathlib.Path(__file__).resolve().parents[1] / "src"
 # Bottom to top: the modules and packages directly under precisecoder/ in each layer.
 LAYERS = (
     ("execution", "model", "tasks", "edits"),
-    ("rewards", "reward_recipes", "advantages", "prompts", "predictions", "sampling",
-     "multihost", "data", "feedback", "episodes"),
+    ("rewards", "reward_runs", "reward_recipes", "advantages", "prompts", "predictions",
+     "sampling", "multihost", "data", "feedback", "episodes"),
     ("train", "integrations"),
     ("analysis",),
     ("commands", "cli"),

@@ -46,7 +46,8 @@ FIXED = code("""
         d = c + 0
         return d
     """)
-TESTS = {"kind": "assert", "code": "for x in range(-3, 6):\n    assert f(x) == 2 * (x + 1) - 3, x\n"}
+TESTS = {"kind": "assert",
+         "code": "for x in range(-3, 6):\n    assert f(x) == 2 * (x + 1) - 3, x\n"}
 
 
 def make_task(buggy, fixed=FIXED, task_id="t"):
@@ -105,7 +106,8 @@ def test_broken_tasks_are_errors_not_credit(caplog):
   assert [r.f1 for r in rows] == [0, 0, 0, 1]
   assert rows[0].error.startswith("broken task: its reference fix (gt_solution) fails")
   assert "AssertionError" in rows[0].error and rows[1].error == rows[0].error
-  assert rows[2].error == "broken task: its buggy program passes the tests: the tests cannot see the bug"
+  assert rows[2].error == ("broken task: its buggy program passes the tests: "
+                           "the tests cannot see the bug")
   assert rows[3].error is None
   assert set(scorer.broken_tasks) == {"gold fails", "bug passes"}
   assert scorer.stats()["broken_tasks"] == 2
@@ -117,7 +119,8 @@ def test_broken_tasks_are_errors_not_credit(caplog):
   assert all(arrays[k][0] == 0 for k in ("unit", "f1", "precision", "recall", "precision_only"))
   ran = len(pool.ran)
   scorer.evaluate([passing_buggy], [over])  # remembered: no second check, still an error
-  assert len(pool.ran) == ran and scorer.task_problem(passing_buggy).startswith("its buggy")
+  assert len(pool.ran) == ran
+  assert scorer.references.task_problem(passing_buggy).startswith("its buggy")
   # Without verification the old shortcuts are gone too: everything runs, nothing is assumed.
   pool = InProcessPool()
   (s,) = rewards.RewardScorer(pool, verify_references=False).evaluate([failing_reference], [FIXED])
@@ -303,11 +306,13 @@ def test_programs_that_compile_alike_share_one_verdict():
   # alone) is the reference fix, already known to pass, so its sibling (line 4 alone) need
   # not run. The others compile to code already judged (or to the reference fix).
   assert pool.ran == REFERENCE_RUNS + [edits.rstrip_lines(over)]
-  assert (second.unit, second.precision, second.recall) == (first.unit, first.precision, first.recall)
+  assert ((second.unit, second.precision, second.recall)
+          == (first.unit, first.precision, first.recall))
   check(third, 1, 1, 1, 1, [1])
   # A pool whose verdicts read source text gets every distinct text.
   pool = InProcessPool()
-  rewards.RewardScorer(pool, same_code_same_verdict=False).evaluate([ONE_BUG] * 2, [over, commented])
+  scorer = rewards.RewardScorer(pool, same_code_same_verdict=False)
+  scorer.evaluate([ONE_BUG] * 2, [over, commented])
   assert pool.ran == REFERENCE_RUNS + [edits.rstrip_lines(over), edits.rstrip_lines(commented)]
 
 

@@ -59,7 +59,8 @@ def test_table_output(files, capsys):
   assert cli.main(["score", "--tasks", str(task_path), "--predictions", str(pred_path),
                    "--output", str(out_path)]) == 0
   table = capsys.readouterr().out
-  assert "unit (pass)" in table and "33.3%" in table and re.search(r"damage rate \(clean\) +50.0%", table)
+  assert "unit (pass)" in table and "33.3%" in table
+  assert re.search(r"damage rate \(clean\) +50.0%", table)
 
 
 def test_unusable_inputs_exit_2(files, capsys):
@@ -92,7 +93,8 @@ def test_output_that_is_an_input_is_refused(files, capsys):
   before = (task_path.read_bytes(), pred_path.read_bytes())
   (pred_path.parent / "link.jsonl").symlink_to(pred_path)
   os.link(task_path, pred_path.parent / "hard.jsonl")
-  for out, named in [(pred_path, "--predictions"), (pred_path.parent / "link.jsonl", "--predictions"),
+  for out, named in [(pred_path, "--predictions"),
+                     (pred_path.parent / "link.jsonl", "--predictions"),
                      (pred_path.parent / "sub" / ".." / pred_path.name, "--predictions"),
                      (pred_path.parent / "hard.jsonl", "--tasks")]:
     (pred_path.parent / "sub").mkdir(exist_ok=True)
@@ -161,7 +163,8 @@ def test_huge_completions_score_fast_with_a_reason(files, capsys, monkeypatch):
   program = "".join(f"v{i} = {i}\n" for i in range(300_000))[:2_000_000]
   preds = [{"task_id": "t", "completion": f"```python\n{FIXED}{program}```"},
            {"task_id": "t", "completion": f"```python\n{FIXED}s = '{'x' * 2_000_000}'\n```"},
-           {"task_id": "t", "completion": f"<think>{'why? ' * 400_000}</think>```python\n{FIXED}```"}]
+           {"task_id": "t",
+            "completion": f"<think>{'why? ' * 400_000}</think>```python\n{FIXED}```"}]
   pred_path.write_text("".join(json.dumps(p) + "\n" for p in preds))
   assert _score(task_path, pred_path, out_path, "--json") == 0
   lines = [json.loads(l) for l in out_path.read_text().splitlines()]

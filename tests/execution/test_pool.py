@@ -12,15 +12,16 @@ import time
 import pytest
 
 from precisecoder.execution import ExecutionPool, Job, Limits, Status
-from precisecoder.execution import judge
 from precisecoder.execution import pool as pool_module
 
 ADD = "def add(a, b):\n  return a + b\n"
 WRONG_ADD = "def add(a, b):\n  return a - b\n"
 CALL = {"kind": "call", "entry_point": "add",
-        "cases": [{"args": [2, 3], "expected": 5}, {"args": [-1], "kwargs": {"b": 1}, "expected": 0}]}
+        "cases": [{"args": [2, 3], "expected": 5},
+                  {"args": [-1], "kwargs": {"b": 1}, "expected": 0}]}
 ASSERT = {"kind": "assert",
-          "code": "def check(candidate):\n  assert candidate(2, 3) == 5\n  assert candidate(-1, 1) == 0\n"
+          "code": "def check(candidate):\n  assert candidate(2, 3) == 5\n"
+                  "  assert candidate(-1, 1) == 0\n"
                   "check(add)\n"}
 UNITTEST = {"kind": "unittest", "code": (
     "import unittest\n"
@@ -29,7 +30,8 @@ UNITTEST = {"kind": "unittest", "code": (
     "  def test_pair(self):\n    self.assertEqual(add(*self.pair), 5)\n"
     "class More(Base):\n"
     "  def test_negative(self):\n    self.assertEqual(add(-1, 1), 0)\n")}
-IO = {"kind": "io", "cases": [{"stdin": "2 3\n", "stdout": "5\n"}, {"stdin": "-1 1", "stdout": "0"}]}
+IO = {"kind": "io",
+      "cases": [{"stdin": "2 3\n", "stdout": "5\n"}, {"stdin": "-1 1", "stdout": "0"}]}
 IO_PROGRAM = "a, b = map(int, input().split())\nprint(a + b, '  ')\n\n"
 # Jobs meant to end on their own get a wall-clock limit no loaded host reaches, so that their
 # verdict never depends on its speed; those meant to time out get a short one of their own.
@@ -80,7 +82,8 @@ def test_programs_compile_as_written_without_the_harness_future_flags(pool):
 
 def test_call_compares_after_a_json_round_trip(pool):
   program = "def pair(x):\n  return (x, {1: x})\n"
-  tests = {"kind": "call", "entry_point": "pair", "cases": [{"args": [2], "expected": [2, {"1": 2}]}]}
+  tests = {"kind": "call", "entry_point": "pair",
+           "cases": [{"args": [2], "expected": [2, {"1": 2}]}]}
   assert pool.run([Job(program, tests, FAST)])[0].passed
 
 
@@ -127,23 +130,13 @@ def test_a_failing_more_leaves_the_pool_working(pool):
 
 
 def test_batch_deadline_times_out_what_is_left(pool):
-  jobs = [Job(f"import time\ntime.sleep(3)\nx = {i}\n", ASSERT, Limits(timeout_s=5)) for i in range(4)]
+  jobs = [Job(f"import time\ntime.sleep(3)\nx = {i}\n", ASSERT, Limits(timeout_s=5))
+          for i in range(4)]
   restarts = pool.stats()["worker_restarts"]
   results = pool.run(jobs, deadline_s=0.5)
   assert all(r.status is Status.TIMEOUT and r.detail == "batch deadline" for r in results)
   assert pool.stats()["worker_restarts"] == restarts + 2  # both workers stopped mid-job
   assert pool.run([Job(ADD, CALL, FAST)])[0].passed  # the pool recovered
-
-
-def test_unittest_names_come_from_the_ast():
-  classes, names = judge.test_names(UNITTEST["code"])
-  assert classes == ["Base", "More"]
-  assert names == ["Base.test_pair", "More.test_negative", "More.test_pair"]
-
-
-def test_io_ignores_trailing_whitespace_only():
-  assert judge.normalise_output("1  \n2\n\n") == judge.normalise_output("1\n2")
-  assert judge.normalise_output(" 1\n2") != judge.normalise_output("1\n2")
 
 
 def test_a_dead_worker_is_replaced_and_its_job_rerun_once():
@@ -212,53 +205,12 @@ def test_stats_and_idempotent_close():
     pool.run([Job(ADD, CALL, FAST)])
 
 
-def test_assert_literals_stay_in_the_pool():
-  code = ("def check(candidate):\n  assert candidate(1) == (1, 2), 'msg'\n"
-          "  assert [3] != candidate(2)\n  assert candidate(3) is None\n"
-          "  assert abs(candidate(4) - 0.5) < 1e-6\ncheck(f)\n")
-  child_code, checks, reached = judge.hide_expected_literals(
-      code.replace("check(f)\n", "  assert candidate(5) > 2.5\n  assert not candidate(6)\ncheck(f)\n"))
-  assert checks == [("==", (1, 2)), ("!=", [3]), ("is", None), ("near<", (0.5, 1e-6, False)),
-                    ("falsy", None)]
-  assert reached == {0, 1, 2, 3, 4}
-  for literal in ("(1, 2)", "[3]", "0.5", "1e-06", "not"):
-    assert literal not in child_code
-  assert "2.5" in child_code  # not a comparison the pool holds: it runs in the child unchanged
-
-
-@pytest.mark.parametrize("code, reached", [
-    ("assert f(1) == 2\nfor x in [1]:\n  assert f(x) == 2\nif True:\n  assert f(1) == 2\n", {0}),
-    ("def check(c):\n  assert c(1) == 2\ncheck(f)\n", {0}),
-    ("def check(c):\n  assert c(1) == 2\n", set()),  # never called
-    ("def check(c):\n  if c(0):\n    return\n  assert c(1) == 2\ncheck(f)\n", set()),
-    ("def check(c):\n  assert c(1) == 2\ncheck = print\ncheck(f)\n", set()),  # rebound
-    ("def check(c):\n  assert c(1) == 2\nif __name__ == '__main__':\n  check(f)\n", set()),
-    ("def check(c):\n  try:\n    assert c(1) == 2\n  except Exception:\n    pass\n"
-     "  assert c(2) == 3\ncheck(f)\n", {1}),
-])
-def test_the_asserts_every_run_reaches(code, reached):
-  assert judge.hide_expected_literals(code)[2] == reached
-
-
-def test_unittest_checks_with_literals_are_held_and_reached_unless_skipped():
-  code = ("import unittest\nclass T(unittest.TestCase):\n  def test_a(self):\n"
-          "    self.assertEqual(f(1), 2)\n    self.assertTrue(f(2), msg='m')\n"
-          "    self.assertAlmostEqual(0.5, g(1), delta=0.01)\n    self.assertIsNone(h())\n"
-          "    self.assertEqual(f(1), f(2))\n    for i in range(3):\n      self.assertEqual(f(i), 2)\n"
-          "  @unittest.skip('later')\n  def test_b(self):\n    self.assertEqual(f(1), 2)\n"
-          "  def test_c(self):\n    if f(0):\n      self.skipTest('no')\n    self.assertEqual(f(3), 4)\n")
-  child_code, checks, reached = judge.hide_expected_literals(code, ["T"])
-  assert checks == [("==", 2), ("truthy", None), ("almost", (0.5, 7, 0.01)), ("is", None),
-                    ("==", 2), ("==", 2), ("==", 4)]
-  assert reached == {0, 1, 2, 3}  # not in a loop, a skipped test, or one that may skip itself
-  assert "self.assertEqual(f(1), f(2))" in child_code and "0.01" not in child_code
-
-
 @pytest.mark.parametrize("program, passes", [
     ("def f(x):\n  return x + 1\ndef g(x):\n  return x / 2 + 1e-9\n", True),
     ("def f(x):\n  return x + 2\ndef g(x):\n  return x / 2\n", False),
     ("def f(x):\n  return x + 1\ndef g(x):\n  return x / 2 + 1e-6\n", False),  # 7 places
-    ("import numpy as np\ndef f(x):\n  return np.int64(x + 1)\ndef g(x):\n  return np.float64(x / 2)\n", True),
+    ("import numpy as np\ndef f(x):\n  return np.int64(x + 1)\n"
+     "def g(x):\n  return np.float64(x / 2)\n", True),
 ])
 def test_unittest_held_checks_keep_unittest_semantics(pool, program, passes):
   code = ("import unittest\nclass T(unittest.TestCase):\n  def test_a(self):\n"
@@ -277,46 +229,12 @@ def test_is_true_needs_the_singleton(pool, program, passes):
   assert pool.run([Job(program, tests, FAST)])[0].passed == passes
 
 
-@pytest.mark.parametrize("code, checks, hidden", [
-    ("def check(c):\n  want = [5, 42]\n  assert c(2, 3) == want[0]\n  assert c(40, 2) == want[1]\ncheck(f)\n",
-     [("==", 5), ("==", 42)], True),
-    ("def check():\n  want = 7\n  assert f(3) == want\n  assert f(1) < want\ncheck()\n",
-     [("==", 7)], True),  # immutable: inlined anywhere
-    ("want = 7\nassert f(3) == want\n", [], False),  # a module global: the program's too
-    ("def check():\n  want = [1]\n  f(want)\n  assert g() == want\ncheck()\n", [], False),  # handed over
-    ("def check():\n  want = [1]\n  want.append(2)\n  assert g() == want\ncheck()\n", [], False),  # mutated
-    ("def check():\n  want = 1\n  want = 2\n  assert g() == want\ncheck()\n", [], False),  # bound twice
-    ("def check():\n  want = [1]\n  def inner():\n    assert g() == want\n  inner()\ncheck()\n",
-     [], False),  # read from a nested function
-    ("import unittest\nclass T(unittest.TestCase):\n  def test_a(self):\n    want = {'a': 1}\n"
-     "    self.assertEqual(g(), want)\n", [("==", {"a": 1})], True),
-])
-def test_names_bound_once_to_a_literal_are_held_like_the_literal(code, checks, hidden):
-  classes = ["T"] if "unittest" in code else None
-  child_code, found, _ = judge.hide_expected_literals(code, classes)
-  assert found == checks
-  assert ("want =" not in child_code) == hidden
-
-
-def test_a_run_that_skips_a_reached_assert_fails():
-  code = "def check(c):\n  assert c(1) == 2\ncheck(f)\n"
-  child_code, expected = judge.split({"kind": "assert", "code": code})
-  signed = {"nonce": "n" * 32}
-  channel = '{"ready":"' + "n" * 32 + '"}\n' + json.dumps({"end": "assert", "expects": 0, **signed})
-  run = {"ready": True, "exit": 0, "signal": None, "timeout": False, "overflow": None,
-         "stdout": "", "stderr": "", "channel": channel, "nonce": "n" * 32, "duration_s": 0.0}
-  result = judge.judge(expected, [run], FAST)
-  assert not result.passed and "never reported" in result.detail
-  run["channel"] = channel.replace('"expects": 0', '"expects": 1') + "\n" + json.dumps(
-      {"expect": 0, "value": 2, **signed})
-  assert judge.judge(expected, [run], FAST).passed
-
-
 @pytest.mark.parametrize("program, passes", [
     ("def f(x):\n  return x / 4\n", True),
     ("def f(x):\n  return x / 4 + 1e-3\n", False),
     ("import fractions\ndef f(x):\n  return fractions.Fraction(x, 4)\n", True),
-    ("import decimal\ndef f(x):\n  return decimal.Decimal(x) / 4\n", False),  # Decimal - float raises
+    # Decimal - float raises
+    ("import decimal\ndef f(x):\n  return decimal.Decimal(x) / 4\n", False),
     ("def f(x):\n  return str(x / 4)\n", False),
     ("def abs(x):\n  return 0\ndef f(x):\n  return 99.0\n", False),  # its own abs is not asked
 ])
@@ -362,7 +280,8 @@ def test_weaker_sandbox_modes_still_run_every_kind(mode):
 
 
 def test_workers_never_import_jax(pool):
-  program = "import sys\ndef loaded():\n  return sorted(m for m in ('jax', 'flax', 'torch') if m in sys.modules)\n"
+  program = ("import sys\ndef loaded():\n"
+             "  return sorted(m for m in ('jax', 'flax', 'torch') if m in sys.modules)\n")
   tests = {"kind": "call", "entry_point": "loaded", "cases": [{"args": [], "expected": []}]}
   assert pool.run([Job(program, tests, FAST)])[0].passed
 
@@ -395,7 +314,8 @@ def test_large_outputs_are_read_whole_and_floods_stopped_at_the_cap():
         Job(flood, {"kind": "io", "cases": [{"stdin": "", "stdout": ""}]}, big),
         Job(copy, {"kind": "io", "cases": [{"stdin": expected, "stdout": expected}]}, big)])
   assert whole.passed and copied.passed, (whole, copied)
-  assert flooded.status is Status.FAIL and flooded.detail.endswith("stdout exceeded 3145728 bytes"), flooded
+  assert flooded.status is Status.FAIL, flooded
+  assert flooded.detail.endswith("stdout exceeded 3145728 bytes"), flooded
 
 
 def test_a_program_that_does_not_compile_fails_with_the_reason(pool):
@@ -423,7 +343,8 @@ def test_sigterm_stops_the_pool_and_its_workers(tmp_path):
       f"pool.run([Job({ADD!r}, {CALL!r})])\n"
       "print(*[w.process.pid for w in pool._workers], flush=True)\n"
       "time.sleep(3600)\n")  # until the signal
-  import subprocess, sys  # pylint: disable=import-outside-toplevel,multiple-imports
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
   server = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
   worker_pids = [int(pid) for pid in server.stdout.readline().split()]
   assert len(worker_pids) == 2

@@ -7,17 +7,19 @@ import pytest
 
 from precisecoder import tasks
 from precisecoder.execution import ExecutionPool, Job, Limits, Status
-from precisecoder.execution import judge, specs
+from precisecoder.execution import expectations, specs
 
 ADD = "def add(a, b):\n  return a + b\n"
 IO_ADD = "a, b = map(int, input().split())\nprint(a + b)\n"
 PRINT = "print('hi')\n"
 ACCEPTED = [
     (ADD, {"kind": "call", "entry_point": "add",
-           "cases": [{"args": [1, 2], "expected": 3}, {"kwargs": {"a": 1, "b": 1}, "expected": 2}]}),
+           "cases": [{"args": [1, 2], "expected": 3},
+                     {"kwargs": {"a": 1, "b": 1}, "expected": 2}]}),
     (ADD, {"kind": "assert", "code": "assert add(1, 2) == 3\n"}),
     (ADD, {"kind": "unittest", "code": "import unittest\nclass T(unittest.TestCase):\n"
-                                      "  def test_add(self):\n    self.assertEqual(add(1, 2), 3)\n"}),
+                                      "  def test_add(self):\n"
+                                      "    self.assertEqual(add(1, 2), 3)\n"}),
     (IO_ADD, {"kind": "io", "cases": [{"stdin": "1 2\n", "stdout": "3\n"}]}),
     (PRINT, {"kind": "io", "cases": [{"stdin": "", "stdout": "hi"}]}),
 ]
@@ -67,8 +69,22 @@ def test_what_one_rejects_every_layer_rejects_naming_the_field(pool, tests, mess
   with pytest.raises(specs.InvalidTests, match=re.escape(message)):
     specs.validate(tests)
   with pytest.raises(specs.InvalidTests, match=re.escape(message)):
-    judge.split(tests)
+    expectations.split(tests)
   with pytest.raises(tasks.TaskError, match=re.escape(f"f.jsonl:1 (t_0): {message}")):
     tasks.parse_task(_record(tests), "f.jsonl:1")
   result = pool.run([Job(ADD, tests, Limits(timeout_s=5))])[0]
   assert result.status is Status.INFRA_ERROR and message in result.detail
+
+
+UNITTEST = ("import unittest\n"
+            "class Base(unittest.TestCase):\n"
+            "  def setUp(self):\n    self.pair = (2, 3)\n"
+            "  def test_pair(self):\n    self.assertEqual(add(*self.pair), 5)\n"
+            "class More(Base):\n"
+            "  def test_negative(self):\n    self.assertEqual(add(-1, 1), 0)\n")
+
+
+def test_unittest_names_come_from_the_ast():
+  classes, names = specs.test_names(UNITTEST)
+  assert classes == ["Base", "More"]
+  assert names == ["Base.test_pair", "More.test_negative", "More.test_pair"]

@@ -1,4 +1,5 @@
-"""`precisecoder score`: score model predictions on tasks (DESIGN.md "Contract: predictions and scores").
+"""`precisecoder score`: score model predictions on tasks (DESIGN.md "Contract: predictions and
+scores").
 
   precisecoder score --tasks T.jsonl --predictions P.jsonl --output S.jsonl \
       [--pdb-compat] [--epsilon N] [--workers N [--python PATH] | --reward-urls URL,URL] [--json]
@@ -8,8 +9,9 @@ unit, precision, recall, F1, reward, edited lines over buggy tasks; no-op and
 damage rates over clean tasks). Exit status: 0 when every line was scored,
 1 when a task is broken (its reference fix fails its tests, or its buggy
 program passes them: every task is checked once, in the sandbox; its rows
-score 0 with the reason in `error` and the summary names it), 2 for unusable inputs (unreadable file, bad JSON, unknown task id, duplicate
-(task_id, sample), an empty predictions file, bad arguments or output path).
+score 0 with the reason in `error` and the summary names it), 2 for unusable inputs
+(unreadable file, bad JSON, unknown task id, duplicate (task_id, sample), an empty
+predictions file, bad arguments or output path).
 A program over --max-program-lines (or 100 characters a line on average) scores 0
 with the reason in `error`: its line diff alone would hold up the batch.
 With --reward-urls the reward servers score (the same records); a batch that fails on every
@@ -40,7 +42,8 @@ from precisecoder.data import environments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-  parser.add_argument("--tasks", required=True, help="task file (contract JSON Lines or PDB records)")
+  parser.add_argument("--tasks", required=True,
+                      help="task file (contract JSON Lines or PDB records)")
   parser.add_argument("--predictions", required=True,
                       help='JSON Lines: {"task_id", "completion" | "program", ["sample"]}')
   parser.add_argument("--output", required=True, help="score file to write (JSON Lines)")
@@ -107,7 +110,8 @@ def read_predictions(path: str, known: dict[str, tasks_lib.Task],
   return out
 
 
-def summarize(records: Sequence[dict[str, Any]], tasks: dict[str, tasks_lib.Task]) -> dict[str, Any]:
+def summarize(records: Sequence[dict[str, Any]], tasks: dict[str, tasks_lib.Task]
+              ) -> dict[str, Any]:
   """Means over tasks (a task's samples averaged first), as PDB reports them."""
   per_task: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
   for r in records:
@@ -137,7 +141,8 @@ def format_table(summary: dict[str, Any]) -> str:
           f"{summary['buggy_tasks']} / {summary['clean_tasks']}")]
   for label, key, pct in [("unit (pass)", "unit", True), ("precision", "precision", True),
                           ("recall", "recall", True), ("F1", "f1", True),
-                          ("reward r_lambda", "reward", False), ("edited lines", "edit_lines", False),
+                          ("reward r_lambda", "reward", False),
+                          ("edited lines", "edit_lines", False),
                           ("no-op rate (clean)", "noop_rate", True),
                           ("damage rate (clean)", "damage_rate", True)]:
     value = summary[key]

@@ -11,8 +11,9 @@ interpreter that forks one child per run), `sandbox` (namespaces, a private
 root file system, uid drop, rlimits), `harness` (the code around the program
 inside the child), `guard` (what the program may hand to tests that run beside
 it), `integrity` (whether it changed the library the tests call), `hooks` (what
-a run may not do at all: an audit hook), `judge` (expected values and verdicts;
-never leaves the pool process), `screen` (constructs no debugging fix needs,
+a run may not do at all: an audit hook), `expectations` (what the child's test code
+shows and what the pool keeps), `verdicts` (the verdict on a run's records; neither
+leaves the pool process), `screen` (constructs no debugging fix needs,
 refused by the scorer before a run), `protocol` (framed JSON between the pool
 and its workers), `types` (the public contract). What runs in the child imports
 the standard library only, so workers run under any Python 3.11+ interpreter

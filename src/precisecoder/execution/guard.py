@@ -70,7 +70,8 @@ _getlimit = sys.getrecursionlimit
 _setlimit = sys.setrecursionlimit
 _isfile = os.path.isfile
 
-_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: classes made at run time (Python code, or PyType_FromSpec)
+# Py_TPFLAGS_HEAPTYPE: classes made at run time (Python code, or PyType_FromSpec).
+_HEAPTYPE = 1 << 9
 _SCALARS = frozenset({_type(None), bool, int, float, str, complex, bytes})
 _CONTAINERS = frozenset({list, tuple, set, frozenset})
 _C_CALLABLES = (types.BuiltinFunctionType, types.WrapperDescriptorType, types.MethodDescriptorType,
@@ -233,7 +234,8 @@ def _dataclass_source(name: str, code: types.CodeType) -> tuple[str, tuple] | No
   the names of its closure), or None for a name it does not write."""
   if name in _COMPARISONS:
     fields = code.co_names[1:-1]
-    line = f"return {_fields_tuple('self', fields)}{_COMPARISONS[name]}{_fields_tuple('other', fields)}"
+    line = (f"return {_fields_tuple('self', fields)}{_COMPARISONS[name]}"
+            f"{_fields_tuple('other', fields)}")
     args, body, local = "self,other", ["if other.__class__ is self.__class__:", " " + line,
                                        "return NotImplemented"], ()
   elif name == "__hash__":
@@ -590,7 +592,8 @@ class Guard:
         return None
       function = self.guarded(_held(member, "func"), method=True)
       if kind is functools.partialmethod:
-        return functools.partialmethod(function, *_held(member, "args"), **_held(member, "keywords"))
+        return functools.partialmethod(function, *_held(member, "args"),
+                                       **_held(member, "keywords"))
       replacement = functools.cached_property(function)
       replacement.attrname = _held(member, "attrname")
       return replacement
@@ -1185,7 +1188,7 @@ def _array_items(value, kind: type) -> list:
   if issubclass(kind, pandas.DataFrame):
     parts = [value.index, value.columns]
     for i, dtype in enumerate(value.dtypes):
-      if dtype == object:
+      if dtype == object:  # noqa: E721  (numpy's object dtype equals `object`; it is not it)
         parts += _list(value.iloc[:, i])
     return parts
   if issubclass(kind, pandas.Series):

@@ -2,7 +2,7 @@
 
 It executes the program, runs the part of the test spec that the child may
 see, and writes JSON lines to the private channel fd. It never decides a
-verdict: the pool judges the records (`judge.py`). Every function and module
+verdict: the pool judges the records (`verdicts.py`). Every function and module
 the harness needs after the program starts is bound here, before the program
 can patch anything.
 
@@ -68,7 +68,8 @@ _dict_update = dict.update
 # Dict views compare as Python compares them (keys and items as sets, values never equal): sent
 # as their contents and rebuilt in the pool as real views of a dict.
 _VIEWS = {_type({}.keys()): "ks", _type({}.items()): "is", _type({}.values()): "vs"}
-_attribute = object.__getattribute__  # reads an instance's attribute past any __getattr__ of its class
+# Reads an instance's attribute past any __getattr__ of its class.
+_attribute = object.__getattribute__
 # Library containers that compare as the built-in value they wrap (collections.abc's Mapping.__eq__,
 # UserList's and UserString's own), sent as that value when it is exactly of the base type.
 _WRAPPERS = {collections.UserDict: dict, collections.UserList: list, collections.UserString: str}
@@ -79,7 +80,8 @@ _BASE_VALUES = ((int, int.__int__), (float, float.__float__), (str, str.__str__)
                 (tuple, lambda value: tuple(tuple.__iter__(value))))
 # Library numbers, read through descriptors bound now, before any program can patch the classes.
 _FRACTION, _DECIMAL = fractions.Fraction, decimal.Decimal
-_FRACTION_PARTS = (_FRACTION.__dict__["_numerator"].__get__, _FRACTION.__dict__["_denominator"].__get__)
+_FRACTION_PARTS = (_FRACTION.__dict__["_numerator"].__get__,
+                   _FRACTION.__dict__["_denominator"].__get__)
 _decimal_text = decimal.Decimal.__str__
 _MAX_DEPTH = 64
 TESTS_FILENAME = "<tests>"
@@ -295,7 +297,8 @@ def _reached_modules(kind: str, test_imports: Sequence[str]) -> tuple[str, ...]:
   return tuple(dict.fromkeys((*_UNITTEST_MODULES, *loaded))) if kind == "unittest" else loaded
 
 
-# Trusted toy jobs, one per kind that loads a module: child-side specs, as judge.split makes them.
+# Trusted toy jobs, one per kind that loads a module: child-side specs, as expectations.split
+# makes them.
 _REHEARSAL_PROGRAM = "def f(x):\n  return x + 1\n"
 _REHEARSAL_TESTS = (
     {"kind": "call", "entry_point": "f", "cases": [{"args": [1], "kwargs": {}}]},
@@ -469,7 +472,7 @@ def run_assert(channel: Channel, module: types.ModuleType, integrity: Integrity,
 
 
 def _install_reports(channel: Channel, namespace: dict) -> list[int]:
-  """Binds the report call the pool rewrote held checks into (judge.hide_expected_literals);
+  """Binds the report call the pool rewrote held checks into (expectations.hide_expected_literals);
   returns the count of reports made, in a list the caller reads at the end."""
   reported = [0]
 

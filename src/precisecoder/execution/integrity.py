@@ -85,9 +85,10 @@ _MISSING = object()
 _IGNORED_NAMES = frozenset({"__warningregistry__"})
 # Modules that honest runs write, and the names they rebind (only lasting changes to the others
 # count there): sys's streams and exception state, warnings.catch_warnings, time.tzset (pandas).
-_VOLATILE = {"sys": frozenset({"stdout", "stderr", "stdin", "exc_info", "_git", "path_importer_cache",
-                               "last_exc", "last_value", "last_type", "last_traceback", "ps1",
-                               "ps2", "displayhook", "excepthook", "__stdout__", "__stderr__"}),
+_VOLATILE = {"sys": frozenset({"stdout", "stderr", "stdin", "exc_info", "_git",
+                               "path_importer_cache", "last_exc", "last_value", "last_type",
+                               "last_traceback", "ps1", "ps2", "displayhook", "excepthook",
+                               "__stdout__", "__stderr__"}),
              "warnings": frozenset(),
              "time": frozenset({"tzname", "timezone", "altzone", "daylight"})}  # time.tzset()
 # What a watched dict is, and so which changes count (module docstring).
@@ -382,11 +383,13 @@ def tests_write_library(nodes: Sequence[ast.AST]) -> bool:
       return True
     if _isinstance(node, ast.alias) and node.name.split(".")[-1] in _WRITERS:
       return True
-    if _isinstance(node, (ast.Attribute, ast.Subscript)) and _isinstance(node.ctx, (ast.Store, ast.Del)):
+    if (_isinstance(node, (ast.Attribute, ast.Subscript))
+        and _isinstance(node.ctx, (ast.Store, ast.Del))):
       root = node.value
       while _isinstance(root, (ast.Attribute, ast.Subscript)):
         root = root.value
-      if _isinstance(root, ast.Name) and root.id in modules:  # os.environ = ..., sys.modules[k] = ...
+      # os.environ = ..., sys.modules[k] = ...
+      if _isinstance(root, ast.Name) and root.id in modules:
         return True
   return False
 

@@ -6,6 +6,7 @@ import atexit
 import base64
 import collections
 import dataclasses
+import functools
 import importlib.util
 import json
 import logging
@@ -22,10 +23,12 @@ import weakref
 from typing import Any, Callable, Iterable, Sequence
 
 import precisecoder
-from precisecoder.execution import judge as judge_lib
+from precisecoder.execution import expectations
 from precisecoder.execution import programs
 from precisecoder.execution import protocol
 from precisecoder.execution import sandbox as sandbox_lib
+from precisecoder.execution import verdicts
+from precisecoder.execution.specs import InvalidTests
 from precisecoder.execution.types import Job, Limits, Result, Status
 
 _log = logging.getLogger(__name__)
@@ -54,11 +57,21 @@ class _Prepared:
   """One unique job of a batch, split into the child's part and ours."""
 
   message: dict  # what the worker receives (no expected values)
-  expected: judge_lib.Expected
+  expected: expectations.Expected
   limits: Limits
   budget_s: float  # the longest the worker may legitimately need for it
   spec: str  # key of its test spec: jobs under one spec take about as long
   attempts: int = 0
+
+
+@functools.lru_cache(maxsize=64)
+def _limits_payload(limits: Limits) -> dict:
+  """The limits as the worker applies them (CPU defaults to ceil(timeout) + 1).
+
+  Cached per distinct Limits (a batch shares a handful); callers must not mutate it.
+  """
+  cpu = limits.cpu_s if limits.cpu_s is not None else int(limits.timeout_s + 0.999) + 1
+  return dict(dataclasses.asdict(limits), cpu_s=max(1, int(cpu + 0.999)))
 
 
 def _message(job_id: int, program: str, tests: dict, limits: dict, send_code: bool) -> dict:
@@ -77,9 +90,9 @@ class _Batch:
   """The jobs of one `run` call: each unique job (equal `Job.key()`) prepared once, and where
   its result goes."""
 
-  def __init__(self, split: Callable[[Any], tuple[str, dict, judge_lib.Expected]],
+  def __init__(self, split: Callable[[Any], tuple[str, dict, expectations.Expected]],
                counts: collections.Counter, send_code: bool = True):
-    self._split = split  # the pool's memoised `judge.split`, with its spec key
+    self._split = split  # the pool's memoised `expectations.split`, with its spec key
     self._counts = counts  # the pool's statistics
     self._send_code = send_code  # the workers load our marshalled code (same bytecode)
     self.prepared: list[_Prepared] = []
@@ -103,15 +116,15 @@ class _Batch:
       try:
         spec, child_tests, expected = self._split(job.tests)
         if not isinstance(job.program, str):
-          raise judge_lib.InvalidTests(f"program must be a str, not {type(job.program).__name__}")
-      except judge_lib.InvalidTests as e:
+          raise InvalidTests(f"program must be a str, not {type(job.program).__name__}")
+      except InvalidTests as e:
         self._invalid[position] = Result(Status.INFRA_ERROR, detail=f"invalid job: {e}")
         counts[Status.INFRA_ERROR.value] += 1
         continue
       cases = len(child_tests["cases"]) if child_tests["kind"] == "io" else 1
       self.prepared.append(_Prepared(
           _message(len(self.prepared), job.program, child_tests,
-                   judge_lib.limits_payload(job.limits), self._send_code),
+                   _limits_payload(job.limits), self._send_code),
           expected, job.limits, budget_s=job.limits.timeout_s * max(cases, 1) + 1.0, spec=spec))
       self._owners.append(positions)
     self._size += len(jobs)
@@ -331,17 +344,17 @@ class ExecutionPool:
       self._counts[result.status.value] += 1
     return batch.results(outcomes)
 
-  def _split(self, tests) -> tuple[str, dict, judge_lib.Expected]:
-    """(spec key, judge.split(tests)), memoised by content: parsing and rewriting test code
+  def _split(self, tests) -> tuple[str, dict, expectations.Expected]:
+    """(spec key, expectations.split(tests)), memoised by content: parsing and rewriting test code
     is the pool's main cost."""
     try:
       key = json.dumps(tests, sort_keys=True, separators=(",", ":"))
     except (TypeError, ValueError):
-      return "", *judge_lib.split(tests)  # not JSON data: split() says what is wrong
+      return "", *expectations.split(tests)  # not JSON data: split() says what is wrong
     if key in self._splits:
       self._splits.move_to_end(key)
       return key, *self._splits[key]
-    value = self._splits[key] = judge_lib.split(tests)
+    value = self._splits[key] = expectations.split(tests)
     if len(self._splits) > _SPLIT_CACHE_SIZE:
       self._splits.popitem(last=False)
     return key, *value
@@ -474,7 +487,7 @@ class ExecutionPool:
     if "infra_error" in reply:
       return Result(Status.INFRA_ERROR, detail=reply["infra_error"])
     try:
-      result = judge_lib.judge(item.expected, reply["runs"], item.limits)
+      result = verdicts.judge(item.expected, reply["runs"], item.limits)
     except Exception as e:  # pylint: disable=broad-except
       # Whatever the program wrote (values nested past any recursion limit, say) is its run's
       # failure, never the batch's.

@@ -44,7 +44,8 @@ def compile_program(source: str) -> types.CodeType:
 
 
 def marshalled(source: str) -> tuple[bytes | None, str | None]:
-  """(the code a run executes for `source`, marshalled, None), or (None, why it does not compile)."""
+  """(the code a run executes for `source`, marshalled, None), or (None, why it does not
+  compile)."""
   if len(source) > _CACHED_SOURCE_CHARS:
     return _marshal(source)
   return _marshal_cached(source)

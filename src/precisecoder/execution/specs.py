@@ -1,6 +1,6 @@
 """The one check of a test spec against the contract's test kinds (DESIGN.md "Test kinds").
 
-Task loading (`tasks.parse_task`) and the pool (`judge.split`) both call
+Task loading (`tasks.parse_task`) and the pool (`expectations.split`) both call
 `validate`, so a spec a task file may hold is exactly a spec the pool runs.
 It lives in the execution package, the lowest layer, so the pool needs
 nothing above it; it imports only the standard library.

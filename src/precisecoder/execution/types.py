@@ -70,5 +70,6 @@ class Result:
 
 @functools.lru_cache(maxsize=64)
 def _as_dict(limits: Limits) -> dict[str, Any]:
-  """dataclasses.asdict, once per distinct Limits: a batch shares a handful (callers must not mutate)."""
+  """dataclasses.asdict, once per distinct Limits: a batch shares a handful (callers must not
+  mutate)."""
   return dataclasses.asdict(limits)

@@ -3,7 +3,7 @@
 Started by `ExecutionPool` as `python -E -s -m precisecoder.execution.worker SLOT MODE`.
 It reads framed chunks of jobs on fd 0 and answers one framed message per job
 on fd 1, in order. It never imports JAX and never sees expected values: the
-pool strips them before sending (judge.py compares in the pool).
+pool strips them before sending (verdicts.py compares in the pool).
 
 Messages in:  {"jobs": [{"id": ID, "code": B64, "tests": {...}, "limits": {...}}]}, where B64
               is the program as the pool compiled it (marshal, base64), or "program": SRC

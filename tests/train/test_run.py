@@ -1,0 +1,72 @@
+"""What every trainer shares (`Run`): the workdir held by one run at a time, resume from its
+latest checkpoint, only with the config that made it; the step schedule; sampling seeds (whole
+trainers on top of it: test_rl.py, test_sft.py, test_dpo.py)."""
+
+import jax
+import numpy as np
+import pytest
+
+from precisecoder.train import config as config_lib
+from precisecoder.train import run as run_lib
+from precisecoder.train.lock import WorkdirError
+
+
+def _config(**train):
+  cfg = config_lib.default("tiny")
+  cfg.train.update(eval_every=0, report=False, **train)
+  return cfg
+
+
+def test_sampling_seeds_differ_per_step_and_chunk_and_repeat_per_run():
+  seeds = {run_lib.sample_seed(7, step, part) for step in range(50) for part in range(4)}
+  assert len(seeds) == 200
+  seed = run_lib.sample_seed
+  assert seed(7, 3, 1) == seed(7, 3, 1) != seed(8, 3, 1)
+  assert all(0 <= s < 2**31 - 1 for s in seeds)
+
+
+def test_a_run_holds_its_workdir_and_resumes_its_latest_checkpoint(tmp_path):
+  workdir = str(tmp_path / "run")
+  with run_lib.Run(_config(), workdir, total_steps=4) as run:
+    assert run.step == 0 and run.steps_left()
+    with pytest.raises(WorkdirError):
+      run_lib.Run(_config(), workdir, total_steps=4)  # held: a second run may not start
+    run.step = 3
+    run.save({"position": 5})
+    saved = [np.asarray(x) for x in jax.tree.leaves(run.params)]
+  with run_lib.Run(_config(), workdir, total_steps=4) as resumed:  # released on close
+    assert resumed.step == 3 and resumed.data_state == {"position": 5}
+    for a, b in zip(saved, jax.tree.leaves(resumed.params)):
+      np.testing.assert_array_equal(a, np.asarray(b))
+    assert resumed.steps_left()
+    resumed.step = 4
+    assert not resumed.steps_left()
+
+
+def test_a_workdir_resumes_only_the_config_that_made_it(tmp_path):
+  workdir = str(tmp_path / "run")
+  with run_lib.Run(_config(), workdir, total_steps=2) as run:
+    run.step = 1
+    run.save()
+  other = _config()
+  other.seed += 1
+  with pytest.raises(WorkdirError, match="another config"):
+    run_lib.Run(other, workdir, total_steps=2)
+  with run_lib.Run(_config(stop_after=1), workdir, total_steps=2) as run:  # a resumable field
+    assert run.step == 1 and not run.steps_left()  # stopped where train.stop_after says
+
+
+@pytest.mark.parametrize("every, due", [(0, []), (2, [2, 4, 5]), (3, [3, 5])])
+def test_checkpoints_and_evaluations_fall_every_n_steps_and_on_the_last(tmp_path, every, due):
+  with run_lib.Run(_config(), str(tmp_path / "run"), total_steps=5) as run:
+    found = []
+    for step in range(1, 6):
+      run.step = step
+      if run.should(every):
+        found.append(step)
+  assert found == due
+
+
+def test_mean_metrics():
+  assert run_lib.mean_metrics([]) == {}
+  assert run_lib.mean_metrics([{"a": 1, "b": 2.0}, {"a": 3, "b": 4.0}]) == {"a": 2.0, "b": 3.0}
