@@ -27,6 +27,7 @@ import transformers
 
 from precisecoder.model import bundled_smollm2_gguf, gguf_import, load_checkpoint, load_hf, presets
 from precisecoder.sampling import sample
+import results
 
 
 def _ours(model, prompts, new_tokens):
@@ -120,13 +121,15 @@ def main():
   parser.add_argument("--smollm2-only", action="store_true")
   parser.add_argument("--single-thread", action="store_true",
                       help="one compute thread on both sides (fairer on a loaded machine)")
+  results.add_record_flag(parser)
   args = parser.parse_args()
-  torch.set_num_threads(1 if args.single_thread else os.cpu_count())
-  print(f"torch threads {torch.get_num_threads()}, cpus {os.cpu_count()}")
-  if not args.smollm2_only:
-    tiny_qwen3(args.batch, args.prompt, args.new_tokens, args.repeats)
-  if args.smollm2 or args.smollm2_only:
-    smollm2(8, args.prompt, args.new_tokens, args.repeats)
+  with results.recording(__file__, args.record):
+    torch.set_num_threads(1 if args.single_thread else os.cpu_count())
+    print(f"torch threads {torch.get_num_threads()}, cpus {os.cpu_count()}")
+    if not args.smollm2_only:
+      tiny_qwen3(args.batch, args.prompt, args.new_tokens, args.repeats)
+    if args.smollm2 or args.smollm2_only:
+      smollm2(8, args.prompt, args.new_tokens, args.repeats)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import tqdm
 
 from precisecoder.data import families, generator, humaneval, injection
 from precisecoder.data.checking import PoolChecker, TrustedCallChecker
+import results
 
 
 def generator_sources(per_family: int, seed: int) -> list[injection.Source]:
@@ -60,23 +61,25 @@ def main() -> None:
   parser.add_argument("--source", choices=("generator", "humaneval"), default="generator")
   parser.add_argument("--per-family", type=int, default=4)
   parser.add_argument("--workers", type=int, default=None)
+  results.add_record_flag(parser)
   args = parser.parse_args()
-  if args.source == "generator":
-    sources = generator_sources(args.per_family, seed=0)
-    checker = TrustedCallChecker()
-    for multi in (False, True):
-      stats, with_bug, secs = run(sources, checker, multi)
-      show(f"generator, {'multi-line' if multi else 'single-line'}", stats, with_bug, len(sources),
-           secs)
-    return
-  from precisecoder.execution import ExecutionPool  # pylint: disable=import-outside-toplevel
-  sources = humaneval.sources()
-  with ExecutionPool(workers=args.workers) as pool:
-    checker = PoolChecker(pool, timeout_s=3.0)
-    for multi in (False, True):
-      stats, with_bug, secs = run(sources, checker, multi)
-      show(f"HumanEval, {'multi-line' if multi else 'single-line'}", stats, with_bug,
-           len(sources), secs)
+  with results.recording(__file__, args.record):
+    if args.source == "generator":
+      sources = generator_sources(args.per_family, seed=0)
+      checker = TrustedCallChecker()
+      for multi in (False, True):
+        stats, with_bug, secs = run(sources, checker, multi)
+        show(f"generator, {'multi-line' if multi else 'single-line'}", stats, with_bug,
+             len(sources), secs)
+      return
+    from precisecoder.execution import ExecutionPool  # pylint: disable=import-outside-toplevel
+    sources = humaneval.sources()
+    with ExecutionPool(workers=args.workers) as pool:
+      checker = PoolChecker(pool, timeout_s=3.0)
+      for multi in (False, True):
+        stats, with_bug, secs = run(sources, checker, multi)
+        show(f"HumanEval, {'multi-line' if multi else 'single-line'}", stats, with_bug,
+             len(sources), secs)
 
 
 if __name__ == "__main__":

@@ -80,6 +80,8 @@ def imports_of(path: pathlib.Path) -> tuple[set[str], set[str]]:
           internal.add(target_name(target))
       elif top in THIRD_PARTY:
         external.add(THIRD_PARTY[top])
+      elif (path.parent / f"{top}.py").exists() and path.parent.name == "benchmarks":
+        internal.add(target_name(path.parent / f"{top}.py"))  # a helper beside the scripts
   return internal, external
 
 
@@ -125,6 +127,8 @@ def main() -> int:
         internal.add("tests_conftest") if (ROOT / "tests/conftest.py").exists() else None
         data = '    data = glob(["tests/testdata/**"]),' if (ROOT / "tests/testdata").exists() else ""
         blocks.append(rule(kind, name, srcs, internal, external | {"pytest"}, data))
+      elif '__name__ == "__main__"' not in path.read_text():  # a helper the scripts import
+        blocks.append(rule("py_library", name, srcs, internal, external))
       else:
         blocks.append(rule(kind, name, srcs, internal, external, f'    main = "{srcs[0]}",'))
   (ROOT / "BUILD").write_text("\n\n".join(blocks) + "\n")

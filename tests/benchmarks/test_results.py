@@ -1,0 +1,77 @@
+"""A benchmark's --record rewrites its own block of RESULTS.md and nothing else."""
+
+import argparse
+import importlib.util
+import pathlib
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("benchmarks_results", ROOT / "benchmarks/results.py")
+results = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(results)
+
+_FILE = ("# Measured figures\n\nHand-written: 3.2 s, load 9.\n\n"
+         "<!-- begin: bench_a.py -->\nold figures of a\n<!-- end: bench_a.py -->\n"
+         "between the blocks \u2014 kept\r\n\n"
+         "<!-- begin: bench_b.py -->\nold figures of b\n<!-- end: bench_b.py -->\ntrailing")
+
+
+def test_replaces_only_its_own_block_byte_for_byte():
+  new = results.replace_block(_FILE, "bench_a.py",
+                              "<!-- begin: bench_a.py -->\nNEW\n<!-- end: bench_a.py -->")
+  assert new == _FILE.replace("old figures of a", "NEW")
+  # Run again: the same file, however many times it is recorded.
+  assert results.replace_block(new, "bench_a.py",
+                               "<!-- begin: bench_a.py -->\nNEW\n<!-- end: bench_a.py -->") == new
+
+
+def test_a_script_without_a_block_appends_one_and_keeps_the_rest():
+  block = "<!-- begin: bench_c.py -->\nc\n<!-- end: bench_c.py -->"
+  new = results.replace_block(_FILE, "bench_c.py", block)
+  assert new.startswith(_FILE) and new.endswith("\n\n" + block + "\n")
+  assert results.replace_block("", "bench_c.py", block) == block + "\n"
+
+
+def test_broken_markers_are_an_error_not_a_guess():
+  with pytest.raises(ValueError, match="no <!-- end: bench_a.py -->"):
+    results.replace_block("<!-- begin: bench_a.py -->\nx\n", "bench_a.py", "y")
+  twice = _FILE + "\n<!-- begin: bench_a.py -->\n<!-- end: bench_a.py -->\n"
+  with pytest.raises(ValueError, match="twice"):
+    results.replace_block(twice, "bench_a.py", "y")
+
+
+def test_recording_writes_what_the_script_printed_with_date_commit_and_machine(
+    tmp_path, monkeypatch, capsys):
+  target = tmp_path / "RESULTS.md"
+  target.write_bytes(_FILE.encode())
+  parser = argparse.ArgumentParser()
+  results.add_record_flag(parser)
+  args = parser.parse_args(["--record"])
+  monkeypatch.setattr(sys, "argv", ["bench_b.py", "--repeats", "2", "--record"])
+  with results.recording("/somewhere/benchmarks/bench_b.py", args.record, target):
+    print("| runner | programs/s |\n| pool | 281.5 |")
+  assert "| pool | 281.5 |" in capsys.readouterr().out  # still printed
+  text = target.read_bytes().decode()  # bytes: read_text would hide a changed line ending
+  head, rest = text.split("<!-- begin: bench_b.py -->")
+  assert head == _FILE.split("<!-- begin: bench_b.py -->")[0]
+  body, tail = rest.split("<!-- end: bench_b.py -->")
+  assert tail == "\ntrailing"
+  assert "`python benchmarks/bench_b.py --repeats 2 --record`" in body
+  assert "| pool | 281.5 |" in body and "old figures" not in body
+  for fact in (" UTC, commit ", " CPUs (", "load average", "accelerator: "):
+    assert fact in body
+
+
+def test_a_failed_run_records_nothing(tmp_path):
+  target = tmp_path / "RESULTS.md"
+  target.write_bytes(_FILE.encode())
+  with pytest.raises(RuntimeError):
+    with results.recording("bench_a.py", True, target):
+      print("half a table")
+      raise RuntimeError("benchmark failed")
+  assert target.read_bytes() == _FILE.encode()
+  with results.recording("bench_a.py", False, target):  # without --record: untouched
+    print("figures")
+  assert target.read_bytes() == _FILE.encode()
