@@ -24,7 +24,7 @@ process and this one's clients) and the sandbox (workers and runs). Overheads ar
 in-process, paired by turn (median of the per-turn figures): wall, whole-tree CPU, and the
 coordinating CPU beyond in-process's as a share of in-process's whole CPU -- the part the
 server adds, since the sandbox runs the same programs (on a shared, loaded host wall time
-swings by 2x between turns and the sandbox's CPU by 20%). Each server mode then sends the
+and even the sandbox's CPU swing from turn to turn). Each server mode then sends the
 same requests again: every result is cached, so that pass's coordinating CPU ("serving") is
 what HTTP, JSON and the service cost alone, the steadiest figure of the server's overhead.
 The goal is <= 10% at 32 clients.
