@@ -25,6 +25,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import textwrap
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "RESULTS.md"
 REPO = RESULTS.parents[1]
@@ -92,19 +93,13 @@ def _load() -> str:
 def block(script: str, figures: str, command: str, load_start: str, load_end: str,
           now: datetime.datetime) -> str:
   begin, end = markers(script)
-  return "\n".join([
-      begin,
-      f"### `{script}` (written by `{command}`)",
-      "",
-      f"{now:%Y-%m-%d %H:%M} UTC, commit {commit()}; {os.cpu_count()} CPUs ({_cpu_model()}), "
-      f"load average (1 / 5 / 15 min) {load_start} at the start, {load_end} at the end; "
-      f"accelerator: {accelerator()}.",
-      "",
-      "```text",
-      figures.rstrip("\n"),
-      "```",
-      end,
-  ])
+  facts = textwrap.fill(
+      f"Written by `{command}` on {now:%Y-%m-%d %H:%M} UTC at commit {commit()}. Machine: "
+      f"{os.cpu_count()} CPUs ({_cpu_model()}), accelerator: {accelerator()}; load average "
+      f"(1 / 5 / 15 min) {load_start} at the start, {load_end} at the end.", 100,
+      break_long_words=False, break_on_hyphens=False)
+  return "\n".join([begin, f"### `{script}`", "", facts, "", "```text", figures.rstrip("\n"), "```",
+                    end])
 
 
 def add_record_flag(parser) -> None:
