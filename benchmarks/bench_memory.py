@@ -44,7 +44,7 @@ from flax import nnx  # noqa: E402
 from precisecoder.model import Decoder, presets  # noqa: E402
 from precisecoder.train import config as base  # noqa: E402
 from precisecoder.train import step as step_lib  # noqa: E402
-import results  # noqa: E402
+from results import add_record_flag, recorded  # noqa: E402
 
 GIB = 2 ** 30
 
@@ -133,6 +133,7 @@ def largest_batch(measure, budget_gib: float, first: int) -> tuple[int, dict[int
   return (b if total(b) <= budget_gib else 0), seen
 
 
+@recorded
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--preset", default="qwen3-4b")
@@ -150,50 +151,49 @@ def main() -> None:
                       "(ahead-of-time for one chip of that TPU; needs libtpu, see above)")
   parser.add_argument("--search-gib", type=float, default=0.0,
                       help="also find the largest minibatch of the new path within this budget")
-  results.add_record_flag(parser)
+  add_record_flag(parser)
   args = parser.parse_args()
-  with results.recording(__file__, args.record):
-    device = compile_device(args.target)
-    shapes = dict(prompt=args.prompt, completion=args.completion, dtype=args.dtype, device=device)
-    new = dict(remat=args.remat, attention=args.attention, logprob_chunk=args.logprob_chunk,
-               mlp_chunk=args.mlp_chunk)
-    old = dict(remat=args.remat, attention="dense", logprob_chunk=0, mlp_chunk=0)
+  device = compile_device(args.target)
+  shapes = dict(prompt=args.prompt, completion=args.completion, dtype=args.dtype, device=device)
+  new = dict(remat=args.remat, attention=args.attention, logprob_chunk=args.logprob_chunk,
+             mlp_chunk=args.mlp_chunk)
+  old = dict(remat=args.remat, attention="dense", logprob_chunk=0, mlp_chunk=0)
 
-    backend = (jax.default_backend() if device is None
-               else f"{args.target} (one {device.device_kind} chip)")
-    print(f"{args.preset}, {args.dtype}, remat={args.remat}, {args.prompt} prompt + "
-          f"{args.completion} completion tokens, compiled for {backend}; GiB")
-    print(f"{'path':38s}{'batch':>6s}{'temp':>12s}{'arguments':>12s}{'total':>12s}"
-          f"{'compile':>12s}")
-    runs = [("new: chunked attention/log-probs/MLP", new)]
-    if not args.no_baseline:
-      runs.append(("old: dense scores + full logits", old))
-    memory = {}
-    for name, execution in runs:
-      memory[name] = step_memory(args.preset, args.batch, **shapes, **execution)
-      print(_row(name, args.batch, memory[name]), flush=True)
-    # The part that does not grow with the sequence (weights' gradients, optimiser update,
-    # backend copies of them): the same step on 1 x (8 + 8) tokens.
-    fixed = step_memory(args.preset, 1, 8, 8, dtype=args.dtype, device=device, **new)
-    print(_row("either: 1 x (8 + 8) tokens", 1, fixed), flush=True)
-    for name, m in memory.items():
-      print(f"{name.split(':')[0]}: sequence-dependent temporaries "
-            f"{m['temp'] - fixed['temp']:.2f} GiB")
-    if len(memory) == 2:
-      (_, a), (_, b) = memory.items()
-      print(f"temporaries: new / old = {a['temp'] / b['temp']:.3f}; sequence-dependent part: "
-            f"{(b['temp'] - fixed['temp']) / (a['temp'] - fixed['temp']):.1f}x less")
-    if args.search_gib:
+  backend = (jax.default_backend() if device is None
+             else f"{args.target} (one {device.device_kind} chip)")
+  print(f"{args.preset}, {args.dtype}, remat={args.remat}, {args.prompt} prompt + "
+        f"{args.completion} completion tokens, compiled for {backend}; GiB")
+  print(f"{'path':38s}{'batch':>6s}{'temp':>12s}{'arguments':>12s}{'total':>12s}"
+        f"{'compile':>12s}")
+  runs = [("new: chunked attention/log-probs/MLP", new)]
+  if not args.no_baseline:
+    runs.append(("old: dense scores + full logits", old))
+  results = {}
+  for name, execution in runs:
+    results[name] = step_memory(args.preset, args.batch, **shapes, **execution)
+    print(_row(name, args.batch, results[name]), flush=True)
+  # The part that does not grow with the sequence (weights' gradients, optimiser update,
+  # backend copies of them): the same step on 1 x (8 + 8) tokens.
+  fixed = step_memory(args.preset, 1, 8, 8, dtype=args.dtype, device=device, **new)
+  print(_row("either: 1 x (8 + 8) tokens", 1, fixed), flush=True)
+  for name, m in results.items():
+    print(f"{name.split(':')[0]}: sequence-dependent temporaries "
+          f"{m['temp'] - fixed['temp']:.2f} GiB")
+  if len(results) == 2:
+    (_, a), (_, b) = results.items()
+    print(f"temporaries: new / old = {a['temp'] / b['temp']:.3f}; sequence-dependent part: "
+          f"{(b['temp'] - fixed['temp']) / (a['temp'] - fixed['temp']):.1f}x less")
+  if args.search_gib:
 
-      def measure(batch):
-        m = (memory[runs[0][0]] if batch == args.batch
-             else step_memory(args.preset, batch, **shapes, **new))
-        print(_row("new (search)", batch, m), flush=True)
-        return m
+    def measure(batch):
+      m = (results[runs[0][0]] if batch == args.batch
+           else step_memory(args.preset, batch, **shapes, **new))
+      print(_row("new (search)", batch, m), flush=True)
+      return m
 
-      best, _ = largest_batch(measure, args.search_gib, args.batch)
-      print(f"largest minibatch within {args.search_gib:g} GiB per device (arguments + "
-            f"temporaries): {best} x ({args.prompt} + {args.completion})")
+    best, _ = largest_batch(measure, args.search_gib, args.batch)
+    print(f"largest minibatch within {args.search_gib:g} GiB per device (arguments + "
+          f"temporaries): {best} x ({args.prompt} + {args.completion})")
 
 
 if __name__ == "__main__":

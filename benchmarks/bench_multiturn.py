@@ -23,7 +23,7 @@ from flax import nnx
 
 from precisecoder.model import Decoder, bundled_smollm2_gguf, load_checkpoint, presets
 from precisecoder.sampling import Conversation, enable_compilation_cache, sample
-import results
+from results import add_record_flag, recorded
 
 
 def _feedback(rng_seed: int, rows: int, turns: int, length: int, vocab: int):
@@ -87,6 +87,7 @@ def compare(name, model, vocab, args):
         f"{again[1] / cache[1]:.2f}x; same tokens on both sides: {same}", flush=True)
 
 
+@recorded
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--prompts", type=int, default=8)
@@ -98,17 +99,16 @@ def main():
   parser.add_argument("--repeats", type=int, default=2)
   parser.add_argument("--smollm2", action="store_true",
                       help="SmolLM2-135M from the bundled GGUF instead of the tiny model")
-  results.add_record_flag(parser)
+  add_record_flag(parser)
   args = parser.parse_args()
-  with results.recording(__file__, args.record):
-    enable_compilation_cache()
-    if args.smollm2:
-      model, _, config = load_checkpoint(bundled_smollm2_gguf(), with_tokenizer=False)
-      compare("SmolLM2-135M-Instruct", model, config.vocab_size, args)
-    else:
-      config = presets.get("tiny")
-      compare(f"tiny Qwen3 ({config.num_params() / 1e6:.1f}M params)",
-              Decoder(config, rngs=nnx.Rngs(0)), config.vocab_size, args)
+  enable_compilation_cache()
+  if args.smollm2:
+    model, _, config = load_checkpoint(bundled_smollm2_gguf(), with_tokenizer=False)
+    compare("SmolLM2-135M-Instruct", model, config.vocab_size, args)
+  else:
+    config = presets.get("tiny")
+    compare(f"tiny Qwen3 ({config.num_params() / 1e6:.1f}M params)",
+            Decoder(config, rngs=nnx.Rngs(0)), config.vocab_size, args)
 
 
 if __name__ == "__main__":

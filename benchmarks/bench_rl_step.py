@@ -18,7 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from precisecoder.train import config as base  # noqa: E402
 from precisecoder.train import metrics, rl  # noqa: E402
-import results  # noqa: E402
+from results import add_record_flag, recorded  # noqa: E402
 
 PARTS = ("time/sample", "time/reward", "time/reward_exposed", "time/train", "time/checkpoint",
          "time/step")
@@ -37,20 +37,20 @@ def run(steps: int, chunks: int) -> dict[str, float]:
   return {k: sum(r[k] for r in rows) / len(rows) for k in PARTS}
 
 
+@recorded
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--steps", type=int, default=4)
   parser.add_argument("--chunks", type=int, default=2)
-  results.add_record_flag(parser)
+  add_record_flag(parser)
   args = parser.parse_args()
-  with results.recording(__file__, args.record):
-    breakdown = {f"overlapped ({args.chunks} chunks)": run(args.steps, args.chunks),
-               "serial (1 chunk)": run(args.steps, 1)}
-    print(f"\nmean seconds per RL step (tiny config, steps 2..{args.steps})")
-    print(f"{'':24s}" + "".join(f"{p.split('/')[1]:>16s}" for p in PARTS) + f"{'exposed %':>12s}")
-    for name, r in breakdown.items():
-      print(f"{name:24s}" + "".join(f"{r[p]:16.3f}" for p in PARTS)
-            + f"{100 * r['time/reward_exposed'] / r['time/step']:11.1f}%")
+  results = {f"overlapped ({args.chunks} chunks)": run(args.steps, args.chunks),
+             "serial (1 chunk)": run(args.steps, 1)}
+  print(f"\nmean seconds per RL step (tiny config, steps 2..{args.steps})")
+  print(f"{'':24s}" + "".join(f"{p.split('/')[1]:>16s}" for p in PARTS) + f"{'exposed %':>12s}")
+  for name, r in results.items():
+    print(f"{name:24s}" + "".join(f"{r[p]:16.3f}" for p in PARTS)
+          + f"{100 * r['time/reward_exposed'] / r['time/step']:11.1f}%")
 
 
 if __name__ == "__main__":

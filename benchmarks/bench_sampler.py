@@ -27,7 +27,7 @@ import transformers
 
 from precisecoder.model import bundled_smollm2_gguf, gguf_import, load_checkpoint, load_hf, presets
 from precisecoder.sampling import sample
-import results
+from results import add_record_flag, recorded
 
 
 def _ours(model, prompts, new_tokens):
@@ -111,6 +111,7 @@ def smollm2(batch, prompt_len, new_tokens, repeats):
            batch * new_tokens, repeats)
 
 
+@recorded
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--batch", type=int, default=32)
@@ -121,15 +122,14 @@ def main():
   parser.add_argument("--smollm2-only", action="store_true")
   parser.add_argument("--single-thread", action="store_true",
                       help="one compute thread on both sides (fairer on a loaded machine)")
-  results.add_record_flag(parser)
+  add_record_flag(parser)
   args = parser.parse_args()
-  with results.recording(__file__, args.record):
-    torch.set_num_threads(1 if args.single_thread else os.cpu_count())
-    print(f"torch threads {torch.get_num_threads()}, cpus {os.cpu_count()}")
-    if not args.smollm2_only:
-      tiny_qwen3(args.batch, args.prompt, args.new_tokens, args.repeats)
-    if args.smollm2 or args.smollm2_only:
-      smollm2(8, args.prompt, args.new_tokens, args.repeats)
+  torch.set_num_threads(1 if args.single_thread else os.cpu_count())
+  print(f"torch threads {torch.get_num_threads()}, cpus {os.cpu_count()}")
+  if not args.smollm2_only:
+    tiny_qwen3(args.batch, args.prompt, args.new_tokens, args.repeats)
+  if args.smollm2 or args.smollm2_only:
+    smollm2(8, args.prompt, args.new_tokens, args.repeats)
 
 
 if __name__ == "__main__":

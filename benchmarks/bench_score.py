@@ -47,7 +47,7 @@ import numpy as np
 
 from precisecoder import rewards, tasks as tasks_lib
 from precisecoder.execution import ExecutionPool, Job, Result, Status
-import results
+from results import add_record_flag, recorded
 
 _MUTATIONS = [(" + ", " - "), (" - ", " + "), (" < ", " <= "), (" > ", " >= "), (" <= ", " < "),
               (" >= ", " > "), (" == ", " != "), (" != ", " == "), (" and ", " or "),
@@ -93,10 +93,10 @@ def build_tasks(pool: ExecutionPool, n: int, source: str) -> list[tasks_lib.Task
       made.append(tasks_lib.parse_task({"task_id": p["task_id"], "buggy_code": buggy,
                                         "gt_solution": fixed, "tests": tests}, "humaneval"))
   jobs = [Job(t.gt_solution, t.tests) for t in made] + [Job(t.buggy_code, t.tests) for t in made]
-  outcomes = pool.run(jobs)
+  results = pool.run(jobs)
   # A buggy program that hits the time limit costs both scorers the same wall clock:
   # such tasks would measure the limit, not the scorer, so they are left out.
-  good = [t for t, ok, bad in zip(made, outcomes[:len(made)], outcomes[len(made):])
+  good = [t for t, ok, bad in zip(made, results[:len(made)], results[len(made):])
           if ok.passed and bad.status is Status.FAIL]
   if len(good) < n:
     raise SystemExit(f"only {len(good)} usable tasks, wanted {n}")
@@ -192,6 +192,7 @@ def naive_score(batch_tasks, programs, parallel: int, verify: bool):
   return out, pool.executed
 
 
+@recorded
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--tasks", type=int, default=64)
@@ -208,59 +209,56 @@ def main() -> None:
                            "then again): the machine's speed drifts over the minutes the naive "
                            "scorers take, and a single second of `score` varies by 20%%; the "
                            "table shows each scorer's median and its range")
-  results.add_record_flag(parser)
+  add_record_flag(parser)
   args = parser.parse_args()
-  with results.recording(__file__, args.record):
-    if args.repeats < 1:
-      parser.error("--repeats must be at least 1")
+  if args.repeats < 1:
+    parser.error("--repeats must be at least 1")
 
-    with ExecutionPool(workers=args.workers) as pool:
-      task_list = build_tasks(pool, args.tasks, args.source)
-      batch_tasks, programs = [], []
-      for task in task_list:
-        for program in make_predictions(task, args.harmless):
-          batch_tasks.append(task)
-          programs.append(program)
-      n = len(programs)
-      unique = len({(t.task_id, p) for t, p in zip(batch_tasks, programs)})
-      print(f"{n} predictions over {len(task_list)} tasks "
-            f"({unique} distinct (task, program) pairs)")
+  with ExecutionPool(workers=args.workers) as pool:
+    task_list = build_tasks(pool, args.tasks, args.source)
+    batch_tasks, programs = [], []
+    for task in task_list:
+      for program in make_predictions(task, args.harmless):
+        batch_tasks.append(task)
+        programs.append(program)
+    n = len(programs)
+    unique = len({(t.task_id, p) for t, p in zip(batch_tasks, programs)})
+    print(f"{n} predictions over {len(task_list)} tasks ({unique} distinct (task, program) pairs)")
 
-      arms = [("score", 0, True)] + [(f"naive x{p}", p, True)
-                                     for p in sorted({args.workers, 1}, reverse=True)]
-      arms.append((f"naive x{args.workers}, refs assumed", args.workers, False))
-      seconds = {name: [] for name, *_ in arms}
-      executed, mismatches = {}, {}
-      for _ in range(args.repeats):
-        for name, parallel, verify in arms:
-          start = time.perf_counter()
-          if name == "score":  # a fresh scorer each time: nothing is remembered across turns
-            scorer = rewards.RewardScorer(pool)
-            fast = scorer.evaluate(batch_tasks, programs)
-            executed[name], mismatches[name] = scorer.stats()["programs_executed"], 0
-          else:
-            slow, executed[name] = naive_score(batch_tasks, programs, parallel, verify)
-            keys = ("unit", "precision", "recall", "f1")
-            mismatches[name] = max(mismatches.get(name, 0), sum(
-                any(getattr(a, k) != getattr(b, k) for k in keys) for a, b in zip(fast, slow)))
-          seconds[name].append(time.perf_counter() - start)
+    arms = [("score", 0, True)] + [(f"naive x{p}", p, True)
+                                   for p in sorted({args.workers, 1}, reverse=True)]
+    arms.append((f"naive x{args.workers}, refs assumed", args.workers, False))
+    seconds = {name: [] for name, *_ in arms}
+    executed, mismatches = {}, {}
+    for _ in range(args.repeats):
+      for name, parallel, verify in arms:
+        start = time.perf_counter()
+        if name == "score":  # a fresh scorer each time: nothing is remembered across turns
+          scorer = rewards.RewardScorer(pool)
+          fast = scorer.evaluate(batch_tasks, programs)
+          executed[name], mismatches[name] = scorer.stats()["programs_executed"], 0
+        else:
+          slow, executed[name] = naive_score(batch_tasks, programs, parallel, verify)
+          keys = ("unit", "precision", "recall", "f1")
+          mismatches[name] = max(mismatches.get(name, 0), sum(
+              any(getattr(a, k) != getattr(b, k) for k in keys) for a, b in zip(fast, slow)))
+        seconds[name].append(time.perf_counter() - start)
 
-    median = {name: float(np.median(times)) for name, times in seconds.items()}
-    width = max(len(name) for name in seconds)
-    print(f"median of {args.repeats} turns each, and the range")
-    print(f"{'scorer':<{width}} {'seconds':>8} {'range':>13} {'compl/s':>9} {'exec/compl':>11} "
-          f"{'speed-up':>9} {'mismatches':>11}")
-    for name, times in seconds.items():
-      spread = f"{min(times):.2f}-{max(times):.2f}"
-      print(f"{name:<{width}} {median[name]:8.2f} {spread:>13} {n / median[name]:9.1f} "
-            f"{executed[name] / n:11.3f} {median[name] / median['score']:8.1f}x "
-            f"{mismatches[name]:>11}")
-    arrays = scorer.to_arrays(fast)
-    print("means: " + ", ".join(f"{k}={float(np.mean(arrays[k])):.3f}" for k in
-                                ("unit", "precision", "recall", "f1", "reward", "edit_lines")))
-    # Other processes on the CPUs slow `score` (seconds) and the naive scorers (a minute) unevenly.
-    print("load average at the end (1, 5, 15 min): "
-          + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
+  median = {name: float(np.median(times)) for name, times in seconds.items()}
+  width = max(len(name) for name in seconds)
+  print(f"median of {args.repeats} turns each, and the range")
+  print(f"{'scorer':<{width}} {'seconds':>8} {'range':>13} {'compl/s':>9} {'exec/compl':>11} "
+        f"{'speed-up':>9} {'mismatches':>11}")
+  for name, times in seconds.items():
+    spread = f"{min(times):.2f}-{max(times):.2f}"
+    print(f"{name:<{width}} {median[name]:8.2f} {spread:>13} {n / median[name]:9.1f} "
+          f"{executed[name] / n:11.3f} {median[name] / median['score']:8.1f}x "
+          f"{mismatches[name]:>11}")
+  arrays = scorer.to_arrays(fast)
+  print("means: " + ", ".join(f"{k}={float(np.mean(arrays[k])):.3f}" for k in
+                              ("unit", "precision", "recall", "f1", "reward", "edit_lines")))
+  # Other processes on the CPUs slow `score` (seconds) and the naive scorers (a minute) unevenly.
+  print("load average at the end (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ import time
 from precisecoder import predictions, rewards, tasks as tasks_lib
 from precisecoder.data import generator
 from precisecoder.execution import ExecutionPool
-import results
+from results import add_record_flag, recorded
 
 
 def _completions(task: tasks_lib.Task) -> list[str]:
@@ -195,8 +195,8 @@ def _through_server(task_files, items, warm_items, workers: int, clients: int,
       connection, out = server.connect(), []
       for request in share:
         t0 = time.perf_counter()
-        scored = server.post(connection, request)
-        out.append((time.perf_counter() - t0, request, scored))
+        results = server.post(connection, request)
+        out.append((time.perf_counter() - t0, request, results))
       connection.close()
       return out
 
@@ -225,6 +225,7 @@ def _percentile(values: list[float], q: float) -> float:
   return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+@recorded
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--tasks", type=int, default=48)
@@ -232,42 +233,41 @@ def main() -> None:
   parser.add_argument("--clients", default="1,8,32")
   parser.add_argument("--request-items", type=int, default=6)
   parser.add_argument("--repeats", type=int, default=3)
-  results.add_record_flag(parser)
+  add_record_flag(parser)
   args = parser.parse_args()
-  with results.recording(__file__, args.record):
-    clients = [int(c) for c in args.clients.split(",")]
+  clients = [int(c) for c in args.clients.split(",")]
 
-    task_list = generator.make_tasks("test", "easy", args.tasks, seed=11)
-    warm_tasks = generator.make_tasks("validation", "easy", 4, seed=12)
-    items, warm_items = _items(task_list), _items(warm_tasks)
-    folder = pathlib.Path(tempfile.mkdtemp(prefix="bench_serve_"))
-    task_files = [folder / "tasks.jsonl", folder / "warm.jsonl"]
-    tasks_lib.write_tasks(task_files[0], task_list)
-    tasks_lib.write_tasks(task_files[1], warm_tasks)
+  task_list = generator.make_tasks("test", "easy", args.tasks, seed=11)
+  warm_tasks = generator.make_tasks("validation", "easy", 4, seed=12)
+  items, warm_items = _items(task_list), _items(warm_tasks)
+  folder = pathlib.Path(tempfile.mkdtemp(prefix="bench_serve_"))
+  task_files = [folder / "tasks.jsonl", folder / "warm.jsonl"]
+  tasks_lib.write_tasks(task_files[0], task_list)
+  tasks_lib.write_tasks(task_files[1], warm_tasks)
 
-    windows: dict[str, list[_Window]] = {"in-process": []}
-    latencies: dict[str, list[float]] = {}
-    reference = None
-    mismatches = 0
-    for turn in range(args.repeats):
-      window, records = _in_process(task_list + warm_tasks, items, warm_items, args.workers)
-      windows["in-process"].append(window)
-      reference = reference or records
-      mismatches += records != reference
-      modes = [(f"server, {c} client{'s' if c > 1 else ''}", c, args.request_items)
-               for c in clients] + [("server, whole batch in one request", 1, len(items))]
-      for name, c, request_items in modes:
-        window, lats, records = _through_server(task_files, items, warm_items, args.workers, c,
-                                                request_items)
-        windows.setdefault(name, []).append(window)
-        latencies.setdefault(name, []).extend(lats)
-        mismatches += [{k: v for k, v in r.items() if k != "terms"} for r in records] != reference
-      print(f"turn {turn + 1}/{args.repeats}: " + ", ".join(
-          f"{k} {w[-1].wall:.2f} s wall, {w[-1].cpu:.2f} s CPU" for k, w in windows.items()),
-          flush=True)
-    _report(args, windows, latencies, len(items))
-    print(f"score records differing from the first in-process turn: {mismatches} of "
-          f"{args.repeats * (2 + len(clients))} runs (must be 0)")
+  windows: dict[str, list[_Window]] = {"in-process": []}
+  latencies: dict[str, list[float]] = {}
+  reference = None
+  mismatches = 0
+  for turn in range(args.repeats):
+    window, records = _in_process(task_list + warm_tasks, items, warm_items, args.workers)
+    windows["in-process"].append(window)
+    reference = reference or records
+    mismatches += records != reference
+    modes = [(f"server, {c} client{'s' if c > 1 else ''}", c, args.request_items)
+             for c in clients] + [("server, whole batch in one request", 1, len(items))]
+    for name, c, request_items in modes:
+      window, lats, records = _through_server(task_files, items, warm_items, args.workers, c,
+                                              request_items)
+      windows.setdefault(name, []).append(window)
+      latencies.setdefault(name, []).extend(lats)
+      mismatches += [{k: v for k, v in r.items() if k != "terms"} for r in records] != reference
+    print(f"turn {turn + 1}/{args.repeats}: " + ", ".join(
+        f"{k} {w[-1].wall:.2f} s wall, {w[-1].cpu:.2f} s CPU" for k, w in windows.items()),
+        flush=True)
+  _report(args, windows, latencies, len(items))
+  print(f"score records differing from the first in-process turn: {mismatches} of "
+        f"{args.repeats * (2 + len(clients))} runs (must be 0)")
 
 
 def _report(args, windows, latencies, n_items) -> None:

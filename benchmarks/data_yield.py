@@ -19,7 +19,7 @@ import tqdm
 
 from precisecoder.data import families, generator, humaneval, injection
 from precisecoder.data.checking import PoolChecker, TrustedCallChecker
-import results
+from results import add_record_flag, recorded
 
 
 def generator_sources(per_family: int, seed: int) -> list[injection.Source]:
@@ -56,30 +56,30 @@ def show(title: str, stats: injection.Yield, with_bug: int, n: int, seconds: flo
             f"{v['kept'] / max(v['attempted'], 1):.0%} |")
 
 
+@recorded
 def main() -> None:
   parser = argparse.ArgumentParser()
   parser.add_argument("--source", choices=("generator", "humaneval"), default="generator")
   parser.add_argument("--per-family", type=int, default=4)
   parser.add_argument("--workers", type=int, default=None)
-  results.add_record_flag(parser)
+  add_record_flag(parser)
   args = parser.parse_args()
-  with results.recording(__file__, args.record):
-    if args.source == "generator":
-      sources = generator_sources(args.per_family, seed=0)
-      checker = TrustedCallChecker()
-      for multi in (False, True):
-        stats, with_bug, secs = run(sources, checker, multi)
-        show(f"generator, {'multi-line' if multi else 'single-line'}", stats, with_bug,
-             len(sources), secs)
-      return
-    from precisecoder.execution import ExecutionPool  # pylint: disable=import-outside-toplevel
-    sources = humaneval.sources()
-    with ExecutionPool(workers=args.workers) as pool:
-      checker = PoolChecker(pool, timeout_s=3.0)
-      for multi in (False, True):
-        stats, with_bug, secs = run(sources, checker, multi)
-        show(f"HumanEval, {'multi-line' if multi else 'single-line'}", stats, with_bug,
-             len(sources), secs)
+  if args.source == "generator":
+    sources = generator_sources(args.per_family, seed=0)
+    checker = TrustedCallChecker()
+    for multi in (False, True):
+      stats, with_bug, secs = run(sources, checker, multi)
+      show(f"generator, {'multi-line' if multi else 'single-line'}", stats, with_bug, len(sources),
+           secs)
+    return
+  from precisecoder.execution import ExecutionPool  # pylint: disable=import-outside-toplevel
+  sources = humaneval.sources()
+  with ExecutionPool(workers=args.workers) as pool:
+    checker = PoolChecker(pool, timeout_s=3.0)
+    for multi in (False, True):
+      stats, with_bug, secs = run(sources, checker, multi)
+      show(f"HumanEval, {'multi-line' if multi else 'single-line'}", stats, with_bug,
+           len(sources), secs)
 
 
 if __name__ == "__main__":

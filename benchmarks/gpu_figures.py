@@ -37,7 +37,7 @@ from precisecoder.train.policy import EXECUTION_FIELDS
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_memory import GIB, rl_step_args  # noqa: E402
-import results  # noqa: E402
+from results import add_record_flag, recorded  # noqa: E402
 
 
 def _padded_batch(batch: int, length: int, vocab: int, seed: int = 0):
@@ -116,6 +116,7 @@ def train_step(preset: str, batch: int, prompt: int, completion: int, remat: str
           "peak_in_use_gib": stats.get("peak_bytes_in_use", 0) / GIB}
 
 
+@recorded
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--quick", action="store_true", help="tiny model and shapes (CPU)")
@@ -125,36 +126,35 @@ def main() -> None:
                       help="comma-separated parts to run")
   parser.add_argument("--long-batch", type=int, default=4)
   parser.add_argument("--json", default="", help="also write the figures here")
-  results.add_record_flag(parser)
+  add_record_flag(parser)
   args = parser.parse_args()
-  with results.recording(__file__, args.record):
-    parts = set(args.only.split(","))
-    small, big = ("tiny", "tiny") if args.quick else ("qwen3-1.7b", "qwen3-4b")
-    scale = 8 if args.quick else 1
-    print(f"backend {jax.default_backend()}: {jax.devices()[0].device_kind}", flush=True)
-    figures = {}
-    runs = {
-        "attention": lambda: attention_check("tiny" if args.quick else "qwen3-0.6b"),
-        "decode": lambda: decode(small, 64 // scale, 256 // scale, 256 // scale, args.peak_gbs),
-        "train": lambda: train_step(small, 16 // scale, 256 // scale, 256 // scale, "none",
-                                    args.peak_tflops),
-        "long": lambda: train_step(big, args.long_batch if not args.quick else 1,
-                                   1024 // scale, 4096 // scale, "full", args.peak_tflops,
-                                   steps=2),
-    }
-    for name, run in runs.items():
-      if name not in parts:
-        continue
-      start = time.perf_counter()
-      try:
-        figures[name] = run()
-      except Exception as e:  # one failing part (e.g. out of memory) must not hide the others
-        figures[name] = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
-      figures[name]["wall_s"] = time.perf_counter() - start
-      print(name, json.dumps(figures[name], indent=None), flush=True)
-    if args.json:
-      with open(args.json, "w") as f:
-        json.dump(figures, f, indent=2)
+  parts = set(args.only.split(","))
+  small, big = ("tiny", "tiny") if args.quick else ("qwen3-1.7b", "qwen3-4b")
+  scale = 8 if args.quick else 1
+  print(f"backend {jax.default_backend()}: {jax.devices()[0].device_kind}", flush=True)
+  figures = {}
+  runs = {
+      "attention": lambda: attention_check("tiny" if args.quick else "qwen3-0.6b"),
+      "decode": lambda: decode(small, 64 // scale, 256 // scale, 256 // scale, args.peak_gbs),
+      "train": lambda: train_step(small, 16 // scale, 256 // scale, 256 // scale, "none",
+                                  args.peak_tflops),
+      "long": lambda: train_step(big, args.long_batch if not args.quick else 1,
+                                 1024 // scale, 4096 // scale, "full", args.peak_tflops,
+                                 steps=2),
+  }
+  for name, run in runs.items():
+    if name not in parts:
+      continue
+    start = time.perf_counter()
+    try:
+      figures[name] = run()
+    except Exception as e:  # one failing part (e.g. out of memory) must not hide the others
+      figures[name] = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
+    figures[name]["wall_s"] = time.perf_counter() - start
+    print(name, json.dumps(figures[name], indent=None), flush=True)
+  if args.json:
+    with open(args.json, "w") as f:
+      json.dump(figures, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -6,17 +6,20 @@ and the facts needed to read it later: the date, the commit and the machine (CPU
 average, accelerator). Figures measured on a shared machine mean little without its load, so
 the load is taken as the run starts and as it ends.
 
-    parser = argparse.ArgumentParser(...)
-    results.add_record_flag(parser)
-    args = parser.parse_args()
-    with results.recording(__file__, args.record):
-      ...  # everything the script prints to stdout is recorded
+    @recorded
+    def main():
+      parser = argparse.ArgumentParser(...)
+      add_record_flag(parser)
+      args = parser.parse_args()
+      ...  # with --record, what main prints to stdout is recorded once it returns (0 or None)
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime
+import functools
 import io
 import os
 import pathlib
@@ -102,8 +105,20 @@ def block(script: str, figures: str, command: str, load_start: str, load_end: st
                     end])
 
 
-def add_record_flag(parser) -> None:
-  parser.add_argument("--record", action="store_true",
+class _RecordFlag(argparse.Action):
+  """--record: also tells `recorded` that this run is to be recorded."""
+
+  def __call__(self, parser, namespace, values, option_string=None):
+    global _requested
+    _requested = True
+    setattr(namespace, self.dest, True)
+
+
+_requested = False
+
+
+def add_record_flag(parser: argparse.ArgumentParser) -> None:
+  parser.add_argument("--record", action=_RecordFlag, nargs=0, default=False,
                       help="write what this run prints into benchmarks/RESULTS.md, replacing "
                            "this script's block there")
 
@@ -120,22 +135,45 @@ class _Tee(io.TextIOBase):
   def flush(self) -> None:
     self.stream.flush()
 
+  def fileno(self) -> int:
+    return self.stream.fileno()
+
+  def isatty(self) -> bool:
+    return self.stream.isatty()
+
 
 @contextlib.contextmanager
-def recording(script_file: str, enabled: bool, results: pathlib.Path = RESULTS):
-  """Records what the body prints to stdout into `results` when `enabled` and the body ends
-  without an exception (a failed run replaces no figures)."""
-  if not enabled:
-    yield
-    return
+def recording(script_file: str, results: pathlib.Path = RESULTS):
+  """Yields a function that records what the body printed to stdout so far into `results`."""
   script = pathlib.Path(script_file).name
   command = "python " + shlex.join([f"benchmarks/{script}", *sys.argv[1:]])
   load_start, tee = _load(), _Tee(sys.stdout)
+
+  def record() -> None:
+    text = block(script, tee.copy.getvalue(), command, load_start, _load(),
+                 datetime.datetime.now(datetime.timezone.utc))
+    # Bytes, not text: reading text would turn the file's other line endings into "\n".
+    before = results.read_bytes().decode() if results.exists() else ""
+    results.write_bytes(replace_block(before, script, text).encode())
+    print(f"recorded in {results}")
+
   with contextlib.redirect_stdout(tee):
-    yield
-  text = block(script, tee.copy.getvalue(), command, load_start, _load(),
-               datetime.datetime.now(datetime.timezone.utc))
-  # Bytes, not text: reading text would turn the file's other line endings into "\n".
-  before = results.read_bytes().decode() if results.exists() else ""
-  results.write_bytes(replace_block(before, script, text).encode())
-  print(f"recorded in {results}")
+    yield record
+
+
+def recorded(main):
+  """Decorates a benchmark's `main`: run with --record (`add_record_flag`), what it printed is
+  written into RESULTS.md when it returns 0 or None. A run that raises or returns another
+  status replaces no figures."""
+
+  @functools.wraps(main)
+  def run(*args, **kwargs):
+    global _requested
+    _requested = False
+    with recording(main.__code__.co_filename, RESULTS) as record:
+      status = main(*args, **kwargs)
+      if _requested and status in (None, 0):
+        record()
+    return status
+
+  return run

@@ -43,23 +43,39 @@ def test_broken_markers_are_an_error_not_a_guess():
     results.replace_block(twice, "bench_a.py", "y")
 
 
-def test_recording_writes_what_the_script_printed_with_date_commit_and_machine(
+def _script(status=None, fail=False):
+  """A benchmark's main as the scripts write it."""
+
+  @results.recorded
+  def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeats", type=int, default=3)
+    results.add_record_flag(parser)
+    args = parser.parse_args()
+    print(f"| runner | programs/s |\n| pool | 281.5 | repeats {args.repeats}")
+    if fail:
+      raise RuntimeError("benchmark failed")
+    return status
+
+  return main
+
+
+def test_record_writes_what_the_script_printed_with_date_commit_and_machine(
     tmp_path, monkeypatch, capsys):
   target = tmp_path / "RESULTS.md"
   target.write_bytes(_FILE.encode())
-  parser = argparse.ArgumentParser()
-  results.add_record_flag(parser)
-  args = parser.parse_args(["--record"])
+  monkeypatch.setattr(results, "RESULTS", target)
   monkeypatch.setattr(sys, "argv", ["bench_b.py", "--repeats", "2", "--record"])
-  with results.recording("/somewhere/benchmarks/bench_b.py", args.record, target):
-    print("| runner | programs/s |\n| pool | 281.5 |")
-  assert "| pool | 281.5 |" in capsys.readouterr().out  # still printed
+  main = _script()
+  main.__wrapped__.__code__ = main.__wrapped__.__code__.replace(co_filename="/x/bench_b.py")
+  assert main() is None
+  assert "| pool | 281.5 | repeats 2" in capsys.readouterr().out  # still printed
   text = target.read_bytes().decode()  # bytes: read_text would hide a changed line ending
   head, rest = text.split("<!-- begin: bench_b.py -->")
   assert head == _FILE.split("<!-- begin: bench_b.py -->")[0]
   body, tail = rest.split("<!-- end: bench_b.py -->")
   assert tail == "\ntrailing"
-  assert "| pool | 281.5 |" in body and "old figures" not in body
+  assert "| pool | 281.5 | repeats 2" in body and "old figures" not in body
   flat = " ".join(body.split())  # the facts are wrapped at 100 columns
   assert "Written by `python benchmarks/bench_b.py --repeats 2 --record` on 20" in flat
   for fact in (" UTC at commit ", f"Machine: {os.cpu_count()} CPUs (", "accelerator: ",
@@ -67,14 +83,35 @@ def test_recording_writes_what_the_script_printed_with_date_commit_and_machine(
     assert fact in flat, fact
 
 
-def test_a_failed_run_records_nothing(tmp_path):
+@pytest.mark.parametrize("argv, status, fail", [
+    (["--record"], None, True),      # raised: a failed run
+    (["--record"], 1, False),        # returned a failing status
+    ([], None, False),               # no --record
+], ids=["raised", "failing-status", "not-asked"])
+def test_nothing_is_recorded_unless_asked_and_the_run_succeeded(tmp_path, monkeypatch, argv,
+                                                                 status, fail):
   target = tmp_path / "RESULTS.md"
   target.write_bytes(_FILE.encode())
-  with pytest.raises(RuntimeError):
-    with results.recording("bench_a.py", True, target):
-      print("half a table")
-      raise RuntimeError("benchmark failed")
+  monkeypatch.setattr(results, "RESULTS", target)
+  monkeypatch.setattr(sys, "argv", ["bench_a.py", *argv])
+  main = _script(status, fail)
+  if fail:
+    with pytest.raises(RuntimeError):
+      main()
+  else:
+    assert main() == status
   assert target.read_bytes() == _FILE.encode()
-  with results.recording("bench_a.py", False, target):  # without --record: untouched
-    print("figures")
-  assert target.read_bytes() == _FILE.encode()
+
+
+def test_record_flag_is_reset_between_runs(tmp_path, monkeypatch):
+  """A second main in one process (a test, a notebook) records only if it is asked to."""
+  target = tmp_path / "RESULTS.md"
+  target.write_bytes(_FILE.encode())
+  monkeypatch.setattr(results, "RESULTS", target)
+  monkeypatch.setattr(sys, "argv", ["bench_a.py", "--record"])
+  _script()()
+  recorded_once = target.read_bytes()
+  assert recorded_once != _FILE.encode()
+  monkeypatch.setattr(sys, "argv", ["bench_a.py"])
+  _script()()
+  assert target.read_bytes() == recorded_once
