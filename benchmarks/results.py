@@ -75,13 +75,15 @@ def _cpu_model() -> str:
 
 
 def accelerator() -> str:
-  """The device a JAX script ran on (read only if it imported JAX: importing it here would
-  take the accelerator from the benchmark), else what nvidia-smi lists, else none."""
+  """The accelerator a JAX script ran on (read only if it imported JAX: importing it here would
+  take the accelerator from the benchmark), else the machine's GPUs as nvidia-smi lists them
+  (present, not necessarily used), else none."""
   jax = sys.modules.get("jax")
   if jax is not None:
     with contextlib.suppress(Exception):
       devices = jax.devices()
-      return f"{len(devices)} x {devices[0].device_kind} ({jax.default_backend()})"
+      if jax.default_backend() != "cpu":
+        return f"{len(devices)} x {devices[0].device_kind} ({jax.default_backend()})"
   if shutil.which("nvidia-smi"):
     listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False)
     if listed.returncode == 0 and listed.stdout.strip():
