@@ -5,8 +5,9 @@ one long line (over the character cap) and a long thinking trace before the fix 
 usual); the small arm has the fix alone in each. Each arm is scored --repeats times, in turns,
 by the CLI in this process on a real pool; prints each arm's median wall seconds and the CPU
 milliseconds of this process (reading, extracting, capping, diffing, scoring; the sandbox's
-runs are the same in both arms), and the ratios. The goal (issue 10): the 2 MB file scores in under 2 s, because the capped programs
-are neither diffed nor run (tests/commands/test_score.py checks that they never reach the pool).
+runs are the same in both arms), and the ratios. The goal (issue 10): the 2 MB file scores in
+under 2 s, because the capped programs are neither diffed nor run (tests/commands/test_score.py
+checks that they never reach the pool).
 
   python benchmarks/bench_huge_predictions.py [--repeats 5]
 """
@@ -49,7 +50,8 @@ def main() -> None:
   task = generator.make_tasks("validation", "easy", 1, seed=0)[0]
   with tempfile.TemporaryDirectory() as folder:
     root = pathlib.Path(folder)
-    tasks_lib.write_tasks(root / "tasks.jsonl", [tasks_lib.Task(**{**task.__dict__, "task_id": "t"})])
+    tasks_lib.write_tasks(root / "tasks.jsonl",
+                          [tasks_lib.Task(**{**task.__dict__, "task_id": "t"})])
     files = {}
     for name, huge in (("2 MB", True), ("small", False)):
       files[name] = root / f"{name.replace(' ', '')}.jsonl"

@@ -203,7 +203,8 @@ def main() -> None:
                            "it, so `score` never runs it)")
   parser.add_argument("--source", choices=("mutate", "data"), default="mutate",
                       help="mutate: one-line mutations of HumanEval canonical solutions built here "
-                           "(seconds); data: precisecoder.data.humaneval single-bug tasks (minutes)")
+                           "(seconds); data: precisecoder.data.humaneval single-bug tasks "
+                           "(minutes)")
   parser.add_argument("--repeats", type=int, default=3,
                       help="times each scorer is measured, in turns (score, each naive scorer, "
                            "then again): the machine's speed drifts over the minutes the naive "
