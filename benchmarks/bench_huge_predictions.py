@@ -5,8 +5,9 @@ one long line (over the character cap) and a long thinking trace before the fix 
 usual); the small arm has the fix alone in each. Each arm is scored --repeats times, in turns,
 by the CLI in this process on a real pool; prints each arm's median wall seconds and the CPU
 milliseconds of this process (reading, extracting, capping, diffing, scoring; the sandbox's
-runs are the same in both arms), and the ratios. The goal (issue 10): the 2 MB file scores in under 2 s, because the capped programs
-are neither diffed nor run (tests/commands/test_score.py checks that they never reach the pool).
+runs are the same in both arms), and the ratios. The goal (issue 10): the 2 MB file scores in
+under 2 s, because the capped programs are neither diffed nor run (tests/commands/test_score.py
+checks that they never reach the pool).
 
   python benchmarks/bench_huge_predictions.py [--repeats 5]
 """
@@ -26,6 +27,7 @@ import numpy as np
 
 from precisecoder import cli, tasks as tasks_lib
 from precisecoder.data import generator
+from results import add_record_flag, recorded
 
 
 def _predictions(fix: str, huge: bool) -> list[dict]:
@@ -37,16 +39,19 @@ def _predictions(fix: str, huge: bool) -> list[dict]:
           {"task_id": "t", "completion": f"<think>{thinking}</think>```python\n{fix}```"}]
 
 
+@recorded
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--repeats", type=int, default=5)
+  add_record_flag(parser)
   args = parser.parse_args()
   if args.repeats < 1:
     parser.error("--repeats must be at least 1")
   task = generator.make_tasks("validation", "easy", 1, seed=0)[0]
   with tempfile.TemporaryDirectory() as folder:
     root = pathlib.Path(folder)
-    tasks_lib.write_tasks(root / "tasks.jsonl", [tasks_lib.Task(**{**task.__dict__, "task_id": "t"})])
+    tasks_lib.write_tasks(root / "tasks.jsonl",
+                          [tasks_lib.Task(**{**task.__dict__, "task_id": "t"})])
     files = {}
     for name, huge in (("2 MB", True), ("small", False)):
       files[name] = root / f"{name.replace(' ', '')}.jsonl"

@@ -44,6 +44,7 @@ from flax import nnx  # noqa: E402
 from precisecoder.model import Decoder, presets  # noqa: E402
 from precisecoder.train import config as base  # noqa: E402
 from precisecoder.train import step as step_lib  # noqa: E402
+from results import add_record_flag, recorded  # noqa: E402
 
 GIB = 2 ** 30
 
@@ -132,6 +133,7 @@ def largest_batch(measure, budget_gib: float, first: int) -> tuple[int, dict[int
   return (b if total(b) <= budget_gib else 0), seen
 
 
+@recorded
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--preset", default="qwen3-4b")
@@ -149,6 +151,7 @@ def main() -> None:
                       "(ahead-of-time for one chip of that TPU; needs libtpu, see above)")
   parser.add_argument("--search-gib", type=float, default=0.0,
                       help="also find the largest minibatch of the new path within this budget")
+  add_record_flag(parser)
   args = parser.parse_args()
   device = compile_device(args.target)
   shapes = dict(prompt=args.prompt, completion=args.completion, dtype=args.dtype, device=device)

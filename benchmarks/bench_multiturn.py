@@ -23,6 +23,7 @@ from flax import nnx
 
 from precisecoder.model import Decoder, bundled_smollm2_gguf, load_checkpoint, presets
 from precisecoder.sampling import Conversation, enable_compilation_cache, sample
+from results import add_record_flag, recorded
 
 
 def _feedback(rng_seed: int, rows: int, turns: int, length: int, vocab: int):
@@ -86,6 +87,7 @@ def compare(name, model, vocab, args):
         f"{again[1] / cache[1]:.2f}x; same tokens on both sides: {same}", flush=True)
 
 
+@recorded
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--prompts", type=int, default=8)
@@ -97,6 +99,7 @@ def main():
   parser.add_argument("--repeats", type=int, default=2)
   parser.add_argument("--smollm2", action="store_true",
                       help="SmolLM2-135M from the bundled GGUF instead of the tiny model")
+  add_record_flag(parser)
   args = parser.parse_args()
   enable_compilation_cache()
   if args.smollm2:

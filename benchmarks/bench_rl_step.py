@@ -18,6 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from precisecoder.train import config as base  # noqa: E402
 from precisecoder.train import metrics, rl  # noqa: E402
+from results import add_record_flag, recorded  # noqa: E402
 
 PARTS = ("time/sample", "time/reward", "time/reward_exposed", "time/train", "time/checkpoint",
          "time/step")
@@ -36,10 +37,12 @@ def run(steps: int, chunks: int) -> dict[str, float]:
   return {k: sum(r[k] for r in rows) / len(rows) for k in PARTS}
 
 
+@recorded
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--steps", type=int, default=4)
   parser.add_argument("--chunks", type=int, default=2)
+  add_record_flag(parser)
   args = parser.parse_args()
   results = {f"overlapped ({args.chunks} chunks)": run(args.steps, args.chunks),
              "serial (1 chunk)": run(args.steps, 1)}

@@ -27,6 +27,7 @@ import transformers
 
 from precisecoder.model import bundled_smollm2_gguf, gguf_import, load_checkpoint, load_hf, presets
 from precisecoder.sampling import sample
+from results import add_record_flag, recorded
 
 
 def _ours(model, prompts, new_tokens):
@@ -110,6 +111,7 @@ def smollm2(batch, prompt_len, new_tokens, repeats):
            batch * new_tokens, repeats)
 
 
+@recorded
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--batch", type=int, default=32)
@@ -120,6 +122,7 @@ def main():
   parser.add_argument("--smollm2-only", action="store_true")
   parser.add_argument("--single-thread", action="store_true",
                       help="one compute thread on both sides (fairer on a loaded machine)")
+  add_record_flag(parser)
   args = parser.parse_args()
   torch.set_num_threads(1 if args.single_thread else os.cpu_count())
   print(f"torch threads {torch.get_num_threads()}, cpus {os.cpu_count()}")

@@ -47,6 +47,7 @@ import numpy as np
 
 from precisecoder import rewards, tasks as tasks_lib
 from precisecoder.execution import ExecutionPool, Job, Result, Status
+from results import add_record_flag, recorded
 
 _MUTATIONS = [(" + ", " - "), (" - ", " + "), (" < ", " <= "), (" > ", " >= "), (" <= ", " < "),
               (" >= ", " > "), (" == ", " != "), (" != ", " == "), (" and ", " or "),
@@ -191,6 +192,7 @@ def naive_score(batch_tasks, programs, parallel: int, verify: bool):
   return out, pool.executed
 
 
+@recorded
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--tasks", type=int, default=64)
@@ -201,12 +203,14 @@ def main() -> None:
                            "it, so `score` never runs it)")
   parser.add_argument("--source", choices=("mutate", "data"), default="mutate",
                       help="mutate: one-line mutations of HumanEval canonical solutions built here "
-                           "(seconds); data: precisecoder.data.humaneval single-bug tasks (minutes)")
+                           "(seconds); data: precisecoder.data.humaneval single-bug tasks "
+                           "(minutes)")
   parser.add_argument("--repeats", type=int, default=3,
                       help="times each scorer is measured, in turns (score, each naive scorer, "
                            "then again): the machine's speed drifts over the minutes the naive "
                            "scorers take, and a single second of `score` varies by 20%%; the "
                            "table shows each scorer's median and its range")
+  add_record_flag(parser)
   args = parser.parse_args()
   if args.repeats < 1:
     parser.error("--repeats must be at least 1")

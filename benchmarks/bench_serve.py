@@ -24,7 +24,7 @@ process and this one's clients) and the sandbox (workers and runs). Overheads ar
 in-process, paired by turn (median of the per-turn figures): wall, whole-tree CPU, and the
 coordinating CPU beyond in-process's as a share of in-process's whole CPU -- the part the
 server adds, since the sandbox runs the same programs (on a shared, loaded host wall time
-swings by 2x between turns and the sandbox's CPU by 20%). Each server mode then sends the
+and even the sandbox's CPU swing from turn to turn). Each server mode then sends the
 same requests again: every result is cached, so that pass's coordinating CPU ("serving") is
 what HTTP, JSON and the service cost alone, the steadiest figure of the server's overhead.
 The goal is <= 10% at 32 clients.
@@ -52,6 +52,7 @@ import time
 from precisecoder import predictions, rewards, tasks as tasks_lib
 from precisecoder.data import generator
 from precisecoder.execution import ExecutionPool
+from results import add_record_flag, recorded
 
 
 def _completions(task: tasks_lib.Task) -> list[str]:
@@ -224,6 +225,7 @@ def _percentile(values: list[float], q: float) -> float:
   return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+@recorded
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--tasks", type=int, default=48)
@@ -231,6 +233,7 @@ def main() -> None:
   parser.add_argument("--clients", default="1,8,32")
   parser.add_argument("--request-items", type=int, default=6)
   parser.add_argument("--repeats", type=int, default=3)
+  add_record_flag(parser)
   args = parser.parse_args()
   clients = [int(c) for c in args.clients.split(",")]
 

@@ -31,6 +31,7 @@ import time
 from precisecoder import tasks as tasks_lib
 from precisecoder.data import pdb
 from precisecoder.execution import screen
+from results import add_record_flag, recorded
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 _PLAIN_RUNNER = """
@@ -64,6 +65,7 @@ def _plain(task: tasks_lib.Task, python: str, timeout_s: float) -> bool:
   return done.returncode == 0
 
 
+@recorded
 def main() -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
   parser.add_argument("--bigcodebench", default=str(REPO.parent / "shared" / "bigcodebench"))
@@ -74,6 +76,7 @@ def main() -> int:
   parser.add_argument("--task-timeout", type=float, default=20.0)
   parser.add_argument("--plain", action="store_true",
                       help="run every gold plainly here instead of reading plain_pass.json")
+  add_record_flag(parser)
   args = parser.parse_args()
 
   folder = pathlib.Path(args.bigcodebench)

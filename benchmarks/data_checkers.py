@@ -18,12 +18,15 @@ from precisecoder.data.checking import PoolChecker, TrustedCallChecker
 from precisecoder.execution import ExecutionPool
 
 from data_yield import generator_sources  # benchmarks/ is the working directory's sibling
+from results import add_record_flag, recorded
 
 
+@recorded
 def main() -> None:
   parser = argparse.ArgumentParser()
   parser.add_argument("--per-family", type=int, default=1)
   parser.add_argument("--workers", type=int, default=2)
+  add_record_flag(parser)
   args = parser.parse_args()
   sources = generator_sources(args.per_family, seed=1)
   items = [(s.code, s.tests) for s in sources]

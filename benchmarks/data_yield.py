@@ -19,6 +19,7 @@ import tqdm
 
 from precisecoder.data import families, generator, humaneval, injection
 from precisecoder.data.checking import PoolChecker, TrustedCallChecker
+from results import add_record_flag, recorded
 
 
 def generator_sources(per_family: int, seed: int) -> list[injection.Source]:
@@ -55,11 +56,13 @@ def show(title: str, stats: injection.Yield, with_bug: int, n: int, seconds: flo
             f"{v['kept'] / max(v['attempted'], 1):.0%} |")
 
 
+@recorded
 def main() -> None:
   parser = argparse.ArgumentParser()
   parser.add_argument("--source", choices=("generator", "humaneval"), default="generator")
   parser.add_argument("--per-family", type=int, default=4)
   parser.add_argument("--workers", type=int, default=None)
+  add_record_flag(parser)
   args = parser.parse_args()
   if args.source == "generator":
     sources = generator_sources(args.per_family, seed=0)

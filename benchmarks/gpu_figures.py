@@ -37,6 +37,7 @@ from precisecoder.train.policy import EXECUTION_FIELDS
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_memory import GIB, rl_step_args  # noqa: E402
+from results import add_record_flag, recorded  # noqa: E402
 
 
 def _padded_batch(batch: int, length: int, vocab: int, seed: int = 0):
@@ -115,6 +116,7 @@ def train_step(preset: str, batch: int, prompt: int, completion: int, remat: str
           "peak_in_use_gib": stats.get("peak_bytes_in_use", 0) / GIB}
 
 
+@recorded
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--quick", action="store_true", help="tiny model and shapes (CPU)")
@@ -124,6 +126,7 @@ def main() -> None:
                       help="comma-separated parts to run")
   parser.add_argument("--long-batch", type=int, default=4)
   parser.add_argument("--json", default="", help="also write the figures here")
+  add_record_flag(parser)
   args = parser.parse_args()
   parts = set(args.only.split(","))
   small, big = ("tiny", "tiny") if args.quick else ("qwen3-1.7b", "qwen3-4b")

@@ -1,5 +1,5 @@
-"""What every `precisecoder` command shares: --help (exit 0, defaults shown, as README's
-synopses say), and path arguments that work relative as well as absolute."""
+"""What every `precisecoder` command shares: --help (exit 0, defaults shown, as the synopses in
+README and docs/ say), and path arguments that work relative as well as absolute."""
 
 import argparse
 import importlib
@@ -76,38 +76,50 @@ def test_every_option_has_help_and_its_default_is_shown(words, parser):
       assert f"(default:{shown}" in text, (words, action.option_strings)
 
 
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
 def _synopses():
-  """README's synopses: commands in code blocks that show optional flags (`[--`), with their
-  continuation lines, by command words."""
-  text = (ROOT / "README.md").read_text()
+  """The synopses in README and docs/: commands in code blocks that show optional flags (`[--`),
+  with their continuation lines, by command words -> {(file, paragraph): flags}. Lines of one
+  paragraph (no blank line between) are one synopsis, e.g. a command's two forms."""
   found = {}
-  lines = text.splitlines()
-  for i, line in enumerate(lines):
-    match = re.match(r"\s*precisecoder ((?:[a-z]+ ?)+)", line)
-    if not match:
-      continue
-    block = [line]
-    while block[-1].rstrip().endswith("\\"):
-      block.append(lines[i + len(block)])
-    joined = " ".join(block)
-    if "[--" not in joined:
-      continue
-    words = tuple(match.group(1).split())
-    for candidate, _ in PARSERS:
-      if words[:len(candidate)] == candidate:
-        # `--config.a.b=v` overrides are the config's fields, not the command's flags.
-        found.setdefault(candidate, set()).update(
-            re.findall(r"--[a-z][a-z0-9-]*(?![\w.-])", joined))
+  for path in DOCS:
+    lines = path.read_text().splitlines()
+    paragraph = 0
+    for i, line in enumerate(lines):
+      if not line.strip() or line.lstrip().startswith("```"):
+        paragraph += 1
+      match = re.match(r"\s*precisecoder ((?:[a-z]+ ?)+)", line)
+      if not match:
+        continue
+      block = [line]
+      while block[-1].rstrip().endswith("\\"):
+        block.append(lines[i + len(block)])
+      joined = " ".join(block)
+      if "[--" not in joined:
+        continue
+      words = tuple(match.group(1).split())
+      for candidate, _ in PARSERS:
+        if words[:len(candidate)] == candidate:
+          place = (path.relative_to(ROOT).as_posix(), paragraph)
+          # `--config.a.b=v` overrides are the config's fields, not the command's flags.
+          found.setdefault(candidate, {}).setdefault(place, set()).update(
+              re.findall(r"--[a-z][a-z0-9-]*(?![\w.-])", joined))
   return found
 
 
-def test_readme_synopses_name_every_flag_and_only_real_ones():
+def test_synopses_name_every_flag_and_only_real_ones_once_in_readme_or_docs():
   synopses = _synopses()
   for words, parser in PARSERS:
-    assert words in synopses, f"README has no synopsis of precisecoder {' '.join(words)}"
-    assert synopses[words] == _flags(parser), (
-        f"precisecoder {' '.join(words)}: README lacks {sorted(_flags(parser) - synopses[words])}"
-        f", names {sorted(synopses[words] - _flags(parser))} that the command has not")
+    command = f"precisecoder {' '.join(words)}"
+    assert words in synopses, f"README.md and docs/*.md have no synopsis of {command}"
+    places = synopses[words]
+    assert len(places) == 1, f"{command} has a synopsis in more than one place: {sorted(places)}"
+    (place, flags), = places.items()
+    assert flags == _flags(parser), (
+        f"{command} ({place[0]}): the synopsis lacks {sorted(_flags(parser) - flags)}"
+        f", names {sorted(flags - _flags(parser))} that the command has not")
 
 
 _CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"

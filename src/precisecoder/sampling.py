@@ -318,9 +318,8 @@ def sample(model: Decoder, prompt_ids: Sequence[Sequence[int]], *, num_samples: 
   batch, host-major, sampled as one process holding all of them would sample it.
 
   `decode_segments` > 1 splits decoding into loops that each attend only to the part of the
-  KV cache filled so far. On CPU the window slice costs more than it saves (1, the default,
-  measured 9.7 vs 23.8 ms per step on the tiny model); on accelerators with long caches it
-  can pay off.
+  KV cache filled so far. On CPU the window slice costs more than it saves (hence 1, the
+  default); on accelerators with long caches it can pay off.
   """
   longest = _check(model, prompt_ids, num_samples, max_new_tokens, temperature, top_p, top_k,
                    max_new_tokens)

@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
   gen = what.add_parser("generator", help="seeded small-function tasks (train/validation/test)")
   gen.add_argument("--tier", choices=generator.TIERS, default="easy",
-                   help="bug difficulty (README: Data)")
+                   help="bug difficulty (docs/data.md)")
   gen.add_argument("--train", type=checks.non_negative_int, default=2000, help="buggy train tasks")
   gen.add_argument("--validation", type=checks.non_negative_int, default=200,
                    help="buggy validation tasks")

@@ -26,9 +26,9 @@ import sys
 import time
 
 # Warm imports: children inherit them, so programs importing them pay nothing. Not `random` (nor
-# `statistics`, which imports it): it reseeds itself in Python after every fork, which cost every
-# run 0.14 ms (6% of a short one), while a run that imports it pays 1.8 ms. Fewer than 8% of runs
-# import it (HumanEval: 4 of 164 tests, no reference solution), so every run pays less this way.
+# `statistics`, which imports it): it reseeds itself in Python after every fork, a cost every run
+# would pay, while only the few runs that import it pay for importing it (few tests and no
+# HumanEval reference solution do), so runs pay less in all this way.
 import bisect  # noqa: F401 pylint: disable=unused-import
 import collections  # noqa: F401 pylint: disable=unused-import
 import copy  # noqa: F401 pylint: disable=unused-import
@@ -115,8 +115,8 @@ class Worker:
     """Forks one sandboxed child for `job` and collects what it wrote.
 
     What the worker needs while the child runs is made before the fork: until the child exits
-    the two share every page, and each page the worker writes then is copied (about 2 us each
-    here, dozens of pages for a few lines of Python), so after the fork the worker waits.
+    the two share every page, and each page the worker writes then is copied (dozens of pages for
+    a few lines of Python), so after the fork the worker waits.
     """
     nonce = os.urandom(16).hex()
     run_dir = self.sandbox.make_run_dir()
@@ -293,7 +293,8 @@ def _pin(cpu: int) -> None:
 
   A process that migrates leaves its address space marked live on the CPUs it
   left, so every copy-on-write fault after a fork flushes their TLBs too, by
-  interrupt: two floating workers ran 1.6x one, two pinned ones 2.0x.
+  interrupt: pinned workers scale with their number, floating ones do not
+  (`benchmarks/bench_execution.py` measures 1 -> 2 workers).
   """
   try:
     os.sched_setaffinity(0, {cpu})
