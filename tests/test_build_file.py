@@ -51,13 +51,16 @@ def test_every_file_is_in_exactly_one_target():
   for name, target in _targets().items():
     for src in target["srcs"]:
       owners.setdefault(src, []).append(name)
-  files = [p for folder in ("src", "tests", "benchmarks", "tools") for p in (ROOT / folder).rglob("*.py")]
+  files = [p for folder in ("src", "tests", "benchmarks", "tools")
+           for p in (ROOT / folder).rglob("*.py")]
   for path in files:
     rel = str(path.relative_to(ROOT))
-    if rel.startswith("tests/") and not (path.name.startswith("test_") or path.name == "conftest.py"):
+    if rel.startswith("tests/") and not (path.name.startswith("test_")
+                                         or path.name == "conftest.py"):
       continue  # test helpers and fixtures are data, not targets
     assert rel in owners, f"BUILD: {rel} is in no target (run tools/update_build.py)"
-    assert len(owners[rel]) == 1 or rel == "src/precisecoder/cli.py", f"BUILD: {rel} in {owners[rel]}"
+    assert len(owners[rel]) == 1 or rel == "src/precisecoder/cli.py", (
+        f"BUILD: {rel} in {owners[rel]}")
   for src in owners:
     assert (ROOT / src).exists(), f"BUILD: names {src}, which does not exist"
 
@@ -80,5 +83,7 @@ def test_deps_exist_and_cover_imports():
   for src, target in by_src.items():
     internal, external = update_build.imports_of(ROOT / src)
     missing = {f":{d}" for d in internal} - set(target["deps"])
-    assert not missing, f"BUILD: {src} imports {sorted(missing)} but its target does not depend on them"
-    assert external <= set(target["reqs"]), f"BUILD: {src} lacks requirement(s) {external - set(target['reqs'])}"
+    assert not missing, (
+        f"BUILD: {src} imports {sorted(missing)} but its target does not depend on them")
+    assert external <= set(target["reqs"]), (
+        f"BUILD: {src} lacks requirement(s) {external - set(target['reqs'])}")

@@ -21,7 +21,8 @@ def test_modify_add_delete_and_blank_lines():
   }
   assert edits.line_diff(BUGGY, BUGGY.replace("    d = 4\n", "")) == {
       "5": {"type": "Delete", "original": "    d = 4", "modified": ""}}
-  assert edits.apply_diff(BUGGY, diff).replace("\n\n", "\n") == after.rstrip("\n").replace("\n\n", "\n")
+  assert (edits.apply_diff(BUGGY, diff).replace("\n\n", "\n")
+          == after.rstrip("\n").replace("\n\n", "\n"))
 
 
 def test_trailing_space_and_blank_only_changes_vanish():
@@ -102,7 +103,8 @@ def test_apply_of_line_diff_reproduces_the_target(before, after):
   assert [l for l in got.splitlines() if l.strip()] == [l for l in after.splitlines() if l.strip()]
 
 
-# Lines that are near each other (ndiff pairs them) and repeat (replace blocks hold identical lines).
+# Lines that are near each other (ndiff pairs them) and repeat (replace blocks hold identical
+# lines).
 similar_lines = st.lists(st.sampled_from(["a = 1", "a = 2", "b = 2", "  a = 1", "", "return a",
                                           "return b", "x += 1", "x -= 1"]), max_size=14)
 

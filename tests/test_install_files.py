@@ -10,7 +10,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def _pins(name: str) -> dict[str, str]:
   pins = {}
   for line in (ROOT / name).read_text().splitlines():
-    match = re.fullmatch(r"([A-Za-z0-9_.-]+(?:\[[a-z0-9,-]+\])?)==(\S+)", line.split("#")[0].strip())
+    match = re.fullmatch(r"([A-Za-z0-9_.-]+(?:\[[a-z0-9,-]+\])?)==(\S+)",
+                         line.split("#")[0].strip())
     if match:
       pins[match.group(1)] = match.group(2)
   return pins

@@ -7,7 +7,6 @@ The policy is the tiny random model with weights set so that after the prompt it
 step really moves the parameters. All runs start from that step-0 checkpoint.
 """
 
-import dataclasses
 import json
 import os
 import pathlib

@@ -19,7 +19,8 @@ from precisecoder.train.policy import Policy
 # Written here, without Qwen3's tool branches; on 2026-12-01 it rendered byte-identical to the
 # template Qwen ships with Qwen3-0.6B for all 8 shapes prompts.py renders (user turn with or
 # without a system turn; enable_thinking unset, true, false; the prefilled assistant turn).
-QWEN3_TEMPLATE = (pathlib.Path(__file__).parent / "testdata" / "qwen3_chat_template.jinja").read_text()
+QWEN3_TEMPLATE = (pathlib.Path(__file__).parent / "testdata"
+                  / "qwen3_chat_template.jinja").read_text()
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
           "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 # A template that keeps only the answer of assistant turns (reasoning dropped): plain fallback.

@@ -6,7 +6,8 @@ TASK = tasks.Task(task_id="t", buggy_code="def f(x):\n    return x - 1\n",
                   gt_solution="def f(x):\n    return x + 1\n",
                   gt_diff=tasks.derive_gt_diff("def f(x):\n    return x - 1\n",
                                                "def f(x):\n    return x + 1\n"),
-                  tests={"kind": "call", "entry_point": "f", "cases": [{"args": [1], "expected": 2}]},
+                  tests={"kind": "call", "entry_point": "f",
+                         "cases": [{"args": [1], "expected": 2}]},
                   prompt="Return x plus one.")
 
 

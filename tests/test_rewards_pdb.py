@@ -1,4 +1,7 @@
-"""pdb_compat agrees with PDB's released evaluator on recorded cases (tests/testdata/pdb_agreement.json)."""
+"""pdb_compat agrees with PDB's released evaluator on recorded cases.
+
+The cases are in tests/testdata/pdb_agreement.json.
+"""
 
 import json
 import pathlib
@@ -31,7 +34,8 @@ class OraclePool:
     return [Result(Status.PASS if _normal(j.program) == self.want else Status.FAIL) for j in jobs]
 
 
-@pytest.mark.parametrize("case", DATA["cases"], ids=lambda c: f"{c['task_id']}-{c['kind']}-e{c['epsilon']}")
+@pytest.mark.parametrize("case", DATA["cases"],
+                         ids=lambda c: f"{c['task_id']}-{c['kind']}-e{c['epsilon']}")
 def test_matches_released_evaluator(case):
   task = TASKS[case["task_id"]]
   scorer = rewards.RewardScorer(OraclePool(task), epsilon=case["epsilon"], pdb_compat=True,
@@ -45,8 +49,9 @@ def test_paper_mode_differs_only_by_the_ess_quirk():
   differ = 0
   for case in DATA["cases"]:
     task = TASKS[case["task_id"]]
-    (paper,) = rewards.RewardScorer(OraclePool(task), epsilon=case["epsilon"],
-                                    same_code_same_verdict=False).evaluate([task], [case["program"]])
+    scorer = rewards.RewardScorer(OraclePool(task), epsilon=case["epsilon"],
+                                  same_code_same_verdict=False)
+    (paper,) = scorer.evaluate([task], [case["program"]])
     assert (paper.unit, paper.recall) == (case["pdb"][0], case["pdb"][2])
     assert paper.precision >= case["pdb"][1] - 1e-12
     differ += paper.precision > case["pdb"][1] + 1e-12

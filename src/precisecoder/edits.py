@@ -74,7 +74,8 @@ def line_diff(before: str, after: str) -> Diff:
   return dict(kept)
 
 
-def _ndiff_changes(old: list[str], new: list[str]) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+def _ndiff_changes(old: list[str],
+                   new: list[str]) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
   """The lines `difflib.ndiff(old, new)` marks "-" and "+", as (1-based line number, text).
 
   ndiff refines each "replace" block of its line matcher with a similarity
@@ -94,7 +95,8 @@ def _ndiff_changes(old: list[str], new: list[str]) -> tuple[list[tuple[int, str]
   return deleted, added
 
 
-def _ndiff_changes_slow(old: list[str], new: list[str]) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+def _ndiff_changes_slow(old: list[str],
+                        new: list[str]) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
   """`_ndiff_changes` by running ndiff itself."""
   deleted: list[tuple[int, str]] = []
   added: list[tuple[int, str]] = []
@@ -279,7 +281,8 @@ def _contexts_overlap(pred_lines: set[str], ref_lines: set[str], edge_line: str)
   return False
 
 
-def _pred_context(lines: Sequence[str], blocks: Sequence[Block], i: int) -> tuple[set[str], set[str]]:
+def _pred_context(lines: Sequence[str], blocks: Sequence[Block],
+                  i: int) -> tuple[set[str], set[str]]:
   """Unchanged buggy lines between predicted block i and its neighbours.
 
   `blocks` is bottom-up, as PDB walks them. Index arithmetic mirrors PDB's:
@@ -354,7 +357,8 @@ def align(buggy: str, pred_diff: Mapping[str, Edit], ref_diff: Mapping[str, Edit
   return Alignment(tuple(matches), tuple(unmatched_pred), tuple(remaining_refs[::-1]))
 
 
-def counterfactual_diff(ref_blocks: Sequence[Block], excluded: Iterable[Block], pred: Block) -> Diff:
+def counterfactual_diff(ref_blocks: Sequence[Block], excluded: Iterable[Block],
+                        pred: Block) -> Diff:
   """Δ* − {excluded reference blocks} ∪ {pred}: the diff a counterfactual run applies."""
   excluded_ids = {b.index for b in excluded}
   return merge_blocks([b for b in ref_blocks if b.index not in excluded_ids] + [pred])

@@ -62,7 +62,8 @@ def format_tests(tests: Mapping[str, Any], max_cases: int = 10) -> str:
     for case in cases:
       args = [json.dumps(a) for a in case.get("args", [])]
       args += [f"{k}={json.dumps(v)}" for k, v in case.get("kwargs", {}).items()]
-      lines.append(f"assert {tests['entry_point']}({', '.join(args)}) == {json.dumps(case['expected'])}")
+      lines.append(f"assert {tests['entry_point']}({', '.join(args)}) == "
+                   f"{json.dumps(case['expected'])}")
   elif kind == "io":
     for i, case in enumerate(cases, 1):
       lines.append(f"# Test {i}\n# stdin:\n{_comment(case['stdin'])}\n# expected stdout:\n"
@@ -91,13 +92,15 @@ def debug_prompt(task: Task, *, thinking: bool = False, include_tests: bool = Tr
   return "\n".join(parts) + "\n"
 
 
-def debug_messages(task: Task, thinking: bool = False, include_tests: bool = True) -> list[dict[str, str]]:
+def debug_messages(task: Task, thinking: bool = False,
+                   include_tests: bool = True) -> list[dict[str, str]]:
   """Chat messages asking for a minimal fix of `task`'s buggy code.
 
   Model-specific thinking switches (Qwen3's `enable_thinking`) belong to the
   chat template call; `thinking=True` only asks for the reasoning in words.
   """
-  return [{"role": "user", "content": debug_prompt(task, thinking=thinking, include_tests=include_tests)}]
+  return [{"role": "user",
+           "content": debug_prompt(task, thinking=thinking, include_tests=include_tests)}]
 
 
 def render_prompt(tokenizer, task: Task, *, thinking: bool = False, include_tests: bool = True,
@@ -181,7 +184,8 @@ def decode_text(tokenizer, ids: Sequence[int]) -> str:
 
 _THINK_CLOSED = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _THINK_OPEN = re.compile(r"<think>.*", re.DOTALL | re.IGNORECASE)
-_PYTHON_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
+_PYTHON_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\r?\n(.*?)```",
+                           re.DOTALL | re.IGNORECASE)
 _ANY_BLOCK = re.compile(r"```[^\n`]*\r?\n(.*?)```", re.DOTALL)
 
 
@@ -211,7 +215,10 @@ def thinking_block(completion: str) -> str | None:
 
 
 def extract_program(completion: str) -> str:
-  """The program in a model's answer: first ```python block, else first fenced block, else the text."""
+  """The program in a model's answer.
+
+  The first ```python block, else the first fenced block, else the text.
+  """
   text = strip_thinking(completion)
   for pattern in (_PYTHON_BLOCK, _ANY_BLOCK):
     match = pattern.search(text)

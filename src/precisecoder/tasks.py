@@ -69,7 +69,8 @@ def _code_lines(code: str) -> list[str]:
   return [line.rstrip() for line in code.splitlines() if line.strip()]
 
 
-def gt_diff_mismatch(buggy: str, fixed: str, gt_diff: Mapping[str, Mapping[str, str]]) -> str | None:
+def gt_diff_mismatch(buggy: str, fixed: str,
+                     gt_diff: Mapping[str, Mapping[str, str]]) -> str | None:
   """None if applying `gt_diff` to `buggy` gives `fixed`, else the first differing line."""
   got = _code_lines(edits.apply_diff(buggy, gt_diff))
   want = _code_lines(fixed)
@@ -101,7 +102,8 @@ def _literal(value: Any) -> Any:
     return value
 
 
-def _text(record: Mapping[str, Any], field: str, where: str, raw: bool, required: bool = True) -> str:
+def _text(record: Mapping[str, Any], field: str, where: str, raw: bool,
+          required: bool = True) -> str:
   names = _ALIASES.get(field, (field,))
   present = [n for n in names if n in record]
   if not present:
@@ -152,7 +154,10 @@ def _parse_gt_diff(value: Any, where: str) -> dict[str, dict[str, str]]:
 
 
 def validate_tests(tests: Any, where: str) -> dict[str, Any]:
-  """A copy of `tests` once it meets the contract's test kinds (the pool's own check, specs.validate)."""
+  """A copy of `tests` once it meets the contract's test kinds.
+
+  The check is the pool's own, specs.validate.
+  """
   try:
     specs.validate(tests)
   except specs.InvalidTests as e:
@@ -188,7 +193,8 @@ def parse_task(record: Mapping[str, Any], where: str, *, tests_for: TestsFor | N
     gt_diff = _parse_gt_diff(record["gt_diff"], where)
     problem = gt_diff_mismatch(buggy, fixed, gt_diff)
     if problem:
-      raise TaskError(f"{where}: field 'gt_diff' disagrees with buggy_code -> gt_solution ({problem})")
+      raise TaskError(f"{where}: field 'gt_diff' disagrees with buggy_code -> gt_solution "
+                      f"({problem})")
   else:
     gt_diff = derive_gt_diff(buggy, fixed)
   if is_buggy and not gt_diff:
@@ -247,7 +253,8 @@ def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[str, Any]]:
   except OSError as e:  # includes gzip.BadGzipFile
     raise TaskError(f"{path}: cannot read ({e.strerror or e})") from None
   except EOFError:
-    raise TaskError(f"{path}: truncated gzip file (it ends before its end-of-stream marker)") from None
+    raise TaskError(f"{path}: truncated gzip file "
+                    "(it ends before its end-of-stream marker)") from None
   except zlib.error as e:
     raise TaskError(f"{path}: corrupt gzip data ({e})") from None
   except UnicodeDecodeError as e:
@@ -318,7 +325,8 @@ def load_tasks(path: str | os.PathLike[str], *, tests_for: TestsFor | None = Non
   for where, record in iter_records(path):
     task = parse_task(record, where, tests_for=tests_for, require_tests=require_tests)
     if task.task_id in seen:
-      raise TaskError(f"{where}: duplicate task_id {task.task_id!r} (first at {seen[task.task_id]})")
+      raise TaskError(f"{where}: duplicate task_id {task.task_id!r} "
+                      f"(first at {seen[task.task_id]})")
     seen[task.task_id] = where
     tasks.append(task)
   if not tasks:

@@ -51,9 +51,11 @@ def test_broken_gzip_and_bad_paths_are_one_line_errors(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["verify", "t.jsonl", "--workers", "0"], "argument --workers: must be between 1 and 256, got 0"),
+    (["verify", "t.jsonl", "--workers", "0"],
+     "argument --workers: must be between 1 and 256, got 0"),
     (["build", "humaneval", "--out", "o", "--workers", "1000"], "must be between 1 and 256"),
-    (["build", "generator", "--out", "o", "--train", "-1"], "argument --train: must not be negative"),
+    (["build", "generator", "--out", "o", "--train", "-1"],
+     "argument --train: must not be negative"),
     (["verify", "t.jsonl", "--timeout", "nan"], "argument --timeout: must be a positive number"),
 ])
 def test_bad_flags_exit_2_before_any_work(tmp_path, capsys, args, message):

@@ -15,7 +15,8 @@ _CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] 
            "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 _TASKS = [
     {"task_id": "inc_0", "prompt": "Return x plus one.",
-     "buggy_code": "def inc(x):\n    return x - 1\n", "gt_solution": "def inc(x):\n    return x + 1\n",
+     "buggy_code": "def inc(x):\n    return x - 1\n",
+     "gt_solution": "def inc(x):\n    return x + 1\n",
      "tests": {"kind": "call", "entry_point": "inc", "cases": [{"args": [1], "expected": 2}]}},
     {"task_id": "neg_0", "prompt": "Return minus x.",
      "buggy_code": "def neg(x):\n    return x\n", "gt_solution": "def neg(x):\n    return -x\n",

@@ -37,8 +37,8 @@ def _paths(tmp_path):
   blind = _task("blind tests", {"kind": "assert", "code": "assert callable(reverse)\n"})
   task_path = tmp_path / "tasks.jsonl"
   tasks.write_tasks(task_path, [sound, failing_reference, blind])
-  preds = [{"task_id": t, "program": FIXED, "sample": s} for t in ("sound", "gold fails", "blind tests")
-           for s in (0, 1)]
+  preds = [{"task_id": t, "program": FIXED, "sample": s}
+           for t in ("sound", "gold fails", "blind tests") for s in (0, 1)]
   pred_path = tmp_path / "preds.jsonl"
   pred_path.write_text("".join(json.dumps(p) + "\n" for p in preds))
   return task_path, pred_path, tmp_path / "scores.jsonl"

@@ -125,7 +125,8 @@ def test_allowed_changes_become_the_snapshot(scratch_module):
   assert _named(integrity.violations()) == ["precisecoder_scratch.compare"]
 
 
-@pytest.mark.skipif(not DictVersions.available(), reason="needs dict version tags (CPython <= 3.13)")
+@pytest.mark.skipif(not DictVersions.available(),
+                    reason="needs dict version tags (CPython <= 3.13)")
 def test_a_patch_put_back_is_seen(scratch_module):
   integrity = integrity_lib.Integrity()
   real = scratch_module.compare
@@ -194,7 +195,8 @@ def _nodes(code: str) -> list[ast.AST]:
 
 
 def test_test_imports_follow_aliases_from_imports_and_attribute_chains():
-  code = ("import numpy as np\nimport os.path\nfrom math import isclose\nimport numpy.testing as npt\n"
+  code = ("import numpy as np\nimport os.path\nfrom math import isclose\n"
+          "import numpy.testing as npt\n"
           "def check(candidate):\n  np.testing.assert_array_equal(candidate(), np.array([1]))\n"
           "  npt.assert_allclose(1, 1)\n  assert os.path.sep\n")
   names = integrity_lib.test_imports(_nodes(code))
@@ -233,7 +235,8 @@ def test_import_quietly_imports_modules_and_skips_everything_else():
 
 @pytest.mark.parametrize("code, writes", [
     ("import unittest\nfrom unittest.mock import patch\n", True),
-    ("import unittest\nclass T(unittest.TestCase):\n  @mock.patch('os.getcwd')\n  def test(self, m): pass\n", True),
+    ("import unittest\nclass T(unittest.TestCase):\n  @mock.patch('os.getcwd')\n"
+     "  def test(self, m): pass\n", True),
     ("import os\nos.environ['X'] = '1'\n", True),
     ("import random\nrandom.random = lambda: 0.5\n", True),
     ("setattr(thing, 'x', 1)\n", True),

@@ -35,7 +35,8 @@ PROBE = textwrap.dedent(f"""
     # but not what is bound below it: this package, read-only though its files are writable.
     ROOT = ("import os\\nopen('/tmp/mine', 'w').close()\\ntry:\\n"
             "  open('ROOT_DIR/writable.txt', 'a').write('x')\\nexcept OSError:\\n  pass\\n"
-            "def add(a, b):\\n  return a + b + os.path.exists('/opt') + os.path.exists('/var/cache')"
+            "def add(a, b):\\n  return a + b + os.path.exists('/opt')"
+            " + os.path.exists('/var/cache')"
             " + len(open('ROOT_DIR/writable.txt').read())\\n")
     with ExecutionPool(workers=2) as pool:
       # Limits no slow host reaches where the verdict must not depend on its speed.

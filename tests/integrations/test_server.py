@@ -144,7 +144,8 @@ def test_concurrent_requests_are_scored_as_one_batch(task_set):
     first = executor.submit(http, url + "/score", {"items": [item]})
     assert gate.entered.wait(120)
     later = [executor.submit(http, url + "/score",
-                             {"items": [dict(item, program=f"x = {k + 10}")] * 2}) for k in range(8)]
+                             {"items": [dict(item, program=f"x = {k + 10}")] * 2})
+             for k in range(8)]
     # Wait until all eight are queued in the service (a condition, not a sleep).
     deadline = threading.Event()
     for _ in range(12000):  # 120 s at most

@@ -2,7 +2,6 @@
 byte, and a whole sampler call below what XLA compiles it to."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx

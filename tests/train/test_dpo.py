@@ -73,4 +73,5 @@ def test_preference_batches_interleave_pairs_and_pad_with_weight_0():
       batch["tokens"][:, -batch["completion_mask"].shape[1]:], batch["completion_mask"])]
   assert answers == [[1, 2, 3], [8], [4], [9, 9], [1, 2, 3], [8]]  # chosen, rejected, ...
   np.testing.assert_array_equal(batch["pair_weights"], [1, 1, 0])
-  assert dpo.preference_batch([[5]], [[1]], [[2]], 0, pairs=2, weighted=0)["pair_weights"].sum() == 0
+  unweighted = dpo.preference_batch([[5]], [[1]], [[2]], 0, pairs=2, weighted=0)
+  assert unweighted["pair_weights"].sum() == 0

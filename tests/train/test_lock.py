@@ -71,7 +71,8 @@ def test_a_bucket_lock_refuses_while_its_heartbeat_is_fresh_and_is_taken_over_wh
   first = _bucket_lock(tmp_path / "bucket", heartbeat_s=3600)
   first.acquire()
   with pytest.raises(lock_lib.WorkdirError, match=r"in use by another run: host .*; its last "
-                     r"heartbeat was \d+ s ago \(a lock is taken over once it has none for 300 s\)"):
+                     r"heartbeat was \d+ s ago \(a lock is taken over once it has none "
+                     r"for 300 s\)"):
     _bucket_lock(tmp_path / "bucket").acquire()
   # The holder died (its heartbeat stopped) on another host 10 minutes ago.
   record = dict(first.record, host="another-host", heartbeat=time.time() - 600)

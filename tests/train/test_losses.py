@@ -13,7 +13,8 @@ def test_aggregations_by_hand():
   mask = jnp.array([[1, 1, 1], [1, 0, 0]], bool)
   assert float(losses.aggregate(per_token, mask, "token-mean")) == pytest.approx(10 / 4)
   assert float(losses.aggregate(per_token, mask, "seq-mean-token-mean")) == pytest.approx(3.0)
-  assert float(losses.aggregate(per_token, mask, "seq-mean-token-sum-norm")) == pytest.approx(10 / 6)
+  assert (float(losses.aggregate(per_token, mask, "seq-mean-token-sum-norm"))
+          == pytest.approx(10 / 6))
   with pytest.raises(ValueError, match="unknown loss aggregation"):
     losses.aggregate(per_token, mask, "sum")
 
@@ -74,8 +75,9 @@ def test_dpo_loss():
   assert float(loss) == pytest.approx(np.log1p(np.exp(-1.0)), rel=1e-6)
   assert float(acc) == 1.0
   # A pair of weight 0 (host padding) changes neither.
-  weighted = losses.dpo_loss(jnp.array([-1.0, -9.0]), jnp.array([-3.0, 0.0]), jnp.array([-2.0, 0.0]),
-                             jnp.array([-2.0, 0.0]), beta=0.5, weights=jnp.array([1.0, 0.0]))
+  weighted = losses.dpo_loss(jnp.array([-1.0, -9.0]), jnp.array([-3.0, 0.0]),
+                             jnp.array([-2.0, 0.0]), jnp.array([-2.0, 0.0]), beta=0.5,
+                             weights=jnp.array([1.0, 0.0]))
   assert [float(x) for x in weighted] == pytest.approx([float(loss), float(acc)], rel=1e-6)
 
 

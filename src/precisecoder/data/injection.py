@@ -177,7 +177,10 @@ def compose(bugs: Sequence[Mutation], k: int, rng: random.Random,
 
 
 def buggy_program(code: str, bugs: Sequence[Mutation]) -> tuple[str, dict[str, dict[str, str]]]:
-  """(buggy program, gt_diff) of composed bugs; raises ValueError if the diff does not round-trip."""
+  """(buggy program, gt_diff) of composed bugs.
+
+  Raises ValueError if the diff does not round-trip.
+  """
   buggy = mutation.apply_mutations(code, bugs)
   diff = derive_gt_diff(buggy, code)
   blocks = edits.parse_blocks(diff)

@@ -9,6 +9,7 @@ from precisecoder.model.sharding import constrain, make_mesh, shard_model
 from precisecoder.model.tokenizer import load_tokenizer
 
 __all__ = [
-    "Decoder", "KVCache", "ModelConfig", "bundled_smollm2_gguf", "constrain", "export_hf", "load_checkpoint", "load_hf",
-    "load_tokenizer", "make_mesh", "param_count", "presets", "shard_model",
+    "Decoder", "KVCache", "ModelConfig", "bundled_smollm2_gguf", "constrain", "export_hf",
+    "load_checkpoint", "load_hf", "load_tokenizer", "make_mesh", "param_count", "presets",
+    "shard_model",
 ]

@@ -78,7 +78,8 @@ class ModelConfig:
     """Builds a config from a Hugging Face `config.json` dictionary."""
     model_type = hf.get("model_type")
     if model_type not in _ARCHS:
-      raise ValueError(f"{where}: field 'model_type' is {model_type!r}; supported: {sorted(_ARCHS)}")
+      raise ValueError(f"{where}: field 'model_type' is {model_type!r}; "
+                       f"supported: {sorted(_ARCHS)}")
 
     def need(key):
       if key not in hf:
@@ -87,7 +88,8 @@ class ModelConfig:
 
     rope = hf.get("rope_parameters") or {}  # transformers 5 nests rope settings here
     scaling = hf.get("rope_scaling") or {}
-    rope_type = rope.get("rope_type") or scaling.get("rope_type") or scaling.get("type") or "default"
+    rope_type = (rope.get("rope_type") or scaling.get("rope_type") or scaling.get("type")
+                 or "default")
     if rope_type != "default":
       raise ValueError(f"{where}: rope type {rope_type!r} is not supported (only 'default')")
     if hf.get("attention_bias") or hf.get("mlp_bias"):

@@ -38,7 +38,8 @@ def _open_safetensors(file: pathlib.Path):
   try:
     return safe_open(file, "numpy")
   except SafetensorError as e:
-    raise ValueError(f"{file}: {_truncation(file) or f'not a readable safetensors file ({e})'}") from None
+    problem = _truncation(file) or f"not a readable safetensors file ({e})"
+    raise ValueError(f"{file}: {problem}") from None
 
 
 def _truncation(file: pathlib.Path) -> str | None:

@@ -129,7 +129,8 @@ def shard_model(model: nnx.Module, mesh: Mesh) -> nnx.Module:
   """Moves every parameter of `model` onto its sharding over `mesh` (in place) and returns it."""
   graphdef, state = nnx.split(model)
   shardings = state_shardings(state, mesh)
-  values = jax.tree.map(lambda v: v.get_value(), state, is_leaf=lambda v: isinstance(v, nnx.Variable))
+  values = jax.tree.map(lambda v: v.get_value(), state,
+                        is_leaf=lambda v: isinstance(v, nnx.Variable))
   placed = jax.device_put(values, jax.tree.map(
       lambda v: v, shardings, is_leaf=lambda v: isinstance(v, NamedSharding)))
   nnx.update(model, placed)
