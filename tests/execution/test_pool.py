@@ -421,10 +421,11 @@ def test_workers_run_under_the_interpreter_they_are_given(monkeypatch):
 
 
 def test_a_venv_reached_through_a_link_keeps_its_name_and_libraries(tmp_path):
-  """`.venv -> /elsewhere/venv`: the sandbox binds real paths, and shows the link too, so the
-  interpreter's own path and its import path (numpy here) still resolve inside a run."""
+  """`.venv -> elsewhere -> /the/venv`: the sandbox binds real paths, and shows the links too,
+  so the interpreter's own path and its import path (numpy here) still resolve inside a run."""
+  (tmp_path / "elsewhere").symlink_to(sys.prefix)
   link = tmp_path / "linked-venv"
-  link.symlink_to(sys.prefix)
+  link.symlink_to("elsewhere")  # a chain of links, the second one relative
   python = str(link / "bin" / os.path.basename(sys.executable))
   program = ("import sys\nimport numpy\n"
              "def where():\n  return [sys.executable, int(numpy.int64(2))]\n")

@@ -107,16 +107,19 @@ def _python_paths() -> list[str]:
 
 
 def _links_on_the_way(paths) -> dict[str, str]:
-  """{link: target} for every symbolic link among the leading parts of `paths`: a venv reached
-  through a link (`.venv -> /elsewhere/venv`) keeps the name its interpreter knows it by, and
-  its sys.path entries, after only the real paths are bound."""
-  links = {}
-  for path in paths:
+  """{link: target} for every symbolic link among the leading parts of `paths`, and of the
+  links' targets in turn: a venv reached through a link (`.venv -> /elsewhere/venv`, or a chain
+  of them) keeps the name its interpreter knows it by, and its sys.path entries, after only the
+  real paths are bound."""
+  links: dict[str, str] = {}
+  todo = [os.path.abspath(p) for p in paths]
+  while todo:
     here = "/"
-    for part in os.path.abspath(path).strip("/").split("/"):
+    for part in todo.pop().strip("/").split("/"):
       here = os.path.join(here, part)
-      if os.path.islink(here):
+      if os.path.islink(here) and here not in links:
         links[here] = os.readlink(here)
+        todo.append(os.path.normpath(os.path.join(os.path.dirname(here), links[here])))
   return links
 
 
