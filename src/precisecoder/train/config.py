@@ -80,6 +80,10 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       minibatch_size=m["minibatch_size"],
       clip_low=0.2, clip_high=0.28, aggregation="seq-mean-token-sum-norm", kl_beta=0.0,
       rollout_chunks=2,  # score chunk i while chunk i+1 samples
+      # The G samples of a task share its prompt: compute it once per group in the train step
+      # (exact; minibatches are then whole groups). Its attention is dense over the prompt, so
+      # for short completions, where the prompt is most of each row.
+      shared_prompt=False,
       reward_workers=2))
 
   c.optim = ml_collections.ConfigDict(dict(
@@ -221,6 +225,10 @@ def _problems(c: ml_collections.ConfigDict):
       yield (f"config.rl.minibatch_size={c.rl.minibatch_size} must divide the {rows} rows of a "
              f"step (rl.prompts_per_step {c.rl.prompts_per_step} x rl.group_size "
              f"{c.rl.group_size})")
+    elif c.rl.shared_prompt and size % c.rl.group_size:
+      yield (f"config.rl.minibatch_size={c.rl.minibatch_size} must be a multiple of "
+             f"rl.group_size {c.rl.group_size} with rl.shared_prompt (minibatches of whole "
+             "groups)")
   elif c.trainer == "sft":
     for field in ("sft.batch_size", "sft.max_len"):
       yield from at_least(field, 1)
