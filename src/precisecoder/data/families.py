@@ -73,6 +73,11 @@ def rename_locals(code: str, rng: random.Random) -> str:
     choice = rng.choice(_SYNONYMS.get(name, (name,)))
     if choice != name and choice not in used and choice not in renames.values():
       renames[name] = choice
+  return apply_renames(code, renames)
+
+
+def apply_renames(code: str, renames: dict[str, str]) -> str:
+  """`code` with every name token in `renames` replaced (attribute names after `.` kept)."""
   if not renames:
     return code
   lines = code.splitlines(keepends=True)

@@ -19,7 +19,7 @@ import collections
 import copy
 import dataclasses
 import re
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 ASSIGNMENT = "Assignment"
 CHECKING = "Checking"
@@ -323,6 +323,22 @@ def _one_line(node: ast.AST) -> bool:
 
 def single_line_mutations(code: str, editable: Sequence[int]) -> list[Mutation]:
   """Every single-line candidate bug of `code` on `editable` lines, in a fixed order."""
+  return _single_line_edits(code, editable, _expression_rewrites, statements=True)
+
+
+Proposer = Callable[[ast.AST, Sequence[str]], Iterator[tuple[str, str, ast.AST]]]
+
+
+def expression_edits(code: str, editable: Sequence[int], propose: Proposer) -> list[Mutation]:
+  """The one-line edits `propose(node, names) -> (operator, category, new node)` makes of
+  each one-line expression on an editable line, spliced into the line as bugs are (only
+  splices that parse to the intended tree): other kinds of edit through the same machinery
+  (data/rewrites.py: rewrites that keep the program's behaviour)."""
+  return _single_line_edits(code, editable, propose, statements=False)
+
+
+def _single_line_edits(code: str, editable: Sequence[int], propose: Proposer, *,
+                       statements: bool) -> list[Mutation]:
   tree = ast.parse(code)
   reference = ast.dump(tree)
   parents = _parents(tree)
@@ -345,11 +361,11 @@ def single_line_mutations(code: str, editable: Sequence[int]) -> list[Mutation]:
     if isinstance(node, ast.expr) and _one_line(node):
       if id(node) in call_funcs:
         continue
-      for operator, category, new in _expression_rewrites(node, scope.get(node.lineno, ())):
+      for operator, category, new in propose(node, scope.get(node.lineno, ())):
         new_line = _spliced_line(lines, node, new, tree, parents, reference)
         if new_line is not None:
           add(Mutation(operator, category, node.lineno, node.lineno, (new_line,)))
-    if isinstance(node, ast.stmt):
+    if statements and isinstance(node, ast.stmt):
       for m in _statement_mutations(node, lines):
         add(m)
   return out

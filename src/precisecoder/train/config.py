@@ -59,15 +59,18 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
   # attention: auto (cuDNN on GPU, chunked elsewhere) | chunked | cudnn | dense (the old path);
   # logprob_chunk: tokens per lm-head chunk in the losses (0: full [B, T, V] logits);
   # mlp_chunk: tokens per MLP chunk, each rematerialised (0: the whole sequence at once).
+  # checkpoint "" (random init) reads `tokenizer` (a folder) if set, else bytes.
   c.model = ml_collections.ConfigDict(dict(
-      preset=m["preset"], checkpoint=m["checkpoint"], dtype="float32", remat="none",
+      preset=m["preset"], checkpoint=m["checkpoint"], tokenizer="", dtype="float32",
+      remat="none",
       attention="auto", attention_block=512, logprob_chunk=1024, mlp_chunk=4096,
       mesh=m["mesh"]))
 
   # Training tasks from the bug generator (data.generator) unless `task_file` is set.
+  # data.seed picks the generated tasks; the run's seed its sampling, data order and init.
   c.data = ml_collections.ConfigDict(dict(
-      task_file="", tier="easy", num_train=512, num_validation=16, num_clean=16,
-      validation_file="", clean_file="", include_tests_in_prompt=True))
+      task_file="", tier="easy", num_train=512, num_validation=16, num_clean=16, num_multi=0,
+      seed=0, validation_file="", clean_file="", include_tests_in_prompt=True))
 
   c.rl = ml_collections.ConfigDict(dict(
       reward="r_lambda", advantage="gdpo", lam=1 / 3, scale_std=True,
@@ -191,7 +194,7 @@ def _problems(c: ml_collections.ConfigDict):
   yield from number("optim.learning_rate", 0, low_open=True)
   yield from at_least("optim.warmup_steps", 0)
   yield from one_of("data.tier", TIERS)
-  for field in ("data.num_validation", "data.num_clean"):
+  for field in ("data.num_validation", "data.num_clean", "data.num_multi", "data.seed"):
     yield from at_least(field, 0)
   if not c.data.task_file:
     yield from at_least("data.num_train", 1)
@@ -281,3 +284,53 @@ MODEL_PRESETS["compare-h200"] = dict(MODEL_PRESETS["smollm2-135m"], prompts_per_
 _SMALL_RUNS["compare-h200"] = dict(
     data=dict(num_train=1024, num_validation=64, num_clean=32), rl=dict(reward_workers=8),
     train=dict(steps=30, checkpoint_every=10, eval_every=5, eval_batch_size=96))
+
+
+# ---------------------------------------------------------------------------
+# The small base policies (train/base_model.py): a BPE tokenizer trained on the task corpus,
+# then SFT from scratch on a mixture of answers, built once per config and cached. An RL
+# preset whose model.checkpoint is "base" carries its base's config as `config.base` (so
+# `--config.base.sft.steps=...` works like any override, and arms that differ in it are told
+# apart by compare).
+# ---------------------------------------------------------------------------
+
+BASE_PRESETS: dict[str, dict] = {
+    # CI: seconds.
+    "tiny": dict(model="coder-tiny", tasks=dict(easy=24, medium=8, hard=0, multi=0),
+                 vocab_size=512, steps=6, batch_size=4, draws=2, learning_rate=3e-3,
+                 measure=dict(num_validation=4, num_clean=2, num_multi=2, num_groups=2,
+                              group_size=4, max_new_tokens=16)),
+    # 2 idle CPU cores: <= 20 minutes with the corpus (README "The small policy").
+    "cpu": dict(model="coder-cpu", tasks=dict(easy=2000, medium=600, hard=200, multi=200),
+                vocab_size=2048, steps=600, batch_size=16, draws=4, learning_rate=2e-3,
+                measure=dict(num_validation=64, num_clean=32, num_multi=32, num_groups=32,
+                             group_size=8, max_new_tokens=64)),
+    # One H200 (scripts/gpu_run.sh).
+    "gpu": dict(model="coder-gpu", tasks=dict(easy=6000, medium=2000, hard=800, multi=800),
+                vocab_size=4096, steps=2000, batch_size=64, draws=4, learning_rate=1e-3,
+                measure=dict(num_validation=128, num_clean=64, num_multi=64, num_groups=64,
+                             group_size=8, max_new_tokens=96)),
+}
+
+
+def base_config(name: str) -> ml_collections.ConfigDict:
+  """The base policy preset `name` (BASE_PRESETS) as a ConfigDict."""
+  if name not in BASE_PRESETS:
+    raise ConfigError(f"unknown base preset {name!r}; known: {', '.join(sorted(BASE_PRESETS))}")
+  b = BASE_PRESETS[name]
+  return ml_collections.ConfigDict(dict(
+      name=name, seed=0, model=b["model"],
+      # Generator training families of every tier (never validation or test families, never
+      # clean programs); the RL arms train on the `easy` tier's.
+      data=ml_collections.ConfigDict(dict(b["tasks"], include_tests_in_prompt=False)),
+      tokenizer=ml_collections.ConfigDict(dict(vocab_size=b["vocab_size"], max_token_length=32)),
+      # What the base is trained to answer, as weights (data/sft_mixture.py); `draws` answers
+      # per task, trained as one group sharing the task's prompt.
+      mixture=ml_collections.ConfigDict(dict(reference=0.35, extra_edits=0.35, wrong_edit=0.15,
+                                             noop=0.15, draws=b["draws"], max_extra=3)),
+      sft=ml_collections.ConfigDict(dict(steps=b["steps"], batch_size=b["batch_size"],
+                                         learning_rate=b["learning_rate"], warmup_steps=50,
+                                         max_len=512)),
+      # The printed measurements: greedy on held-out-family tasks, and reward variance of
+      # sampled groups of the RL training tasks at the arms' group size.
+      measure=ml_collections.ConfigDict(dict(b["measure"], tier="easy", temperature=1.0))))
