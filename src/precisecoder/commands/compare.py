@@ -47,9 +47,23 @@ def _parser() -> argparse.ArgumentParser:
                       "default %(default)s; README has measured times of both")
   parser.add_argument("--configs", type=pathlib.Path, default=None,
                       help="directory of the arms' config files; default the repository's configs/")
+  parser.add_argument("--seeds", default="",
+                      help="comma-separated run seeds (--config.seed), each arm trained once "
+                      "per seed in WORKDIR/<arm>/seed_<k>; default: one run per arm in "
+                      "WORKDIR/<arm> at the config's seed")
   parser.add_argument("--report-only", action="store_true",
                       help="rebuild the report from the arms' workdirs without training")
   return parser
+
+
+def _seeds(text: str) -> list[int]:
+  try:
+    seeds = [int(x) for x in text.split(",") if x.strip()]
+  except ValueError:
+    raise ValueError(f"--seeds {text!r}: want comma-separated integers, e.g. 0,1,2") from None
+  if len(seeds) != len(set(seeds)) or any(s < 0 for s in seeds):
+    raise ValueError(f"--seeds {text!r}: give each non-negative seed once")
+  return seeds
 
 
 def main(argv: Sequence[str]) -> int:
@@ -75,20 +89,23 @@ def main(argv: Sequence[str]) -> int:
       arms[name] = (config_file, compare.resolve_config(config_file, args.preset, overrides))
     compare.check_same_budget({name: cfg for name, (_, cfg) in arms.items()})
     workdir = pathlib.Path(args.workdir)
-    for name, (_, cfg) in arms.items():
+    seeds = _seeds(args.seeds)
+    runs = compare.run_specs(arms, args.preset, overrides, workdir, seeds)
+    for spec in runs:
       if not args.report_only:
-        compare.check_resumable(workdir / name, cfg)
+        compare.check_resumable(spec.workdir, spec.cfg)
   except ValueError as e:
     print(f"{PROG}: {e}", file=sys.stderr)
     return 2
   workdir.mkdir(parents=True, exist_ok=True)
   run_path = workdir / "compare.json"
   run = json.loads(run_path.read_text()) if run_path.exists() else {"wall_s": {}}
-  run.update(arms=names, preset=args.preset, overrides=overrides)
+  run.update(arms=names, preset=args.preset, overrides=overrides, seeds=seeds)
   codes: dict[str, int] = {}
   if not args.report_only:
     t0 = time.perf_counter()
-    codes, walls = compare.run_arms(arms, args.preset, overrides, workdir, args.parallel)
+    compare.prepare_base(next(iter(arms.values()))[1])
+    codes, walls = compare.run_arms(runs, args.preset, args.parallel)
     for name, seconds in walls.items():  # a resumed arm's time adds to its earlier runs'
       run["wall_s"][name] = run["wall_s"].get(name, 0.0) + seconds
     run.setdefault("invocations", []).append(
@@ -96,7 +113,7 @@ def main(argv: Sequence[str]) -> int:
          "trained": sorted(walls), "wall_s": time.perf_counter() - t0})
     run_path.write_text(json.dumps(run, indent=1) + "\n")
   from precisecoder.analysis import comparison  # matplotlib only once training is over
-  path = comparison.write(workdir, names, run)
+  path = comparison.write(workdir, names, run, seeds=seeds)
   print(f"Report: {path}", flush=True)
   failed = sorted(name for name, code in codes.items() if code)
   if failed:

@@ -22,9 +22,14 @@ from precisecoder import reward_recipes
 MODEL_PRESETS: dict[str, dict] = {
     "tiny": dict(preset="tiny", checkpoint="", mesh="cpu", prompts_per_step=2, group_size=4,
                  max_new_tokens=16, minibatch_size=8, learning_rate=1e-3),
-    "local": dict(preset="smollm2-135m", checkpoint="bundled-smollm2", mesh="cpu",
-                  prompts_per_step=2, group_size=4, max_new_tokens=96, minibatch_size=4,
-                  learning_rate=2e-6),
+    # The small policy (coder-cpu, ~3.7M parameters) from its cached base (base_model.py):
+    # the main job and `compare-cpu` on 2 CPU cores.
+    "local": dict(preset="coder-cpu", checkpoint="base", base="cpu", mesh="cpu",
+                  prompts_per_step=16, group_size=8, max_new_tokens=64, minibatch_size=128,
+                  learning_rate=1e-4),
+    "local-smollm2": dict(preset="smollm2-135m", checkpoint="bundled-smollm2", mesh="cpu",
+                          prompts_per_step=2, group_size=4, max_new_tokens=96,
+                          minibatch_size=4, learning_rate=2e-6),
     "smollm2-135m": dict(preset="smollm2-135m", checkpoint="bundled-smollm2", mesh="fsdp",
                          prompts_per_step=32, group_size=6, max_new_tokens=512,
                          minibatch_size=64, learning_rate=2e-6),
@@ -52,6 +57,8 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
     raise ConfigError(f"unknown model preset {name!r}; known: {', '.join(sorted(MODEL_PRESETS))}")
   m = MODEL_PRESETS[name]
   c = ml_collections.ConfigDict()
+  if "base" in m:  # model.checkpoint "base": the base policy this config describes
+    c.base = base_config(m["base"])
   c.trainer = "rl"  # rl | sft | dpo
   c.seed = 0
 
@@ -102,6 +109,7 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       checkpoint_dir="",  # "" -> <workdir>/checkpoints; may be a bucket (gs://...)
       eval_every=50,
       eval_at_start=True, eval_max_new_tokens=m["max_new_tokens"], eval_batch_size=16,
+      eval_multi_max_new_tokens=2 * m["max_new_tokens"],  # the multi split's longer programs
       report=True, stop_after=-1))  # stop_after: end early at this step (tests, preemption drills)
   if name in _SMALL_RUNS:
     for section, values in _SMALL_RUNS[name].items():
@@ -186,10 +194,18 @@ def _problems(c: ml_collections.ConfigDict):
 
   yield from one_of("trainer", TRAINERS)
   yield from one_of("model.dtype", ("float32", "bfloat16"))
+  if c.model.checkpoint == "base":
+    if "base" not in c:
+      yield "config.model.checkpoint='base' needs a config.base section (a preset with a base)"
+    elif c.base.data.include_tests_in_prompt != c.data.include_tests_in_prompt:
+      yield (f"config.data.include_tests_in_prompt={c.data.include_tests_in_prompt!r} must "
+             f"match config.base.data.include_tests_in_prompt "
+             f"({c.base.data.include_tests_in_prompt!r}): the prompts the base was trained on")
   yield from at_least("train.steps", 1)
   for field in ("train.checkpoint_every", "train.eval_every"):  # 0: never
     yield from at_least(field, 0)
-  for field in ("train.keep_checkpoints", "train.eval_batch_size", "train.eval_max_new_tokens"):
+  for field in ("train.keep_checkpoints", "train.eval_batch_size", "train.eval_max_new_tokens",
+                "train.eval_multi_max_new_tokens"):
     yield from at_least(field, 1)
   yield from number("optim.learning_rate", 0, low_open=True)
   yield from at_least("optim.warmup_steps", 0)
@@ -254,13 +270,20 @@ _SMALL_RUNS = {
         data=dict(num_train=16, num_validation=2, num_clean=2, include_tests_in_prompt=False),
         rl=dict(prompt_bucket=512),
         train=dict(steps=3, checkpoint_every=1, eval_every=3, eval_batch_size=4)),
-    # Measured on 2 idle cores: a step (8 rows sampled, two 4-row updates with remat; 8 rows
-    # without remat took 14 GB) ~80 s, an evaluation of 12 tasks ~35 s plus compilation;
-    # 4 steps ran in 433 s all told. The tests stay in the prompt: without them the base model
-    # passed no validation task. One rollout chunk: on a CPU decoding is bound by reading the
-    # weights, so two half-batches cost twice one full batch. A larger step size than the
-    # pod presets', so that a few steps move the policy.
+    # The main job on the small policy: base + RL + report in <= 20 minutes on 2 idle cores.
     "local": dict(
+        data=dict(num_train=512, num_validation=64, num_clean=32, num_multi=0,
+                  include_tests_in_prompt=False),
+        rl=dict(shared_prompt=True, prompt_bucket=128, reward_workers=2),
+        model=dict(mlp_chunk=0),
+        train=dict(steps=20, checkpoint_every=10, eval_every=20, eval_batch_size=32)),
+    # The former main job on SmolLM2-135M (bundled GGUF). Measured on 2 idle cores: a step (8
+    # rows sampled, two 4-row updates with remat; 8 rows without remat took 14 GB) ~80 s, an
+    # evaluation of 12 tasks ~35 s plus compilation; 4 steps ran in 433 s all told. The tests
+    # stay in the prompt: without them the base model passed no validation task. One rollout
+    # chunk: on a CPU decoding is bound by reading the weights, so two half-batches cost twice
+    # one full batch. A larger step size than the pod presets', so that a few steps move it.
+    "local-smollm2": dict(
         model=dict(remat="full"),
         data=dict(num_train=64, num_validation=16, num_clean=8),
         rl=dict(rollout_chunks=1),
@@ -269,15 +292,20 @@ _SMALL_RUNS = {
 }
 
 # The arms of `precisecoder compare` (train/compare.py; README "Comparing reward recipes"): a
-# budget each arm gets in full. compare-cpu: two arms in ~13 minutes on 2 idle cores (from the
-# main job's step and evaluation times): the main job's model and step (2 tasks x 4 samples), a
-# larger step size so that 4 steps move the policy, greedy evaluation at steps 0, 2 and 4 on
-# the main job's 16 held-in tasks + 8 clean programs. compare-h200: both arms in <= 11 minutes
-# on one H200 (an estimate: not yet run on a GPU), 32 tasks x 8 samples a step, evaluated every
-# 5 steps on 64 tasks + 32 clean programs.
+# budget each arm gets in full. compare-cpu: the small policy, 16 tasks x 8 samples a step,
+# 40 steps, greedy evaluation every 5 steps on 64 held-out-family tasks, 32 clean programs and
+# 32 multi-line tasks. compare-cpu-smollm2: the former CPU comparison (SmolLM2-135M, 2 tasks
+# x 4 samples, 4 steps). compare-h200: both arms in <= 11 minutes on one H200 (an estimate:
+# not yet run on a GPU), 32 tasks x 8 samples a step, evaluated every 5 steps on 64 tasks + 32
+# clean programs.
 MODEL_PRESETS["compare-cpu"] = MODEL_PRESETS["local"]
 _SMALL_RUNS["compare-cpu"] = dict(
-    _SMALL_RUNS["local"], optim=dict(learning_rate=2e-5),
+    _SMALL_RUNS["local"],
+    data=dict(_SMALL_RUNS["local"]["data"], num_multi=32),
+    train=dict(steps=40, checkpoint_every=5, eval_every=5, eval_batch_size=32))
+MODEL_PRESETS["compare-cpu-smollm2"] = MODEL_PRESETS["local-smollm2"]
+_SMALL_RUNS["compare-cpu-smollm2"] = dict(
+    _SMALL_RUNS["local-smollm2"], optim=dict(learning_rate=2e-5),
     train=dict(steps=4, checkpoint_every=2, eval_every=2, eval_batch_size=12))
 MODEL_PRESETS["compare-h200"] = dict(MODEL_PRESETS["smollm2-135m"], prompts_per_step=32,
                                      group_size=8, max_new_tokens=256, learning_rate=1e-5)

@@ -69,6 +69,9 @@ def load_policy(cfg: ml_collections.ConfigDict, mesh: Mesh | None = None) -> Pol
   execution = {k: cfg.model[k] for k in EXECUTION_FIELDS}
   if source == "bundled-smollm2":
     source = str(model_checkpoint.bundled_smollm2_gguf())
+  elif source == "base":  # the small policy's base, built on first use (base_model.py)
+    from precisecoder.train import base_model  # pylint: disable=import-outside-toplevel
+    source = str(base_model.ensure(cfg.base))
   if source:
     logging.info("loading %s", source)
     model, tokenizer, config = model_lib.load_checkpoint(source, dtype=cfg.model.dtype,
