@@ -37,11 +37,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str]) -> int:
-  parser = _parser()
-  args, rest = parser.parse_known_args(argv)
-  overrides = [a for a in rest if a.startswith("--config.")]
-  if len(overrides) != len(rest):
-    parser.error(f"unrecognized arguments: {' '.join(a for a in rest if a not in overrides)}")
+  from precisecoder.commands.compare import parse_with_overrides  # pylint: disable=import-outside-toplevel
+  args, overrides = parse_with_overrides(_parser(), argv)
   from precisecoder.train import base_model, compare  # pylint: disable=import-outside-toplevel
   from precisecoder.train import config as config_lib  # pylint: disable=import-outside-toplevel
   config_file = compare.default_configs_dir() / "base.py"

@@ -66,12 +66,20 @@ def _seeds(text: str) -> list[int]:
   return seeds
 
 
-def main(argv: Sequence[str]) -> int:
-  parser = _parser()
+def parse_with_overrides(parser: argparse.ArgumentParser, argv: Sequence[str]
+                         ) -> tuple[argparse.Namespace, list[str]]:
+  """The parser's own flags, and the `--config.a.b=v` overrides it passes through (anything
+  else is a usage error)."""
   args, rest = parser.parse_known_args(argv)
   overrides = [a for a in rest if a.startswith("--config.")]
   if len(overrides) != len(rest):
     parser.error(f"unrecognized arguments: {' '.join(a for a in rest if a not in overrides)}")
+  return args, overrides
+
+
+def main(argv: Sequence[str]) -> int:
+  parser = _parser()
+  args, overrides = parse_with_overrides(parser, argv)
   if args.parallel < 1:
     parser.error("--parallel must be at least 1")
   logging.set_verbosity(logging.INFO)

@@ -78,13 +78,15 @@ def make_target(task: Task, kind: str, rng: random.Random, *, max_extra: int = 3
 
 
 def draw_targets(tasks: Sequence[Task], weights: Mapping[str, float], *, draws: int, seed: int,
-                 max_extra: int = 3) -> list[list[Target]]:
-  """`draws` targets per task, kinds drawn from `weights`; deterministic for (tasks, seed)."""
+                 max_extra: int = 3, first_index: int = 0) -> list[list[Target]]:
+  """`draws` targets per task, kinds drawn from `weights`; deterministic for (tasks, seed).
+  Task i draws from its own generator (seed, first_index + i, task id), so a list can be cut
+  into parts drawn apart (in parallel) with the same result."""
   check_weights(weights)
   kinds = [k for k in KINDS if weights.get(k, 0) > 0]
   checker = TrustedCallChecker()
   out = []
-  for i, task in enumerate(tasks):
+  for i, task in enumerate(tasks, start=first_index):
     rng = random.Random(f"precisecoder-sft-mixture:{seed}:{i}:{task.task_id}")
     drawn = rng.choices(kinds, [weights[k] for k in kinds], k=draws)
     out.append([make_target(task, kind, rng, max_extra=max_extra, checker=checker)

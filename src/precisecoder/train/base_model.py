@@ -23,10 +23,13 @@ invalidate a cached base; delete the folder (or change the config) to rebuild.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import json
+import multiprocessing
 import os
 import pathlib
 import shutil
@@ -90,22 +93,63 @@ def _try_lock(handle) -> bool:
     return False
 
 
+def _processes() -> concurrent.futures.ProcessPoolExecutor:
+  """Worker processes for the corpus (pure Python, one core each); spawned, not forked: the
+  parent has JAX's threads."""
+  return concurrent.futures.ProcessPoolExecutor(
+      max_workers=max(1, min(8, os.cpu_count() or 1)),
+      mp_context=multiprocessing.get_context("spawn"))
+
+
 def corpus(base_cfg: ml_collections.ConfigDict) -> list[Task]:
-  """The training-family tasks of every tier the base is trained on."""
-  return [t for tier in _TIERS
-          for t in tasksets.generated("train", tier, int(base_cfg.data[tier]), base_cfg.seed)]
+  """The training-family tasks of every tier the base is trained on (tiers generated in
+  parallel; each through tasksets' on-disk cache)."""
+  counts = [(tier, int(base_cfg.data[tier])) for tier in _TIERS if int(base_cfg.data[tier])]
+  with _processes() as pool:
+    parts = pool.map(tasksets.generated, ["train"] * len(counts), [t for t, _ in counts],
+                     [n for _, n in counts], [int(base_cfg.seed)] * len(counts))
+    return [t for part in parts for t in part]
 
 
 def with_targets(tasks: Sequence[Task], base_cfg: ml_collections.ConfigDict) -> list[Task]:
-  """The tasks carrying their drawn SFT targets (`extra["sft_targets"]`, `["sft_kinds"]`)."""
+  """The tasks carrying their drawn SFT targets (`extra["sft_targets"]`, `["sft_kinds"]`),
+  drawn in parallel parts (the same targets as one pass: sft_mixture.draw_targets)."""
   mix = base_cfg.mixture
   weights = {k: float(mix[k]) for k in sft_mixture.KINDS}
-  drawn = sft_mixture.draw_targets(tasks, weights, draws=int(mix.draws), seed=base_cfg.seed,
-                                   max_extra=int(mix.max_extra))
-  import dataclasses  # pylint: disable=import-outside-toplevel
+  size = max(1, -(-len(tasks) // (4 * (os.cpu_count() or 1))))
+  starts = list(range(0, len(tasks), size))
+  with _processes() as pool:
+    parts = [pool.submit(sft_mixture.draw_targets, tasks[i:i + size], weights,
+                         draws=int(mix.draws), seed=int(base_cfg.seed),
+                         max_extra=int(mix.max_extra), first_index=i) for i in starts]
+    drawn = [targets for part in parts for targets in part.result()]
   return [dataclasses.replace(t, extra={**t.extra, "sft_targets": [x.program for x in targets],
                                         "sft_kinds": [x.kind for x in targets]})
           for t, targets in zip(tasks, drawn)]
+
+
+def sft_data(base_cfg: ml_collections.ConfigDict) -> tuple[pathlib.Path, dict[str, float]]:
+  """The SFT task file (corpus + drawn targets), cached apart from the base by what it
+  depends on (`data`, `mixture`, `seed`): it can be made on one machine and carried to
+  another (scripts/gpu_run.sh prepare). Returns its path and the seconds each part took."""
+  part = {k: base_cfg[k].to_dict() if hasattr(base_cfg[k], "to_dict") else base_cfg[k]
+          for k in ("data", "mixture", "seed")}
+  digest = hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:12]
+  path = tasksets.cache_root() / "sft_data" / f"{digest}.jsonl.gz"
+  times: dict[str, float] = {}
+  if path.exists():
+    return path, times
+  from precisecoder import tasks as tasks_lib  # pylint: disable=import-outside-toplevel
+  t0 = time.perf_counter()
+  tasks = corpus(base_cfg)
+  times["corpus_s"] = time.perf_counter() - t0
+  t0 = time.perf_counter()
+  tasks = with_targets(tasks, base_cfg)
+  times["targets_s"] = time.perf_counter() - t0
+  staging = path.with_name(f".{os.getpid()}-{path.name}")
+  tasks_lib.write_tasks(staging, tasks)
+  os.replace(staging, path)
+  return path, times
 
 
 def tokenizer_texts(tasks: Sequence[Task], include_tests: bool) -> list[str]:
@@ -127,7 +171,7 @@ def sft_config(base_cfg: ml_collections.ConfigDict, tokenizer_dir: pathlib.Path,
   c.data.update(task_file=str(task_file), num_validation=0, num_clean=0,
                 include_tests_in_prompt=base_cfg.data.include_tests_in_prompt)
   s = base_cfg.sft
-  c.sft.update(batch_size=s.batch_size, max_len=s.max_len)
+  c.sft.update(batch_size=s.batch_size, max_len=s.max_len, group_by_length=True)
   c.optim.update(learning_rate=s.learning_rate, warmup_steps=s.warmup_steps, weight_decay=0.01,
                  b2=0.98)
   c.train.update(steps=s.steps, checkpoint_every=max(1, s.steps // 4), keep_checkpoints=1,
@@ -140,18 +184,11 @@ def build(base_cfg: ml_collections.ConfigDict, root: pathlib.Path) -> dict[str, 
   from precisecoder.model import export_hf, load_checkpoint  # pylint: disable=import-outside-toplevel
   from precisecoder.train import sft  # pylint: disable=import-outside-toplevel
 
-  times: dict[str, float] = {}
-  t0 = time.perf_counter()
   logging.info("base %s: building in %s", base_cfg.name, root)
-  tasks = corpus(base_cfg)
-  times["corpus_s"] = time.perf_counter() - t0
-  t0 = time.perf_counter()
-  tasks = with_targets(tasks, base_cfg)
-  kinds = [k for t in tasks for k in t.extra["sft_kinds"]]
-  times["targets_s"] = time.perf_counter() - t0
-  task_file = root / "sft_tasks.jsonl.gz"
+  task_file, times = sft_data(base_cfg)
   from precisecoder import tasks as tasks_lib  # pylint: disable=import-outside-toplevel
-  tasks_lib.write_tasks(task_file, tasks)
+  tasks = tasks_lib.load_tasks(task_file)
+  kinds = [k for t in tasks for k in t.extra["sft_kinds"]]
   t0 = time.perf_counter()
   tokenizer_dir = root / "tokenizer"
   include_tests = bool(base_cfg.data.include_tests_in_prompt)
@@ -160,8 +197,11 @@ def build(base_cfg: ml_collections.ConfigDict, root: pathlib.Path) -> dict[str, 
   times["tokenizer_s"] = time.perf_counter() - t0
   t0 = time.perf_counter()
   cfg = sft_config(base_cfg, tokenizer_dir, task_file)
-  if sft.train(cfg, str(root / "sft")) != 0:
-    raise RuntimeError(f"base {base_cfg.name}: SFT stopped early (preempted); rerun to resume")
+  from precisecoder.train.metrics import last_step  # pylint: disable=import-outside-toplevel
+  # A preempted trainer saves and returns 0: the base is built only once SFT has finished.
+  if sft.train(cfg, str(root / "sft")) != 0 or last_step(root / "sft") < cfg.train.steps:
+    raise SystemExit(f"base {base_cfg.name}: SFT stopped at step {last_step(root / 'sft')} "
+                     f"of {cfg.train.steps}; run again to resume it")
   times["sft_s"] = time.perf_counter() - t0
   model, tokenizer, model_config = load_checkpoint(root / "sft", dtype="float32")
   staging = root / "model.partial"

@@ -27,6 +27,13 @@ MODEL_PRESETS: dict[str, dict] = {
     "local": dict(preset="coder-cpu", checkpoint="base", base="cpu", mesh="cpu",
                   prompts_per_step=16, group_size=8, max_new_tokens=64, minibatch_size=128,
                   learning_rate=1e-4),
+    # The same path on the tiny base (tests, the GPU script's CPU rehearsal) and at GPU size.
+    "tiny-base": dict(preset="coder-tiny", checkpoint="base", base="tiny", mesh="cpu",
+                      prompts_per_step=2, group_size=4, max_new_tokens=16, minibatch_size=8,
+                      learning_rate=1e-3),
+    "compare-gpu": dict(preset="coder-gpu", checkpoint="base", base="gpu", mesh="fsdp",
+                        prompts_per_step=32, group_size=8, max_new_tokens=96,
+                        minibatch_size=256, learning_rate=5e-5),
     "local-smollm2": dict(preset="smollm2-135m", checkpoint="bundled-smollm2", mesh="cpu",
                           prompts_per_step=2, group_size=4, max_new_tokens=96,
                           minibatch_size=4, learning_rate=2e-6),
@@ -100,7 +107,9 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       learning_rate=m["learning_rate"], warmup_steps=0, weight_decay=0.0, b1=0.9, b2=0.999,
       grad_clip=1.0))
 
-  c.sft = ml_collections.ConfigDict(dict(batch_size=8, max_len=1024))
+  # group_by_length: batches of tasks with answers of similar length, lengths padded to powers
+  # of two (fewer shapes and less padding when answers range from 3 to 30 lines).
+  c.sft = ml_collections.ConfigDict(dict(batch_size=8, max_len=1024, group_by_length=False))
   c.dpo = ml_collections.ConfigDict(dict(beta=0.1, batch_size=8, max_len=1024,
                                          samples_per_task=4))
 
@@ -303,6 +312,18 @@ _SMALL_RUNS["compare-cpu"] = dict(
     _SMALL_RUNS["local"],
     data=dict(_SMALL_RUNS["local"]["data"], num_multi=32),
     train=dict(steps=40, checkpoint_every=5, eval_every=5, eval_batch_size=32))
+_SMALL_RUNS["tiny-base"] = dict(
+    data=dict(num_train=8, num_validation=2, num_clean=2, num_multi=2,
+              include_tests_in_prompt=False),
+    rl=dict(shared_prompt=True, prompt_bucket=128),
+    model=dict(mlp_chunk=0),
+    train=dict(steps=2, checkpoint_every=1, eval_every=2, eval_batch_size=4,
+               eval_multi_max_new_tokens=16))
+_SMALL_RUNS["compare-gpu"] = dict(
+    data=dict(num_train=2048, num_validation=128, num_clean=64, num_multi=64,
+              include_tests_in_prompt=False),
+    rl=dict(shared_prompt=True, prompt_bucket=128, reward_workers=8),
+    train=dict(steps=30, checkpoint_every=10, eval_every=5, eval_batch_size=128))
 MODEL_PRESETS["compare-cpu-smollm2"] = MODEL_PRESETS["local-smollm2"]
 _SMALL_RUNS["compare-cpu-smollm2"] = dict(
     _SMALL_RUNS["local-smollm2"], optim=dict(learning_rate=2e-5),

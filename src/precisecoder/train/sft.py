@@ -29,7 +29,7 @@ def answers(task: Task) -> list[str]:
 
 
 def sft_batch(policy: Policy, tasks: Sequence[Task], *, include_tests: bool = True,
-              max_len: int | None = None) -> dict[str, np.ndarray]:
+              max_len: int | None = None, power_of_two: bool = False) -> dict[str, np.ndarray]:
   """Chat prompt of each task, then each of its answers and an end-of-sequence token; the
   rows of one task are consecutive and share its (identically padded) prompt."""
   prompt_ids, answer_ids = [], []
@@ -40,7 +40,19 @@ def sft_batch(policy: Policy, tasks: Sequence[Task], *, include_tests: bool = Tr
       answer_ids.append(policy.tokenizer.encode(sequences.answer_text(program),
                                                 add_special_tokens=False)
                         + [policy.eos_ids[0]])
-  return sequences.sequence_batch(prompt_ids, answer_ids, policy.pad_id, max_len=max_len)
+  return sequences.sequence_batch(prompt_ids, answer_ids, policy.pad_id, max_len=max_len,
+                                 power_of_two=power_of_two)
+
+
+def length_units(tasks: Sequence[Task], batch_size: int, seed: int) -> list[list[Task]]:
+  """The tasks cut into batches of similar answer length (shuffled within a length, by
+  `seed`): a batch of short answers is not padded to a long one, and padded lengths take few
+  values (few compilations). The iterator then shuffles whole batches."""
+  rng = np.random.default_rng(seed)
+  order = sorted(range(len(tasks)), key=lambda i: (max(map(len, answers(tasks[i]))) // 256,
+                                                   rng.random()))
+  return [[tasks[i] for i in order[start:start + batch_size]]
+          for start in range(0, len(order) - batch_size + 1, batch_size)]
 
 
 def fill_devices(batch: dict[str, np.ndarray], mesh: Mesh | None) -> dict[str, np.ndarray]:
@@ -69,14 +81,21 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
     # Each task's prompt once for its answers; on a mesh rows are dealt to devices one by one.
     group = per_task.pop() if demos and run.mesh is None else 1
     step_fn = step_lib.make_sft_step(run.graphdef, run.tx, group)
-    iterator = tasksets.task_iterator(demos, cfg.sft.batch_size, cfg.seed)
+    by_length = cfg.sft.get("group_by_length", False)
+    if by_length:  # whole batches of similar length, shuffled as units (one host)
+      iterator = tasksets.task_iterator(length_units(demos, cfg.sft.batch_size, cfg.seed), 1,
+                                        cfg.seed)
+    else:
+      iterator = tasksets.task_iterator(demos, cfg.sft.batch_size, cfg.seed)
     progress = run.begin(iterator)
     while run.steps_left():
       t0 = time.perf_counter()
-      batch_tasks = tasksets.as_tasks(next(iterator), f"sft batch {run.step + 1}")
+      item = next(iterator)
+      batch_tasks = tasksets.as_tasks(item[0] if by_length else item,
+                                      f"sft batch {run.step + 1}")
       run.step += 1
       batch = sft_batch(run.policy, batch_tasks, include_tests=cfg.data.include_tests_in_prompt,
-                        max_len=cfg.sft.max_len)
+                        max_len=cfg.sft.max_len, power_of_two=by_length)
       batch = fill_devices(batch, run.mesh)
       with jax.set_mesh(run.mesh) if run.mesh is not None else contextlib.nullcontext():
         run.params, run.opt_state, m = step_fn(run.params, run.opt_state,
