@@ -14,7 +14,8 @@ writes answers like that on purpose, so that RL has an over-editing base to corr
 Candidates are proposals, not proofs: `rewrite` keeps one only if the program still passes its
 tests (`a + b` -> `b + a` is wrong for strings, and the tests say so). Line edits other than
 renames go to lines the program's own edits (relative to `avoid_like`, the buggy program) have
-not touched, so the reference fix itself stays as it is.
+not touched, so the reference fix itself stays as it is. Each line gets one rewrite at most,
+in one style (STYLE_ORDER), with a set probability: over-editing as a habit.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ _NEW_NAMES = ("value", "item", "acc", "res", "tmp", "current", "output", "temp",
 _MIRROR = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE, ast.Eq: ast.Eq,
            ast.NotEq: ast.NotEq}
 _SPACED_OPERATOR = re.compile(r" (\+|-|\*|//|/|%|==|!=|<=|>=|<|>) ")
-_MAX_TRIES = 8  # candidates tried per rewrite before giving up on the program
+_MAX_TRIES = 8  # renames tried before giving up
 
 
 def _stored_locals(tree: ast.AST) -> list[str]:
@@ -46,14 +47,15 @@ def _stored_locals(tree: ast.AST) -> list[str]:
   return sorted(stored - params)
 
 
-def _renames(code: str, tree: ast.AST, rng: random.Random) -> Iterator[tuple[str, str]]:
+def _renames(code: str, tree: ast.AST, rng: random.Random
+             ) -> Iterator[tuple[str, int | None, str]]:
   used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
   used |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments) for a in n.args}
   used |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
   free = [name for name in _NEW_NAMES if name not in used]
   for name in _stored_locals(tree):
     if free:
-      yield "rename", families.apply_renames(code, {name: rng.choice(free)})
+      yield "rename", None, families.apply_renames(code, {name: rng.choice(free)})
 
 
 def _equivalents(node: ast.AST, names: Sequence[str]) -> Iterator[tuple[str, str, ast.AST]]:
@@ -87,8 +89,8 @@ def _equivalents(node: ast.AST, names: Sequence[str]) -> Iterator[tuple[str, str
 
 
 def _line_edits(code: str, tree: ast.AST, lines: list[str], editable: set[int]
-                ) -> Iterator[tuple[str, str]]:
-  """Statement-level reformats and redundant statements, as (kind, new program)."""
+                ) -> Iterator[tuple[str, int, str]]:
+  """Statement-level reformats and redundant statements, as (kind, line, new program)."""
   reference = ast.dump(tree)
 
   def replaced(start: int, end: int, new: Sequence[str]) -> str:
@@ -105,12 +107,12 @@ def _line_edits(code: str, tree: ast.AST, lines: list[str], editable: set[int]
     one_line = node.end_lineno == line_no
     if isinstance(node, ast.AugAssign) and one_line and isinstance(node.target, ast.Name):
       value = ast.BinOp(ast.Name(node.target.id, ast.Load()), node.op, node.value)
-      yield "reformat", replaced(line_no, line_no, [
+      yield "reformat", line_no, replaced(line_no, line_no, [
           f"{indent}{node.target.id} = {ast.unparse(value)}"])
     if isinstance(node, (ast.If, ast.While)) and line.rstrip().endswith(":") and not (
         line.lstrip().split(None, 1)[1].startswith("(")):
       keyword, condition = line.lstrip().split(None, 1)
-      yield "reformat", replaced(line_no, line_no, [
+      yield "reformat", line_no, replaced(line_no, line_no, [
           f"{indent}{keyword} ({condition.rstrip()[:-1].rstrip()}):"])
     if one_line and _SPACED_OPERATOR.search(line):
       tight = _SPACED_OPERATOR.sub(r"\1", line, count=1)
@@ -119,22 +121,22 @@ def _line_edits(code: str, tree: ast.AST, lines: list[str], editable: set[int]
       except SyntaxError:
         same = False
       if same:
-        yield "reformat", replaced(line_no, line_no, [tight])
+        yield "reformat", line_no, replaced(line_no, line_no, [tight])
     if (isinstance(node, ast.Return) and one_line and temp and node.value is not None
         and not isinstance(node.value, (ast.Name, ast.Constant))):
-      yield "redundant", replaced(line_no, line_no, [
+      yield "redundant", line_no, replaced(line_no, line_no, [
           f"{indent}{temp} = {ast.unparse(node.value)}", f"{indent}return {temp}"])
     if (isinstance(node, ast.Assign) and one_line and len(node.targets) == 1
         and isinstance(node.targets[0], ast.Name)
         and isinstance(node.value, (ast.Constant, ast.List, ast.Dict, ast.Set))
         and not getattr(node.value, "elts", getattr(node.value, "keys", None))):
-      yield "redundant", replaced(line_no, line_no, [line, line])
+      yield "redundant", line_no, replaced(line_no, line_no, [line, line])
     if isinstance(node, (ast.For, ast.While)) and not node.orelse and not isinstance(
         node.body[-1], (ast.Return, ast.Break, ast.Continue, ast.Raise)):
       body_line = lines[node.body[0].lineno - 1]
       body_indent = body_line[:len(body_line) - len(body_line.lstrip())]
       end = node.body[-1].end_lineno
-      yield "redundant", replaced(end + 1, end, [f"{body_indent}continue"])
+      yield "redundant", line_no, replaced(end + 1, end, [f"{body_indent}continue"])
 
 
 def _untouched_lines(code: str, avoid_like: str) -> set[int]:
@@ -148,9 +150,10 @@ def _untouched_lines(code: str, avoid_like: str) -> set[int]:
 
 
 def candidates(code: str, rng: random.Random, avoid_like: str | None = None
-               ) -> list[tuple[str, str]]:
-  """(kind, rewritten program) proposals for `code`, unverified. Line edits only on editable
-  lines that match `avoid_like` (when given); renames anywhere."""
+               ) -> list[tuple[str, int | None, str]]:
+  """(kind, line, rewritten program) proposals for `code`, unverified; `line` is the line a
+  line edit rewrites (None for renames). Line edits only on editable lines that match
+  `avoid_like` (when given); renames anywhere."""
   tree = ast.parse(code)
   lines = code.splitlines()
   editable = set(mutation.editable_lines(code))
@@ -158,34 +161,48 @@ def candidates(code: str, rng: random.Random, avoid_like: str | None = None
     editable &= _untouched_lines(code, avoid_like)
   out = list(_renames(code, tree, rng))
   for m in mutation.expression_edits(code, sorted(editable), _equivalents):
-    out.append((m.operator, mutation.apply_mutations(code, [m])))
+    out.append((m.operator, m.start, mutation.apply_mutations(code, [m])))
   out += list(_line_edits(code, tree, lines, editable))
-  return [(kind, new) for kind, new in out if new != code]
+  return [(kind, line, new) for kind, line, new in out if new != code]
 
 
-def rewrite(code: str, tests: Mapping[str, Any], count: int, rng: random.Random, *,
-            avoid_like: str | None = None, checker: TrustedCallChecker | None = None
-            ) -> tuple[str, list[str]]:
-  """`code` with up to `count` rewrites applied one after another, each of a kind drawn
-  uniformly among those with candidates and kept only if the tests still pass; returns the
-  program and the kinds applied (fewer than `count` when candidates run out)."""
+# A line's rewrite is its first candidate of the first kind here that keeps the tests passing:
+# the same choice every time, a style a model can learn.
+STYLE_ORDER = ("reformat", "redundant", "equivalent")
+
+
+def rewrite(code: str, tests: Mapping[str, Any], rng: random.Random, *, rate: float,
+            rename_rate: float = 0.0, avoid_like: str | None = None,
+            checker: TrustedCallChecker | None = None) -> tuple[str, list[str]]:
+  """`code` with a local variable renamed (with probability `rename_rate`) and each line that
+  has a rewrite rewritten, top to bottom, with probability `rate`, in STYLE_ORDER's style;
+  every rewrite is kept only if the tests still pass. A habit rather than noise: a model
+  trained on such answers over-edits even when it decodes greedily. Returns the program and
+  the kinds applied."""
   checker = checker or TrustedCallChecker()
   applied: list[str] = []
-  for _ in range(count):
-    by_kind: dict[str, list[str]] = {}
-    for kind, new in candidates(code, rng, avoid_like):
-      by_kind.setdefault(kind, []).append(new)
-    tries = 0
-    while by_kind and tries < _MAX_TRIES:
-      kind = rng.choice(sorted(by_kind))
-      new = by_kind[kind].pop(rng.randrange(len(by_kind[kind])))
-      if not by_kind[kind]:
-        del by_kind[kind]
-      tries += 1
+  if rename_rate and rng.random() < rename_rate:
+    renames = [new for kind, _, new in candidates(code, rng, avoid_like) if kind == "rename"]
+    rng.shuffle(renames)
+    for new in renames[:_MAX_TRIES]:
       if checker.passes_one(new, tests):
-        code = new
-        applied.append(kind)
+        code, applied = new, ["rename"]
         break
-    else:
-      break
-  return code, applied
+  decided: set[str] = set()  # lines (by text) already kept or rewritten
+  while True:
+    lines = code.splitlines()
+    sites: dict[int, list[tuple[str, str]]] = {}
+    for kind, line, new in candidates(code, rng, avoid_like):
+      if line is not None and lines[line - 1] not in decided:
+        sites.setdefault(line, []).append((kind, new))
+    if not sites:
+      return code, applied
+    line = min(sites)
+    decided.add(lines[line - 1])
+    if rng.random() >= rate:
+      continue
+    found = next(((kind, new) for kind in STYLE_ORDER for k, new in sites[line]
+                  if k == kind and checker.passes_one(new, tests)), None)
+    if found is not None:
+      code = found[1]
+      applied.append(found[0])

@@ -5,9 +5,11 @@ RL would have nothing to correct. Real models over-edit, return broken "fixes" a
 give the code back unchanged (PAPER.md, "The problem"); the small policy's base is trained on
 answers of each kind, in proportions its config sets (`base.mixture`):
 - `reference`: the reference fix;
-- `extra_edits`: the reference fix plus 1..`max_extra` edits of lines that needed none, each
-  keeping the tests passing (renames, reformatting, equivalent expressions, redundant
-  statements: data/rewrites.py); passes, with lower precision;
+- `extra_edits`: the reference fix with edits of lines that needed none, each keeping the
+  tests passing (data/rewrites.py): a local renamed with probability `rename_rate`, and every
+  line that has a rewrite (reformatting, an equivalent expression, a redundant statement)
+  rewritten with probability `extra_rate`, always in the same style; passes, with lower
+  precision;
 - `wrong_edit`: the buggy program with one bug-like edit (mutation operators), on the buggy
   line or another, kept only if the tests still fail;
 - `noop`: the buggy program unchanged.
@@ -57,15 +59,16 @@ def _wrong_edit(task: Task, rng: random.Random, checker: TrustedCallChecker) -> 
   return None
 
 
-def make_target(task: Task, kind: str, rng: random.Random, *, max_extra: int = 3,
-                checker: TrustedCallChecker | None = None) -> Target:
+def make_target(task: Task, kind: str, rng: random.Random, *, extra_rate: float = 0.9,
+                rename_rate: float = 0.3, checker: TrustedCallChecker | None = None) -> Target:
   """One target of `kind` for a buggy task (the reference fix when `kind` cannot be made)."""
   checker = checker or TrustedCallChecker()
   if kind == "noop":
     return Target("noop", task.buggy_code)
   if kind == "extra_edits":
-    program, applied = rewrites.rewrite(task.gt_solution, task.tests, rng.randint(1, max_extra),
-                                        rng, avoid_like=task.buggy_code, checker=checker)
+    program, applied = rewrites.rewrite(task.gt_solution, task.tests, rng, rate=extra_rate,
+                                        rename_rate=rename_rate, avoid_like=task.buggy_code,
+                                        checker=checker)
     if applied:
       return Target("extra_edits", program)
   elif kind == "wrong_edit":
@@ -78,7 +81,8 @@ def make_target(task: Task, kind: str, rng: random.Random, *, max_extra: int = 3
 
 
 def draw_targets(tasks: Sequence[Task], weights: Mapping[str, float], *, draws: int, seed: int,
-                 max_extra: int = 3, first_index: int = 0) -> list[list[Target]]:
+                 extra_rate: float = 0.9, rename_rate: float = 0.3, first_index: int = 0
+                 ) -> list[list[Target]]:
   """`draws` targets per task, kinds drawn from `weights`; deterministic for (tasks, seed).
   Task i draws from its own generator (seed, first_index + i, task id), so a list can be cut
   into parts drawn apart (in parallel) with the same result."""
@@ -89,6 +93,6 @@ def draw_targets(tasks: Sequence[Task], weights: Mapping[str, float], *, draws: 
   for i, task in enumerate(tasks, start=first_index):
     rng = random.Random(f"precisecoder-sft-mixture:{seed}:{i}:{task.task_id}")
     drawn = rng.choices(kinds, [weights[k] for k in kinds], k=draws)
-    out.append([make_target(task, kind, rng, max_extra=max_extra, checker=checker)
-                for kind in drawn])
+    out.append([make_target(task, kind, rng, extra_rate=extra_rate, rename_rate=rename_rate,
+                            checker=checker) for kind in drawn])
   return out

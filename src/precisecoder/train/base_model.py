@@ -121,7 +121,8 @@ def with_targets(tasks: Sequence[Task], base_cfg: ml_collections.ConfigDict) -> 
   with _processes() as pool:
     parts = [pool.submit(sft_mixture.draw_targets, tasks[i:i + size], weights,
                          draws=int(mix.draws), seed=int(base_cfg.seed),
-                         max_extra=int(mix.max_extra), first_index=i) for i in starts]
+                         extra_rate=float(mix.extra_rate), rename_rate=float(mix.rename_rate),
+                         first_index=i) for i in starts]
     drawn = [targets for part in parts for targets in part.result()]
   return [dataclasses.replace(t, extra={**t.extra, "sft_targets": [x.program for x in targets],
                                         "sft_kinds": [x.kind for x in targets]})

@@ -374,9 +374,11 @@ def base_config(name: str) -> ml_collections.ConfigDict:
       data=ml_collections.ConfigDict(dict(b["tasks"], include_tests_in_prompt=False)),
       tokenizer=ml_collections.ConfigDict(dict(vocab_size=b["vocab_size"], max_token_length=32)),
       # What the base is trained to answer, as weights (data/sft_mixture.py); `draws` answers
-      # per task, trained as one group sharing the task's prompt.
+      # per task, trained as one group sharing the task's prompt; extra edits rewrite each line
+      # they can with probability extra_rate and rename a local with probability rename_rate.
       mixture=ml_collections.ConfigDict(dict(reference=0.35, extra_edits=0.35, wrong_edit=0.15,
-                                             noop=0.15, draws=b["draws"], max_extra=3)),
+                                             noop=0.15, draws=b["draws"], extra_rate=0.9,
+                                             rename_rate=0.3)),
       sft=ml_collections.ConfigDict(dict(steps=b["steps"], batch_size=b["batch_size"],
                                          learning_rate=b["learning_rate"], warmup_steps=50,
                                          max_len=512)),
