@@ -50,3 +50,14 @@ def make_tiny_chat_checkpoint(folder, chat_template, corpus):
   transformers.LlamaForCausalLM(config).save_pretrained(folder)
   tokenizer.save_pretrained(folder)
   return tokenizer
+
+
+def read_only_folder(tmp_path):
+  """A folder this process cannot write into: one made read-only, or /proc when running as
+  root (permission bits do not stop root; /proc takes no new files from anyone)."""
+  if os.geteuid() == 0:
+    return pathlib.Path("/proc")
+  folder = tmp_path / "read-only"
+  folder.mkdir()
+  folder.chmod(0o555)
+  return folder

@@ -18,8 +18,9 @@ SRC = pathlib.Path(__file__).resolve().parents[1] / "src"
 # Bottom to top: the modules and packages directly under precisecoder/ in each layer.
 LAYERS = (
     ("execution", "model", "tasks", "edits"),
-    ("rewards", "reward_recipes", "advantages", "prompts", "sampling", "multihost", "data"),
-    ("train",),
+    ("rewards", "reward_recipes", "advantages", "prompts", "predictions", "sampling",
+     "multihost", "data"),
+    ("train", "integrations"),
     ("analysis",),
     ("commands", "cli"),
 )

@@ -107,8 +107,9 @@ def main() -> int:
     if path.parent.name == "data" and "builtin" in path.read_text():  # reads the shipped sets
       extra += '\n    data = glob(["src/precisecoder/data/builtin/*"]),'
     blocks.append(rule("py_library", target_name(path), srcs, internal, external, extra))
-  blocks.append(rule("py_binary", "precisecoder_cli", ["src/precisecoder/cli.py"], {"cli"}, set(),
-                     '    main = "src/precisecoder/cli.py",'))
+  cli_imports = imports_of(SRC / "precisecoder" / "cli.py")[0]  # what it imports by name too
+  blocks.append(rule("py_binary", "precisecoder_cli", ["src/precisecoder/cli.py"],
+                     {"cli"} | cli_imports, set(), '    main = "src/precisecoder/cli.py",'))
   for folder, kind in (("benchmarks", "py_binary"), ("tools", "py_binary"), ("tests", "py_test")):
     for path in sorted((ROOT / folder).rglob("*.py")):
       if kind == "py_test" and not re.match(r"test_.*\.py$", path.name):

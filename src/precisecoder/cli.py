@@ -10,6 +10,8 @@ import argparse
 import importlib
 import sys
 
+from precisecoder.commands import checks
+
 # subcommand -> (module under precisecoder.commands, one-line help)
 COMMANDS = {
     "score": ("score", "score predictions against tasks with the PreciseCoder metrics"),
@@ -21,6 +23,7 @@ COMMANDS = {
     "base": ("base", "build and measure the small base policy (tokenizer + SFT from scratch)"),
     "compare": ("compare", "train reward recipes side by side (GRPO vs PreciseCoder) and report"),
     "export": ("export", "export a checkpoint to a Hugging Face safetensors folder"),
+    "serve": ("serve", "a reward server: score over HTTP (also OpenRLHF's /get_reward)"),
 }
 
 
@@ -40,9 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     return 2
   name, rest = argv[0], argv[1:]
   module = importlib.import_module(f"precisecoder.commands.{COMMANDS[name][0]}")
-  parser = argparse.ArgumentParser(prog=f"precisecoder {name}", description=COMMANDS[name][1])
-  module.add_arguments(parser)
+  parser = checks.command_parser(f"precisecoder {name}", module.add_arguments,
+                                 description=COMMANDS[name][1])
   if getattr(module, "PASSTHROUGH", False):  # absl-flag commands parse their own argv
+    if "-h" in rest or "--help" in rest:
+      parser.print_help()
+      return 0
     return int(module.main(rest) or 0)
   return int(module.main(parser.parse_args(rest)) or 0)
 

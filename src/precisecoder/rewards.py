@@ -261,6 +261,11 @@ def _verdict_key(program: str, spec_json: str) -> str:
   return hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()
 
 
+def rows_to_arrays(rows: Sequence[Mapping[str, float]]) -> dict[str, np.ndarray]:
+  """`term_row`s -> the trainer's float32 arrays of shape [N], one per `ARRAY_KEYS`."""
+  return {k: np.asarray([row[k] for row in rows], dtype=np.float32) for k in ARRAY_KEYS}
+
+
 def _harmonic(a: float, b: float) -> float:
   return 2 * a * b / (a + b) if a + b > 0 else 0.0
 
@@ -596,17 +601,17 @@ class RewardScorer:
         {"unit": s.unit, "f1": s.f1, "precision": s.precision, "recall_gated": s.recall_gated},
         self.lam)
 
+  def term_row(self, s: SampleScore) -> dict[str, float]:
+    """One pair's value of every reward array (`ARRAY_KEYS`): what the trainer learns from."""
+    row = {"unit": s.unit, "precision": s.precision, "recall": s.recall,
+           "recall_gated": s.recall_gated, "f1": s.f1, "edit_lines": s.edit_lines,
+           "edit_cost": s.edit_cost, "noop": float(s.noop), "damage": float(bool(s.damage)),
+           "broken_task": float((s.error or "").startswith(BROKEN_TASK)),
+           **self.reward_terms(s)}
+    return {k: float(row[k]) for k in ARRAY_KEYS}
+
   def to_arrays(self, scores: Sequence[SampleScore]) -> dict[str, np.ndarray]:
-    columns: dict[str, list[float]] = {k: [] for k in ARRAY_KEYS}
-    for s in scores:
-      row = {"unit": s.unit, "precision": s.precision, "recall": s.recall,
-             "recall_gated": s.recall_gated, "f1": s.f1, "edit_lines": s.edit_lines,
-             "edit_cost": s.edit_cost, "noop": float(s.noop), "damage": float(bool(s.damage)),
-             "broken_task": float((s.error or "").startswith(BROKEN_TASK)),
-             **self.reward_terms(s)}
-      for k in ARRAY_KEYS:
-        columns[k].append(row[k])
-    return {k: np.asarray(v, dtype=np.float32) for k, v in columns.items()}
+    return rows_to_arrays([self.term_row(s) for s in scores])
 
   def to_record(self, s: SampleScore, sample: int = 0) -> dict[str, Any]:
     buggy = s.task.is_buggy

@@ -30,6 +30,7 @@ from precisecoder.model.decoder import CACHE_AXES, Decoder, KVCache, positions_f
 from precisecoder.model.sharding import constrain, logical_to_spec
 
 _MASKED = -1e30
+PROMPT_BUCKET = 64  # prompts are left-padded to a multiple of this many tokens (at least one)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,7 +213,7 @@ def segment_ends(max_new_tokens: int, segments: int) -> list[int]:
 def sample(model: Decoder, prompt_ids: Sequence[Sequence[int]], *, num_samples: int = 1,
            max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
            eos_ids: Sequence[int], pad_id: int, seed: int = 0, mesh: Mesh | None = None,
-           prompt_bucket: int = 64, decode_segments: int = 1) -> SampleOutput:
+           prompt_bucket: int = PROMPT_BUCKET, decode_segments: int = 1) -> SampleOutput:
   """Samples `num_samples` completions per prompt; deterministic for a seed (and any mesh).
 
   On a mesh that spans several processes, every process passes its own prompts (the same

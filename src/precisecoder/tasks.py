@@ -312,7 +312,8 @@ def _lone_surrogate(value: Any, path: str) -> str | None:
 
 def load_tasks(path: str | os.PathLike[str], *, tests_for: TestsFor | None = None,
                require_tests: bool = True) -> list[Task]:
-  """Every task of a task file; the first bad record raises a `TaskError` naming it."""
+  """Every task of a task file; the first bad record raises a `TaskError` naming it, and so
+  does a file without tasks (nothing can be meant by one)."""
   tasks, seen = [], {}
   for where, record in iter_records(path):
     task = parse_task(record, where, tests_for=tests_for, require_tests=require_tests)
@@ -320,6 +321,8 @@ def load_tasks(path: str | os.PathLike[str], *, tests_for: TestsFor | None = Non
       raise TaskError(f"{where}: duplicate task_id {task.task_id!r} (first at {seen[task.task_id]})")
     seen[task.task_id] = where
     tasks.append(task)
+  if not tasks:
+    raise TaskError(f"{path}: no tasks (the file is empty)")
   return tasks
 
 

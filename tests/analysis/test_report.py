@@ -46,7 +46,55 @@ def test_run_report_gives_intervals_and_a_paired_change(tmp_path):
   cells = [c.strip() for c in row.strip("|").split("|")]
   assert cells[1] == "+100.0 [+100.0, +100.0] *"
   assert cells[5] == "-3.00 [-3.00, -3.00] *"
-  assert cells[6] == "+0.0 [+0.0, +0.0]"
+  assert cells[6:] == ["+0.0 [+0.0, +0.0]"] * 3  # no-op (buggy, clean), damage
+  assert ("**The policy learned**: between the base model and step 4, pass +100.0 [+100.0, "
+          "+100.0]; precision +100.0 [+100.0, +100.0]; F1 +100.0 [+100.0, +100.0] rose beyond "
+          "task-to-task noise. Other changes beyond noise: recall +100.0 [+100.0, +100.0]; "
+          "edited lines -3.00 [-3.00, -3.00].") in text
+
+
+def test_a_run_that_did_not_learn_says_so_and_what_moved_instead(tmp_path):
+  """The main job's story: edited lines fell because buggy programs came back unchanged."""
+  n = 16
+  before = _records([0] * n, [3] * n, [1, 0] * 4)
+  after = _records([0] * n, [3] * 6 + [0] * 10, [1, 0] * 4)
+  for r in after[6:n]:
+    r["noop"] = 1.0  # returned unchanged: 0 edited lines, still failing
+  _write_eval(tmp_path, 0, before)
+  _write_eval(tmp_path, 8, after)
+  rows = [{"step": s, "reward": 0.0, "reward/unit": 0.0, "reward/edit_lines": 4.0 - 0.5 * s,
+           "reward/noop": 0.1 * s, "zero_variance_groups": 1.0 if s > 3 else 0.5,
+           "skipped_update": float(s > 3), "train/clip_fraction": 0.0,
+           "train/grad_norm": 0.0 if s > 3 else 1.0 / s, "time/step": 10.0}
+          for s in range(1, 9)]
+  (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+  text = report.write_report(tmp_path).read_text()
+  verdict = next(line for line in text.splitlines() if line.startswith("**"))
+  assert verdict.startswith("**This run did not learn**: between the base model and step 8 no "
+                            "paired change in pass, precision or F1 has a 95% interval above 0.")
+  assert "Other changes beyond noise: edited lines -1.88 [" in verdict
+  assert "no-op on buggy tasks +62.5 [" in verdict
+  assert verdict.endswith("the policy edits less by leaving bugs in place, not by fixing them "
+                          "more precisely.")
+  assert ("| step | pass | precision | recall | f1 | edit_lines | noop_buggy | noop | damage |"
+          in text)
+  assert "| step 8 (final) | 0.0 [0.0, 0.0] | 0.0 [0.0, 0.0] | 0.0 [0.0, 0.0] | 0.0 [0.0, 0.0] | " \
+      "1.12 [" in text
+  assert "- 8 steps; **5 of 8 had no reward variance in any group**: every advantage was 0" in text
+  assert "- Groups without reward variance: 81% of all groups (50% in the first steps, 100% in " \
+      "the last)." in text
+  assert "- Training samples, first steps → last: pass 0% → 0%, edited lines 3.00 → 0.50, " \
+      "no-op on buggy tasks 20% → 70%." in text
+  assert "- Not plotted, constant over the run: reward 0 at every step; train pass 0 at every " \
+      "step; clip fraction 0 at every step; step time (s) 10 at every step." in text
+  assert (tmp_path / "train.png").stat().st_size > 0 and (tmp_path / "eval.png").stat().st_size > 0
+
+
+def test_a_report_without_a_base_cannot_tell(tmp_path):
+  _write_eval(tmp_path, 4, _records([1, 0], [1, 1], [1, 0]))
+  text = report.write_report(tmp_path).read_text()
+  assert "**Did the policy learn?** Cannot tell: that needs per-task records of the base model " \
+      "(step 0) and of a later evaluation." in text
 
 
 def test_comparison_report_tables_correlations_and_pngs(tmp_path):
@@ -105,7 +153,7 @@ def test_report_from_summaries_without_per_task_records(tmp_path):
   path = report.write_report(tmp_path)
   text = path.read_text()
   # Files without per-task records (older runs): means only, no interval; no F1 recorded.
-  assert "| base (step 0) | 25.0 | 40.0 | 50.0 | – | 3.25 | 0.0 | 50.0 |" in text
+  assert "| base (step 0) | 25.0 | 40.0 | 50.0 | – | 3.25 | – | 0.0 | 50.0 |" in text
   assert "| step 4 (final) | 50.0 |" in text
   assert "5.0% of step time" in text
   assert (tmp_path / "eval.png").exists()

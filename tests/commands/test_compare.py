@@ -4,19 +4,46 @@ report, resume)."""
 import json
 
 import pytest
+from conftest import read_only_folder
 
 from precisecoder.commands import compare
 
 TINY = ["--preset", "tiny", "--config.train.steps=1", "--config.train.eval_every=1"]
 
 
+def _one_line(capsys) -> str:
+  err = capsys.readouterr().err
+  assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+  return err.strip()
+
+
 def test_bad_arguments_exit_2(tmp_path, capsys):
-  with pytest.raises(SystemExit) as e:
-    compare.main(["--arms", "grpo,nosuch", "--workdir", str(tmp_path)])
-  assert e.value.code == 2 and "nosuch.py" in capsys.readouterr().err
+  assert compare.main(["--arms", "grpo,nosuch", "--workdir", str(tmp_path)]) == 2
+  assert "nosuch.py" in _one_line(capsys)
   with pytest.raises(SystemExit):
     compare.main(["--workdir", str(tmp_path), "--stray"])
   assert compare.main([*TINY, "--workdir", str(tmp_path), "--config.rl.bogus=1"]) == 2
+
+
+def test_an_unknown_preset_is_one_line(tmp_path, capsys):
+  assert compare.main(["--preset", "nope", "--workdir", str(tmp_path)]) == 2
+  assert _one_line(capsys).startswith(
+      "precisecoder compare: error: unknown model preset 'nope'; known: ")
+
+
+def test_report_only_on_a_workdir_without_arms_is_refused(tmp_path, capsys):
+  """A mistyped --workdir: no report of "None"s."""
+  assert compare.main([*TINY, "--report-only", "--workdir", str(tmp_path / "typo")]) == 2
+  assert _one_line(capsys) == (
+      f"precisecoder compare: error: --workdir {tmp_path / 'typo'}: no arm has run there (no "
+      f"{tmp_path / 'typo'}/<arm>/config.json for any of grpo, precisecoder); nothing to report")
+  assert not (tmp_path / "typo").exists()
+
+
+def test_a_read_only_workdir_is_refused_before_any_arm_starts(tmp_path, capsys):
+  workdir = read_only_folder(tmp_path) / "compare"
+  assert compare.main([*TINY, "--workdir", str(workdir)]) == 2
+  assert _one_line(capsys).startswith(f"precisecoder compare: error: --workdir {workdir}: ")
 
 
 def test_two_tiny_arms_train_evaluate_report_and_resume(tmp_path):

@@ -88,3 +88,10 @@ def test_verify_catches_a_broken_task(tmp_path, capsys):
   write_tasks(tmp_path / "b.jsonl", [broken])
   assert cli.main(["data", "verify", str(tmp_path / "b.jsonl"), "--workers", "1"]) == 1
   assert "gold passes" in capsys.readouterr().out
+
+
+def test_verifying_an_empty_task_file_is_an_error_not_ok(tmp_path, capsys):
+  (tmp_path / "empty.jsonl").write_text("")
+  assert cli.main(["data", "verify", str(tmp_path / "empty.jsonl")]) == 2
+  assert capsys.readouterr().err == (
+      f"precisecoder data: error: {tmp_path / 'empty.jsonl'}: no tasks (the file is empty)\n")

@@ -81,3 +81,37 @@ def test_evaluate_writes_table_and_resumes(setup, tmp_path, capsys):
   # An output path that is a file (here the task file itself) is refused before any work.
   assert cli.main(_argv(setup, setup / "tasks.jsonl")) == 2
   assert "--output" in capsys.readouterr().err
+
+
+def test_a_failed_evaluation_does_not_block_its_corrected_rerun(setup, tmp_path, monkeypatch,
+                                                               capsys):
+  """The first shard's generation fails: its settings bind nothing, the rerun with other
+  settings (here a corrected seed) runs; once a shard finished, other settings are refused."""
+  from precisecoder.commands import generate
+  out = tmp_path / "eval"
+  argv = ["evaluate", "--checkpoint", str(setup), "--tasks", str(setup / "tasks.jsonl"),
+          "--limit", "1", "--output", str(out), "--max-new-tokens", "2", "--workers", "1",
+          "--resamples", "10"]
+  real = generate.main
+  monkeypatch.setattr(generate, "main", lambda args: 2)
+  assert cli.main(argv) == 2
+  assert (out / "settings.json").exists() and list((out / "shards").glob("*.tasks.jsonl"))
+  monkeypatch.setattr(generate, "main", real)
+  assert cli.main(argv + ["--seed", "5"]) == 0
+  assert json.loads((out / "settings.json").read_text())["seed"] == 5
+  assert cli.main(argv) == 2
+  assert "holds an evaluation with other settings (seed)" in capsys.readouterr().err
+
+
+def test_empty_task_files_and_oversized_batches_are_one_line_errors(setup, tmp_path, capsys):
+  (tmp_path / "empty.jsonl").write_text("")
+  argv = _argv(setup, tmp_path / "eval")
+  argv[argv.index("--clean") + 1] = str(tmp_path / "empty.jsonl")
+  assert cli.main(argv) == 2
+  err = capsys.readouterr().err
+  assert err == (f"precisecoder evaluate: error: {tmp_path / 'empty.jsonl'}: no tasks (the file "
+                 "is empty)\n")
+  assert cli.main(_argv(setup, tmp_path / "eval") + ["--samples", str(10**9)]) == 2
+  err = [l for l in capsys.readouterr().err.splitlines() if l.startswith("precisecoder")]
+  assert len(err) == 1 and "x --samples 1000000000 x --max-new-tokens 4 needs at least" in err[0]
+  assert not (tmp_path / "eval" / "settings.json").exists()

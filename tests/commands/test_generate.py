@@ -1,6 +1,7 @@
 """`precisecoder generate` and `precisecoder export` end to end on a tiny checkpoint."""
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -207,3 +208,30 @@ def test_export_then_load_gives_same_logits(checkpoint, tmp_path):
   tokens = np.asarray([tok_a.encode("def inc(x): return x")], np.int32)
   np.testing.assert_array_equal(np.asarray(a(tokens)), np.asarray(b(tokens)))
   assert tok_b.encode("def neg(x)") == tok_a.encode("def neg(x)")
+
+
+def test_an_empty_task_file_is_an_error(checkpoint, tmp_path, capsys):
+  folder, _ = checkpoint
+  (tmp_path / "empty.jsonl").write_text("")
+  assert cli.main(["generate", "--checkpoint", str(folder), "--tasks",
+                   str(tmp_path / "empty.jsonl"), "--output", str(tmp_path / "p.jsonl")]) == 2
+  assert "empty.jsonl: no tasks (the file is empty)" in _one_line_error(capsys, "generate")
+  assert not (tmp_path / "p.jsonl").exists()
+
+
+def test_a_batch_the_machine_cannot_hold_is_refused_before_the_model_loads(
+    checkpoint, tmp_path, capsys, monkeypatch):
+  """Sized from the checkpoint's config: 2 prompts x 10^9 samples cannot fit anywhere."""
+  import precisecoder.model
+  folder, tasks = checkpoint
+  monkeypatch.setattr(precisecoder.model, "load_checkpoint",
+                      lambda *a, **k: pytest.fail("the model loaded"))
+  assert cli.main(["generate", "--checkpoint", str(folder), "--tasks", str(tasks), "--output",
+                   str(tmp_path / "p.jsonl"), "--samples", str(10**9), "--temperature", "1"]) == 2
+  line = _one_line_error(capsys, "generate")
+  assert re.fullmatch(
+      r"precisecoder generate: error: sampling 2 prompt\(s\) \(--batch-size 8\) x --samples "
+      r"1000000000 x --max-new-tokens 512 needs at least [\d.]+ GB \(weights [\d.]+ GB, KV cache "
+      r"[\d.]+ GB, logits [\d.]+ GB\); this machine has [\d.]+ GB of available host memory "
+      r"\(lower --samples, --batch-size or --max-new-tokens\)", line), line
+  assert not (tmp_path / "p.jsonl").exists()

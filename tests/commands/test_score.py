@@ -232,3 +232,23 @@ def test_unusable_outputs_and_task_files_exit_2(files, capsys):
     assert _score(tasks_file, pred_path, output) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_wrong_prediction_key_on_every_line_is_an_error(files, capsys):
+  """Not a table of zeros: no line has 'completion' or 'program', so nothing can be scored."""
+  task_path, pred_path, out_path = files
+  pred_path.write_text("".join(json.dumps({"task_id": t, "output": "x"}) + "\n"
+                               for t in ("t", "clean")))
+  assert _score(task_path, pred_path, out_path) == 2
+  err = capsys.readouterr().err
+  assert err == (f"precisecoder score: error: {pred_path}:1: no 'completion' or 'program' field "
+                 f"(it has output, task_id); no line of {pred_path} has one\n")
+  assert not out_path.exists()
+
+
+def test_an_empty_task_file_is_an_error(files, capsys):
+  task_path, pred_path, out_path = files
+  task_path.write_text("\n")
+  assert _score(task_path, pred_path, out_path) == 2
+  assert capsys.readouterr().err == (
+      f"precisecoder score: error: {task_path}: no tasks (the file is empty)\n")

@@ -27,10 +27,33 @@ def test_every_shipped_config_and_preset_validates(path):
 
 @pytest.fixture(name="train")
 def _train(monkeypatch, capsys):
-  """Runs `precisecoder train ARGS` in-process; returns (exit status, stderr, config run)."""
+  """Runs `precisecoder train ARGS` in-process up to the trainer, which it records; returns
+  (exit status, stderr, [(config, workdir)] of the runs the trainer would have made)."""
   ran = []
   monkeypatch.setattr(train_command, "run", lambda cfg, workdir: ran.append((cfg, workdir)) or 0)
+  return _caller(monkeypatch, capsys, ran)
 
+
+@pytest.fixture(name="train_until_model")
+def _train_until_model(monkeypatch, capsys):
+  """Runs `precisecoder train ARGS` in-process through the trainer's start (workdir lock,
+  resume checks) up to where the model would load, which raises _ModelWouldLoad."""
+  from precisecoder.train import policy as policy_lib
+  loaded = []
+
+  def stop(cfg, mesh):
+    loaded.append(cfg)
+    raise _ModelWouldLoad()
+
+  monkeypatch.setattr(policy_lib, "load_policy", stop)
+  return _caller(monkeypatch, capsys, loaded)
+
+
+class _ModelWouldLoad(Exception):
+  pass
+
+
+def _caller(monkeypatch, capsys, ran):
   def call(*args):
     # Each parse registers a flag per --config.* override (one process parses once): forget them.
     for name in [n for n in flags.FLAGS if n.startswith("config.")]:
@@ -38,9 +61,10 @@ def _train(monkeypatch, capsys):
     flags.FLAGS["workdir"].unparse()
     # ml_collections reads --config.* overrides from sys.argv itself.
     monkeypatch.setattr(sys, "argv", ["precisecoder", "train", *args])
-    with pytest.raises(SystemExit) as exit_info:
+    with pytest.raises((SystemExit, _ModelWouldLoad)) as exit_info:
       train_command.main(list(args))
-    return exit_info.value.code, capsys.readouterr().err, ran
+    code = exit_info.value.code if exit_info.type is SystemExit else None
+    return code, capsys.readouterr().err, ran
 
   return call
 
@@ -75,6 +99,8 @@ CONFIG = str(CONFIGS[0].parent / "precisecoder.py")
     ([f"--config={CONFIG}:tiny", "--config.rl.lam=1.5"], "config.rl.lam=1.5: must be a number in"),
     ([f"--config={CONFIG}:tiny", "--config.rl.reward_workers=1000"],
      "config.rl.reward_workers=1000: must be an integer in [1, 256]"),
+    ([f"--config={CONFIG}:tiny", "--config.rl.reward_urls=ftp://host:1"],
+     "config.rl.reward_urls: reward server URL 'ftp://host:1': want http://HOST:PORT"),
     ([f"--config={CONFIG}:tiny", "--config.rl.reward=ea_grpo"], "use config.rl.advantage='grpo'"),
     ([f"--config={CONFIG}:tiny", "--config.trainer=ppo"], "config.trainer='ppo': must be one of"),
     ([f"--config={CONFIG}:tiny", "--config.data.task_file=/nonexistent.jsonl"], "no such file"),
@@ -116,3 +142,95 @@ def test_the_report_waits_for_the_last_step(tmp_path, capsys):
   path = train_command.write_report(cfg, str(tmp_path))
   assert path == tmp_path / "report.md" and "| base (step 0) |" in path.read_text()
   assert f"Report: {path}" in capsys.readouterr().out
+
+
+def test_a_workdir_held_by_another_run_is_refused_naming_the_holder(train_until_model,
+                                                                    tmp_path):
+  import os
+  from precisecoder.train.workdir import Workdir
+  held = Workdir(str(tmp_path / "run")).lock()
+  held.acquire()  # another trainer, here: this process
+  try:
+    code, err, loaded = train_until_model(f"--config={CONFIG}:tiny",
+                                          f"--workdir={tmp_path / 'run'}")
+  finally:
+    held.release()
+  assert code == 2 and not loaded
+  assert err.startswith(f"precisecoder train: error: --workdir={tmp_path / 'run'} is in use by "
+                        "another run: host ") and f", pid {os.getpid()}, started " in err
+  assert len(err.strip().splitlines()) == 1
+  code, _, loaded = train_until_model(f"--config={CONFIG}:tiny", f"--workdir={tmp_path / 'run'}")
+  assert code is None and len(loaded) == 1  # free again: the trainer went on to the model
+  assert not (tmp_path / "run" / "lock").exists()  # a run that could not start let go
+
+
+def test_resuming_with_another_config_names_the_fields(train_until_model, tmp_path):
+  """A PreciseCoder run with progress, rerun with configs/grpo.py: refused, config kept."""
+  run = tmp_path / "run"
+  run.mkdir()
+  cfg = config_lib.load_file(f"{CONFIG}:tiny")
+  (run / "config.json").write_text(cfg.to_json())
+  (run / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward": 0.5}) + "\n")
+  grpo = CONFIG.replace("precisecoder.py", "grpo.py")
+  code, err, loaded = train_until_model(f"--config={grpo}:tiny", f"--workdir={run}")
+  assert code == 2 and not loaded and len(err.strip().splitlines()) == 1
+  assert (f"{run / 'config.json'} was written with another config (rl.advantage: 'gdpo' -> "
+          "'grpo'; rl.reward: 'r_lambda' -> 'unit')") in err
+  assert json.loads((run / "config.json").read_text())["rl"]["reward"] == "r_lambda"
+  # A longer budget, or other execution options, resume.
+  code, _, loaded = train_until_model(f"--config={CONFIG}:tiny", f"--workdir={run}",
+                                      "--config.train.steps=9", "--config.model.remat=full")
+  assert code is None and len(loaded) == 1
+
+
+def test_a_run_that_trained_nothing_does_not_bind_its_workdir(train_until_model, tmp_path):
+  """It failed before its first step (here: at the model): the corrected rerun takes over."""
+  run = tmp_path / "run"
+  code, _, _ = train_until_model(f"--config={CONFIG}:tiny", f"--workdir={run}")
+  assert code is None and json.loads((run / "config.json").read_text())["rl"]["lam"] != 0.5
+  code, _, loaded = train_until_model(f"--config={CONFIG}:tiny", f"--workdir={run}",
+                                      "--config.rl.lam=0.5")
+  assert code is None and len(loaded) == 2
+  assert json.loads((run / "config.json").read_text())["rl"]["lam"] == 0.5
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", "no tasks (the file is empty)"),
+    ('{"task_id": "x", "buggy_code": "a"\n', ":1: invalid JSON"),
+    ('{"task_id": "x"}\n', ":1 (x): missing field 'buggy_code'"),
+])
+def test_unusable_task_files_are_one_line_before_any_model_loads(train, tmp_path, content,
+                                                                  message):
+  (tmp_path / "tasks.jsonl").write_text(content)
+  code, err, ran = train(f"--config={CONFIG}:tiny", f"--workdir={tmp_path / 'run'}",
+                         f"--config.data.task_file={tmp_path / 'tasks.jsonl'}")
+  assert code == 2 and not ran and len(err.strip().splitlines()) == 1
+  assert err.startswith(f"precisecoder train: error: config.data.task_file: "
+                        f"{tmp_path / 'tasks.jsonl'}") and message in err
+
+
+def test_a_step_the_machine_cannot_hold_is_refused_before_the_model_loads(train_until_model,
+                                                                          tmp_path):
+  code, err, loaded = train_until_model(f"--config={CONFIG}:tiny", f"--workdir={tmp_path}",
+                                        f"--config.rl.group_size={10**9}")
+  assert code == 2 and not loaded and len(err.strip().splitlines()) == 1
+  assert err.startswith(
+      "precisecoder train: error: a rollout chunk of 1 prompt(s) (config.rl.prompts_per_step 2 / "
+      "rl.rollout_chunks 2) x rl.group_size 1000000000 x rl.max_new_tokens 16 needs at least ")
+  assert "(lower them, or raise config.rl.rollout_chunks)" in err
+
+
+def test_paths_relative_to_where_it_runs(train_until_model, tmp_path, monkeypatch):
+  import shutil
+  monkeypatch.chdir(tmp_path)
+  (tmp_path / "configs").mkdir()
+  shutil.copy(CONFIG, "configs/precisecoder.py")
+  from precisecoder.data import generator
+  from precisecoder.tasks import write_tasks
+  write_tasks("tasks.jsonl", generator.make_tasks("train", "easy", 2, seed=0))
+  code, err, loaded = train_until_model(
+      "--config=configs/precisecoder.py:tiny", "--workdir=runs/a", "--config.data.task_file="
+      "tasks.jsonl", "--config.train.checkpoint_dir=checkpoints/a")
+  assert code is None and len(loaded) == 1, err
+  assert (tmp_path / "runs" / "a" / "config.json").exists()
+  assert (tmp_path / "checkpoints" / "a").is_dir()

@@ -22,17 +22,3 @@ def test_arms_share_all_but_the_reward_recipe():
     compare.check_same_budget(configs)
   with pytest.raises(ValueError, match="train.nonexistent"):
     _configs("--config.train.nonexistent=1")
-
-
-def test_workdir_of_another_config_is_not_resumed(tmp_path):
-  cfg = _configs()["grpo"]
-  (tmp_path / "config.json").write_text(cfg.to_json())
-  compare.check_resumable(tmp_path, cfg)
-  cfg.train.steps = 50          # a longer budget resumes
-  compare.check_resumable(tmp_path, cfg)
-  with cfg.unlocked():
-    cfg.rl.added_since = 1      # a field the code gained after the workdir was written
-  compare.check_resumable(tmp_path, cfg)
-  cfg.rl.group_size = 8
-  with pytest.raises(ValueError, match="rl.group_size: 4 -> 8"):
-    compare.check_resumable(tmp_path, cfg)

@@ -48,23 +48,43 @@ def test_exact_resume_matches_an_uninterrupted_run(tmp_path):
   assert config["rl"]["reward"] == "r_lambda"
 
 
-def test_precisecoder_main_path_with_eval_and_report(tmp_path):
+def test_precisecoder_main_path_with_eval_and_report(tmp_path, monkeypatch):
   """The main job's path (eval before/after, report) on the tiny config: CI's smoke run,
-  through the train command (which writes the report)."""
-  cfg = _config(steps=2, eval_every=2)
+  through the train command (which writes the report), in a workdir named relative to where
+  it runs. Step 2's advantages are all 0: it skips the update, so Adam's momentum from step 1
+  does not move the weights (fed a zero gradient, it would)."""
+  from precisecoder.train import recipes
+  real, calls = recipes.compute_advantages, []
+
+  def first_step_only(rl_cfg, terms):
+    advantages, reward = real(rl_cfg, terms)
+    calls.append(None)
+    signal = np.resize([1.0, -1.0], advantages.shape).astype(advantages.dtype)
+    return (signal if len(calls) == 1 else np.zeros_like(advantages)), reward
+
+  monkeypatch.setattr(recipes, "compute_advantages", first_step_only)
+  monkeypatch.chdir(tmp_path)
+  cfg = _config(steps=2, eval_every=2, checkpoint_every=1)
   cfg.train.report = True
-  assert train_command.run(cfg, str(tmp_path)) == 0
-  report = (tmp_path / "report.md").read_text()
+  assert train_command.run(cfg, "run") == 0
+  workdir = tmp_path / "run"
+  report = (workdir / "report.md").read_text()
   assert "| base (step 0) |" in report and "| step 2 (final) |" in report
-  assert (tmp_path / "eval.png").exists() and (tmp_path / "train.png").exists()
-  rows = metrics.read_metrics(tmp_path / "metrics.jsonl")
+  assert "**This run did not learn**" in report  # a random tiny model fixes nothing
+  assert "- 2 steps; **1 of 2 had no reward variance in any group**" in report
+  assert (workdir / "eval.png").exists() and (workdir / "train.png").exists()
+  rows = metrics.read_metrics(workdir / "metrics.jsonl")
   step_rows = [r for r in rows if "reward" in r]
-  assert len(step_rows) == 2
+  assert [r["skipped_update"] for r in step_rows] == [0.0, 1.0]
   for key in ("time/sample", "time/reward", "time/reward_exposed", "time/train",
-              "train/clip_fraction", "train/entropy", "reward/unit"):
-    assert key in step_rows[0], key
+              "reward/unit", "zero_variance_groups"):
+    assert all(key in r for r in step_rows), key
+  assert step_rows[0]["train/grad_norm"] > 0 and "train/entropy" in step_rows[0]
+  assert step_rows[1]["train/grad_norm"] == 0.0 and "train/entropy" not in step_rows[1]
   assert all(r["broken_task_rows"] == 0 for r in step_rows)  # the generator's tasks are sound
-  assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+  assert list((workdir / "tensorboard").glob("events.out.tfevents.*"))
+  for a, b in zip(_params(workdir / "checkpoints" / "1"), _params(workdir / "checkpoints" / "2")):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 def test_sigterm_saves_and_exits_zero(tmp_path):

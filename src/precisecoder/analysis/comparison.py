@@ -55,11 +55,7 @@ class Arm:
     return self.evals[-1] if self.evals and self.evals[-1]["step"] > 0 else None
 
   def curves(self) -> dict[str, plots.Curve]:
-    out: dict[str, plots.Curve] = {}
-    for column in CURVE_COLUMNS:
-      points = [(step, t[column]) for step, t in self.tables.items() if t[column].n]
-      out[f"eval/{column}"] = ([s for s, _ in points], [iv.mean for _, iv in points],
-                               [iv.low for _, iv in points], [iv.high for _, iv in points])
+    out: dict[str, plots.Curve] = report.eval_curves(self.tables)
     for key, _ in plots.COMPARE_TRAIN_PANELS:
       out[key] = plots.series(self.train_rows, key)
     return out

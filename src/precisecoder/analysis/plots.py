@@ -17,8 +17,16 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 EVAL_PANELS = (("eval/pass", "pass"), ("eval/precision", "precision"), ("eval/recall", "recall"),
                ("eval/edit_lines", "edited lines"), ("eval/noop", "no-op rate (clean)"),
                ("eval/damage", "damage rate (clean)"))
+# What explains a run: what its samples did, how many groups carried a signal, and how hard
+# and how far each update pushed the policy.
 TRAIN_PANELS = (("reward", "reward"), ("reward/unit", "train pass"),
-                ("reward/precision", "train precision"), ("reward/edit_lines", "train edited lines"),
+                ("reward/precision", "train precision"),
+                ("reward/edit_lines", "train edited lines"),
+                ("reward/noop", "train no-op (buggy tasks)"),
+                ("zero_variance_groups", "groups without reward variance"),
+                ("train/grad_norm", "gradient norm"),
+                ("train/kl_sampler", "KL to the sampling policy"),
+                ("train/kl", "KL to the reference"), ("train/entropy", "entropy"),
                 ("train/clip_fraction", "clip fraction"), ("time/step", "step time (s)"))
 # Training curves of a comparison: what each arm's samples did, whatever its reward.
 COMPARE_TRAIN_PANELS = (("reward/unit", "train pass"), ("reward/edit_lines", "train edited lines"),
@@ -33,6 +41,17 @@ Curve = tuple[list[int], list[float], list[float] | None, list[float] | None]
 def series(records: Sequence[dict[str, Any]], key: str) -> Curve:
   pairs = [(r["step"], r[key]) for r in records if r.get(key) is not None]
   return [p[0] for p in pairs], [p[1] for p in pairs], None, None
+
+
+def constant_series(records: Sequence[dict[str, Any]], panels) -> dict[str, float]:
+  """key -> value of each panel's series that has the same value at every step it has (two
+  steps at least: one point is a curve of its own)."""
+  out = {}
+  for key, _ in panels:
+    values = series(records, key)[1]
+    if len(values) > 1 and all(v == values[0] for v in values):
+      out[key] = values[0]
+  return out
 
 
 def _grid(panels: Sequence[tuple[str, str]], title: str, path: str | os.PathLike,

@@ -1,8 +1,13 @@
-"""The run report: the paper's columns at each evaluation, with 95% bootstrap intervals over
-tasks, the change from the base model paired by task, and the curves.
+"""The run report: whether the policy learned, the paper's columns at each evaluation (and
+the no-op share on buggy tasks beside edited lines), with 95% bootstrap intervals over tasks,
+the change from the base model paired by task, what training did (steps without reward
+variance, which updated nothing), and the curves.
 
 Reads `<workdir>/eval/step_N.json` and `<workdir>/metrics.jsonl`; writes `report.md` and
 PNG plots beside it. Evaluation files without per-task records (older runs) get means only.
+
+"Did not learn", precisely: no paired change (last evaluation − base, by task) in pass,
+precision or F1 whose 95% interval lies above 0.
 """
 
 from __future__ import annotations
@@ -33,15 +38,30 @@ def load_evals(workdir: str | os.PathLike) -> list[dict[str, Any]]:
   return sorted(out, key=lambda e: e["step"])
 
 
+# The report's columns: the paper's, with the no-op share on buggy tasks beside edited lines.
+COLUMNS = {**{k: v for k, v in statistics.PAPER_COLUMNS.items() if k not in ("noop", "damage")},
+           **statistics.NOOP_BUGGY,
+           **{k: v for k, v in statistics.PAPER_COLUMNS.items() if k in ("noop", "damage")}}
+# A run learned if one of these rose beyond task-to-task noise.
+LEARNING_COLUMNS = ("pass", "precision", "f1")
+LABELS = {"pass": "pass", "precision": "precision", "recall": "recall", "f1": "F1",
+          "edit_lines": "edited lines", "noop_buggy": "no-op on buggy tasks",
+          "noop": "no-op on clean programs", "damage": "damage on clean programs"}
+EVAL_PANELS = tuple((f"eval/{c}", t) for c, t in (
+    ("pass", "pass"), ("precision", "precision"), ("recall", "recall"),
+    ("edit_lines", "edited lines"), ("noop_buggy", "no-op rate (buggy)"),
+    ("noop", "no-op rate (clean)"), ("damage", "damage rate (clean)")))
+
+
 def intervals(evaluation: Mapping[str, Any]) -> dict[str, statistics.Interval]:
-  """The paper's columns of one evaluation; from its summary alone (no interval) if it has no
+  """The report's columns of one evaluation; from its summary alone (no interval) if it has no
   per-task records."""
   if evaluation.get("records"):
-    return statistics.paper_table(evaluation["records"])
+    return statistics.paper_table(evaluation["records"], columns=COLUMNS)
   # Task counts where the summary has them; a mean exists, so at least one task.
   n = {kind: max(1, int(evaluation.get(f"num_{kind}") or 0)) for kind in ("buggy", "clean")}
   out = {}
-  for column, (_, kind) in statistics.PAPER_COLUMNS.items():
+  for column, (_, kind) in COLUMNS.items():
     value = evaluation.get(column)
     if value is None:
       out[column] = statistics.Interval(float("nan"), float("nan"), float("nan"), 0)
@@ -57,9 +77,10 @@ def step_label(evals: Sequence[Mapping[str, Any]], i: int) -> str:
 
 
 def results_table(evals: Sequence[Mapping[str, Any]]) -> str:
-  """Every evaluation of a run in the paper's columns."""
+  """Every evaluation of a run in the report's columns."""
   return statistics.markdown_table(
-      {step_label(evals, i): intervals(e) for i, e in enumerate(evals)}, label="step")
+      {step_label(evals, i): intervals(e) for i, e in enumerate(evals)}, columns=tuple(COLUMNS),
+      label="step")
 
 
 def change_from_base(evals: Sequence[Mapping[str, Any]]) -> dict[str, statistics.Interval] | None:
@@ -67,7 +88,99 @@ def change_from_base(evals: Sequence[Mapping[str, Any]]) -> dict[str, statistics
   if len(evals) < 2 or evals[0]["step"] != 0 or not (evals[0]["records"] and
                                                      evals[-1]["records"]):
     return None
-  return statistics.paired_differences(evals[0]["records"], evals[-1]["records"])
+  return statistics.paired_differences(evals[0]["records"], evals[-1]["records"],
+                                       columns=COLUMNS)
+
+
+def learning_verdict(change: Mapping[str, statistics.Interval] | None, step: int) -> str:
+  """One paragraph: did the run learn (module docstring), and what else moved beyond noise."""
+  if change is None:
+    return ("**Did the policy learn?** Cannot tell: that needs per-task records of the base "
+            "model (step 0) and of a later evaluation.")
+  def fmt(column: str) -> str:
+    percent = column in statistics.PERCENT_COLUMNS
+    return f"{LABELS[column]} {change[column].format(percent=percent, sign=True)}"
+
+  rose = [c for c in LEARNING_COLUMNS if change[c].n and change[c].low > 0]
+  if rose:
+    text = (f"**The policy learned**: between the base model and step {step}, "
+            f"{'; '.join(map(fmt, rose))} rose beyond task-to-task noise.")
+  else:
+    text = (f"**This run did not learn**: between the base model and step {step} no paired "
+            "change in pass, precision or F1 has a 95% interval above 0.")
+  others = [c for c in COLUMNS if c not in rose and change[c].excludes(0.0)]
+  if others:
+    text += f" Other changes beyond noise: {'; '.join(map(fmt, others))}."
+  elif not rose:
+    text += " Nothing else moved beyond noise either."
+  if change["edit_lines"].high < 0 and change["noop_buggy"].low > 0:
+    text += (" Fewer edited lines here come with more buggy programs returned unchanged: the "
+             "policy edits less by leaving bugs in place, not by fixing them more precisely.")
+  return text
+
+
+def eval_curves(tables: Mapping[int, Mapping[str, statistics.Interval]]) -> dict[str, Any]:
+  """`eval/<column>` -> (steps, means, lows, highs) over evaluations (plots.Curve)."""
+  out = {}
+  for column in COLUMNS:
+    points = [(step, t[column]) for step, t in tables.items() if column in t and t[column].n]
+    out[f"eval/{column}"] = ([s for s, _ in points], [iv.mean for _, iv in points],
+                             [iv.low for _, iv in points], [iv.high for _, iv in points])
+  return out
+
+
+def _window_means(values: Sequence[float], window: int = 3) -> tuple[float, float]:
+  """Means over the first and the last `window` values (fewer, so the two never overlap)."""
+  window = max(1, min(window, len(values) // 2))
+  return (sum(values[:window]) / window, sum(values[-window:]) / window)
+
+
+def training_summary(train_rows: Sequence[Mapping[str, Any]]) -> list[str]:
+  """What the steps did: how many updated nothing (no reward variance in any group), the
+  share of groups without variance, and what the samples did, first steps -> last."""
+  if not train_rows:
+    return []
+  n = len(train_rows)
+  # Runs from before `skipped_update` existed: a step whose every group lacked variance.
+  idle = sum(1 for r in train_rows if r.get("skipped_update",
+                                             float(r.get("zero_variance_groups") == 1.0)) == 1.0)
+  lines = [f"- {n} steps; **{idle} of {n} had no reward variance in any group**: every "
+           "advantage was 0, so the step computed no gradient and did not update the policy "
+           "(its backward pass and optimiser update were skipped)."]
+  shares = [r["zero_variance_groups"] for r in train_rows
+            if r.get("zero_variance_groups") is not None]
+  if shares:
+    first, last = _window_means(shares)
+    lines.append(f"- Groups without reward variance: {sum(shares) / len(shares):.0%} of all "
+                 f"groups ({first:.0%} in the first steps, {last:.0%} in the last).")
+  samples = [(k, name, pct) for k, name, pct in (
+      ("reward/unit", "pass", True), ("reward/edit_lines", "edited lines", False),
+      ("reward/noop", "no-op on buggy tasks", True)) if any(k in r for r in train_rows)]
+  if samples:
+    cells = []
+    for key, name, percent in samples:
+      first, last = _window_means([r[key] for r in train_rows if r.get(key) is not None])
+      cells.append(f"{name} {first:.0%} → {last:.0%}" if percent
+                   else f"{name} {first:.2f} → {last:.2f}")
+    lines.append(f"- Training samples, first steps → last: {', '.join(cells)}.")
+  steps = [r["time/step"] for r in train_rows if r.get("time/step")]
+  exposed = [r["time/reward_exposed"] for r in train_rows
+             if r.get("time/reward_exposed") is not None]
+  if steps:
+    lines.append(f"- Mean step time {sum(steps) / len(steps):.1f} s; exposed reward time "
+                 f"{sum(exposed) / max(sum(steps), 1e-9):.1%} of step time.")
+  return lines
+
+
+def train_plot(records: Sequence[Mapping[str, Any]], path: pathlib.Path
+               ) -> tuple[pathlib.Path | None, list[str]]:
+  """train.png of the series that change; a series that never does is named in the text
+  instead (a clip fraction of 0 at every step says one thing, and says it in one line)."""
+  constant = plots.constant_series(records, plots.TRAIN_PANELS)
+  panels = [(k, t) for k, t in plots.TRAIN_PANELS if k not in constant]
+  notes = [f"{title} {constant[key]:.3g} at every step" for key, title in plots.TRAIN_PANELS
+           if key in constant]
+  return plots.plot_panels(records, panels, "training", path), notes
 
 
 def report_json(evals: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -102,8 +215,10 @@ def write_report(workdir: str | os.PathLike) -> pathlib.Path:
   config = json.loads((workdir / "config.json").read_text()) if (
       workdir / "config.json").exists() else {}
   train_rows = [r for r in records if "reward" in r]
-  eval_png = plots.plot_panels(records, plots.EVAL_PANELS, "evaluation", workdir / "eval.png")
-  train_png = plots.plot_panels(records, plots.TRAIN_PANELS, "training", workdir / "train.png")
+  eval_png = plots.plot_arms({"": eval_curves({e["step"]: intervals(e) for e in evals})},
+                             EVAL_PANELS, "greedy evaluation (bands: 95% intervals)",
+                             workdir / "eval.png")
+  train_png, constant = train_plot(records, workdir / "train.png")
   lines = [f"# Run report: {workdir.name}", ""]
   rl = config.get("rl", {})
   model = config.get("model", {})
@@ -113,22 +228,21 @@ def write_report(workdir: str | os.PathLike) -> pathlib.Path:
             f"{rl.get('prompts_per_step')} tasks per step, {len(train_rows)} steps.", ""]
   if evals:
     e = evals[-1]
-    lines += ["## Evaluation (greedy)", "",
-              f"{e.get('num_buggy', '?')} held-in validation tasks (pass, precision, recall, "
-              f"F1, edited lines) and {e.get('num_clean', '?')} clean programs (no-op, "
-              f"damage). {INTERVAL_NOTE}", "", results_table(evals), ""]
     change = change_from_base(evals)
+    lines += [learning_verdict(change, e["step"]), "", "## Evaluation (greedy)", "",
+              f"{e.get('num_buggy', '?')} held-in validation tasks (pass, precision, recall, "
+              f"F1, edited lines, and no-op: the share returned unchanged) and "
+              f"{e.get('num_clean', '?')} clean programs (no-op, damage). {INTERVAL_NOTE}", "",
+              results_table(evals), ""]
     if change is not None:
       lines += [f"Change from the base model at step {e['step']}. {DIFFERENCE_NOTE}", "",
                 statistics.markdown_table({f"step {e['step']} − base": change},
-                                          difference=True), ""]
+                                          columns=tuple(COLUMNS), difference=True), ""]
   if train_rows:
-    steps = [r["time/step"] for r in train_rows if r.get("time/step")]
-    exposed = [r["time/reward_exposed"] for r in train_rows if r.get("time/reward_exposed")
-               is not None]
-    lines += ["## Training", "",
-              f"Mean step time {sum(steps) / max(len(steps), 1):.1f} s; exposed reward time "
-              f"{sum(exposed) / max(sum(steps), 1e-9):.1%} of step time.", ""]
+    lines += ["## Training", "", *training_summary(train_rows)]
+    if constant:
+      lines.append(f"- Not plotted, constant over the run: {'; '.join(constant)}.")
+    lines.append("")
   for png in (eval_png, train_png):
     if png is not None:
       lines += [f"![{png.stem}]({png.name})", ""]

@@ -18,7 +18,11 @@ import numpy as np
 
 from precisecoder.rewards import PAPER_COLUMNS  # the columns are means of reward terms
 
-PERCENT_COLUMNS = frozenset({"pass", "precision", "recall", "f1", "noop", "damage"})
+PERCENT_COLUMNS = frozenset({"pass", "precision", "recall", "f1", "noop", "damage",
+                             "noop_buggy"})
+# Beside the paper's columns: how many buggy programs come back unchanged. Fewer edited lines
+# are a gain only if they do not come from returning the bug untouched.
+NOOP_BUGGY = {"noop_buggy": ("noop", "buggy")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,14 +176,16 @@ def _normal_quantile(p: float) -> float:
 
 
 def paper_table(rows: Sequence[Mapping[str, Any]], *, confidence: float = 0.95,
-                resamples: int = 2000, seed: int = 0) -> dict[str, Interval]:
-  """The paper's columns with bootstrap intervals over tasks.
+                resamples: int = 2000, seed: int = 0,
+                columns: Mapping[str, tuple[str, str]] = PAPER_COLUMNS) -> dict[str, Interval]:
+  """The paper's columns (or `columns`: name -> (term, buggy|clean)) with bootstrap intervals
+  over tasks.
 
   `rows` are per-sample records holding `task_id`, `is_buggy` and the terms named in
   PAPER_COLUMNS (score lines, evaluation records). Samples of a task are averaged first.
   """
   out = {}
-  for column, (term, kind) in PAPER_COLUMNS.items():
+  for column, (term, kind) in columns.items():
     selected = [r for r in rows if bool(r["is_buggy"]) == (kind == "buggy")]
     means = task_means([r["task_id"] for r in selected], [r.get(term) for r in selected])
     out[column] = bootstrap_interval(means, confidence=confidence, resamples=resamples, seed=seed)
@@ -187,13 +193,14 @@ def paper_table(rows: Sequence[Mapping[str, Any]], *, confidence: float = 0.95,
 
 
 def paired_differences(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]],
-                       *, confidence: float = 0.95, resamples: int = 2000, seed: int = 0
+                       *, confidence: float = 0.95, resamples: int = 2000, seed: int = 0,
+                       columns: Mapping[str, tuple[str, str]] = PAPER_COLUMNS
                        ) -> dict[str, Interval]:
-  """`after` − `before` in the paper's columns, paired by task: each task's mean difference,
-  resampled by task. Pairing removes the spread of task difficulty that two separate intervals
-  carry, so a change can be real while the two intervals still overlap."""
+  """`after` − `before` in the paper's columns (or `columns`), paired by task: each task's mean
+  difference, resampled by task. Pairing removes the spread of task difficulty that two separate
+  intervals carry, so a change can be real while the two intervals still overlap."""
   out = {}
-  for column, (term, kind) in PAPER_COLUMNS.items():
+  for column, (term, kind) in columns.items():
     means = []
     for rows in (before, after):
       selected = [r for r in rows if bool(r["is_buggy"]) == (kind == "buggy")]

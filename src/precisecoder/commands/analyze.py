@@ -67,6 +67,8 @@ def _inputs(args: argparse.Namespace):
     except tasks_lib.TaskError as e:
       raise checks.InputError(str(e)) from None
   rows = _records(predictions)
+  if not rows:
+    raise checks.InputError(f"{predictions}: no predictions (the file is empty)")
   for n, r in enumerate(rows, 1):
     task_id = r.get("task_id") if isinstance(r, dict) else None
     if task_id not in tasks:
@@ -79,16 +81,17 @@ def main(args: argparse.Namespace) -> int:
   from precisecoder.analysis import traces
   try:
     predictions, tasks, scores = _inputs(args)
+    outputs = [checks.output_file(str(pathlib.Path(args.output).with_suffix(suffix)), inputs=[
+        ("--predictions", args.predictions), ("--tasks", args.tasks), ("--clean", args.clean),
+        ("--scores", args.scores)]) for suffix in (".json", ".md")] if args.output else []
   except checks.InputError as e:
     print(f"precisecoder analyze: error: {e}", file=sys.stderr)
     return 2
   rows = traces.trace_rows(predictions, tasks, scores)
   summary = traces.summarize(rows, completions=len(predictions), resamples=args.resamples)
   text = traces.markdown(summary)
-  if args.output:
-    out = pathlib.Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(summary, indent=1) + "\n")
-    out.with_suffix(".md").write_text(text)
+  for path, content in zip(outputs, (json.dumps(summary, indent=1) + "\n", text)):
+    with checks.atomic_output(path) as out:
+      out.write(content)
   print(text)
   return 0

@@ -16,36 +16,32 @@ from collections.abc import Sequence
 
 from absl import logging
 
+from precisecoder.commands import checks
+
 PASSTHROUGH = True  # `--config.a.b=v` overrides are parsed here
 PROG = "precisecoder base"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-  del parser  # main() has its own parser (it passes the --config.* overrides through)
-
-
-def _parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(
-      prog=PROG, description="Build (once; cached by its config) a small base policy: a BPE "
-      "tokenizer trained on the generator's training tasks, SFT from scratch on a mixture of "
-      "answers; print its measurements and folder. Extra --config.a.b=v arguments override "
-      "configs/base.py's fields.")
-  parser.add_argument("--preset", default="cpu", help="tiny, cpu or gpu; default %(default)s")
+  parser.description = (
+      "Build (once; cached by its config) a small base policy: a BPE tokenizer trained on the "
+      "generator's training tasks, SFT from scratch on a mixture of answers; print its "
+      "measurements and folder.")
+  parser.epilog = "Extra --config.a.b=v arguments override configs/base.py's fields."
+  parser.add_argument("--preset", default="cpu", help="tiny, cpu or gpu")
   parser.add_argument("--rebuild", action="store_true",
                       help="delete the cached base of this config first")
-  return parser
 
 
 def main(argv: Sequence[str]) -> int:
-  from precisecoder.commands.compare import parse_with_overrides  # pylint: disable=import-outside-toplevel
-  args, overrides = parse_with_overrides(_parser(), argv)
+  args, overrides = checks.parse_with_overrides(checks.command_parser(PROG, add_arguments), argv)
   from precisecoder.train import base_model, compare  # pylint: disable=import-outside-toplevel
   from precisecoder.train import config as config_lib  # pylint: disable=import-outside-toplevel
   config_file = compare.default_configs_dir() / "base.py"
   try:
     cfg = compare.resolve_config(config_file, args.preset, overrides)
   except (ValueError, config_lib.ConfigError) as e:
-    print(f"{PROG}: {e}", file=sys.stderr)
+    print(f"{PROG}: error: {e}", file=sys.stderr)
     return 2
   logging.set_verbosity(logging.INFO)
   if args.rebuild:

@@ -14,10 +14,55 @@ import contextlib
 import math
 import os
 import pathlib
-from typing import IO, Iterator, Sequence
+import tempfile
+from typing import IO, Callable, Iterator, Sequence
 
 from precisecoder.execution.pool import MAX_WORKERS
 
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+  """Every command's --help: each option's default after its help, except where there is
+  nothing to say (a required option, a switch, an empty or unset default)."""
+
+  def _get_help_string(self, action: argparse.Action) -> str:
+    text = action.help or ""
+    if (action.required or action.default in (None, False, "", argparse.SUPPRESS)
+        or "%(default)" in text or not action.option_strings):
+      return text
+    return f"{text} (default: %(default)s)" if text else "default: %(default)s"
+
+
+def command_parser(prog: str, add_arguments: Callable[[argparse.ArgumentParser], None],
+                   description: str = "") -> argparse.ArgumentParser:
+  """The parser of one `precisecoder` command, with its defaults shown in --help."""
+  parser = argparse.ArgumentParser(prog=prog, description=description,
+                                   formatter_class=HelpFormatter)
+  add_arguments(parser)
+  for sub in subparsers(parser):  # `data build generator`, `analyze traces`, ...
+    sub.formatter_class = HelpFormatter
+  return parser
+
+
+def parse_with_overrides(parser: argparse.ArgumentParser, argv: Sequence[str]
+                         ) -> tuple[argparse.Namespace, list[str]]:
+  """The parser's own flags, and the `--config.a.b=v` overrides it passes through (anything
+  else is a usage error)."""
+  args, rest = parser.parse_known_args(argv)
+  overrides = [a for a in rest if a.startswith("--config.")]
+  if len(overrides) != len(rest):
+    parser.error(f"unrecognized arguments: {' '.join(a for a in rest if a not in overrides)}")
+  return args, overrides
+
+
+def subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+  """Every parser below `parser` (its subcommands, theirs, ...)."""
+  found = []
+  for action in parser._actions:  # pylint: disable=protected-access  # argparse has no API
+    if isinstance(action, argparse._SubParsersAction):  # pylint: disable=protected-access
+      for sub in dict.fromkeys(action.choices.values()):  # aliases share a parser
+        found += [sub, *subparsers(sub)]
+  return found
 
 
 class InputError(Exception):
@@ -117,12 +162,26 @@ def output_folder(path: str, flag: str = "--output",
 
 
 def _check_folder(folder: pathlib.Path, what: str) -> None:
-  """That `folder` exists or could be made: its nearest existing ancestor is a writable folder."""
-  existing = next(p for p in (folder, *folder.parents) if p.exists() or p == p.parent)
+  """That `folder` exists or can be made, and takes a file: tried for real (permission bits do
+  not bind root, and a read-only mount ignores them), leaving nothing behind."""
+  missing = []  # folder and the ancestors it lacks, innermost first
+  for existing in (folder, *folder.parents):
+    if existing.exists() or existing == existing.parent:
+      break
+    missing.append(existing)
   if not existing.is_dir():
     raise InputError(f"{what}: cannot make folder {folder}: {existing} is a file")
-  if not os.access(existing, os.W_OK | os.X_OK):
-    raise InputError(f"{what}: folder {existing} is not writable")
+  made = []
+  try:
+    for parent in reversed(missing):
+      parent.mkdir()
+      made.append(parent)
+    _probe(folder, what)
+  except OSError as e:
+    raise InputError(f"{what}: cannot make folder {folder} ({e.strerror or e})") from None
+  finally:
+    for parent in reversed(made):
+      parent.rmdir()
 
 
 def _make_folder(folder: pathlib.Path, what: str) -> None:
@@ -133,8 +192,17 @@ def _make_folder(folder: pathlib.Path, what: str) -> None:
     raise InputError(f"{what}: cannot make folder {folder}: {blocker} is a file") from None
   except OSError as e:
     raise InputError(f"{what}: cannot make folder {folder} ({e.strerror or e})") from None
-  if not os.access(folder, os.W_OK | os.X_OK):
-    raise InputError(f"{what}: folder {folder} is not writable")
+  _probe(folder, what)
+
+
+def _probe(folder: pathlib.Path, what: str) -> None:
+  """Raises InputError unless a file can be made in `folder` (it is removed again)."""
+  try:
+    fd, name = tempfile.mkstemp(dir=folder, prefix=".precisecoder-write-check-")
+  except OSError as e:
+    raise InputError(f"{what}: folder {folder} is not writable ({e.strerror or e})") from None
+  os.close(fd)
+  os.unlink(name)
 
 
 @contextlib.contextmanager

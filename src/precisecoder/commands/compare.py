@@ -16,44 +16,78 @@ import pathlib
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from absl import logging
 
-from precisecoder.train import compare
+from precisecoder.commands import checks
+from precisecoder.train import compare, config as config_lib
 
 PASSTHROUGH = True  # `--config.a.b=v` overrides are parsed here, not by argparse's parser
 PROG = "precisecoder compare"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-  del parser  # main() has its own parser (it must pass the --config.* overrides through)
-
-
-def _parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(
-      prog=PROG, description="Train reward recipes side by side from the same base, tasks, seed "
-      "and budget; evaluate each every train.eval_every steps on the same held-in tasks and "
-      "clean programs; write WORKDIR/report.md (+ report.json, PNGs). Extra --config.a.b=v "
-      "arguments override every arm's config. Rerunning resumes unfinished arms.")
+  parser.description = (
+      "Train reward recipes side by side from the same base, tasks, seed and budget; evaluate "
+      "each every train.eval_every steps on the same held-in tasks and clean programs; write "
+      "WORKDIR/report.md (+ report.json, PNGs). Rerunning resumes unfinished arms.")
+  parser.epilog = "Extra --config.a.b=v arguments override every arm's config."
   parser.add_argument("--arms", default=",".join(compare.DEFAULT_ARMS),
                       help=f"comma-separated config names in --configs (known: "
-                      f"{', '.join(compare.KNOWN_ARMS)}); default %(default)s")
+                      f"{', '.join(compare.KNOWN_ARMS)})")
   parser.add_argument("--preset", default="compare-cpu",
                       help="model/budget preset of precisecoder/train/config.py, e.g. "
-                      "compare-cpu, compare-h200, tiny; default %(default)s")
-  parser.add_argument("--workdir", default="runs/compare", help="default %(default)s")
-  parser.add_argument("--parallel", type=int, default=1,
+                      "compare-cpu, compare-h200, tiny")
+  parser.add_argument("--workdir", default="runs/compare",
+                      help="folder of the comparison: one workdir per arm, the report")
+  parser.add_argument("--parallel", type=checks.positive_int, default=1,
                       help="arms trained at once, each its own process (memory adds up); "
-                      "default %(default)s; README has measured times of both")
+                      "README has measured times of both")
   parser.add_argument("--configs", type=pathlib.Path, default=None,
-                      help="directory of the arms' config files; default the repository's configs/")
+                      help="directory of the arms' config files (default: the repository's "
+                      "configs/)")
   parser.add_argument("--seeds", default="",
                       help="comma-separated run seeds (--config.seed), each arm trained once "
-                      "per seed in WORKDIR/<arm>/seed_<k>; default: one run per arm in "
-                      "WORKDIR/<arm> at the config's seed")
+                      "per seed in WORKDIR/<arm>/seed_<k> (default: one run per arm in "
+                      "WORKDIR/<arm> at the config's seed)")
   parser.add_argument("--report-only", action="store_true",
                       help="rebuild the report from the arms' workdirs without training")
-  return parser
+
+
+def _arms(names: Sequence[str], configs_dir: pathlib.Path, preset: str,
+          overrides: Sequence[str]) -> dict[str, tuple[pathlib.Path, Any]]:
+  """Each arm's config file and resolved config. Raises InputError."""
+  arms = {}
+  for name in names:
+    config_file = configs_dir / f"{name}.py"
+    if not config_file.is_file():
+      raise checks.InputError(f"--arms: no config {config_file} (known arms: "
+                              f"{', '.join(compare.KNOWN_ARMS)})")
+    try:
+      arms[name] = (config_file, compare.resolve_config(config_file, preset, overrides))
+    except (ValueError, config_lib.ConfigError) as e:
+      raise checks.InputError(str(e)) from None
+  return arms
+
+
+def _check_workdir(args: argparse.Namespace, runs: Sequence[compare.RunSpec]) -> pathlib.Path:
+  """The comparison's folder, writable; for --report-only, one that some run has run in."""
+  workdir = checks.output_folder(args.workdir, "--workdir", make=not args.report_only)
+  if args.report_only:
+    if not any((spec.workdir / "config.json").exists() for spec in runs):
+      arm_dir = "<arm>/seed_<k>" if args.seeds.strip() else "<arm>"
+      raise checks.InputError(
+          f"--workdir {args.workdir}: no arm has run there (no {workdir}/{arm_dir}/config.json "
+          f"for any of {', '.join(dict.fromkeys(spec.arm for spec in runs))}); nothing to "
+          "report")
+  else:
+    for spec in runs:
+      try:
+        config_lib.check_resumable(spec.workdir, spec.cfg)
+      except config_lib.ConfigError as e:
+        raise checks.InputError(str(e)) from None
+  return workdir
 
 
 def _seeds(text: str) -> list[int]:
@@ -66,46 +100,23 @@ def _seeds(text: str) -> list[int]:
   return seeds
 
 
-def parse_with_overrides(parser: argparse.ArgumentParser, argv: Sequence[str]
-                         ) -> tuple[argparse.Namespace, list[str]]:
-  """The parser's own flags, and the `--config.a.b=v` overrides it passes through (anything
-  else is a usage error)."""
-  args, rest = parser.parse_known_args(argv)
-  overrides = [a for a in rest if a.startswith("--config.")]
-  if len(overrides) != len(rest):
-    parser.error(f"unrecognized arguments: {' '.join(a for a in rest if a not in overrides)}")
-  return args, overrides
-
-
 def main(argv: Sequence[str]) -> int:
-  parser = _parser()
-  args, overrides = parse_with_overrides(parser, argv)
-  if args.parallel < 1:
-    parser.error("--parallel must be at least 1")
+  parser = checks.command_parser(PROG, add_arguments)
+  args, overrides = checks.parse_with_overrides(parser, argv)
   logging.set_verbosity(logging.INFO)
   configs_dir = args.configs or compare.default_configs_dir()
   names = [a.strip() for a in args.arms.split(",") if a.strip()]
   if len(names) != len(set(names)) or not names:
     parser.error(f"--arms {args.arms!r}: give each arm once")
-  arms = {}
   try:
-    for name in names:
-      config_file = configs_dir / f"{name}.py"
-      if not config_file.exists():
-        parser.error(f"--arms: no config {config_file} "
-                     f"(known arms: {', '.join(compare.KNOWN_ARMS)})")
-      arms[name] = (config_file, compare.resolve_config(config_file, args.preset, overrides))
+    arms = _arms(names, configs_dir, args.preset, overrides)
     compare.check_same_budget({name: cfg for name, (_, cfg) in arms.items()})
-    workdir = pathlib.Path(args.workdir)
     seeds = _seeds(args.seeds)
-    runs = compare.run_specs(arms, args.preset, overrides, workdir, seeds)
-    for spec in runs:
-      if not args.report_only:
-        compare.check_resumable(spec.workdir, spec.cfg)
-  except ValueError as e:
-    print(f"{PROG}: {e}", file=sys.stderr)
+    runs = compare.run_specs(arms, args.preset, overrides, pathlib.Path(args.workdir), seeds)
+    workdir = _check_workdir(args, runs)
+  except (checks.InputError, ValueError) as e:
+    print(f"{PROG}: error: {e}", file=sys.stderr)
     return 2
-  workdir.mkdir(parents=True, exist_ok=True)
   run_path = workdir / "compare.json"
   run = json.loads(run_path.read_text()) if run_path.exists() else {"wall_s": {}}
   run.update(arms=names, preset=args.preset, overrides=overrides, seeds=seeds)

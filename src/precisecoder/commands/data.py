@@ -41,18 +41,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   what = build.add_subparsers(dest="what", required=True, metavar="SET")
 
   gen = what.add_parser("generator", help="seeded small-function tasks (train/validation/test)")
-  gen.add_argument("--tier", choices=generator.TIERS, default="easy")
+  gen.add_argument("--tier", choices=generator.TIERS, default="easy",
+                   help="bug difficulty (README: Data)")
   gen.add_argument("--train", type=checks.non_negative_int, default=2000, help="buggy train tasks")
   gen.add_argument("--validation", type=checks.non_negative_int, default=200,
                    help="buggy validation tasks")
   gen.add_argument("--test", type=checks.non_negative_int, default=200, help="buggy test tasks")
   gen.add_argument("--clean", type=checks.non_negative_int, default=100,
                    help="clean tasks per validation/test split")
-  gen.add_argument("--seed", type=int, default=0)
+  gen.add_argument("--seed", type=int, default=0, help="generation seed")
 
   he = what.add_parser("humaneval", help="HumanEval single-line, multi-line and clean sets")
-  he.add_argument("--kinds", default="single,multi,clean")
-  he.add_argument("--seed", type=int, default=0)
+  he.add_argument("--kinds", default="single,multi,clean",
+                  help="comma-separated sets to build: single, multi, clean")
+  he.add_argument("--seed", type=int, default=0, help="bug-injection seed")
 
   repo = what.add_parser("repository",
                          help="modules of 3-5 functions with one buggy function (evaluation)")
@@ -61,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   repo.add_argument("--test", type=checks.non_negative_int, default=200, help="buggy test modules")
   repo.add_argument("--clean", type=checks.non_negative_int, default=50,
                     help="clean modules per split")
-  repo.add_argument("--seed", type=int, default=0)
+  repo.add_argument("--seed", type=int, default=0, help="generation seed")
 
   pdb = what.add_parser("pdb", help="PDB records joined with local source-benchmark tests")
   pdb.add_argument("--records", required=True, help="PDB parquet / JSON / JSONL file or folder")
@@ -70,12 +72,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   pdb.add_argument("--name", default="pdb", help="output file stem")
 
   tfds = what.add_parser("tfds", help="TFDS ArrayRecord dataset from task files")
-  tfds.add_argument("--split", action="append", required=True, metavar="NAME=PATH")
-  tfds.add_argument("--data-dir", required=True)
-  tfds.add_argument("--config", default="default")
+  tfds.add_argument("--split", action="append", required=True, metavar="NAME=PATH",
+                    help="a split and its task file (repeat for several)")
+  tfds.add_argument("--data-dir", required=True, help="TFDS data directory to write into")
+  tfds.add_argument("--config", default="default", help="TFDS builder config name")
 
   ver = sub.add_parser("verify", help="fully verify task files in the sandboxed pool")
-  ver.add_argument("paths", nargs="+")
+  ver.add_argument("paths", nargs="+", metavar="TASKS.jsonl", help="task files")
   for b in (gen, he, repo, pdb, ver):
     if b is not ver:
       b.add_argument("--out", required=True, help="output folder")
@@ -85,8 +88,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="seconds per verification run (mutants that loop forever time out)")
 
   card = sub.add_parser("card", help="print the data card of task files")
-  card.add_argument("paths", nargs="+")
-  card.add_argument("--json", action="store_true")
+  card.add_argument("paths", nargs="+", metavar="TASKS.jsonl", help="task files")
+  card.add_argument("--json", action="store_true", help="print the cards as JSON")
 
 
 # ---------------------------------------------------------------------------
@@ -270,7 +273,7 @@ def main(args: argparse.Namespace) -> int:
              "repository": _build_repository, "pdb": _build_pdb}
     return build[args.what](args, out)
   except (TaskError, ValueError, FileNotFoundError, OSError, checks.InputError) as e:
-    print(f"precisecoder data: {e}", file=sys.stderr)
+    print(f"precisecoder data: error: {e}", file=sys.stderr)
     return 2
 
 

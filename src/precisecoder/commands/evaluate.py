@@ -58,10 +58,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--samples", type=checks.positive_int, default=1,
                       help="completions per task")
   parser.add_argument("--temperature", type=float, default=0.0, help="0 means greedy")
-  parser.add_argument("--top-p", type=float, default=1.0)
-  parser.add_argument("--top-k", type=checks.non_negative_int, default=0)
-  parser.add_argument("--max-new-tokens", type=checks.positive_int, default=512)
-  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (1: off)")
+  parser.add_argument("--top-k", type=checks.non_negative_int, default=0,
+                      help="0 disables top-k")
+  parser.add_argument("--max-new-tokens", type=checks.positive_int, default=512,
+                      help="tokens generated per completion at most")
+  parser.add_argument("--seed", type=int, default=0,
+                      help="sampling seed (shard k uses seed + 1000 k)")
   parser.add_argument("--batch-size", type=checks.positive_int, default=8,
                       help="prompts per sampler call")
   parser.add_argument("--shard-size", type=checks.positive_int, default=64,
@@ -69,10 +72,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--limit", type=checks.non_negative_int, default=0,
                       help="only the first N tasks of each file")
   parser.add_argument("--thinking", action="store_true", help="ask for reasoning")
-  parser.add_argument("--no-tests-in-prompt", action="store_true")
+  parser.add_argument("--no-tests-in-prompt", action="store_true",
+                      help="leave the unit tests out of the prompt")
   parser.add_argument("--prefill-thinking", default="", metavar="FROM.jsonl",
                       help="open each assistant turn with FROM's thinking block (generate)")
-  parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+  parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                      help="dtype the weights are loaded in")
   parser.add_argument("--mesh", default="", help="mesh preset or data,fsdp,tensor shape")
   parser.add_argument("--compile-cache", default="", help="persistent JAX compilation cache")
   parser.add_argument("--epsilon", type=checks.non_negative_int, default=None,
@@ -95,8 +100,11 @@ def _digest(path: str) -> str:
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
   """What decides the results (compared on a rerun), and where the inputs were (not compared:
-  files may move; their digests stand for them)."""
+  files may move; their digests stand for them). A local checkpoint is named by its absolute
+  path, so a rerun from another folder (or with the absolute path) matches."""
   settings = {k: getattr(args, k) for k in _RESULT_SETTINGS}
+  if pathlib.Path(args.checkpoint).exists():
+    settings["checkpoint"] = str(pathlib.Path(args.checkpoint).resolve())
   for name in ("tasks", "clean", "prefill_thinking"):
     path = getattr(args, name)
     settings[f"{name}_sha256"] = _digest(path) if path else ""
@@ -104,17 +112,32 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
   return settings
 
 
+def _finished_work(out: pathlib.Path) -> list[pathlib.Path]:
+  """The shard files generate or score completed (written whole, by a rename)."""
+  shards = out / "shards"
+  return sorted(p for pattern in ("*.predictions.jsonl", "*.scores.jsonl")
+                for p in shards.glob(pattern)) if shards.is_dir() else []
+
+
 def _check_settings(out: pathlib.Path, settings: dict[str, Any]) -> None:
+  """Writes settings.json, or checks a rerun against it. Settings under which nothing was
+  finished (a run that failed before its first shard) bind nothing: they are replaced, so a
+  failed command never blocks its corrected rerun."""
   path = out / "settings.json"
   if path.exists():
     before = json.loads(path.read_text())
     changed = [k for k in settings
                if k not in ("tasks", "clean", "prefill_thinking") and before.get(k) != settings[k]]
-    if changed:
+    if not changed:
+      return
+    if _finished_work(out):
       raise checks.InputError(f"{out} holds an evaluation with other settings "
                               f"({', '.join(changed)}); pick a new --output or remove it")
-  else:
-    path.write_text(json.dumps(settings, indent=1) + "\n")
+    log.info("%s: replacing the settings of an evaluation that finished no shard (%s)", out,
+             ", ".join(changed))
+    for stale in (out / "shards").glob("*.tasks.jsonl"):  # the old tasks of unfinished shards
+      stale.unlink()
+  path.write_text(json.dumps(settings, indent=1) + "\n")
 
 
 def _sub_args(module, required: list[str], args: argparse.Namespace, options, switches):
@@ -186,6 +209,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     raise checks.InputError(f"{args.tasks} and {args.clean} share task ids")
   out = checks.output_folder(args.output, inputs=[("--tasks", args.tasks),
                                                   ("--clean", args.clean)])
+  from precisecoder.commands import generate  # pylint: disable=import-outside-toplevel
+  # Sizes the machine cannot hold fail now, not in the first shard's sampler.
+  generate.check_memory(args, min(args.shard_size, max(len(t) for _, t in sets)),
+                        devices=_devices(args.mesh))
   _check_settings(out, _settings(args))
   shards = []
   for kind, loaded in sets:
@@ -217,11 +244,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
   return summary
 
 
+def _devices(mesh: str) -> int:
+  from precisecoder.commands import generate  # pylint: disable=import-outside-toplevel
+  made = generate.make_mesh_flag(mesh)
+  return 1 if made is None else made.devices.size
+
+
 def main(args: argparse.Namespace) -> int:
+  from precisecoder.model.checkpoint import CheckpointError
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
   try:
     run(args)
-  except checks.InputError as e:
+  except (checks.InputError, CheckpointError) as e:
     print(f"precisecoder evaluate: error: {e}", file=sys.stderr)
     return 2
   print((pathlib.Path(args.output) / "table.md").read_text())

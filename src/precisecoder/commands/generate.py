@@ -34,10 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--output", required=True, help="predictions file to write (JSON Lines)")
   parser.add_argument("--samples", type=checks.positive_int, default=1, help="completions per task")
   parser.add_argument("--temperature", type=float, default=0.0, help="0 means greedy")
-  parser.add_argument("--top-p", type=float, default=1.0)
+  parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (1: off)")
   parser.add_argument("--top-k", type=checks.non_negative_int, default=0, help="0 disables top-k")
-  parser.add_argument("--max-new-tokens", type=checks.positive_int, default=512)
-  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--max-new-tokens", type=checks.positive_int, default=512,
+                      help="tokens generated per completion at most")
+  parser.add_argument("--seed", type=int, default=0, help="sampling seed")
   parser.add_argument("--batch-size", type=checks.positive_int, default=8,
                       help="prompts per sampler call")
   parser.add_argument("--thinking", action="store_true",
@@ -48,14 +49,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="leave the unit tests out of the prompt")
   parser.add_argument("--limit", type=checks.non_negative_int, default=0,
                       help="only the first N tasks (0: all)")
-  parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+  parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                      help="dtype the weights are loaded in")
   parser.add_argument("--mesh", default="",
                       help="mesh preset or data,fsdp,tensor shape (default: one device)")
   parser.add_argument("--compile-cache", default="",
                       help="persistent JAX compilation cache directory")
 
 
-def _mesh(spec: str):
+def make_mesh_flag(spec: str):
   """The --mesh flag as a Mesh (None: one device); a shape or preset that cannot work is an
   InputError naming the flag."""
   if not spec:
@@ -66,6 +68,25 @@ def _mesh(spec: str):
   except (KeyError, ValueError) as e:
     message = e.args[0] if isinstance(e, KeyError) and e.args else e
     raise checks.InputError(f"--mesh {spec!r}: {message}") from None
+
+
+def check_memory(args: argparse.Namespace, num_tasks: int, devices: int = 1) -> None:
+  """--batch-size prompts x --samples x --max-new-tokens against the machine's memory, from
+  the checkpoint's config alone (no weights loaded). Raises InputError, or CheckpointError for
+  a checkpoint whose config cannot be read."""
+  from precisecoder.model import memory
+  from precisecoder.model.checkpoint import read_config
+  from precisecoder.sampling import PROMPT_BUCKET
+  config = read_config(args.checkpoint, dtype=args.dtype)
+  prompts = min(args.batch_size, num_tasks)
+  need = memory.sampler_bytes(config, prompts=prompts, samples=args.samples,
+                              prompt_len=PROMPT_BUCKET, max_new_tokens=args.max_new_tokens)
+  try:
+    memory.check(need, f"sampling {prompts} prompt(s) (--batch-size {args.batch_size}) x "
+                 f"--samples {args.samples} x --max-new-tokens {args.max_new_tokens}",
+                 "lower --samples, --batch-size or --max-new-tokens", devices=devices)
+  except memory.BatchTooLarge as e:
+    raise checks.InputError(str(e)) from None
 
 
 def read_thinking(path: str) -> dict[str, str]:
@@ -118,7 +139,8 @@ def _generate(args: argparse.Namespace) -> int:
     tasks = tasks[:args.limit]
   prefill = read_thinking(args.prefill_thinking) if args.prefill_thinking else None
   enable_compilation_cache(args.compile_cache or None)
-  mesh = _mesh(args.mesh)
+  mesh = make_mesh_flag(args.mesh)
+  check_memory(args, len(tasks), devices=1 if mesh is None else mesh.devices.size)
   model, tokenizer, config = load_checkpoint(args.checkpoint, dtype=args.dtype, mesh=mesh)
   eos_ids = eos_token_ids(tokenizer, config.eos_token_ids)
   pad_id = pad_token_id(tokenizer, config.pad_token_id)

@@ -1,7 +1,7 @@
 """`precisecoder score`: score model predictions on tasks (DESIGN.md "Contract: predictions and scores").
 
   precisecoder score --tasks T.jsonl --predictions P.jsonl --output S.jsonl \
-      [--pdb-compat] [--epsilon N] [--workers N] [--json]
+      [--pdb-compat] [--epsilon N] [--workers N | --reward-urls URL,URL] [--json]
 
 Writes one JSON line per prediction and prints a summary (means over tasks:
 unit, precision, recall, F1, reward, edited lines over buggy tasks; no-op and
@@ -12,25 +12,27 @@ score 0 with the reason in `error` and the summary names it), 2 for unusable inp
 (task_id, sample), an empty predictions file, bad arguments or output path).
 A program over --max-program-lines (or 100 characters a line on average) scores 0
 with the reason in `error`: its line diff alone would hold up the batch.
+With --reward-urls the reward servers score (the same records); a batch that fails on every
+server, or a server that scores with other settings, is exit 1 with the reason.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import sys
 import time
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import tqdm
 
-from precisecoder import prompts, rewards, tasks as tasks_lib
+from precisecoder import predictions, rewards, tasks as tasks_lib
 from precisecoder.commands import checks
 from precisecoder.commands.checks import InputError
-
-# Characters allowed per line of the cap (a long program of long lines costs as much to diff).
-CHARS_PER_LINE = 100
+from precisecoder.integrations.client import RemoteScoringError
+from precisecoder.integrations.service import ConfigurationError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,19 +50,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help=f"execution workers, 1 to {checks.MAX_WORKERS} (default: CPUs)")
   parser.add_argument("--batch-size", type=checks.positive_int, default=512,
                       help="predictions per scoring round (progress granularity)")
-  parser.add_argument("--max-program-lines", type=checks.positive_int, default=10_000,
-                      help=f"a longer program (or one over {CHARS_PER_LINE} characters a line on "
-                      "average) scores 0 with the reason in 'error'")
+  parser.add_argument("--max-program-lines", type=checks.positive_int,
+                      default=predictions.MAX_PROGRAM_LINES,
+                      help=f"a longer program (or one over {predictions.CHARS_PER_LINE} "
+                      "characters a line on average) scores 0 with the reason in 'error'")
+  parser.add_argument("--reward-urls", default="",
+                      help="score on these reward servers (`precisecoder serve`), comma-separated, "
+                      "round-robin with retries; --workers is then unused")
   parser.add_argument("--json", action="store_true", help="print the summary as JSON only")
 
 
 def read_predictions(path: str, known: dict[str, tasks_lib.Task],
-                     max_lines: int = 10_000) -> list[dict[str, Any]]:
+                     max_lines: int = predictions.MAX_PROGRAM_LINES) -> list[dict[str, Any]]:
   """Prediction lines with `program` (or an `error`) resolved; raises InputError if unusable.
 
   Reads JSON Lines (or a JSON array), gzipped if the name ends in .gz, like task files.
   """
   out, counts, seen = [], collections.Counter(), {}
+  keyless = 0  # lines with neither key: a wrong key on every line is an error
+  first_keyless: tuple[str, list[str]] | None = None
   try:
     for where, record in tasks_lib.iter_records(path):
       if not isinstance(record, dict) or not isinstance(record.get("task_id"), str):
@@ -76,33 +84,22 @@ def read_predictions(path: str, known: dict[str, tasks_lib.Task],
         raise InputError(f"{where}: duplicate (task_id, sample) ({task_id!r}, {sample}); first at "
                          f"{seen[task_id, sample]}")
       seen[task_id, sample] = where
-      program, error = None, None
-      if isinstance(record.get("program"), str):
-        program = record["program"]
-      elif isinstance(record.get("completion"), str):
-        program = prompts.extract_program(record["completion"])
-      else:
-        error = f"{where}: no string 'completion' or 'program'"
-      if program is not None:
-        error = _too_large(program, max_lines)
-        program = None if error else program
+      if "program" not in record and "completion" not in record:
+        keyless += 1
+        first_keyless = first_keyless or (where, sorted(record))
+      program, error = predictions.resolve(record, max_lines)
+      if error == predictions.NO_PROGRAM:
+        error = f"{where}: {error}"
       out.append({"task_id": task_id, "sample": sample, "program": program, "error": error})
   except tasks_lib.TaskError as e:
     raise InputError(str(e)) from None
   if not out:
     raise InputError(f"{path}: no predictions (the file is empty)")
+  if first_keyless is not None and keyless == len(out):  # not one prediction to score
+    where, keys = first_keyless
+    raise InputError(f"{where}: no 'completion' or 'program' field (it has {', '.join(keys)}); "
+                     f"no line of {path} has one")
   return out
-
-
-def _too_large(program: str, max_lines: int) -> str | None:
-  """Why `program` is over the size cap, or None."""
-  lines = program.count("\n") + 1
-  if lines > max_lines:
-    return f"program of {lines} lines exceeds --max-program-lines {max_lines}: not scored"
-  if len(program) > max_lines * CHARS_PER_LINE:
-    return (f"program of {len(program)} characters exceeds {max_lines * CHARS_PER_LINE} "
-            f"(--max-program-lines {max_lines} x {CHARS_PER_LINE}): not scored")
-  return None
 
 
 def summarize(records: Sequence[dict[str, Any]], tasks: dict[str, tasks_lib.Task]) -> dict[str, Any]:
@@ -157,6 +154,26 @@ def _make_pool(workers: int | None):
   return ExecutionPool(workers=workers)
 
 
+@contextlib.contextmanager
+def _scorer(args: argparse.Namespace) -> Iterator[Any]:
+  """This machine's pool and a RewardScorer, or the reward servers of --reward-urls."""
+  if args.reward_urls:
+    from precisecoder.integrations import client  # pylint: disable=import-outside-toplevel
+    try:
+      remote = client.RemoteScorer(args.reward_urls, epsilon=args.epsilon,
+                                   pdb_compat=args.pdb_compat, lam=args.lam)
+    except ValueError as e:
+      raise InputError(f"--reward-urls: {e}") from None
+    try:
+      yield remote
+    finally:
+      remote.close()
+    return
+  with _make_pool(args.workers) as pool:
+    yield rewards.RewardScorer(pool, epsilon=args.epsilon, pdb_compat=args.pdb_compat,
+                               lam=args.lam)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
   """Scores the files named in `args`; returns the summary. Raises InputError."""
   output = checks.output_file(args.output, inputs=[("--tasks", args.tasks),
@@ -170,11 +187,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
   start = time.perf_counter()
   records = []
-  with _make_pool(args.workers) as pool, checks.atomic_output(output) as out, tqdm.tqdm(
+  with _scorer(args) as scorer, checks.atomic_output(output) as out, tqdm.tqdm(
       total=len(predictions), unit="pred", desc="score", file=sys.stderr,
       disable=None) as progress:
-    scorer = rewards.RewardScorer(pool, epsilon=args.epsilon, pdb_compat=args.pdb_compat,
-                                  lam=args.lam)
     for lo in range(0, len(predictions), args.batch_size):
       chunk = predictions[lo:lo + args.batch_size]
       chunk_records = scorer.score_records(
@@ -184,7 +199,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         out.write(json.dumps(record, ensure_ascii=False) + "\n")
       records.extend(chunk_records)
       progress.update(len(chunk))
-      progress.set_postfix(executed=scorer.stats()["programs_executed"])
+      progress.set_postfix(executed=scorer.stats().get("programs_executed", "-"))
   elapsed = time.perf_counter() - start
   summary = summarize(records, known)
   summary.update(scorer.stats(), seconds=round(elapsed, 3),
@@ -199,6 +214,9 @@ def main(args: argparse.Namespace) -> int:
   except InputError as e:
     print(f"precisecoder score: error: {e}", file=sys.stderr)
     return 2
+  except (RemoteScoringError, ConfigurationError) as e:  # nothing written: the output is atomic
+    print(f"precisecoder score: error: {e}", file=sys.stderr)
+    return 1
   if args.json:
     print(json.dumps(summary))
   else:

@@ -4,8 +4,10 @@
 Runs the trainer the config names (rl, sft or dpo). A workdir that holds a checkpoint resumes.
 Once the workdir's metrics reach train.steps, the report is written to DIR/report.md (when
 train.report; a run stopped earlier by train.stop_after or preemption gets it when resumed to
-the end). A config file, preset, override or value that cannot work, or a workdir that cannot
-be one, is one line naming it and exit status 2, before any model loads.
+the end). A config file, preset, override or value that cannot work, a task file that is
+empty or malformed, a step this machine's memory cannot hold (train/footprint.py), a workdir
+that cannot be one, that another run holds (train/lock.py) or whose progress was made with
+another config: each is one line naming it and exit status 2, before any model loads.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from precisecoder.train import config as config_lib
+from precisecoder.train.lock import WorkdirError
 
 PASSTHROUGH = True  # absl parses the flags (`--config.a.b=v` overrides among them)
 
@@ -31,7 +34,19 @@ flags.mark_flags_as_required(["config", "workdir"])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-  del parser  # the flags are absl's, defined above
+  """For --help only: absl parses the flags (defined above)."""
+  parser.usage = ("%(prog)s --config=FILE[:PRESET] --workdir=DIR [--config.a.b=v ...]\n"
+                  "       python -m precisecoder.train (the same flags)")
+  parser.add_argument("--config", metavar="FILE[:PRESET]", required=True,
+                      help="ml_collections config file and model preset, e.g. "
+                      "configs/precisecoder.py:local (presets: "
+                      f"{', '.join(config_lib.MODEL_PRESETS)})")
+  parser.add_argument("--workdir", metavar="DIR", required=True,
+                      help="the run's folder (or gs://...): checkpoints, metrics, evaluations, "
+                      "report; a workdir holding a checkpoint resumes it")
+  parser.epilog = ("--config.a.b=v overrides any field of the config (e.g. "
+                   "--config.rl.lam=0.5 --config.train.steps=300); the resolved config is saved "
+                   "as DIR/config.json.")
 
 
 def run(cfg, workdir: str) -> int:
@@ -45,6 +60,7 @@ def run(cfg, workdir: str) -> int:
   multihost.initialize()  # several hosts: TPU pod metadata or JAX_COORDINATOR_ADDRESS
   if jax.process_count() > 1:
     logging.info("host %d of %d", jax.process_index(), jax.process_count())
+  _check_memory(cfg, jax.process_count(), jax.local_device_count())
   if cfg.trainer == "rl":
     from precisecoder.train import rl as trainer
   elif cfg.trainer == "sft":
@@ -53,10 +69,26 @@ def run(cfg, workdir: str) -> int:
     from precisecoder.train import dpo as trainer
   else:
     raise app.UsageError(f"config trainer={cfg.trainer!r}; known: {config_lib.TRAINERS}")
-  status = trainer.train(cfg, workdir)
+  try:
+    status = trainer.train(cfg, workdir)
+  except WorkdirError as e:  # held by another run, or written with another config
+    _fail(str(e))
   if status == 0 and cfg.train.report and multihost.is_primary():
     write_report(cfg, workdir)
   return status
+
+
+def _check_memory(cfg, hosts: int, devices: int) -> None:
+  """The config's batches against this machine's memory, before the model loads."""
+  # pylint: disable=import-outside-toplevel  # JAX and the model code only when a run starts
+  from precisecoder.model import checkpoint, memory
+  from precisecoder.train import footprint
+  try:
+    footprint.check(cfg, hosts=hosts, devices=devices)
+  except memory.BatchTooLarge as e:
+    _fail(str(e))
+  except checkpoint.CheckpointError as e:
+    _fail(f"config.model.checkpoint: {e}")
 
 
 def write_report(cfg, workdir: str) -> pathlib.Path | None:
@@ -109,6 +141,19 @@ def _parse_flags(argv: list[str]) -> list[str]:
     _fail(str(e))
 
 
+def _check_task_files(cfg) -> None:
+  """The config's task files, read once before anything loads: a malformed record or an empty
+  file is one line naming the file, line and field."""
+  from precisecoder import tasks as tasks_lib  # pylint: disable=import-outside-toplevel
+  for field in ("task_file", "validation_file", "clean_file"):
+    path = cfg.data[field]
+    if path and "://" not in path:
+      try:
+        tasks_lib.load_tasks(path)
+      except tasks_lib.TaskError as e:
+        _fail(f"config.data.{field}: {e}")
+
+
 def _workdir(path: str) -> str:
   try:
     pathlib.Path(path).mkdir(parents=True, exist_ok=True)
@@ -127,6 +172,7 @@ def _main(argv: Sequence[str]) -> int:
     config_lib.validate(cfg)
   except config_lib.ConfigError as e:
     _fail(str(e))
+  _check_task_files(cfg)
   workdir = _workdir(_WORKDIR.value)
   logging.set_verbosity(logging.INFO)
   from precisecoder.train import metrics  # pylint: disable=import-outside-toplevel
@@ -137,5 +183,10 @@ def _main(argv: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
   """Entry point; `argv` excludes the program name (None: sys.argv). Exits with the trainer's
   status (absl's app.run)."""
+  args = sys.argv[1:] if argv is None else list(argv)
+  if "-h" in args or "--help" in args:  # absl's own help names no flag of ours and exits 1
+    from precisecoder.commands import checks  # pylint: disable=import-outside-toplevel
+    checks.command_parser("precisecoder train", add_arguments).print_help()
+    sys.exit(0)
   app.run(_main, argv=None if argv is None else [sys.argv[0], *argv], flags_parser=_parse_flags)
   return 0

@@ -11,7 +11,8 @@ from jax.sharding import Mesh
 from precisecoder.model import hub
 from precisecoder.model.config import ModelConfig
 from precisecoder.model.decoder import Decoder
-from precisecoder.model.gguf_import import load_gguf
+from precisecoder.model import hf
+from precisecoder.model.gguf_import import load_gguf, open_gguf, read_gguf_config
 from precisecoder.model.hf import load_hf
 from precisecoder.model.tokenizer import load_tokenizer
 
@@ -40,12 +41,7 @@ def load_checkpoint(path: str | os.PathLike, *, dtype: str = "float32", mesh: Me
   ModelConfig's execution options (remat, attention, attention_block, logprob_chunk).
   Raises CheckpointError.
   """
-  try:  # a hub id (Qwen/Qwen3-4B): its cached snapshot, downloaded on first use
-    path = pathlib.Path(hub.resolve(str(path)))
-  except hub.HubError as e:
-    raise CheckpointError(str(e)) from e
-  if not path.exists():
-    raise CheckpointError(f"{path}: checkpoint does not exist")
+  path = _local(path)
   try:
     model, config, tokenizer_path = _load_model(path, dtype, mesh, execution)
   except _LOAD_ERRORS as e:
@@ -60,6 +56,44 @@ def load_checkpoint(path: str | os.PathLike, *, dtype: str = "float32", mesh: Me
   return model, tokenizer, config
 
 
+def read_config(path: str | os.PathLike, *, dtype: str = "float32", **execution
+                ) -> ModelConfig:
+  """The ModelConfig of any checkpoint `load_checkpoint` reads, without loading its weights
+  (a GGUF header, a config.json, a training checkpoint's metadata). Raises CheckpointError."""
+  path = _local(path)
+  try:
+    kind = _kind(path)
+    if kind == "gguf":
+      return read_gguf_config(open_gguf(path), where=str(path), dtype=dtype, **execution)
+    if kind == "hf":
+      return hf.read_config(path, dtype=dtype, **execution)
+    from precisecoder.model import training_checkpoint  # pylint: disable=import-outside-toplevel
+    return training_checkpoint.read_config(path, dtype=dtype, **execution)
+  except _LOAD_ERRORS as e:
+    raise CheckpointError(_naming(path, e)) from e
+
+
+def _local(path: str | os.PathLike) -> pathlib.Path:
+  """`path`, or a hub id's (Qwen/Qwen3-4B) cached snapshot, downloaded on first use; one that
+  does not exist is a CheckpointError."""
+  try:
+    path = pathlib.Path(hub.resolve(str(path)))
+  except hub.HubError as e:
+    raise CheckpointError(str(e)) from e
+  if not path.exists():
+    raise CheckpointError(f"{path}: checkpoint does not exist")
+  return path
+
+
+def _kind(path: pathlib.Path) -> str:
+  """"gguf", "hf" or "training" (a workdir, its checkpoints folder or one step)."""
+  if path.is_file() and path.suffix == ".gguf":
+    return "gguf"
+  if path.is_dir():
+    return "hf" if _is_hf_folder(path) else "training"
+  raise ValueError(f"{path}: not a Hugging Face folder, a .gguf file or a training checkpoint")
+
+
 def _naming(path: pathlib.Path, error: BaseException) -> str:
   """The loader's message, prefixed with the checkpoint's path unless it starts with it."""
   text = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
@@ -68,19 +102,15 @@ def _naming(path: pathlib.Path, error: BaseException) -> str:
 
 def _load_model(path: pathlib.Path, dtype: str, mesh: Mesh | None, execution: dict
                 ) -> tuple[Decoder, ModelConfig, pathlib.Path]:
-  if path.is_file() and path.suffix == ".gguf":
+  kind = _kind(path)
+  if kind == "gguf":
     model, config = load_gguf(path, dtype=dtype, mesh=mesh, **execution)
-    tokenizer_path = path
-  elif path.is_dir() and _is_hf_folder(path):
+    return model, config, path
+  if kind == "hf":
     model, config = load_hf(path, dtype=dtype, mesh=mesh, **execution)
-    tokenizer_path = path
-  elif path.is_dir():
-    from precisecoder.model import training_checkpoint  # Orbax import is slow; only when needed
-    model, config, tokenizer_path = training_checkpoint.load(path, dtype=dtype, mesh=mesh,
-                                                             **execution)
-  else:
-    raise ValueError(f"{path}: not a Hugging Face folder, a .gguf file or a training checkpoint")
-  return model, config, tokenizer_path
+    return model, config, path
+  from precisecoder.model import training_checkpoint  # Orbax import is slow; only when needed
+  return training_checkpoint.load(path, dtype=dtype, mesh=mesh, **execution)
 
 
 def bundled_smollm2_gguf() -> pathlib.Path:

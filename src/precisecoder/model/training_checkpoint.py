@@ -28,8 +28,13 @@ _SKIP_KEYS = {"value", "raw_value", "_value"}  # Variable wrappers in a saved nn
 
 
 def model_meta(config: ModelConfig, tokenizer_source: str | os.PathLike) -> dict[str, Any]:
-  """The JSON that a training checkpoint's `meta["model"]` holds, so it can be loaded alone."""
-  return {"config": dataclasses.asdict(config), "tokenizer": str(tokenizer_source)}
+  """The JSON that a training checkpoint's `meta["model"]` holds, so it can be loaded alone.
+
+  A local tokenizer source is recorded as an absolute path (the checkpoint is read from other
+  working directories); anything else (a hub id) as given."""
+  source = pathlib.Path(tokenizer_source)
+  return {"config": dataclasses.asdict(config),
+          "tokenizer": str(source.absolute() if source.exists() else tokenizer_source)}
 
 
 def _step_dir(path: pathlib.Path) -> pathlib.Path:
@@ -103,6 +108,22 @@ def _normalise(path: tuple[Any, ...]) -> tuple[str, ...]:
   return tuple(keys)
 
 
+def read_config(path: str | os.PathLike, *, dtype: str = "float32", **execution) -> ModelConfig:
+  """The ModelConfig of a workdir's latest checkpoint (or of one step), without its weights."""
+  step_dir = _step_dir(pathlib.Path(path).absolute())
+  return _config(step_dir, _read_meta(step_dir)["model"], dtype, execution)
+
+
+def _config(step_dir: pathlib.Path, meta: dict[str, Any], dtype: str, execution) -> ModelConfig:
+  fields = dict(meta["config"], dtype=dtype, **execution)
+  fields["eos_token_ids"] = tuple(fields.get("eos_token_ids") or ())
+  try:
+    return ModelConfig(**fields)
+  except TypeError as e:  # fields missing or unknown: not what model_meta wrote
+    raise ValueError(f"{step_dir / 'meta'}: the saved model config does not fit ModelConfig "
+                     f"({e})") from None
+
+
 def load(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None = None,
          **execution) -> tuple[Decoder, ModelConfig, pathlib.Path]:
   """(model, config, tokenizer source) from a workdir, its checkpoints dir or one step dir.
@@ -111,15 +132,9 @@ def load(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None =
   """
   import orbax.checkpoint as ocp
 
-  step_dir = _step_dir(pathlib.Path(path))
+  step_dir = _step_dir(pathlib.Path(path).absolute())  # Orbax refuses relative paths
   meta = _read_meta(step_dir)["model"]
-  fields = dict(meta["config"], dtype=dtype, **execution)
-  fields["eos_token_ids"] = tuple(fields.get("eos_token_ids") or ())
-  try:
-    config = ModelConfig(**fields)
-  except TypeError as e:  # fields missing or unknown: not what model_meta wrote
-    raise ValueError(f"{step_dir / 'meta'}: the saved model config does not fit ModelConfig "
-                     f"({e})") from None
+  config = _config(step_dir, meta, dtype, execution)
   graphdef, abstract = abstract_decoder(config)
   ours = {p: v for p, v in nnx.to_flat_state(abstract)}
 

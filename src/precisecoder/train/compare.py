@@ -13,7 +13,6 @@ every arm is evaluated on the same held-in tasks and clean programs at the same 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import pathlib
 import subprocess
@@ -25,16 +24,13 @@ import ml_collections
 from absl import flags, logging
 from ml_collections import config_flags
 
-from precisecoder.train import metrics
+from precisecoder.train import config as config_lib, metrics
 
 DEFAULT_ARMS = ("grpo", "precisecoder")
 KNOWN_ARMS = ("grpo", "precisecoder", "ea_grpo", "precision_only", "recall_only")
 # What arms may differ in: the reward recipe. Everything else must match across arms.
 RECIPE_FIELDS = frozenset({"rl.reward", "rl.advantage", "rl.lam", "rl.ea_alpha", "rl.ea_beta",
                            "rl.scale_std"})
-# Fields a rerun may change without invalidating an arm's workdir (a longer run, its schedule).
-RESUMABLE_FIELDS = frozenset({"train.steps", "train.stop_after", "train.eval_every",
-                              "train.checkpoint_every", "train.report"})
 PROGRESS_EVERY_S = 60.0
 
 
@@ -61,21 +57,10 @@ def resolve_config(config_file: pathlib.Path, preset: str,
   return values.config
 
 
-def flatten(cfg: ml_collections.ConfigDict | dict, prefix: str = "") -> dict[str, object]:
-  items = cfg.items() if isinstance(cfg, dict) else cfg.to_dict().items()
-  out: dict[str, object] = {}
-  for key, value in items:
-    if isinstance(value, (dict, ml_collections.ConfigDict)):
-      out.update(flatten(value, f"{prefix}{key}."))
-    else:
-      out[f"{prefix}{key}"] = value
-  return out
-
-
 def check_same_budget(configs: dict[str, ml_collections.ConfigDict]) -> None:
   """Raises ValueError naming every field (other than the reward recipe) that differs."""
   names = list(configs)
-  flat = {name: flatten(cfg) for name, cfg in configs.items()}
+  flat = {name: config_lib.flatten(cfg) for name, cfg in configs.items()}
   for name in names:
     if configs[name].trainer != "rl":
       raise ValueError(f"arm {name!r} has trainer={configs[name].trainer!r}; compare trains RL "
@@ -88,20 +73,6 @@ def check_same_budget(configs: dict[str, ml_collections.ConfigDict]) -> None:
   if differ:
     raise ValueError("arms must share everything but the reward recipe; differing: "
                      + "; ".join(differ))
-
-
-def check_resumable(workdir: pathlib.Path, cfg: ml_collections.ConfigDict) -> None:
-  """An arm's workdir written with another config (beyond its step budget) is not resumed.
-  Fields the workdir's config lacks (added to the code since) are not compared."""
-  path = workdir / "config.json"
-  if not path.exists():
-    return
-  old, new = flatten(json.loads(path.read_text())), flatten(json.loads(cfg.to_json()))
-  differ = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(old)
-            if k not in RESUMABLE_FIELDS and old[k] != new.get(k)]
-  if differ:
-    raise ValueError(f"{path} was written with another config ({'; '.join(differ)}); pick a "
-                     "new --workdir or rerun with the same arguments")
 
 
 def arm_finished(workdir: pathlib.Path, cfg: ml_collections.ConfigDict) -> bool:

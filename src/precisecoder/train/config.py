@@ -8,6 +8,7 @@ about. `arg` (after the colon: `--config=configs/grpo.py:qwen3-4b`) picks a mode
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import pathlib
 from typing import Any
@@ -101,7 +102,10 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       # (exact; minibatches are then whole groups). Its attention is dense over the prompt, so
       # for short completions, where the prompt is most of each row.
       shared_prompt=False,
-      reward_workers=2))
+      reward_workers=2,
+      # "" scores in this process's pool; "http://h1:8000,http://h2:8000" on reward servers
+      # (`precisecoder serve`), round-robin with retries (integrations/client.py).
+      reward_urls=""))
 
   c.optim = ml_collections.ConfigDict(dict(
       learning_rate=m["learning_rate"], warmup_steps=0, weight_decay=0.0, b1=0.9, b2=0.999,
@@ -179,6 +183,7 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
 def _problems(c: ml_collections.ConfigDict):
   from precisecoder.data.generator import TIERS  # pylint: disable=import-outside-toplevel
   from precisecoder.execution.pool import MAX_WORKERS  # pylint: disable=import-outside-toplevel
+  from precisecoder.integrations.client import parse_urls  # pylint: disable=import-outside-toplevel
   from precisecoder.train.losses import AGGREGATIONS  # pylint: disable=import-outside-toplevel
 
   def bad(field: str, value: Any, want: str) -> str:
@@ -247,6 +252,13 @@ def _problems(c: ml_collections.ConfigDict):
     for field in ("rl.minibatch_size", "rl.num_iterations", "rl.rollout_chunks"):
       yield from at_least(field, 1)
     yield from at_least("rl.reward_workers", 1, MAX_WORKERS)
+    if not isinstance(c.rl.get("reward_urls", ""), str):
+      yield bad("rl.reward_urls", c.rl.reward_urls, "must be a comma-separated string of URLs")
+    else:
+      try:
+        parse_urls(c.rl.get("reward_urls", ""))
+      except ValueError as e:
+        yield f"config.rl.reward_urls: {e}"
     rows = c.rl.prompts_per_step * c.rl.group_size
     size = min(c.rl.minibatch_size, rows)
     if size > 0 and rows % size:
@@ -265,6 +277,46 @@ def _problems(c: ml_collections.ConfigDict):
       yield from at_least(field, 1)
     yield from at_least("dpo.samples_per_task", 2)  # a chosen and a rejected completion
     yield from number("dpo.beta", 0, low_open=True)
+
+
+# ---------------------------------------------------------------------------
+# Resuming: a workdir (a run's, or a comparison arm's) continues only the run that made it.
+# ---------------------------------------------------------------------------
+
+# Fields a rerun may change and still resume its workdir: the step budget and schedule, and
+# execution options that change how, not what, is computed.
+RESUMABLE_FIELDS = frozenset({
+    "train.steps", "train.stop_after", "train.eval_every", "train.checkpoint_every",
+    "train.report", "train.keep_checkpoints", "rl.reward_workers", "model.remat",
+    "model.logprob_chunk", "model.mlp_chunk", "model.attention_block"})
+
+
+def flatten(cfg: ml_collections.ConfigDict | dict, prefix: str = "") -> dict[str, Any]:
+  """{"rl.lam": 0.33, ...}: every leaf of a config (or of its JSON) under its dotted name."""
+  items = cfg.items() if isinstance(cfg, dict) else cfg.to_dict().items()
+  out: dict[str, Any] = {}
+  for key, value in items:
+    if isinstance(value, (dict, ml_collections.ConfigDict)):
+      out.update(flatten(value, f"{prefix}{key}."))
+    else:
+      out[f"{prefix}{key}"] = value
+  return out
+
+
+def check_resumable(workdir: str | pathlib.Path, cfg: ml_collections.ConfigDict) -> None:
+  """Raises ConfigError naming every field outside RESUMABLE_FIELDS in which `cfg` differs
+  from the config that `workdir/config.json` records. Fields the recorded config lacks (added
+  to the code since) are not compared."""
+  path = pathlib.Path(workdir) / "config.json"
+  if not path.exists():
+    return
+  old, new = flatten(json.loads(path.read_text())), flatten(json.loads(cfg.to_json()))
+  differ = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(old)
+            if k not in RESUMABLE_FIELDS and old[k] != new.get(k)]
+  if differ:
+    raise ConfigError(f"{path} was written with another config ({'; '.join(differ)}); a "
+                      "workdir resumes only the run that made it: pick a new workdir or rerun "
+                      "with the same arguments")
 
 
 def _get(cfg: ml_collections.ConfigDict, dotted: str) -> Any:

@@ -119,10 +119,11 @@ def aggregate(per_token: jax.Array, mask: jax.Array, mode: str) -> jax.Array:
 class PolicyLoss(NamedTuple):
   loss: jax.Array
   pg_loss: jax.Array
-  kl: jax.Array
+  kl: jax.Array  # to the reference policy (0 without one)
   entropy: jax.Array
   clip_fraction: jax.Array
   ratio_mean: jax.Array
+  kl_sampler: jax.Array  # KL(sampling policy || current), k3 on the sampled tokens
 
 
 def kl_k3(logp: jax.Array, ref_logp: jax.Array) -> jax.Array:
@@ -151,8 +152,11 @@ def policy_loss(logp: jax.Array, old_logp: jax.Array, advantages: jax.Array, mas
   n = jnp.maximum(jnp.sum(fmask), 1.0)
   clip_fraction = jnp.sum((clipped < unclipped) * fmask) / n
   ent = jnp.zeros((), jnp.float32) if entropy is None else jnp.sum(entropy * fmask) / n
+  # How far the update has moved the policy from the one that sampled these tokens (~0 in
+  # the first minibatch of a step, up to numerics; grows over its later minibatches).
+  kl_sampler = jnp.sum(kl_k3(old_logp, logp) * fmask) / n
   return PolicyLoss(loss=loss, pg_loss=pg, kl=kl, entropy=ent, clip_fraction=clip_fraction,
-                    ratio_mean=jnp.sum(ratio * fmask) / n)
+                    ratio_mean=jnp.sum(ratio * fmask) / n, kl_sampler=kl_sampler)
 
 
 def sft_loss(logp: jax.Array, mask: jax.Array) -> jax.Array:

@@ -47,7 +47,8 @@ class MetricsWriter:
   On resume from step k, records after k (written before the interruption but not covered
   by the checkpoint) are dropped so the file reads as if the run had never stopped; the new
   TensorBoard file starts with a purge marker at step k + 1 (`purge_step`), on which
-  TensorBoard drops the older files' events from that step on.
+  TensorBoard drops the older files' events from that step on. A fresh start (k = 0) over the
+  records of an earlier attempt that saved no checkpoint drops them all (purge at step 0).
   """
 
   def __init__(self, workdir: str | os.PathLike, *, resume_step: int = 0,
@@ -58,7 +59,8 @@ class MetricsWriter:
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     self.path = workdir / "metrics.jsonl"
-    kept = [r for r in read_metrics(self.path) if r.get("step", 0) <= resume_step]
+    kept = [r for r in read_metrics(self.path) if r.get("step", 0) <= resume_step] if (
+        resume_step) else []
     with open(self.path, "w") as f:
       f.writelines(json.dumps(r) + "\n" for r in kept)
     self._file = open(self.path, "a")
@@ -67,8 +69,9 @@ class MetricsWriter:
       # Imported here: it imports torch when torch is installed (~2 s), which readers of
       # metrics.jsonl (the reports) need not pay.
       from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
-      self._events = SummaryWriter(str(workdir / "tensorboard"), flush_secs=EVENTS_FLUSH_S,
-                                   purge_step=resume_step + 1 if resume_step else None)
+      events = workdir / "tensorboard"
+      purge = resume_step + 1 if resume_step else (0 if events.exists() else None)
+      self._events = SummaryWriter(str(events), flush_secs=EVENTS_FLUSH_S, purge_step=purge)
 
   def write(self, step: int, values: dict[str, Any], *, prefix: str = "") -> None:
     if not self.enabled:
@@ -104,7 +107,9 @@ class _QuietLibraries(std_logging.Filter):
 def quiet_library_logs() -> None:
   """Drops library INFO logs (warnings stay); PRECISECODER_LIBRARY_LOGS=1 keeps them."""
   if os.environ.get("PRECISECODER_LIBRARY_LOGS") != "1":
-    logging.get_absl_logger().addFilter(_QuietLibraries())
+    # On the handler, not the absl logger: libraries log through loggers of their own (jax._src...)
+    # whose records reach the handler without passing the absl logger's filters.
+    logging.get_absl_handler().addFilter(_QuietLibraries())
 
 
 class Progress:

@@ -9,6 +9,14 @@ One step:
   4. μ passes of shuffled minibatches through the clipped policy-gradient step;
   5. metrics, periodic evaluation, asynchronous checkpoints; a preemption (SIGTERM, agreed
      on by every host) saves and exits 0.
+
+A step whose advantages are all zero (no group had reward variance) and whose loss has no KL
+term has a gradient of exactly zero. It skips step 4 altogether: no forward or backward pass
+and no optimiser update. Feeding Adam the zero gradient instead would still move the weights
+(its momentum, and weight decay) in a direction this step's samples did not ask for, and would
+advance its bias correction; skipped, the optimiser state is as if the step had not happened
+(its step count, and a warm-up schedule with it, counts updates, not trainer steps). The step
+is logged with `skipped_update: 1` and `train/grad_norm: 0`.
 """
 
 from __future__ import annotations
@@ -122,7 +130,9 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
                                             completion_len=rl.max_new_tokens)
         batch["advantages"] = advantages[multihost.host_slice(len(advantages))]
         t0 = time.perf_counter()
-        learned = learn(run, step_fn, batch, ref_fn)
+        # Every host holds the same advantages (computed from the gathered terms): it agrees.
+        skip = not np.any(advantages) and rl.kl_beta == 0
+        learned = {"grad_norm": 0.0} if skip else learn(run, step_fn, batch, ref_fn)
         timing["time/train"] = time.perf_counter() - t0
         groups = reward.reshape(-1, rl.group_size)
         exposed = timing["time/reward_exposed"] / (time.perf_counter() - t_step)
@@ -131,10 +141,12 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
             **{f"reward/{k}": float(every[k].mean()) for k in _TERMS_LOGGED},
             "advantage_abs": float(np.abs(advantages).mean()),
             "zero_variance_groups": float(np.mean(groups.std(axis=1) == 0)),
+            "skipped_update": float(skip),
             "completion_tokens": float(every["lengths"].mean()),
             # Rows of tasks whose reference fails or whose bug passes: zero reward, not learning.
             "broken_task_rows": float(every["broken_task"].mean()),
-            **{f"train/{k}": v for k, v in learned.items()},
+            # KL to a reference exists only with one (rl.kl_beta > 0): no column of zeros.
+            **{f"train/{k}": v for k, v in learned.items() if k != "kl" or rl.kl_beta > 0},
             **timing, "reward_exposed_fraction": exposed,
         }
         if run.end_step(record, iterator.get_state(), t_step, progress,

@@ -22,6 +22,7 @@ from precisecoder.train import checkpointing, config as config_lib, greedy_eval,
 from precisecoder.train import policy as policy_lib, step as step_lib
 from precisecoder.train import tasksets
 from precisecoder.train import workdir as workdir_lib
+from precisecoder.train.lock import WorkdirError
 
 
 def sample_seed(seed: int, step: int, part: int = 0) -> int:
@@ -53,9 +54,49 @@ class Run(contextlib.AbstractContextManager):
     self.dir = workdir_lib.Workdir(workdir)
     self.workdir = self.dir.local
     self.primary = multihost.is_primary()
+    self.lock = self.dir.lock()
+    self._agree(self._claim)  # raises WorkdirError: held by another run
+    self.checkpointer: checkpointing.Checkpointer | None = None
+    try:
+      self._start(keep_initial, total_steps)
+    except BaseException:  # a run that cannot start leaves the workdir free
+      if self.checkpointer is not None:
+        self.checkpointer.close()
+      self.lock.release()
+      raise
+
+  def _agree(self, check) -> None:
+    """Runs `check` on the primary host; every host raises the WorkdirError it raised."""
+    problem = None
     if self.primary:
-      self.dir.fetch()
-      (self.workdir / "config.json").write_text(cfg.to_json_best_effort(indent=2) + "\n")
+      try:
+        check()
+      except WorkdirError as e:
+        problem = str(e)
+    problem = next(filter(None, multihost.allgather_json(problem)), None)
+    if problem:
+      raise WorkdirError(problem)
+
+  def _claim(self) -> None:
+    self.lock.acquire()
+    self.dir.fetch()
+
+  def _check_resumable(self, resuming: bool) -> None:
+    """A workdir that holds training progress continues only the run that made it; one whose
+    run trained nothing (it failed early) takes the new config."""
+    if resuming or metrics.last_step(self.workdir) > 0:
+      try:
+        config_lib.check_resumable(self.workdir, self.cfg)
+      except config_lib.ConfigError as e:
+        raise WorkdirError(str(e)) from None
+    (self.workdir / "config.json").write_text(self.cfg.to_json_best_effort(indent=2) + "\n")
+
+  def _start(self, keep_initial: bool, total_steps: int) -> None:
+    cfg = self.cfg
+    self.checkpointer = checkpointing.Checkpointer(
+        cfg.train.checkpoint_dir or self.dir.checkpoints, max_to_keep=cfg.train.keep_checkpoints)
+    latest = self.checkpointer.latest_step()
+    self._agree(lambda: self._check_resumable(latest is not None))
     self.total_steps = total_steps
     self.mesh = make_mesh(cfg.model.mesh) if jax.device_count() > 1 else None
     self.policy = policy_lib.load_policy(cfg, self.mesh)
@@ -65,11 +106,8 @@ class Run(contextlib.AbstractContextManager):
     self.tx = step_lib.make_optimizer(cfg.optim)
     self.opt_state = step_lib.init_optimizer(self.tx, self.params, self.mesh)
     self.rng = jax.random.key(cfg.seed)
-    self.checkpointer = checkpointing.Checkpointer(
-        cfg.train.checkpoint_dir or self.dir.checkpoints, max_to_keep=cfg.train.keep_checkpoints)
     self.step = 0
     self.data_state: Any = None
-    latest = self.checkpointer.latest_step()
     if latest is not None:
       t0 = time.perf_counter()
       self.params, self.opt_state, meta = self.checkpointer.restore(
@@ -82,7 +120,7 @@ class Run(contextlib.AbstractContextManager):
     self.metrics = metrics.MetricsWriter(self.workdir, resume_step=self.step,
                                          enabled=self.primary)
     self.preemption = checkpointing.PreemptionWatcher(self.checkpointer)
-    self._pool = None
+    self._pool = None  # what holds the scorer's resources (a pool, or the remote client)
     self._scorer: RewardScorer | None = None
 
   # The policy for sampling and evaluation shares the current parameters.
@@ -96,11 +134,17 @@ class Run(contextlib.AbstractContextManager):
   @property
   def scorer(self) -> RewardScorer:
     if self._scorer is None:
-      from precisecoder.execution import ExecutionPool  # worker processes start on first use
       rl = self.cfg.rl
-      self._pool = ExecutionPool(workers=rl.reward_workers)
       epsilon = None if rl.epsilon < 0 else int(rl.epsilon)
-      self._scorer = RewardScorer(self._pool, epsilon=epsilon, lam=rl.lam)
+      if rl.get("reward_urls", ""):
+        # On reward servers: the same terms. A batch that fails on every server (after
+        # retries) stops the run with the reason; rerunning resumes from the last checkpoint.
+        from precisecoder.integrations.client import RemoteScorer
+        self._scorer = self._pool = RemoteScorer(rl.reward_urls, epsilon=epsilon, lam=rl.lam)
+      else:
+        from precisecoder.execution import ExecutionPool  # worker processes start on first use
+        self._pool = ExecutionPool(workers=rl.reward_workers)
+        self._scorer = RewardScorer(self._pool, epsilon=epsilon, lam=rl.lam)
     return self._scorer
 
   def save(self, data_state: Any = None) -> float:
@@ -180,6 +224,7 @@ class Run(contextlib.AbstractContextManager):
     """The tail every trainer's step shares: checkpoint when due (always when preempted),
     metrics with the step time, progress, evaluation when due. True when preempted: the
     checkpoint is written and the trainer should return 0."""
+    self.lock.check()  # a bucket's lock taken over by another run: stop before writing more
     preempted = self.preemption.preempted(self.step)
     saved = 0.0
     if self.should(self.cfg.train.checkpoint_every) or preempted:
@@ -222,6 +267,7 @@ class Run(contextlib.AbstractContextManager):
     self.preemption.restore_handler()
     if self._pool is not None:
       self._pool.close()
+    self.lock.release()
 
   def __exit__(self, *exc) -> None:
     self.close()

@@ -5,6 +5,7 @@ plain file code into a local folder. For a bucket that folder is a mirror: fille
 bucket when the run starts (a relaunch on a fresh VM resumes its metrics) and copied up, file
 by changed file, after every step. Checkpoints go to the bucket directly (Orbax writes epath
 locations), under `<workdir>/checkpoints` unless `train.checkpoint_dir` says otherwise.
+A run holds the workdir's lock (train/lock.py) from its start to its end.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import tempfile
 
 from absl import logging
 from etils import epath
+
+from precisecoder.train import lock as lock_lib
 
 _CHECKPOINTS = "checkpoints"
 
@@ -39,13 +42,20 @@ class Workdir:
   def checkpoints(self) -> str:
     return str((self.remote or self.local) / _CHECKPOINTS)
 
+  def lock(self) -> lock_lib.FileLock | lock_lib.BucketLock:
+    """The workdir's lock, not yet acquired: flock(2) on a local folder, a heartbeat object in
+    a bucket."""
+    if self.remote is None:
+      return lock_lib.FileLock(self.local, self.location)
+    return lock_lib.BucketLock(self.remote / lock_lib.LOCK_NAME, self.location)
+
   def fetch(self) -> None:
     """Fills the local mirror with the bucket's files (all but checkpoints)."""
     self.local.mkdir(parents=True, exist_ok=True)
     if self.remote is None or not self.remote.exists():
       return
     count = 0
-    for path in _files(self.remote, skip=_CHECKPOINTS):
+    for path in _files(self.remote, skip=(_CHECKPOINTS, lock_lib.LOCK_NAME)):
       relative = pathlib.Path(str(path.relative_to(self.remote)))
       target = self.local / relative
       target.parent.mkdir(parents=True, exist_ok=True)
@@ -74,10 +84,11 @@ def _signature(path: pathlib.Path) -> tuple[int, int]:
   return stat.st_size, stat.st_mtime_ns
 
 
-def _files(folder: epath.Path, skip: str = ""):
-  """Every file under `folder` (a folder listing per level: buckets refuse `**` globs)."""
+def _files(folder: epath.Path, skip: tuple[str, ...] = ()):
+  """Every file under `folder` but the top-level names in `skip` (a folder listing per level:
+  buckets refuse `**` globs)."""
   for path in folder.iterdir():
-    if path.name == skip:
+    if path.name in skip:
       continue
     if path.is_dir():
       yield from _files(path)
