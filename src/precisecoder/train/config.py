@@ -26,8 +26,8 @@ MODEL_PRESETS: dict[str, dict] = {
     # The small policy (coder-cpu, ~3.7M parameters) from its cached base (base_model.py):
     # the main job and `compare-cpu` on 2 CPU cores.
     "local": dict(preset="coder-cpu", checkpoint="base", base="cpu", mesh="cpu",
-                  prompts_per_step=16, group_size=8, max_new_tokens=64, minibatch_size=128,
-                  learning_rate=1e-4),
+                  prompts_per_step=16, group_size=8, max_new_tokens=48, minibatch_size=128,
+                  learning_rate=3e-4),
     # The same path on the tiny base (tests, the GPU script's CPU rehearsal) and at GPU size.
     "tiny-base": dict(preset="coder-tiny", checkpoint="base", base="tiny", mesh="cpu",
                       prompts_per_step=2, group_size=4, max_new_tokens=16, minibatch_size=8,
@@ -354,7 +354,7 @@ _SMALL_RUNS = {
 
 # The arms of `precisecoder compare` (train/compare.py; README "Comparing reward recipes"): a
 # budget each arm gets in full. compare-cpu: the small policy, 16 tasks x 8 samples a step,
-# 40 steps, greedy evaluation every 5 steps on 64 held-out-family tasks, 32 clean programs and
+# 40 steps, greedy evaluation every 10 steps on 64 held-out-family tasks, 32 clean programs and
 # 32 multi-line tasks. compare-cpu-smollm2: the former CPU comparison (SmolLM2-135M, 2 tasks
 # x 4 samples, 4 steps). compare-h200: both arms in <= 11 minutes on one H200 (an estimate:
 # not yet run on a GPU), 32 tasks x 8 samples a step, evaluated every 5 steps on 64 tasks + 32
@@ -363,7 +363,7 @@ MODEL_PRESETS["compare-cpu"] = MODEL_PRESETS["local"]
 _SMALL_RUNS["compare-cpu"] = dict(
     _SMALL_RUNS["local"],
     data=dict(_SMALL_RUNS["local"]["data"], num_multi=32),
-    train=dict(steps=40, checkpoint_every=5, eval_every=5, eval_batch_size=32))
+    train=dict(steps=40, checkpoint_every=10, eval_every=10, eval_batch_size=32))
 _SMALL_RUNS["tiny-base"] = dict(
     data=dict(num_train=8, num_validation=2, num_clean=2, num_multi=2,
               include_tests_in_prompt=False),
@@ -402,8 +402,9 @@ BASE_PRESETS: dict[str, dict] = {
                  measure=dict(num_validation=4, num_clean=2, num_multi=2, num_groups=2,
                               group_size=4, max_new_tokens=16)),
     # 2 idle CPU cores: <= 20 minutes with the corpus (README "The small policy").
-    "cpu": dict(model="coder-cpu", tasks=dict(easy=2000, medium=600, hard=200, multi=200),
-                vocab_size=2048, steps=600, batch_size=16, draws=4, learning_rate=2e-3,
+    "cpu": dict(model="coder-cpu", tasks=dict(easy=2000, medium=300, hard=100, multi=100),
+                vocab_size=2048, steps=250, batch_size=16, draws=4, learning_rate=3e-3,
+                warmup_steps=20,
                 measure=dict(num_validation=64, num_clean=32, num_multi=32, num_groups=32,
                              group_size=8, max_new_tokens=64)),
     # One H200 (scripts/gpu_run.sh).
@@ -432,7 +433,8 @@ def base_config(name: str) -> ml_collections.ConfigDict:
                                              noop=0.15, draws=b["draws"], extra_rate=0.9,
                                              rename_rate=0.3)),
       sft=ml_collections.ConfigDict(dict(steps=b["steps"], batch_size=b["batch_size"],
-                                         learning_rate=b["learning_rate"], warmup_steps=50,
+                                         learning_rate=b["learning_rate"],
+                                         warmup_steps=b.get("warmup_steps", 50),
                                          max_len=512)),
       # The printed measurements: greedy on held-out-family tasks, and reward variance of
       # sampled groups of the RL training tasks at the arms' group size.
