@@ -36,8 +36,8 @@ PRESETS: dict[str, ModelConfig] = {
     # the corpus's own BPE (model/bpe.py: ids 0 pad, 1 <|im_start|>, 2 <|im_end|>).
     "coder-tiny": _coder(vocab=512, hidden=64, layers=2, heads=2, kv_heads=1, head_dim=32,
                          ffn=128),
-    "coder-cpu": _coder(vocab=2048, hidden=256, layers=4, heads=4, kv_heads=2, head_dim=64,
-                        ffn=768),
+    "coder-cpu": _coder(vocab=2048, hidden=128, layers=4, heads=4, kv_heads=2, head_dim=32,
+                        ffn=384),
     "coder-gpu": _coder(vocab=4096, hidden=512, layers=8, heads=8, kv_heads=4, head_dim=64,
                         ffn=1536),
     # HuggingFaceTB/SmolLM2-135M-Instruct (Llama architecture).

@@ -403,8 +403,8 @@ BASE_PRESETS: dict[str, dict] = {
                               group_size=4, max_new_tokens=16)),
     # 2 idle CPU cores: <= 20 minutes with the corpus (README "The small policy").
     "cpu": dict(model="coder-cpu", tasks=dict(easy=2000, medium=300, hard=100, multi=100),
-                vocab_size=2048, steps=250, batch_size=16, draws=4, learning_rate=3e-3,
-                warmup_steps=20,
+                vocab_size=2048, steps=600, batch_size=16, draws=4, learning_rate=2e-3,
+                warmup_steps=30,
                 measure=dict(num_validation=64, num_clean=32, num_multi=32, num_groups=32,
                              group_size=8, max_new_tokens=64)),
     # One H200 (scripts/gpu_run.sh).
