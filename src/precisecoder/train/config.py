@@ -23,7 +23,7 @@ from precisecoder import reward_recipes
 MODEL_PRESETS: dict[str, dict] = {
     "tiny": dict(preset="tiny", checkpoint="", mesh="cpu", prompts_per_step=2, group_size=4,
                  max_new_tokens=16, minibatch_size=8, learning_rate=1e-3),
-    # The small policy (coder-cpu, ~3.7M parameters) from its cached base (base_model.py):
+    # The small policy (coder-cpu, ~1.0M parameters) from its cached base (base_model.py):
     # the main job and `compare-cpu` on 2 CPU cores.
     "local": dict(preset="coder-cpu", checkpoint="base", base="cpu", mesh="cpu",
                   prompts_per_step=16, group_size=8, max_new_tokens=48, minibatch_size=128,
