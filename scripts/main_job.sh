@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job: PreciseCoder (GDPO on r_lambda) on SmolLM2-135M-Instruct (bundled GGUF),
-# the generator's easy tier, offline on CPU; evaluation before and after, then a report.
+# The main job: the small policy's base (built once and cached: `precisecoder base`), then
+# PreciseCoder (GDPO on r_lambda) on the generator's easy tier, offline on CPU; evaluation
+# before and after, then a report (report.md, report.json, PNGs).
 #
 #   scripts/main_job.sh [--workdir=DIR] [--config=FILE[:PRESET]] [--config.a.b=v ...] [--dry-run]
 #
@@ -22,7 +23,7 @@ set_workdir() {
 }
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --dry-run) dry_run=1 ;;
     --workdir=*) set_workdir "${1#--workdir=}" ;;
     --workdir) [ $# -ge 2 ] || fail "--workdir needs a value"; set_workdir "$2"; shift ;;

@@ -20,6 +20,7 @@ COMMANDS = {
     "analyze": ("analyze", "statistics over completions (thinking traces)"),
     "data": ("data", "build, inspect and convert task sets"),
     "train": ("train", "train a policy from an ml_collections config (RL, SFT, DPO)"),
+    "base": ("base", "build and measure the small base policy (tokenizer + SFT from scratch)"),
     "compare": ("compare", "train reward recipes side by side (GRPO vs PreciseCoder) and report"),
     "export": ("export", "export a checkpoint to a Hugging Face safetensors folder"),
     "serve": ("serve", "a reward server: score over HTTP (also OpenRLHF's /get_reward)"),

@@ -157,3 +157,60 @@ def test_report_from_summaries_without_per_task_records(tmp_path):
   assert "| step 4 (final) | 50.0 |" in text
   assert "5.0% of step time" in text
   assert (tmp_path / "eval.png").exists()
+
+
+def test_comparison_over_seeds_and_the_multi_line_split(tmp_path):
+  """Arms at two seeds: the paper's table pools the seeds (a task at its mean over seeds),
+  the over-seeds table gives a t-interval of the seeds' means and the per-seed differences;
+  the multi-line split gets its own table and change from the base."""
+  n = 8
+  base = _records([0] * n, [3] * n, [0, 1] * 4)
+  multi_base = [r for r in _records([0] * n, [6] * n, []) if r["is_buggy"]]
+  for arm in ("grpo", "precisecoder"):
+    for seed in (0, 1):
+      workdir = tmp_path / arm / f"seed_{seed}"
+      _write_eval(workdir, 0, base)
+      passes = [1] * (n // 2 + seed) + [0] * (n // 2 - seed)  # seed 1 passes one more task
+      lines = [4 if arm == "grpo" else 1] * n
+      _write_eval(workdir, 5, _records(passes, lines, [0, 1] * 4))
+      for step in (0, 5):
+        path = workdir / "eval" / f"step_{step}.json"
+        data = json.loads(path.read_text())
+        data["multi"] = {"summary": {}, "records": [
+            dict(r, unit=float(step > 0), edit_lines=6.0 - step // 5 * 2) for r in multi_base]}
+        path.write_text(json.dumps(data))
+      (workdir / "metrics.jsonl").write_text(json.dumps(
+          {"step": 5, "reward": 0.5 + seed, "reward/unit": 0.5, "zero_variance_groups": 0.0})
+          + "\n")
+  text = comparison.write(tmp_path, ["grpo", "precisecoder"], seeds=[0, 1]).read_text()
+  data = json.loads((tmp_path / "report.json").read_text())
+  # Pooled over seeds: 4 tasks pass at both seeds, 1 at seed 1 only (0.5), 3 never.
+  assert data["paper_table"]["grpo (step 5)"]["pass"]["mean"] == pytest.approx(4.5 / 8)
+  assert data["paper_table"]["grpo (step 5)"]["pass"]["n"] == n
+  seeds = data["seeds"]
+  assert {k: v["pass"] for k, v in seeds["per_seed"]["grpo"].items()} == {"0": 0.5,
+                                                                          "1": 0.625}
+  assert seeds["tables"]["grpo"]["pass"]["mean"] == pytest.approx(4.5 / 8)
+  assert seeds["tables"]["grpo"]["pass"]["n"] == 2
+  # Seed means 0.5 and 0.625: t(0.975, 1) = 12.706, sd/sqrt(2) = 0.0625.
+  assert seeds["tables"]["grpo"]["pass"]["high"] == pytest.approx(4.5 / 8 + 12.706 * 0.0625,
+                                                                   abs=1e-3)
+  edit = seeds["changes"]["precisecoder − grpo"]["edit_lines"]
+  assert edit["mean"] == pytest.approx(-3.0) and edit["low"] == pytest.approx(-3.0)
+  multi = data["multi"]
+  assert multi["paper_table"]["base (step 0)"]["pass"]["mean"] == 0.0
+  assert multi["changes"]["precisecoder − base"]["pass"]["mean"] == pytest.approx(1.0)
+  assert multi["changes"]["precisecoder − base"]["edit_lines"]["mean"] == pytest.approx(-2.0)
+  assert "## Over seeds" in text and "## Multi-line split (generalisation)" in text
+
+
+def test_run_report_json_holds_the_table_and_the_change(tmp_path):
+  n = 10
+  _write_eval(tmp_path, 0, _records([0] * n, [4] * n, [0, 1] * 5))
+  _write_eval(tmp_path, 4, _records([1] * n, [1] * n, [0, 1] * 5))
+  report.write_report(tmp_path)
+  data = json.loads((tmp_path / "report.json").read_text())
+  assert list(data["paper_table"]) == ["base (step 0)", "step 4 (final)"]
+  change = data["changes"]["step 4 − base"]
+  assert change["pass"] == {"mean": 1.0, "low": 1.0, "high": 1.0, "n": n}
+  assert change["edit_lines"]["mean"] == pytest.approx(-3.0)

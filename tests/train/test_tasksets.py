@@ -11,17 +11,22 @@ from precisecoder.train import tasksets
 
 def _cfg(**data):
   fields = dict(task_file="", validation_file="", clean_file="", tier="easy", num_train=6,
-                num_validation=3, num_clean=2)
-  return ml_collections.ConfigDict(dict(seed=5, data={**fields, **data}))
+                num_validation=3, num_clean=2, num_multi=1, seed=5)
+  return ml_collections.ConfigDict(dict(seed=9, data={**fields, **data}))
 
 
-def test_generated_sets_follow_the_config_and_seed():
-  train = tasksets.train_tasks(_cfg())
-  assert [t.task_id for t in train] == [
-      t.task_id for t in generator.make_tasks("train", "easy", 6, 5)]
-  evaluation = tasksets.eval_tasks(_cfg())
-  assert [t.is_buggy for t in evaluation] == [True] * 3 + [False] * 2  # buggy first, then clean
-  assert not {t.task_id for t in evaluation} & {t.task_id for t in train}
+def test_generated_sets_follow_the_config_and_data_seed(tmp_path, monkeypatch):
+  """The generator's sets for data.seed (the run's seed plays no part), the same from the
+  on-disk cache as when first generated."""
+  monkeypatch.setenv("PRECISECODER_CACHE", str(tmp_path))
+  for _ in range(2):  # generated and cached, then read back from the cache
+    train = tasksets.train_tasks(_cfg())
+    assert train == generator.make_tasks("train", "easy", 6, 5)
+    evaluation = tasksets.eval_tasks(_cfg())
+    assert [t.is_buggy for t in evaluation] == [True] * 3 + [False] * 2  # buggy, then clean
+    assert not {t.task_id for t in evaluation} & {t.task_id for t in train}
+    assert tasksets.multi_tasks(_cfg()) == generator.make_tasks("validation", "multi", 1, 5)
+  assert len(list((tmp_path / "tasks").glob("*.jsonl.gz"))) == 4
 
 
 def test_files_replace_the_generator(tmp_path):

@@ -68,6 +68,96 @@ class Arm:
     return _mean(values[:window]), _mean(values[-window:])
 
 
+class SeededArm(Arm):
+  """An arm trained at several seeds (`<workdir>/seed_<k>`), read as one: at each step every
+  seed evaluated, the seeds' records pooled, so that a task's value in the paper's table, the
+  curves and the paired changes is its mean over seeds (intervals stay over tasks); the
+  training series are means over seeds. `runs` keeps each seed's own workdir for the
+  intervals over seeds."""
+
+  def __init__(self, name: str, workdir: pathlib.Path, seeds: Sequence[int]):
+    self.name = name
+    self.workdir = workdir
+    self.seeds = list(seeds)
+    self.runs = [Arm(f"{name}/seed_{seed}", workdir / f"seed_{seed}") for seed in seeds]
+    self.config = next((r.config for r in self.runs if r.config), {})
+    steps = set.intersection(*[{e["step"] for e in r.evals} for r in self.runs])
+    self.evals = [pool_evaluations([next(e for e in r.evals if e["step"] == step)
+                                    for r in self.runs]) for step in sorted(steps)]
+    self.metrics = [r for run in self.runs for r in run.metrics]
+    self.train_rows = _mean_rows([run.train_rows for run in self.runs])
+    self.tables = {e["step"]: report.intervals(e) for e in self.evals}
+
+
+def pool_evaluations(evals: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+  """Several seeds' evaluations at one step as one: records concatenated (a task's samples
+  are averaged first by the statistics, so a task counts once, at its mean over seeds), the
+  summary's numbers averaged; the multi-line split likewise."""
+  out: dict[str, Any] = {"step": evals[0]["step"], "records": [r for e in evals
+                                                                for r in e["records"]]}
+  for key in evals[0]:
+    values = [e.get(key) for e in evals]
+    if key not in ("step", "records", "multi") and all(isinstance(v, (int, float)) for v in values):
+      out[key] = _mean(values)
+  if all(e.get("multi") for e in evals):
+    out["multi"] = {"records": [r for e in evals for r in e["multi"]["records"]]}
+  return out
+
+
+def _mean_rows(runs: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+  """Training rows averaged over runs, step by step (steps every run has)."""
+  by_step = [{r["step"]: r for r in rows} for rows in runs]
+  steps = sorted(set.intersection(*[set(b) for b in by_step])) if by_step else []
+  out = []
+  for step in steps:
+    rows = [b[step] for b in by_step]
+    keys = [k for k, v in rows[0].items() if isinstance(v, (int, float))]
+    out.append({k: _mean([r[k] for r in rows if isinstance(r.get(k), (int, float))])
+                for k in keys} | {"step": step})
+  return out
+
+
+def seed_tables(arms: Sequence[Arm]) -> dict[str, Any]:
+  """Intervals over seeds (Student's t over the seeds' means of each column at their last
+  evaluation) per arm, and each arm − the first arm paired by seed."""
+  seeded = [a for a in arms if isinstance(a, SeededArm)]
+  per_seed: dict[str, dict[int, dict[str, float]]] = {}
+  for arm in seeded:
+    per_seed[arm.name] = {}
+    for seed, run in zip(arm.seeds, arm.runs):
+      if run.final is not None:
+        per_seed[arm.name][seed] = {c: iv.mean for c, iv in report.intervals(run.final).items()}
+  columns = list(statistics.PAPER_COLUMNS)
+  tables = {name: {c: statistics.seed_interval([m[c] for m in means.values()])
+                   for c in columns} for name, means in per_seed.items() if means}
+  changes = {}
+  reference = seeded[0].name if seeded else None
+  for arm in seeded[1:]:
+    shared = [s for s in per_seed[arm.name] if s in per_seed[reference]]
+    if shared:
+      changes[f"{arm.name} − {reference}"] = {c: statistics.seed_interval(
+          [per_seed[arm.name][s][c] - per_seed[reference][s][c] for s in shared])
+          for c in columns}
+  return {"tables": tables, "changes": changes, "per_seed": per_seed}
+
+
+def multi_tables(arms: Sequence[Arm], base: Mapping[str, Any] | None) -> dict[str, Any]:
+  """The multi-line split (held-out families, single-line training): the paper's buggy
+  columns for the base and each arm's last evaluation, and each arm − base paired by task."""
+  paper, changes = {}, {}
+  base_records = (base or {}).get("multi", {}).get("records") if base else None
+  if base_records:
+    paper["base (step 0)"] = statistics.paper_table(base_records)
+  for arm in arms:
+    final = arm.final
+    records = (final or {}).get("multi", {}).get("records") if final else None
+    if records:
+      paper[f"{arm.name} (step {final['step']})"] = statistics.paper_table(records)
+      if base_records:
+        changes[f"{arm.name} − base"] = statistics.paired_differences(base_records, records)
+  return {"paper_table": paper, "changes": changes}
+
+
 def _base(arms: Sequence[Arm]) -> tuple[dict[str, Any] | None, list[str]]:
   """The base model's evaluation (step 0, from the first arm that has one) and notes on arms
   whose step-0 evaluation differs from it (greedy decoding of one model should not)."""
@@ -106,10 +196,12 @@ def _correlations(arms: Sequence[Arm], base: dict[str, Any] | None) -> dict[str,
                                      "noop": e.get("noop")} for a, s, e in points]}
 
 
-def build(workdir: str | os.PathLike, arm_names: Sequence[str]) -> dict[str, Any]:
+def build(workdir: str | os.PathLike, arm_names: Sequence[str], seeds: Sequence[int] = ()
+          ) -> dict[str, Any]:
   """Everything the report says, as Interval/Correlation objects and plain values."""
   workdir = pathlib.Path(workdir)
-  arms = [Arm(name, workdir / name) for name in arm_names]
+  arms = [SeededArm(name, workdir / name, seeds) if seeds else Arm(name, workdir / name)
+          for name in arm_names]
   base, notes = _base(arms)
   final = {a.name: a.final for a in arms if a.final is not None}
   missing = [a.name for a in arms if a.final is None]
@@ -131,7 +223,8 @@ def build(workdir: str | os.PathLike, arm_names: Sequence[str]) -> dict[str, Any
       changes[f"{name} − {reference}"] = statistics.paired_differences(
           final[reference]["records"], e["records"])
   return {"workdir": workdir, "arms": arms, "base": base, "paper": paper, "changes": changes,
-          "correlations": _correlations(arms, base), "notes": notes}
+          "correlations": _correlations(arms, base), "notes": notes,
+          "seeds": seed_tables(arms), "multi": multi_tables(arms, base)}
 
 
 def _setup(arms: Sequence[Arm], run: Mapping[str, Any]) -> list[str]:
@@ -187,10 +280,38 @@ def _significant(changes: Mapping[str, Mapping[str, statistics.Interval]]) -> st
   return "Changes whose interval excludes 0: " + "; ".join(found) + "."
 
 
+def _seed_lines(seeds: Mapping[str, Any]) -> list[str]:
+  if not seeds["tables"]:
+    return []
+  n = max(len(m) for m in seeds["per_seed"].values())
+  lines = ["## Over seeds", "", f"Each seed's mean over tasks at its last evaluation, then the "
+           f"mean over {n} seeds with a 95% Student-t interval over seeds (the spread from RL's "
+           "own randomness: sampling, task order):", "",
+           statistics.markdown_table(seeds["tables"], label="arm"), ""]
+  if seeds["changes"]:
+    lines += ["Differences paired by seed (same seed, same tasks), t-interval over seeds:", "",
+              statistics.markdown_table(seeds["changes"], difference=True), ""]
+  return lines
+
+
+def _multi_lines(multi: Mapping[str, Any]) -> list[str]:
+  if not multi["paper_table"]:
+    return []
+  columns = [c for c, (_, kind) in statistics.PAPER_COLUMNS.items() if kind == "buggy"]
+  lines = ["## Multi-line split (generalisation)", "",
+           "Held-out families, one atomic 2-4-line bug each; the arms trained on single-line "
+           "bugs only. Greedy, 95% intervals over tasks.", "",
+           statistics.markdown_table(multi["paper_table"], columns, label="model"), ""]
+  if multi["changes"]:
+    lines += ["Paired by task:", "", statistics.markdown_table(multi["changes"], columns,
+                                                              difference=True), ""]
+  return lines
+
+
 def write(workdir: str | os.PathLike, arm_names: Sequence[str],
-          run: Mapping[str, Any] | None = None) -> pathlib.Path:
+          run: Mapping[str, Any] | None = None, seeds: Sequence[int] = ()) -> pathlib.Path:
   """Writes report.md, report.json and the PNGs into `workdir`; returns report.md's path."""
-  result = build(workdir, arm_names)
+  result = build(workdir, arm_names, seeds)
   workdir, arms = result["workdir"], result["arms"]
   run = dict(run or {})
   curves = {a.name: a.curves() for a in arms}
@@ -208,6 +329,7 @@ def write(workdir: str | os.PathLike, arm_names: Sequence[str],
     lines += ["## Changes, paired by task", "", report.DIFFERENCE_NOTE, "",
               statistics.markdown_table(result["changes"], difference=True), "",
               _significant(result["changes"]), ""]
+  lines += _seed_lines(result["seeds"]) + _multi_lines(result["multi"])
   lines += ["## Correlations (Pearson r, 95% Fisher-z interval)", "",
             "- Edit size (−ℓ) vs unit over greedy samples of buggy validation tasks, every "
             "evaluation point (the paper: 0.13 at 4B, 0.14 at 9B): " + "; ".join(
@@ -230,6 +352,10 @@ def write(workdir: str | os.PathLike, arm_names: Sequence[str],
       "evaluations": {a.name: _jsonable({str(s): t for s, t in a.tables.items()}) for a in arms},
       "train": {a.name: {k: {"steps": v[0], "values": v[1]} for k, v in curves[a.name].items()
                          if not k.startswith("eval/")} for a in arms},
+      "seeds": {"tables": _jsonable(result["seeds"]["tables"]),
+                "changes": _jsonable(result["seeds"]["changes"]),
+                "per_seed": result["seeds"]["per_seed"]},
+      "multi": {k: _jsonable(v) for k, v in result["multi"].items()},
       "correlations": {
           "edit_size_unit": {k: c.to_json() for k, c in corr["edit_size_unit"].items()},
           "precision_noop": corr["precision_noop"].to_json(),

@@ -33,7 +33,8 @@ def load_evals(workdir: str | os.PathLike) -> list[dict[str, Any]]:
   out = []
   for path in pathlib.Path(workdir, "eval").glob("step_*.json"):
     data = json.loads(path.read_text())
-    out.append({"step": data["step"], **data["summary"], "records": data.get("records") or []})
+    out.append({"step": data["step"], **data["summary"], "records": data.get("records") or [],
+                **({"multi": data["multi"]} if data.get("multi") else {})})
   return sorted(out, key=lambda e: e["step"])
 
 
@@ -182,6 +183,31 @@ def train_plot(records: Sequence[Mapping[str, Any]], path: pathlib.Path
   return plots.plot_panels(records, panels, "training", path), notes
 
 
+def report_json(evals: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+  """What `report.json` holds: the paper's table at every evaluation and the change from the
+  base (`changes`), each column as {mean, low, high, n}; the multi-line split's, when
+  evaluated."""
+
+  def jsonable(tables):
+    return {name: {c: iv.to_json() for c, iv in t.items()} for name, t in tables.items()}
+
+  out: dict[str, Any] = {"paper_table": jsonable(
+      {step_label(evals, i): intervals(e) for i, e in enumerate(evals)}), "changes": {}}
+  change = change_from_base(evals)
+  if change is not None:
+    out["changes"] = jsonable({f"step {evals[-1]['step']} − base": change})
+  multi = [e for e in evals if e.get("multi")]
+  if multi:
+    out["multi"] = {"paper_table": jsonable(
+        {f"step {e['step']}": statistics.paper_table(e["multi"]["records"]) for e in multi})}
+    if multi[0]["step"] == 0 and len(multi) > 1:
+      out["multi"]["changes"] = jsonable({f"step {multi[-1]['step']} − base":
+                                          statistics.paired_differences(
+                                              multi[0]["multi"]["records"],
+                                              multi[-1]["multi"]["records"])})
+  return out
+
+
 def write_report(workdir: str | os.PathLike) -> pathlib.Path:
   workdir = pathlib.Path(workdir)
   records = read_metrics(workdir / "metrics.jsonl")
@@ -222,4 +248,6 @@ def write_report(workdir: str | os.PathLike) -> pathlib.Path:
       lines += [f"![{png.stem}]({png.name})", ""]
   path = workdir / "report.md"
   path.write_text("\n".join(lines))
+  (workdir / "report.json").write_text(json.dumps(report_json(evals), indent=1,
+                                                  default=float) + "\n")
   return path

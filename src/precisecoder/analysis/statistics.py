@@ -127,6 +127,42 @@ def pearson(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, *,
   return Correlation(r, math.tanh(z - q * se), math.tanh(z + q * se), n)
 
 
+def seed_interval(values: Sequence[float], *, confidence: float = 0.95) -> Interval:
+  """Mean of one value per seed with a Student-t interval (n − 1 degrees of freedom): with a
+  handful of seeds a bootstrap's percentiles would only repeat the seeds' own values."""
+  x = np.asarray(values, np.float64)
+  x = x[np.isfinite(x)]
+  n = int(x.size)
+  if n == 0:
+    return Interval(math.nan, math.nan, math.nan, 0)
+  mean = float(x.mean())
+  if n == 1:
+    return Interval(mean, math.nan, math.nan, 1)
+  half = _t_quantile(0.5 + confidence / 2, n - 1) * float(x.std(ddof=1)) / math.sqrt(n)
+  return Interval(mean, mean - half, mean + half, n)
+
+
+def _t_quantile(p: float, df: int) -> float:
+  """Student's t quantile by bisection on its CDF (Simpson's rule on the density)."""
+  scale = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+
+  def cdf(t: float) -> float:  # for t >= 0: 1/2 + the density's integral over [0, t]
+    steps = 2000
+    h = t / steps
+    xs = np.linspace(0.0, t, steps + 1)
+    ys = scale * (1 + xs * xs / df) ** (-(df + 1) / 2)
+    return 0.5 + h / 3 * (ys[0] + ys[-1] + 4 * ys[1:-1:2].sum() + 2 * ys[2:-1:2].sum())
+
+  lo, hi = 0.0, 1000.0
+  for _ in range(60):
+    mid = (lo + hi) / 2
+    if cdf(mid) < p:
+      lo = mid
+    else:
+      hi = mid
+  return (lo + hi) / 2
+
+
 def _normal_quantile(p: float) -> float:
   """Standard normal quantile by bisection on erf (no scipy needed; exact to 1e-12)."""
   lo, hi = -10.0, 10.0

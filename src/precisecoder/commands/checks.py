@@ -44,6 +44,17 @@ def command_parser(prog: str, add_arguments: Callable[[argparse.ArgumentParser],
   return parser
 
 
+def parse_with_overrides(parser: argparse.ArgumentParser, argv: Sequence[str]
+                         ) -> tuple[argparse.Namespace, list[str]]:
+  """The parser's own flags, and the `--config.a.b=v` overrides it passes through (anything
+  else is a usage error)."""
+  args, rest = parser.parse_known_args(argv)
+  overrides = [a for a in rest if a.startswith("--config.")]
+  if len(overrides) != len(rest):
+    parser.error(f"unrecognized arguments: {' '.join(a for a in rest if a not in overrides)}")
+  return args, overrides
+
+
 def subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
   """Every parser below `parser` (its subcommands, theirs, ...)."""
   found = []

@@ -47,6 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--configs", type=pathlib.Path, default=None,
                       help="directory of the arms' config files (default: the repository's "
                       "configs/)")
+  parser.add_argument("--seeds", default="",
+                      help="comma-separated run seeds (--config.seed), each arm trained once "
+                      "per seed in WORKDIR/<arm>/seed_<k> (default: one run per arm in "
+                      "WORKDIR/<arm> at the config's seed)")
   parser.add_argument("--report-only", action="store_true",
                       help="rebuild the report from the arms' workdirs without training")
 
@@ -67,30 +71,38 @@ def _arms(names: Sequence[str], configs_dir: pathlib.Path, preset: str,
   return arms
 
 
-def _check_workdir(args: argparse.Namespace, arms: dict[str, tuple[pathlib.Path, Any]]
-                   ) -> pathlib.Path:
-  """The comparison's folder, writable; for --report-only, one that some arm has run in."""
+def _check_workdir(args: argparse.Namespace, runs: Sequence[compare.RunSpec]) -> pathlib.Path:
+  """The comparison's folder, writable; for --report-only, one that some run has run in."""
   workdir = checks.output_folder(args.workdir, "--workdir", make=not args.report_only)
   if args.report_only:
-    if not any((workdir / name / "config.json").exists() for name in arms):
+    if not any((spec.workdir / "config.json").exists() for spec in runs):
+      arm_dir = "<arm>/seed_<k>" if args.seeds.strip() else "<arm>"
       raise checks.InputError(
-          f"--workdir {args.workdir}: no arm has run there (no {workdir}/<arm>/config.json for "
-          f"any of {', '.join(arms)}); nothing to report")
+          f"--workdir {args.workdir}: no arm has run there (no {workdir}/{arm_dir}/config.json "
+          f"for any of {', '.join(dict.fromkeys(spec.arm for spec in runs))}); nothing to "
+          "report")
   else:
-    for name, (_, cfg) in arms.items():
+    for spec in runs:
       try:
-        config_lib.check_resumable(workdir / name, cfg)
+        config_lib.check_resumable(spec.workdir, spec.cfg)
       except config_lib.ConfigError as e:
         raise checks.InputError(str(e)) from None
   return workdir
 
 
+def _seeds(text: str) -> list[int]:
+  try:
+    seeds = [int(x) for x in text.split(",") if x.strip()]
+  except ValueError:
+    raise ValueError(f"--seeds {text!r}: want comma-separated integers, e.g. 0,1,2") from None
+  if len(seeds) != len(set(seeds)) or any(s < 0 for s in seeds):
+    raise ValueError(f"--seeds {text!r}: give each non-negative seed once")
+  return seeds
+
+
 def main(argv: Sequence[str]) -> int:
   parser = checks.command_parser(PROG, add_arguments)
-  args, rest = parser.parse_known_args(argv)
-  overrides = [a for a in rest if a.startswith("--config.")]
-  if len(overrides) != len(rest):
-    parser.error(f"unrecognized arguments: {' '.join(a for a in rest if a not in overrides)}")
+  args, overrides = checks.parse_with_overrides(parser, argv)
   logging.set_verbosity(logging.INFO)
   configs_dir = args.configs or compare.default_configs_dir()
   names = [a.strip() for a in args.arms.split(",") if a.strip()]
@@ -99,17 +111,20 @@ def main(argv: Sequence[str]) -> int:
   try:
     arms = _arms(names, configs_dir, args.preset, overrides)
     compare.check_same_budget({name: cfg for name, (_, cfg) in arms.items()})
-    workdir = _check_workdir(args, arms)
+    seeds = _seeds(args.seeds)
+    runs = compare.run_specs(arms, args.preset, overrides, pathlib.Path(args.workdir), seeds)
+    workdir = _check_workdir(args, runs)
   except (checks.InputError, ValueError) as e:
     print(f"{PROG}: error: {e}", file=sys.stderr)
     return 2
   run_path = workdir / "compare.json"
   run = json.loads(run_path.read_text()) if run_path.exists() else {"wall_s": {}}
-  run.update(arms=names, preset=args.preset, overrides=overrides)
+  run.update(arms=names, preset=args.preset, overrides=overrides, seeds=seeds)
   codes: dict[str, int] = {}
   if not args.report_only:
     t0 = time.perf_counter()
-    codes, walls = compare.run_arms(arms, args.preset, overrides, workdir, args.parallel)
+    compare.prepare_base(next(iter(arms.values()))[1])
+    codes, walls = compare.run_arms(runs, args.preset, args.parallel)
     for name, seconds in walls.items():  # a resumed arm's time adds to its earlier runs'
       run["wall_s"][name] = run["wall_s"].get(name, 0.0) + seconds
     run.setdefault("invocations", []).append(
@@ -117,7 +132,7 @@ def main(argv: Sequence[str]) -> int:
          "trained": sorted(walls), "wall_s": time.perf_counter() - t0})
     run_path.write_text(json.dumps(run, indent=1) + "\n")
   from precisecoder.analysis import comparison  # matplotlib only once training is over
-  path = comparison.write(workdir, names, run)
+  path = comparison.write(workdir, names, run, seeds=seeds)
   print(f"Report: {path}", flush=True)
   failed = sorted(name for name, code in codes.items() if code)
   if failed:

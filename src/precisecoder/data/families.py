@@ -48,7 +48,8 @@ class Family:
 
 # Local variable names and the synonyms a family member may use instead.
 _SYNONYMS = {
-    "count": ("count", "found", "hits", "n_found"), "total": ("total", "acc", "running", "subtotal"),
+    "count": ("count", "found", "hits", "n_found"),
+    "total": ("total", "acc", "running", "subtotal"),
     "result": ("result", "out", "res", "answer"), "x": ("x", "v", "item", "value"),
     "best": ("best", "top", "champion"), "i": ("i", "idx", "pos"), "ch": ("ch", "char", "letter"),
     "w": ("w", "token", "term"), "low": ("low", "lowest", "smallest"),
@@ -73,6 +74,11 @@ def rename_locals(code: str, rng: random.Random) -> str:
     choice = rng.choice(_SYNONYMS.get(name, (name,)))
     if choice != name and choice not in used and choice not in renames.values():
       renames[name] = choice
+  return apply_renames(code, renames)
+
+
+def apply_renames(code: str, renames: dict[str, str]) -> str:
+  """`code` with every name token in `renames` replaced (attribute names after `.` kept)."""
   if not renames:
     return code
   lines = code.splitlines(keepends=True)

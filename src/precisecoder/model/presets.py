@@ -17,6 +17,14 @@ def _qwen3(layers, hidden, heads, kv_heads, ffn, tied) -> ModelConfig:
       pad_token_id=151643)
 
 
+def _coder(vocab, hidden, layers, heads, kv_heads, head_dim, ffn) -> ModelConfig:
+  return ModelConfig(
+      arch="qwen3", vocab_size=vocab, hidden_size=hidden, num_layers=layers, num_heads=heads,
+      num_kv_heads=kv_heads, head_dim=head_dim, intermediate_size=ffn, rope_theta=10_000.0,
+      rms_norm_eps=1e-6, tie_embeddings=True, max_position_embeddings=2048, bos_token_id=None,
+      eos_token_ids=(2,), pad_token_id=0)
+
+
 PRESETS: dict[str, ModelConfig] = {
     # A few million parameters: unit tests and CPU benchmarks.
     "tiny": ModelConfig(
@@ -24,6 +32,14 @@ PRESETS: dict[str, ModelConfig] = {
         num_kv_heads=4, head_dim=32, intermediate_size=384, rope_theta=1_000_000.0,
         rms_norm_eps=1e-6, tie_embeddings=True, max_position_embeddings=4096,
         bos_token_id=None, eos_token_ids=(1,), pad_token_id=0),
+    # The small policies trained from scratch on the task corpus (train/base_model.py), with
+    # the corpus's own BPE (model/bpe.py: ids 0 pad, 1 <|im_start|>, 2 <|im_end|>).
+    "coder-tiny": _coder(vocab=512, hidden=64, layers=2, heads=2, kv_heads=1, head_dim=32,
+                         ffn=128),
+    "coder-cpu": _coder(vocab=2048, hidden=128, layers=4, heads=4, kv_heads=2, head_dim=32,
+                        ffn=384),
+    "coder-gpu": _coder(vocab=4096, hidden=512, layers=8, heads=8, kv_heads=4, head_dim=64,
+                        ffn=1536),
     # HuggingFaceTB/SmolLM2-135M-Instruct (Llama architecture).
     "smollm2-135m": ModelConfig(
         arch="llama", vocab_size=49152, hidden_size=576, num_layers=30, num_heads=9,

@@ -14,6 +14,7 @@ every arm is evaluated on the same held-in tasks and clean programs at the same 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pathlib
 import subprocess
@@ -88,7 +89,7 @@ def arm_finished(workdir: pathlib.Path, cfg: ml_collections.ConfigDict) -> bool:
 
 
 class ArmProcess:
-  """One arm's `python -m precisecoder.train` child, logging to `<workdir>/train.log`."""
+  """One run's `python -m precisecoder.train` child, logging to `<workdir>/train.log`."""
 
   def __init__(self, name: str, config_file: pathlib.Path, preset: str,
                overrides: Sequence[str], workdir: pathlib.Path, steps: int):
@@ -122,27 +123,56 @@ class ArmProcess:
     self.poll()
 
 
-def run_arms(arms: dict[str, tuple[pathlib.Path, ml_collections.ConfigDict]], preset: str,
-             overrides: Sequence[str], workdir: pathlib.Path, parallel: int
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+  """One trainer process of a comparison: an arm, at one seed when seeds are given."""
+  name: str  # "grpo", or "grpo/seed_1" with seeds
+  arm: str
+  config_file: pathlib.Path
+  cfg: ml_collections.ConfigDict
+  overrides: tuple[str, ...]  # the comparison's overrides, then the run's seed
+  workdir: pathlib.Path
+
+
+def run_specs(arms: dict[str, tuple[pathlib.Path, ml_collections.ConfigDict]],
+              preset: str, overrides: Sequence[str], workdir: pathlib.Path,
+              seeds: Sequence[int] = ()) -> list[RunSpec]:
+  """The runs of a comparison, seed-major (every arm at the first seed, then the next), so
+  that an interrupted comparison has whole seeds done. Without `seeds` one run per arm in
+  `<workdir>/<arm>`, at the config's seed; with them `<workdir>/<arm>/seed_<k>`."""
+  if not seeds:
+    return [RunSpec(name, name, file, cfg, tuple(overrides), workdir / name)
+            for name, (file, cfg) in arms.items()]
+  out = []
+  for seed in seeds:
+    for name, (file, _) in arms.items():
+      run_overrides = (*overrides, f"--config.seed={seed}")
+      out.append(RunSpec(f"{name}/seed_{seed}", name, file,
+                         resolve_config(file, preset, run_overrides), run_overrides,
+                         workdir / name / f"seed_{seed}"))
+  return out
+
+
+def run_arms(runs: Sequence[RunSpec], preset: str, parallel: int
              ) -> tuple[dict[str, int], dict[str, float]]:
-  """Trains the unfinished arms, `parallel` at a time; (exit status, wall seconds) per arm."""
+  """Trains the unfinished runs, `parallel` at a time; (exit status, wall seconds) per run."""
   pending = []
   codes: dict[str, int] = {}
-  for name, (config_file, cfg) in arms.items():
-    if arm_finished(workdir / name, cfg):
-      logging.info("arm %s: already finished in %s", name, workdir / name)
-      codes[name] = 0
+  for spec in runs:
+    if arm_finished(spec.workdir, spec.cfg):
+      logging.info("arm %s: already finished in %s", spec.name, spec.workdir)
+      codes[spec.name] = 0
     else:
-      pending.append((name, config_file, cfg))
+      pending.append(spec)
   running: list[ArmProcess] = []
   walls: dict[str, float] = {}
   t0 = last_progress = time.perf_counter()
   try:
     while pending or running:
       while pending and len(running) < parallel:
-        name, config_file, cfg = pending.pop(0)
-        running.append(ArmProcess(name, config_file, preset, overrides, workdir / name,
-                                  cfg.train.steps))
+        spec = pending.pop(0)
+        running.append(ArmProcess(spec.name, spec.config_file, preset, spec.overrides,
+                                  spec.workdir, spec.cfg.train.steps))
       time.sleep(1.0)
       for arm in list(running):
         code = arm.poll()
@@ -158,8 +188,17 @@ def run_arms(arms: dict[str, tuple[pathlib.Path, ml_collections.ConfigDict]], pr
       if running and time.perf_counter() - last_progress >= PROGRESS_EVERY_S:
         last_progress = time.perf_counter()
         logging.info("compare: %.0f s; %s; %d arm(s) waiting", last_progress - t0, "; ".join(
-            f"{a.name} step {metrics.last_step(a.workdir)}/{a.steps}" for a in running), len(pending))
+            f"{a.name} step {metrics.last_step(a.workdir)}/{a.steps}" for a in running),
+            len(pending))
   finally:
     for arm in running:  # interrupted: stop the children cleanly, resumable next time
       arm.terminate()
   return codes, walls
+
+
+def prepare_base(cfg: ml_collections.ConfigDict) -> None:
+  """Builds the arms' shared base policy once, before any arm starts (they would otherwise
+  wait on one another's build lock, each holding a process)."""
+  if cfg.model.checkpoint == "base":
+    from precisecoder.train import base_model  # pylint: disable=import-outside-toplevel
+    logging.info("compare: base policy %s", base_model.ensure(cfg.base))

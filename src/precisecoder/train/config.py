@@ -23,9 +23,21 @@ from precisecoder import reward_recipes
 MODEL_PRESETS: dict[str, dict] = {
     "tiny": dict(preset="tiny", checkpoint="", mesh="cpu", prompts_per_step=2, group_size=4,
                  max_new_tokens=16, minibatch_size=8, learning_rate=1e-3),
-    "local": dict(preset="smollm2-135m", checkpoint="bundled-smollm2", mesh="cpu",
-                  prompts_per_step=2, group_size=4, max_new_tokens=96, minibatch_size=4,
-                  learning_rate=2e-6),
+    # The small policy (coder-cpu, ~1.0M parameters) from its cached base (base_model.py):
+    # the main job and `compare-cpu` on 2 CPU cores.
+    "local": dict(preset="coder-cpu", checkpoint="base", base="cpu", mesh="cpu",
+                  prompts_per_step=16, group_size=8, max_new_tokens=48, minibatch_size=128,
+                  learning_rate=3e-4),
+    # The same path on the tiny base (tests, the GPU script's CPU rehearsal) and at GPU size.
+    "tiny-base": dict(preset="coder-tiny", checkpoint="base", base="tiny", mesh="cpu",
+                      prompts_per_step=2, group_size=4, max_new_tokens=16, minibatch_size=8,
+                      learning_rate=1e-3),
+    "compare-gpu": dict(preset="coder-gpu", checkpoint="base", base="gpu", mesh="fsdp",
+                        prompts_per_step=32, group_size=8, max_new_tokens=96,
+                        minibatch_size=256, learning_rate=5e-5),
+    "local-smollm2": dict(preset="smollm2-135m", checkpoint="bundled-smollm2", mesh="cpu",
+                          prompts_per_step=2, group_size=4, max_new_tokens=96,
+                          minibatch_size=4, learning_rate=2e-6),
     "smollm2-135m": dict(preset="smollm2-135m", checkpoint="bundled-smollm2", mesh="fsdp",
                          prompts_per_step=32, group_size=6, max_new_tokens=512,
                          minibatch_size=64, learning_rate=2e-6),
@@ -53,6 +65,8 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
     raise ConfigError(f"unknown model preset {name!r}; known: {', '.join(sorted(MODEL_PRESETS))}")
   m = MODEL_PRESETS[name]
   c = ml_collections.ConfigDict()
+  if "base" in m:  # model.checkpoint "base": the base policy this config describes
+    c.base = base_config(m["base"])
   c.trainer = "rl"  # rl | sft | dpo
   c.seed = 0
 
@@ -60,15 +74,18 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
   # attention: auto (cuDNN on GPU, chunked elsewhere) | chunked | cudnn | dense (the old path);
   # logprob_chunk: tokens per lm-head chunk in the losses (0: full [B, T, V] logits);
   # mlp_chunk: tokens per MLP chunk, each rematerialised (0: the whole sequence at once).
+  # checkpoint "" (random init) reads `tokenizer` (a folder) if set, else bytes.
   c.model = ml_collections.ConfigDict(dict(
-      preset=m["preset"], checkpoint=m["checkpoint"], dtype="float32", remat="none",
+      preset=m["preset"], checkpoint=m["checkpoint"], tokenizer="", dtype="float32",
+      remat="none",
       attention="auto", attention_block=512, logprob_chunk=1024, mlp_chunk=4096,
       mesh=m["mesh"]))
 
   # Training tasks from the bug generator (data.generator) unless `task_file` is set.
+  # data.seed picks the generated tasks; the run's seed its sampling, data order and init.
   c.data = ml_collections.ConfigDict(dict(
-      task_file="", tier="easy", num_train=512, num_validation=16, num_clean=16,
-      validation_file="", clean_file="", include_tests_in_prompt=True))
+      task_file="", tier="easy", num_train=512, num_validation=16, num_clean=16, num_multi=0,
+      seed=0, validation_file="", clean_file="", include_tests_in_prompt=True))
 
   c.rl = ml_collections.ConfigDict(dict(
       reward="r_lambda", advantage="gdpo", lam=1 / 3, scale_std=True,
@@ -81,6 +98,10 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       minibatch_size=m["minibatch_size"],
       clip_low=0.2, clip_high=0.28, aggregation="seq-mean-token-sum-norm", kl_beta=0.0,
       rollout_chunks=2,  # score chunk i while chunk i+1 samples
+      # The G samples of a task share its prompt: compute it once per group in the train step
+      # (exact; minibatches are then whole groups). Its attention is dense over the prompt, so
+      # for short completions, where the prompt is most of each row.
+      shared_prompt=False,
       reward_workers=2,
       # "" scores in this process's pool; "http://h1:8000,http://h2:8000" on reward servers
       # (`precisecoder serve`), round-robin with retries (integrations/client.py).
@@ -97,7 +118,9 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       learning_rate=m["learning_rate"], warmup_steps=0, weight_decay=0.0, b1=0.9, b2=0.999,
       grad_clip=1.0))
 
-  c.sft = ml_collections.ConfigDict(dict(batch_size=8, max_len=1024))
+  # group_by_length: batches of tasks with answers of similar length, lengths padded to powers
+  # of two (fewer shapes and less padding when answers range from 3 to 30 lines).
+  c.sft = ml_collections.ConfigDict(dict(batch_size=8, max_len=1024, group_by_length=False))
   c.dpo = ml_collections.ConfigDict(dict(beta=0.1, batch_size=8, max_len=1024,
                                          samples_per_task=4))
 
@@ -113,6 +136,7 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       checkpoint_dir="",  # "" -> <workdir>/checkpoints; may be a bucket (gs://...)
       eval_every=50,
       eval_at_start=True, eval_max_new_tokens=m["max_new_tokens"], eval_batch_size=16,
+      eval_multi_max_new_tokens=2 * m["max_new_tokens"],  # the multi split's longer programs
       report=True, stop_after=-1))  # stop_after: end early at this step (tests, preemption drills)
   if name in _SMALL_RUNS:
     for section, values in _SMALL_RUNS[name].items():
@@ -193,16 +217,25 @@ def _problems(c: ml_collections.ConfigDict):
   def number(field: str, low: float, high: float = math.inf, low_open: bool = False):
     value = _get(c, field)
     ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
-          and math.isfinite(value) and (value > low if low_open else value >= low) and value <= high)
+          and math.isfinite(value) and (value > low if low_open else value >= low)
+          and value <= high)
     if not ok:
       yield bad(field, value, f"must be a number in {'(' if low_open else '['}{low:g}, {high:g}]")
 
   yield from one_of("trainer", TRAINERS)
   yield from one_of("model.dtype", ("float32", "bfloat16"))
+  if c.model.checkpoint == "base":
+    if "base" not in c:
+      yield "config.model.checkpoint='base' needs a config.base section (a preset with a base)"
+    elif c.base.data.include_tests_in_prompt != c.data.include_tests_in_prompt:
+      yield (f"config.data.include_tests_in_prompt={c.data.include_tests_in_prompt!r} must "
+             f"match config.base.data.include_tests_in_prompt "
+             f"({c.base.data.include_tests_in_prompt!r}): the prompts the base was trained on")
   yield from at_least("train.steps", 1)
   for field in ("train.checkpoint_every", "train.eval_every"):  # 0: never
     yield from at_least(field, 0)
-  for field in ("train.keep_checkpoints", "train.eval_batch_size", "train.eval_max_new_tokens"):
+  for field in ("train.keep_checkpoints", "train.eval_batch_size", "train.eval_max_new_tokens",
+                "train.eval_multi_max_new_tokens"):
     yield from at_least(field, 1)
   yield from number("optim.learning_rate", 0, low_open=True)
   yield from at_least("optim.warmup_steps", 0)
@@ -210,7 +243,7 @@ def _problems(c: ml_collections.ConfigDict):
                 "multihost.shutdown_timeout_s"):
     yield from at_least(field, 1)
   yield from one_of("data.tier", TIERS)
-  for field in ("data.num_validation", "data.num_clean"):
+  for field in ("data.num_validation", "data.num_clean", "data.num_multi", "data.seed"):
     yield from at_least(field, 0)
   if not c.data.task_file:
     yield from at_least("data.num_train", 1)
@@ -258,6 +291,10 @@ def _problems(c: ml_collections.ConfigDict):
       yield (f"config.rl.minibatch_size={c.rl.minibatch_size} must divide the {rows} rows of a "
              f"step (rl.prompts_per_step {c.rl.prompts_per_step} x rl.group_size "
              f"{c.rl.group_size})")
+    elif c.rl.shared_prompt and size % c.rl.group_size:
+      yield (f"config.rl.minibatch_size={c.rl.minibatch_size} must be a multiple of "
+             f"rl.group_size {c.rl.group_size} with rl.shared_prompt (minibatches of whole "
+             "groups)")
   elif c.trainer == "sft":
     for field in ("sft.batch_size", "sft.max_len"):
       yield from at_least(field, 1)
@@ -320,13 +357,20 @@ _SMALL_RUNS = {
         data=dict(num_train=16, num_validation=2, num_clean=2, include_tests_in_prompt=False),
         rl=dict(prompt_bucket=512, feedback_tokens=512),
         train=dict(steps=3, checkpoint_every=1, eval_every=3, eval_batch_size=4)),
-    # Measured on 2 idle cores: a step (8 rows sampled, two 4-row updates with remat; 8 rows
-    # without remat took 14 GB) ~80 s, an evaluation of 12 tasks ~35 s plus compilation;
-    # 4 steps ran in 433 s all told. The tests stay in the prompt: without them the base model
-    # passed no validation task. One rollout chunk: on a CPU decoding is bound by reading the
-    # weights, so two half-batches cost twice one full batch. A larger step size than the
-    # pod presets', so that a few steps move the policy.
+    # The main job on the small policy: base + RL + report in <= 20 minutes on 2 idle cores.
     "local": dict(
+        data=dict(num_train=512, num_validation=64, num_clean=32, num_multi=0,
+                  include_tests_in_prompt=False),
+        rl=dict(shared_prompt=True, prompt_bucket=128, reward_workers=2),
+        model=dict(mlp_chunk=0),
+        train=dict(steps=20, checkpoint_every=10, eval_every=20, eval_batch_size=32)),
+    # The former main job on SmolLM2-135M (bundled GGUF). Measured on 2 idle cores: a step (8
+    # rows sampled, two 4-row updates with remat; 8 rows without remat took 14 GB) ~80 s, an
+    # evaluation of 12 tasks ~35 s plus compilation; 4 steps ran in 433 s all told. The tests
+    # stay in the prompt: without them the base model passed no validation task. One rollout
+    # chunk: on a CPU decoding is bound by reading the weights, so two half-batches cost twice
+    # one full batch. A larger step size than the pod presets', so that a few steps move it.
+    "local-smollm2": dict(
         model=dict(remat="full"),
         data=dict(num_train=64, num_validation=16, num_clean=8),
         rl=dict(rollout_chunks=1, feedback_tokens=384),
@@ -335,18 +379,89 @@ _SMALL_RUNS = {
 }
 
 # The arms of `precisecoder compare` (train/compare.py; README "Comparing reward recipes"): a
-# budget each arm gets in full. compare-cpu: two arms in ~13 minutes on 2 idle cores (from the
-# main job's step and evaluation times): the main job's model and step (2 tasks x 4 samples), a
-# larger step size so that 4 steps move the policy, greedy evaluation at steps 0, 2 and 4 on
-# the main job's 16 held-in tasks + 8 clean programs. compare-h200: both arms in <= 11 minutes
-# on one H200 (an estimate: not yet run on a GPU), 32 tasks x 8 samples a step, evaluated every
-# 5 steps on 64 tasks + 32 clean programs.
+# budget each arm gets in full. compare-cpu: the small policy, 16 tasks x 8 samples a step,
+# 40 steps, greedy evaluation every 10 steps on 64 held-out-family tasks, 32 clean programs and
+# 32 multi-line tasks. compare-cpu-smollm2: the former CPU comparison (SmolLM2-135M, 2 tasks
+# x 4 samples, 4 steps). compare-h200: both arms in <= 11 minutes on one H200 (an estimate:
+# not yet run on a GPU), 32 tasks x 8 samples a step, evaluated every 5 steps on 64 tasks + 32
+# clean programs.
 MODEL_PRESETS["compare-cpu"] = MODEL_PRESETS["local"]
 _SMALL_RUNS["compare-cpu"] = dict(
-    _SMALL_RUNS["local"], optim=dict(learning_rate=2e-5),
+    _SMALL_RUNS["local"],
+    data=dict(_SMALL_RUNS["local"]["data"], num_multi=32),
+    train=dict(steps=40, checkpoint_every=10, eval_every=10, eval_batch_size=32))
+_SMALL_RUNS["tiny-base"] = dict(
+    data=dict(num_train=8, num_validation=2, num_clean=2, num_multi=2,
+              include_tests_in_prompt=False),
+    rl=dict(shared_prompt=True, prompt_bucket=128),
+    model=dict(mlp_chunk=0),
+    train=dict(steps=2, checkpoint_every=1, eval_every=2, eval_batch_size=4,
+               eval_multi_max_new_tokens=16))
+_SMALL_RUNS["compare-gpu"] = dict(
+    data=dict(num_train=2048, num_validation=128, num_clean=64, num_multi=64,
+              include_tests_in_prompt=False),
+    rl=dict(shared_prompt=True, prompt_bucket=128, reward_workers=8),
+    train=dict(steps=30, checkpoint_every=10, eval_every=5, eval_batch_size=128))
+MODEL_PRESETS["compare-cpu-smollm2"] = MODEL_PRESETS["local-smollm2"]
+_SMALL_RUNS["compare-cpu-smollm2"] = dict(
+    _SMALL_RUNS["local-smollm2"], optim=dict(learning_rate=2e-5),
     train=dict(steps=4, checkpoint_every=2, eval_every=2, eval_batch_size=12))
 MODEL_PRESETS["compare-h200"] = dict(MODEL_PRESETS["smollm2-135m"], prompts_per_step=32,
                                      group_size=8, max_new_tokens=256, learning_rate=1e-5)
 _SMALL_RUNS["compare-h200"] = dict(
     data=dict(num_train=1024, num_validation=64, num_clean=32), rl=dict(reward_workers=8),
     train=dict(steps=30, checkpoint_every=10, eval_every=5, eval_batch_size=96))
+
+
+# ---------------------------------------------------------------------------
+# The small base policies (train/base_model.py): a BPE tokenizer trained on the task corpus,
+# then SFT from scratch on a mixture of answers, built once per config and cached. An RL
+# preset whose model.checkpoint is "base" carries its base's config as `config.base` (so
+# `--config.base.sft.steps=...` works like any override, and arms that differ in it are told
+# apart by compare).
+# ---------------------------------------------------------------------------
+
+BASE_PRESETS: dict[str, dict] = {
+    # CI: seconds.
+    "tiny": dict(model="coder-tiny", tasks=dict(easy=24, medium=8, hard=0, multi=0),
+                 vocab_size=512, steps=6, batch_size=4, draws=2, learning_rate=3e-3,
+                 measure=dict(num_validation=4, num_clean=2, num_multi=2, num_groups=2,
+                              group_size=4, max_new_tokens=16)),
+    # 2 idle CPU cores: <= 20 minutes with the corpus (README "The small policy").
+    "cpu": dict(model="coder-cpu", tasks=dict(easy=2000, medium=300, hard=100, multi=100),
+                vocab_size=2048, steps=600, batch_size=16, draws=4, learning_rate=2e-3,
+                warmup_steps=30,
+                measure=dict(num_validation=64, num_clean=32, num_multi=32, num_groups=32,
+                             group_size=8, max_new_tokens=64)),
+    # One H200 (scripts/gpu_run.sh).
+    "gpu": dict(model="coder-gpu", tasks=dict(easy=6000, medium=2000, hard=800, multi=800),
+                vocab_size=4096, steps=2000, batch_size=64, draws=4, learning_rate=1e-3,
+                measure=dict(num_validation=128, num_clean=64, num_multi=64, num_groups=64,
+                             group_size=8, max_new_tokens=96)),
+}
+
+
+def base_config(name: str) -> ml_collections.ConfigDict:
+  """The base policy preset `name` (BASE_PRESETS) as a ConfigDict."""
+  if name not in BASE_PRESETS:
+    raise ConfigError(f"unknown base preset {name!r}; known: {', '.join(sorted(BASE_PRESETS))}")
+  b = BASE_PRESETS[name]
+  return ml_collections.ConfigDict(dict(
+      name=name, seed=0, model=b["model"],
+      # Generator training families of every tier (never validation or test families, never
+      # clean programs); the RL arms train on the `easy` tier's.
+      data=ml_collections.ConfigDict(dict(b["tasks"], include_tests_in_prompt=False)),
+      tokenizer=ml_collections.ConfigDict(dict(vocab_size=b["vocab_size"], max_token_length=32)),
+      # What the base is trained to answer, as weights (data/sft_mixture.py); `draws` answers
+      # per task, trained as one group sharing the task's prompt; extra edits rewrite each line
+      # they can with probability extra_rate and rename a local with probability rename_rate.
+      mixture=ml_collections.ConfigDict(dict(reference=0.35, extra_edits=0.35, wrong_edit=0.15,
+                                             noop=0.15, draws=b["draws"], extra_rate=0.9,
+                                             rename_rate=0.3)),
+      sft=ml_collections.ConfigDict(dict(steps=b["steps"], batch_size=b["batch_size"],
+                                         learning_rate=b["learning_rate"],
+                                         warmup_steps=b.get("warmup_steps", 50),
+                                         max_len=512)),
+      # The printed measurements: greedy on held-out-family tasks, and reward variance of
+      # sampled groups of the RL training tasks at the arms' group size.
+      measure=ml_collections.ConfigDict(dict(b["measure"], tier="easy", temperature=1.0))))

@@ -22,6 +22,8 @@ def model_config(cfg: ml_collections.ConfigDict) -> ModelConfig:
   source = cfg.model.checkpoint
   if source == "bundled-smollm2":
     source = str(bundled_smollm2_gguf())
+  if source == "base":  # the small policy's base (maybe not built yet): its model preset
+    return presets.get(cfg.base.model, dtype=cfg.model.dtype, **execution)
   if source:
     return read_config(source, dtype=cfg.model.dtype, **execution)
   return presets.get(cfg.model.preset, dtype=cfg.model.dtype, **execution)

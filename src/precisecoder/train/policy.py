@@ -29,6 +29,9 @@ class ByteTokenizer:
   eos_token_id = 1
   bos_token_id = None
 
+  def __len__(self) -> int:
+    return 258
+
   def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
     del add_special_tokens
     return [b + 2 for b in text.encode("utf-8")]
@@ -66,6 +69,9 @@ def load_policy(cfg: ml_collections.ConfigDict, mesh: Mesh | None = None) -> Pol
   execution = {k: cfg.model[k] for k in EXECUTION_FIELDS}
   if source == "bundled-smollm2":
     source = str(model_checkpoint.bundled_smollm2_gguf())
+  elif source == "base":  # the small policy's base, built on first use (base_model.py)
+    from precisecoder.train import base_model  # pylint: disable=import-outside-toplevel
+    source = str(base_model.ensure(cfg.base))
   if source:
     logging.info("loading %s", source)
     model, tokenizer, config = model_lib.load_checkpoint(source, dtype=cfg.model.dtype,
@@ -75,10 +81,13 @@ def load_policy(cfg: ml_collections.ConfigDict, mesh: Mesh | None = None) -> Pol
     model = model_lib.Decoder(config, rngs=nnx.Rngs(cfg.seed))
     if mesh is not None:
       model = model_lib.shard_model(model, mesh)
-    tokenizer = ByteTokenizer()
-    if config.vocab_size < 258:
+    # A random init reads a tokenizer folder when one is named (the small policy's own BPE,
+    # which checkpoints then point to), else bytes.
+    source = cfg.model.get("tokenizer", "")
+    tokenizer = model_lib.load_tokenizer(source) if source else ByteTokenizer()
+    if config.vocab_size < len(tokenizer):
       raise ValueError(f"model preset {cfg.model.preset}: vocab {config.vocab_size} is too "
-                       "small for the byte tokenizer (needs 258)")
+                       f"small for the tokenizer ({len(tokenizer)} ids)")
   eos = tokenizer_lib.eos_token_ids(tokenizer, config.eos_token_ids)
   pad = tokenizer_lib.pad_token_id(tokenizer, config.pad_token_id)
   logging.info("policy: %s, %.1fM parameters", cfg.model.preset,

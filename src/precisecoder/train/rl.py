@@ -31,7 +31,6 @@ from typing import Any
 import jax
 import ml_collections
 import numpy as np
-from absl import logging
 
 from precisecoder import episodes, multihost
 from precisecoder.train import recipes, rollout as rollout_lib, step as step_lib, tasksets
@@ -128,8 +127,10 @@ def learn(run: Run, step_fn, batch: dict[str, np.ndarray], ref_fn=None) -> dict[
                                             device_batch["mask"],
                                             device_batch["completion_mask"])
     out = []
+    group = step_lib.shared_group(rl)  # minibatches of whole groups when they share prompts
     for epoch in range(rl.num_iterations):
-      order = np.random.default_rng([run.cfg.seed, run.step, epoch]).permutation(n)
+      groups = np.random.default_rng([run.cfg.seed, run.step, epoch]).permutation(n // group)
+      order = (groups[:, None] * group + np.arange(group)).ravel()
       for start in range(0, n, size):
         run.params, run.opt_state, m = step_fn(run.params, run.opt_state, device_batch,
                                                order[start:start + size].astype(np.int32))
@@ -147,7 +148,8 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
   total = cfg.train.steps
   with Run(cfg, workdir, total_steps=total, keep_initial=rl.kl_beta > 0) as run:
     step_fn = step_lib.make_rl_step(run.graphdef, run.tx, rl)
-    ref_fn = step_lib.make_logprob_fn(run.graphdef, rl.temperature) if rl.kl_beta > 0 else None
+    ref_fn = (step_lib.make_logprob_fn(run.graphdef, rl.temperature, step_lib.shared_group(rl))
+              if rl.kl_beta > 0 else None)
     iterator = tasksets.task_iterator(tasksets.train_tasks(cfg), rl.prompts_per_step, cfg.seed)
     progress = run.begin(iterator)
     executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="reward")

@@ -158,11 +158,36 @@ class Run(contextlib.AbstractContextManager):
     return time.perf_counter() - t0
 
   def evaluate(self) -> dict[str, float]:
-    """Greedy evaluation on validation tasks and clean programs; written to eval/step_N.json."""
+    """Greedy evaluation on validation tasks and clean programs, and on the multi-line split
+    when `data.num_multi` (kept apart: `multi` in the file, `eval_multi/` in the metrics);
+    written to eval/step_N.json."""
     cfg = self.cfg
     if not hasattr(self, "_eval_tasks"):
       self._eval_tasks = tasksets.eval_tasks(cfg)
-    tasks = self._eval_tasks
+      self._multi_tasks = tasksets.multi_tasks(cfg)
+    summary, records = self._greedy(self._eval_tasks, cfg.train.eval_max_new_tokens)
+    multi = None
+    if self._multi_tasks:
+      multi = dict(zip(("summary", "records"), self._greedy(
+          self._multi_tasks, cfg.train.eval_multi_max_new_tokens)))
+    if not self.primary:
+      return summary
+    out = self.workdir / "eval"
+    out.mkdir(exist_ok=True)
+    result = {"step": self.step, "summary": summary, "records": records}
+    if multi is not None:
+      result["multi"] = multi
+    (out / f"step_{self.step}.json").write_text(json.dumps(result, indent=1) + "\n")
+    self.metrics.write(self.step, summary, prefix="eval/")
+    if multi is not None:
+      self.metrics.write(self.step, multi["summary"], prefix="eval_multi/")
+    logging.info("eval at step %d: %s", self.step,
+                 "  ".join(f"{k}={v:.3f}" for k, v in summary.items() if isinstance(v, float)))
+    return summary
+
+  def _greedy(self, tasks, max_new_tokens: int) -> tuple[dict[str, float], list[dict]]:
+    """(summary, per-task records) of greedy completions of `tasks`."""
+    cfg = self.cfg
     # Several hosts: each evaluates an equal share (the last task repeated to even it out),
     # then the records are gathered and summarised as one set.
     share = -(-len(tasks) // jax.process_count())
@@ -170,7 +195,7 @@ class Run(contextlib.AbstractContextManager):
     mine = list(mine) + list(tasks[-1:]) * (share - len(mine))
     summary, records = greedy_eval.evaluate(
         self.sync_policy(), mine, self.scorer,
-        max_new_tokens=cfg.train.eval_max_new_tokens, batch_size=cfg.train.eval_batch_size,
+        max_new_tokens=max_new_tokens, batch_size=cfg.train.eval_batch_size,
         include_tests=cfg.data.include_tests_in_prompt, seed=cfg.seed,
         prompt_bucket=cfg.rl.prompt_bucket, mesh=self.mesh,
         agent=rollout_lib.agent_config(cfg.rl) if cfg.trainer == "rl" else None)
@@ -180,16 +205,7 @@ class Run(contextlib.AbstractContextManager):
       summary = {**greedy_eval.summarize(tasks, {
           k: np.array([r[k] for r in records]) for k in records[0]
           if isinstance(records[0][k], float)}), **timing}
-    if not self.primary:
-      return summary
-    out = self.workdir / "eval"
-    out.mkdir(exist_ok=True)
-    (out / f"step_{self.step}.json").write_text(json.dumps(
-        {"step": self.step, "summary": summary, "records": records}, indent=1) + "\n")
-    self.metrics.write(self.step, summary, prefix="eval/")
-    logging.info("eval at step %d: %s", self.step,
-                 "  ".join(f"{k}={v:.3f}" for k, v in summary.items() if isinstance(v, float)))
-    return summary
+    return summary, records
 
   def begin(self, iterator: Any) -> metrics.Progress:
     """The head every trainer shares: the data iterator resumed where the checkpoint left

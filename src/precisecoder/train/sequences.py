@@ -20,18 +20,29 @@ def reference_answer(task: Task) -> str:
 
 
 def sequence_batch(prompts: Sequence[Sequence[int]], answers: Sequence[Sequence[int]],
-                   pad_id: int, *, multiple: int = 32, max_len: int | None = None
-                   ) -> dict[str, np.ndarray]:
+                   pad_id: int, *, multiple: int = 32, max_len: int | None = None,
+                   power_of_two: bool = False) -> dict[str, np.ndarray]:
   """Left-padded prompts then right-padded answers, with the mask over the answer part.
 
+  Lengths are rounded up to a multiple of `multiple`, or with `power_of_two` to `multiple`
+  times a power of two (fewer shapes, so fewer compilations, for more padding).
   Answers longer than `max_len` minus the prompt are cut (the loss then covers the prefix).
   On several hosts this is collective: each calls it once per global batch with its own rows.
   """
   if len(prompts) != len(answers):
     raise ValueError(f"{len(prompts)} prompts but {len(answers)} answers")
+
+  def bucket(n: int) -> int:
+    if not power_of_two:
+      return sampling.bucket_length(n, multiple)
+    size = multiple
+    while size < n:
+      size *= 2
+    return size
+
   # Every host pads to the longest lengths of any host: their rows join one global batch.
-  p = multihost.global_max(sampling.bucket_length(max(len(x) for x in prompts), multiple))
-  t = multihost.global_max(sampling.bucket_length(max(len(x) for x in answers), multiple))
+  p = multihost.global_max(bucket(max(len(x) for x in prompts)))
+  t = multihost.global_max(bucket(max(len(x) for x in answers)))
   if max_len is not None and p + t > max_len:
     t = max(multiple, max_len - p)
   prompt_tokens, prompt_mask = sampling.pad_rows(prompts, p, pad_id, left=True)

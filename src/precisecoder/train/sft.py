@@ -1,4 +1,9 @@
-"""SFT baseline: buggy program -> reference fix demonstrations, loss on the answer only."""
+"""SFT: buggy program -> answer demonstrations, loss on the answer only.
+
+A task's answers are its reference fix, or, for the small policy's base, the targets its SFT
+mixture drew (`task.extra["sft_targets"]`: data/sft_mixture.py, train/base_model.py), trained
+as consecutive rows that share the task's prompt (computed once per task on one device).
+"""
 
 from __future__ import annotations
 
@@ -18,13 +23,36 @@ from precisecoder.train.policy import Policy
 from precisecoder.train.run import Run
 
 
+def answers(task: Task) -> list[str]:
+  """The programs a task is trained to answer: its drawn SFT targets, else its reference."""
+  return list(task.extra.get("sft_targets") or [task.gt_solution])
+
+
 def sft_batch(policy: Policy, tasks: Sequence[Task], *, include_tests: bool = True,
-              max_len: int | None = None) -> dict[str, np.ndarray]:
-  """Chat prompt of each task, then its reference answer and an end-of-sequence token."""
-  prompt_ids = [policy.prompt_ids(t, include_tests=include_tests) for t in tasks]
-  answers = [policy.tokenizer.encode(sequences.reference_answer(t), add_special_tokens=False)
-             + [policy.eos_ids[0]] for t in tasks]
-  return sequences.sequence_batch(prompt_ids, answers, policy.pad_id, max_len=max_len)
+              max_len: int | None = None, power_of_two: bool = False) -> dict[str, np.ndarray]:
+  """Chat prompt of each task, then each of its answers and an end-of-sequence token; the
+  rows of one task are consecutive and share its (identically padded) prompt."""
+  prompt_ids, answer_ids = [], []
+  for task in tasks:
+    ids = policy.prompt_ids(task, include_tests=include_tests)
+    for program in answers(task):
+      prompt_ids.append(ids)
+      answer_ids.append(policy.tokenizer.encode(sequences.answer_text(program),
+                                                add_special_tokens=False)
+                        + [policy.eos_ids[0]])
+  return sequences.sequence_batch(prompt_ids, answer_ids, policy.pad_id, max_len=max_len,
+                                 power_of_two=power_of_two)
+
+
+def length_units(tasks: Sequence[Task], batch_size: int, seed: int) -> list[list[Task]]:
+  """The tasks cut into batches of similar answer length (shuffled within a length, by
+  `seed`): a batch of short answers is not padded to a long one, and padded lengths take few
+  values (few compilations). The iterator then shuffles whole batches."""
+  rng = np.random.default_rng(seed)
+  order = sorted(range(len(tasks)), key=lambda i: (max(map(len, answers(tasks[i]))) // 256,
+                                                   rng.random()))
+  return [[tasks[i] for i in order[start:start + batch_size]]
+          for start in range(0, len(order) - batch_size + 1, batch_size)]
 
 
 def fill_devices(batch: dict[str, np.ndarray], mesh: Mesh | None) -> dict[str, np.ndarray]:
@@ -45,16 +73,29 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
   batch of `sft.batch_size` demonstrations."""
   total = cfg.train.steps
   with Run(cfg, workdir, total_steps=total) as run:
-    step_fn = step_lib.make_sft_step(run.graphdef, run.tx)
     demos = [t for t in tasksets.train_tasks(cfg) if t.is_buggy]
-    iterator = tasksets.task_iterator(demos, cfg.sft.batch_size, cfg.seed)
+    per_task = {len(answers(t)) for t in demos}
+    if len(per_task) > 1:
+      raise ValueError(f"SFT tasks carry different numbers of answers ({sorted(per_task)}); "
+                       "every task needs the same number")
+    # Each task's prompt once for its answers; on a mesh rows are dealt to devices one by one.
+    group = per_task.pop() if demos and run.mesh is None else 1
+    step_fn = step_lib.make_sft_step(run.graphdef, run.tx, group)
+    by_length = cfg.sft.get("group_by_length", False)
+    if by_length:  # whole batches of similar length, shuffled as units (one host)
+      iterator = tasksets.task_iterator(length_units(demos, cfg.sft.batch_size, cfg.seed), 1,
+                                        cfg.seed)
+    else:
+      iterator = tasksets.task_iterator(demos, cfg.sft.batch_size, cfg.seed)
     progress = run.begin(iterator)
     while run.steps_left():
       t0 = time.perf_counter()
-      batch_tasks = tasksets.as_tasks(next(iterator), f"sft batch {run.step + 1}")
+      item = next(iterator)
+      batch_tasks = tasksets.as_tasks(item[0] if by_length else item,
+                                      f"sft batch {run.step + 1}")
       run.step += 1
       batch = sft_batch(run.policy, batch_tasks, include_tests=cfg.data.include_tests_in_prompt,
-                        max_len=cfg.sft.max_len)
+                        max_len=cfg.sft.max_len, power_of_two=by_length)
       batch = fill_devices(batch, run.mesh)
       with jax.set_mesh(run.mesh) if run.mesh is not None else contextlib.nullcontext():
         run.params, run.opt_state, m = step_fn(run.params, run.opt_state,

@@ -45,22 +45,28 @@ def init_optimizer(tx: optax.GradientTransformation, params: Any, mesh: Mesh | N
 
 
 def completion_logprobs(graphdef: nnx.GraphDef, params: nnx.State, tokens: jax.Array,
-                        mask: jax.Array, completion_len: int, temperature: float = 1.0
-                        ) -> tuple[jax.Array, jax.Array]:
+                        mask: jax.Array, completion_len: int, temperature: float = 1.0,
+                        group: int = 1) -> tuple[jax.Array, jax.Array]:
   """(log-prob, entropy) [B, T] of the last `completion_len` tokens given what precedes them.
 
+  `group` > 1: rows come in groups of that many consecutive rows sharing one prompt (an RL
+  group's samples), and each prompt is computed once for its group (`shared_prefix_hidden`).
   The vocabulary projection runs in chunks (`ModelConfig.logprob_chunk` tokens) unless that
   is 0, which keeps the full [B, T, V] float32 logits (the baseline of bench_memory.py).
   """
   model = nnx.merge(graphdef, params)
   start = tokens.shape[1] - completion_len
+  targets = tokens[:, start:]
+  if group > 1:
+    hidden = model.shared_prefix_hidden(tokens[::group, :start], mask[::group, :start], targets,
+                                        mask[:, start:])
+  else:
+    hidden = model.hidden_states(tokens, mask)[:, start - 1:-1]
   chunk = model.config.logprob_chunk
   if not chunk:
-    logits = model(tokens, mask)
-    return losses.token_logprobs(logits[:, start - 1:-1], tokens[:, start:], temperature)
-  hidden = model.hidden_states(tokens, mask)[:, start - 1:-1]
+    return losses.token_logprobs(model.logits(hidden), targets, temperature)
   weight, axes = model.output_projection()
-  return losses.chunked_token_logprobs(hidden, weight, tokens[:, start:], weight_axes=axes,
+  return losses.chunked_token_logprobs(hidden, weight, targets, weight_axes=axes,
                                        temperature=temperature, chunk_tokens=chunk)
 
 
@@ -72,12 +78,13 @@ def _apply(tx, params, opt_state, grads):
 def make_rl_step(graphdef: nnx.GraphDef, tx: optax.GradientTransformation,
                  rl: ml_collections.ConfigDict) -> Callable:
   """step(params, opt_state, batch, rows) -> (params, opt_state, metrics): one update on
-  the minibatch `batch[rows]`."""
+  the minibatch `batch[rows]` (whole groups, in order, when `rl.shared_prompt`)."""
+  group = shared_group(rl)
 
   def loss_fn(params, batch):
     t = batch["completion_mask"].shape[1]
     logp, entropy = completion_logprobs(graphdef, params, batch["tokens"], batch["mask"], t,
-                                        rl.temperature)
+                                        rl.temperature, group)
     out = losses.policy_loss(
         logp, batch["old_logprobs"], batch["advantages"], batch["completion_mask"],
         clip_low=rl.clip_low, clip_high=rl.clip_high, aggregation=rl.aggregation,
@@ -97,23 +104,32 @@ def make_rl_step(graphdef: nnx.GraphDef, tx: optax.GradientTransformation,
   return step
 
 
-def make_logprob_fn(graphdef: nnx.GraphDef, temperature: float = 1.0) -> Callable:
+def shared_group(rl: ml_collections.ConfigDict) -> int:
+  """Rows per shared prompt in the RL step: the group size with `rl.shared_prompt`, else 1."""
+  return int(rl.group_size) if rl.get("shared_prompt", False) else 1
+
+
+def make_logprob_fn(graphdef: nnx.GraphDef, temperature: float = 1.0, group: int = 1
+                    ) -> Callable:
   """logprobs(params, tokens, mask, completion_mask) -> [B, T] (reference policy, DPO)."""
 
   @jax.jit
   def fn(params, tokens, mask, completion_mask):
     logp, _ = completion_logprobs(graphdef, params, tokens, mask, completion_mask.shape[1],
-                                  temperature)
+                                  temperature, group)
     return logp * completion_mask
 
   return fn
 
 
-def make_sft_step(graphdef: nnx.GraphDef, tx: optax.GradientTransformation) -> Callable:
+def make_sft_step(graphdef: nnx.GraphDef, tx: optax.GradientTransformation, group: int = 1
+                  ) -> Callable:
+  """`group` > 1: consecutive rows come in groups sharing one prompt (several targets each)."""
 
   def loss_fn(params, batch):
     t = batch["completion_mask"].shape[1]
-    logp, _ = completion_logprobs(graphdef, params, batch["tokens"], batch["mask"], t)
+    logp, _ = completion_logprobs(graphdef, params, batch["tokens"], batch["mask"], t,
+                                  group=group)
     return losses.sft_loss(logp, batch["completion_mask"])
 
   @functools.partial(jax.jit, donate_argnums=(0, 1))

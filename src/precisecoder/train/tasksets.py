@@ -1,7 +1,17 @@
-"""Task sets of a run: training tasks, held-in validation tasks and clean programs."""
+"""Task sets of a run: training tasks, held-in validation tasks, clean programs and the
+multi-line split.
+
+Generated sets come from the bug generator with `data.seed` (not the run's `seed`: runs that
+differ only in their seed train and are evaluated on the same tasks). They are cached on disk
+(`cache_root()/tasks`), keyed by what was asked for and a hash of the generator's source, so the
+arms and seeds of a comparison generate each set once.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import pathlib
 from typing import Any
 
 import jax
@@ -11,25 +21,61 @@ from precisecoder import tasks as tasks_lib
 from precisecoder.tasks import Task
 
 
+def cache_root() -> pathlib.Path:
+  """Where built things are cached: `PRECISECODER_CACHE`, else ~/.cache/precisecoder."""
+  return pathlib.Path(os.environ.get("PRECISECODER_CACHE")
+                      or pathlib.Path.home() / ".cache" / "precisecoder")
+
+
+def _generator_digest() -> str:
+  from precisecoder.data import families, generator, injection, mutation
+  digest = hashlib.sha256()
+  for module in (generator, families, injection, mutation):
+    digest.update(pathlib.Path(module.__file__).read_bytes())
+  return digest.hexdigest()[:12]
+
+
+def generated(split: str, tier: str, n: int, seed: int, *, clean: bool = False) -> list[Task]:
+  """`generator.make_tasks` (or `make_clean_tasks`), through the on-disk cache."""
+  from precisecoder.data import generator
+  if n == 0:
+    return []
+  kind = "clean" if clean else tier
+  path = cache_root() / "tasks" / f"{split}-{kind}-{n}-{seed}-{_generator_digest()}.jsonl.gz"
+  if path.exists():
+    return tasks_lib.load_tasks(path)
+  made = (generator.make_clean_tasks(split, n, seed, tier=tier) if clean
+          else generator.make_tasks(split, tier, n, seed))
+  if jax.process_index() == 0:  # hosts generate alike; one writes, atomically
+    part = path.with_name(f".{os.getpid()}-{path.name}")  # processes may race to write it
+    tasks_lib.write_tasks(part, made)
+    os.replace(part, path)
+  return made
+
+
 def train_tasks(cfg: ml_collections.ConfigDict) -> list[Task]:
   if cfg.data.task_file:
     return tasks_lib.load_tasks(cfg.data.task_file)
-  from precisecoder.data import generator
-  return generator.make_tasks("train", cfg.data.tier, cfg.data.num_train, cfg.seed)
+  return generated("train", cfg.data.tier, cfg.data.num_train, cfg.data.seed)
 
 
 def eval_tasks(cfg: ml_collections.ConfigDict) -> list[Task]:
   """Validation (buggy) tasks followed by clean programs, for `evaluate`."""
-  from precisecoder.data import generator
   if cfg.data.validation_file:
     buggy = tasks_lib.load_tasks(cfg.data.validation_file)
   else:
-    buggy = generator.make_tasks("validation", cfg.data.tier, cfg.data.num_validation, cfg.seed)
+    buggy = generated("validation", cfg.data.tier, cfg.data.num_validation, cfg.data.seed)
   if cfg.data.clean_file:
     clean = tasks_lib.load_tasks(cfg.data.clean_file)
   else:
-    clean = generator.make_clean_tasks("validation", cfg.data.num_clean, cfg.seed)
+    clean = generated("validation", "easy", cfg.data.num_clean, cfg.data.seed, clean=True)
   return list(buggy) + list(clean)
+
+
+def multi_tasks(cfg: ml_collections.ConfigDict) -> list[Task]:
+  """The multi-line split (held-out families, one atomic 2-4-line bug each): how far a policy
+  trained on single-line bugs generalises; evaluated beside the validation tasks."""
+  return generated("validation", "multi", cfg.data.num_multi, cfg.data.seed)
 
 
 def task_iterator(tasks: list[Task], batch_size: int, seed: int):

@@ -1,0 +1,62 @@
+"""The small base policy: its cache key, the group-variance measurement (hand-worked), the
+`precisecoder base` command's refusals, and (slow) a whole tiny build that transformers loads."""
+
+import json
+
+import numpy as np
+import pytest
+
+from precisecoder.commands import base as base_command
+from precisecoder.train import base_model, config as config_lib
+
+
+def test_group_variance_counts_groups_whose_reward_varies():
+  terms = {"unit": np.array([1, 0, 0, 0, 1, 1, 0, 0, 0]),  # groups of 3: varies, no, varies
+           "reward": np.array([1, .2, 0, 0, 0, 0, .5, .5, .5]),  # varies, no, no
+           "edit_lines": np.arange(9), "noop": np.zeros(9)}
+  out = base_model.group_variance(terms, 3)
+  assert out["num_groups"] == 3
+  assert out["unit_varies"] == pytest.approx(2 / 3)
+  assert out["r_lambda_varies"] == pytest.approx(1 / 3)
+  assert out["sampled_pass"] == pytest.approx(3 / 9) and out["sampled_edit_lines"] == 4
+
+
+def test_the_cache_key_follows_the_whole_config(monkeypatch, tmp_path):
+  monkeypatch.setenv("PRECISECODER_CACHE", str(tmp_path))
+  cfg = config_lib.base_config("tiny")
+  same = config_lib.base_config("tiny")
+  assert base_model.folder(cfg) == base_model.folder(same)
+  assert base_model.folder(cfg).parent == tmp_path / "bases"
+  same.mixture.noop = 0.5
+  assert base_model.key(cfg) != base_model.key(same)
+  # RL presets carry their base's config: the main job and compare-cpu share one base.
+  assert base_model.key(config_lib.default("local").base) == base_model.key(
+      config_lib.default("compare-cpu").base) == base_model.key(config_lib.base_config("cpu"))
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--preset", "nope"], "unknown base preset 'nope'"),
+    (["--preset", "tiny", "--config.sft.nope=1"], "nope")])
+def test_the_command_refuses_in_one_line(argv, message, capsys):
+  assert base_command.main(argv) == 2
+  err = capsys.readouterr().err.strip()
+  assert err.startswith("precisecoder base: error:") and message in err and "\n" not in err
+
+
+@pytest.mark.slow
+def test_a_tiny_base_builds_measures_and_loads(monkeypatch, tmp_path, capsys):
+  import transformers  # pylint: disable=import-outside-toplevel
+  monkeypatch.setenv("PRECISECODER_CACHE", str(tmp_path))
+  assert base_command.main(["--preset", "tiny"]) == 0
+  cfg = config_lib.base_config("tiny")
+  result = json.loads((base_model.folder(cfg) / "base.json").read_text())
+  assert result["corpus_tasks"] == 32 and result["vocab"] <= 512
+  assert set(result["targets"]) == {"reference", "extra_edits", "wrong_edit", "noop"}
+  assert result["validation"]["num_buggy"] == 4 and result["groups"]["num_groups"] == 2
+  out = capsys.readouterr().out
+  assert "greedy, validation" in out and str(base_model.folder(cfg) / "model") in out
+  model = transformers.AutoModelForCausalLM.from_pretrained(base_model.folder(cfg) / "model")
+  assert model.config.vocab_size >= result["vocab"]
+  # Cached: a second call prints the same measurements without building.
+  assert base_command.main(["--preset", "tiny"]) == 0
+  assert "greedy, validation" in capsys.readouterr().out
