@@ -16,9 +16,10 @@ of answers, measured, cached.
      programs, the multi-line split, and the share of sampled groups of RL training tasks whose
      reward varies at the arms' group size (a group without variance teaches nothing).
 
-The cache folder is `<cache_root()>/bases/<name>-<hash of base_cfg>`; the build holds a lock
-there, so arms started together wait for one build instead of racing. Code changes do not
-invalidate a cached base; delete the folder (or change the config) to rebuild.
+The cache folder is `<cache_root()>/bases/<name>-<key(base_cfg)>` (a hash of the config and of
+its model preset's architecture); the build holds a lock there, so arms started together wait
+for one build instead of racing. Code changes do not invalidate a cached base; delete the folder
+(or change the config) to rebuild.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from absl import logging
 
 from precisecoder import prompts
 from precisecoder.data import sft_mixture
-from precisecoder.model import bpe
+from precisecoder.model import bpe, presets
 from precisecoder.tasks import Task
 from precisecoder.train import config as config_lib, sequences, tasksets
 
@@ -51,8 +52,11 @@ _TIERS = ("easy", "medium", "hard", "multi")
 
 
 def key(base_cfg: ml_collections.ConfigDict) -> str:
-  """The cache key: a hash of the base's whole config."""
-  text = json.dumps(base_cfg.to_dict(), sort_keys=True)
+  """The cache key: a hash of the base's whole config and of its model preset's architecture
+  (the preset is named in the config; resizing it must not reuse a base of the old size)."""
+  architecture = presets.PRESETS.get(base_cfg.model)
+  text = json.dumps({"config": base_cfg.to_dict(), "architecture": None if architecture is None
+                     else dataclasses.asdict(architecture)}, sort_keys=True, default=str)
   return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
