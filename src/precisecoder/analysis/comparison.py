@@ -230,16 +230,18 @@ def build(workdir: str | os.PathLike, arm_names: Sequence[str], seeds: Sequence[
 def _setup(arms: Sequence[Arm], run: Mapping[str, Any]) -> list[str]:
   cfg = next((a.config for a in arms if a.config), {})
   model, rl, data, train = (cfg.get(k, {}) for k in ("model", "rl", "data", "train"))
+  seeds = (f"seeds {', '.join(map(str, run['seeds']))}" if run and run.get("seeds")
+           else f"seed {cfg.get('seed')}")
   recipes = ", ".join(f"`{a.name}` ({a.config.get('rl', {}).get('reward')}, "
                       f"{a.config.get('rl', {}).get('advantage')})" for a in arms)
   lines = [f"Arms: {recipes}. Shared: model `{model.get('preset')}` from "
            f"`{model.get('checkpoint') or 'random init'}`, {rl.get('prompts_per_step')} tasks x "
            f"G = {rl.get('group_size')} samples per step, "
            f"{train.get('steps')} steps, {rl.get('max_new_tokens')} new tokens, learning rate "
-           f"{cfg.get('optim', {}).get('learning_rate')}, seed {cfg.get('seed')}, "
+           f"{cfg.get('optim', {}).get('learning_rate')}, {seeds}, "
            f"`{data.get('tier')}` tier; greedy evaluation every {train.get('eval_every')} steps on "
-           f"{data.get('num_validation')} held-in validation tasks and {data.get('num_clean')} "
-           "clean programs."]
+           f"{data.get('num_validation')} validation tasks (families held out of training) and "
+           f"{data.get('num_clean')} clean programs."]
   if run:
     walls = ", ".join(f"`{a}` {s:.0f} s" for a, s in run.get("wall_s", {}).items())
     parallel = sorted({i["parallel"] for i in run.get("invocations", []) if i["trained"]})

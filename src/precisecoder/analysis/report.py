@@ -230,7 +230,8 @@ def write_report(workdir: str | os.PathLike) -> pathlib.Path:
     e = evals[-1]
     change = change_from_base(evals)
     lines += [learning_verdict(change, e["step"]), "", "## Evaluation (greedy)", "",
-              f"{e.get('num_buggy', '?')} held-in validation tasks (pass, precision, recall, "
+              f"{e.get('num_buggy', '?')} validation tasks, of families held out of training "
+              "(pass, precision, recall, "
               f"F1, edited lines, and no-op: the share returned unchanged) and "
               f"{e.get('num_clean', '?')} clean programs (no-op, damage). {INTERVAL_NOTE}", "",
               results_table(evals), ""]

@@ -1,5 +1,5 @@
-"""Task sets of a run: training tasks, held-in validation tasks, clean programs and the
-multi-line split.
+"""Task sets of a run: training tasks, validation tasks (families held out of training), clean
+programs and the multi-line split.
 
 Generated sets come from the bug generator with `data.seed` (not the run's `seed`: runs that
 differ only in their seed train and are evaluated on the same tasks). They are cached on disk
