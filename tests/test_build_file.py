@@ -55,9 +55,6 @@ def test_every_file_is_in_exactly_one_target():
            for p in (ROOT / folder).rglob("*.py")]
   for path in files:
     rel = str(path.relative_to(ROOT))
-    if rel.startswith("tests/") and not (path.name.startswith("test_")
-                                         or path.name == "conftest.py"):
-      continue  # test helpers and fixtures are data, not targets
     assert rel in owners, f"BUILD: {rel} is in no target (run tools/update_build.py)"
     assert len(owners[rel]) == 1 or rel == "src/precisecoder/cli.py", (
         f"BUILD: {rel} in {owners[rel]}")

@@ -1,8 +1,9 @@
 """Regenerates BUILD from the import graph (a tiny gazelle for this repo).
 
 Run after adding a module or test: `python tools/update_build.py`. One Bazel target per module:
-`py_library` for src/precisecoder/**.py, `py_test` for tests/test_*.py, `py_binary` for the
-console entry point and each benchmark. Internal deps come from `precisecoder` imports, external
+`py_library` for src/precisecoder/**.py, `py_test` for tests/test_*.py (conftest.py and the
+helpers tests import: testonly libraries), `py_binary` for the console entry point and each
+benchmark. Internal deps come from `precisecoder` imports, external
 ones from the pinned requirements. tests/test_build_file.py checks BUILD stays complete.
 """
 
@@ -15,6 +16,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
+TESTS = ROOT / "tests"
 
 # import name -> requirement name (as pinned in requirements*.txt)
 THIRD_PARTY = {
@@ -85,6 +87,8 @@ def imports_of(path: pathlib.Path) -> tuple[set[str], set[str]]:
         external.add(THIRD_PARTY[top])
       elif (path.parent / f"{top}.py").exists() and path.parent.name == "benchmarks":
         internal.add(target_name(path.parent / f"{top}.py"))  # a helper beside the scripts
+      elif TESTS in path.parents and (TESTS / f"{top}.py").exists() and top != "conftest":
+        internal.add(target_name(TESTS / f"{top}.py"))  # a test helper (pytest's pythonpath)
   return internal, external
 
 
@@ -118,13 +122,11 @@ def main() -> int:
                      {"cli"} | cli_imports, set(), '    main = "src/precisecoder/cli.py",'))
   for folder, kind in (("benchmarks", "py_binary"), ("tools", "py_binary"), ("tests", "py_test")):
     for path in sorted((ROOT / folder).rglob("*.py")):
-      if kind == "py_test" and not re.match(r"test_.*\.py$", path.name):
-        if path.name != "conftest.py":
-          continue
       internal, external = imports_of(path)
       srcs = [str(path.relative_to(ROOT))]
       name = target_name(path)
-      if path.name == "conftest.py":
+      if kind == "py_test" and not re.match(r"test_.*\.py$", path.name):
+        # conftest.py and the helpers tests import (tests/ is on pytest's pythonpath)
         blocks.append(rule("py_library", name, srcs, internal, external, "    testonly = True,"))
         continue
       if kind == "py_test":
