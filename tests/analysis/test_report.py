@@ -178,6 +178,9 @@ def test_comparison_over_seeds_and_the_multi_line_split(tmp_path):
         data = json.loads(path.read_text())
         data["multi"] = {"summary": {}, "records": [
             dict(r, unit=float(step > 0), edit_lines=6.0 - step // 5 * 2) for r in multi_base]}
+        data["heldin"] = {"summary": {}, "records": [
+            dict(r, edit_lines=5.0 - step // 5 * (3 if arm == "grpo" else 4))
+            for r in multi_base]}
         path.write_text(json.dumps(data))
       (workdir / "metrics.jsonl").write_text(json.dumps(
           {"step": 5, "reward": 0.5 + seed, "reward/unit": 0.5, "zero_variance_groups": 0.0})
@@ -201,7 +204,12 @@ def test_comparison_over_seeds_and_the_multi_line_split(tmp_path):
   assert multi["paper_table"]["base (step 0)"]["pass"]["mean"] == 0.0
   assert multi["changes"]["precisecoder − base"]["pass"]["mean"] == pytest.approx(1.0)
   assert multi["changes"]["precisecoder − base"]["edit_lines"]["mean"] == pytest.approx(-2.0)
+  assert multi["changes"]["precisecoder − grpo"]["pass"]["mean"] == 0.0
+  heldin = data["heldin"]["changes"]
+  assert heldin["grpo − base"]["edit_lines"]["mean"] == pytest.approx(-3.0)
+  assert heldin["precisecoder − grpo"]["edit_lines"]["mean"] == pytest.approx(-1.0)
   assert "## Over seeds" in text and "## Multi-line split (generalisation)" in text
+  assert "## Held-in tasks" in text
 
 
 def test_run_report_json_holds_the_table_and_the_change(tmp_path):
@@ -214,3 +222,22 @@ def test_run_report_json_holds_the_table_and_the_change(tmp_path):
   change = data["changes"]["step 4 − base"]
   assert change["pass"] == {"mean": 1.0, "low": 1.0, "high": 1.0, "n": n}
   assert change["edit_lines"]["mean"] == pytest.approx(-3.0)
+
+
+def test_run_report_judges_the_held_in_tasks_apart(tmp_path):
+  """A run that learned on held-in tasks but not on held-out validation tasks says both, and
+  report.json carries the held-in table and change."""
+  n = 10
+  for step, passes in ((0, [0] * n), (4, [1] * n)):
+    _write_eval(tmp_path, step, _records([0] * n, [4] * n, [0, 1] * 5))
+    path = tmp_path / "eval" / f"step_{step}.json"
+    data = json.loads(path.read_text())
+    data["heldin"] = {"summary": {"num_buggy": n}, "records": [
+        r for r in _records(passes, [2] * n, []) if r["is_buggy"]]}
+    path.write_text(json.dumps(data))
+  text = report.write_report(tmp_path).read_text()
+  assert "**This run did not learn on validation tasks**" in text
+  assert "**The policy learned on held-in tasks**" in text and "### Held-in tasks" in text
+  data = json.loads((tmp_path / "report.json").read_text())
+  assert data["heldin"]["changes"]["step 4 − base"]["pass"]["mean"] == 1.0
+  assert data["changes"]["step 4 − base"]["pass"]["mean"] == 0.0

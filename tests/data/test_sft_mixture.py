@@ -1,6 +1,8 @@
 """The SFT mixture: each kind is what it claims (checked by running the programs here), draws
 follow the weights, are deterministic, and bad weights are refused by name."""
 
+import random
+
 import pytest
 
 from precisecoder import tasks as tasks_lib
@@ -45,3 +47,26 @@ def test_draws_follow_the_weights_and_are_deterministic():
 def test_bad_weights_are_named(weights, message):
   with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
     sft_mixture.check_weights(weights)
+
+
+def test_fresh_names_rename_the_task_and_its_targets_alike_and_keep_behaviour():
+  task = tasks_lib.Task(task_id="t1", buggy_code=BUGGY, gt_solution=FIXED,
+                        gt_diff=TASK.gt_diff, tests=TESTS,
+                        prompt="Implement `total_len(words)`: sum the lengths of `words`.")
+  (targets,) = sft_mixture.draw_targets([task], {"extra_edits": 1.0}, draws=1, seed=0)
+  programs = [FIXED, BUGGY, targets[0].program]
+  renamed, renamed_programs = sft_mixture.with_fresh_names(task, programs, random.Random(3))
+  names = dict(zip(sft_mixture.own_names(BUGGY), sft_mixture.own_names(renamed.buggy_code)))
+  assert set(names) == {"total_len", "words", "total", "w"}
+  assert not set(names) & set(names.values())  # every own name replaced, none by an old one
+  assert renamed.gt_solution == renamed_programs[0] and renamed.buggy_code == renamed_programs[1]
+  assert renamed.gt_diff == tasks_lib.derive_gt_diff(renamed.buggy_code, renamed.gt_solution)
+  assert list(renamed.gt_diff) == list(task.gt_diff)  # the same lines
+  assert renamed.prompt == (f"Implement `{names['total_len']}({names['words']})`: sum the "
+                            f"lengths of `{names['words']}`.")
+  # An alpha-renaming: every program behaves as before, and "len" (a builtin) is untouched.
+  tests = dict(TESTS, entry_point=names["total_len"])
+  assert [_passes(p, tests) for p in renamed_programs] == [_passes(p, TESTS) for p in programs]
+  assert all("len(" in p for p in renamed_programs)
+  assert sft_mixture.with_fresh_names(task, programs, random.Random(3)) == (
+      renamed, renamed_programs)

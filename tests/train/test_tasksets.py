@@ -5,7 +5,7 @@ import ml_collections
 import pytest
 
 from precisecoder import tasks as tasks_lib
-from precisecoder.data import generator
+from precisecoder.data import families, generator
 from precisecoder.train import tasksets
 
 
@@ -27,6 +27,22 @@ def test_generated_sets_follow_the_config_and_data_seed(tmp_path, monkeypatch):
     assert not {t.task_id for t in evaluation} & {t.task_id for t in train}
     assert tasksets.multi_tasks(_cfg()) == generator.make_tasks("validation", "multi", 1, 5)
   assert len(list((tmp_path / "tasks").glob("*.jsonl.gz"))) == 4
+
+
+def test_held_in_tasks_are_new_instances_of_the_training_families(tmp_path, monkeypatch):
+  """Held-in tasks: training families (the generator's train split, at data seed + 1), and
+  not one buggy program the run trains on."""
+  monkeypatch.setenv("PRECISECODER_CACHE", str(tmp_path))
+  cfg = _cfg(num_train=40, num_heldin=12)
+  cfg.model = ml_collections.ConfigDict(dict(checkpoint=""))
+  heldin = tasksets.heldin_tasks(cfg)
+  train = tasksets.train_tasks(cfg)
+  assert len(heldin) == 12
+  assert {t.extra["family"] for t in heldin} <= {f.key for f in families.families("easy",
+                                                                                 "train")}
+  assert not {t.buggy_code for t in heldin} & {t.buggy_code for t in train}
+  cfg.data.num_heldin = 0
+  assert tasksets.heldin_tasks(cfg) == []
 
 
 def test_files_replace_the_generator(tmp_path):

@@ -92,15 +92,17 @@ class SeededArm(Arm):
 def pool_evaluations(evals: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
   """Several seeds' evaluations at one step as one: records concatenated (a task's samples
   are averaged first by the statistics, so a task counts once, at its mean over seeds), the
-  summary's numbers averaged; the multi-line split likewise."""
+  summary's numbers averaged; the splits evaluated apart (report.SPLITS) likewise."""
   out: dict[str, Any] = {"step": evals[0]["step"], "records": [r for e in evals
                                                                 for r in e["records"]]}
   for key in evals[0]:
     values = [e.get(key) for e in evals]
-    if key not in ("step", "records", "multi") and all(isinstance(v, (int, float)) for v in values):
+    if (key not in ("step", "records", *report.SPLITS)
+        and all(isinstance(v, (int, float)) for v in values)):
       out[key] = _mean(values)
-  if all(e.get("multi") for e in evals):
-    out["multi"] = {"records": [r for e in evals for r in e["multi"]["records"]]}
+  for name in report.SPLITS:
+    if all(e.get(name) for e in evals):
+      out[name] = {"records": [r for e in evals for r in e[name]["records"]]}
   return out
 
 
@@ -141,20 +143,26 @@ def seed_tables(arms: Sequence[Arm]) -> dict[str, Any]:
   return {"tables": tables, "changes": changes, "per_seed": per_seed}
 
 
-def multi_tables(arms: Sequence[Arm], base: Mapping[str, Any] | None) -> dict[str, Any]:
-  """The multi-line split (held-out families, single-line training): the paper's buggy
-  columns for the base and each arm's last evaluation, and each arm − base paired by task."""
+def split_tables(arms: Sequence[Arm], base: Mapping[str, Any] | None, split: str
+                 ) -> dict[str, Any]:
+  """A split evaluated apart (report.SPLITS): the paper's buggy columns for the base and each
+  arm's last evaluation; each arm − base and − the first arm, paired by task."""
+  def records(evaluation):
+    return ((evaluation or {}).get(split) or {}).get("records")
+
   paper, changes = {}, {}
-  base_records = (base or {}).get("multi", {}).get("records") if base else None
+  base_records = records(base)
   if base_records:
     paper["base (step 0)"] = statistics.paper_table(base_records)
-  for arm in arms:
-    final = arm.final
-    records = (final or {}).get("multi", {}).get("records") if final else None
-    if records:
-      paper[f"{arm.name} (step {final['step']})"] = statistics.paper_table(records)
-      if base_records:
-        changes[f"{arm.name} − base"] = statistics.paired_differences(base_records, records)
+  finals = {f"{arm.name} (step {arm.final['step']})": (arm.name, records(arm.final))
+            for arm in arms if records(arm.final)}
+  for label, (name, rows) in finals.items():
+    paper[label] = statistics.paper_table(rows)
+    if base_records:
+      changes[f"{name} − base"] = statistics.paired_differences(base_records, rows)
+  reference = next(iter(finals.values()), None)
+  for name, rows in list(finals.values())[1:]:
+    changes[f"{name} − {reference[0]}"] = statistics.paired_differences(reference[1], rows)
   return {"paper_table": paper, "changes": changes}
 
 
@@ -224,7 +232,8 @@ def build(workdir: str | os.PathLike, arm_names: Sequence[str], seeds: Sequence[
           final[reference]["records"], e["records"])
   return {"workdir": workdir, "arms": arms, "base": base, "paper": paper, "changes": changes,
           "correlations": _correlations(arms, base), "notes": notes,
-          "seeds": seed_tables(arms), "multi": multi_tables(arms, base)}
+          "seeds": seed_tables(arms),
+          "splits": {name: split_tables(arms, base, name) for name in report.SPLITS}}
 
 
 def _setup(arms: Sequence[Arm], run: Mapping[str, Any]) -> list[str]:
@@ -296,16 +305,16 @@ def _seed_lines(seeds: Mapping[str, Any]) -> list[str]:
   return lines
 
 
-def _multi_lines(multi: Mapping[str, Any]) -> list[str]:
-  if not multi["paper_table"]:
+def _split_lines(name: str, split: Mapping[str, Any]) -> list[str]:
+  if not split["paper_table"]:
     return []
+  title, description = report.SPLITS[name]
   columns = [c for c, (_, kind) in statistics.PAPER_COLUMNS.items() if kind == "buggy"]
-  lines = ["## Multi-line split (generalisation)", "",
-           "Held-out families, one atomic 2-4-line bug each; the arms trained on single-line "
-           "bugs only. Greedy, 95% intervals over tasks.", "",
-           statistics.markdown_table(multi["paper_table"], columns, label="model"), ""]
-  if multi["changes"]:
-    lines += ["Paired by task:", "", statistics.markdown_table(multi["changes"], columns,
+  lines = [f"## {title}", "", f"{description[0].upper()}{description[1:]} Greedy, 95% "
+           "intervals over tasks.", "",
+           statistics.markdown_table(split["paper_table"], columns, label="model"), ""]
+  if split["changes"]:
+    lines += ["Paired by task:", "", statistics.markdown_table(split["changes"], columns,
                                                               difference=True), ""]
   return lines
 
@@ -331,7 +340,9 @@ def write(workdir: str | os.PathLike, arm_names: Sequence[str],
     lines += ["## Changes, paired by task", "", report.DIFFERENCE_NOTE, "",
               statistics.markdown_table(result["changes"], difference=True), "",
               _significant(result["changes"]), ""]
-  lines += _seed_lines(result["seeds"]) + _multi_lines(result["multi"])
+  lines += _seed_lines(result["seeds"])
+  for name, split in result["splits"].items():
+    lines += _split_lines(name, split)
   lines += ["## Correlations (Pearson r, 95% Fisher-z interval)", "",
             "- Edit size (−ℓ) vs unit over greedy samples of buggy validation tasks, every "
             "evaluation point (the paper: 0.13 at 4B, 0.14 at 9B): " + "; ".join(
@@ -357,7 +368,8 @@ def write(workdir: str | os.PathLike, arm_names: Sequence[str],
       "seeds": {"tables": _jsonable(result["seeds"]["tables"]),
                 "changes": _jsonable(result["seeds"]["changes"]),
                 "per_seed": result["seeds"]["per_seed"]},
-      "multi": {k: _jsonable(v) for k, v in result["multi"].items()},
+      **{name: {k: _jsonable(v) for k, v in split.items()}
+         for name, split in result["splits"].items() if split["paper_table"]},
       "correlations": {
           "edit_size_unit": {k: c.to_json() for k, c in corr["edit_size_unit"].items()},
           "precision_noop": corr["precision_noop"].to_json(),

@@ -34,9 +34,17 @@ def load_evals(workdir: str | os.PathLike) -> list[dict[str, Any]]:
   for path in pathlib.Path(workdir, "eval").glob("step_*.json"):
     data = json.loads(path.read_text())
     out.append({"step": data["step"], **data["summary"], "records": data.get("records") or [],
-                **({"multi": data["multi"]} if data.get("multi") else {})})
+                **{name: data[name] for name in SPLITS if data.get(name)}})
   return sorted(out, key=lambda e: e["step"])
 
+
+# Task sets evaluated apart from the validation tasks (train/run.py), as the reports name them.
+SPLITS = {
+    "heldin": ("Held-in tasks", "new instances of the training families, programs no run "
+               "trained on: does the policy get better at what it practised?"),
+    "multi": ("Multi-line split (generalisation)", "held-out families, one atomic 2-4-line "
+              "bug each; training had single-line bugs only."),
+}
 
 # The report's columns: the paper's, with the no-op share on buggy tasks beside edited lines.
 COLUMNS = {**{k: v for k, v in statistics.PAPER_COLUMNS.items() if k not in ("noop", "damage")},
@@ -92,8 +100,10 @@ def change_from_base(evals: Sequence[Mapping[str, Any]]) -> dict[str, statistics
                                        columns=COLUMNS)
 
 
-def learning_verdict(change: Mapping[str, statistics.Interval] | None, step: int) -> str:
-  """One paragraph: did the run learn (module docstring), and what else moved beyond noise."""
+def learning_verdict(change: Mapping[str, statistics.Interval] | None, step: int,
+                     where: str = "") -> str:
+  """One paragraph: did the run learn (module docstring), and what else moved beyond noise;
+  `where` names the tasks (" on held-in tasks") when a report has several sets."""
   if change is None:
     return ("**Did the policy learn?** Cannot tell: that needs per-task records of the base "
             "model (step 0) and of a later evaluation.")
@@ -103,10 +113,10 @@ def learning_verdict(change: Mapping[str, statistics.Interval] | None, step: int
 
   rose = [c for c in LEARNING_COLUMNS if change[c].n and change[c].low > 0]
   if rose:
-    text = (f"**The policy learned**: between the base model and step {step}, "
+    text = (f"**The policy learned{where}**: between the base model and step {step}, "
             f"{'; '.join(map(fmt, rose))} rose beyond task-to-task noise.")
   else:
-    text = (f"**This run did not learn**: between the base model and step {step} no paired "
+    text = (f"**This run did not learn{where}**: between the base model and step {step} no paired "
             "change in pass, precision or F1 has a 95% interval above 0.")
   others = [c for c in COLUMNS if c not in rose and change[c].excludes(0.0)]
   if others:
@@ -196,16 +206,39 @@ def report_json(evals: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
   change = change_from_base(evals)
   if change is not None:
     out["changes"] = jsonable({f"step {evals[-1]['step']} − base": change})
-  multi = [e for e in evals if e.get("multi")]
-  if multi:
-    out["multi"] = {"paper_table": jsonable(
-        {f"step {e['step']}": statistics.paper_table(e["multi"]["records"]) for e in multi})}
-    if multi[0]["step"] == 0 and len(multi) > 1:
-      out["multi"]["changes"] = jsonable({f"step {multi[-1]['step']} − base":
-                                          statistics.paired_differences(
-                                              multi[0]["multi"]["records"],
-                                              multi[-1]["multi"]["records"])})
+  for name in SPLITS:
+    split = split_evals(evals, name)
+    if split:
+      out[name] = {"paper_table": jsonable({step_label(split, i): intervals(e)
+                                            for i, e in enumerate(split)}), "changes": {}}
+      change = change_from_base(split)
+      if change is not None:
+        out[name]["changes"] = jsonable({f"step {split[-1]['step']} − base": change})
   return out
+
+
+def split_evals(evals: Sequence[Mapping[str, Any]], name: str) -> list[dict[str, Any]]:
+  """The evaluations of split `name` (SPLITS), shaped like the validation ones."""
+  return [{"step": e["step"], **e[name]["summary"], "records": e[name]["records"]}
+          for e in evals if e.get(name)]
+
+
+def split_section(evals: Sequence[Mapping[str, Any]], title: str, description: str
+                  ) -> list[str]:
+  """A report section for a split evaluated apart: every evaluation, the change from the
+  base."""
+  if not evals:
+    return []
+  buggy = [c for c, (_, kind) in COLUMNS.items() if kind == "buggy"]
+  change = change_from_base(evals)
+  lines = [f"### {title}", "", f"{evals[-1].get('num_buggy', '?')} tasks: {description}", ""]
+  lines += [statistics.markdown_table({step_label(evals, i): intervals(e)
+                                       for i, e in enumerate(evals)}, columns=buggy,
+                                      label="step"), ""]
+  if change is not None:
+    lines += [statistics.markdown_table({f"step {evals[-1]['step']} − base": change},
+                                        columns=buggy, difference=True), ""]
+  return lines
 
 
 def write_report(workdir: str | os.PathLike) -> pathlib.Path:
@@ -229,7 +262,13 @@ def write_report(workdir: str | os.PathLike) -> pathlib.Path:
   if evals:
     e = evals[-1]
     change = change_from_base(evals)
-    lines += [learning_verdict(change, e["step"]), "", "## Evaluation (greedy)", "",
+    splits = {title: split_evals(evals, name) for name, (title, _) in SPLITS.items()}
+    splits = {title: split for title, split in splits.items() if split}
+    lines += [learning_verdict(change, e["step"], " on validation tasks" if splits else ""), ""]
+    for title, split in splits.items():
+      lines += [learning_verdict(change_from_base(split), split[-1]["step"],
+                                 f" on {title.split(' (')[0].lower()}"), ""]
+    lines += ["## Evaluation (greedy)", "",
               f"{e.get('num_buggy', '?')} validation tasks, of families held out of training "
               "(pass, precision, recall, "
               f"F1, edited lines, and no-op: the share returned unchanged) and "
@@ -239,6 +278,8 @@ def write_report(workdir: str | os.PathLike) -> pathlib.Path:
       lines += [f"Change from the base model at step {e['step']}. {DIFFERENCE_NOTE}", "",
                 statistics.markdown_table({f"step {e['step']} − base": change},
                                           columns=tuple(COLUMNS), difference=True), ""]
+    for name, (title, description) in SPLITS.items():
+      lines += split_section(split_evals(evals, name), title, description)
   if train_rows:
     lines += ["## Training", "", *training_summary(train_rows)]
     if constant:

@@ -4,7 +4,9 @@ of answers, measured, cached.
 `ensure(base_cfg)` returns the base's Hugging Face folder, building it on first use:
   1. the corpus: verified buggy tasks from the generator's *training* families of every tier
      (`base.data`: how many per tier; validation and test families never, clean programs never);
-  2. SFT targets drawn from the configured mixture (`base.mixture`, data/sft_mixture.py);
+  2. SFT targets drawn from the configured mixture (`base.mixture`, data/sft_mixture.py), a
+     share of the tasks (`mixture.fresh_names`) under made-up identifiers so that the model
+     learns to copy the program in its prompt rather than recall its family's;
   3. a byte-level BPE trained on the chat texts of prompts and answers (model/bpe.py);
   4. SFT from random init (`base.model`, a `coder-*` model preset) with the trainers' own SFT
      loop, each task's answers as one group sharing its prompt;
@@ -33,6 +35,7 @@ import json
 import multiprocessing
 import os
 import pathlib
+import random
 import shutil
 import time
 from collections.abc import Iterator, Sequence
@@ -128,9 +131,15 @@ def with_targets(tasks: Sequence[Task], base_cfg: ml_collections.ConfigDict) -> 
                          extra_rate=float(mix.extra_rate), rename_rate=float(mix.rename_rate),
                          first_index=i) for i in starts]
     drawn = [targets for part in parts for targets in part.result()]
-  return [dataclasses.replace(t, extra={**t.extra, "sft_targets": [x.program for x in targets],
-                                        "sft_kinds": [x.kind for x in targets]})
-          for t, targets in zip(tasks, drawn)]
+  out = []
+  for i, (task, targets) in enumerate(zip(tasks, drawn)):
+    programs = [x.program for x in targets]
+    rng = random.Random(f"precisecoder-fresh-names:{base_cfg.seed}:{i}:{task.task_id}")
+    if rng.random() < float(mix.fresh_names):
+      task, programs = sft_mixture.with_fresh_names(task, programs, rng)
+    out.append(dataclasses.replace(task, extra={**task.extra, "sft_targets": programs,
+                                                "sft_kinds": [x.kind for x in targets]}))
+  return out
 
 
 def sft_data(base_cfg: ml_collections.ConfigDict) -> tuple[pathlib.Path, dict[str, float]]:

@@ -83,9 +83,11 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
 
   # Training tasks from the bug generator (data.generator) unless `task_file` is set.
   # data.seed picks the generated tasks; the run's seed its sampling, data order and init.
+  # Evaluated beside the validation tasks: num_multi multi-line tasks and num_heldin new
+  # instances of the training families (tasksets.py).
   c.data = ml_collections.ConfigDict(dict(
       task_file="", tier="easy", num_train=512, num_validation=16, num_clean=16, num_multi=0,
-      seed=0, validation_file="", clean_file="", include_tests_in_prompt=True))
+      num_heldin=0, seed=0, validation_file="", clean_file="", include_tests_in_prompt=True))
 
   c.rl = ml_collections.ConfigDict(dict(
       reward="r_lambda", advantage="gdpo", lam=1 / 3, scale_std=True,
@@ -243,7 +245,8 @@ def _problems(c: ml_collections.ConfigDict):
                 "multihost.shutdown_timeout_s"):
     yield from at_least(field, 1)
   yield from one_of("data.tier", TIERS)
-  for field in ("data.num_validation", "data.num_clean", "data.num_multi", "data.seed"):
+  for field in ("data.num_validation", "data.num_clean", "data.num_multi", "data.num_heldin",
+                "data.seed"):
     yield from at_least(field, 0)
   if not c.data.task_file:
     yield from at_least("data.num_train", 1)
@@ -359,7 +362,7 @@ _SMALL_RUNS = {
         train=dict(steps=3, checkpoint_every=1, eval_every=3, eval_batch_size=4)),
     # The main job on the small policy: base + RL + report in <= 20 minutes on 2 idle cores.
     "local": dict(
-        data=dict(num_train=512, num_validation=64, num_clean=32, num_multi=0,
+        data=dict(num_train=512, num_validation=64, num_clean=32, num_multi=0, num_heldin=64,
                   include_tests_in_prompt=False),
         rl=dict(shared_prompt=True, prompt_bucket=128, reward_workers=2),
         model=dict(mlp_chunk=0),
@@ -391,14 +394,14 @@ _SMALL_RUNS["compare-cpu"] = dict(
     data=dict(_SMALL_RUNS["local"]["data"], num_multi=32),
     train=dict(steps=40, checkpoint_every=10, eval_every=10, eval_batch_size=32))
 _SMALL_RUNS["tiny-base"] = dict(
-    data=dict(num_train=8, num_validation=2, num_clean=2, num_multi=2,
+    data=dict(num_train=8, num_validation=2, num_clean=2, num_multi=2, num_heldin=2,
               include_tests_in_prompt=False),
     rl=dict(shared_prompt=True, prompt_bucket=128),
     model=dict(mlp_chunk=0),
     train=dict(steps=2, checkpoint_every=1, eval_every=2, eval_batch_size=4,
                eval_multi_max_new_tokens=16))
 _SMALL_RUNS["compare-gpu"] = dict(
-    data=dict(num_train=2048, num_validation=128, num_clean=64, num_multi=64,
+    data=dict(num_train=2048, num_validation=128, num_clean=64, num_multi=64, num_heldin=128,
               include_tests_in_prompt=False),
     rl=dict(shared_prompt=True, prompt_bucket=128, reward_workers=8),
     train=dict(steps=30, checkpoint_every=10, eval_every=5, eval_batch_size=128))
@@ -425,17 +428,19 @@ BASE_PRESETS: dict[str, dict] = {
     # CI: seconds.
     "tiny": dict(model="coder-tiny", tasks=dict(easy=24, medium=8, hard=0, multi=0),
                  vocab_size=512, steps=6, batch_size=4, draws=2, learning_rate=3e-3,
+                 fresh_names=0.5,
                  measure=dict(num_validation=4, num_clean=2, num_multi=2, num_groups=2,
                               group_size=4, max_new_tokens=16)),
     # 2 idle CPU cores: <= 20 minutes with the corpus (README "The small policy").
     "cpu": dict(model="coder-cpu", tasks=dict(easy=2000, medium=300, hard=100, multi=100),
                 vocab_size=2048, steps=600, batch_size=16, draws=4, learning_rate=2e-3,
-                warmup_steps=30,
+                warmup_steps=30, fresh_names=0.5,
                 measure=dict(num_validation=64, num_clean=32, num_multi=32, num_groups=32,
                              group_size=8, max_new_tokens=64)),
     # One H200 (scripts/gpu_run.sh).
     "gpu": dict(model="coder-gpu", tasks=dict(easy=6000, medium=2000, hard=800, multi=800),
                 vocab_size=4096, steps=2000, batch_size=64, draws=4, learning_rate=1e-3,
+                fresh_names=0.5,
                 measure=dict(num_validation=128, num_clean=64, num_multi=64, num_groups=64,
                              group_size=8, max_new_tokens=96)),
 }
@@ -454,10 +459,11 @@ def base_config(name: str) -> ml_collections.ConfigDict:
       tokenizer=ml_collections.ConfigDict(dict(vocab_size=b["vocab_size"], max_token_length=32)),
       # What the base is trained to answer, as weights (data/sft_mixture.py); `draws` answers
       # per task, trained as one group sharing the task's prompt; extra edits rewrite each line
-      # they can with probability extra_rate and rename a local with probability rename_rate.
+      # they can with probability extra_rate and rename a local with probability rename_rate;
+      # a task is shown under made-up identifiers with probability fresh_names.
       mixture=ml_collections.ConfigDict(dict(reference=0.35, extra_edits=0.35, wrong_edit=0.15,
                                              noop=0.15, draws=b["draws"], extra_rate=0.9,
-                                             rename_rate=0.3)),
+                                             rename_rate=0.3, fresh_names=b["fresh_names"])),
       sft=ml_collections.ConfigDict(dict(steps=b["steps"], batch_size=b["batch_size"],
                                          learning_rate=b["learning_rate"],
                                          warmup_steps=b.get("warmup_steps", 50),

@@ -158,29 +158,27 @@ class Run(contextlib.AbstractContextManager):
     return time.perf_counter() - t0
 
   def evaluate(self) -> dict[str, float]:
-    """Greedy evaluation on validation tasks and clean programs, and on the multi-line split
-    when `data.num_multi` (kept apart: `multi` in the file, `eval_multi/` in the metrics);
-    written to eval/step_N.json."""
+    """Greedy evaluation on validation tasks and clean programs, and apart (each under its own
+    key in the file and `eval_<split>/` in the metrics) on the held-in tasks and the
+    multi-line split when the config asks for them; written to eval/step_N.json."""
     cfg = self.cfg
     if not hasattr(self, "_eval_tasks"):
       self._eval_tasks = tasksets.eval_tasks(cfg)
-      self._multi_tasks = tasksets.multi_tasks(cfg)
+      self._split_tasks = {
+          "heldin": (tasksets.heldin_tasks(cfg), cfg.train.eval_max_new_tokens),
+          "multi": (tasksets.multi_tasks(cfg), cfg.train.eval_multi_max_new_tokens)}
     summary, records = self._greedy(self._eval_tasks, cfg.train.eval_max_new_tokens)
-    multi = None
-    if self._multi_tasks:
-      multi = dict(zip(("summary", "records"), self._greedy(
-          self._multi_tasks, cfg.train.eval_multi_max_new_tokens)))
+    splits = {name: dict(zip(("summary", "records"), self._greedy(tasks, max_new_tokens)))
+              for name, (tasks, max_new_tokens) in self._split_tasks.items() if tasks}
     if not self.primary:
       return summary
     out = self.workdir / "eval"
     out.mkdir(exist_ok=True)
-    result = {"step": self.step, "summary": summary, "records": records}
-    if multi is not None:
-      result["multi"] = multi
+    result = {"step": self.step, "summary": summary, "records": records, **splits}
     (out / f"step_{self.step}.json").write_text(json.dumps(result, indent=1) + "\n")
     self.metrics.write(self.step, summary, prefix="eval/")
-    if multi is not None:
-      self.metrics.write(self.step, multi["summary"], prefix="eval_multi/")
+    for name, split in splits.items():
+      self.metrics.write(self.step, split["summary"], prefix=f"eval_{name}/")
     logging.info("eval at step %d: %s", self.step,
                  "  ".join(f"{k}={v:.3f}" for k, v in summary.items() if isinstance(v, float)))
     return summary

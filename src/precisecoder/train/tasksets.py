@@ -1,5 +1,5 @@
 """Task sets of a run: training tasks, validation tasks (families held out of training), clean
-programs and the multi-line split.
+programs, held-in tasks (new instances of the training families) and the multi-line split.
 
 Generated sets come from the bug generator with `data.seed` (not the run's `seed`: runs that
 differ only in their seed train and are evaluated on the same tasks). They are cached on disk
@@ -96,3 +96,24 @@ def as_tasks(batch: Any, where: str) -> list[Task]:
   for i, item in enumerate(items):
     out.append(item if isinstance(item, Task) else tasks_lib.parse_task(item, f"{where}[{i}]"))
   return out
+
+
+def heldin_tasks(cfg: ml_collections.ConfigDict) -> list[Task]:
+  """`data.num_heldin` new instances of the training families (data seed + 1), none of whose
+  buggy programs the run trains on (nor its base's SFT corpus): does the policy get better at
+  what it practised, on programs it has not seen? Validation tasks ask whether that transfers
+  to families it never saw."""
+  count = int(cfg.data.num_heldin)
+  if not count:
+    return []
+  seen = {t.buggy_code for t in train_tasks(cfg)}
+  if cfg.model.checkpoint == "base":
+    from precisecoder.train import base_model  # pylint: disable=import-outside-toplevel
+    sft_file, _ = base_model.sft_data(cfg.base)
+    seen |= {t.buggy_code for t in tasks_lib.load_tasks(sft_file)}
+  pool, n = [], count
+  while len(pool) < count and n <= 64 * count:  # families have few members: ask for more
+    n *= 2
+    pool = [t for t in generated("train", cfg.data.tier, n, cfg.data.seed + 1)
+            if t.buggy_code not in seen]
+  return pool[:count]
