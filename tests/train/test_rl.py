@@ -56,8 +56,8 @@ def test_precisecoder_main_path_with_eval_and_report(tmp_path, monkeypatch):
   through the train command (which writes the report), in a workdir named relative to where
   it runs. Step 2's advantages are all 0: it skips the update, so Adam's momentum from step 1
   does not move the weights (fed a zero gradient, it would)."""
-  from precisecoder.train import recipes
-  real, calls = recipes.compute_advantages, []
+  from precisecoder import reward_recipes
+  real, calls = reward_recipes.compute_advantages, []
 
   def first_step_only(rl_cfg, terms):
     advantages, reward = real(rl_cfg, terms)
@@ -65,7 +65,7 @@ def test_precisecoder_main_path_with_eval_and_report(tmp_path, monkeypatch):
     signal = np.resize([1.0, -1.0], advantages.shape).astype(advantages.dtype)
     return (signal if len(calls) == 1 else np.zeros_like(advantages)), reward
 
-  monkeypatch.setattr(recipes, "compute_advantages", first_step_only)
+  monkeypatch.setattr(reward_recipes, "compute_advantages", first_step_only)
   monkeypatch.chdir(tmp_path)
   cfg = _config(steps=2, eval_every=2, checkpoint_every=1)
   cfg.train.report = True
@@ -130,8 +130,7 @@ def agent_start(tmp_path_factory):
   base_dir = tmp_path_factory.mktemp("agent")
   answerable_tasks(base_dir / "tasks.jsonl")
   with Run(_agent_config(base_dir / "tasks.jsonl"), str(base_dir / "start"), total_steps=2) as run:
-    run.params = answering_policy(run.params, garbage_ends=True)
-    run.save(None)
+    run.save(0, answering_policy(run.start.params, garbage_ends=True), run.start.opt_state)
   return base_dir
 
 
