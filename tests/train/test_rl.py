@@ -37,6 +37,21 @@ def _step_metrics(workdir: pathlib.Path):
           for r in metrics.read_metrics(workdir / "metrics.jsonl")]
 
 
+def test_minibatch_order_shuffles_whole_groups_by_seed():
+  order = rl.minibatch_order(12, 3, [0, 5, 1])
+  assert order.dtype == np.int32 and sorted(order) == list(range(12))
+  groups = order.reshape(4, 3)  # each group's rows, consecutive and in order
+  np.testing.assert_array_equal(groups - groups[:, :1], np.tile(np.arange(3), (4, 1)))
+  assert np.all(groups[:, 0] % 3 == 0)
+  np.testing.assert_array_equal(order, rl.minibatch_order(12, 3, [0, 5, 1]))
+  assert len({tuple(rl.minibatch_order(12, 1, [0, 5, epoch])) for epoch in range(4)}) == 4
+
+
+def test_mean_metrics():
+  assert rl.mean_metrics([]) == {}
+  assert rl.mean_metrics([{"a": 1, "b": 2.0}, {"a": 3, "b": 4.0}]) == {"a": 2.0, "b": 3.0}
+
+
 def test_exact_resume_matches_an_uninterrupted_run(tmp_path):
   """Stopped after step 1 and resumed to step 2 == never stopped, bit for bit on CPU."""
   straight, resumed = tmp_path / "straight", tmp_path / "resumed"

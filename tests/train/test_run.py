@@ -87,8 +87,3 @@ def test_checkpoints_and_evaluations_fall_every_n_steps_and_on_the_last(tmp_path
   with run_lib.Run(_config(), str(tmp_path / "run"), total_steps=5) as run:
     found = [step for step in range(1, 6) if run.should(step, every)]
   assert found == due
-
-
-def test_mean_metrics():
-  assert run_lib.mean_metrics([]) == {}
-  assert run_lib.mean_metrics([{"a": 1, "b": 2.0}, {"a": 3, "b": 4.0}]) == {"a": 2.0, "b": 3.0}

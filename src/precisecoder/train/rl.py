@@ -36,7 +36,7 @@ import numpy as np
 from precisecoder import episodes, multihost, reward_recipes
 from precisecoder.train import policy as policy_lib, rollout as rollout_lib, step as step_lib
 from precisecoder.train import tasksets
-from precisecoder.train.run import Run, mean_metrics, sample_seed
+from precisecoder.train.run import Run, sample_seed
 
 _TERMS_LOGGED = ("unit", "precision", "recall", "f1", "edit_lines", "noop")
 
@@ -112,6 +112,13 @@ def collect(run: Run, policy: policy_lib.Policy, step: int, batch_tasks: list,
   timing = {"time/sample": t_sample, "time/reward": sum(s for _, s in scored),
             "time/reward_exposed": exposed}
   return rollout, _concat_terms([t for t, _ in scored]), timing
+
+
+def mean_metrics(items: list[dict[str, Any]]) -> dict[str, float]:
+  """Each metric's mean over the minibatches' (none: {})."""
+  if not items:
+    return {}
+  return {k: float(np.mean([float(x[k]) for x in items])) for k in items[0]}
 
 
 def minibatch_order(rows: int, group: int, seed: list[int]) -> np.ndarray:

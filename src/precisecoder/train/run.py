@@ -292,10 +292,3 @@ class Run(contextlib.AbstractContextManager):
 
   def __exit__(self, *exc) -> None:
     self.close()
-
-
-def mean_metrics(items: list[dict[str, Any]]) -> dict[str, float]:
-  if not items:
-    return {}
-  return {k: float(np.mean([float(x[k]) for x in items])) for k in items[0]}
-
