@@ -54,8 +54,7 @@ def start(tmp_path_factory):
   answerable_tasks(base / "tasks.jsonl")
   cfg = _config(base / "tasks.jsonl")
   with Run(cfg, str(base / "start"), total_steps=STEPS) as run:
-    run.params = answering_policy(run.params)
-    run.save(None)
+    run.save(0, answering_policy(run.start.params), run.start.opt_state)
   return base
 
 
@@ -233,8 +232,8 @@ def test_agent_episodes_on_two_hosts_train_like_one_process(start):
   overrides = dict(rl=dict(OVERRIDES["rl"], turns=2, feedback_tokens=320))
   cfg = _config(start / "tasks.jsonl")
   with Run(cfg, str(start / "agent_start"), total_steps=2) as run:
-    run.params = answering_policy(run.params, garbage_ends=True)  # failures hear feedback
-    run.save(None)
+    # Failures hear feedback.
+    run.save(0, answering_policy(run.start.params, garbage_ends=True), run.start.opt_state)
   two, one = _two_hosts_and_one_device(start, "precisecoder_agent", rl.train, overrides,
                                        start_name="agent_start")
   rows = _step_metrics(two)

@@ -1,12 +1,13 @@
 """The reward recipe table: each recipe's scalar against its hand formula, GDPO weights, the
-scorer's columns and the advantage estimators each recipe accepts."""
+RL trainer's advantages, the scorer's columns and the advantage estimators each recipe
+accepts."""
 
 import ml_collections
 import numpy as np
 import pytest
 
 from precisecoder import advantages, reward_recipes, rewards
-from precisecoder.train import recipes
+from precisecoder.train import config as config_lib
 
 LAM = 0.3
 GROUP = 4
@@ -61,7 +62,7 @@ def test_every_recipe_has_a_hand_formula():
 
 @pytest.mark.parametrize("name", sorted(HAND))
 def test_scalar_equals_the_hand_formula(name):
-  scalar = recipes.scalar_reward(_rl(name), _terms())
+  scalar = reward_recipes.scalar_reward(name, _terms(), _rl(name))
   assert scalar.dtype == np.float32
   if name == "ea_grpo":  # a mean and a std over the group: equal up to rounding
     np.testing.assert_allclose(scalar, HAND[name](), rtol=1e-6)
@@ -76,7 +77,7 @@ def test_scalar_equals_the_hand_formula(name):
 def test_gdpo_weights_each_term(name, weights):
   assert reward_recipes.RECIPES[name].gdpo_weights(LAM) == weights
   terms = _terms()
-  adv, scalar = recipes.compute_advantages(_rl(name, "gdpo"), terms)
+  adv, scalar = reward_recipes.compute_advantages(_rl(name, "gdpo"), terms)
   np.testing.assert_array_equal(adv, advantages.gdpo_advantages(terms, weights, GROUP))
   np.testing.assert_array_equal(scalar, HAND[name]())
 
@@ -88,9 +89,24 @@ def test_scorer_columns_come_from_the_table():
   assert set(reward_recipes.BLENDS) == {"reward", "precision_only", "recall_only"}
 
 
+def test_grpo_advantages_standardise_the_scalar_within_each_group():
+  terms = _terms()
+  adv, scalar = reward_recipes.compute_advantages(_rl("unit", "grpo"), terms)
+  np.testing.assert_array_equal(scalar, np.float32(UNIT))
+  np.testing.assert_array_equal(adv, advantages.grpo_advantages(scalar, GROUP, scale_std=True))
+  assert adv[2] < 0 < adv[0] and adv[4] < 0 < adv[7]  # failures below passes in each group
+  adv, scalar = reward_recipes.compute_advantages(_rl("ea_grpo", "grpo"), terms)
+  np.testing.assert_allclose(scalar, _ea_grpo_by_hand(), rtol=1e-6)
+  np.testing.assert_array_equal(adv, advantages.grpo_advantages(scalar, GROUP, scale_std=True))
+
+
 def test_an_estimator_a_recipe_does_not_accept_is_refused_by_name():
+  """Refused once, when the config is validated (the trainer then trusts it every step)."""
   assert reward_recipes.problem("ea_grpo", "grpo") is None
-  with pytest.raises(ValueError, match="rl.reward='ea_grpo' .* use rl.advantage='grpo'"):
-    recipes.compute_advantages(_rl("ea_grpo", "gdpo"), _terms())
+  cfg = config_lib.default("tiny")
+  cfg.rl.update(reward="ea_grpo", advantage="gdpo")
+  with pytest.raises(config_lib.ConfigError,
+                     match="config.rl.reward='ea_grpo' .* use config.rl.advantage='grpo'"):
+    config_lib.validate(cfg)
   assert "rl.reward='bogus'" in reward_recipes.problem("bogus", "grpo")
   assert "rl.advantage='ppo'" in reward_recipes.problem("unit", "ppo")

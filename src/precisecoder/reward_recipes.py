@@ -3,7 +3,7 @@ how its scalar is computed and which advantage estimators accept it.
 
 Everything that names a recipe reads `RECIPES`: the scorer's blended columns (and so the
 `reward` of score output), config validation and the RL trainer's advantages
-(train/recipes.py). Adding a recipe is one row here.
+(`compute_advantages`). Adding a recipe is one row here.
 """
 
 from __future__ import annotations
@@ -77,9 +77,19 @@ def problem(reward: str, advantage: str, prefix: str = "") -> str | None:
 def scalar_reward(reward: str, terms: Mapping[str, np.ndarray], settings: Any) -> np.ndarray:
   """The recipe's reward as one float32 number per sample; `settings` carries group_size,
   ea_alpha and ea_beta (the rl config) for group-computed recipes."""
-  if reward not in RECIPES:
-    raise ValueError(f"rl.reward={reward!r} must be one of {', '.join(RECIPES)}")
   recipe = RECIPES[reward]
   if recipe.group_reward is not None:
     return recipe.group_reward(terms, settings)
   return np.asarray(terms[recipe.column], np.float32)
+
+
+def compute_advantages(rl: Any, terms: Mapping[str, np.ndarray]
+                       ) -> tuple[np.ndarray, np.ndarray]:
+  """(advantages [N], the scalar reward [N]) of `rl.reward` by `rl.advantage` for rows grouped
+  prompt-major by `rl.group_size`. `rl` is a validated config's (config.validate refuses an
+  estimator the recipe does not accept, with `problem`'s message)."""
+  reward = scalar_reward(rl.reward, terms, rl)
+  if rl.advantage == "grpo":
+    return advantages.grpo_advantages(reward, rl.group_size, scale_std=rl.scale_std), reward
+  weights = RECIPES[rl.reward].gdpo_weights(rl.lam)
+  return advantages.gdpo_advantages(terms, weights, rl.group_size), reward

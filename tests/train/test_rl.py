@@ -37,6 +37,21 @@ def _step_metrics(workdir: pathlib.Path):
           for r in metrics.read_metrics(workdir / "metrics.jsonl")]
 
 
+def test_minibatch_order_shuffles_whole_groups_by_seed():
+  order = rl.minibatch_order(12, 3, [0, 5, 1])
+  assert order.dtype == np.int32 and sorted(order) == list(range(12))
+  groups = order.reshape(4, 3)  # each group's rows, consecutive and in order
+  np.testing.assert_array_equal(groups - groups[:, :1], np.tile(np.arange(3), (4, 1)))
+  assert np.all(groups[:, 0] % 3 == 0)
+  np.testing.assert_array_equal(order, rl.minibatch_order(12, 3, [0, 5, 1]))
+  assert len({tuple(rl.minibatch_order(12, 1, [0, 5, epoch])) for epoch in range(4)}) == 4
+
+
+def test_mean_metrics():
+  assert rl.mean_metrics([]) == {}
+  assert rl.mean_metrics([{"a": 1, "b": 2.0}, {"a": 3, "b": 4.0}]) == {"a": 2.0, "b": 3.0}
+
+
 def test_exact_resume_matches_an_uninterrupted_run(tmp_path):
   """Stopped after step 1 and resumed to step 2 == never stopped, bit for bit on CPU."""
   straight, resumed = tmp_path / "straight", tmp_path / "resumed"
@@ -56,8 +71,8 @@ def test_precisecoder_main_path_with_eval_and_report(tmp_path, monkeypatch):
   through the train command (which writes the report), in a workdir named relative to where
   it runs. Step 2's advantages are all 0: it skips the update, so Adam's momentum from step 1
   does not move the weights (fed a zero gradient, it would)."""
-  from precisecoder.train import recipes
-  real, calls = recipes.compute_advantages, []
+  from precisecoder import reward_recipes
+  real, calls = reward_recipes.compute_advantages, []
 
   def first_step_only(rl_cfg, terms):
     advantages, reward = real(rl_cfg, terms)
@@ -65,7 +80,7 @@ def test_precisecoder_main_path_with_eval_and_report(tmp_path, monkeypatch):
     signal = np.resize([1.0, -1.0], advantages.shape).astype(advantages.dtype)
     return (signal if len(calls) == 1 else np.zeros_like(advantages)), reward
 
-  monkeypatch.setattr(recipes, "compute_advantages", first_step_only)
+  monkeypatch.setattr(reward_recipes, "compute_advantages", first_step_only)
   monkeypatch.chdir(tmp_path)
   cfg = _config(steps=2, eval_every=2, checkpoint_every=1)
   cfg.train.report = True
@@ -130,8 +145,7 @@ def agent_start(tmp_path_factory):
   base_dir = tmp_path_factory.mktemp("agent")
   answerable_tasks(base_dir / "tasks.jsonl")
   with Run(_agent_config(base_dir / "tasks.jsonl"), str(base_dir / "start"), total_steps=2) as run:
-    run.params = answering_policy(run.params, garbage_ends=True)
-    run.save(None)
+    run.save(0, answering_policy(run.start.params, garbage_ends=True), run.start.opt_state)
   return base_dir
 
 

@@ -1,15 +1,19 @@
 """The jitted train steps: a shared prompt computed once per group gives the same log-probs and
-gradients as every row computing it; one RL update moves log-probs the way advantages say."""
+gradients as every row computing it; one RL update moves log-probs the way advantages say; its
+PPO clip, KL term and minibatch gather, checked on the gradient."""
+
+import functools
 
 import jax
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
+import optax
 import pytest
 from flax import nnx
 
 from precisecoder.model import Decoder, presets
-from precisecoder.train import step as step_lib
+from precisecoder.train import losses, step as step_lib
 
 
 def _model(**overrides):
@@ -82,3 +86,116 @@ def test_one_rl_step_raises_positive_and_lowers_negative_advantage_samples(share
   assert float(metrics["ratio_mean"]) == pytest.approx(1.0, abs=1e-4)  # on-policy
   assert np.all(change[advantages > 0] > 0), change
   assert np.all(change[advantages < 0] < 0), change
+
+
+# One RL update with SGD at rate 1 changes every parameter by minus its gradient: the tests
+# below read the step's gradient off its update (Adam's first step is about sign(gradient)).
+_SGD = optax.sgd(1.0)
+
+
+@pytest.fixture(scope="module")
+def policy():
+  """(params, logprob_fn, rl_step(**rl)) of a one-layer tiny model; each function compiled
+  once for the module."""
+  graphdef, params = nnx.split(Decoder(presets.get("tiny", num_layers=1), rngs=nnx.Rngs(0)))
+
+  @functools.cache
+  def rl_step(**rl):
+    cfg = dict(temperature=1.0, clip_low=0.2, clip_high=0.28, aggregation="token-mean",
+               kl_beta=0.0, group_size=3, shared_prompt=False)
+    return step_lib.make_rl_step(graphdef, _SGD, ml_collections.ConfigDict({**cfg, **rl}))
+
+  return params, step_lib.make_logprob_fn(graphdef), rl_step
+
+
+def _rl_batch(logprob_fn, params, advantages, shift=0.0, **extra):
+  """A batch of 6 rows (2 groups of 3) whose behaviour log-probs are the policy's own plus
+  `shift` (per row): the ratio of a row's tokens is exp(-shift)."""
+  tokens, mask, cmask = _grouped_batch(seed=1)
+  logp = np.asarray(logprob_fn(params, tokens, mask, cmask))
+  old = (logp + np.asarray(shift, np.float32).reshape(-1, 1)) * cmask
+  return {"tokens": tokens, "mask": mask, "completion_mask": cmask, "old_logprobs": old,
+          "advantages": np.asarray(advantages, np.float32), **extra}
+
+
+def _gradient(step, params, batch, rows=None):
+  """(the step's gradient as a flat float64 vector, its metrics) on `batch[rows]`."""
+  rows = np.arange(len(batch["tokens"])) if rows is None else rows
+  fresh = jax.tree.map(jnp.array, params)  # the step donates what it is given
+  after, _, metrics = step(fresh, _SGD.init(fresh), step_lib.to_device(batch),
+                           np.asarray(rows, np.int32))
+  grad = [np.asarray(a, np.float64) - np.asarray(b, np.float64)
+          for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(after), strict=True)]
+  return np.concatenate([g.ravel() for g in grad]), jax.device_get(metrics)
+
+
+def _close(a, b):
+  return np.allclose(a, b, rtol=1e-5, atol=1e-7 * np.abs(b).max())
+
+
+def test_rl_step_gives_no_gradient_to_a_ratio_clipped_in_its_advantage_direction(policy):
+  """PPO's clip: a row whose ratio is past 1 + clip_high with A > 0, or below 1 - clip_low with
+  A < 0, adds nothing to the gradient (the same as advantage 0); past the clip the other way
+  (A > 0, ratio below 1 - clip_low), or inside the clip range, it still does."""
+  params, logprob_fn, rl_step = policy
+  first = np.arange(6) == 0
+  advantages = np.array([1.0, -1.0, 0.5, -0.5, 1.0, -1.0])
+  for a0, shift0, clipped in ((1.0, -1.0, True),    # ratio e > 1.28, A > 0
+                              (-1.0, 1.0, True),    # ratio 1/e < 0.8, A < 0
+                              (1.0, 1.0, False),    # ratio 1/e, A > 0: still pushed up
+                              (1.0, -0.1, False)):  # ratio 1.11, inside the range
+    shift = np.where(first, shift0, 0.0)
+    grad, metrics = _gradient(rl_step(), params, _rl_batch(
+        logprob_fn, params, np.where(first, a0, advantages), shift))
+    without, _ = _gradient(rl_step(), params, _rl_batch(
+        logprob_fn, params, np.where(first, 0.0, advantages), shift))
+    assert _close(grad, without) == clipped, (a0, shift0)
+    assert (float(metrics["clip_fraction"]) > 0) == clipped, (a0, shift0)
+
+
+def test_rl_step_kl_term_off_at_zero_beta_and_pulls_towards_the_reference(policy):
+  """kl_beta 0: the reference log-probs change nothing. kl_beta > 0 with zero advantages: the
+  update is the KL term's alone, and a small step along it raises the sampled tokens'
+  log-probs towards a reference that finds them likelier, lowering the KL."""
+  params, logprob_fn, rl_step = policy
+  plain = _rl_batch(logprob_fn, params, [1.0, -1.0, 0.5, -0.5, 1.0, -1.0])
+  ref = plain["old_logprobs"] + 0.5 * plain["completion_mask"]
+  with_ref = {**plain, "ref_logprobs": ref}
+  np.testing.assert_array_equal(_gradient(rl_step(), params, with_ref)[0],
+                                _gradient(rl_step(), params, plain)[0])
+  idle = {**with_ref, "advantages": np.zeros(6, np.float32)}
+  assert not np.any(_gradient(rl_step(), params, idle)[0])  # no advantage, no KL: nothing
+  grad, metrics = _gradient(rl_step(kl_beta=0.5), params, idle)
+  assert float(metrics["kl"]) > 0 and np.linalg.norm(grad) > 0
+  tokens, mask, cmask = plain["tokens"], plain["mask"], plain["completion_mask"]
+  before = np.asarray(logprob_fn(params, tokens, mask, cmask))
+  after = np.asarray(logprob_fn(_shifted(params, -1e-2 * grad / np.linalg.norm(grad)), tokens,
+                             mask, cmask))
+  assert (after - before).sum() > 0
+  kl = lambda logp: float(np.sum(losses.kl_k3(logp, ref) * cmask))
+  assert kl(after) < kl(before)
+
+
+def _shifted(params, flat):
+  """`params` plus the flat vector `flat` (in tree-leaf order)."""
+  leaves, treedef = jax.tree.flatten(params)
+  sizes = np.cumsum([0] + [leaf.size for leaf in leaves])
+  return jax.tree.unflatten(treedef, [
+      jnp.asarray(np.asarray(leaf) + flat[a:b].reshape(leaf.shape), leaf.dtype)
+      for leaf, a, b in zip(leaves, sizes[:-1], sizes[1:])])
+
+
+@pytest.mark.parametrize("shared_prompt, rows, other", [
+    (False, [4, 1, 3], [0, 2, 5]),
+    (True, [3, 4, 5], [0, 1, 2])])  # whole groups, in order
+def test_rl_step_minibatch_is_the_gathered_rows(policy, shared_prompt, rows, other):
+  """The update on `batch[rows]` (gathered inside the step) equals the update on a batch made
+  of those rows by hand, and differs from another selection's."""
+  params, logprob_fn, rl_step = policy
+  step = rl_step(shared_prompt=shared_prompt)
+  batch = _rl_batch(logprob_fn, params, [1.0, -1.0, 0.5, -0.5, 1.0, -0.25],
+                    shift=[0.0, 0.1, -0.1, 0.2, 0.0, -0.3])
+  gathered, _ = _gradient(step, params, batch, rows)
+  by_hand, _ = _gradient(step, params, {k: v[rows] for k, v in batch.items()})
+  np.testing.assert_allclose(gathered, by_hand, rtol=1e-5, atol=1e-7 * np.abs(by_hand).max())
+  assert not _close(gathered, _gradient(step, params, batch, other)[0])

@@ -211,6 +211,7 @@ def build(base_cfg: ml_collections.ConfigDict, root: pathlib.Path) -> dict[str, 
   times["tokenizer_s"] = time.perf_counter() - t0
   t0 = time.perf_counter()
   cfg = sft_config(base_cfg, tokenizer_dir, task_file)
+  config_lib.validate(cfg)  # the trainers take validated configs; this one is made here
   from precisecoder.train.metrics import last_step  # pylint: disable=import-outside-toplevel
   # A preempted trainer saves and returns 0: the base is built only once SFT has finished.
   if sft.train(cfg, str(root / "sft")) != 0 or last_step(root / "sft") < cfg.train.steps:

@@ -1,4 +1,4 @@
-"""Orbax checkpoints of a training run: parameters, optimiser state, step, RNG, data iterator.
+"""Orbax checkpoints of a training run: parameters, optimiser state, step, data iterator.
 
 Saves are asynchronous (the next step runs while the arrays are written) and only the last
 `max_to_keep` are kept. A run whose workdir already holds a checkpoint restores the latest.
@@ -132,14 +132,6 @@ class Checkpointer:
   def close(self) -> None:
     self._manager.wait_until_finished()
     self._manager.close()
-
-
-def rng_to_json(key: jax.Array) -> list[int]:
-  return np.asarray(jax.random.key_data(key)).astype(np.uint32).ravel().tolist()
-
-
-def rng_from_json(data: list[int]) -> jax.Array:
-  return jax.random.wrap_key_data(np.asarray(data, np.uint32))
 
 
 class PreemptionWatcher:

@@ -12,7 +12,6 @@ weighted mean over the global batch: the one-host loss).
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections.abc import Sequence
@@ -79,23 +78,22 @@ def _pairs_per_host(local: int, mesh) -> tuple[int, int]:
 
 
 def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
-  """Runs (or resumes) DPO in `workdir`; each host samples and scores its part of every global
-  batch of `dpo.batch_size` tasks."""
-  total = cfg.train.steps
+  """Runs (or resumes) DPO in `workdir` (`cfg` validated: config.validate); each host samples
+  and scores its part of every global batch of `dpo.batch_size` tasks."""
   k = cfg.dpo.samples_per_task
-  with Run(cfg, workdir, total_steps=total, keep_initial=True) as run:
+  with Run(cfg, workdir, total_steps=cfg.train.steps, keep_reference=True) as run:
     step_fn = step_lib.make_dpo_step(run.graphdef, run.tx, cfg.dpo.beta)
     logprob_fn = step_lib.make_logprob_fn(run.graphdef)
     iterator = tasksets.task_iterator(tasksets.train_tasks(cfg), cfg.dpo.batch_size, cfg.seed)
-    progress = run.begin(iterator)
-    while run.steps_left():
+    step, params, opt_state = run.begin(iterator)
+    while run.steps_left(step):
       t0 = time.perf_counter()
-      batch_tasks: Sequence[Task] = tasksets.as_tasks(next(iterator), f"dpo batch {run.step + 1}")
-      run.step += 1
-      policy = run.sync_policy()
+      batch_tasks: Sequence[Task] = tasksets.as_tasks(next(iterator), f"dpo batch {step + 1}")
+      step += 1
+      policy = run.policy_at(params)
       rollout = rollout_lib.sample_rollout(
           policy, list(batch_tasks), num_samples=k, max_new_tokens=cfg.rl.max_new_tokens,
-          temperature=cfg.rl.temperature, seed=sample_seed(cfg.seed, run.step),
+          temperature=cfg.rl.temperature, seed=sample_seed(cfg.seed, step),
           include_tests=cfg.data.include_tests_in_prompt, prompt_bucket=cfg.rl.prompt_bucket,
           mesh=run.mesh)
       terms = run.scorer.score(rollout.tasks, rollout.programs)
@@ -121,16 +119,17 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
         rejected = [answer(r, g) for g, _, r in usable]
         batch = preference_batch(prompt_ids, chosen, rejected, policy.pad_id, pairs=padded,
                                  weighted=len(pairs), max_len=cfg.dpo.max_len)
-        with jax.set_mesh(run.mesh) if run.mesh is not None else contextlib.nullcontext():
+        with step_lib.mesh_scope(run.mesh):
           device_batch = step_lib.to_device(batch, run.mesh)
-          ref = logprob_fn(run.initial_params, device_batch["tokens"], device_batch["mask"],
+          ref = logprob_fn(run.reference_params, device_batch["tokens"], device_batch["mask"],
                            device_batch["completion_mask"])
           device_batch["ref_seq_logprobs"] = ref.sum(axis=-1)
-          run.params, run.opt_state, m = step_fn(run.params, run.opt_state, device_batch)
+          params, opt_state, m = step_fn(params, opt_state, device_batch)
         record.update({f"train/{key}": float(v) for key, v in jax.device_get(m).items()})
       else:
-        logging.info("step %d: no preference pairs in this batch", run.step)
-      if run.end_step(record, iterator.get_state(), t0, progress, f"pairs={len(pairs)}"):
+        logging.info("step %d: no preference pairs in this batch", step)
+      if run.end_step(step, params, opt_state, record, iterator.get_state(), t0,
+                      f"pairs={len(pairs)}"):
         return 0
-    run.end(iterator.get_state())
+    run.end(step, params, opt_state, iterator.get_state())
   return 0

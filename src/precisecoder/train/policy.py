@@ -51,7 +51,8 @@ class ByteTokenizer:
 
 @dataclasses.dataclass
 class Policy:
-  model: model_lib.Decoder
+  # None in a training run's own copy (train/run.py): the weights live in the trainer's loop.
+  model: model_lib.Decoder | None
   tokenizer: Any
   config: model_lib.ModelConfig
   eos_ids: list[int]

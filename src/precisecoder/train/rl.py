@@ -7,8 +7,10 @@ One step:
      last chunk's scoring is exposed (reported as `time/reward_exposed`). With `rl.turns` > 1
      a sample is an episode (episodes.py): answers with feedback on the visible tests between
      them; its reward is its last program's, on all tests, and the loss sees its answers only;
-  3. advantages from the reward recipe (recipes.py);
-  4. μ passes of shuffled minibatches through the clipped policy-gradient step;
+  3. advantages from the reward recipe (reward_recipes.py);
+  4. μ passes of shuffled minibatches through the clipped policy-gradient step (`learn`, on
+     step.py's `make_rl_step` and losses.py's `policy_loss`): new parameters and optimiser
+     state;
   5. metrics, periodic evaluation, asynchronous checkpoints; a preemption (SIGTERM, agreed
      on by every host) saves and exits 0.
 
@@ -24,7 +26,6 @@ is logged with `skipped_update: 1` and `train/grad_norm: 0`.
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import time
 from typing import Any
 
@@ -32,9 +33,10 @@ import jax
 import ml_collections
 import numpy as np
 
-from precisecoder import episodes, multihost
-from precisecoder.train import recipes, rollout as rollout_lib, step as step_lib, tasksets
-from precisecoder.train.run import Run, mean_metrics, sample_seed
+from precisecoder import episodes, multihost, reward_recipes
+from precisecoder.train import policy as policy_lib, rollout as rollout_lib, step as step_lib
+from precisecoder.train import tasksets
+from precisecoder.train.run import Run, sample_seed
 
 _TERMS_LOGGED = ("unit", "precision", "recall", "f1", "edit_lines", "noop")
 
@@ -81,11 +83,12 @@ def _concat_terms(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
   return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-def collect(run: Run, batch_tasks: list, executor: concurrent.futures.Executor
+def collect(run: Run, policy: policy_lib.Policy, step: int, batch_tasks: list,
+            executor: concurrent.futures.Executor
             ) -> tuple[rollout_lib.Rollout, dict[str, np.ndarray], dict[str, float]]:
-  """Samples and scores one step's rollouts, overlapping scoring with sampling."""
+  """Samples (from `policy`, seeded by `step`) and scores one step's rollouts, overlapping
+  scoring with sampling."""
   rl = run.cfg.rl
-  policy = run.sync_policy()
   agent = rollout_lib.agent_config(rl)
   chunks = np.array_split(np.arange(len(batch_tasks)), max(1, min(rl.rollout_chunks,
                                                                   len(batch_tasks))))
@@ -96,7 +99,7 @@ def collect(run: Run, batch_tasks: list, executor: concurrent.futures.Executor
     part = rollout_lib.sample_rollout(
         policy, [batch_tasks[j] for j in index], num_samples=rl.group_size,
         max_new_tokens=rl.max_new_tokens, temperature=rl.temperature, top_p=rl.top_p,
-        seed=sample_seed(run.cfg.seed, run.step, i),
+        seed=sample_seed(run.cfg.seed, step, i),
         include_tests=run.cfg.data.include_tests_in_prompt, prompt_bucket=rl.prompt_bucket,
         mesh=run.mesh, agent=agent, pool=run.scorer if agent is not None else None)
     t_sample += time.perf_counter() - t0
@@ -111,8 +114,24 @@ def collect(run: Run, batch_tasks: list, executor: concurrent.futures.Executor
   return rollout, _concat_terms([t for t, _ in scored]), timing
 
 
-def learn(run: Run, step_fn, batch: dict[str, np.ndarray], ref_fn=None) -> dict[str, float]:
-  """μ passes over shuffled minibatches; one optimiser update per minibatch.
+def mean_metrics(items: list[dict[str, Any]]) -> dict[str, float]:
+  """Each metric's mean over the minibatches' (none: {})."""
+  if not items:
+    return {}
+  return {k: float(np.mean([float(x[k]) for x in items])) for k in items[0]}
+
+
+def minibatch_order(rows: int, group: int, seed: list[int]) -> np.ndarray:
+  """A shuffled order of `rows` rows that keeps consecutive groups of `group` rows whole."""
+  groups = np.random.default_rng(seed).permutation(rows // group)
+  return (groups[:, None] * group + np.arange(group)).ravel().astype(np.int32)
+
+
+def learn(run: Run, step_fn, params: Any, opt_state: Any, batch: dict[str, np.ndarray],
+          step: int, ref_fn=None) -> tuple[Any, Any, dict[str, float]]:
+  """(params, opt_state, mean metrics) after μ passes over shuffled minibatches of `batch`,
+  one optimiser update per minibatch (`step_fn` donates the `params` and `opt_state` it is
+  given: use the returned ones).
 
   `batch` holds this host's rows; the step's global batch (every host's rows, host-major) is
   placed on the mesh once and each minibatch is gathered from it on device, so the updates
@@ -120,55 +139,58 @@ def learn(run: Run, step_fn, batch: dict[str, np.ndarray], ref_fn=None) -> dict[
   rl = run.cfg.rl
   device_batch = step_lib.to_device(batch, run.mesh)
   n = device_batch["tokens"].shape[0]
-  size = min(rl.minibatch_size, n)  # divides n: config.validate checks it when the Run starts
-  with jax.set_mesh(run.mesh) if run.mesh is not None else contextlib.nullcontext():
+  size = min(rl.minibatch_size, n)  # divides n: config.validate checks it
+  group = step_lib.shared_group(rl)  # minibatches of whole groups when they share prompts
+  out = []
+  with step_lib.mesh_scope(run.mesh):
     if ref_fn is not None:
-      device_batch["ref_logprobs"] = ref_fn(run.initial_params, device_batch["tokens"],
+      device_batch["ref_logprobs"] = ref_fn(run.reference_params, device_batch["tokens"],
                                             device_batch["mask"],
                                             device_batch["completion_mask"])
-    out = []
-    group = step_lib.shared_group(rl)  # minibatches of whole groups when they share prompts
     for epoch in range(rl.num_iterations):
-      groups = np.random.default_rng([run.cfg.seed, run.step, epoch]).permutation(n // group)
-      order = (groups[:, None] * group + np.arange(group)).ravel()
+      order = minibatch_order(n, group, [run.cfg.seed, step, epoch])
       for start in range(0, n, size):
-        run.params, run.opt_state, m = step_fn(run.params, run.opt_state, device_batch,
-                                               order[start:start + size].astype(np.int32))
+        params, opt_state, m = step_fn(params, opt_state, device_batch,
+                                       order[start:start + size])
         out.append(m)
-  return mean_metrics(jax.device_get(out))
+  return params, opt_state, mean_metrics(jax.device_get(out))
 
 
 def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
-  """Runs (or resumes) RL training in `workdir`; returns the process exit status.
+  """Runs (or resumes) RL training in `workdir` (`cfg` validated: config.validate); returns
+  the process exit status.
 
   On several hosts each samples and scores the groups of its own tasks (a group never spans
   hosts); reward terms are gathered so every host computes the same advantages and metrics.
   """
   rl = cfg.rl
-  total = cfg.train.steps
-  with Run(cfg, workdir, total_steps=total, keep_initial=rl.kl_beta > 0) as run:
+  with Run(cfg, workdir, total_steps=cfg.train.steps, keep_reference=rl.kl_beta > 0) as run:
     step_fn = step_lib.make_rl_step(run.graphdef, run.tx, rl)
     ref_fn = (step_lib.make_logprob_fn(run.graphdef, rl.temperature, step_lib.shared_group(rl))
               if rl.kl_beta > 0 else None)
     iterator = tasksets.task_iterator(tasksets.train_tasks(cfg), rl.prompts_per_step, cfg.seed)
-    progress = run.begin(iterator)
+    step, params, opt_state = run.begin(iterator)
     executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="reward")
     try:
-      while run.steps_left():
+      while run.steps_left(step):
         t_step = time.perf_counter()
-        batch_tasks = tasksets.as_tasks(next(iterator), f"train batch {run.step + 1}")
-        run.step += 1
-        rollout, terms, timing = collect(run, batch_tasks, executor)
+        batch_tasks = tasksets.as_tasks(next(iterator), f"train batch {step + 1}")
+        step += 1
+        rollout, terms, timing = collect(run, run.policy_at(params), step, batch_tasks,
+                                         executor)
         model_tokens = rollout.loss_mask.sum(axis=1, dtype=np.int32)  # feedback turns left out
         every = multihost.allgather_rows({**terms, "lengths": model_tokens})
-        advantages, reward = recipes.compute_advantages(rl, every)
+        advantages, reward = reward_recipes.compute_advantages(rl, every)
         batch = rollout_lib.training_arrays(rollout, run.policy.pad_id,
                                             completion_len=rollout_lib.response_len(rl))
         batch["advantages"] = advantages[multihost.host_slice(len(advantages))]
         t0 = time.perf_counter()
         # Every host holds the same advantages (computed from the gathered terms): it agrees.
         skip = not np.any(advantages) and rl.kl_beta == 0
-        learned = {"grad_norm": 0.0} if skip else learn(run, step_fn, batch, ref_fn)
+        learned = {"grad_norm": 0.0}
+        if not skip:
+          params, opt_state, learned = learn(run, step_fn, params, opt_state, batch, step,
+                                             ref_fn)
         timing["time/train"] = time.perf_counter() - t0
         groups = reward.reshape(-1, rl.group_size)
         exposed = timing["time/reward_exposed"] / (time.perf_counter() - t_step)
@@ -186,11 +208,11 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
             **{f"train/{k}": v for k, v in learned.items() if k != "kl" or rl.kl_beta > 0},
             **timing, "reward_exposed_fraction": exposed,
         }
-        if run.end_step(record, iterator.get_state(), t_step, progress,
+        if run.end_step(step, params, opt_state, record, iterator.get_state(), t_step,
                         f"reward={record['reward']:.3f} pass={record['reward/unit']:.3f} "
                         f"exposed_reward={exposed:.1%}"):
           return 0
     finally:
       executor.shutdown(wait=True)
-    run.end(iterator.get_state())
+    run.end(step, params, opt_state, iterator.get_state())
   return 0

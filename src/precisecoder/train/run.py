@@ -1,13 +1,18 @@
-"""What every trainer shares: the workdir, the policy and its optimiser state, resume from the
-latest checkpoint, evaluation with the reward pool, metrics. (The report is the train command's:
-commands/train.py writes it once a trainer has finished.)"""
+"""What every trainer shares: the workdir, the policy, the state a run starts from (the latest
+checkpoint's, or step 0), evaluation with the reward pool, checkpoints and metrics. (The report
+is the train command's: commands/train.py writes it once a trainer has finished.)
+
+The loop's state is the trainer's: `begin` hands it the step, parameters and optimiser state
+to start from, the trainer updates them in its loop, and passes them to `end_step` and `end`
+(which checkpoint and evaluate them). A Run holds none of them once the loop has begun."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import ml_collections
@@ -42,12 +47,23 @@ def _decode_data_state(state: Any) -> Any:
   return state
 
 
+class TrainState(NamedTuple):
+  """Where a loop starts: the step last completed, the parameters and the optimiser state."""
+
+  step: int
+  params: Any
+  opt_state: Any
+
+
 class Run(contextlib.AbstractContextManager):
-  """One training run in a workdir; resumes the workdir's latest checkpoint if it has one."""
+  """One training run in a workdir; resumes the workdir's latest checkpoint if it has one.
+
+  `cfg` is a validated config (config.validate: the commands check it where it comes in).
+  `keep_reference`: keep a frozen copy of the starting weights (`reference_params`, the KL and
+  DPO reference), taken before resuming."""
 
   def __init__(self, cfg: ml_collections.ConfigDict, workdir: str, *, total_steps: int,
-               keep_initial: bool = False):
-    config_lib.validate(cfg)  # values that cannot work fail here, before anything loads
+               keep_reference: bool = False):
     self.cfg = cfg
     # Shared outputs (config, metrics, events, evaluations, report) come from the primary host,
     # written to `self.workdir` (a local mirror when the workdir is a bucket).
@@ -58,7 +74,7 @@ class Run(contextlib.AbstractContextManager):
     self._agree(self._claim)  # raises WorkdirError: held by another run
     self.checkpointer: checkpointing.Checkpointer | None = None
     try:
-      self._start(keep_initial, total_steps)
+      self._start(keep_reference, total_steps)
     except BaseException:  # a run that cannot start leaves the workdir free
       if self.checkpointer is not None:
         self.checkpointer.close()
@@ -91,7 +107,7 @@ class Run(contextlib.AbstractContextManager):
         raise WorkdirError(str(e)) from None
     (self.workdir / "config.json").write_text(self.cfg.to_json_best_effort(indent=2) + "\n")
 
-  def _start(self, keep_initial: bool, total_steps: int) -> None:
+  def _start(self, keep_reference: bool, total_steps: int) -> None:
     cfg = self.cfg
     self.checkpointer = checkpointing.Checkpointer(
         cfg.train.checkpoint_dir or self.dir.checkpoints, max_to_keep=cfg.train.keep_checkpoints)
@@ -99,37 +115,38 @@ class Run(contextlib.AbstractContextManager):
     self._agree(lambda: self._check_resumable(latest is not None))
     self.total_steps = total_steps
     self.mesh = make_mesh(cfg.model.mesh) if jax.device_count() > 1 else None
-    self.policy = policy_lib.load_policy(cfg, self.mesh)
-    self.graphdef, self.params = nnx.split(self.policy.model)
-    # A frozen copy of the starting weights (KL reference, DPO reference) taken before resume.
-    self.initial_params = jax.tree.map(lambda x: x.copy(), self.params) if keep_initial else None
+    policy = policy_lib.load_policy(cfg, self.mesh)
+    self.graphdef, params = nnx.split(policy.model)
+    # The weights live in the trainer's loop: the policy kept here is the tokenizer and ids,
+    # and `policy_at(params)` gives the one to sample from.
+    self.policy = dataclasses.replace(policy, model=None)
+    self.reference_params = (jax.tree.map(lambda x: x.copy(), params) if keep_reference
+                             else None)
     self.tx = step_lib.make_optimizer(cfg.optim)
-    self.opt_state = step_lib.init_optimizer(self.tx, self.params, self.mesh)
-    self.rng = jax.random.key(cfg.seed)
-    self.step = 0
+    opt_state = step_lib.init_optimizer(self.tx, params, self.mesh)
+    step = 0
     self.data_state: Any = None
     if latest is not None:
       t0 = time.perf_counter()
-      self.params, self.opt_state, meta = self.checkpointer.restore(
-          latest, self.params, self.opt_state)
-      self.step = int(meta["step"])
-      self.rng = checkpointing.rng_from_json(meta["rng"])
+      # Checkpoints written before the trainers owned their state also hold an RNG key
+      # (`meta["rng"]`, never used): it is left unread.
+      params, opt_state, meta = self.checkpointer.restore(latest, params, opt_state)
+      step = int(meta["step"])
       self.data_state = _decode_data_state(meta.get("data_state"))
-      logging.info("resumed %s at step %d (%.1f s)", self.workdir, self.step,
+      logging.info("resumed %s at step %d (%.1f s)", self.workdir, step,
                    time.perf_counter() - t0)
-    self.metrics = metrics.MetricsWriter(self.workdir, resume_step=self.step,
-                                         enabled=self.primary)
+    # Where the loop starts; `begin` hands it over to the trainer.
+    self.start: TrainState | None = TrainState(step, params, opt_state)
+    self.metrics = metrics.MetricsWriter(self.workdir, resume_step=step, enabled=self.primary)
+    self._progress: metrics.Progress | None = None
     self.preemption = checkpointing.PreemptionWatcher(self.checkpointer)
     self._pool = None  # what holds the scorer's resources (a pool, or the remote client)
     self._scorer: RewardScorer | None = None
 
-  # The policy for sampling and evaluation shares the current parameters.
-  def model(self):
-    return nnx.merge(self.graphdef, self.params)
-
-  def sync_policy(self) -> policy_lib.Policy:
-    self.policy.model = self.model()
-    return self.policy
+  def policy_at(self, params: Any) -> policy_lib.Policy:
+    """The policy with the weights `params`, for sampling and evaluation (it shares their
+    arrays: sample with it before the next update donates them)."""
+    return dataclasses.replace(self.policy, model=nnx.merge(self.graphdef, params))
 
   @property
   def scorer(self) -> RewardScorer:
@@ -147,17 +164,16 @@ class Run(contextlib.AbstractContextManager):
         self._scorer = RewardScorer(self._pool, epsilon=epsilon, lam=rl.lam)
     return self._scorer
 
-  def save(self, data_state: Any = None) -> float:
-    """Starts an asynchronous checkpoint of the current step; returns seconds it blocked."""
+  def save(self, step: int, params: Any, opt_state: Any, data_state: Any = None) -> float:
+    """Starts an asynchronous checkpoint of `step`; returns seconds it blocked."""
     t0 = time.perf_counter()
-    meta = {"step": self.step, "rng": checkpointing.rng_to_json(self.rng),
+    meta = {"step": step,
             "model": training_checkpoint.model_meta(self.policy.config, self.policy.source),
             "time": time.time()}
-    self.checkpointer.save(self.step, self.params, self.opt_state, meta,
-                           _encode_data_state(data_state))
+    self.checkpointer.save(step, params, opt_state, meta, _encode_data_state(data_state))
     return time.perf_counter() - t0
 
-  def evaluate(self) -> dict[str, float]:
+  def evaluate(self, step: int, params: Any) -> dict[str, float]:
     """Greedy evaluation on validation tasks and clean programs, and apart (each under its own
     key in the file and `eval_<split>/` in the metrics) on the held-in tasks and the
     multi-line split when the config asks for them; written to eval/step_N.json."""
@@ -167,24 +183,26 @@ class Run(contextlib.AbstractContextManager):
       self._split_tasks = {
           "heldin": (tasksets.heldin_tasks(cfg), cfg.train.eval_max_new_tokens),
           "multi": (tasksets.multi_tasks(cfg), cfg.train.eval_multi_max_new_tokens)}
-    summary, records = self._greedy(self._eval_tasks, cfg.train.eval_max_new_tokens)
-    splits = {name: dict(zip(("summary", "records"), self._greedy(tasks, max_new_tokens)))
+    policy = self.policy_at(params)
+    summary, records = self._greedy(policy, self._eval_tasks, cfg.train.eval_max_new_tokens)
+    splits = {name: dict(zip(("summary", "records"), self._greedy(policy, tasks, max_new_tokens)))
               for name, (tasks, max_new_tokens) in self._split_tasks.items() if tasks}
     if not self.primary:
       return summary
     out = self.workdir / "eval"
     out.mkdir(exist_ok=True)
-    result = {"step": self.step, "summary": summary, "records": records, **splits}
-    (out / f"step_{self.step}.json").write_text(json.dumps(result, indent=1) + "\n")
-    self.metrics.write(self.step, summary, prefix="eval/")
+    result = {"step": step, "summary": summary, "records": records, **splits}
+    (out / f"step_{step}.json").write_text(json.dumps(result, indent=1) + "\n")
+    self.metrics.write(step, summary, prefix="eval/")
     for name, split in splits.items():
-      self.metrics.write(self.step, split["summary"], prefix=f"eval_{name}/")
-    logging.info("eval at step %d: %s", self.step,
+      self.metrics.write(step, split["summary"], prefix=f"eval_{name}/")
+    logging.info("eval at step %d: %s", step,
                  "  ".join(f"{k}={v:.3f}" for k, v in summary.items() if isinstance(v, float)))
     return summary
 
-  def _greedy(self, tasks, max_new_tokens: int) -> tuple[dict[str, float], list[dict]]:
-    """(summary, per-task records) of greedy completions of `tasks`."""
+  def _greedy(self, policy: policy_lib.Policy, tasks, max_new_tokens: int
+              ) -> tuple[dict[str, float], list[dict]]:
+    """(summary, per-task records) of `policy`'s greedy completions of `tasks`."""
     cfg = self.cfg
     # Several hosts: each evaluates an equal share (the last task repeated to even it out),
     # then the records are gathered and summarised as one set.
@@ -192,7 +210,7 @@ class Run(contextlib.AbstractContextManager):
     mine = tasks[multihost.host_slice(share * jax.process_count())] if len(tasks) else []
     mine = list(mine) + list(tasks[-1:]) * (share - len(mine))
     summary, records = greedy_eval.evaluate(
-        self.sync_policy(), mine, self.scorer,
+        policy, mine, self.scorer,
         max_new_tokens=max_new_tokens, batch_size=cfg.train.eval_batch_size,
         include_tests=cfg.data.include_tests_in_prompt, seed=cfg.seed,
         prompt_bucket=cfg.rl.prompt_bucket, mesh=self.mesh,
@@ -205,58 +223,60 @@ class Run(contextlib.AbstractContextManager):
           if isinstance(records[0][k], float)}), **timing}
     return summary, records
 
-  def begin(self, iterator: Any) -> metrics.Progress:
+  def begin(self, iterator: Any) -> TrainState:
     """The head every trainer shares: the data iterator resumed where the checkpoint left
-    it, the starting policy evaluated (fresh runs only), a progress line from this step."""
+    it, the starting policy evaluated (fresh runs only), a progress line from the starting
+    step. Returns the state the loop starts from; from here on the loop owns it."""
+    start, self.start = self.start, None
     if self.data_state is not None:
       iterator.set_state(self.data_state)
-    if self.step == 0 and self.cfg.train.eval_at_start and self.cfg.train.eval_every > 0:
-      self.evaluate()
-    return metrics.Progress(self.total_steps, self.step)
+    if start.step == 0 and self.cfg.train.eval_at_start and self.cfg.train.eval_every > 0:
+      self.evaluate(start.step, start.params)
+    self._progress = metrics.Progress(self.total_steps, start.step)
+    return start
 
-  def steps_left(self) -> bool:
-    """Whether another step is due: before total_steps and before train.stop_after (if set)."""
-    return self.step < self.total_steps and not 0 <= self.cfg.train.stop_after <= self.step
+  def steps_left(self, step: int) -> bool:
+    """Whether a step after `step` is due: before total_steps and train.stop_after (if set)."""
+    return step < self.total_steps and not 0 <= self.cfg.train.stop_after <= step
 
-  def end_step(self, record: dict[str, Any], data_state: Any, t_start: float,
-               progress: metrics.Progress, message: str) -> bool:
+  def end_step(self, step: int, params: Any, opt_state: Any, record: dict[str, Any],
+               data_state: Any, t_start: float, message: str) -> bool:
     """The tail every trainer's step shares: checkpoint when due (always when preempted),
     metrics with the step time, progress, evaluation when due. True when preempted: the
     checkpoint is written and the trainer should return 0."""
     self.lock.check()  # a bucket's lock taken over by another run: stop before writing more
-    preempted = self.preemption.preempted(self.step)
+    preempted = self.preemption.preempted(step)
     saved = 0.0
-    if self.should(self.cfg.train.checkpoint_every) or preempted:
-      saved = self.save(data_state)
-    self.metrics.write(self.step, {**record, "time/checkpoint": saved,
-                                   "time/step": time.perf_counter() - t_start})
-    progress.update(self.step, message)
+    if self.should(step, self.cfg.train.checkpoint_every) or preempted:
+      saved = self.save(step, params, opt_state, data_state)
+    self.metrics.write(step, {**record, "time/checkpoint": saved,
+                              "time/step": time.perf_counter() - t_start})
+    self._progress.update(step, message)
     if self.primary:
       self.dir.sync()
     if preempted:
-      logging.warning("preempted: checkpoint of step %d saved; exiting", self.step)
+      logging.warning("preempted: checkpoint of step %d saved; exiting", step)
       self.checkpointer.wait()
       return True
-    if self.should(self.cfg.train.eval_every):
-      self.evaluate()
+    if self.should(step, self.cfg.train.eval_every):
+      self.evaluate(step, params)
     return False
 
-  def end(self, data_state: Any) -> None:
-    """The tail every trainer shares: the last checkpoint awaited when all steps are done,
-    else (stopped by train.stop_after) a checkpoint of the last step if it has none yet."""
-    if self.step >= self.total_steps:
-      self.finish()
-    elif self.checkpointer.latest_step() != self.step:
-      self.save(data_state)
+  def end(self, step: int, params: Any, opt_state: Any, data_state: Any) -> None:
+    """The tail every trainer shares: when all steps are done, the last checkpoint awaited
+    and this host's parameter fingerprint logged; else (stopped by train.stop_after) a
+    checkpoint of the last step if it has none yet."""
+    if step >= self.total_steps:
+      self.checkpointer.wait()
+      logging.info("step %d: parameters on this host: sha256 %s", step,
+                   multihost.local_fingerprint(params))
+    elif self.checkpointer.latest_step() != step:
+      self.save(step, params, opt_state, data_state)
 
-  def should(self, every: int) -> bool:
-    return every > 0 and (self.step % every == 0 or self.step == self.total_steps)
-
-  def finish(self) -> None:
-    """Waits for the last checkpoint and logs this host's parameter fingerprint."""
-    self.checkpointer.wait()
-    logging.info("step %d: parameters on this host: sha256 %s", self.step,
-                 multihost.local_fingerprint(self.params))
+  def should(self, step: int, every: int) -> bool:
+    """Whether something done `every` steps (0: never) falls on `step`: on its multiples
+    and on the last step."""
+    return every > 0 and (step % every == 0 or step == self.total_steps)
 
   def close(self) -> None:
     self.checkpointer.close()
@@ -270,14 +290,3 @@ class Run(contextlib.AbstractContextManager):
 
   def __exit__(self, *exc) -> None:
     self.close()
-
-
-def mean_metrics(items: list[dict[str, Any]]) -> dict[str, float]:
-  if not items:
-    return {}
-  return {k: float(np.mean([float(x[k]) for x in items])) for k in items[0]}
-
-
-def param_digest(params: Any) -> float:
-  """A cheap fingerprint of the parameters (sum of |w|), for logs and resume checks."""
-  return float(sum(np.abs(np.asarray(x, np.float64)).sum() for x in jax.tree.leaves(params)))

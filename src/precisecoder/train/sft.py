@@ -7,7 +7,6 @@ as consecutive rows that share the task's prompt (computed once per task on one 
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Sequence
 
@@ -69,10 +68,9 @@ def fill_devices(batch: dict[str, np.ndarray], mesh: Mesh | None) -> dict[str, n
 
 
 def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
-  """Runs (or resumes) SFT in `workdir`. On several hosts each takes its part of every global
-  batch of `sft.batch_size` demonstrations."""
-  total = cfg.train.steps
-  with Run(cfg, workdir, total_steps=total) as run:
+  """Runs (or resumes) SFT in `workdir` (`cfg` validated: config.validate). On several hosts
+  each takes its part of every global batch of `sft.batch_size` demonstrations."""
+  with Run(cfg, workdir, total_steps=cfg.train.steps) as run:
     demos = [t for t in tasksets.train_tasks(cfg) if t.is_buggy]
     per_task = {len(answers(t)) for t in demos}
     if len(per_task) > 1:
@@ -87,21 +85,20 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
                                         cfg.seed)
     else:
       iterator = tasksets.task_iterator(demos, cfg.sft.batch_size, cfg.seed)
-    progress = run.begin(iterator)
-    while run.steps_left():
+    step, params, opt_state = run.begin(iterator)
+    while run.steps_left(step):
       t0 = time.perf_counter()
       item = next(iterator)
-      batch_tasks = tasksets.as_tasks(item[0] if by_length else item,
-                                      f"sft batch {run.step + 1}")
-      run.step += 1
+      batch_tasks = tasksets.as_tasks(item[0] if by_length else item, f"sft batch {step + 1}")
+      step += 1
       batch = sft_batch(run.policy, batch_tasks, include_tests=cfg.data.include_tests_in_prompt,
                         max_len=cfg.sft.max_len, power_of_two=by_length)
       batch = fill_devices(batch, run.mesh)
-      with jax.set_mesh(run.mesh) if run.mesh is not None else contextlib.nullcontext():
-        run.params, run.opt_state, m = step_fn(run.params, run.opt_state,
-                                               step_lib.to_device(batch, run.mesh))
+      with step_lib.mesh_scope(run.mesh):
+        params, opt_state, m = step_fn(params, opt_state, step_lib.to_device(batch, run.mesh))
       m = {f"train/{k}": float(v) for k, v in jax.device_get(m).items()}
-      if run.end_step(m, iterator.get_state(), t0, progress, f"loss={m['train/loss']:.4f}"):
+      if run.end_step(step, params, opt_state, m, iterator.get_state(), t0,
+                      f"loss={m['train/loss']:.4f}"):
         return 0
-    run.end(iterator.get_state())
+    run.end(step, params, opt_state, iterator.get_state())
   return 0
