@@ -33,6 +33,7 @@ class Launch:
   def __init__(self, folder, processes, devices, runs, timeouts):
     self.folder = pathlib.Path(folder)
     self.names = [r["name"] for r in runs]
+    self.error = None
     (self.folder / "logs").mkdir(parents=True)
     plan = self.folder / "plan.json"
     plan.write_text(json.dumps(dict(timeouts=timeouts, runs=runs), indent=1))
@@ -51,12 +52,11 @@ class Launch:
         self.hosts.append(subprocess.Popen(
             [sys.executable, str(_SCRIPT), str(plan)], cwd=_ROOT, env=env, stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True))
-    self.error = None
 
   def running(self):
     return any(h.poll() is None for h in self.hosts)
 
-  def signal(self, host, signum):
+  def send_signal(self, host, signum):
     self.hosts[host].send_signal(signum)
 
   def wait(self, timeout_s):

@@ -122,12 +122,14 @@ def hosts(request, start):
     runs.append(_run(name, config, _workdir(start, f"{name}_two_hosts", checkpoint),
                      _overrides(start, name)))
   launch = Launch(start / "hosts", 2, 2, runs, TIMEOUTS)
+  deadline = time.monotonic() + RUN_TIMEOUT_S * len(runs)  # for hosts that hang
   # The preemption: SIGTERM to one host once the run has finished a step (its first metrics).
-  while not metrics.read_metrics(start / "preempted" / "metrics.jsonl") and launch.running():
+  while (not metrics.read_metrics(start / "preempted" / "metrics.jsonl") and launch.running()
+         and time.monotonic() < deadline):
     time.sleep(0.1)
   if launch.running():
-    launch.signal(1, signal.SIGTERM)
-  return launch.wait(RUN_TIMEOUT_S * len(runs))
+    launch.send_signal(1, signal.SIGTERM)
+  return launch.wait(max(0.0, deadline - time.monotonic()))
 
 
 @pytest.fixture(scope="module")
@@ -165,6 +167,18 @@ def test_a_global_batch_does_not_depend_on_the_number_of_hosts():
   two = [pipeline.make_iterator(tasks, 2, seed=3, shard_index=i, shard_count=2) for i in (0, 1)]
   for _ in range(6):  # more than an epoch: reshuffles agree too
     assert ids(next(one)) == ids(next(two[0])) + ids(next(two[1]))
+
+
+def test_a_failed_run_fails_the_tests_that_read_it_and_the_later_runs_with_the_logs(tmp_path):
+  args = ["--config=configs/sft.py:tiny", f"--workdir={tmp_path / 'run'}"]
+  runs = [dict(name="bad", args=[*args, "--config.sft.no_such_field=1"]),
+          dict(name="later", args=args)]
+  launch = Launch(tmp_path / "launch", 1, 1, runs, TIMEOUTS).wait(RUN_TIMEOUT_S)
+  for name, status in (("bad", "'2'"), ("later", "'no end'")):
+    with pytest.raises(AssertionError, match=f"run '{name}': {{'process_0.log': {status}}}") as e:
+      launch.run_logs(name)
+    assert "host exit statuses [2]" in str(e.value)
+    assert "--config.sft.no_such_field=1: unknown override" in str(e.value)  # the host's log
 
 
 def test_two_hosts_train_like_one_process_with_the_same_global_batch(start, hosts, one_host):
@@ -222,6 +236,7 @@ def _config_file(name):
 def _two_hosts_and_one_device(start, hosts, name):
   """The 2-process x 2-device run `name` of `hosts`, and the same config run by the train
   command in this process on its one device, both from the same checkpoint; both workdirs."""
+  from precisecoder.commands import train
   assert len(set(_fingerprints(hosts.run_logs(name)).values())) == 1  # the hosts' replicas agree
   two = start / f"{name}_two_hosts"
   config, _, checkpoint = RUNS[name]
@@ -229,7 +244,6 @@ def _two_hosts_and_one_device(start, hosts, name):
   for section, values in _overrides(start, name).items():
     cfg[section].update(values)
   one = _workdir(start, f"{name}_one_device", checkpoint)
-  from precisecoder.commands import train
   assert train.run(cfg, str(one)) == 0
   assert not np.allclose(np.concatenate([p.ravel() for p in _params(two)]),
                          np.concatenate([p.ravel() for p in _params(start / checkpoint)]))
