@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 _SCRIPT = pathlib.Path(__file__).resolve()
 _ROOT = _SCRIPT.parents[1]
@@ -33,7 +34,7 @@ class Launch:
   def __init__(self, folder, processes, devices, runs, timeouts):
     self.folder = pathlib.Path(folder)
     self.names = [r["name"] for r in runs]
-    self.error = None
+    self.error = None  # set by `wait`
     (self.folder / "logs").mkdir(parents=True)
     plan = self.folder / "plan.json"
     plan.write_text(json.dumps(dict(timeouts=timeouts, runs=runs), indent=1))
@@ -60,23 +61,23 @@ class Launch:
     self.hosts[host].send_signal(signum)
 
   def wait(self, timeout_s):
-    """Waits for every host to end (killing them all after `timeout_s`); sets `error`, a
-    message naming what failed (with the hosts' logs), when one did not end with status 0."""
-    try:
-      for host in self.hosts:
-        host.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-      for host in self.hosts:
-        if host.poll() is None:
-          os.killpg(host.pid, signal.SIGKILL)
-          host.wait()
-      self.error = f"killed after {timeout_s} s"
+    """Waits for every host to end; sets `error`, a message naming what failed (with the hosts'
+    logs), when one did not end with status 0. Hosts still running after `timeout_s`, or once
+    another has failed (they would wait for it until their own timeouts), are killed."""
+    deadline = time.monotonic() + timeout_s
+    while (self.running() and time.monotonic() < deadline
+           and not any(h.poll() for h in self.hosts)):
+      time.sleep(0.5)
+    killed = [i for i, host in enumerate(self.hosts) if host.poll() is None]
+    for i in killed:
+      os.killpg(self.hosts[i].pid, signal.SIGKILL)
+      self.hosts[i].wait()
     statuses = [h.returncode for h in self.hosts]
-    if self.error is None and any(statuses):
-      self.error = f"host exit statuses {statuses}"
-    if self.error is not None:
-      self.error = (f"launch {self.folder.name} ({', '.join(self.names)}) failed: "
-                    f"{self.error}\n{self._tails(self.logs())}")
+    if any(statuses):
+      note = (f" (killed: hosts {killed}, running after {timeout_s:.0f} s or another's failure)"
+              if killed else "")
+      self.error = (f"launch {self.folder.name} ({', '.join(self.names)}) failed: host exit "
+                    f"statuses {statuses}{note}\n{self._tails(self.logs())}")
     return self
 
   def logs(self):
