@@ -1,27 +1,33 @@
-"""Multi-host RL on one CPU machine: JAX processes joined by a localhost coordinator
-(scripts/multihost_local.sh), 2 processes x 2 CPU devices against 1 process x 4 devices.
+"""Multi-host training on one CPU machine: JAX processes joined by a localhost coordinator,
+2 processes x 2 CPU devices against one process (1 x 4 devices, or this process's one device).
 
 The policy is the tiny random model with weights set so that after the prompt it answers
 "1" (a program that passes these tasks' tests) about half the time and garbage otherwise
 (conftest.answering_policy): rewards differ within groups, advantages are non-zero and every
 step really moves the parameters. All runs start from that step-0 checkpoint.
+
+Starting hosts (imports, jax.distributed, compiles) costs more than these runs: one launch of
+2 hosts (`hosts`) makes every 2-host run the tests read, in turn (tests/multihost_runs.py), and
+one of 1 process x 4 devices (`one_host`) the RL reference; a failed run fails the tests that
+read it, with the hosts' logs.
 """
 
 import json
-import os
 import pathlib
 import re
 import shutil
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 from conftest import answerable_tasks, answering_policy
+from multihost_runs import Launch
 
 from precisecoder.train import metrics
+
+# One xdist worker runs this module's tests, so its launches happen once (pyproject: loadgroup).
+pytestmark = pytest.mark.xdist_group("multihost")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 STEPS = 3
@@ -30,6 +36,22 @@ OVERRIDES = dict(rl=dict(prompts_per_step=2, group_size=4, max_new_tokens=4, min
                          rollout_chunks=1, prompt_bucket=1024, reward="r_lambda"),
                  train=dict(steps=STEPS, checkpoint_every=100, eval_every=0, report=False),
                  model=dict(mesh="2,2,1"), optim=dict(learning_rate=1e-5))
+# The baselines' and agent episodes' 2-step runs: configs/<name>.py:tiny with these overrides.
+# Adam's first steps move every weight by ~lr whatever its gradient's size, so float32 sums in
+# another order can move a near-zero gradient's weight by up to lr: lr stays small (as RL's).
+TWO_STEPS = dict(model=dict(mesh="2,2,1"), optim=dict(learning_rate=1e-5),
+                 train=dict(steps=2, checkpoint_every=100, eval_every=0, report=False))
+RUNS = {  # name: (config file, its overrides beyond TWO_STEPS, the checkpoint it starts from)
+    "sft": ("sft", dict(sft=dict(batch_size=4)), "start"),
+    "dpo": ("dpo", dict(dpo=dict(batch_size=4, samples_per_task=4),
+                        rl=dict(max_new_tokens=4, prompt_bucket=1024)), "start"),
+    "agent": ("precisecoder_agent", dict(rl=dict(OVERRIDES["rl"], turns=2, feedback_tokens=320)),
+              "agent_start"),
+}
+AGENT_TEST = "test_agent_episodes_on_two_hosts_train_like_one_process"  # slow: its run too
+# What a host may take to join, go silent or reach a barrier, on a loaded 2-core machine.
+TIMEOUTS = dict(initialization_timeout_s=900, heartbeat_timeout_s=300, shutdown_timeout_s=1800)
+RUN_TIMEOUT_S = 600  # per run of a launch
 
 
 def _config(task_file):
@@ -41,39 +63,79 @@ def _config(task_file):
   return cfg
 
 
-def _flags(task_file):
-  flags = [f"--config.{s}.{k}={v}" for s, values in OVERRIDES.items() for k, v in values.items()]
-  return flags + [f"--config.data.task_file={task_file}"]
+def _flags(overrides):
+  return [f"--config.{s}.{k}={v}" for s, values in overrides.items() for k, v in values.items()]
+
+
+def _rl_overrides(start):
+  return {**OVERRIDES, "data": dict(task_file=str(start / "tasks.jsonl"))}
+
+
+def _overrides(start, name):
+  return {**RUNS[name][1], **TWO_STEPS, "data": dict(task_file=str(start / "tasks.jsonl"))}
+
+
+def _step_zero(task_file, workdir, total_steps, **policy):
+  """A workdir holding the step-0 checkpoint of `answering_policy(**policy)`."""
+  from precisecoder.train.run import Run
+  with Run(_config(task_file), str(workdir), total_steps=total_steps) as run:
+    run.save(0, answering_policy(run.start.params, **policy), run.start.opt_state)
 
 
 @pytest.fixture(scope="module")
 def start(tmp_path_factory):
   """A task file and a workdir holding the step-0 checkpoint every run starts from."""
-  from precisecoder.train.run import Run
   base = tmp_path_factory.mktemp("multihost")
   answerable_tasks(base / "tasks.jsonl")
-  cfg = _config(base / "tasks.jsonl")
-  with Run(cfg, str(base / "start"), total_steps=STEPS) as run:
-    run.save(0, answering_policy(run.start.params), run.start.opt_state)
+  _step_zero(base / "tasks.jsonl", base / "start", STEPS)
   return base
 
 
-def _launch(start_dir, workdir, processes, devices, config="configs/precisecoder.py:tiny",
-            flags=None):
-  if not workdir.exists():
-    shutil.copytree(start_dir / "start" / "checkpoints", workdir / "checkpoints")
-  env = {**os.environ, "PYTHON": sys.executable, "DEVICES": str(devices)}
-  return subprocess.Popen(
-      [str(ROOT / "scripts/multihost_local.sh"), str(processes), config, str(workdir),
-       *(flags if flags is not None else _flags(start_dir / "tasks.jsonl"))], cwd=ROOT, env=env,
-      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def _workdir(start, name, checkpoint="start"):
+  """A workdir of its own for a run, holding the checkpoint it starts from."""
+  shutil.copytree(start / checkpoint / "checkpoints", start / name / "checkpoints")
+  return start / name
 
 
-def _finish(proc, workdir, timeout=600):
-  out, _ = proc.communicate(timeout=timeout)
-  logs = {p.name: p.read_text() for p in sorted((workdir / "logs").glob("*.log"))}
-  assert proc.returncode == 0, out + "\n".join(f"== {k}\n{v[-3000:]}" for k, v in logs.items())
-  return logs
+def _run(name, config, workdir, overrides, copy=None):
+  """A run of a launch: `precisecoder train --config=configs/<config>.py:tiny` in `workdir`."""
+  return dict(name=name, args=[f"--config=configs/{config}.py:tiny", f"--workdir={workdir}",
+                               *_flags(overrides)], copy=copy and [str(p) for p in copy])
+
+
+@pytest.fixture(scope="module")
+def hosts(request, start):
+  """The launch of 2 processes x 2 devices: the RL run, the same run preempted by SIGTERM to
+  one host then resumed, the SFT and DPO baselines (and agent episodes when their test runs)."""
+  rl = _rl_overrides(start)
+  runs = [_run("rl", "precisecoder", _workdir(start, "rl"), rl),
+          _run("preempted", "precisecoder", _workdir(start, "preempted"), rl),
+          _run("resumed", "precisecoder", start / "resumed", rl,
+               copy=(start / "preempted", start / "resumed"))]
+  names = ["sft", "dpo"]
+  if any(item.name == AGENT_TEST for item in request.session.items):
+    _step_zero(start / "tasks.jsonl", start / "agent_start", 2, garbage_ends=True)  # hears feedback
+    names.append("agent")
+  for name in names:
+    config, _, checkpoint = RUNS[name]
+    runs.append(_run(name, config, _workdir(start, f"{name}_two_hosts", checkpoint),
+                     _overrides(start, name)))
+  launch = Launch(start / "hosts", 2, 2, runs, TIMEOUTS)
+  deadline = time.monotonic() + RUN_TIMEOUT_S * len(runs)  # for hosts that hang
+  # The preemption: SIGTERM to one host once the run has finished a step (its first metrics).
+  while (not metrics.read_metrics(start / "preempted" / "metrics.jsonl") and launch.running()
+         and time.monotonic() < deadline):
+    time.sleep(0.1)
+  if launch.running():
+    launch.send_signal(1, signal.SIGTERM)
+  return launch.wait(max(0.0, deadline - time.monotonic()))
+
+
+@pytest.fixture(scope="module")
+def one_host(start):
+  """The RL run in 1 process x 4 devices."""
+  run = _run("rl", "precisecoder", _workdir(start, "rl_one_host"), _rl_overrides(start))
+  return Launch(start / "one_host", 1, 4, [run], TIMEOUTS).wait(RUN_TIMEOUT_S)
 
 
 def _fingerprints(logs):
@@ -106,19 +168,21 @@ def test_a_global_batch_does_not_depend_on_the_number_of_hosts():
     assert ids(next(one)) == ids(next(two[0])) + ids(next(two[1]))
 
 
-@pytest.fixture(scope="module")
-def two_hosts(start):
-  """The uninterrupted 2-process run (the reference of both tests)."""
-  workdir = start / "two_hosts"
-  t0 = time.perf_counter()
-  logs = _finish(_launch(start, workdir, 2, 2), workdir)
-  print(f"2 processes x 2 devices, {STEPS} steps: {time.perf_counter() - t0:.0f} s")
-  return workdir, logs
+def test_a_failed_run_fails_the_tests_that_read_it_and_the_later_runs_with_the_logs(tmp_path):
+  args = ["--config=configs/sft.py:tiny", f"--workdir={tmp_path / 'run'}"]
+  runs = [dict(name="bad", args=[*args, "--config.sft.no_such_field=1"]),
+          dict(name="later", args=args)]
+  launch = Launch(tmp_path / "launch", 1, 1, runs, TIMEOUTS).wait(RUN_TIMEOUT_S)
+  for name, status in (("bad", "'2'"), ("later", "'no end'")):
+    with pytest.raises(AssertionError, match=f"run '{name}': {{'process_0.log': {status}}}") as e:
+      launch.run_logs(name)
+    assert "host exit statuses [2]" in str(e.value)
+    assert "--config.sft.no_such_field=1: unknown override" in str(e.value)  # the host's log
 
 
-def test_two_hosts_train_like_one_process_with_the_same_global_batch(start, two_hosts):
-  workdir, logs = two_hosts
-  prints = _fingerprints(logs)
+def test_two_hosts_train_like_one_process_with_the_same_global_batch(start, hosts, one_host):
+  workdir = start / "rl"
+  prints = _fingerprints(hosts.run_logs("rl"))
   assert len(prints) == 2 and len(set(prints.values())) == 1, prints  # replicas agree
   rows = _step_metrics(workdir)
   assert [r["step"] for r in rows] == list(range(1, STEPS + 1))
@@ -127,8 +191,8 @@ def test_two_hosts_train_like_one_process_with_the_same_global_batch(start, two_
   assert not np.allclose(np.concatenate([p.ravel() for p in _params(workdir)]),
                          np.concatenate([p.ravel() for p in _params(start / "start")]))
 
-  single = start / "one_host"
-  _finish(_launch(start, single, 1, 4), single)
+  one_host.run_logs("rl")
+  single = start / "rl_one_host"
   for a, b in zip(_params(workdir), _params(single)):
     np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
   for x, y in zip(rows, _step_metrics(single)):
@@ -143,22 +207,19 @@ def test_two_hosts_train_like_one_process_with_the_same_global_batch(start, two_
   assert len(list((workdir / "tensorboard").glob("events.out.tfevents.*"))) == 1
 
 
-def test_sigterm_to_one_host_then_resume_matches_the_uninterrupted_run(start, two_hosts):
-  reference, _ = two_hosts
+def test_sigterm_to_one_host_then_resume_matches_the_uninterrupted_run(start, hosts):
+  hosts.run_logs("rl")
+  reference = start / "rl"
+  hosts.run_logs("preempted")
   workdir = start / "preempted"
-  proc = _launch(start, workdir, 2, 2)
-  while not metrics.read_metrics(workdir / "metrics.jsonl") and proc.poll() is None:
-    time.sleep(0.1)
-  os.kill(int((workdir / "logs" / "process_1.pid").read_text()), signal.SIGTERM)
-  _finish(proc, workdir)
   saved = sorted(int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit())
   assert saved[0] == 0 and 1 <= saved[-1] < STEPS, saved  # both hosts saved the same step
   assert len(metrics.read_metrics(workdir / "metrics.jsonl")) == saved[-1]
 
-  shutil.move(workdir / "logs", workdir.parent / "preempted_logs")
-  _finish(_launch(start, workdir, 2, 2), workdir)
-  assert _step_metrics(workdir) == _step_metrics(reference)
-  for a, b in zip(_params(workdir), _params(reference)):
+  hosts.run_logs("resumed")  # in a copy of the preempted workdir
+  resumed = start / "resumed"
+  assert _step_metrics(resumed) == _step_metrics(reference)
+  for a, b in zip(_params(resumed), _params(reference)):
     np.testing.assert_array_equal(a, b)
 
 
@@ -171,49 +232,37 @@ def _config_file(name):
   return module.get_config
 
 
-def _two_hosts_and_one_device(start, name, trainer, overrides, start_name="start"):
-  """The 2-process x 2-device run of configs/<name>.py:tiny, then the same config in this
-  process on its one device, both from the `start_name` checkpoint; returns both workdirs."""
-  # Adam's first steps move every weight by ~lr whatever its gradient's size, so float32 sums in
-  # another order can move a near-zero gradient's weight by up to lr: lr stays small (as RL's).
-  overrides = {**overrides, "model": dict(mesh="2,2,1"), "optim": dict(learning_rate=1e-5),
-               "data": dict(task_file=str(start / "tasks.jsonl")),
-               "train": dict(steps=2, checkpoint_every=100, eval_every=0, report=False)}
-  flags = [f"--config.{s}.{k}={v}" for s, values in overrides.items() for k, v in values.items()]
+def _two_hosts_and_one_device(start, hosts, name):
+  """The 2-process x 2-device run `name` of `hosts`, and the same config run by the train
+  command in this process on its one device, both from the same checkpoint; both workdirs."""
+  from precisecoder.commands import train
+  assert len(set(_fingerprints(hosts.run_logs(name)).values())) == 1  # the hosts' replicas agree
   two = start / f"{name}_two_hosts"
-  if not two.exists():
-    shutil.copytree(start / start_name / "checkpoints", two / "checkpoints")
-  logs = _finish(_launch(start, two, 2, 2, f"configs/{name}.py:tiny", flags), two)
-  assert len(set(_fingerprints(logs).values())) == 1  # the hosts' replicas agree
-
-  cfg = _config_file(name)("tiny")
-  for section, values in overrides.items():
+  config, _, checkpoint = RUNS[name]
+  cfg = _config_file(config)("tiny")
+  for section, values in _overrides(start, name).items():
     cfg[section].update(values)
-  one = start / f"{name}_one_device"
-  shutil.copytree(start / start_name / "checkpoints", one / "checkpoints")
-  assert trainer(cfg, str(one)) == 0
+  one = _workdir(start, f"{name}_one_device", checkpoint)
+  assert train.run(cfg, str(one)) == 0
   assert not np.allclose(np.concatenate([p.ravel() for p in _params(two)]),
-                         np.concatenate([p.ravel() for p in _params(start / start_name)]))
+                         np.concatenate([p.ravel() for p in _params(start / checkpoint)]))
   for a, b in zip(_params(two), _params(one)):
     np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
   return two, one
 
 
-def test_sft_on_two_hosts_trains_like_one_process(start):
+def test_sft_on_two_hosts_trains_like_one_process(start, hosts):
   """The SFT baseline on a pod: each host pads its rows to the lengths all hosts agree on,
   and the token-mean loss over the global batch is the one-process loss."""
-  from precisecoder.train import sft
-  two, one = _two_hosts_and_one_device(start, "sft", sft.train, dict(sft=dict(batch_size=4)))
+  two, one = _two_hosts_and_one_device(start, hosts, "sft")
   for x, y in zip(_step_metrics(two), _step_metrics(one), strict=True):
     assert x["train/loss"] == pytest.approx(y["train/loss"], rel=1e-6)
 
 
-def test_dpo_on_two_hosts_trains_like_one_process(start):
+def test_dpo_on_two_hosts_trains_like_one_process(start, hosts):
   """The DPO baseline on a pod: each host samples and scores its own tasks, pads its pairs
   to a count all hosts agree on with weight-0 pairs; the loss is the one-process loss."""
-  from precisecoder.train import dpo
-  two, one = _two_hosts_and_one_device(start, "dpo", dpo.train, dict(
-      dpo=dict(batch_size=4, samples_per_task=4), rl=dict(max_new_tokens=4, prompt_bucket=1024)))
+  two, one = _two_hosts_and_one_device(start, hosts, "dpo")
   rows = _step_metrics(two)
   assert all(r["pairs"] > 0 for r in rows), rows  # the policy's samples pass and fail
   for x, y in zip(rows, _step_metrics(one), strict=True):
@@ -222,20 +271,12 @@ def test_dpo_on_two_hosts_trains_like_one_process(start):
       assert x[k] == pytest.approx(y[k], rel=1e-6, abs=1e-6), k
 
 
-@pytest.mark.slow  # two more multi-process runs: minutes on 2 cores (scripts/test.sh -m slow)
-def test_agent_episodes_on_two_hosts_train_like_one_process(start):
+@pytest.mark.slow  # one more 2-host run and its reference: minutes on 2 cores (-m slow)
+def test_agent_episodes_on_two_hosts_train_like_one_process(start, hosts):
   """Multi-turn RL on a pod: each host runs the episodes of its own tasks (a group's episodes
   stay on its host, feedback from its own pool) and every host takes the same turns; the
   parameters and metrics are one process's."""
-  from precisecoder.train import rl
-  from precisecoder.train.run import Run
-  overrides = dict(rl=dict(OVERRIDES["rl"], turns=2, feedback_tokens=320))
-  cfg = _config(start / "tasks.jsonl")
-  with Run(cfg, str(start / "agent_start"), total_steps=2) as run:
-    # Failures hear feedback.
-    run.save(0, answering_policy(run.start.params, garbage_ends=True), run.start.opt_state)
-  two, one = _two_hosts_and_one_device(start, "precisecoder_agent", rl.train, overrides,
-                                       start_name="agent_start")
+  two, one = _two_hosts_and_one_device(start, hosts, "agent")
   rows = _step_metrics(two)
   assert max(r["agent/turns"] for r in rows) > 1 and all(r["advantage_abs"] > 0 for r in rows)
   for x, y in zip(rows, _step_metrics(one), strict=True):

@@ -30,7 +30,8 @@ from precisecoder.model.sharding import RULES, logical_to_spec
 
 def initialize(initialization_timeout_s: int = 300, heartbeat_timeout_s: int = 100,
                shutdown_timeout_s: int = 300) -> None:
-  """Joins the other processes of a multi-host run (no-op for a single process).
+  """Joins the other processes of a multi-host run (no-op for a single process, and for a
+  process that has joined already: one that runs several trainings in turn joins once).
 
   The timeouts (seconds, JAX's defaults; the trainer passes `config.multihost`): how long a
   process waits for the others to join, how long one may go without a heartbeat before the
@@ -38,7 +39,7 @@ def initialize(initialization_timeout_s: int = 300, heartbeat_timeout_s: int = 1
   """
   env = os.environ
   tpu_pod = "," in env.get("TPU_WORKER_HOSTNAMES", "")
-  if not tpu_pod and "JAX_COORDINATOR_ADDRESS" not in env:
+  if (not tpu_pod and "JAX_COORDINATOR_ADDRESS" not in env) or jax.distributed.is_initialized():
     return
   # Cross-process collectives on CPU (the local multi-process runs) need an implementation;
   # the setting is ignored by TPU and GPU backends.
