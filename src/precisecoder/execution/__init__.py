@@ -10,7 +10,9 @@ statistics; workers under a chosen interpreter, `python=`), `worker` (a warm
 interpreter that forks one child per run), `sandbox` (namespaces, a private
 root file system, uid drop, rlimits), `harness` (the code around the program
 inside the child), `guard` (what the program may hand to tests that run beside
-it), `integrity` (whether it changed the library the tests call), `hooks` (what
+it), `provenance` (whose code a function runs: the tests', a library's or the
+program's), `dict_versions` (which dicts a run wrote, from CPython's version tags),
+`integrity` (whether it changed the library the tests call), `hooks` (what
 a run may not do at all: an audit hook), `expectations` (what the child's test code
 shows and what the pool keeps), `verdicts` (the verdict on a run's records; neither
 leaves the pool process), `screen` (constructs no debugging fix needs,
