@@ -131,7 +131,7 @@ _DATACLASS_GLOBALS = ("NotImplemented", "hash", "type", "super")  # the names th
 _BUILTINS = builtins.__dict__
 _BUILTIN_VALUES = {name: _BUILTINS[name] for name in _DATACLASS_GLOBALS}
 _FROZEN_ERROR = dataclasses.FrozenInstanceError
-# The guard's own caches, written during runs, so kept in an instance (integrity freezes the
+# Caches written during runs, so kept in an instance (integrity freezes the
 # harness modules' dicts and the dicts they hold): which code objects matched dataclasses'
 # templates, by (name, id); which classes are a library's (`library_class`), by id. Each entry
 # holds its object, so that the id stays its own.
