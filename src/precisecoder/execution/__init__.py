@@ -117,9 +117,9 @@ Verdict integrity, per test kind (exit status and printed text never count):
     shadows a method of its class nor changed `_type_equality_funcs`.
   Where the tests compare in the child (assert and unittest), four defences
   stand between the program and a forged pass:
-  The guard (`guard.py`): what the program's functions,
-  methods (`Solution().method`), returned functions and generators hand the
-  tests is checked all the way down before the tests see it. It may hold
+  The guard (`guard.py`; whose code a function runs: `provenance.py`): what the
+  program's functions, methods (`Solution().method`), returned functions and
+  generators hand the tests is checked all the way down before the tests see it. It may hold
   plain data, library objects (numpy, pandas, datetime, Fraction, Decimal, ...;
   object arrays and columns checked item by item; the tests' own mocks), objects
   of classes the test code defined (registered as the tests create them; refused
