@@ -9,9 +9,9 @@ import types
 
 import pytest
 
-from precisecoder.execution import guard as guard_lib
 from precisecoder.execution import integrity as integrity_lib
-from precisecoder.execution.guard import DictVersions
+from precisecoder.execution.dict_versions import DictVersions
+from precisecoder.execution import provenance
 from precisecoder.execution.programs import PROGRAM_FILENAME
 
 
@@ -70,15 +70,15 @@ def test_a_library_installing_its_own_function_as_it_loads_is_allowed(scratch_mo
       "import precisecoder_scratch\ndef compare(a, b):\n  return a == b\n"
       "precisecoder_scratch.compare = compare\n")
   monkeypatch.syspath_prepend(str(tmp_path))
-  monkeypatch.setattr(guard_lib, "_LIBRARY_ROOTS", (*guard_lib._LIBRARY_ROOTS, f"{tmp_path}/"))
-  guard_lib._library_file.cache_clear()
+  monkeypatch.setattr(provenance, "LIBRARY_ROOTS", (*provenance.LIBRARY_ROOTS, f"{tmp_path}/"))
+  provenance.library_file.cache_clear()
   integrity = integrity_lib.Integrity()
   try:
     importlib.import_module("precisecoder_patcher")  # typing_extensions does this to typing
     assert integrity.violations() == []
   finally:
     sys.modules.pop("precisecoder_patcher", None)
-    guard_lib._library_file.cache_clear()
+    provenance.library_file.cache_clear()
 
 
 def test_classes_and_tables_the_tests_reach_are_watched(scratch_module):

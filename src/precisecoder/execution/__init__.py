@@ -10,7 +10,9 @@ statistics; workers under a chosen interpreter, `python=`), `worker` (a warm
 interpreter that forks one child per run), `sandbox` (namespaces, a private
 root file system, uid drop, rlimits), `harness` (the code around the program
 inside the child), `guard` (what the program may hand to tests that run beside
-it), `integrity` (whether it changed the library the tests call), `hooks` (what
+it), `provenance` (whose code a function runs: the tests', a library's or the
+program's), `dict_versions` (which dicts a run wrote, from CPython's version tags),
+`integrity` (whether it changed the library the tests call), `hooks` (what
 a run may not do at all: an audit hook), `expectations` (what the child's test code
 shows and what the pool keeps), `verdicts` (the verdict on a run's records; neither
 leaves the pool process), `screen` (constructs no debugging fix needs,
@@ -115,9 +117,9 @@ Verdict integrity, per test kind (exit status and printed text never count):
     shadows a method of its class nor changed `_type_equality_funcs`.
   Where the tests compare in the child (assert and unittest), four defences
   stand between the program and a forged pass:
-  The guard (`guard.py`): what the program's functions,
-  methods (`Solution().method`), returned functions and generators hand the
-  tests is checked all the way down before the tests see it. It may hold
+  The guard (`guard.py`; whose code a function runs: `provenance.py`): what the
+  program's functions, methods (`Solution().method`), returned functions and
+  generators hand the tests is checked all the way down before the tests see it. It may hold
   plain data, library objects (numpy, pandas, datetime, Fraction, Decimal, ...;
   object arrays and columns checked item by item; the tests' own mocks), objects
   of classes the test code defined (registered as the tests create them; refused

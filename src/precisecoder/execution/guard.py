@@ -15,15 +15,7 @@ return to the tests is checked. Calls within the program -- those made while a
 call from the tests, or a generator or coroutine of the program's, runs -- are
 not checked: their values go back to the program.
 
-Provenance is decided from code objects: code the program compiled carries
-PROGRAM_FILENAME; test code is trusted by the identity of the code objects the
-harness compiled (`code_ids`), never by a name a program could copy; library
-code comes from files under the import path the worker started with (or
-CPython's frozen modules), never from a file the program wrote; the methods
-dataclasses writes for a class (exec'd text, no file) are trusted only when their
-code is exactly what dataclasses writes for the attributes they read and no name
-they look up is rebound. Any other code is the program's, whatever its file name,
-and so is a function behind a partial, lru_cache, cached_property or the like. Classes the test code
+Whose code a function runs is `provenance.py`'s question. Classes the test code
 defines are registered as they are created (`register_class`, a decorator the
 harness adds to every class statement of the tests) together with a snapshot of
 their members, so a program that monkey-patches one, subclasses it with its own
@@ -36,20 +28,18 @@ objects of library types.
 
 from __future__ import annotations
 
-import _imp
-import builtins
 import collections
-import ctypes
-import dataclasses
 import functools
-import gc as _gc
 import itertools
-import os
 import sys
 import types
 from typing import Callable, Container
 
-from precisecoder.execution.programs import PROGRAM_FILENAME
+from precisecoder.execution.dict_versions import TAGS, DictVersions, own_dict
+from precisecoder.execution.provenance import (LRU_WRAPPER, PYTHON_WRAPPERS, UNWRAP,
+                                               compiled_here, held, inherited,
+                                               is_dataclass_method, is_namedtuple_new,
+                                               library_class, library_file, own_members)
 
 # Bound before any program runs: the program may patch builtins, the checks must not see it.
 _type = type
@@ -68,7 +58,6 @@ _islice = itertools.islice
 _getframe = sys._getframe  # pylint: disable=protected-access
 _getlimit = sys.getrecursionlimit
 _setlimit = sys.setrecursionlimit
-_isfile = os.path.isfile
 
 # Py_TPFLAGS_HEAPTYPE: classes made at run time (Python code, or PyType_FromSpec).
 _HEAPTYPE = 1 << 9
@@ -99,21 +88,6 @@ _INERT = _CONSTRUCTION | {"__reduce__", "__reduce_ex__", "__getstate__", "__sets
                           "__getnewargs_ex__", "__subclasshook__"}
 
 
-# Standard-library wrappers around a function, and where each keeps it (`_runs_untrusted`).
-_UNWRAP = {types.MethodType: "__func__", staticmethod: "__func__", classmethod: "__func__",
-           functools.partial: "func", functools.partialmethod: "func",
-           functools.cached_property: "func"}
-# Those written in Python keep it in the instance dict, read there: a program may patch the class.
-_PYTHON_WRAPPERS = frozenset({functools.partialmethod, functools.cached_property})
-_LRU_WRAPPER = _type(functools.lru_cache(maxsize=None)(lambda: None))
-
-
-def _held(wrapper, attribute: str):
-  """What a standard-library wrapper holds under `attribute`, read without running its class."""
-  if _type(wrapper) in _PYTHON_WRAPPERS or _type(wrapper) is _LRU_WRAPPER:
-    return object.__getattribute__(wrapper, "__dict__").get(attribute)
-  return _getattr(wrapper, attribute)
-
 # Objects of each argument looked at before and after a call from the tests: enough for the
 # inputs tests mutate in place, bounded so that a big input passed to many calls costs little.
 _ARGUMENT_BUDGET = 128
@@ -136,228 +110,6 @@ def _dunder(name: str) -> bool:
 # a class the program made, would decide a check for it (`_member_problem`).
 _BORROWABLE = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
                          "__contains__", "__sub__", "__rsub__"})
-
-
-# functools.total_ordering's derivations: each defers to the class's own __lt__ (or __le__, ...),
-# judged in its turn, so they decide nothing of their own.
-_DERIVED_ORDER = frozenset(
-    function for table in functools._convert.values()  # pylint: disable=protected-access
-    for _, function in table)
-
-
-def _inherited(function: types.FunctionType, klass: type) -> bool:
-  """Whether library `function` was written for `klass` or a library class it derives from
-  (enum copies Flag.__or__ into each Flag class), or derives an order (total_ordering)."""
-  if function in _DERIVED_ORDER:
-    return True
-  owner = _getattr(function, "__qualname__", "").rpartition(".")[0]
-  module = _getattr(function, "__module__", None)
-  # A class a library makes inside a function (`<locals>` in its name) cannot be looked up: its
-  # own name and module must then match where the function was written.
-  return any(_getattr(base, "__qualname__", None) == owner
-             and _getattr(base, "__module__", None) == module
-             and (_library_class(base) or "<locals>" in owner)
-             for base in klass.__mro__)
-
-
-def _library_class(klass: type) -> bool:
-  """Whether `klass` is a class a library module defines: its `__module__` is a module loaded
-  from a library file, its `__qualname__` leads from there to `klass` itself, and it has a
-  method of library code written in its body (the method's `__qualname__` says so). A class the
-  program made, whatever names it claims, leads elsewhere or nowhere, or has no such method."""
-  key = _id(klass)
-  known = _CACHES.library_classes.get(key)
-  if known is None or known[0] is not klass:
-    known = _CACHES.library_classes[key] = (klass, _find_library_class(klass))
-  return known[1]
-
-
-def _find_library_class(klass: type) -> bool:
-  module = sys.modules.get(_getattr(klass, "__module__", None) or "")
-  filename = _getattr(module, "__file__", None)
-  qualname = _getattr(klass, "__qualname__", None)
-  if _type(filename) is not str or not _library_file(filename) or _type(qualname) is not str:
-    return False
-  found = module
-  for part in qualname.split("."):
-    found = _getattr(found, part, None) if part != "<locals>" else None
-  if found is not klass:
-    return False
-  prefix = qualname + "."
-  return any(_type(m) is types.FunctionType and _getattr(m, "__qualname__", "").startswith(prefix)
-             and _library_file(m.__code__.co_filename) for m in _own_members(klass).values())
-
-
-# Where library code lives: the import path as the worker started (read-only mounts in the
-# sandbox). A file a program writes (its working directory, /tmp) and imports is not library code.
-_LIBRARY_ROOTS = tuple(sorted({os.path.join(root, "") for entry in sys.path
-                               if os.path.isabs(entry) and os.path.isdir(entry)
-                               for root in (entry, os.path.realpath(entry))}))
-
-
-@functools.lru_cache(maxsize=4096)
-def _library_file(filename: str) -> bool:
-  """Code from a source file under the import path or a frozen stdlib module ('<frozen abc>')."""
-  if filename.startswith("<frozen ") and filename.endswith(">"):
-    return _imp.is_frozen(filename[8:-1])
-  return filename.startswith(_LIBRARY_ROOTS) and _isfile(filename)
-
-
-def _is_namedtuple_new(name: str, function) -> bool:
-  """collections.namedtuple's `__new__`, made by eval (so '<string>'), only calls tuple.__new__."""
-  code = function.__code__
-  return (name == "__new__" and code.co_filename == "<string>" and code.co_names == ("_tuple_new",)
-          and function.__globals__.get("_tuple_new") is tuple.__new__)
-
-
-# Methods the dataclasses module writes for a class (exec'd text, so '<string>', no file):
-# recognised by regenerating that text for the attributes the method reads and comparing the
-# code objects, so they are trusted for what they are, never for their file name.
-_COMPARISONS = {"__eq__": "==", "__lt__": "<", "__le__": "<=", "__gt__": ">", "__ge__": ">="}
-_DATACLASS_GLOBALS = ("NotImplemented", "hash", "type", "super")  # the names their code looks up
-_BUILTINS = builtins.__dict__
-_BUILTIN_VALUES = {name: _BUILTINS[name] for name in _DATACLASS_GLOBALS}
-_FROZEN_ERROR = dataclasses.FrozenInstanceError
-# The guard's own caches, written during runs, so kept in an instance (integrity freezes the
-# harness modules' dicts and the dicts they hold): which code objects matched dataclasses'
-# templates, by (name, id); which classes are a library's (`_library_class`), by id. Each entry
-# holds its object, so that the id stays its own.
-_CACHES = types.SimpleNamespace(templates={}, library_classes={}, mock_effects={})
-
-
-def _fields_tuple(obj: str, fields: tuple) -> str:
-  return f'({",".join(f"{obj}.{f}" for f in fields)},)' if fields else "()"
-
-
-def _dataclass_source(name: str, code: types.CodeType) -> tuple[str, tuple] | None:
-  """(the text dataclasses (3.11) writes for method `name` over the fields `code` reads,
-  the names of its closure), or None for a name it does not write."""
-  if name in _COMPARISONS:
-    fields = code.co_names[1:-1]
-    line = (f"return {_fields_tuple('self', fields)}{_COMPARISONS[name]}"
-            f"{_fields_tuple('other', fields)}")
-    args, body, local = "self,other", ["if other.__class__ is self.__class__:", " " + line,
-                                       "return NotImplemented"], ()
-  elif name == "__hash__":
-    args, body, local = "self", [f"return hash({_fields_tuple('self', code.co_names[1:])})"], ()
-  elif name in ("__setattr__", "__delattr__"):
-    fields = next((c for c in code.co_consts if _type(c) is tuple), ())
-    listed = "(" + ",".join(repr(f) for f in fields) + ",)" if fields else "()"
-    verb, call = (("assign to", "__setattr__(name, value)") if name == "__setattr__"
-                  else ("delete", "__delattr__(name)"))
-    args = "self,name,value" if name == "__setattr__" else "self,name"
-    body = [f"if type(self) is cls or name in {listed}:",
-            f' raise FrozenInstanceError(f"cannot {verb} field {{name!r}}")',
-            f"super(cls, self).{call}"]
-    local = ("cls", "FrozenInstanceError")
-  else:
-    return None
-  text = "\n".join(f"  {line}" for line in body)
-  return (f"def __create_fn__({', '.join(local)}):\n def {name}({args}):\n{text}\n return {name}",
-          local)
-
-
-def _is_dataclass_method(klass: type, name: str, function) -> bool:
-  """Whether `function`, found as `klass.<name>`, is exactly what dataclasses writes."""
-  if not _DATACLASS_TEMPLATES:
-    return False
-  code = function.__code__
-  made = _dataclass_source(name, code)
-  if made is None or function.__defaults__ or function.__kwdefaults__:
-    return False
-  source, local = made
-  if function.__builtins__ is not _BUILTINS or any(
-      function.__globals__.get(n, v) is not v or _BUILTINS.get(n) is not v
-      for n, v in _BUILTIN_VALUES.items()):
-    return False  # a rebound NotImplemented, hash, type or super would decide the comparison
-  closure = dict(zip(code.co_freevars, function.__closure__ or ()))
-  if sorted(closure) != sorted(local) or (local and (
-      closure["cls"].cell_contents is not klass
-      or closure["FrozenInstanceError"].cell_contents is not _FROZEN_ERROR)):
-    return False
-  cached = _CACHES.templates.get((name, _id(code)))
-  if cached is not None and cached[0] is code:
-    return cached[1]
-  try:
-    namespace: dict = {}
-    exec(compile(source, "<string>", "exec", dont_inherit=True), {}, namespace)  # pylint: disable=exec-used
-    matches = namespace["__create_fn__"](*(klass, _FROZEN_ERROR)[:_len(local)]).__code__ == code
-  except (SyntaxError, ValueError):
-    matches = False
-  _CACHES.templates[(name, _id(code))] = (code, matches)  # holds `code`: its id stays its own
-  return matches
-
-
-def _dataclass_templates_match() -> bool:
-  """Whether this interpreter's dataclasses writes what `_dataclass_source` expects
-  (checked once, before any program runs); where not, dataclass methods are not trusted."""
-  names = [*_COMPARISONS, "__hash__", "__setattr__", "__delattr__"]
-  try:
-    probes = [dataclasses.make_dataclass(name, fields, order=True, frozen=True)
-              for name, fields in (("Probe", [("a", int), ("b", str)]), ("Empty", []))]
-    return all(_is_dataclass_method(c, n, _own_members(c)[n]) for c in probes for n in names)
-  except Exception:  # pylint: disable=broad-except  (another interpreter's dataclasses)
-    return False
-
-
-class DictVersions:
-  """Whether dicts changed, read from CPython's per-dict version tag (PEP 509).
-
-  CPython gives a dict a new tag on every insertion, replacement and deletion.
-  Comparing tags answers "did anything change?" without fetching a single
-  value: in a forked child, fetching a value writes its reference count and so
-  copies its page, and the hundreds of values in builtins and sys cost about a
-  millisecond per run that way. `available()` checks on a scratch dict that
-  this interpreter behaves so (3.11 to 3.13 do; 3.14 dropped the tag); where
-  it does not, callers compare the values themselves.
-  """
-
-  # PyDictObject: PyObject_HEAD (refcount, type), ma_used, then ma_version_tag.
-  _OFFSET = 2 * ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)
-
-  def __init__(self, dicts: list[dict]):
-    self._tags = [self.view(d) for d in dicts]
-    self._saved = [tag.value for tag in self._tags]
-
-  @classmethod
-  def view(cls, d: dict) -> ctypes.c_uint64:
-    """`d`'s version tag, read live through `.value`."""
-    return ctypes.c_uint64.from_address(id(d) + cls._OFFSET)
-
-  def changed(self) -> bool:
-    return [tag.value for tag in self._tags] != self._saved
-
-  @classmethod
-  def available(cls) -> bool:
-    if sys.implementation.name != "cpython" or not (3, 11) <= sys.version_info[:2] <= (3, 13):
-      return False
-    scratch = {"key": 0}
-    versions = cls([scratch])
-    unchanged = not versions.changed()
-    scratch["key"] = 1
-    replaced = versions.changed()
-    versions = cls([scratch])
-    del scratch["key"]
-    return unchanged and replaced and versions.changed()
-
-
-_TAGS = DictVersions.available()
-
-
-def own_dict(cls: type) -> dict:
-  """The dict behind a class's read-only `__dict__` proxy (what setattr on the class changes)."""
-  return next(r for r in _gc.get_referents(_own_members(cls)) if _type(r) is dict)
-
-
-def code_ids(code: types.CodeType) -> frozenset[int]:
-  """The ids of `code` and of every code object nested in it (the harness's compiled test code)."""
-  ids, stack = set(), [code]
-  while stack:
-    current = stack.pop()
-    if _id(current) not in ids:
-      ids.add(_id(current))
-      stack.extend(c for c in current.co_consts if _type(c) is types.CodeType)
-  return frozenset(ids)
 
 
 class Guard:
@@ -401,7 +153,7 @@ class Guard:
     return cls
 
   def _snapshot_versions(self) -> None:
-    if _TAGS:
+    if TAGS:
       self._versions = DictVersions([own_dict(e.cls) for e in self._test_classes.values()])
 
   def changed_class(self) -> str | None:
@@ -429,8 +181,8 @@ class Guard:
     self._handed_kinds.add(_id(kind))
     for klass in kind.__mro__:
       if (_id(klass) not in self._handed and klass.__flags__ & _HEAPTYPE
-          and _id(klass) not in self._test_classes and not _library_class(klass)):
-        tag = DictVersions.view(own_dict(klass)) if _TAGS else None
+          and _id(klass) not in self._test_classes and not library_class(klass)):
+        tag = DictVersions.view(own_dict(klass)) if TAGS else None
         self._handed[_id(klass)] = [klass, tag, tag.value if tag is not None else None]
 
   def handed_problem(self) -> str | None:
@@ -520,7 +272,7 @@ class Guard:
     return self._class_problem(cls, {})
 
   def _trusted(self, code: types.CodeType) -> bool:
-    return _id(code) in self._trusted_codes or _library_file(code.co_filename)
+    return _id(code) in self._trusted_codes or library_file(code.co_filename)
 
   # --- wrapping ------------------------------------------------------------------------------
 
@@ -540,7 +292,7 @@ class Guard:
       kind = _type(value)
       if issubclass(kind, type):
         self._guard_class(value)
-      elif kind in _WRAPPED_CALLABLES or kind is _LRU_WRAPPER:
+      elif kind in _WRAPPED_CALLABLES or kind is LRU_WRAPPER:
         namespace[name] = self.guarded(value)
       elif kind.__flags__ & _HEAPTYPE and _hasattr(kind, "__call__"):
         if self._class_runs_untrusted(kind):
@@ -554,8 +306,8 @@ class Guard:
     exec, as scipy.stats does for its distributions' argument parsers)."""
     attributes = _instance_dict(value)
     for _, item in _dict_items(attributes):
-      if _type(item) is types.FunctionType or _type(item) in _UNWRAP or _type(item) is _LRU_WRAPPER:
-        if self._runs_untrusted(item) and (not program_source or _compiled_here(item)):
+      if _type(item) is types.FunctionType or _type(item) in UNWRAP or _type(item) is LRU_WRAPPER:
+        if self._runs_untrusted(item) and (not program_source or compiled_here(item)):
           return True
     return False
 
@@ -567,7 +319,7 @@ class Guard:
         self._guard_methods(klass)
 
   def _guard_methods(self, klass: type) -> None:
-    for name, member in _list(_own_members(klass).items()):
+    for name, member in _list(own_members(klass).items()):
       if _dunder(name) and name not in _VALUE_DUNDERS:
         continue
       replacement = self._guarded_member(member)
@@ -587,19 +339,19 @@ class Guard:
         return None
       fget = member.fget and self.guarded(member.fget, method=True)
       return property(fget, member.fset, member.fdel, member.__doc__)
-    if kind in _PYTHON_WRAPPERS:  # descriptors, not callables themselves
+    if kind in PYTHON_WRAPPERS:  # descriptors, not callables themselves
       if not self._runs_untrusted(member):
         return None
-      function = self.guarded(_held(member, "func"), method=True)
+      function = self.guarded(held(member, "func"), method=True)
       if kind is functools.partialmethod:
-        return functools.partialmethod(function, *_held(member, "args"),
-                                       **_held(member, "keywords"))
+        return functools.partialmethod(function, *held(member, "args"),
+                                       **held(member, "keywords"))
       replacement = functools.cached_property(function)
-      replacement.attrname = _held(member, "attrname")
+      replacement.attrname = held(member, "attrname")
       return replacement
     if not callable(member) or issubclass(kind, type):
       return None
-    if (kind is not types.FunctionType and kind not in _UNWRAP and kind is not _LRU_WRAPPER
+    if (kind is not types.FunctionType and kind not in UNWRAP and kind is not LRU_WRAPPER
         and kind.__flags__ & _HEAPTYPE):
       self._guard_class(kind)  # a callable object: its class's __call__ (and __get__) guarded
       return None
@@ -622,9 +374,9 @@ class Guard:
       kind = _type(inner)
       if kind is types.FunctionType:
         return not self._trusted(inner.__code__)
-      attribute = _UNWRAP.get(kind) or ("__wrapped__" if kind is _LRU_WRAPPER else None)
+      attribute = UNWRAP.get(kind) or ("__wrapped__" if kind is LRU_WRAPPER else None)
       if attribute is not None:
-        inner = _held(inner, attribute)
+        inner = held(inner, attribute)
       else:  # a C callable, or an object whose class runs code of its own when called
         return bool(kind.__flags__ & _HEAPTYPE) and self._class_runs_untrusted(kind)
     return True  # wrapped deeper than any library does
@@ -632,7 +384,7 @@ class Guard:
   def _class_runs_untrusted(self, cls: type) -> bool:
     return any(klass.__flags__ & _HEAPTYPE and any(
         _type(m) is types.FunctionType and not self._trusted(m.__code__)
-        for _, m in _own_members(klass).items()) for klass in cls.__mro__)
+        for _, m in own_members(klass).items()) for klass in cls.__mro__)
 
   def guarded(self, function, method: bool = False):
     """`function`, with what it returns checked (and wrapped: generators, functions).
@@ -893,7 +645,7 @@ class Guard:
         return True
       if klass.__flags__ & _HEAPTYPE and any(
           _type(m) is types.FunctionType and not self._trusted(m.__code__)
-          for _, m in _own_members(klass).items()):
+          for _, m in own_members(klass).items()):
         return True
     return False
 
@@ -922,7 +674,7 @@ class Guard:
       return None
     if not klass.__flags__ & _HEAPTYPE:
       return None  # a C type: nothing in it can change
-    for name, member in _list(_own_members(klass).items()):
+    for name, member in _list(own_members(klass).items()):
       problem = self._member_problem(klass, name, member, verdicts)
       if problem is not None:
         return f"{klass.__qualname__}.{name} {problem}"
@@ -933,13 +685,13 @@ class Guard:
     kind = _type(member)
     if kind is types.FunctionType:
       if self._trusted(member.__code__):
-        if name in _BORROWABLE and not _library_class(klass) and not _inherited(member, klass):
+        if name in _BORROWABLE and not library_class(klass) and not inherited(member, klass):
           # A library's comparison in a class the program made (`__eq__ = mock._ANY.__eq__`,
           # or a Mock configured with `m.__eq__ = ...`): written for a class this one does not
           # derive from, it decides this one's comparisons as the program chose.
           return f"is {_getattr(member, '__qualname__', '?')}, borrowed from another class"
         return None
-      if _is_namedtuple_new(name, member) or _is_dataclass_method(klass, name, member):
+      if is_namedtuple_new(name, member) or is_dataclass_method(klass, name, member):
         return None
       return None if name in _CONSTRUCTION else "is the program's code"
     if kind is staticmethod or kind is classmethod:  # judged as what it holds (aliases too)
@@ -951,7 +703,7 @@ class Guard:
           if problem is not None:
             return problem
       return None
-    if (kind in _UNWRAP or kind is _LRU_WRAPPER) and self._runs_untrusted(member):
+    if (kind in UNWRAP or kind is LRU_WRAPPER) and self._runs_untrusted(member):
       return "wraps the program's code"  # else judged below (cached_property's class, say)
     if _dunder(name) and name not in _INERT and name not in _VALUE_DUNDERS and callable(member):
       # Handed the tests' value: a class (`__eq__ = SomeClass` makes a truthy object) or an
@@ -998,7 +750,7 @@ class Guard:
     kind = _type(value)
     if kind in _SCALARS or kind in _CONTAINERS or kind is dict:
       return None
-    if kind is types.FunctionType or kind in _UNWRAP or kind is _LRU_WRAPPER:
+    if kind is types.FunctionType or kind in UNWRAP or kind is LRU_WRAPPER:
       return f"the program's function {_getattr(value, '__qualname__', '?')}" if (
           self._runs_untrusted(value)) else None
     if issubclass(kind, type):
@@ -1029,6 +781,10 @@ class Guard:
 
 
 _ABSENT = object()
+# The guard's own cache, written during runs, so kept in an instance (integrity freezes the
+# harness modules' dicts and the dicts they hold): the code of unittest.mock's default side
+# effects, by dunder name.
+_CACHES = types.SimpleNamespace(mock_effects={})
 # The dunders whose configured return value or side effect makes a Mock compare as told.
 _DOUBLE_COMPARISONS = ("__eq__", "__ne__", "__lt__", "__gt__", "__le__", "__ge__", "__contains__")
 
@@ -1080,23 +836,10 @@ def _default_effect_code(mock, name: str):
   return codes[name]
 
 
-def _compiled_here(member) -> bool:
-  """Whether `member` (through the standard library's wrappers) is code of the program's source."""
-  for _ in range(16):
-    kind = _type(member)
-    if kind is types.FunctionType:
-      return member.__code__.co_filename == PROGRAM_FILENAME
-    attribute = _UNWRAP.get(kind) or ("__wrapped__" if kind is _LRU_WRAPPER else None)
-    if attribute is None:
-      return False
-    member = _held(member, attribute)
-  return False
-
-
 def _class_member(kind: type, name: str):
   """`kind`'s attribute `name` as its class dicts hold it (no descriptor runs), else None."""
   for klass in kind.__mro__:
-    members = _own_members(klass)
+    members = own_members(klass)
     if name in members:
       return members[name]
   return None
@@ -1125,11 +868,6 @@ def _head(value, kind: type, budget: int | None):
   return items if budget is None else _islice(items, budget)
 
 
-def _own_members(cls: type) -> types.MappingProxyType:
-  """A class's own namespace, read without any lookup the class or its metaclass could override."""
-  return type.__dict__["__dict__"].__get__(cls)
-
-
 class _TestClass:
   """A class the test code defined, as it was defined: what the program must not change."""
 
@@ -1137,13 +875,13 @@ class _TestClass:
     self.cls = cls
     self._mro = cls.__mro__  # the same tuple object while nobody assigns __bases__
     self._meta = _type(cls)
-    self._members = _behaviour(_own_members(cls))
+    self._members = _behaviour(own_members(cls))
 
   def moved(self) -> bool:
     return self.cls.__mro__ is not self._mro or _type(self.cls) is not self._meta
 
   def changed(self) -> bool:
-    return self.moved() or not _same_members(_own_members(self.cls), self._members)
+    return self.moved() or not _same_members(own_members(self.cls), self._members)
 
 
 def _behaviour(members) -> list[tuple[str, object]]:
@@ -1163,7 +901,7 @@ def _same_members(now, saved: list[tuple[str, object]]) -> bool:
 
 
 def _slot_names(klass: type) -> tuple:
-  slots = _own_members(klass).get("__slots__", ())
+  slots = own_members(klass).get("__slots__", ())
   if _type(slots) is str:
     slots = (slots,)
   try:
@@ -1197,6 +935,3 @@ def _array_items(value, kind: type) -> list:
     return _list(value) if value.dtype == object else []
   return []
 
-
-_DATACLASS_TEMPLATES = True  # for the one check below, made at import, before any program runs
-_DATACLASS_TEMPLATES = _dataclass_templates_match()

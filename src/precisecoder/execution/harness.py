@@ -37,10 +37,11 @@ import unittest
 from typing import Sequence
 
 from precisecoder.execution import hooks
-from precisecoder.execution.guard import Guard, PlainDataError, code_ids, kind_name
+from precisecoder.execution.guard import Guard, PlainDataError, kind_name
 from precisecoder.execution.integrity import (Integrity, import_quietly, test_imports,
                                                 tests_write_library)
 from precisecoder.execution.programs import PROGRAM_FILENAME, compile_program, marshalled
+from precisecoder.execution.provenance import code_ids
 from precisecoder.execution.protocol import compact_encoder
 
 _write = os.write
@@ -274,9 +275,10 @@ _PLAN: list["_Plan"] = []
 
 # The harness's own modules: no run may change them at all (`Integrity.watch_reached`).
 HARNESS_MODULES = ("precisecoder", "precisecoder.execution", __name__,
-                   "precisecoder.execution.guard", "precisecoder.execution.hooks",
-                   "precisecoder.execution.integrity",
-                   "precisecoder.execution.programs", "precisecoder.execution.protocol")
+                   "precisecoder.execution.dict_versions", "precisecoder.execution.guard",
+                   "precisecoder.execution.hooks", "precisecoder.execution.integrity",
+                   "precisecoder.execution.programs", "precisecoder.execution.protocol",
+                   "precisecoder.execution.provenance")
 _UNITTEST_MODULES = ("unittest", "unittest.case", "unittest.util")
 
 

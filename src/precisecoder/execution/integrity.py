@@ -47,7 +47,7 @@ where the tests patch the library themselves (unittest.mock,
 the last test. An allowed change becomes the new baseline.
 
 Reading values in a forked child writes their reference counts and so copies
-their pages; the dicts' version tags (PEP 509, `guard.DictVersions`) say which
+their pages; the dicts' version tags (PEP 509, `dict_versions.py`) say which
 dicts moved at all, and only those are compared. Where the interpreter has no
 tags (CPython 3.14+), every dict is compared and a patch put back is not seen.
 
@@ -70,7 +70,8 @@ import types
 import unittest
 from typing import Callable, Container, Iterable, Sequence
 
-from precisecoder.execution.guard import DictVersions, Guard, own_dict
+from precisecoder.execution.dict_versions import DictVersions, own_dict
+from precisecoder.execution.guard import Guard
 
 _isinstance = isinstance
 _hasattr = hasattr

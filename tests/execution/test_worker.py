@@ -1,0 +1,125 @@
+"""The worker: a warm interpreter that forks one sandboxed child per run (through a pool, and
+spoken to directly over its pipes)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from precisecoder.execution import ExecutionPool, Job, Limits, Status
+from precisecoder.execution import expectations, protocol, worker
+from precisecoder.execution import pool as pool_module
+
+ADD = "def add(a, b):\n  return a + b\n"
+CALL = {"kind": "call", "entry_point": "add",
+        "cases": [{"args": [2, 3], "expected": 5}, {"args": [-1, 1], "expected": 0}]}
+# Jobs meant to end on their own get a wall-clock limit no loaded host reaches.
+FAST = Limits(timeout_s=60.0)
+
+
+@pytest.fixture(scope="module")
+def pool():
+  with ExecutionPool(workers=2) as p:
+    yield p
+
+
+def _cpus_of(pid):
+  return os.sched_getaffinity(pid)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_workers_are_pinned_to_cpus_of_their_own_unless_told_not_to():
+  with ExecutionPool(workers=2) as pool:
+    assert pool.run([Job(ADD, CALL, FAST)])[0].passed
+    masks = [_cpus_of(w.process.pid) for w in pool._workers]  # pylint: disable=protected-access
+    assert all(len(m) == 1 for m in masks) and masks[0] != masks[1]
+  with ExecutionPool(workers=2, pin_workers=False) as pool:
+    assert pool.run([Job(ADD, CALL, FAST)])[0].passed
+    assert all(_cpus_of(w.process.pid) == os.sched_getaffinity(0)
+               for w in pool._workers)  # pylint: disable=protected-access
+
+
+def test_workers_never_import_jax(pool):
+  program = ("import sys\ndef loaded():\n"
+             "  return sorted(m for m in ('jax', 'flax', 'torch') if m in sys.modules)\n")
+  tests = {"kind": "call", "entry_point": "loaded", "cases": [{"args": [], "expected": []}]}
+  assert pool.run([Job(program, tests, FAST)])[0].passed
+
+
+def test_runs_draw_fresh_random_numbers_from_workers_without_fork_hooks(pool):
+  # random and threading act after every fork, in Python: a worker that loaded them would slow
+  # every run (and threading's hook rebinds its own globals, which the integrity check sees).
+  program = ("import sys\nloaded = sorted({'random', 'tempfile', 'threading'} & set(sys.modules))\n"
+             "import random\n"
+             "print(loaded, random.getrandbits(64))\n# run ")
+  tests = {"kind": "io", "cases": [{"stdin": "", "stdout": "?"}]}
+  results = pool.run([Job(program + str(i), tests, FAST) for i in range(2)])
+  lines = [result.stdout.split() for result in results]
+  assert [line[0] for line in lines] == ["[]", "[]"], results
+  assert lines[0][1] != lines[1][1]
+
+
+def test_large_outputs_are_read_whole_and_floods_stopped_at_the_cap():
+  # The worker reads a running child's pipes on a tick, and as they fill once they have had
+  # something to read: a talkative run is neither held back nor let past its cap (a flood not
+  # read would block the child until its deadline, a timeout instead of the cap's failure).
+  big = Limits(timeout_s=5.0, max_output_bytes=3 << 20)
+  echo = "import sys\nfor _ in range(2500):\n  sys.stdout.write('x' * 999 + '\\n')\n"
+  expected = ("x" * 999 + "\n") * 2500
+  flood = "import sys\nwhile True:\n  sys.stdout.write('y' * 1000)\n"
+  copy = "import sys\nsys.stdout.write(sys.stdin.read())\n"
+  with ExecutionPool(workers=1) as pool:
+    whole, flooded, copied = pool.run([
+        Job(echo, {"kind": "io", "cases": [{"stdin": "", "stdout": expected}]}, big),
+        Job(flood, {"kind": "io", "cases": [{"stdin": "", "stdout": ""}]}, big),
+        Job(copy, {"kind": "io", "cases": [{"stdin": expected, "stdout": expected}]}, big)])
+  assert whole.passed and copied.passed, (whole, copied)
+  assert flooded.status is Status.FAIL, flooded
+  assert flooded.detail.endswith("stdout exceeded 3145728 bytes"), flooded
+
+
+def test_a_worker_answers_its_protocol_directly():
+  """Hello, then one reply per job in order, over framed messages on fds 0 and 1."""
+  src_root = os.path.dirname(os.path.dirname(os.path.dirname(worker.__file__)))
+  process = subprocess.Popen([sys.executable, "-E", "-s", "-m", "precisecoder.execution.worker",
+                              "0", "plain", "-1"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, cwd=src_root)
+  try:
+    inbox, outbox = process.stdin.fileno(), process.stdout.fileno()
+    hello = protocol.read_message(outbox)
+    assert hello["hello"] == "plain" and hello["run_uid"] is None and hello["magic"]
+    child_tests, _ = expectations.split(CALL)
+    limits = pool_module._limits_payload(FAST)  # pylint: disable=protected-access
+    jobs = [{"id": 7, "program": ADD, "tests": child_tests, "limits": limits},
+            {"id": 8, "program": "import os\nos._exit(3)\n", "tests": child_tests,
+             "limits": limits}]
+    protocol.write_all(inbox, protocol.encode({"jobs": jobs}))
+    first, second = protocol.read_message(outbox), protocol.read_message(outbox)
+  finally:
+    process.stdin.close()
+    assert process.wait(timeout=60) == 0  # the pool's pipe closed: the worker exits
+    process.stdout.close()
+  assert [first["id"], second["id"]] == [7, 8]
+  run = first["runs"][0]
+  assert run["ready"] and run["exit"] == 0 and not run["timeout"] and run["nonce"]
+  assert run["channel"].startswith(f'{{"ready":"{run["nonce"]}"}}\n')
+  assert second["runs"][0]["exit"] == 3 and second["runs"][0]["ready"]
+
+
+def test_a_stream_keeps_what_fits_under_its_cap():
+  read_end, write_end = os.pipe()
+  try:
+    os.set_blocking(read_end, False)
+    stream = worker._Stream("stdout", read_end, cap=5)  # pylint: disable=protected-access
+    assert stream.read()  # nothing written yet: still within the cap
+    os.write(write_end, b"abc")
+    assert stream.read() and stream.text() == "abc"
+    os.write(write_end, b"defg")
+    assert not stream.read() and stream.text() == "abcde"  # past the cap: cut there
+    os.close(write_end)
+    write_end = -1
+  finally:
+    for fd in (read_end, write_end):
+      if fd >= 0:
+        os.close(fd)
