@@ -211,8 +211,8 @@ def _training_checkpoint(workdir, tokenizer_folder):
   from flax import nnx
 
   from precisecoder.model import Decoder, presets
-  from precisecoder.model.training_checkpoint import model_meta
-  from precisecoder.train.checkpointing import Checkpointer
+  from precisecoder.model.run_checkpoints import model_meta
+  from precisecoder.train.checkpoint_writer import Checkpointer
 
   config = presets.get("tiny", num_layers=1)
   model = Decoder(config, rngs=nnx.Rngs(0))

@@ -1,4 +1,5 @@
-"""Sharded runs on 8 fake CPU devices give the one-device logits and samples.
+"""Logical-axis rules, and sharded runs on 8 fake CPU devices giving the one-device logits and
+samples.
 
 The device count must be fixed before JAX starts, so the check runs in a fresh interpreter
 (this file, run as a script) with XLA_FLAGS set.
@@ -73,6 +74,24 @@ def test_sharded_logits_and_samples_match_one_device():
     assert r["logits_max_diff"] < 1e-5, (shape, r)
     assert r["tokens_equal"] and r["lengths_equal"], (shape, r)
     assert r["logprobs_max_diff"] < 1e-5, (shape, r)
+
+
+def test_sharding_rules_drop_axes_that_do_not_divide():
+  import pytest
+  from jax.sharding import AbstractMesh, AxisType, PartitionSpec
+
+  from precisecoder.model.sharding import logical_to_spec, make_mesh
+
+  mesh = AbstractMesh((2, 2, 4), ("data", "fsdp", "tensor"), axis_types=(AxisType.Auto,) * 3)
+  # Trailing unsharded axes are dropped (JAX's own canonical form: no recompile on a mismatch).
+  assert logical_to_spec(("batch", "seq"), (8, 5), mesh) == PartitionSpec(("data", "fsdp"))
+  assert logical_to_spec(("batch", "seq"), (2, 5), mesh) == PartitionSpec("data")
+  assert logical_to_spec(("embed", "kv_heads"), (64, 3), mesh) == PartitionSpec("fsdp")
+  assert logical_to_spec(("seq", "batch"), (5, 8), mesh) == PartitionSpec(None, ("data", "fsdp"))
+  with pytest.raises(KeyError, match="no sharding rule"):
+    logical_to_spec(("nonsense",), (4,), mesh)
+  with pytest.raises(ValueError, match="needs 8 devices"):
+    make_mesh((2, 2, 2))
 
 
 if __name__ == "__main__":

@@ -292,7 +292,7 @@ def _devices(mesh: str) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-  from precisecoder.model.checkpoint import CheckpointError
+  from precisecoder.model.loading import CheckpointError
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
   try:
     run(args)

@@ -85,13 +85,13 @@ def run(cfg, workdir: str) -> int:
 def _check_memory(cfg, hosts: int, devices: int) -> None:
   """The config's batches against this machine's memory, before the model loads."""
   # pylint: disable=import-outside-toplevel  # JAX and the model code only when a run starts
-  from precisecoder.model import checkpoint, memory
+  from precisecoder.model import loading, memory
   from precisecoder.train import footprint
   try:
     footprint.check(cfg, hosts=hosts, devices=devices)
   except memory.BatchTooLarge as e:
     _fail(str(e))
-  except checkpoint.CheckpointError as e:
+  except loading.CheckpointError as e:
     _fail(f"config.model.checkpoint: {e}")
 
 

@@ -1,7 +1,7 @@
 """Policy model: the Qwen3/Llama decoder, checkpoint import/export, sharding, tokenizers."""
 
 from precisecoder.model import presets
-from precisecoder.model.checkpoint import bundled_smollm2_gguf, load_checkpoint
+from precisecoder.model.loading import bundled_smollm2_gguf, load_checkpoint
 from precisecoder.model.config import ModelConfig
 from precisecoder.model.decoder import Decoder, KVCache, param_count
 from precisecoder.model.hf import export_hf, load_hf

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ml_collections
 
 from precisecoder.model import memory, presets
-from precisecoder.model.checkpoint import bundled_smollm2_gguf, read_config
+from precisecoder.model.loading import bundled_smollm2_gguf, read_config
 from precisecoder.model.config import ModelConfig
 from precisecoder.train.policy import EXECUTION_FIELDS
 

@@ -13,7 +13,7 @@ from jax.sharding import Mesh
 
 from precisecoder import model as model_lib
 from precisecoder import prompts
-from precisecoder.model import checkpoint as model_checkpoint
+from precisecoder.model import loading
 from precisecoder.model import tokenizer as tokenizer_lib
 from precisecoder.tasks import Task
 
@@ -68,7 +68,7 @@ def load_policy(cfg: ml_collections.ConfigDict, mesh: Mesh | None = None) -> Pol
   source = cfg.model.checkpoint
   execution = {k: cfg.model[k] for k in EXECUTION_FIELDS}
   if source == "bundled-smollm2":
-    source = str(model_checkpoint.bundled_smollm2_gguf())
+    source = str(loading.bundled_smollm2_gguf())
   elif source == "base":  # the small policy's base, built on first use (base_model.py)
     from precisecoder.train import base_model  # pylint: disable=import-outside-toplevel
     source = str(base_model.ensure(cfg.base))

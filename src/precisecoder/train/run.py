@@ -16,9 +16,9 @@ from absl import logging
 from flax import nnx
 
 from precisecoder import multihost
-from precisecoder.model import make_mesh, training_checkpoint
+from precisecoder.model import make_mesh, run_checkpoints
 from precisecoder.rewards import RewardScorer
-from precisecoder.train import checkpointing, config as config_lib, greedy_eval, metrics
+from precisecoder.train import checkpoint_writer, config as config_lib, greedy_eval, metrics
 from precisecoder.train import policy as policy_lib, rollout as rollout_lib, step as step_lib
 from precisecoder.train import tasksets
 from precisecoder.train import workdir as workdir_lib
@@ -56,7 +56,7 @@ class Run(contextlib.AbstractContextManager):
     self.primary = multihost.is_primary()
     self.lock = self.dir.lock()
     self._agree(self._claim)  # raises WorkdirError: held by another run
-    self.checkpointer: checkpointing.Checkpointer | None = None
+    self.checkpointer: checkpoint_writer.Checkpointer | None = None
     try:
       self._start(keep_initial, total_steps)
     except BaseException:  # a run that cannot start leaves the workdir free
@@ -93,7 +93,7 @@ class Run(contextlib.AbstractContextManager):
 
   def _start(self, keep_initial: bool, total_steps: int) -> None:
     cfg = self.cfg
-    self.checkpointer = checkpointing.Checkpointer(
+    self.checkpointer = checkpoint_writer.Checkpointer(
         cfg.train.checkpoint_dir or self.dir.checkpoints, max_to_keep=cfg.train.keep_checkpoints)
     latest = self.checkpointer.latest_step()
     self._agree(lambda: self._check_resumable(latest is not None))
@@ -113,13 +113,13 @@ class Run(contextlib.AbstractContextManager):
       self.params, self.opt_state, meta = self.checkpointer.restore(
           latest, self.params, self.opt_state)
       self.step = int(meta["step"])
-      self.rng = checkpointing.rng_from_json(meta["rng"])
+      self.rng = checkpoint_writer.rng_from_json(meta["rng"])
       self.data_state = _decode_data_state(meta.get("data_state"))
       logging.info("resumed %s at step %d (%.1f s)", self.workdir, self.step,
                    time.perf_counter() - t0)
     self.metrics = metrics.MetricsWriter(self.workdir, resume_step=self.step,
                                          enabled=self.primary)
-    self.preemption = checkpointing.PreemptionWatcher(self.checkpointer)
+    self.preemption = checkpoint_writer.PreemptionWatcher(self.checkpointer)
     self._pool = None  # what holds the scorer's resources (a pool, or the remote client)
     self._scorer: RewardScorer | None = None
 
@@ -150,8 +150,8 @@ class Run(contextlib.AbstractContextManager):
   def save(self, data_state: Any = None) -> float:
     """Starts an asynchronous checkpoint of the current step; returns seconds it blocked."""
     t0 = time.perf_counter()
-    meta = {"step": self.step, "rng": checkpointing.rng_to_json(self.rng),
-            "model": training_checkpoint.model_meta(self.policy.config, self.policy.source),
+    meta = {"step": self.step, "rng": checkpoint_writer.rng_to_json(self.rng),
+            "model": run_checkpoints.model_meta(self.policy.config, self.policy.source),
             "time": time.time()}
     self.checkpointer.save(self.step, self.params, self.opt_state, meta,
                            _encode_data_state(data_state))

@@ -12,7 +12,7 @@ import pytest
 from flax import nnx
 
 from precisecoder.model import Decoder, presets
-from precisecoder.train import checkpointing
+from precisecoder.train import checkpoint_writer
 
 
 def _state():
@@ -26,10 +26,10 @@ def _state():
 
 def test_round_trip_keeps_last_n(tmp_path):
   _, params, opt_state = _state()
-  ckpt = checkpointing.Checkpointer(tmp_path, max_to_keep=2)
+  ckpt = checkpoint_writer.Checkpointer(tmp_path, max_to_keep=2)
   key = jax.random.fold_in(jax.random.key(3), 7)
   for step in (1, 2, 3):
-    ckpt.save(step, params, opt_state, {"step": step, "rng": checkpointing.rng_to_json(key),
+    ckpt.save(step, params, opt_state, {"step": step, "rng": checkpoint_writer.rng_to_json(key),
                                         "data_state": {"index": step}})
   ckpt.wait()
   assert sorted(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()) == [2, 3]
@@ -38,13 +38,13 @@ def test_round_trip_keeps_last_n(tmp_path):
   assert meta["step"] == 3 and meta["data_state"] == {"index": 3}
   for a, b in zip(jax.tree.leaves((params, opt_state)), jax.tree.leaves((p2, o2))):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-  restored_key = checkpointing.rng_from_json(meta["rng"])
+  restored_key = checkpoint_writer.rng_from_json(meta["rng"])
   np.testing.assert_array_equal(jax.random.key_data(restored_key), jax.random.key_data(key))
 
 
 def test_data_state_is_a_file_per_process(tmp_path):
   _, params, opt_state = _state()
-  ckpt = checkpointing.Checkpointer(tmp_path, async_save=False)
+  ckpt = checkpoint_writer.Checkpointer(tmp_path, async_save=False)
   ckpt.save(1, params, opt_state, {"step": 1}, {"next_index": 7})
   ckpt.save(2, params, opt_state, {"step": 2})  # no iterator state (e.g. a seeded start)
   assert json.loads((tmp_path / "1" / "data" / "process_0-of-1.json").read_text()) == \
@@ -59,7 +59,7 @@ def test_data_state_is_a_file_per_process(tmp_path):
 
 
 def test_sigterm_sets_the_flag():
-  watcher = checkpointing.PreemptionWatcher()
+  watcher = checkpoint_writer.PreemptionWatcher()
   try:
     assert not watcher.preempted()
     os.kill(os.getpid(), signal.SIGTERM)

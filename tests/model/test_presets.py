@@ -1,0 +1,16 @@
+"""Named architectures and their parameter counts."""
+
+import jax
+import pytest
+from flax import nnx
+
+from precisecoder.model import Decoder, presets
+
+
+def test_presets_and_parameter_counts():
+  assert presets.get("smollm2-135m").num_params() == 134_515_008  # HF's count for SmolLM2-135M
+  tiny = presets.get("tiny")
+  model = Decoder(tiny, rngs=nnx.Rngs(0))
+  assert sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param))) == tiny.num_params()
+  with pytest.raises(KeyError, match="unknown model preset"):
+    presets.get("gpt5")
