@@ -28,7 +28,7 @@ from precisecoder import tasks as tasks_lib
 from precisecoder.analysis import statistics as st
 from precisecoder.execution import ExecutionPool
 from precisecoder.rewards import RewardScorer
-from precisecoder.train import base_model, compare, config as config_lib, greedy_eval, tasksets
+from precisecoder.train import base_model, compare_arms, config as config_lib, greedy_eval, tasksets
 from precisecoder.train import metrics, policy as policy_lib
 
 COLUMNS = {"pass": ("unit", "buggy"), "precision": ("precision", "buggy"),
@@ -86,7 +86,8 @@ def main() -> None:
   parser.add_argument("--preset", default="compare-cpu")
   parser.add_argument("--out", type=pathlib.Path, default=None)
   args = parser.parse_args()
-  cfg = config_lib.load_file(f"{compare.default_configs_dir() / 'precisecoder.py'}:{args.preset}")
+  config_file = compare_arms.default_configs_dir() / "precisecoder.py"
+  cfg = config_lib.load_file(f"{config_file}:{args.preset}")
   tasks = heldin_tasks(cfg, args.tasks)
   arms = runs(args.workdir)
   records: dict[str, list[list[dict]]] = {}

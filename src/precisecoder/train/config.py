@@ -378,7 +378,7 @@ _SMALL_RUNS = {
         train=dict(steps=8, checkpoint_every=4, eval_every=8, eval_batch_size=12)),
 }
 
-# The arms of `precisecoder compare` (train/compare.py; README "Comparing reward recipes"): a
+# The arms of `precisecoder compare` (train/compare_arms.py; README "Comparing reward recipes"): a
 # budget each arm gets in full. compare-cpu: the small policy, 16 tasks x 8 samples a step,
 # 40 steps, greedy evaluation every 10 steps on 64 held-out-family tasks, 32 clean programs and
 # 32 multi-line tasks. compare-cpu-smollm2: the former CPU comparison (SmolLM2-135M, 2 tasks
