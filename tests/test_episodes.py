@@ -13,7 +13,7 @@ from flax import nnx
 
 from precisecoder import episodes, prompts, sampling
 from precisecoder.execution import ExecutionPool
-from precisecoder.model import Decoder, presets
+from precisecoder.model import Decoder, architectures
 from precisecoder.rewards import RewardScorer
 from precisecoder.tasks import load_tasks
 from precisecoder.train import greedy_eval, rollout
@@ -58,7 +58,7 @@ def _pool():
 def _policy():
   """Answers "1" (which passes `answerable_tasks`) with probability ~1/2, else one token that
   fails; greedy, it answers "1"."""
-  graphdef, params = nnx.split(Decoder(presets.get("tiny"), rngs=nnx.Rngs(0)))
+  graphdef, params = nnx.split(Decoder(architectures.get("tiny"), rngs=nnx.Rngs(0)))
   model = nnx.merge(graphdef, answering_policy(params, garbage_ends=True))
   return Policy(model=model, tokenizer=ByteTokenizer(), config=model.config, eos_ids=[1],
                 pad_id=0)

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from precisecoder.model import Decoder, KVCache, presets
+from precisecoder.model import Decoder, KVCache, architectures
 
 TOL = dict(rtol=1e-4, atol=1e-4)
 
 
 @pytest.fixture(scope="module", name="model")
 def tiny_model():
-  return Decoder(presets.get("tiny", dtype="float32", num_layers=2), rngs=nnx.Rngs(0))
+  return Decoder(architectures.get("tiny", dtype="float32", num_layers=2), rngs=nnx.Rngs(0))
 
 
 def _tokens(seed, shape):
@@ -70,7 +70,7 @@ def test_a_prefill_then_one_token_at_a_time_gives_the_full_pass_logits(model):
 def test_bfloat16_parameters_and_sampling():
   from precisecoder.sampling import sample
 
-  config = presets.get("tiny", num_layers=2)
+  config = architectures.get("tiny", num_layers=2)
   f32 = Decoder(config, rngs=nnx.Rngs(0))
   bf16 = Decoder(config.replace(dtype="bfloat16"), rngs=nnx.Rngs(0))
   assert bf16.layers.q_proj[...].dtype == jnp.bfloat16

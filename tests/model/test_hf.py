@@ -4,12 +4,12 @@ import json
 
 import pytest
 
-from precisecoder.model import ModelConfig, presets
+from precisecoder.model import ModelConfig, architectures
 from precisecoder.model.hf import read_config
 
 
 def test_config_json_errors_name_file_and_field(tmp_path):
-  hf = presets.get("tiny").to_hf()
+  hf = architectures.get("tiny").to_hf()
   del hf["hidden_size"]
   (tmp_path / "config.json").write_text(json.dumps(hf))
   with pytest.raises(ValueError, match=r"config.json: missing field 'hidden_size'"):
@@ -24,5 +24,5 @@ def test_config_json_errors_name_file_and_field(tmp_path):
 
 def test_config_round_trips_through_hf_dict():
   for name in ("tiny", "smollm2-135m", "qwen3-8b"):
-    config = presets.get(name)
+    config = architectures.get(name)
     assert ModelConfig.from_hf(config.to_hf()) == config

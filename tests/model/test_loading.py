@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from precisecoder.model import Decoder, load_checkpoint, presets
+from precisecoder.model import Decoder, architectures, load_checkpoint
 from precisecoder.model.loading import CheckpointError
 from precisecoder.model.run_checkpoints import model_meta
 
@@ -14,7 +14,7 @@ from precisecoder.model.run_checkpoints import model_meta
 def test_a_training_runs_checkpoint_loads(tmp_path):
   from precisecoder.train.checkpoint_writer import Checkpointer
 
-  config = presets.get("tiny", num_layers=2)
+  config = architectures.get("tiny", num_layers=2)
   model = Decoder(config, rngs=nnx.Rngs(3))
   tokens = jnp.asarray([[4, 5, 6, 7]])
   for form, params in (("state", nnx.state(model, nnx.Param)),

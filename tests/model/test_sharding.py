@@ -19,12 +19,12 @@ def _check() -> dict:
   import numpy as np
   from flax import nnx
 
-  from precisecoder.model import Decoder, make_mesh, presets, shard_model
+  from precisecoder.model import Decoder, architectures, make_mesh, shard_model
   from precisecoder.model.sharding import state_shardings
   from precisecoder.sampling import sample
 
   assert jax.device_count() == 8, jax.devices()
-  config = presets.get("tiny")
+  config = architectures.get("tiny")
   rng = np.random.default_rng(0)
   tokens = rng.integers(2, config.vocab_size, (8, 24)).astype(np.int32)
   mask = np.ones_like(tokens, bool)

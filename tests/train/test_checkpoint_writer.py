@@ -11,12 +11,12 @@ import optax
 import pytest
 from flax import nnx
 
-from precisecoder.model import Decoder, presets
+from precisecoder.model import Decoder, architectures
 from precisecoder.train import checkpoint_writer
 
 
 def _state():
-  graphdef, params = nnx.split(Decoder(presets.get("tiny", num_layers=1), rngs=nnx.Rngs(0)))
+  graphdef, params = nnx.split(Decoder(architectures.get("tiny", num_layers=1), rngs=nnx.Rngs(0)))
   tx = optax.adam(1e-3)
   opt_state = tx.init(params)
   grads = jax.tree.map(jnp.ones_like, params)

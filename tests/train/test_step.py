@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from precisecoder.model import Decoder, presets
+from precisecoder.model import Decoder, architectures
 from precisecoder.train import step as step_lib
 
 
 def _model(**overrides):
-  return Decoder(presets.get("tiny", num_layers=2, **overrides), rngs=nnx.Rngs(0))
+  return Decoder(architectures.get("tiny", num_layers=2, **overrides), rngs=nnx.Rngs(0))
 
 
 def _grouped_batch(groups=2, group=3, prompt=13, completion=7, vocab=1024, seed=0):

@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help=f"comma-separated config names in --configs (known: "
                       f"{', '.join(compare_arms.KNOWN_ARMS)})")
   parser.add_argument("--preset", default="compare-cpu",
-                      help="model/budget preset of precisecoder/train/config.py, e.g. "
+                      help="run preset (RUN_PRESETS in precisecoder/train/config.py), e.g. "
                       "compare-cpu, compare-h200, tiny")
   parser.add_argument("--workdir", default="runs/compare",
                       help="folder of the comparison: one workdir per arm, the report")

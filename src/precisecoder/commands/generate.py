@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                       help="dtype the weights are loaded in")
   parser.add_argument("--mesh", default="",
-                      help="mesh preset or data,fsdp,tensor shape (default: one device)")
+                      help="named mesh or data,fsdp,tensor shape (default: one device)")
   parser.add_argument("--compile-cache", default="",
                       help="persistent JAX compilation cache directory")
 

@@ -38,9 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.usage = ("%(prog)s --config=FILE[:PRESET] --workdir=DIR [--config.a.b=v ...]\n"
                   "       python -m precisecoder.train (the same flags)")
   parser.add_argument("--config", metavar="FILE[:PRESET]", required=True,
-                      help="ml_collections config file and model preset, e.g. "
-                      "configs/precisecoder.py:local (presets: "
-                      f"{', '.join(config_lib.MODEL_PRESETS)})")
+                      help="ml_collections config file and run preset, e.g. "
+                      "configs/precisecoder.py:local (run presets: "
+                      f"{', '.join(config_lib.RUN_PRESETS)})")
   parser.add_argument("--workdir", metavar="DIR", required=True,
                       help="the run's folder (or gs://...): checkpoints, metrics, evaluations, "
                       "report; a workdir holding a checkpoint resumes it")

@@ -77,7 +77,7 @@ def load_policy(cfg: ml_collections.ConfigDict, mesh: Mesh | None = None) -> Pol
     model, tokenizer, config = model_lib.load_checkpoint(source, dtype=cfg.model.dtype,
                                                          mesh=mesh, **execution)
   else:
-    config = model_lib.presets.get(cfg.model.preset, dtype=cfg.model.dtype, **execution)
+    config = model_lib.architectures.get(cfg.model.preset, dtype=cfg.model.dtype, **execution)
     model = model_lib.Decoder(config, rngs=nnx.Rngs(cfg.seed))
     if mesh is not None:
       model = model_lib.shard_model(model, mesh)
@@ -86,7 +86,7 @@ def load_policy(cfg: ml_collections.ConfigDict, mesh: Mesh | None = None) -> Pol
     source = cfg.model.get("tokenizer", "")
     tokenizer = model_lib.load_tokenizer(source) if source else ByteTokenizer()
     if config.vocab_size < len(tokenizer):
-      raise ValueError(f"model preset {cfg.model.preset}: vocab {config.vocab_size} is too "
+      raise ValueError(f"architecture {cfg.model.preset}: vocab {config.vocab_size} is too "
                        f"small for the tokenizer ({len(tokenizer)} ids)")
   eos = tokenizer_lib.eos_token_ids(tokenizer, config.eos_token_ids)
   pad = tokenizer_lib.pad_token_id(tokenizer, config.pad_token_id)
