@@ -61,14 +61,14 @@ def runs(workdir: pathlib.Path) -> dict[str, list[pathlib.Path]]:
   return out
 
 
-def evaluate(checkpoint: str, tasks, scorer, cfg) -> list[dict]:
+def evaluate_checkpoint(checkpoint: str, tasks, scorer, cfg) -> list[dict]:
   c = config_lib.default("tiny")
   c.model.update(checkpoint=checkpoint, mesh="cpu", mlp_chunk=0)
-  _, records = greedy_eval.evaluate(policy_lib.load_policy(c), tasks, scorer,
-                                    max_new_tokens=cfg.train.eval_max_new_tokens,
-                                    batch_size=cfg.train.eval_batch_size,
-                                    include_tests=cfg.data.include_tests_in_prompt,
-                                    seed=cfg.seed, prompt_bucket=cfg.rl.prompt_bucket)
+  _, records = greedy_eval.evaluate_greedy(policy_lib.load_policy(c), tasks, scorer,
+                                           max_new_tokens=cfg.train.eval_max_new_tokens,
+                                           batch_size=cfg.train.eval_batch_size,
+                                           include_tests=cfg.data.include_tests_in_prompt,
+                                           seed=cfg.seed, prompt_bucket=cfg.rl.prompt_bucket)
   return records
 
 
@@ -93,9 +93,9 @@ def main() -> None:
   records: dict[str, list[list[dict]]] = {}
   with ExecutionPool(workers=2) as pool:
     scorer = RewardScorer(pool)
-    records["base"] = [evaluate(str(base_model.ensure(cfg.base)), tasks, scorer, cfg)]
+    records["base"] = [evaluate_checkpoint(str(base_model.ensure(cfg.base)), tasks, scorer, cfg)]
     for arm, folders in arms.items():
-      records[arm] = [evaluate(str(f), tasks, scorer, cfg) for f in folders]
+      records[arm] = [evaluate_checkpoint(str(f), tasks, scorer, cfg) for f in folders]
       print(f"evaluated {arm}: {len(folders)} run(s)", flush=True)
 
   def per_task(rows, term):

@@ -121,7 +121,7 @@ def test_episodes_of_a_policy_that_passes_or_fails(pool, policy, tasks):
 def test_greedy_evaluation_runs_episodes(pool, policy, tasks):
   """Training-time evaluation of an agent: episodes, the columns of their last programs, and
   pass and edited lines after each turn."""
-  summary, records = greedy_eval.evaluate(
+  summary, records = greedy_eval.evaluate_greedy(
       policy, tasks[:4], RewardScorer(pool), max_new_tokens=4, batch_size=4,
       include_tests=False, prompt_bucket=128, agent=episodes.AgentConfig(turns=2,
                                                                          feedback_tokens=320))

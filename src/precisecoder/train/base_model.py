@@ -257,7 +257,7 @@ def measure(model_dir: pathlib.Path, base_cfg: ml_collections.ConfigDict) -> dic
       if not tasks:
         continue
       tokens = m.max_new_tokens * (2 if name == "multi" else 1)  # medium programs are longer
-      summary, _ = greedy_eval.evaluate(policy, tasks, scorer, max_new_tokens=tokens,
+      summary, _ = greedy_eval.evaluate_greedy(policy, tasks, scorer, max_new_tokens=tokens,
                                         batch_size=32, include_tests=include_tests, seed=seed)
       out[name] = {k: v for k, v in summary.items() if not k.endswith("_s")}
       if name != "clean":

@@ -157,7 +157,7 @@ class Run(contextlib.AbstractContextManager):
                            _encode_data_state(data_state))
     return time.perf_counter() - t0
 
-  def evaluate(self) -> dict[str, float]:
+  def evaluate_and_record(self) -> dict[str, float]:
     """Greedy evaluation on validation tasks and clean programs, and on the multi-line split
     when `data.num_multi` (kept apart: `multi` in the file, `eval_multi/` in the metrics);
     written to eval/step_N.json."""
@@ -193,7 +193,7 @@ class Run(contextlib.AbstractContextManager):
     share = -(-len(tasks) // jax.process_count())
     mine = tasks[multihost.host_slice(share * jax.process_count())] if len(tasks) else []
     mine = list(mine) + list(tasks[-1:]) * (share - len(mine))
-    summary, records = greedy_eval.evaluate(
+    summary, records = greedy_eval.evaluate_greedy(
         self.sync_policy(), mine, self.scorer,
         max_new_tokens=max_new_tokens, batch_size=cfg.train.eval_batch_size,
         include_tests=cfg.data.include_tests_in_prompt, seed=cfg.seed,
@@ -213,7 +213,7 @@ class Run(contextlib.AbstractContextManager):
     if self.data_state is not None:
       iterator.set_state(self.data_state)
     if self.step == 0 and self.cfg.train.eval_at_start and self.cfg.train.eval_every > 0:
-      self.evaluate()
+      self.evaluate_and_record()
     return metrics.Progress(self.total_steps, self.step)
 
   def steps_left(self) -> bool:
@@ -240,7 +240,7 @@ class Run(contextlib.AbstractContextManager):
       self.checkpointer.wait()
       return True
     if self.should(self.cfg.train.eval_every):
-      self.evaluate()
+      self.evaluate_and_record()
     return False
 
   def end(self, data_state: Any) -> None:
