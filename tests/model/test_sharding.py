@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-MESHES = [(8, 1, 1), (2, 2, 2), (1, 2, 4)]
+MESH_SHAPES = [(8, 1, 1), (2, 2, 2), (1, 2, 4)]
 
 
 def _check() -> dict:
@@ -42,7 +42,7 @@ def _check() -> dict:
   want_logits = forward(reference)
   want = sample(reference, prompts, **kwargs)
   report = {}
-  for shape in MESHES:
+  for shape in MESH_SHAPES:
     mesh = make_mesh(shape)
     model = shard_model(Decoder(config, rngs=nnx.Rngs(0)), mesh)
     specs = state_shardings(nnx.state(model), mesh)
@@ -68,7 +68,7 @@ def test_sharded_logits_and_samples_match_one_device():
                         timeout=3600)
   assert proc.returncode == 0, proc.stderr[-4000:]
   report = json.loads(proc.stdout.strip().splitlines()[-1])
-  assert set(report) == {str(m) for m in MESHES}
+  assert set(report) == {str(m) for m in MESH_SHAPES}
   assert report["(1, 2, 4)"]["q_proj_spec"] == "P(None, 'fsdp', 'tensor')"  # trailing None dropped
   for shape, r in report.items():
     assert r["logits_max_diff"] < 1e-5, (shape, r)

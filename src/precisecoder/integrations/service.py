@@ -75,7 +75,7 @@ class LocalBackend:
 
   def results(self, items: Sequence[Item]) -> list[dict[str, Any]]:
     scores = self.scorer.score_samples([i.task for i in items], [i.program for i in items],
-                                  [i.error for i in items])
+                                       [i.error for i in items])
     return [{**self.scorer.to_record(s, i.sample), "terms": self.scorer.term_row(s)}
             for s, i in zip(scores, items)]
 
