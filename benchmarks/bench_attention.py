@@ -31,7 +31,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from flax import nnx  # noqa: E402
 
-from precisecoder.model import attention, decoder, presets  # noqa: E402
+from precisecoder.model import architectures, attention, decoder  # noqa: E402
 from precisecoder.train import step as step_lib  # noqa: E402
 from results import add_record_flag, recorded  # noqa: E402
 
@@ -42,7 +42,7 @@ def _as_given(length: int, block: int, align: int = 8) -> int:  # pylint: disabl
 
 def _gradient_seconds(impl: str, block: int, rows: int, length: int, repeats: int,
                       balanced: bool) -> float:
-  config = presets.get("tiny", attention=impl, attention_block=block)
+  config = architectures.get("tiny", attention=impl, attention_block=block)
   graphdef, params = nnx.split(decoder.Decoder(config, rngs=nnx.Rngs(0)), nnx.Param)
   tokens = jnp.asarray(np.random.default_rng(0).integers(2, 258, (rows, length)), jnp.int32)
   mask = jnp.ones((rows, length), jnp.int32)

@@ -41,7 +41,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from flax import nnx  # noqa: E402
 
-from precisecoder.model import Decoder, presets  # noqa: E402
+from precisecoder.model import Decoder, architectures  # noqa: E402
 from precisecoder.train import config as base  # noqa: E402
 from precisecoder.train import step as step_lib  # noqa: E402
 from results import add_record_flag, recorded  # noqa: E402
@@ -81,7 +81,7 @@ def step_memory(preset: str, batch: int, prompt: int, completion: int, *, dtype:
                 device: jax.Device | None = None, **execution) -> dict[str, float]:
   """XLA's memory figures (GiB) of the compiled RL step, and the compile time (s); compiled
   for `device` (a compile-only TPU chip) when given, else for this machine's backend."""
-  config = presets.get(preset, dtype=dtype, **execution)
+  config = architectures.get(preset, dtype=dtype, **execution)
   graphdef, params = nnx.split(nnx.eval_shape(lambda: Decoder(config, rngs=nnx.Rngs(0))))
   cfg = base.default("tiny")
   tx = step_lib.make_optimizer(cfg.optim)

@@ -21,7 +21,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import numpy as np
 from flax import nnx
 
-from precisecoder.model import Decoder, bundled_smollm2_gguf, load_checkpoint, presets
+from precisecoder.model import Decoder, architectures, bundled_smollm2_gguf, load_checkpoint
 from precisecoder.sampling import Conversation, enable_compilation_cache, sample
 from results import add_record_flag, recorded
 
@@ -106,7 +106,7 @@ def main():
     model, _, config = load_checkpoint(bundled_smollm2_gguf(), with_tokenizer=False)
     compare("SmolLM2-135M-Instruct", model, config.vocab_size, args)
   else:
-    config = presets.get("tiny")
+    config = architectures.get("tiny")
     compare(f"tiny Qwen3 ({config.num_params() / 1e6:.1f}M params)",
             Decoder(config, rngs=nnx.Rngs(0)), config.vocab_size, args)
 

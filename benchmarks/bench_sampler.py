@@ -25,7 +25,8 @@ import numpy as np
 import torch
 import transformers
 
-from precisecoder.model import bundled_smollm2_gguf, gguf_import, load_checkpoint, load_hf, presets
+from precisecoder.model import (architectures, bundled_smollm2_gguf, gguf_import,
+                                load_checkpoint, load_hf)
 from precisecoder.sampling import sample
 from results import add_record_flag, recorded
 
@@ -85,7 +86,7 @@ def _compare(name, ours, theirs, tokens, repeats):
 
 
 def tiny_qwen3(batch, prompt_len, new_tokens, repeats):
-  config = presets.get("tiny")
+  config = architectures.get("tiny")
   hf_config = transformers.Qwen3Config(**{k: v for k, v in config.to_hf().items()
                                           if k not in ("architectures", "model_type")})
   torch.manual_seed(0)

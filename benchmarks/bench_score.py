@@ -188,7 +188,7 @@ def naive_score(batch_tasks, programs, parallel: int, verify: bool):
   out = []
   for task, program in zip(batch_tasks, programs):
     scorer = rewards.RewardScorer(pool, verify_references=verify, same_code_same_verdict=False)
-    out.extend(scorer.evaluate([task], [program]))
+    out.extend(scorer.score_samples([task], [program]))
   return out, pool.executed
 
 
@@ -236,7 +236,7 @@ def main() -> None:
         start = time.perf_counter()
         if name == "score":  # a fresh scorer each time: nothing is remembered across turns
           scorer = rewards.RewardScorer(pool)
-          fast = scorer.evaluate(batch_tasks, programs)
+          fast = scorer.score_samples(batch_tasks, programs)
           executed[name], mismatches[name] = scorer.stats()["programs_executed"], 0
         else:
           slow, executed[name] = naive_score(batch_tasks, programs, parallel, verify)

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from precisecoder.model import Decoder, attention, param_count, presets
+from precisecoder.model import Decoder, architectures, attention, param_count
 from precisecoder.sampling import sample
 from precisecoder.train import config as base
 from precisecoder.train import step as step_lib
@@ -51,7 +51,7 @@ def _padded_batch(batch: int, length: int, vocab: int, seed: int = 0):
 
 
 def attention_check(preset: str) -> dict:
-  config = presets.get(preset, dtype="bfloat16", num_layers=2)
+  config = architectures.get(preset, dtype="bfloat16", num_layers=2)
   tokens, mask = _padded_batch(4, 512, config.vocab_size)
   model = Decoder(config.replace(attention="chunked"), rngs=nnx.Rngs(0))
   graphdef, state = nnx.split(model)
@@ -66,7 +66,7 @@ def attention_check(preset: str) -> dict:
 
 
 def decode(preset: str, batch: int, prompt: int, new: int, peak_gbs: float) -> dict:
-  config = presets.get(preset, dtype="bfloat16")
+  config = architectures.get(preset, dtype="bfloat16")
   model = Decoder(config, rngs=nnx.Rngs(0))
   rng = np.random.default_rng(0)
   prompts = [list(rng.integers(2, config.vocab_size, prompt)) for _ in range(batch)]
@@ -87,7 +87,7 @@ def train_step(preset: str, batch: int, prompt: int, completion: int, remat: str
                peak_tflops: float, steps: int = 3) -> dict:
   cfg = base.default("tiny")
   execution = {k: cfg.model[k] for k in EXECUTION_FIELDS}  # the trainers' defaults
-  config = presets.get(preset, dtype="bfloat16", **dict(execution, remat=remat))
+  config = architectures.get(preset, dtype="bfloat16", **dict(execution, remat=remat))
   graphdef, params = nnx.split(Decoder(config, rngs=nnx.Rngs(0)))
   tx = step_lib.make_optimizer(cfg.optim)
   opt_state = tx.init(params)

@@ -28,7 +28,7 @@ from precisecoder import tasks as tasks_lib
 from precisecoder.analysis import statistics as st
 from precisecoder.execution import ExecutionPool
 from precisecoder.rewards import RewardScorer
-from precisecoder.train import base_model, compare, config as config_lib, greedy_eval, tasksets
+from precisecoder.train import base_model, compare_arms, config as config_lib, greedy_eval, tasksets
 from precisecoder.train import metrics, policy as policy_lib
 
 COLUMNS = {"pass": ("unit", "buggy"), "precision": ("precision", "buggy"),
@@ -61,14 +61,14 @@ def runs(workdir: pathlib.Path) -> dict[str, list[pathlib.Path]]:
   return out
 
 
-def evaluate(checkpoint: str, tasks, scorer, cfg) -> list[dict]:
+def evaluate_checkpoint(checkpoint: str, tasks, scorer, cfg) -> list[dict]:
   c = config_lib.default("tiny")
   c.model.update(checkpoint=checkpoint, mesh="cpu", mlp_chunk=0)
-  _, records = greedy_eval.evaluate(policy_lib.load_policy(c), tasks, scorer,
-                                    max_new_tokens=cfg.train.eval_max_new_tokens,
-                                    batch_size=cfg.train.eval_batch_size,
-                                    include_tests=cfg.data.include_tests_in_prompt,
-                                    seed=cfg.seed, prompt_bucket=cfg.rl.prompt_bucket)
+  _, records = greedy_eval.evaluate_greedy(policy_lib.load_policy(c), tasks, scorer,
+                                           max_new_tokens=cfg.train.eval_max_new_tokens,
+                                           batch_size=cfg.train.eval_batch_size,
+                                           include_tests=cfg.data.include_tests_in_prompt,
+                                           seed=cfg.seed, prompt_bucket=cfg.rl.prompt_bucket)
   return records
 
 
@@ -86,15 +86,16 @@ def main() -> None:
   parser.add_argument("--preset", default="compare-cpu")
   parser.add_argument("--out", type=pathlib.Path, default=None)
   args = parser.parse_args()
-  cfg = config_lib.load_file(f"{compare.default_configs_dir() / 'precisecoder.py'}:{args.preset}")
+  config_file = compare_arms.default_configs_dir() / "precisecoder.py"
+  cfg = config_lib.load_file(f"{config_file}:{args.preset}")
   tasks = heldin_tasks(cfg, args.tasks)
   arms = runs(args.workdir)
   records: dict[str, list[list[dict]]] = {}
   with ExecutionPool(workers=2) as pool:
     scorer = RewardScorer(pool)
-    records["base"] = [evaluate(str(base_model.ensure(cfg.base)), tasks, scorer, cfg)]
+    records["base"] = [evaluate_checkpoint(str(base_model.ensure(cfg.base)), tasks, scorer, cfg)]
     for arm, folders in arms.items():
-      records[arm] = [evaluate(str(f), tasks, scorer, cfg) for f in folders]
+      records[arm] = [evaluate_checkpoint(str(f), tasks, scorer, cfg) for f in folders]
       print(f"evaluated {arm}: {len(folders)} run(s)", flush=True)
 
   def per_task(rows, term):

@@ -3,7 +3,7 @@ mixture of answers (reference fixes, fixes with extra edits, wrong edits, no-ops
 
 precisecoder base --preset cpu [--config.mixture.noop=0.2 ...]   # build (cached) and measure
 The part after ':' picks a base preset (BASE_PRESETS in precisecoder/train/config.py): tiny,
-cpu (2 CPU cores), gpu (one H200). RL presets `local` and `compare-cpu` start from `cpu`.
+cpu (2 CPU cores), gpu (one H200). The run presets `local` and `compare-cpu` start from `cpu`.
 """
 
 from precisecoder.train import config as base

@@ -131,8 +131,8 @@ def _training_workdir(hf_folder: pathlib.Path, workdir: pathlib.Path) -> None:
   """A training workdir holding step 1 of `hf_folder`'s weights, tokenizer named relative."""
   from flax import nnx
   from precisecoder.model import load_checkpoint
-  from precisecoder.model.training_checkpoint import model_meta
-  from precisecoder.train.checkpointing import Checkpointer
+  from precisecoder.model.run_checkpoints import model_meta
+  from precisecoder.train.checkpoint_writer import Checkpointer
   model, _, config = load_checkpoint(hf_folder, with_tokenizer=False)
   checkpointer = Checkpointer(workdir / "checkpoints", async_save=False)
   checkpointer.save(1, nnx.state(model, nnx.Param), {"count": np.zeros(())},

@@ -13,7 +13,7 @@ from flax import nnx
 
 from precisecoder import episodes, prompts, sampling
 from precisecoder.execution import ExecutionPool
-from precisecoder.model import Decoder, presets
+from precisecoder.model import Decoder, architectures
 from precisecoder.rewards import RewardScorer
 from precisecoder.tasks import load_tasks
 from precisecoder.train import greedy_eval, rollout
@@ -58,7 +58,7 @@ def _pool():
 def _policy():
   """Answers "1" (which passes `answerable_tasks`) with probability ~1/2, else one token that
   fails; greedy, it answers "1"."""
-  graphdef, params = nnx.split(Decoder(presets.get("tiny"), rngs=nnx.Rngs(0)))
+  graphdef, params = nnx.split(Decoder(architectures.get("tiny"), rngs=nnx.Rngs(0)))
   model = nnx.merge(graphdef, answering_policy(params, garbage_ends=True))
   return Policy(model=model, tokenizer=ByteTokenizer(), config=model.config, eos_ids=[1],
                 pad_id=0)
@@ -121,7 +121,7 @@ def test_episodes_of_a_policy_that_passes_or_fails(pool, policy, tasks):
 def test_greedy_evaluation_runs_episodes(pool, policy, tasks):
   """Training-time evaluation of an agent: episodes, the columns of their last programs, and
   pass and edited lines after each turn."""
-  summary, records = greedy_eval.evaluate(
+  summary, records = greedy_eval.evaluate_greedy(
       policy, tasks[:4], RewardScorer(pool), max_new_tokens=4, batch_size=4,
       include_tests=False, prompt_bucket=128, agent=episodes.AgentConfig(turns=2,
                                                                          feedback_tokens=320))

@@ -151,8 +151,8 @@ def _step_metrics(workdir):
 def _params(workdir):
   import jax
   from flax import nnx
-  from precisecoder.model import training_checkpoint
-  model, _, _ = training_checkpoint.load(workdir)
+  from precisecoder.model import run_checkpoints
+  model, _, _ = run_checkpoints.load(workdir)
   return [np.asarray(x) for x in jax.tree.leaves(nnx.state(model))]
 
 

@@ -80,7 +80,7 @@ def test_training_evaluation_and_generate_render_identical_prompts(qwen_checkpoi
                   pad_id=pad_token_id(tokenizer, config.pad_token_id))
   generated = _generate(folder, task_file, tmp_path / "pred.jsonl")
   training = rollout.encode_prompts(policy, TASKS)
-  # greedy_eval.evaluate and the RL loop sample through sample_rollout.
+  # greedy_eval.evaluate_greedy and the RL loop sample through sample_rollout.
   evaluated = rollout.sample_rollout(policy, TASKS, num_samples=1, max_new_tokens=2,
                                      temperature=0.0, seed=0)
   demos = sft.sft_batch(policy, TASKS)

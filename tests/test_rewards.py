@@ -66,7 +66,7 @@ ONE_BUG = make_task(replace(FIXED, "a * 2", "a * 3"))  # bug on line 3
 def score(task, program, **kwargs):
   pool = InProcessPool()
   scorer = rewards.RewardScorer(pool, **kwargs)
-  (s,) = scorer.evaluate([task], [program])
+  (s,) = scorer.score_samples([task], [program])
   return s, pool, scorer
 
 
@@ -86,7 +86,8 @@ def test_exact_match_needs_no_run_beyond_the_task_check():
   # The only runs verify the task: its reference fix passes, its buggy program fails.
   assert s.f1 == 1 and pool.ran == REFERENCE_RUNS
   assert [m.match.kind for m in s.matches] == ["exact"]
-  scorer.evaluate([ONE_BUG, make_task(ONE_BUG.buggy_code, task_id="same content")], [FIXED] * 2)
+  scorer.score_samples([ONE_BUG, make_task(ONE_BUG.buggy_code, task_id="same content")],
+                       [FIXED] * 2)
   assert pool.ran == REFERENCE_RUNS  # verified once per task content
 
 
@@ -100,7 +101,7 @@ def test_broken_tasks_are_errors_not_credit(caplog):
   pool = InProcessPool()
   scorer = rewards.RewardScorer(pool)
   over = replace(FIXED, "c = b - 3", "c = (b - 3)")
-  rows = scorer.evaluate([failing_reference, failing_reference, passing_buggy, ONE_BUG],
+  rows = scorer.score_samples([failing_reference, failing_reference, passing_buggy, ONE_BUG],
                          [FIXED, over, FIXED, FIXED])
   assert [r.unit for r in rows] == [0, 0, 0, 1]
   assert [r.f1 for r in rows] == [0, 0, 0, 1]
@@ -118,12 +119,13 @@ def test_broken_tasks_are_errors_not_credit(caplog):
   np.testing.assert_array_equal(arrays["broken_task"], [1, 0])  # training logs their share
   assert all(arrays[k][0] == 0 for k in ("unit", "f1", "precision", "recall", "precision_only"))
   ran = len(pool.ran)
-  scorer.evaluate([passing_buggy], [over])  # remembered: no second check, still an error
+  scorer.score_samples([passing_buggy], [over])  # remembered: no second check, still an error
   assert len(pool.ran) == ran
   assert scorer.references.task_problem(passing_buggy).startswith("its buggy")
   # Without verification the old shortcuts are gone too: everything runs, nothing is assumed.
   pool = InProcessPool()
-  (s,) = rewards.RewardScorer(pool, verify_references=False).evaluate([failing_reference], [FIXED])
+  unverified = rewards.RewardScorer(pool, verify_references=False)
+  (s,) = unverified.score_samples([failing_reference], [FIXED])
   assert s.unit == 0 and s.error is None and pool.ran == [edits.rstrip_lines(FIXED)]
 
 
@@ -301,7 +303,7 @@ def test_programs_that_compile_alike_share_one_verdict():
   over = replace(FIXED, "c = b - 3", "c = (b - 3)")
   commented = replace(over, "c = (b - 3)", "c = (b - 3)  # tidy")
   noted_fix = replace(FIXED, "b = a * 2", "b = a * 2  # fixed")
-  first, second, third = scorer.evaluate([ONE_BUG] * 3, [over, commented, noted_fix])
+  first, second, third = scorer.score_samples([ONE_BUG] * 3, [over, commented, noted_fix])
   # Beside the task's check, `over` runs itself only: its first size-1 ess candidate (line 3
   # alone) is the reference fix, already known to pass, so its sibling (line 4 alone) need
   # not run. The others compile to code already judged (or to the reference fix).
@@ -312,7 +314,7 @@ def test_programs_that_compile_alike_share_one_verdict():
   # A pool whose verdicts read source text gets every distinct text.
   pool = InProcessPool()
   scorer = rewards.RewardScorer(pool, same_code_same_verdict=False)
-  scorer.evaluate([ONE_BUG] * 2, [over, commented])
+  scorer.score_samples([ONE_BUG] * 2, [over, commented])
   assert pool.ran == REFERENCE_RUNS + [edits.rstrip_lines(over), edits.rstrip_lines(commented)]
 
 
@@ -331,7 +333,7 @@ def test_infra_error_is_reported_not_cached():
     def run(self, jobs, deadline_s=None):
       return [Result(Status.INFRA_ERROR, detail="worker died")] * len(jobs)
   scorer = rewards.RewardScorer(Broken())
-  (s,) = scorer.evaluate([ONE_BUG], [replace(FIXED, "return d", "return (d)")])
+  (s,) = scorer.score_samples([ONE_BUG], [replace(FIXED, "return d", "return (d)")])
   assert s.unit == 0 and s.error == "infra_error: worker died"
   assert scorer.verdicts.get(next(iter(scorer.verdicts._passed), "")) is None  # pylint: disable=protected-access
 

@@ -40,7 +40,7 @@ def test_matches_released_evaluator(case):
   task = TASKS[case["task_id"]]
   scorer = rewards.RewardScorer(OraclePool(task), epsilon=case["epsilon"], pdb_compat=True,
                                 same_code_same_verdict=False)
-  (s,) = scorer.evaluate([task], [case["program"]])
+  (s,) = scorer.score_samples([task], [case["program"]])
   assert [s.unit, s.precision, s.recall, s.f1] == pytest.approx(case["pdb"], abs=1e-12)
 
 
@@ -51,7 +51,7 @@ def test_paper_mode_differs_only_by_the_ess_quirk():
     task = TASKS[case["task_id"]]
     scorer = rewards.RewardScorer(OraclePool(task), epsilon=case["epsilon"],
                                   same_code_same_verdict=False)
-    (paper,) = scorer.evaluate([task], [case["program"]])
+    (paper,) = scorer.score_samples([task], [case["program"]])
     assert (paper.unit, paper.recall) == (case["pdb"][0], case["pdb"][2])
     assert paper.precision >= case["pdb"][1] - 1e-12
     differ += paper.precision > case["pdb"][1] + 1e-12

@@ -44,5 +44,5 @@ def test_hand_worked_numbers_on_the_pool(pool, task):
 def test_tasks_timeout_reaches_the_pool(pool):
   slow = tasks.Task(**{**CALL_TASK.__dict__, "timeout_s": 0.5})
   scorer = rewards.RewardScorer(pool)
-  (s,) = scorer.evaluate([slow], ["import time\ndef f(x):\n    time.sleep(5)\n"])
+  (s,) = scorer.score_samples([slow], ["import time\ndef f(x):\n    time.sleep(5)\n"])
   assert s.unit == 0 and scorer.limits_for(slow).timeout_s == 0.5

@@ -20,7 +20,7 @@ def render(ops, consts):
   return "\n".join(["def f(v0):", *body, f"    return v{len(ops)}"]) + "\n"
 
 
-def evaluate(ops, consts, x):
+def apply_ops(ops, consts, x):
   v = x
   for op, c in zip(ops, consts):
     v = v + c if op == "+" else v * c
@@ -34,7 +34,7 @@ def single_bug_tasks(draw):
   wrong = draw(st.integers(1, 9).filter(lambda c: c != consts[line]))
   buggy_consts = list(consts)
   buggy_consts[line] = wrong
-  expected = {x: evaluate(ops, consts, x) for x in range(-2, 3)}
+  expected = {x: apply_ops(ops, consts, x) for x in range(-2, 3)}
   tests = {"kind": "assert", "code": f"for x, y in {expected!r}.items():\n    assert f(x) == y\n"}
   task = tasks.parse_task({"task_id": "p", "buggy_code": render(ops, buggy_consts),
                            "gt_solution": render(ops, consts), "tests": tests}, "hypothesis")
@@ -54,7 +54,7 @@ def harmless(program, line):
 def test_reference_fix_scores_one(case, compat, trust):
   task, _, _ = case
   scorer = rewards.RewardScorer(InProcessPool(), pdb_compat=compat, verify_references=trust)
-  (s,) = scorer.evaluate([task], [task.gt_solution])
+  (s,) = scorer.score_samples([task], [task.gt_solution])
   assert (s.unit, s.precision, s.recall, s.f1) == (1, 1, 1, 1)
 
 
@@ -74,7 +74,7 @@ def test_harmless_edit_never_raises_precision(case, data, compat):
   assume(free)  # every body line already edited: no harmless line left to add
   more = harmless(base, data.draw(st.sampled_from(free)))
   scorer = rewards.RewardScorer(InProcessPool(), pdb_compat=compat)
-  before, after = scorer.evaluate([task, task], [base, more])
+  before, after = scorer.score_samples([task, task], [base, more])
   assert after.unit == 1 and after.edit_lines == before.edit_lines + 1
   assert after.precision <= before.precision
 
@@ -85,6 +85,6 @@ def test_noop_scores_zero(case, compat, trust, noise):
   task, _, _ = case
   scorer = rewards.RewardScorer(InProcessPool(), pdb_compat=compat, verify_references=trust)
   program = task.buggy_code.replace("\n", "  \n", 1) + noise  # white space only
-  (s,) = scorer.evaluate([task], [program])
+  (s,) = scorer.score_samples([task], [program])
   assert s.noop and (s.unit, s.precision, s.recall, s.f1, s.edit_lines) == (0, 0, 0, 0, 0)
   assert scorer.reward_terms(s)["reward"] == 0

@@ -7,7 +7,7 @@ import pytest
 from conftest import scripted_conversation
 from flax import nnx
 
-from precisecoder.model import Decoder, presets
+from precisecoder.model import Decoder, architectures
 from precisecoder import sampling
 from precisecoder.sampling import bucket_length, choose_tokens, sample
 
@@ -18,7 +18,7 @@ EOS = 1
 @pytest.fixture(scope="module")
 def model():
   # Large weights make the distribution peaked, so greedy and sampled runs differ visibly.
-  config = presets.get("tiny", num_layers=2)
+  config = architectures.get("tiny", num_layers=2)
   decoder = Decoder(config, rngs=nnx.Rngs(0))
   decoder.embed[...] = decoder.embed[...] * 3.5  # mean top probability ~0.6
   return decoder

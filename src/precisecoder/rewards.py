@@ -163,18 +163,18 @@ class RewardScorer:
 
   def score(self, tasks: Sequence[Task], programs: Sequence[str | None]) -> dict[str, np.ndarray]:
     """Per-term float32 arrays of shape [N] (keys: `ARRAY_KEYS`)."""
-    return self.to_arrays(self.evaluate(tasks, programs))
+    return self.to_arrays(self.score_samples(tasks, programs))
 
   def score_records(self, tasks: Sequence[Task], programs: Sequence[str | None],
                     samples: Sequence[int] | None = None,
                     errors: Sequence[str | None] | None = None) -> list[dict[str, Any]]:
     """One score-file line per pair (DESIGN.md "Contract: predictions and scores")."""
-    scores = self.evaluate(tasks, programs, errors)
+    scores = self.score_samples(tasks, programs, errors)
     return [self.to_record(s, samples[i] if samples is not None else 0)
             for i, s in enumerate(scores)]
 
-  def evaluate(self, tasks: Sequence[Task], programs: Sequence[str | None],
-               errors: Sequence[str | None] | None = None) -> list[SampleScore]:
+  def score_samples(self, tasks: Sequence[Task], programs: Sequence[str | None],
+                    errors: Sequence[str | None] | None = None) -> list[SampleScore]:
     """Every term of every pair; `errors[i]` marks a pair as unscorable up front."""
     if len(tasks) != len(programs):
       raise ValueError(f"{len(tasks)} tasks but {len(programs)} programs")

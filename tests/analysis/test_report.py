@@ -5,7 +5,7 @@ import pathlib
 
 import pytest
 
-from precisecoder.analysis import comparison, report
+from precisecoder.analysis import compare_report, report
 
 
 def _records(passes, edit_lines, noops):
@@ -110,7 +110,7 @@ def test_comparison_report_tables_correlations_and_pngs(tmp_path):
         json.dumps({"step": s, "reward": 0.1 * s, "reward/unit": 0.2, "reward/edit_lines": v,
                     "reward/noop": 0.0, "zero_variance_groups": 0.5}) + "\n"
         for s, v in zip((1, 2), lines)))
-  path = comparison.write(tmp_path, ["grpo", "precisecoder"],
+  path = compare_report.write(tmp_path, ["grpo", "precisecoder"],
                           {"preset": "tiny", "overrides": [], "wall_s": {"grpo": 3.0}})
   text = path.read_text()
   assert "| grpo (step 2) | 100.0 [100.0, 100.0] |" in text
@@ -135,7 +135,7 @@ def test_comparison_report_tables_correlations_and_pngs(tmp_path):
 def test_comparison_report_names_what_is_missing(tmp_path):
   _write_eval(tmp_path / "grpo", 0, _records([0, 1], [2, 2], [1, 0]))
   _write_eval(tmp_path / "precisecoder", 0, _records([1, 1], [2, 2], [1, 0]))
-  text = comparison.write(tmp_path, ["grpo", "precisecoder"]).read_text()
+  text = compare_report.write(tmp_path, ["grpo", "precisecoder"]).read_text()
   assert "`precisecoder`'s base evaluation differs from `grpo`'s in pass" in text
   assert "No evaluation after training yet for: grpo, precisecoder." in text
 
@@ -185,7 +185,7 @@ def test_comparison_over_seeds_and_the_multi_line_split(tmp_path):
       (workdir / "metrics.jsonl").write_text(json.dumps(
           {"step": 5, "reward": 0.5 + seed, "reward/unit": 0.5, "zero_variance_groups": 0.0})
           + "\n")
-  text = comparison.write(tmp_path, ["grpo", "precisecoder"], seeds=[0, 1]).read_text()
+  text = compare_report.write(tmp_path, ["grpo", "precisecoder"], seeds=[0, 1]).read_text()
   data = json.loads((tmp_path / "report.json").read_text())
   # Pooled over seeds: 4 tasks pass at both seeds, 1 at seed 1 only (0.5), 3 never.
   assert data["paper_table"]["grpo (step 5)"]["pass"]["mean"] == pytest.approx(4.5 / 8)

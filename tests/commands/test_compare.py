@@ -28,7 +28,7 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
 def test_an_unknown_preset_is_one_line(tmp_path, capsys):
   assert compare.main(["--preset", "nope", "--workdir", str(tmp_path)]) == 2
   assert _one_line(capsys).startswith(
-      "precisecoder compare: error: unknown model preset 'nope'; known: ")
+      "precisecoder compare: error: unknown run preset 'nope'; known: ")
 
 
 def test_report_only_on_a_workdir_without_arms_is_refused(tmp_path, capsys):

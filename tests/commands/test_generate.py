@@ -134,7 +134,7 @@ def test_bad_task_file_and_output_are_clear_errors(checkpoint, tmp_path, capsys)
   assert cli.main(argv + [str(tasks), "--output", str(tmp_path / "file" / "p.jsonl")]) == 2
   assert "file is a file" in _one_line_error(capsys, "generate")
   for mesh, reason in (("1,x", "invalid literal"), ("1,2,3", "needs 6 devices"),
-                       ("nope", "unknown mesh preset")):
+                       ("nope", "unknown mesh")):
     assert cli.main(argv + [str(tasks), "--output", str(tmp_path / "p.jsonl"), "--mesh", mesh]) == 2
     assert f"--mesh '{mesh}'" in (line := _one_line_error(capsys, "generate")) and reason in line
   with pytest.raises(SystemExit) as exit_info:
@@ -210,11 +210,11 @@ def _training_checkpoint(workdir, tokenizer_folder):
   """A real (tiny, random) training checkpoint at step 1, as the trainers write it."""
   from flax import nnx
 
-  from precisecoder.model import Decoder, presets
-  from precisecoder.model.training_checkpoint import model_meta
-  from precisecoder.train.checkpointing import Checkpointer
+  from precisecoder.model import Decoder, architectures
+  from precisecoder.model.run_checkpoints import model_meta
+  from precisecoder.train.checkpoint_writer import Checkpointer
 
-  config = presets.get("tiny", num_layers=1)
+  config = architectures.get("tiny", num_layers=1)
   model = Decoder(config, rngs=nnx.Rngs(0))
   checkpointer = Checkpointer(workdir / "checkpoints", async_save=False)
   checkpointer.save(1, nnx.state(model, nnx.Param), {"count": np.zeros(())},

@@ -21,7 +21,7 @@ def test_every_shipped_config_and_preset_validates(path):
       cfg = config_lib.load_file(f"{path}:{preset}")
       sft_mixture.check_weights({k: cfg.mixture[k] for k in sft_mixture.KINDS})
     return
-  for preset in config_lib.MODEL_PRESETS:
+  for preset in config_lib.RUN_PRESETS:
     config_lib.validate(config_lib.load_file(f"{path}:{preset}"))
 
 
@@ -82,7 +82,7 @@ CONFIG = str(CONFIGS[0].parent / "precisecoder.py")
 
 @pytest.mark.parametrize("args, message", [
     (["--config=configs/nope.py:tiny"], "--config=configs/nope.py:tiny: no such config file"),
-    ([f"--config={CONFIG}:nope"], "unknown model preset 'nope'; known: "),
+    ([f"--config={CONFIG}:nope"], "unknown run preset 'nope'; known: "),
     ([f"--config={CONFIG}:tiny", "--config.rl.nope=1"],
      "--config.rl.nope=1: unknown override: config.rl has no field 'nope' (it has: advantage,"),
     ([f"--config={CONFIG}:tiny", "--config.nope.x=1"], "config has no field 'nope'"),

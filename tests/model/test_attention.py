@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from precisecoder.model import Decoder, KVCache, attention, presets
+from precisecoder.model import Decoder, KVCache, architectures, attention
 from precisecoder.model.config import REMAT
 
 B, T, H, KV, D = 3, 37, 4, 2, 16  # T is not a multiple of the blocks: ragged last tiles
@@ -103,7 +103,7 @@ def test_resolve_picks_chunked_on_cpu_and_rejects_unknown_names():
 
 
 def _decoder(**execution):
-  return Decoder(presets.get("tiny", num_layers=2, **execution), rngs=nnx.Rngs(0))
+  return Decoder(architectures.get("tiny", num_layers=2, **execution), rngs=nnx.Rngs(0))
 
 
 def _gradients(model, loss):
@@ -157,12 +157,12 @@ def test_mlp_chunks_keep_logits_and_gradients():
 
 
 def test_config_reads_old_boolean_remat_and_rejects_unknown_options():
-  assert presets.get("tiny", remat=True).remat == "full"
-  assert presets.get("tiny", remat=False).remat == "none"
+  assert architectures.get("tiny", remat=True).remat == "full"
+  assert architectures.get("tiny", remat=False).remat == "none"
   with pytest.raises(ValueError, match="ModelConfig.remat"):
-    presets.get("tiny", remat="some")
+    architectures.get("tiny", remat="some")
   with pytest.raises(ValueError, match="ModelConfig.attention"):
-    presets.get("tiny", attention="splash")
+    architectures.get("tiny", attention="splash")
 
 
 def test_cudnn_path_left_aligns_rows_and_restores_them(monkeypatch):

@@ -1,6 +1,7 @@
 """The decoder on its own (tiny random Qwen3, two layers, float32): causal, blind to padding,
-and its cached decode gives the full forward pass's logits (logits against transformers:
-test_parity.py; the attention backends against each other: test_attention.py)."""
+its cached decode gives the full forward pass's logits, and bfloat16 parameters stay close to
+float32 (logits against transformers: test_parity.py; the attention backends against each
+other: test_attention.py)."""
 
 import jax
 import jax.numpy as jnp
@@ -8,14 +9,14 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from precisecoder.model import Decoder, KVCache, presets
+from precisecoder.model import Decoder, KVCache, architectures
 
 TOL = dict(rtol=1e-4, atol=1e-4)
 
 
 @pytest.fixture(scope="module", name="model")
 def tiny_model():
-  return Decoder(presets.get("tiny", dtype="float32", num_layers=2), rngs=nnx.Rngs(0))
+  return Decoder(architectures.get("tiny", dtype="float32", num_layers=2), rngs=nnx.Rngs(0))
 
 
 def _tokens(seed, shape):
@@ -64,3 +65,17 @@ def test_a_prefill_then_one_token_at_a_time_gives_the_full_pass_logits(model):
   got = np.concatenate(got, axis=1)
   np.testing.assert_allclose(got[0], want[0], **TOL)
   np.testing.assert_allclose(got[1, 2:], want[1, 2:], **TOL)  # the real tokens of row 1
+
+
+def test_bfloat16_parameters_and_sampling():
+  from precisecoder.sampling import sample
+
+  config = architectures.get("tiny", num_layers=2)
+  f32 = Decoder(config, rngs=nnx.Rngs(0))
+  bf16 = Decoder(config.replace(dtype="bfloat16"), rngs=nnx.Rngs(0))
+  assert bf16.layers.q_proj[...].dtype == jnp.bfloat16
+  tokens = jnp.asarray([[3, 4, 5, 6]])
+  a, b = np.asarray(f32(tokens)), np.asarray(bf16(tokens))
+  assert b.dtype == np.float32 and np.abs(a - b).max() < 0.05 * np.abs(a).max() + 1e-3
+  out = sample(bf16, [[3, 4, 5]], num_samples=2, max_new_tokens=4, eos_ids=(), pad_id=0)
+  assert out.tokens.shape == (2, 4) and np.isfinite(out.logprobs).all()

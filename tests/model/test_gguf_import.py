@@ -54,3 +54,11 @@ def test_logits_and_greedy_match_transformers(models):
                                 attention_mask=torch.ones(1, len(ids), dtype=torch.long),
                                 pad_token_id=2)
     assert out.tokens[row].tolist() == want[0, len(ids):].tolist(), tokenizer.decode(ids)
+
+
+def test_unpermute_inverts_llama_cpp_rope_permutation():
+  heads, head_dim, d = 3, 8, 5
+  w = np.arange(heads * head_dim * d, dtype=np.float32).reshape(heads * head_dim, d)
+  # llama.cpp convert_hf_to_gguf.py: reshape(n_head, 2, dim // n_head // 2, ...).swapaxes(1, 2)
+  permuted = w.reshape(heads, 2, head_dim // 2, d).swapaxes(1, 2).reshape(w.shape)
+  np.testing.assert_array_equal(gguf_import._unpermute_rope(permuted, heads), w)

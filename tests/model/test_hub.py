@@ -3,7 +3,7 @@
 import pytest
 
 from precisecoder.model import hub
-from precisecoder.model.checkpoint import CheckpointError, load_checkpoint
+from precisecoder.model.loading import CheckpointError, load_checkpoint
 
 
 def _fake_cache(root, repo_id, revision="0123abcd"):

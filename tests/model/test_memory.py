@@ -7,13 +7,13 @@ import pytest
 from flax import nnx
 
 from precisecoder import sampling
-from precisecoder.model import memory, presets
+from precisecoder.model import architectures, memory
 from precisecoder.model.decoder import Decoder, KVCache
 
 
 def test_kv_cache_bytes_are_the_cache_the_decoder_allocates():
   for dtype in ("float32", "bfloat16"):
-    config = presets.get("tiny", dtype=dtype)
+    config = architectures.get("tiny", dtype=dtype)
     cache = KVCache.zeros(config, 3, 40)
     allocated = sum(x.nbytes for x in (*cache.k, *cache.v))
     assert memory.kv_cache_bytes(config, 3, 40) == allocated
@@ -21,7 +21,7 @@ def test_kv_cache_bytes_are_the_cache_the_decoder_allocates():
 
 def test_a_sampler_call_needs_at_least_the_estimate():
   """The compiled sampler (arguments + temporaries + outputs) holds more than the estimate."""
-  config = presets.get("tiny", num_layers=2)
+  config = architectures.get("tiny", num_layers=2)
   model = Decoder(config, rngs=nnx.Rngs(0))
   graphdef, state = nnx.split(model)
   prompts, samples, prompt_len, new = 2, 8, 64, 32

@@ -1,4 +1,5 @@
-"""Sharded runs on 8 fake CPU devices give the one-device logits and samples.
+"""Logical-axis rules, and sharded runs on 8 fake CPU devices giving the one-device logits and
+samples.
 
 The device count must be fixed before JAX starts, so the check runs in a fresh interpreter
 (this file, run as a script) with XLA_FLAGS set.
@@ -9,7 +10,7 @@ import os
 import subprocess
 import sys
 
-MESHES = [(8, 1, 1), (2, 2, 2), (1, 2, 4)]
+MESH_SHAPES = [(8, 1, 1), (2, 2, 2), (1, 2, 4)]
 
 
 def _check() -> dict:
@@ -18,12 +19,12 @@ def _check() -> dict:
   import numpy as np
   from flax import nnx
 
-  from precisecoder.model import Decoder, make_mesh, presets, shard_model
+  from precisecoder.model import Decoder, architectures, make_mesh, shard_model
   from precisecoder.model.sharding import state_shardings
   from precisecoder.sampling import sample
 
   assert jax.device_count() == 8, jax.devices()
-  config = presets.get("tiny")
+  config = architectures.get("tiny")
   rng = np.random.default_rng(0)
   tokens = rng.integers(2, config.vocab_size, (8, 24)).astype(np.int32)
   mask = np.ones_like(tokens, bool)
@@ -41,7 +42,7 @@ def _check() -> dict:
   want_logits = forward(reference)
   want = sample(reference, prompts, **kwargs)
   report = {}
-  for shape in MESHES:
+  for shape in MESH_SHAPES:
     mesh = make_mesh(shape)
     model = shard_model(Decoder(config, rngs=nnx.Rngs(0)), mesh)
     specs = state_shardings(nnx.state(model), mesh)
@@ -67,12 +68,30 @@ def test_sharded_logits_and_samples_match_one_device():
                         timeout=3600)
   assert proc.returncode == 0, proc.stderr[-4000:]
   report = json.loads(proc.stdout.strip().splitlines()[-1])
-  assert set(report) == {str(m) for m in MESHES}
+  assert set(report) == {str(m) for m in MESH_SHAPES}
   assert report["(1, 2, 4)"]["q_proj_spec"] == "P(None, 'fsdp', 'tensor')"  # trailing None dropped
   for shape, r in report.items():
     assert r["logits_max_diff"] < 1e-5, (shape, r)
     assert r["tokens_equal"] and r["lengths_equal"], (shape, r)
     assert r["logprobs_max_diff"] < 1e-5, (shape, r)
+
+
+def test_sharding_rules_drop_axes_that_do_not_divide():
+  import pytest
+  from jax.sharding import AbstractMesh, AxisType, PartitionSpec
+
+  from precisecoder.model.sharding import logical_to_spec, make_mesh
+
+  mesh = AbstractMesh((2, 2, 4), ("data", "fsdp", "tensor"), axis_types=(AxisType.Auto,) * 3)
+  # Trailing unsharded axes are dropped (JAX's own canonical form: no recompile on a mismatch).
+  assert logical_to_spec(("batch", "seq"), (8, 5), mesh) == PartitionSpec(("data", "fsdp"))
+  assert logical_to_spec(("batch", "seq"), (2, 5), mesh) == PartitionSpec("data")
+  assert logical_to_spec(("embed", "kv_heads"), (64, 3), mesh) == PartitionSpec("fsdp")
+  assert logical_to_spec(("seq", "batch"), (5, 8), mesh) == PartitionSpec(None, ("data", "fsdp"))
+  with pytest.raises(KeyError, match="no sharding rule"):
+    logical_to_spec(("nonsense",), (4,), mesh)
+  with pytest.raises(ValueError, match="needs 8 devices"):
+    make_mesh((2, 2, 2))
 
 
 if __name__ == "__main__":

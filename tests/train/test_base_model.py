@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from precisecoder.commands import base as base_command
-from precisecoder.model import presets
+from precisecoder.model import architectures
 from precisecoder.train import base_model, config as config_lib
 
 
@@ -34,10 +34,11 @@ def test_the_cache_key_follows_the_whole_config(monkeypatch, tmp_path):
   # RL presets carry their base's config: the main job and compare-cpu share one base.
   assert base_model.key(config_lib.default("local").base) == base_model.key(
       config_lib.default("compare-cpu").base) == base_model.key(config_lib.base_config("cpu"))
-  # The model preset is named in the config: resizing it is a new base, not the cached one.
+  # The architecture is named in the config: resizing it is a new base, not the cached one.
   before = base_model.key(cfg)
-  monkeypatch.setitem(presets.PRESETS, cfg.model, dataclasses.replace(
-      presets.PRESETS[cfg.model], hidden_size=2 * presets.PRESETS[cfg.model].hidden_size))
+  old = architectures.ARCHITECTURES[cfg.model]
+  monkeypatch.setitem(architectures.ARCHITECTURES, cfg.model,
+                      dataclasses.replace(old, hidden_size=2 * old.hidden_size))
   assert base_model.key(cfg) != before
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from precisecoder.model import Decoder, presets
+from precisecoder.model import Decoder, architectures
 from precisecoder.train import dpo, sequences, step as step_lib
 from precisecoder.train.policy import ByteTokenizer
 
@@ -32,7 +32,7 @@ def test_a_lone_pass_with_nothing_worse_is_skipped():
 
 
 def test_dpo_steps_raise_the_chosen_answer_over_the_rejected_one():
-  config = presets.get("tiny", num_layers=1)
+  config = architectures.get("tiny", num_layers=1)
   model = Decoder(config, rngs=nnx.Rngs(0))
   graphdef, params = nnx.split(model)
   reference = jax.tree.map(lambda x: x.copy(), params)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from precisecoder import tasks as tasks_lib
-from precisecoder.model import presets
+from precisecoder.model import architectures
 from precisecoder.train import config as config_lib, metrics, policy as policy_lib, rl
 
 
@@ -71,7 +71,7 @@ class AnswerTokenizer:
 
 def _train(tmp_path, monkeypatch, config_file_arm: str) -> list[dict]:
   monkeypatch.setattr(policy_lib, "ByteTokenizer", AnswerTokenizer)
-  monkeypatch.setitem(presets.PRESETS, "answers", presets.get(
+  monkeypatch.setitem(architectures.ARCHITECTURES, "answers", architectures.get(
       "tiny", vocab_size=len(AnswerTokenizer()), num_layers=1, hidden_size=32, num_heads=2,
       num_kv_heads=1, head_dim=16, intermediate_size=64))
   task_file = tmp_path / "tasks.jsonl"

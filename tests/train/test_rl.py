@@ -26,8 +26,8 @@ def _params(workdir: pathlib.Path):
   """The latest checkpoint's parameters, read back through the model loader."""
   import jax
   from flax import nnx
-  from precisecoder.model import training_checkpoint
-  model, _, _ = training_checkpoint.load(workdir)
+  from precisecoder.model import run_checkpoints
+  model, _, _ = run_checkpoints.load(workdir)
   return jax.tree.leaves(nnx.state(model))
 
 

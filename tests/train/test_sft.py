@@ -6,7 +6,7 @@ import numpy as np
 from flax import nnx
 
 from precisecoder import tasks as tasks_lib
-from precisecoder.model import Decoder, presets
+from precisecoder.model import Decoder, architectures
 from precisecoder.train import sequences, sft, step as step_lib
 from precisecoder.train.policy import ByteTokenizer, Policy
 
@@ -21,7 +21,7 @@ def _task(i: int) -> tasks_lib.Task:
 
 
 def test_sft_overfits_a_handful_of_examples():
-  config = presets.get("tiny", num_layers=1)
+  config = architectures.get("tiny", num_layers=1)
   policy = Policy(model=Decoder(config, rngs=nnx.Rngs(0)), tokenizer=ByteTokenizer(),
                   config=config, eos_ids=[1], pad_id=0)
   batch = sft.sft_batch(policy, [_task(i) for i in range(4)], include_tests=False)

@@ -12,12 +12,12 @@ import optax
 import pytest
 from flax import nnx
 
-from precisecoder.model import Decoder, presets
+from precisecoder.model import Decoder, architectures
 from precisecoder.train import losses, step as step_lib
 
 
 def _model(**overrides):
-  return Decoder(presets.get("tiny", num_layers=2, **overrides), rngs=nnx.Rngs(0))
+  return Decoder(architectures.get("tiny", num_layers=2, **overrides), rngs=nnx.Rngs(0))
 
 
 def _grouped_batch(groups=2, group=3, prompt=13, completion=7, vocab=1024, seed=0):
@@ -97,7 +97,7 @@ _SGD = optax.sgd(1.0)
 def policy():
   """(params, logprob_fn, rl_step(**rl)) of a one-layer tiny model; each function compiled
   once for the module."""
-  graphdef, params = nnx.split(Decoder(presets.get("tiny", num_layers=1), rngs=nnx.Rngs(0)))
+  graphdef, params = nnx.split(Decoder(architectures.get("tiny", num_layers=1), rngs=nnx.Rngs(0)))
 
   @functools.cache
   def rl_step(**rl):

@@ -35,11 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str]) -> int:
   args, overrides = checks.parse_with_overrides(checks.command_parser(PROG, add_arguments), argv)
-  from precisecoder.train import base_model, compare  # pylint: disable=import-outside-toplevel
+  from precisecoder.train import base_model, compare_arms  # pylint: disable=import-outside-toplevel
   from precisecoder.train import config as config_lib  # pylint: disable=import-outside-toplevel
-  config_file = compare.default_configs_dir() / "base.py"
+  config_file = compare_arms.default_configs_dir() / "base.py"
   try:
-    cfg = compare.resolve_config(config_file, args.preset, overrides)
+    cfg = compare_arms.resolve_config(config_file, args.preset, overrides)
   except (ValueError, config_lib.ConfigError) as e:
     print(f"{PROG}: error: {e}", file=sys.stderr)
     return 2

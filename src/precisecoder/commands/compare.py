@@ -3,8 +3,8 @@
     precisecoder compare [--arms grpo,precisecoder] [--preset compare-cpu] [--workdir runs/compare]
         [--parallel N] [--configs DIR] [--report-only] [--config.a.b=v ...]
 
-The arms and their trainer processes are train/compare.py's; the report, `<workdir>/report.md`
-and `report.json` (analysis/comparison.py), is rebuilt on every run, so a rerun that trains
+The arms and their trainer processes are train/compare_arms.py's; the report, `<workdir>/report.md`
+and `report.json` (analysis/compare_report.py), is rebuilt on every run, so a rerun that trains
 nothing (every arm finished) or `--report-only` just rewrites it.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 from absl import logging
 
 from precisecoder.commands import checks
-from precisecoder.train import compare, config as config_lib
+from precisecoder.train import compare_arms, config as config_lib
 
 PASSTHROUGH = True  # `--config.a.b=v` overrides are parsed here, not by argparse's parser
 PROG = "precisecoder compare"
@@ -33,11 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
       "each every train.eval_every steps on the same held-in tasks and clean programs; write "
       "WORKDIR/report.md (+ report.json, PNGs). Rerunning resumes unfinished arms.")
   parser.epilog = "Extra --config.a.b=v arguments override every arm's config."
-  parser.add_argument("--arms", default=",".join(compare.DEFAULT_ARMS),
+  parser.add_argument("--arms", default=",".join(compare_arms.DEFAULT_ARMS),
                       help=f"comma-separated config names in --configs (known: "
-                      f"{', '.join(compare.KNOWN_ARMS)})")
+                      f"{', '.join(compare_arms.KNOWN_ARMS)})")
   parser.add_argument("--preset", default="compare-cpu",
-                      help="model/budget preset of precisecoder/train/config.py, e.g. "
+                      help="run preset (RUN_PRESETS in precisecoder/train/config.py), e.g. "
                       "compare-cpu, compare-h200, tiny")
   parser.add_argument("--workdir", default="runs/compare",
                       help="folder of the comparison: one workdir per arm, the report")
@@ -63,15 +63,15 @@ def _arms(names: Sequence[str], configs_dir: pathlib.Path, preset: str,
     config_file = configs_dir / f"{name}.py"
     if not config_file.is_file():
       raise checks.InputError(f"--arms: no config {config_file} (known arms: "
-                              f"{', '.join(compare.KNOWN_ARMS)})")
+                              f"{', '.join(compare_arms.KNOWN_ARMS)})")
     try:
-      arms[name] = (config_file, compare.resolve_config(config_file, preset, overrides))
+      arms[name] = (config_file, compare_arms.resolve_config(config_file, preset, overrides))
     except (ValueError, config_lib.ConfigError) as e:
       raise checks.InputError(str(e)) from None
   return arms
 
 
-def _check_workdir(args: argparse.Namespace, runs: Sequence[compare.RunSpec]) -> pathlib.Path:
+def _check_workdir(args: argparse.Namespace, runs: Sequence[compare_arms.RunSpec]) -> pathlib.Path:
   """The comparison's folder, writable; for --report-only, one that some run has run in."""
   workdir = checks.output_folder(args.workdir, "--workdir", make=not args.report_only)
   if args.report_only:
@@ -104,15 +104,15 @@ def main(argv: Sequence[str]) -> int:
   parser = checks.command_parser(PROG, add_arguments)
   args, overrides = checks.parse_with_overrides(parser, argv)
   logging.set_verbosity(logging.INFO)
-  configs_dir = args.configs or compare.default_configs_dir()
+  configs_dir = args.configs or compare_arms.default_configs_dir()
   names = [a.strip() for a in args.arms.split(",") if a.strip()]
   if len(names) != len(set(names)) or not names:
     parser.error(f"--arms {args.arms!r}: give each arm once")
   try:
     arms = _arms(names, configs_dir, args.preset, overrides)
-    compare.check_same_budget({name: cfg for name, (_, cfg) in arms.items()})
+    compare_arms.check_same_budget({name: cfg for name, (_, cfg) in arms.items()})
     seeds = _seeds(args.seeds)
-    runs = compare.run_specs(arms, args.preset, overrides, pathlib.Path(args.workdir), seeds)
+    runs = compare_arms.run_specs(arms, args.preset, overrides, pathlib.Path(args.workdir), seeds)
     workdir = _check_workdir(args, runs)
   except (checks.InputError, ValueError) as e:
     print(f"{PROG}: error: {e}", file=sys.stderr)
@@ -123,16 +123,16 @@ def main(argv: Sequence[str]) -> int:
   codes: dict[str, int] = {}
   if not args.report_only:
     t0 = time.perf_counter()
-    compare.prepare_base(next(iter(arms.values()))[1])
-    codes, walls = compare.run_arms(runs, args.preset, args.parallel)
+    compare_arms.prepare_base(next(iter(arms.values()))[1])
+    codes, walls = compare_arms.run_arms(runs, args.preset, args.parallel)
     for name, seconds in walls.items():  # a resumed arm's time adds to its earlier runs'
       run["wall_s"][name] = run["wall_s"].get(name, 0.0) + seconds
     run.setdefault("invocations", []).append(
         {"time": time.strftime("%Y-%m-%d %H:%M:%S"), "parallel": args.parallel,
          "trained": sorted(walls), "wall_s": time.perf_counter() - t0})
     run_path.write_text(json.dumps(run, indent=1) + "\n")
-  from precisecoder.analysis import comparison  # matplotlib only once training is over
-  path = comparison.write(workdir, names, run, seeds=seeds)
+  from precisecoder.analysis import compare_report  # matplotlib only once training is over
+  path = compare_report.write(workdir, names, run, seeds=seeds)
   print(f"Report: {path}", flush=True)
   failed = sorted(name for name, code in codes.items() if code)
   if failed:

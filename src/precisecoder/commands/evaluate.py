@@ -88,7 +88,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   generate.add_episode_arguments(parser)
   parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                       help="dtype the weights are loaded in")
-  parser.add_argument("--mesh", default="", help="mesh preset or data,fsdp,tensor shape")
+  parser.add_argument("--mesh", default="",
+                      help="named mesh (cpu, fsdp, v5p-32, ...) or data,fsdp,tensor shape")
   parser.add_argument("--compile-cache", default="", help="persistent JAX compilation cache")
   parser.add_argument("--epsilon", type=checks.non_negative_int, default=None,
                       help="slack lines (score)")
@@ -292,7 +293,7 @@ def _devices(mesh: str) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-  from precisecoder.model.checkpoint import CheckpointError
+  from precisecoder.model.loading import CheckpointError
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
   try:
     run(args)

@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
   """Exit status 2, with one line naming the flag or file, for unusable inputs."""
   from precisecoder.model import export_hf, load_checkpoint
-  from precisecoder.model.checkpoint import CheckpointError
+  from precisecoder.model.loading import CheckpointError
 
   try:
     output = checks.output_folder(args.output, inputs=[("--checkpoint", args.checkpoint)],

@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                       help="dtype the weights are loaded in")
   parser.add_argument("--mesh", default="",
-                      help="mesh preset or data,fsdp,tensor shape (default: one device)")
+                      help="named mesh or data,fsdp,tensor shape (default: one device)")
   parser.add_argument("--compile-cache", default="",
                       help="persistent JAX compilation cache directory")
 
@@ -106,7 +106,7 @@ def check_memory(args: argparse.Namespace, num_tasks: int, devices: int = 1) -> 
   the checkpoint's config alone (no weights loaded). Raises InputError, or CheckpointError for
   a checkpoint whose config cannot be read."""
   from precisecoder.model import memory
-  from precisecoder.model.checkpoint import read_config
+  from precisecoder.model.loading import read_config
   from precisecoder.sampling import PROMPT_BUCKET
   config = read_config(args.checkpoint, dtype=args.dtype)
   prompts = min(args.batch_size, num_tasks)
@@ -142,7 +142,7 @@ def read_thinking(path: str) -> dict[str, str]:
 
 def main(args: argparse.Namespace) -> int:
   """Exit status 2, with one line naming the flag or file, for unusable inputs."""
-  from precisecoder.model.checkpoint import CheckpointError
+  from precisecoder.model.loading import CheckpointError
   try:
     return _generate(args)
   except (checks.InputError, CheckpointError) as e:

@@ -38,9 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.usage = ("%(prog)s --config=FILE[:PRESET] --workdir=DIR [--config.a.b=v ...]\n"
                   "       python -m precisecoder.train (the same flags)")
   parser.add_argument("--config", metavar="FILE[:PRESET]", required=True,
-                      help="ml_collections config file and model preset, e.g. "
-                      "configs/precisecoder.py:local (presets: "
-                      f"{', '.join(config_lib.MODEL_PRESETS)})")
+                      help="ml_collections config file and run preset, e.g. "
+                      "configs/precisecoder.py:local (run presets: "
+                      f"{', '.join(config_lib.RUN_PRESETS)})")
   parser.add_argument("--workdir", metavar="DIR", required=True,
                       help="the run's folder (or gs://...): checkpoints, metrics, evaluations, "
                       "report; a workdir holding a checkpoint resumes it")
@@ -85,13 +85,13 @@ def run(cfg, workdir: str) -> int:
 def _check_memory(cfg, hosts: int, devices: int) -> None:
   """The config's batches against this machine's memory, before the model loads."""
   # pylint: disable=import-outside-toplevel  # JAX and the model code only when a run starts
-  from precisecoder.model import checkpoint, memory
+  from precisecoder.model import loading, memory
   from precisecoder.train import footprint
   try:
     footprint.check(cfg, hosts=hosts, devices=devices)
   except memory.BatchTooLarge as e:
     _fail(str(e))
-  except checkpoint.CheckpointError as e:
+  except loading.CheckpointError as e:
     _fail(f"config.model.checkpoint: {e}")
 
 

@@ -74,8 +74,8 @@ class LocalBackend:
     self.scorer = RewardScorer(self.pool, epsilon=epsilon, pdb_compat=pdb_compat, lam=lam)
 
   def results(self, items: Sequence[Item]) -> list[dict[str, Any]]:
-    scores = self.scorer.evaluate([i.task for i in items], [i.program for i in items],
-                                  [i.error for i in items])
+    scores = self.scorer.score_samples([i.task for i in items], [i.program for i in items],
+                                       [i.error for i in items])
     return [{**self.scorer.to_record(s, i.sample), "terms": self.scorer.term_row(s)}
             for s, i in zip(scores, items)]
 

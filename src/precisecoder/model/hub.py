@@ -1,6 +1,6 @@
 """Hugging Face Hub ids as checkpoints: `Qwen/Qwen3-4B` -> a local snapshot folder.
 
-The model presets name hub ids; a fresh TPU VM has no copy. `resolve` downloads the weights,
+The run presets name hub ids; a fresh TPU VM has no copy. `resolve` downloads the weights,
 config and tokenizer files once into the Hugging Face cache (HF_HOME; every host its own) and
 returns the snapshot folder; later calls, and runs with HF_HUB_OFFLINE=1, read the cache.
 An id that is not cached while offline is a clear error, not a hang or a stack of retries.

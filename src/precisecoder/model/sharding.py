@@ -1,4 +1,4 @@
-"""Logical axis names -> mesh axes (`data`, `fsdp`, `tensor`), and mesh presets.
+"""Logical axis names -> mesh axes (`data`, `fsdp`, `tensor`), and the named meshes (MESHES).
 
 Parameters carry logical axis names in their `logical_axes` metadata; activations are annotated
 with `constrain`. One rules table maps both onto whatever mesh is active, so the same model code
@@ -35,7 +35,7 @@ RULES: dict[str, tuple[str, ...]] = {
 }
 
 # (data, fsdp, tensor) shapes for common slices; `-1` takes the remaining devices.
-MESH_PRESETS: dict[str, tuple[int, int, int]] = {
+MESHES: dict[str, tuple[int, int, int]] = {
     "cpu": (1, 1, 1),
     "gpu": (1, 1, 1),
     "fsdp": (1, -1, 1),
@@ -52,14 +52,14 @@ MESH_PRESETS: dict[str, tuple[int, int, int]] = {
 
 def make_mesh(shape: Sequence[int] | str = (1, -1, 1),
               devices: Sequence[jax.Device] | None = None) -> Mesh:
-  """A (data, fsdp, tensor) mesh from a shape ("2,2,1" too) or a preset name; one `-1` is
+  """A (data, fsdp, tensor) mesh from a shape ("2,2,1" too) or a name in MESHES; one `-1` is
   inferred."""
   if isinstance(shape, str) and "," in shape:  # "data,fsdp,tensor", e.g. "2,2,1"
     shape = tuple(int(n) for n in shape.split(","))
   if isinstance(shape, str):
-    if shape not in MESH_PRESETS:
-      raise KeyError(f"unknown mesh preset {shape!r}; known: {sorted(MESH_PRESETS)}")
-    shape = MESH_PRESETS[shape]
+    if shape not in MESHES:
+      raise KeyError(f"unknown mesh {shape!r}; known: {sorted(MESHES)}")
+    shape = MESHES[shape]
   devices = list(jax.devices() if devices is None else devices)
   shape = list(shape)
   if len(shape) != 3:

@@ -8,7 +8,7 @@ of answers, measured, cached.
      share of the tasks (`mixture.fresh_names`) under made-up identifiers so that the model
      learns to copy the program in its prompt rather than recall its family's;
   3. a byte-level BPE trained on the chat texts of prompts and answers (model/bpe.py);
-  4. SFT from random init (`base.model`, a `coder-*` model preset) with the trainers' own SFT
+  4. SFT from random init (`base.model`, a `coder-*` architecture) with the trainers' own SFT
      loop, each task's answers as one group sharing its prompt;
   5. the last checkpoint exported as a Hugging Face folder (`model/`: config.json,
      model.safetensors, tokenizer.json with its chat template), which the RL arms, `generate`,
@@ -19,7 +19,7 @@ of answers, measured, cached.
      reward varies at the arms' group size (a group without variance teaches nothing).
 
 The cache folder is `<cache_root()>/bases/<name>-<key(base_cfg)>` (a hash of the config and of
-its model preset's architecture); the build holds a lock there, so arms started together wait
+its architecture); the build holds a lock there, so arms started together wait
 for one build instead of racing. Code changes do not invalidate a cached base; delete the folder
 (or change the config) to rebuild.
 """
@@ -47,7 +47,7 @@ from absl import logging
 
 from precisecoder import prompts
 from precisecoder.data import sft_mixture
-from precisecoder.model import bpe, presets
+from precisecoder.model import architectures, bpe
 from precisecoder.tasks import Task
 from precisecoder.train import config as config_lib, sequences, tasksets
 
@@ -55,9 +55,9 @@ _TIERS = ("easy", "medium", "hard", "multi")
 
 
 def key(base_cfg: ml_collections.ConfigDict) -> str:
-  """The cache key: a hash of the base's whole config and of its model preset's architecture
-  (the preset is named in the config; resizing it must not reuse a base of the old size)."""
-  architecture = presets.PRESETS.get(base_cfg.model)
+  """The cache key: a hash of the base's whole config and of its architecture
+  (named in the config; resizing it must not reuse a base of the old size)."""
+  architecture = architectures.ARCHITECTURES.get(base_cfg.model)
   text = json.dumps({"config": base_cfg.to_dict(), "architecture": None if architecture is None
                      else dataclasses.asdict(architecture)}, sort_keys=True, default=str)
   return hashlib.sha256(text.encode()).hexdigest()[:12]
@@ -267,7 +267,7 @@ def measure(model_dir: pathlib.Path, base_cfg: ml_collections.ConfigDict) -> dic
       if not tasks:
         continue
       tokens = m.max_new_tokens * (2 if name == "multi" else 1)  # medium programs are longer
-      summary, _ = greedy_eval.evaluate(policy, tasks, scorer, max_new_tokens=tokens,
+      summary, _ = greedy_eval.evaluate_greedy(policy, tasks, scorer, max_new_tokens=tokens,
                                         batch_size=32, include_tests=include_tests, seed=seed)
       out[name] = {k: v for k, v in summary.items() if not k.endswith("_s")}
       if name != "clean":

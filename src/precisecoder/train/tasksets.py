@@ -60,7 +60,7 @@ def train_tasks(cfg: ml_collections.ConfigDict) -> list[Task]:
 
 
 def eval_tasks(cfg: ml_collections.ConfigDict) -> list[Task]:
-  """Validation (buggy) tasks followed by clean programs, for `evaluate`."""
+  """Validation (buggy) tasks followed by clean programs, for the greedy evaluation."""
   if cfg.data.validation_file:
     buggy = tasks_lib.load_tasks(cfg.data.validation_file)
   else:

@@ -9,7 +9,7 @@ unfinished arms and skips finished ones). Arms must differ only in their reward 
 model, tasks, seed, sampling and budget are checked to be identical before anything runs, so
 every arm is evaluated on the same held-in tasks and clean programs at the same steps. The
 `precisecoder compare` command (commands/compare.py) runs them and writes the report
-(analysis/comparison.py).
+(analysis/compare_report.py).
 """
 
 from __future__ import annotations

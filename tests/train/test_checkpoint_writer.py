@@ -11,12 +11,12 @@ import optax
 import pytest
 from flax import nnx
 
-from precisecoder.model import Decoder, presets
-from precisecoder.train import checkpointing
+from precisecoder.model import Decoder, architectures
+from precisecoder.train import checkpoint_writer
 
 
 def _state():
-  graphdef, params = nnx.split(Decoder(presets.get("tiny", num_layers=1), rngs=nnx.Rngs(0)))
+  graphdef, params = nnx.split(Decoder(architectures.get("tiny", num_layers=1), rngs=nnx.Rngs(0)))
   tx = optax.adam(1e-3)
   opt_state = tx.init(params)
   grads = jax.tree.map(jnp.ones_like, params)
@@ -26,7 +26,7 @@ def _state():
 
 def test_round_trip_keeps_last_n(tmp_path):
   _, params, opt_state = _state()
-  ckpt = checkpointing.Checkpointer(tmp_path, max_to_keep=2)
+  ckpt = checkpoint_writer.Checkpointer(tmp_path, max_to_keep=2)
   for step in (1, 2, 3):
     ckpt.save(step, params, opt_state, {"step": step, "data_state": {"index": step}})
   ckpt.wait()
@@ -40,7 +40,7 @@ def test_round_trip_keeps_last_n(tmp_path):
 
 def test_data_state_is_a_file_per_process(tmp_path):
   _, params, opt_state = _state()
-  ckpt = checkpointing.Checkpointer(tmp_path, async_save=False)
+  ckpt = checkpoint_writer.Checkpointer(tmp_path, async_save=False)
   ckpt.save(1, params, opt_state, {"step": 1}, {"next_index": 7})
   ckpt.save(2, params, opt_state, {"step": 2})  # no iterator state (e.g. a seeded start)
   assert json.loads((tmp_path / "1" / "data" / "process_0-of-1.json").read_text()) == \
@@ -55,7 +55,7 @@ def test_data_state_is_a_file_per_process(tmp_path):
 
 
 def test_sigterm_sets_the_flag():
-  watcher = checkpointing.PreemptionWatcher()
+  watcher = checkpoint_writer.PreemptionWatcher()
   try:
     assert not watcher.preempted()
     os.kill(os.getpid(), signal.SIGTERM)

@@ -1,6 +1,6 @@
-"""Reading the policy out of a training run's Orbax checkpoints.
+"""Reading the policy out of a training run's Orbax checkpoints (for model/loading.py).
 
-TRAIN writes `<workdir>/checkpoints/<step>/{params,opt_state,meta}` (train/checkpointing.py).
+TRAIN writes `<workdir>/checkpoints/<step>/{params,opt_state,meta}` (train/checkpoint_writer.py).
 `meta["model"]` (see `model_meta`) records the ModelConfig and where the tokenizer lives; the
 `params` item is the model's `nnx.Param` state, as an `nnx.State` or a pure dict. Parameters are
 restored straight onto their shardings when a mesh is given.

@@ -1,4 +1,6 @@
-"""Orbax checkpoints of a training run: parameters, optimiser state, step, data iterator.
+"""Writing a training run's Orbax checkpoints (and restoring them when the run resumes):
+parameters, optimiser state, step, data iterator. Reading the policy out of them for
+inference is model/run_checkpoints.py's; loading any checkpoint, model/loading.py's.
 
 Saves are asynchronous (the next step runs while the arrays are written) and only the last
 `max_to_keep` are kept. A run whose workdir already holds a checkpoint restores the latest.

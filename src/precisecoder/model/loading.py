@@ -1,4 +1,5 @@
-"""`load_checkpoint`: one entry point for HF folders, GGUF files and training checkpoints."""
+"""Loading a model: `load_checkpoint`, one entry point for HF folders, GGUF files, hub ids and
+training runs' checkpoints (those read by run_checkpoints.py)."""
 
 from __future__ import annotations
 
@@ -67,8 +68,8 @@ def read_config(path: str | os.PathLike, *, dtype: str = "float32", **execution
       return read_gguf_config(open_gguf(path), where=str(path), dtype=dtype, **execution)
     if kind == "hf":
       return hf.read_config(path, dtype=dtype, **execution)
-    from precisecoder.model import training_checkpoint  # pylint: disable=import-outside-toplevel
-    return training_checkpoint.read_config(path, dtype=dtype, **execution)
+    from precisecoder.model import run_checkpoints  # pylint: disable=import-outside-toplevel
+    return run_checkpoints.read_config(path, dtype=dtype, **execution)
   except _LOAD_ERRORS as e:
     raise CheckpointError(_naming(path, e)) from e
 
@@ -109,8 +110,8 @@ def _load_model(path: pathlib.Path, dtype: str, mesh: Mesh | None, execution: di
   if kind == "hf":
     model, config = load_hf(path, dtype=dtype, mesh=mesh, **execution)
     return model, config, path
-  from precisecoder.model import training_checkpoint  # Orbax import is slow; only when needed
-  return training_checkpoint.load(path, dtype=dtype, mesh=mesh, **execution)
+  from precisecoder.model import run_checkpoints  # Orbax import is slow; only when needed
+  return run_checkpoints.load(path, dtype=dtype, mesh=mesh, **execution)
 
 
 def bundled_smollm2_gguf() -> pathlib.Path:

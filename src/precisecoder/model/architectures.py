@@ -1,4 +1,6 @@
-"""Named model configurations (architecture only; weights come from checkpoints)."""
+"""Named architectures: model configurations without weights (those come from checkpoints).
+
+A run preset (train/config.py) names one in `config.model.preset`."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ def _coder(vocab, hidden, layers, heads, kv_heads, head_dim, ffn) -> ModelConfig
       eos_token_ids=(2,), pad_token_id=0)
 
 
-PRESETS: dict[str, ModelConfig] = {
+ARCHITECTURES: dict[str, ModelConfig] = {
     # A few million parameters: unit tests and CPU benchmarks.
     "tiny": ModelConfig(
         arch="qwen3", vocab_size=1024, hidden_size=128, num_layers=4, num_heads=8,
@@ -55,7 +57,7 @@ PRESETS: dict[str, ModelConfig] = {
 
 
 def get(name: str, **overrides) -> ModelConfig:
-  """The preset `name`, with any field overridden (e.g. dtype="bfloat16", remat=True)."""
-  if name not in PRESETS:
-    raise KeyError(f"unknown model preset {name!r}; known: {sorted(PRESETS)}")
-  return PRESETS[name].replace(**overrides)
+  """The architecture `name`, with any field overridden (e.g. dtype="bfloat16", remat=True)."""
+  if name not in ARCHITECTURES:
+    raise KeyError(f"unknown architecture {name!r}; known: {sorted(ARCHITECTURES)}")
+  return ARCHITECTURES[name].replace(**overrides)
