@@ -58,9 +58,22 @@ def key(base_cfg: ml_collections.ConfigDict) -> str:
   """The cache key: a hash of the base's whole config and of its architecture
   (named in the config; resizing it must not reuse a base of the old size)."""
   architecture = architectures.ARCHITECTURES.get(base_cfg.model)
-  text = json.dumps({"config": base_cfg.to_dict(), "architecture": None if architecture is None
-                     else dataclasses.asdict(architecture)}, sort_keys=True, default=str)
+  text = json.dumps({"config": _hashed(base_cfg.to_dict()), "architecture": None if architecture
+                     is None else dataclasses.asdict(architecture)}, sort_keys=True, default=str)
   return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+# Fields added after bases were cached, with the value that changes nothing: left out of the
+# hashes when they hold it, so the bases and SFT data built before them stay valid.
+_NEUTRAL = {("mixture", "fresh_names"): 0.0}
+
+
+def _hashed(config: dict[str, Any]) -> dict[str, Any]:
+  out = {k: dict(v) if isinstance(v, dict) else v for k, v in config.items()}
+  for (section, field), neutral in _NEUTRAL.items():
+    if section in out and out[section].get(field) == neutral:
+      del out[section][field]
+  return out
 
 
 def folder(base_cfg: ml_collections.ConfigDict) -> pathlib.Path:
@@ -146,8 +159,8 @@ def sft_data(base_cfg: ml_collections.ConfigDict) -> tuple[pathlib.Path, dict[st
   """The SFT task file (corpus + drawn targets), cached apart from the base by what it
   depends on (`data`, `mixture`, `seed`): it can be made on one machine and carried to
   another (scripts/gpu_run.sh prepare). Returns its path and the seconds each part took."""
-  part = {k: base_cfg[k].to_dict() if hasattr(base_cfg[k], "to_dict") else base_cfg[k]
-          for k in ("data", "mixture", "seed")}
+  part = _hashed({k: base_cfg[k].to_dict() if hasattr(base_cfg[k], "to_dict") else base_cfg[k]
+                  for k in ("data", "mixture", "seed")})
   digest = hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:12]
   path = tasksets.cache_root() / "sft_data" / f"{digest}.jsonl.gz"
   times: dict[str, float] = {}

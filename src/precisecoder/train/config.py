@@ -442,19 +442,17 @@ BASE_PRESETS: dict[str, dict] = {
     # CI: seconds.
     "tiny": dict(model="coder-tiny", tasks=dict(easy=24, medium=8, hard=0, multi=0),
                  vocab_size=512, steps=6, batch_size=4, draws=2, learning_rate=3e-3,
-                 fresh_names=0.5,
                  measure=dict(num_validation=4, num_clean=2, num_multi=2, num_groups=2,
                               group_size=4, max_new_tokens=16)),
     # 2 idle CPU cores: <= 20 minutes with the corpus (README "The small policy").
     "cpu": dict(model="coder-cpu", tasks=dict(easy=2000, medium=300, hard=100, multi=100),
                 vocab_size=2048, steps=600, batch_size=16, draws=4, learning_rate=2e-3,
-                warmup_steps=30, fresh_names=0.5,
+                warmup_steps=30,
                 measure=dict(num_validation=64, num_clean=32, num_multi=32, num_groups=32,
                              group_size=8, max_new_tokens=64)),
     # One H200 (scripts/gpu_run.sh).
     "gpu": dict(model="coder-gpu", tasks=dict(easy=6000, medium=2000, hard=800, multi=800),
                 vocab_size=4096, steps=2000, batch_size=64, draws=4, learning_rate=1e-3,
-                fresh_names=0.5,
                 measure=dict(num_validation=128, num_clean=64, num_multi=64, num_groups=64,
                              group_size=8, max_new_tokens=96)),
 }
@@ -477,7 +475,7 @@ def base_config(name: str) -> ml_collections.ConfigDict:
       # a task is shown under made-up identifiers with probability fresh_names.
       mixture=ml_collections.ConfigDict(dict(reference=0.35, extra_edits=0.35, wrong_edit=0.15,
                                              noop=0.15, draws=b["draws"], extra_rate=0.9,
-                                             rename_rate=0.3, fresh_names=b["fresh_names"])),
+                                             rename_rate=0.3, fresh_names=0.0)),
       sft=ml_collections.ConfigDict(dict(steps=b["steps"], batch_size=b["batch_size"],
                                          learning_rate=b["learning_rate"],
                                          warmup_steps=b.get("warmup_steps", 50),
