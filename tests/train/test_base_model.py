@@ -42,6 +42,21 @@ def test_the_cache_key_follows_the_whole_config(monkeypatch, tmp_path):
   assert base_model.key(cfg) != before
 
 
+def test_a_field_at_its_neutral_value_leaves_the_cache_keys_as_they_were():
+  """mixture.fresh_names came after bases were cached: at 0 (nothing renamed) the base and its
+  SFT data keep the keys they had without the field; at any other value they change."""
+  cfg = config_lib.base_config("tiny")
+  assert cfg.mixture.fresh_names == 0.0
+  without = config_lib.base_config("tiny")
+  del without.mixture["fresh_names"]
+  assert base_model.key(cfg) == base_model.key(without)
+  data = {k: cfg[k].to_dict() if hasattr(cfg[k], "to_dict") else cfg[k]
+          for k in ("data", "mixture", "seed")}
+  assert base_model._hashed(data) == {**data, "mixture": without.mixture.to_dict()}
+  cfg.mixture.fresh_names = 0.5
+  assert base_model.key(cfg) != base_model.key(without)
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--preset", "nope"], "unknown base preset 'nope'"),
     (["--preset", "tiny", "--config.sft.nope=1"], "nope")])
