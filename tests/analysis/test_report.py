@@ -241,3 +241,10 @@ def test_run_report_judges_the_held_in_tasks_apart(tmp_path):
   data = json.loads((tmp_path / "report.json").read_text())
   assert data["heldin"]["changes"]["step 4 − base"]["pass"]["mean"] == 1.0
   assert data["changes"]["step 4 − base"]["pass"]["mean"] == 0.0
+
+
+def test_training_summary_says_when_every_step_updated():
+  rows = [{"step": s, "reward": 0.5, "zero_variance_groups": 0.25, "skipped_update": 0.0}
+          for s in (1, 2, 3)]
+  assert report.training_summary(rows)[0] == ("- 3 steps, each with reward variance in some "
+                                              "group: every step updated the policy.")

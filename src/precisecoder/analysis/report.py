@@ -154,9 +154,13 @@ def training_summary(train_rows: Sequence[Mapping[str, Any]]) -> list[str]:
   # Runs from before `skipped_update` existed: a step whose every group lacked variance.
   idle = sum(1 for r in train_rows if r.get("skipped_update",
                                              float(r.get("zero_variance_groups") == 1.0)) == 1.0)
-  lines = [f"- {n} steps; **{idle} of {n} had no reward variance in any group**: every "
-           "advantage was 0, so the step computed no gradient and did not update the policy "
-           "(its backward pass and optimiser update were skipped)."]
+  if idle:
+    lines = [f"- {n} steps; **{idle} of {n} had no reward variance in any group**: every "
+             "advantage was 0, so the step computed no gradient and did not update the policy "
+             "(its backward pass and optimiser update were skipped)."]
+  else:
+    lines = [f"- {n} steps, each with reward variance in some group: every step updated the "
+             "policy."]
   shares = [r["zero_variance_groups"] for r in train_rows
             if r.get("zero_variance_groups") is not None]
   if shares:
