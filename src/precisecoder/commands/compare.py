@@ -30,8 +30,9 @@ PROG = "precisecoder compare"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.description = (
       "Train reward recipes side by side from the same base, tasks, seed and budget; evaluate "
-      "each every train.eval_every steps on the same held-in tasks and clean programs; write "
-      "WORKDIR/report.md (+ report.json, PNGs). Rerunning resumes unfinished arms.")
+      "each every train.eval_every steps on the same validation tasks, clean programs and "
+      "held-in tasks; write WORKDIR/report.md (+ report.json, PNGs). Rerunning resumes "
+      "unfinished arms.")
   parser.epilog = "Extra --config.a.b=v arguments override every arm's config."
   parser.add_argument("--arms", default=",".join(compare_arms.DEFAULT_ARMS),
                       help=f"comma-separated config names in --configs (known: "
