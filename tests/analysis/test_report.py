@@ -1,11 +1,11 @@
-"""The run report and the comparison report on hand-built evaluation files (no training)."""
+"""The run report (report) on hand-built evaluation files (no training)."""
 
 import json
 import pathlib
 
 import pytest
 
-from precisecoder.analysis import compare_report, report
+from precisecoder.analysis import report
 
 
 def _records(passes, edit_lines, noops):
@@ -97,49 +97,6 @@ def test_a_report_without_a_base_cannot_tell(tmp_path):
       "(step 0) and of a later evaluation." in text
 
 
-def test_comparison_report_tables_correlations_and_pngs(tmp_path):
-  n = 24
-  base = _records([0, 1] * (n // 2), [3] * n, [0, 0, 1, 1] * 3)
-  _write_eval(tmp_path / "grpo", 0, base)
-  _write_eval(tmp_path / "precisecoder", 0, base)
-  # GRPO: more passes, larger edits, fewer no-ops; PreciseCoder: same passes, small edits.
-  _write_eval(tmp_path / "grpo", 2, _records([1] * n, [6] * n, [0, 0, 0, 1] * 3))
-  _write_eval(tmp_path / "precisecoder", 2, _records([1] * n, [1] * n, [1, 1, 1, 0] * 3))
-  for arm, lines in (("grpo", (3.0, 5.0)), ("precisecoder", (3.0, 1.5))):
-    (tmp_path / arm / "metrics.jsonl").write_text("".join(
-        json.dumps({"step": s, "reward": 0.1 * s, "reward/unit": 0.2, "reward/edit_lines": v,
-                    "reward/noop": 0.0, "zero_variance_groups": 0.5}) + "\n"
-        for s, v in zip((1, 2), lines)))
-  path = compare_report.write(tmp_path, ["grpo", "precisecoder"],
-                          {"preset": "tiny", "overrides": [], "wall_s": {"grpo": 3.0}})
-  text = path.read_text()
-  assert "| grpo (step 2) | 100.0 [100.0, 100.0] |" in text
-  change = next(line for line in text.splitlines()
-                if line.startswith("| precisecoder − grpo |"))
-  assert "-5.00 [-5.00, -5.00] *" in change  # edited lines, paired by task
-  assert "| precisecoder | 2 |" in text and "3.00 → 1.50" in text
-  data = json.loads((tmp_path / "report.json").read_text())
-  assert data["changes"]["grpo − base"]["pass"]["mean"] == pytest.approx(0.5)
-  points = data["correlations"]["precision_noop_points"]
-  assert [(p["arm"], p["step"]) for p in points] == [("base", 0), ("grpo", 2),
-                                                     ("precisecoder", 2)]
-  # Precision 0.5, 1, 1 against no-op 0.5, 0.25, 0.75: r = 0 by symmetry.
-  assert data["correlations"]["precision_noop"]["r"] == pytest.approx(0.0, abs=1e-9)
-  # Edit size vs unit pools the base once and each arm's later evaluations (buggy samples).
-  pooled = data["correlations"]["edit_size_unit"]["all arms"]
-  assert pooled["n"] == 3 * n and -1 < pooled["r"] < 0
-  assert (tmp_path / "compare_eval.png").stat().st_size > 0
-  assert (tmp_path / "compare_train.png").stat().st_size > 0
-
-
-def test_comparison_report_names_what_is_missing(tmp_path):
-  _write_eval(tmp_path / "grpo", 0, _records([0, 1], [2, 2], [1, 0]))
-  _write_eval(tmp_path / "precisecoder", 0, _records([1, 1], [2, 2], [1, 0]))
-  text = compare_report.write(tmp_path, ["grpo", "precisecoder"]).read_text()
-  assert "`precisecoder`'s base evaluation differs from `grpo`'s in pass" in text
-  assert "No evaluation after training yet for: grpo, precisecoder." in text
-
-
 def test_report_from_summaries_without_per_task_records(tmp_path):
   (tmp_path / "eval").mkdir()
   for step, p in ((0, 0.25), (4, 0.5)):
@@ -157,59 +114,6 @@ def test_report_from_summaries_without_per_task_records(tmp_path):
   assert "| step 4 (final) | 50.0 |" in text
   assert "5.0% of step time" in text
   assert (tmp_path / "eval.png").exists()
-
-
-def test_comparison_over_seeds_and_the_multi_line_split(tmp_path):
-  """Arms at two seeds: the paper's table pools the seeds (a task at its mean over seeds),
-  the over-seeds table gives a t-interval of the seeds' means and the per-seed differences;
-  the multi-line split gets its own table and change from the base."""
-  n = 8
-  base = _records([0] * n, [3] * n, [0, 1] * 4)
-  multi_base = [r for r in _records([0] * n, [6] * n, []) if r["is_buggy"]]
-  for arm in ("grpo", "precisecoder"):
-    for seed in (0, 1):
-      workdir = tmp_path / arm / f"seed_{seed}"
-      _write_eval(workdir, 0, base)
-      passes = [1] * (n // 2 + seed) + [0] * (n // 2 - seed)  # seed 1 passes one more task
-      lines = [4 if arm == "grpo" else 1] * n
-      _write_eval(workdir, 5, _records(passes, lines, [0, 1] * 4))
-      for step in (0, 5):
-        path = workdir / "eval" / f"step_{step}.json"
-        data = json.loads(path.read_text())
-        data["multi"] = {"summary": {}, "records": [
-            dict(r, unit=float(step > 0), edit_lines=6.0 - step // 5 * 2) for r in multi_base]}
-        data["heldin"] = {"summary": {}, "records": [
-            dict(r, edit_lines=5.0 - step // 5 * (3 if arm == "grpo" else 4))
-            for r in multi_base]}
-        path.write_text(json.dumps(data))
-      (workdir / "metrics.jsonl").write_text(json.dumps(
-          {"step": 5, "reward": 0.5 + seed, "reward/unit": 0.5, "zero_variance_groups": 0.0})
-          + "\n")
-  text = compare_report.write(tmp_path, ["grpo", "precisecoder"], seeds=[0, 1]).read_text()
-  data = json.loads((tmp_path / "report.json").read_text())
-  # Pooled over seeds: 4 tasks pass at both seeds, 1 at seed 1 only (0.5), 3 never.
-  assert data["paper_table"]["grpo (step 5)"]["pass"]["mean"] == pytest.approx(4.5 / 8)
-  assert data["paper_table"]["grpo (step 5)"]["pass"]["n"] == n
-  seeds = data["seeds"]
-  assert {k: v["pass"] for k, v in seeds["per_seed"]["grpo"].items()} == {"0": 0.5,
-                                                                          "1": 0.625}
-  assert seeds["tables"]["grpo"]["pass"]["mean"] == pytest.approx(4.5 / 8)
-  assert seeds["tables"]["grpo"]["pass"]["n"] == 2
-  # Seed means 0.5 and 0.625: t(0.975, 1) = 12.706, sd/sqrt(2) = 0.0625.
-  assert seeds["tables"]["grpo"]["pass"]["high"] == pytest.approx(4.5 / 8 + 12.706 * 0.0625,
-                                                                   abs=1e-3)
-  edit = seeds["changes"]["precisecoder − grpo"]["edit_lines"]
-  assert edit["mean"] == pytest.approx(-3.0) and edit["low"] == pytest.approx(-3.0)
-  multi = data["multi"]
-  assert multi["paper_table"]["base (step 0)"]["pass"]["mean"] == 0.0
-  assert multi["changes"]["precisecoder − base"]["pass"]["mean"] == pytest.approx(1.0)
-  assert multi["changes"]["precisecoder − base"]["edit_lines"]["mean"] == pytest.approx(-2.0)
-  assert multi["changes"]["precisecoder − grpo"]["pass"]["mean"] == 0.0
-  heldin = data["heldin"]["changes"]
-  assert heldin["grpo − base"]["edit_lines"]["mean"] == pytest.approx(-3.0)
-  assert heldin["precisecoder − grpo"]["edit_lines"]["mean"] == pytest.approx(-1.0)
-  assert "## Over seeds" in text and "## Multi-line split (generalisation)" in text
-  assert "## Held-in tasks" in text
 
 
 def test_run_report_json_holds_the_table_and_the_change(tmp_path):
