@@ -1,13 +1,11 @@
-"""The small base policy: its cache key, the group-variance measurement (hand-worked), the
-`precisecoder base` command's refusals, and (slow) a whole tiny build that transformers loads."""
+"""The small base policy (base_model): its cache key and the group-variance measurement
+(hand-worked). The `precisecoder base` command that builds one: tests/commands/test_base.py."""
 
 import dataclasses
-import json
 
 import numpy as np
 import pytest
 
-from precisecoder.commands import base as base_command
 from precisecoder.model import architectures
 from precisecoder.train import base_model, config as config_lib
 
@@ -55,31 +53,3 @@ def test_a_field_at_its_neutral_value_leaves_the_cache_keys_as_they_were():
   assert base_model._hashed(data) == {**data, "mixture": without.mixture.to_dict()}
   cfg.mixture.fresh_names = 0.5
   assert base_model.key(cfg) != base_model.key(without)
-
-
-@pytest.mark.parametrize("argv,message", [
-    (["--preset", "nope"], "unknown base preset 'nope'"),
-    (["--preset", "tiny", "--config.sft.nope=1"], "nope")])
-def test_the_command_refuses_in_one_line(argv, message, capsys):
-  assert base_command.main(argv) == 2
-  err = capsys.readouterr().err.strip()
-  assert err.startswith("precisecoder base: error:") and message in err and "\n" not in err
-
-
-@pytest.mark.slow
-def test_a_tiny_base_builds_measures_and_loads(monkeypatch, tmp_path, capsys):
-  import transformers  # pylint: disable=import-outside-toplevel
-  monkeypatch.setenv("PRECISECODER_CACHE", str(tmp_path))
-  assert base_command.main(["--preset", "tiny"]) == 0
-  cfg = config_lib.base_config("tiny")
-  result = json.loads((base_model.folder(cfg) / "base.json").read_text())
-  assert result["corpus_tasks"] == 32 and result["vocab"] <= 512
-  assert set(result["targets"]) == {"reference", "extra_edits", "wrong_edit", "noop"}
-  assert result["validation"]["num_buggy"] == 4 and result["groups"]["num_groups"] == 2
-  out = capsys.readouterr().out
-  assert "greedy, validation" in out and str(base_model.folder(cfg) / "model") in out
-  model = transformers.AutoModelForCausalLM.from_pretrained(base_model.folder(cfg) / "model")
-  assert model.config.vocab_size >= result["vocab"]
-  # Cached: a second call prints the same measurements without building.
-  assert base_command.main(["--preset", "tiny"]) == 0
-  assert "greedy, validation" in capsys.readouterr().out
