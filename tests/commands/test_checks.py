@@ -1,0 +1,74 @@
+"""The argument and path checks every command shares (commands/checks.py), called directly:
+argument types refuse bad values with a message naming them, output checks make nothing and
+refuse inputs and files, atomic_output leaves neither a half file nor a .tmp, and
+parse_with_overrides passes only `--config.` overrides through. The commands' use of them:
+tests/test_cli.py and each command's tests."""
+
+import argparse
+
+import pytest
+
+from precisecoder.commands import checks
+
+
+@pytest.mark.parametrize("check, text, message", [
+    (checks.positive_int, "0", "must be a positive integer, got 0"),
+    (checks.positive_int, "1.5", "not an integer: '1.5'"),
+    (checks.non_negative_int, "-1", "must not be negative, got -1"),
+    (checks.positive_float, "nan", "must be a positive number, got nan"),
+    (checks.positive_float, "inf", "must be a positive number, got inf"),
+    (checks.fraction, "nan", "must be in [0, 1], got nan"),
+    (checks.fraction, "1.01", "must be in [0, 1], got 1.01"),
+    (checks.fraction, "half", "not a number: 'half'"),
+    (checks.python, "no-such-python-here", "no such executable: 'no-such-python-here'")])
+def test_argument_types_refuse_bad_values_naming_them(check, text, message):
+  with pytest.raises(argparse.ArgumentTypeError) as e:
+    check(text)
+  assert str(e.value) == message
+
+
+def test_argument_types_accept_their_bounds():
+  assert checks.positive_int("1") == 1 and checks.non_negative_int("0") == 0
+  assert checks.fraction("0") == 0.0 and checks.fraction("1") == 1.0
+  assert checks.positive_float("1e-9") == 1e-9
+
+
+def test_output_checks_make_nothing_and_refuse_inputs_and_files(tmp_path):
+  tasks = tmp_path / "tasks.jsonl"
+  tasks.write_text("{}\n")
+  deep = tmp_path / "a" / "b" / "out.jsonl"
+  assert checks.output_file(str(deep)) == deep
+  assert not (tmp_path / "a").exists()  # checked by making it, then removed again
+  with pytest.raises(checks.InputError, match=r"^--output .*tasks.jsonl: is the --tasks file"):
+    checks.output_file(str(tasks), inputs=[("--tasks", str(tasks))])
+  with pytest.raises(checks.InputError, match="is a folder; give a file name"):
+    checks.output_file(str(tmp_path))
+  with pytest.raises(checks.InputError, match=r"cannot make folder .*: .*tasks.jsonl is a file"):
+    checks.output_file(str(tasks / "out.jsonl"))
+  with pytest.raises(checks.InputError, match="exists and is not a folder"):
+    checks.output_folder(str(tasks), flag="--workdir")
+  assert checks.output_folder(str(tmp_path / "new"), make=False) == tmp_path / "new"
+  assert not (tmp_path / "new").exists()
+  assert checks.output_folder(str(tmp_path / "made")).is_dir()
+
+
+def test_atomic_output_writes_whole_files_or_nothing(tmp_path):
+  path = tmp_path / "sub" / "out.txt"
+  with checks.atomic_output(path) as f:
+    f.write("done\n")
+  assert path.read_text() == "done\n"
+  with pytest.raises(KeyboardInterrupt), checks.atomic_output(path) as f:
+    f.write("half")
+    raise KeyboardInterrupt
+  assert path.read_text() == "done\n"  # the earlier file stands
+  assert sorted(p.name for p in path.parent.iterdir()) == ["out.txt"]
+
+
+def test_parse_with_overrides_passes_only_config_overrides(capsys):
+  parser = checks.command_parser("precisecoder x", lambda p: p.add_argument("--n", type=int))
+  args, overrides = checks.parse_with_overrides(parser, ["--n", "3", "--config.rl.lr=0.1"])
+  assert args.n == 3 and overrides == ["--config.rl.lr=0.1"]
+  with pytest.raises(SystemExit) as e:
+    checks.parse_with_overrides(parser, ["--nope", "--config.a=1"])
+  assert e.value.code == 2
+  assert "unrecognized arguments: --nope" in capsys.readouterr().err
