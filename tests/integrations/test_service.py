@@ -9,7 +9,7 @@ import pytest
 from integration_helpers import completions_for, make_task_set, share_backend
 from precisecoder import predictions, rewards
 from precisecoder.execution import ExecutionPool
-from precisecoder.integrations import adapters, service as service_lib, trl, tunix
+from precisecoder.integrations import service as service_lib, trl, tunix
 
 
 class GateBackend:
@@ -146,16 +146,6 @@ def test_a_not_scored_pair_is_none_for_trl_and_nan_for_tunix(tasks):
                                task_id=[tasks[0].task_id])[0])
 
 
-def test_completion_text_reads_conversational_completions():
-  assert adapters.completion_text("plain") == "plain"
-  assert adapters.completion_text([{"role": "assistant", "content": "fixed"}]) == "fixed"
-  parts = [{"role": "assistant", "content": [{"type": "text", "text": "a"},
-                                             {"type": "text", "text": "b"}]}]
-  assert adapters.completion_text(parts) == "ab"
-  with pytest.raises(TypeError):
-    adapters.completion_text(3)
-
-
 def test_unknown_terms_and_task_ids_are_errors_not_scores(tasks):
   with pytest.raises(ValueError, match="unknown reward term"):
     trl.reward_functions(tasks, terms=("unit", "bleu"))
@@ -164,11 +154,3 @@ def test_unknown_terms_and_task_ids_are_errors_not_scores(tasks):
     unit(prompts=["p"], completions=["x"])
   with pytest.raises(ValueError, match=r"task_id\[0\]: unknown task_id 'nope'"):
     unit(prompts=["p"], completions=["x"], task_id=["nope"])
-
-
-def test_openrlhf_query_split():
-  assert adapters.completion_from_query("PROMPT answer", "PROMPT ") == "answer"
-  long_prompt = "x" * 300 + "<|im_start|>assistant\n"
-  respaced = " " + long_prompt + "```python\nf()\n```<|im_end|>"
-  assert adapters.completion_from_query(respaced, long_prompt) == "```python\nf()\n```<|im_end|>"
-  assert adapters.completion_from_query("other", "PROMPT") is None
