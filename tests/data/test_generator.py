@@ -1,11 +1,12 @@
-"""The seeded task generator: determinism, disjoint splits, verified bugs per tier."""
+"""The seeded task generator: determinism, verified bugs per tier (its families and splits:
+test_families.py)."""
 
 import collections
 
 import pytest
 
 from precisecoder import edits
-from precisecoder.data import families, generator, injection
+from precisecoder.data import generator, injection
 from precisecoder.data.checking import TrustedCallChecker
 from precisecoder.tasks import apply_gt_diff, parse_task, task_to_record
 
@@ -22,21 +23,6 @@ def test_same_seed_same_tasks_other_seed_other_tasks():
   c = [task_to_record(t) for t in generator.make_tasks("train", "easy", 12, seed=4)]
   assert a == b
   assert a != c
-
-
-def test_splits_share_no_family_and_no_function_name():
-  for tier in ("easy", "medium"):
-    by_split = {s: families.families(tier, s) for s in families.SPLITS}
-    assert all(by_split.values())
-    names = {s: {n for f in fams for n in f.names} for s, fams in by_split.items()}
-    assert not names["train"] & names["validation"]
-    assert not names["train"] & names["test"]
-    assert not names["validation"] & names["test"]
-  all_names = [n for f in families.EASY + families.MEDIUM for n in f.names]
-  assert len(all_names) == len(set(all_names))
-  tasks = {s: generator.make_tasks(s, "easy", 10, seed=0) for s in families.SPLITS}
-  fams = {s: {t.extra["family"] for t in ts} for s, ts in tasks.items()}
-  assert not fams["train"] & fams["test"] and not fams["validation"] & fams["test"]
 
 
 def _check_task(task):
