@@ -156,15 +156,6 @@ def test_mlp_chunks_keep_logits_and_gradients():
   _assert_same(_gradients(whole, loss), _gradients(chunked, loss), atol=2e-5)  # sum order
 
 
-def test_config_reads_old_boolean_remat_and_rejects_unknown_options():
-  assert architectures.get("tiny", remat=True).remat == "full"
-  assert architectures.get("tiny", remat=False).remat == "none"
-  with pytest.raises(ValueError, match="ModelConfig.remat"):
-    architectures.get("tiny", remat="some")
-  with pytest.raises(ValueError, match="ModelConfig.attention"):
-    architectures.get("tiny", attention="splash")
-
-
 def test_cudnn_path_left_aligns_rows_and_restores_them(monkeypatch):
   """The cuDNN path's row rolling, on CPU: a plain causal kernel stands in for cuDNN's."""
   tokens = jax.random.randint(jax.random.key(4), (B, T), 2, 1024)

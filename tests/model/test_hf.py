@@ -1,10 +1,11 @@
-"""Hugging Face config.json: its errors name the file and field; configs round-trip."""
+"""Hugging Face config.json files: their errors name the file and field (the config's own
+checks and round trip: test_config.py)."""
 
 import json
 
 import pytest
 
-from precisecoder.model import ModelConfig, architectures
+from precisecoder.model import architectures
 from precisecoder.model.hf import read_config
 
 
@@ -20,9 +21,3 @@ def test_config_json_errors_name_file_and_field(tmp_path):
   (tmp_path / "config.json").write_text("{\n  oops")
   with pytest.raises(ValueError, match=r"config.json:2: invalid JSON"):
     read_config(tmp_path)
-
-
-def test_config_round_trips_through_hf_dict():
-  for name in ("tiny", "smollm2-135m", "qwen3-8b"):
-    config = architectures.get(name)
-    assert ModelConfig.from_hf(config.to_hf()) == config
