@@ -249,8 +249,11 @@ def _setup(arms: Sequence[Arm], run: Mapping[str, Any]) -> list[str]:
            f"{train.get('steps')} steps, {rl.get('max_new_tokens')} new tokens, learning rate "
            f"{cfg.get('optim', {}).get('learning_rate')}, {seeds}, "
            f"`{data.get('tier')}` tier; greedy evaluation every {train.get('eval_every')} steps on "
-           f"{data.get('num_validation')} validation tasks (families held out of training) and "
-           f"{data.get('num_clean')} clean programs."]
+           f"{data.get('num_validation')} validation tasks (families held out of training), "
+           f"{data.get('num_clean')} clean programs" + "".join(
+               f", {data[key]} {what}" for key, what in (("num_heldin", "held-in tasks"),
+                                                         ("num_multi", "multi-line tasks"))
+               if data.get(key)) + "."]
   if run:
     walls = ", ".join(f"`{a}` {s:.0f} s" for a, s in run.get("wall_s", {}).items())
     parallel = sorted({i["parallel"] for i in run.get("invocations", []) if i["trained"]})
