@@ -311,7 +311,7 @@ def _seed_lines(seeds: Mapping[str, Any]) -> list[str]:
 def _split_lines(name: str, split: Mapping[str, Any]) -> list[str]:
   if not split["paper_table"]:
     return []
-  title, description = report.SPLITS[name]
+  title, _, description = report.SPLITS[name]
   columns = [c for c, (_, kind) in statistics.PAPER_COLUMNS.items() if kind == "buggy"]
   lines = [f"## {title}", "", f"{description[0].upper()}{description[1:]} Greedy, 95% "
            "intervals over tasks.", "",

@@ -38,12 +38,13 @@ def load_evals(workdir: str | os.PathLike) -> list[dict[str, Any]]:
   return sorted(out, key=lambda e: e["step"])
 
 
-# Task sets evaluated apart from the validation tasks (train/run.py), as the reports name them.
+# Task sets evaluated apart from the validation tasks (train/run.py), as the reports name them:
+# (section title, name in a sentence, description).
 SPLITS = {
-    "heldin": ("Held-in tasks", "new instances of the training families, programs no run "
-               "trained on: does the policy get better at what it practised?"),
-    "multi": ("Multi-line split (generalisation)", "held-out families, one atomic 2-4-line "
-              "bug each; training had single-line bugs only."),
+    "heldin": ("Held-in tasks", "held-in tasks", "new instances of the training families, "
+               "programs no run trained on: does the policy get better at what it practised?"),
+    "multi": ("Multi-line split (generalisation)", "the multi-line split", "held-out families, "
+              "one atomic 2-4-line bug each; training had single-line bugs only."),
 }
 
 # The report's columns: the paper's, with the no-op share on buggy tasks beside edited lines.
@@ -231,8 +232,6 @@ def split_section(evals: Sequence[Mapping[str, Any]], title: str, description: s
                   ) -> list[str]:
   """A report section for a split evaluated apart: every evaluation, the change from the
   base."""
-  if not evals:
-    return []
   buggy = [c for c, (_, kind) in COLUMNS.items() if kind == "buggy"]
   change = change_from_base(evals)
   lines = [f"### {title}", "", f"{evals[-1].get('num_buggy', '?')} tasks: {description}", ""]
@@ -266,12 +265,12 @@ def write_report(workdir: str | os.PathLike) -> pathlib.Path:
   if evals:
     e = evals[-1]
     change = change_from_base(evals)
-    splits = {title: split_evals(evals, name) for name, (title, _) in SPLITS.items()}
-    splits = {title: split for title, split in splits.items() if split}
+    splits = {name: split_evals(evals, name) for name in SPLITS}
+    splits = {name: split for name, split in splits.items() if split}
     lines += [learning_verdict(change, e["step"], " on validation tasks" if splits else ""), ""]
-    for title, split in splits.items():
+    for name, split in splits.items():
       lines += [learning_verdict(change_from_base(split), split[-1]["step"],
-                                 f" on {title.split(' (')[0].lower()}"), ""]
+                                 f" on {SPLITS[name][1]}"), ""]
     lines += ["## Evaluation (greedy)", "",
               f"{e.get('num_buggy', '?')} validation tasks, of families held out of training "
               "(pass, precision, recall, "
@@ -282,8 +281,9 @@ def write_report(workdir: str | os.PathLike) -> pathlib.Path:
       lines += [f"Change from the base model at step {e['step']}. {DIFFERENCE_NOTE}", "",
                 statistics.markdown_table({f"step {e['step']} − base": change},
                                           columns=tuple(COLUMNS), difference=True), ""]
-    for name, (title, description) in SPLITS.items():
-      lines += split_section(split_evals(evals, name), title, description)
+    for name, split in splits.items():
+      title, _, description = SPLITS[name]
+      lines += split_section(split, title, description)
   if train_rows:
     lines += ["## Training", "", *training_summary(train_rows)]
     if constant:
