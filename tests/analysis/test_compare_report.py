@@ -59,6 +59,12 @@ def test_comparison_over_seeds_and_the_multi_line_split(tmp_path):
   n = 8
   base = _records([0] * n, [3] * n, [0, 1] * 4)
   multi_base = [r for r in _records([0] * n, [6] * n, []) if r["is_buggy"]]
+  # Held-in correct programs: the base leaves 1 of 4 alone, grpo 2, precisecoder all 4.
+  heldin_clean = {(arm, step): [r for r in _records([], [], noops) if not r["is_buggy"]]
+                  for arm, step, noops in (("grpo", 0, [1, 0, 0, 0]),
+                                           ("precisecoder", 0, [1, 0, 0, 0]),
+                                           ("grpo", 5, [1, 1, 0, 0]),
+                                           ("precisecoder", 5, [1, 1, 1, 1]))}
   for arm in ("grpo", "precisecoder"):
     for seed in (0, 1):
       workdir = tmp_path / arm / f"seed_{seed}"
@@ -73,7 +79,7 @@ def test_comparison_over_seeds_and_the_multi_line_split(tmp_path):
             dict(r, unit=float(step > 0), edit_lines=6.0 - step // 5 * 2) for r in multi_base]}
         data["heldin"] = {"summary": {}, "records": [
             dict(r, edit_lines=5.0 - step // 5 * (3 if arm == "grpo" else 4))
-            for r in multi_base]}
+            for r in multi_base] + heldin_clean[(arm, step)]}
         path.write_text(json.dumps(data))
       (workdir / "metrics.jsonl").write_text(json.dumps(
           {"step": 5, "reward": 0.5 + seed, "reward/unit": 0.5, "zero_variance_groups": 0.0})
@@ -101,5 +107,10 @@ def test_comparison_over_seeds_and_the_multi_line_split(tmp_path):
   heldin = data["heldin"]["changes"]
   assert heldin["grpo − base"]["edit_lines"]["mean"] == pytest.approx(-3.0)
   assert heldin["precisecoder − grpo"]["edit_lines"]["mean"] == pytest.approx(-1.0)
+  assert heldin["precisecoder − grpo"]["noop"]["mean"] == pytest.approx(0.5)
+  assert data["heldin"]["paper_table"]["base (step 0)"]["noop"]["mean"] == pytest.approx(0.25)
   assert "## Over seeds" in text and "## Multi-line split (generalisation)" in text
-  assert "## Held-in tasks" in text
+  section = text[text.index("## Held-in tasks"):text.index("## Multi-line split")]
+  assert "| model | pass | precision | recall | f1 | edit_lines | noop | damage |" in section
+  multi_section = text[text.index("## Multi-line split"):]
+  assert "| model | pass | precision | recall | f1 | edit_lines |\n" in multi_section

@@ -130,20 +130,24 @@ def test_run_report_json_holds_the_table_and_the_change(tmp_path):
 
 def test_run_report_judges_the_held_in_tasks_apart(tmp_path):
   """A run that learned on held-in tasks but not on held-out validation tasks says both, and
-  report.json carries the held-in table and change."""
+  report.json carries the held-in table and change, no-op and damage on its correct programs
+  included."""
   n = 10
-  for step, passes in ((0, [0] * n), (4, [1] * n)):
+  for step, passes, noops in ((0, [0] * n, [0, 0, 0, 1]), (4, [1] * n, [1, 1, 0, 1])):
     _write_eval(tmp_path, step, _records([0] * n, [4] * n, [0, 1] * 5))
     path = tmp_path / "eval" / f"step_{step}.json"
     data = json.loads(path.read_text())
-    data["heldin"] = {"summary": {"num_buggy": n}, "records": [
-        r for r in _records(passes, [2] * n, []) if r["is_buggy"]]}
+    data["heldin"] = {"summary": {"num_buggy": n, "num_clean": 4},
+                      "records": _records(passes, [2] * n, noops)}
     path.write_text(json.dumps(data))
   text = report.write_report(tmp_path).read_text()
   assert "**This run did not learn on validation tasks**" in text
   assert "**The policy learned on held-in tasks**" in text and "### Held-in tasks" in text
+  assert "10 tasks and 4 correct programs: new instances" in text
   data = json.loads((tmp_path / "report.json").read_text())
   assert data["heldin"]["changes"]["step 4 − base"]["pass"]["mean"] == 1.0
+  assert data["heldin"]["changes"]["step 4 − base"]["noop"]["mean"] == pytest.approx(0.5)
+  assert data["heldin"]["changes"]["step 4 − base"]["damage"]["mean"] == pytest.approx(-0.5)
   assert data["changes"]["step 4 − base"]["pass"]["mean"] == 0.0
 
 

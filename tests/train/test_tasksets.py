@@ -30,18 +30,24 @@ def test_generated_sets_follow_the_config_and_data_seed(tmp_path, monkeypatch):
 
 
 def test_held_in_tasks_are_new_instances_of_the_training_families(tmp_path, monkeypatch):
-  """Held-in tasks: training families (the generator's train split, at data seed + 1), and
-  not one buggy program the run trains on."""
+  """Held-in tasks: training families (the generator's train split, at data seed + 1), not one
+  buggy program the run trains on; then correct programs of those families, none of them a
+  fix the run's tasks hold (what it learnt to write)."""
   monkeypatch.setenv("PRECISECODER_CACHE", str(tmp_path))
-  cfg = _cfg(num_train=40, num_heldin=12)
+  cfg = _cfg(num_train=40, num_heldin=12, num_heldin_clean=6)
   cfg.model = ml_collections.ConfigDict(dict(checkpoint=""))
   heldin = tasksets.heldin_tasks(cfg)
   train = tasksets.train_tasks(cfg)
-  assert len(heldin) == 12
+  assert [t.is_buggy for t in heldin] == [True] * 12 + [False] * 6
   assert {t.extra["family"] for t in heldin} <= {f.key for f in families.families("easy",
                                                                                  "train")}
   assert not {t.buggy_code for t in heldin} & {t.buggy_code for t in train}
+  clean = heldin[12:]
+  assert all(t.buggy_code == t.gt_solution for t in clean)
+  assert not {t.buggy_code for t in clean} & {t.gt_solution for t in train}
   cfg.data.num_heldin = 0
+  assert tasksets.heldin_tasks(cfg) == clean
+  cfg.data.num_heldin_clean = 0
   assert tasksets.heldin_tasks(cfg) == []
 
 

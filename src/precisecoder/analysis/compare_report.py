@@ -251,8 +251,9 @@ def _setup(arms: Sequence[Arm], run: Mapping[str, Any]) -> list[str]:
            f"`{data.get('tier')}` tier; greedy evaluation every {train.get('eval_every')} steps on "
            f"{data.get('num_validation')} validation tasks (families held out of training), "
            f"{data.get('num_clean')} clean programs" + "".join(
-               f", {data[key]} {what}" for key, what in (("num_heldin", "held-in tasks"),
-                                                         ("num_multi", "multi-line tasks"))
+               f", {data[key]} {what}" for key, what in (
+                   ("num_heldin", "held-in tasks"), ("num_heldin_clean", "held-in clean programs"),
+                   ("num_multi", "multi-line tasks"))
                if data.get(key)) + "."]
   if run:
     walls = ", ".join(f"`{a}` {s:.0f} s" for a, s in run.get("wall_s", {}).items())
@@ -312,7 +313,9 @@ def _split_lines(name: str, split: Mapping[str, Any]) -> list[str]:
   if not split["paper_table"]:
     return []
   title, _, description = report.SPLITS[name]
-  columns = [c for c, (_, kind) in statistics.PAPER_COLUMNS.items() if kind == "buggy"]
+  has_clean = any(t["noop"].n for t in split["paper_table"].values())  # the split's programs
+  columns = [c for c, (_, kind) in statistics.PAPER_COLUMNS.items()
+             if kind == "buggy" or has_clean]
   lines = [f"## {title}", "", f"{description[0].upper()}{description[1:]} Greedy, 95% "
            "intervals over tasks.", "",
            statistics.markdown_table(split["paper_table"], columns, label="model"), ""]

@@ -42,7 +42,9 @@ def load_evals(workdir: str | os.PathLike) -> list[dict[str, Any]]:
 # (section title, name in a sentence, description).
 SPLITS = {
     "heldin": ("Held-in tasks", "held-in tasks", "new instances of the training families, "
-               "programs no run trained on: does the policy get better at what it practised?"),
+               "programs no run trained on: does the policy get better at what it practised? "
+               "And correct programs of those families, which no run saw as input: does it "
+               "leave them alone (no-op, damage)?"),
     "multi": ("Multi-line split (generalisation)", "the multi-line split", "held-out families, "
               "one atomic 2-4-line bug each; training had single-line bugs only."),
 }
@@ -232,15 +234,18 @@ def split_section(evals: Sequence[Mapping[str, Any]], title: str, description: s
                   ) -> list[str]:
   """A report section for a split evaluated apart: every evaluation, the change from the
   base."""
-  buggy = [c for c, (_, kind) in COLUMNS.items() if kind == "buggy"]
+  last = evals[-1]
+  columns = [c for c, (_, kind) in COLUMNS.items() if kind == "buggy" or last.get("num_clean")]
   change = change_from_base(evals)
-  lines = [f"### {title}", "", f"{evals[-1].get('num_buggy', '?')} tasks: {description}", ""]
+  counts = f"{last.get('num_buggy', '?')} tasks" + (
+      f" and {last['num_clean']} correct programs" if last.get("num_clean") else "")
+  lines = [f"### {title}", "", f"{counts}: {description}", ""]
   lines += [statistics.markdown_table({step_label(evals, i): intervals(e)
-                                       for i, e in enumerate(evals)}, columns=buggy,
+                                       for i, e in enumerate(evals)}, columns=columns,
                                       label="step"), ""]
   if change is not None:
-    lines += [statistics.markdown_table({f"step {evals[-1]['step']} − base": change},
-                                        columns=buggy, difference=True), ""]
+    lines += [statistics.markdown_table({f"step {last['step']} − base": change},
+                                        columns=columns, difference=True), ""]
   return lines
 
 

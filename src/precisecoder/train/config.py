@@ -57,7 +57,7 @@ RUN_PRESETS: dict[str, dict[str, Any]] = {
     "local": dict(
         **_SMALL_POLICY_CPU,
         data=dict(num_train=512, num_validation=64, num_clean=32, num_multi=0, num_heldin=64,
-                  include_tests_in_prompt=False),
+                  num_heldin_clean=32, include_tests_in_prompt=False),
         train=dict(steps=20, checkpoint_every=10, eval_every=20, eval_batch_size=32)),
     # The same path on the tiny base (tests, the GPU script's CPU rehearsal).
     "tiny-base": dict(
@@ -65,7 +65,7 @@ RUN_PRESETS: dict[str, dict[str, Any]] = {
         prompts_per_step=2, group_size=4, max_new_tokens=16, minibatch_size=8,
         learning_rate=1e-3,
         data=dict(num_train=8, num_validation=2, num_clean=2, num_multi=2, num_heldin=2,
-                  include_tests_in_prompt=False),
+                  num_heldin_clean=2, include_tests_in_prompt=False),
         rl=dict(shared_prompt=True, prompt_bucket=128),
         model=dict(mlp_chunk=0),
         train=dict(steps=2, checkpoint_every=1, eval_every=2, eval_batch_size=4,
@@ -76,7 +76,7 @@ RUN_PRESETS: dict[str, dict[str, Any]] = {
         prompts_per_step=32, group_size=8, max_new_tokens=96, minibatch_size=256,
         learning_rate=5e-5,
         data=dict(num_train=2048, num_validation=128, num_clean=64, num_multi=64, num_heldin=128,
-                  include_tests_in_prompt=False),
+                  num_heldin_clean=64, include_tests_in_prompt=False),
         rl=dict(shared_prompt=True, prompt_bucket=128, reward_workers=8),
         train=dict(steps=30, checkpoint_every=10, eval_every=5, eval_batch_size=128)),
     # The former main job on SmolLM2-135M, with a larger step size than the pod presets', so
@@ -111,11 +111,11 @@ RUN_PRESETS: dict[str, dict[str, Any]] = {
     # The arms of `precisecoder compare` (train/compare_arms.py; docs/compare.md): a budget
     # each arm gets in full. compare-cpu: the main job's policy and sizes, 40 steps, greedy
     # evaluation every 10 steps on 64 held-out-family tasks, 32 clean programs, 32
-    # multi-line tasks and 64 held-in tasks.
+    # multi-line tasks, 64 held-in tasks and 32 held-in clean programs.
     "compare-cpu": dict(
         **_SMALL_POLICY_CPU,
         data=dict(num_train=512, num_validation=64, num_clean=32, num_multi=32, num_heldin=64,
-                  include_tests_in_prompt=False),
+                  num_heldin_clean=32, include_tests_in_prompt=False),
         train=dict(steps=40, checkpoint_every=10, eval_every=10, eval_batch_size=32)),
     # The former CPU comparison: SmolLM2-135M for 4 steps at twice local-smollm2's step size.
     "compare-cpu-smollm2": dict(
@@ -160,11 +160,13 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
 
   # Training tasks from the bug generator (data.generator) unless `task_file` is set.
   # data.seed picks the generated tasks; the run's seed its sampling, data order and init.
-  # Evaluated beside the validation tasks: num_multi multi-line tasks and num_heldin new
-  # instances of the training families (tasksets.py).
+  # Evaluated beside the validation tasks: num_multi multi-line tasks, num_heldin new
+  # instances of the training families and num_heldin_clean correct programs of those families
+  # (tasksets.py).
   c.data = ml_collections.ConfigDict(dict(
       task_file="", tier="easy", num_train=512, num_validation=16, num_clean=16, num_multi=0,
-      num_heldin=0, seed=0, validation_file="", clean_file="", include_tests_in_prompt=True))
+      num_heldin=0, num_heldin_clean=0, seed=0, validation_file="", clean_file="",
+      include_tests_in_prompt=True))
 
   c.rl = ml_collections.ConfigDict(dict(
       reward="r_lambda", advantage="gdpo", lam=1 / 3, scale_std=True,
@@ -322,7 +324,7 @@ def _problems(c: ml_collections.ConfigDict):
     yield from at_least(field, 1)
   yield from one_of("data.tier", TIERS)
   for field in ("data.num_validation", "data.num_clean", "data.num_multi", "data.num_heldin",
-                "data.seed"):
+                "data.num_heldin_clean", "data.seed"):
     yield from at_least(field, 0)
   if not c.data.task_file:
     yield from at_least("data.num_train", 1)

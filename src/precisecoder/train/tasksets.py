@@ -100,20 +100,30 @@ def as_tasks(batch: Any, where: str) -> list[Task]:
 
 def heldin_tasks(cfg: ml_collections.ConfigDict) -> list[Task]:
   """`data.num_heldin` new instances of the training families (data seed + 1), none of whose
-  buggy programs the run trains on (nor its base's SFT corpus): does the policy get better at
-  what it practised, on programs it has not seen? Validation tasks ask whether that transfers
-  to families it never saw."""
-  count = int(cfg.data.num_heldin)
-  if not count:
+  buggy programs the run trains on (nor its base's SFT corpus), then `data.num_heldin_clean`
+  correct programs of those families, none of which it was trained to write: does the policy get
+  better at what it practised, on programs it has not seen, and does it leave correct ones
+  alone? Validation tasks ask whether that transfers to families it never saw."""
+  buggy_count, clean_count = int(cfg.data.num_heldin), int(cfg.data.num_heldin_clean)
+  if not buggy_count and not clean_count:
     return []
-  seen = {t.buggy_code for t in train_tasks(cfg)}
+  seen = train_tasks(cfg)
   if cfg.model.checkpoint == "base":
     from precisecoder.train import base_model  # pylint: disable=import-outside-toplevel
     sft_file, _ = base_model.sft_data(cfg.base)
-    seen |= {t.buggy_code for t in tasks_lib.load_tasks(sft_file)}
+    seen += tasks_lib.load_tasks(sft_file)
+  buggy_seen = {t.buggy_code for t in seen}
+  fixed_seen = {t.gt_solution for t in seen}  # what the base learnt to write: not "unseen"
+  tier, seed = cfg.data.tier, cfg.data.seed + 1
+  return (_unseen(lambda n: generated("train", tier, n, seed), buggy_count, buggy_seen)
+          + _unseen(lambda n: generated("train", tier, n, seed, clean=True), clean_count,
+                    fixed_seen))
+
+
+def _unseen(make, count: int, seen: set[str]) -> list[Task]:
+  """The first `count` tasks of `make(n)` whose program is not in `seen`."""
   pool, n = [], count
   while len(pool) < count and n <= 64 * count:  # families have few members: ask for more
     n *= 2
-    pool = [t for t in generated("train", cfg.data.tier, n, cfg.data.seed + 1)
-            if t.buggy_code not in seen]
+    pool = [t for t in make(n) if t.buggy_code not in seen]
   return pool[:count]
