@@ -13,7 +13,6 @@ truncation: exactly what a learner recomputes from the same policy at the same t
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import os
@@ -28,7 +27,7 @@ from jax.sharding import Mesh, NamedSharding
 
 from precisecoder import multihost
 from precisecoder.model.decoder import CACHE_AXES, Decoder, KVCache, positions_from_mask
-from precisecoder.model.sharding import constrain, logical_to_spec
+from precisecoder.model.sharding import constrain, logical_to_spec, mesh_scope
 
 _MASKED = -1e30
 PROMPT_BUCKET = 64  # prompts are left-padded to a multiple of this many tokens (at least one)
@@ -328,7 +327,7 @@ def sample(model: Decoder, prompt_ids: Sequence[Sequence[int]], *, num_samples: 
   statics = _statics(num_samples, max_new_tokens, temperature, top_p, top_k, eos_ids, pad_id,
                      decode_segments)
   key = jax.random.key(seed)
-  with jax.set_mesh(mesh) if mesh is not None else contextlib.nullcontext():
+  with mesh_scope(mesh):
     if multihost.spans_processes(mesh):
       prompt_d, mask_d, index_d = _to_mesh((prompt, mask, index), mesh)
     else:
@@ -449,7 +448,7 @@ class Conversation:
     self.first = self._output(tokens, logprobs, lengths)
 
   def _on_mesh(self):
-    return jax.set_mesh(self.mesh) if self.mesh is not None else contextlib.nullcontext()
+    return mesh_scope(self.mesh)
 
   def _output(self, tokens, logprobs, lengths) -> SampleOutput:
     return SampleOutput(prompt_ids=self._prompt, prompt_mask=self._prompt_mask, tokens=tokens,

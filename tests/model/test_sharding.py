@@ -94,5 +94,18 @@ def test_sharding_rules_drop_axes_that_do_not_divide():
     make_mesh((2, 2, 2))
 
 
+def test_mesh_scope_sets_the_current_mesh_only_when_there_is_one():
+  import jax
+  from jax.sharding import AxisType
+
+  from precisecoder.model.sharding import mesh_scope
+
+  mesh = jax.make_mesh((1,), ("data",), axis_types=(AxisType.Auto,))
+  with mesh_scope(mesh):
+    assert jax.sharding.get_abstract_mesh().axis_names == ("data",)
+  with mesh_scope(None):
+    assert jax.sharding.get_abstract_mesh().empty
+
+
 if __name__ == "__main__":
   print(json.dumps(_check()))

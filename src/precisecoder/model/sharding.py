@@ -8,6 +8,7 @@ dimension is dropped for that array (it is replicated along that axis instead).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 
@@ -135,3 +136,9 @@ def shard_model(model: nnx.Module, mesh: Mesh) -> nnx.Module:
       lambda v: v, shardings, is_leaf=lambda v: isinstance(v, NamedSharding)))
   nnx.update(model, placed)
   return model
+
+
+def mesh_scope(mesh: Mesh | None) -> contextlib.AbstractContextManager:
+  """The context that jitted code runs in: `mesh` set as JAX's current mesh (the sharding
+  constraints inside name its axes), or nothing on one device."""
+  return jax.set_mesh(mesh) if mesh is not None else contextlib.nullcontext()

@@ -23,6 +23,7 @@ from absl import logging
 
 from precisecoder import multihost
 from precisecoder.tasks import Task
+from precisecoder.model.sharding import mesh_scope
 from precisecoder.train import rollout as rollout_lib, sequences, step as step_lib, tasksets
 from precisecoder.train.run import Run, sample_seed
 
@@ -119,7 +120,7 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
         rejected = [answer(r, g) for g, _, r in usable]
         batch = preference_batch(prompt_ids, chosen, rejected, policy.pad_id, pairs=padded,
                                  weighted=len(pairs), max_len=cfg.dpo.max_len)
-        with step_lib.mesh_scope(run.mesh):
+        with mesh_scope(run.mesh):
           device_batch = step_lib.to_device(batch, run.mesh)
           ref = logprob_fn(run.reference_params, device_batch["tokens"], device_batch["mask"],
                            device_batch["completion_mask"])

@@ -34,6 +34,7 @@ import ml_collections
 import numpy as np
 
 from precisecoder import episodes, multihost, reward_recipes
+from precisecoder.model.sharding import mesh_scope
 from precisecoder.train import policy as policy_lib, rollout as rollout_lib, step as step_lib
 from precisecoder.train import tasksets
 from precisecoder.train.run import Run, sample_seed
@@ -142,7 +143,7 @@ def learn(run: Run, step_fn, params: Any, opt_state: Any, batch: dict[str, np.nd
   size = min(rl.minibatch_size, n)  # divides n: config.validate checks it
   group = step_lib.shared_group(rl)  # minibatches of whole groups when they share prompts
   out = []
-  with step_lib.mesh_scope(run.mesh):
+  with mesh_scope(run.mesh):
     if ref_fn is not None:
       device_batch["ref_logprobs"] = ref_fn(run.reference_params, device_batch["tokens"],
                                             device_batch["mask"],

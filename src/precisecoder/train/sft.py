@@ -17,6 +17,7 @@ from jax.sharding import Mesh
 
 from precisecoder import multihost
 from precisecoder.tasks import Task
+from precisecoder.model.sharding import mesh_scope
 from precisecoder.train import sequences, step as step_lib, tasksets
 from precisecoder.train.policy import Policy
 from precisecoder.train.run import Run
@@ -94,7 +95,7 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
       batch = sft_batch(run.policy, batch_tasks, include_tests=cfg.data.include_tests_in_prompt,
                         max_len=cfg.sft.max_len, power_of_two=by_length)
       batch = fill_devices(batch, run.mesh)
-      with step_lib.mesh_scope(run.mesh):
+      with mesh_scope(run.mesh):
         params, opt_state, m = step_fn(params, opt_state, step_lib.to_device(batch, run.mesh))
       m = {f"train/{k}": float(v) for k, v in jax.device_get(m).items()}
       if run.end_step(step, params, opt_state, m, iterator.get_state(), t0,

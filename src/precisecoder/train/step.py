@@ -6,7 +6,6 @@ and `completion_mask` over the last T positions, where the loss lives.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from typing import Any, Callable
 
@@ -163,12 +162,6 @@ def make_dpo_step(graphdef: nnx.GraphDef, tx: optax.GradientTransformation, beta
                                "grad_norm": gnorm}
 
   return step
-
-
-def mesh_scope(mesh: Mesh | None) -> contextlib.AbstractContextManager:
-  """The context the steps run in: `mesh` set as JAX's current mesh (the sharding
-  constraints inside the steps name its axes), or nothing on one device."""
-  return jax.set_mesh(mesh) if mesh is not None else contextlib.nullcontext()
 
 
 def to_device(batch: dict[str, Any], mesh: Mesh | None = None) -> dict[str, jax.Array]:
