@@ -118,21 +118,6 @@ def test_more_adds_jobs_to_the_running_batch(pool):
   assert (after["jobs"] - before["jobs"], after["duplicates"] - before["duplicates"]) == (5, 1)
 
 
-def test_every_known_job_is_with_a_worker_while_more_runs(pool):
-  """No reply is read while `more` runs: a worker that ran out of jobs would wait for it. So
-  every job known by then is handed out first (more than a chunk), dealt evenly."""
-  first = [Job(f"{ADD}\nx = {i}\n", CALL, FAST) for i in range(40)]
-  held = []
-
-  def more():
-    held.extend(len(w.inflight) for w in pool._workers)  # pylint: disable=protected-access
-    return [Job(WRONG_ADD, CALL, FAST)]
-
-  results = pool.run(first, more=more)
-  assert held == [20, 20]
-  assert [r.passed for r in results] == [True] * 40 + [False]
-
-
 def test_a_failing_more_leaves_the_pool_working(pool):
   def more():
     raise KeyError("diffing failed")

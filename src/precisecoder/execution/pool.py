@@ -6,10 +6,8 @@ import atexit
 import base64
 import collections
 import dataclasses
-import fcntl
 import functools
 import importlib.util
-import itertools
 import json
 import logging
 import math
@@ -42,9 +40,6 @@ _WORKER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LD_BI
                "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 _STARTUP_TIMEOUT_S = 60.0
 _MAX_CHUNK = 16
-# Each worker pipe's capacity: while the caller of `run(more=)` works out the rest of a batch,
-# every job known so far waits in its worker's inbox and their replies in its outbox (`_execute`).
-_PIPE_BYTES = 1 << 20
 _WATCHDOG_SLACK_S = 30.0  # a worker silent this long past its jobs' limits is presumed stuck
 _MAX_ATTEMPTS = 2
 # The pool waits on its workers' pipes with select(), which handles descriptors below 1024;
@@ -165,11 +160,6 @@ class _Worker:
     self.outbox = self.process.stdout.fileno()  # we read
     os.set_blocking(self.inbox, False)
     os.set_blocking(self.outbox, False)
-    for fd in (self.inbox, self.outbox):
-      try:
-        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
-      except OSError:  # above the host's pipe-max-size: the default capacity still works
-        pass
     self.reader = protocol.MessageReader()
     self.pending_out = bytearray()
     self.inflight: collections.deque[int] = collections.deque()
@@ -394,12 +384,10 @@ class ExecutionPool:
   def _execute(self, prepared: list[_Prepared], batch_deadline: float,
                more: Callable[[], list[int]] | None = None) -> list[Result]:
     """Feeds chunks to workers and judges replies as they arrive. `more` (see `run`) is called
-    once the first jobs are all out; it appends jobs to `prepared` and returns their indices."""
+    once the first chunks are out; it appends jobs to `prepared` and returns their indices."""
     queue = collections.deque(self._longest_first(prepared, range(len(prepared))))
     if more is not None:
-      # No reply is read while `more` runs: every job known so far goes out first, so that no
-      # worker runs dry while the caller works (a top-up would wait for `more` to return).
-      self._dispatch_all(queue, prepared)
+      self._dispatch(queue, prepared)
       try:
         added = more()
       except BaseException:
@@ -469,24 +457,11 @@ class ExecutionPool:
         break
       if len(worker.inflight) > chunk // 2:
         continue  # still busy: top up once it has drained half
-      self._hand(worker, [queue.popleft() for _ in range(min(chunk, len(queue)))], prepared)
-
-  def _dispatch_all(self, queue: collections.deque, prepared: list[_Prepared]) -> None:
-    """Hands every queued job out now, dealt in turn (longest first, so no worker gets all the
-    long ones), in chunks: a worker starts on its first chunk while the rest arrive."""
-    dealt = [list(itertools.islice(queue, i, None, len(self._workers)))
-             for i in range(len(self._workers))]
-    queue.clear()
-    for worker, ids in zip(self._workers, dealt):
-      for start in range(0, len(ids), _MAX_CHUNK):
-        self._hand(worker, ids[start:start + _MAX_CHUNK], prepared)
-
-  @staticmethod
-  def _hand(worker: _Worker, ids: list[int], prepared: list[_Prepared]) -> None:
-    if not worker.inflight:
-      worker.busy_since = time.monotonic()
-    worker.inflight.extend(ids)
-    worker.send([prepared[i].message for i in ids])
+      ids = [queue.popleft() for _ in range(min(chunk, len(queue)))]
+      if not worker.inflight:
+        worker.busy_since = time.monotonic()
+      worker.inflight.extend(ids)
+      worker.send([prepared[i].message for i in ids])
 
   def _worker_died(self, worker: _Worker, queue: collections.deque,
                    prepared: list[_Prepared], outcomes: list, why: str) -> int:
