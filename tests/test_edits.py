@@ -91,6 +91,29 @@ def test_line_levenshtein():
   assert edits.line_levenshtein(BUGGY, "def f(x):\n    return 1\n") == 6
 
 
+def _table_levenshtein(a, b):
+  """The quadratic dynamic programme, the reference for the bit-parallel one."""
+  previous = list(range(len(b) + 1))
+  for i, item_a in enumerate(a, 1):
+    current = [i] + [0] * len(b)
+    for j, item_b in enumerate(b, 1):
+      current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (item_a != item_b))
+    previous = current
+  return previous[-1]
+
+
+def test_levenshtein_equals_the_table_on_random_sequences():
+  rng = random.Random(7)
+  for _ in range(600):  # lengths across the 64-bit word boundary; few or many distinct lines
+    alphabet = rng.choice([1, 2, 3, 5, 12])
+    a = [f"x{rng.randrange(alphabet)}" for _ in range(rng.randrange(0, 140))]
+    b = [f"x{rng.randrange(alphabet)}" for _ in range(rng.randrange(0, 140))]
+    assert edits._levenshtein(a, b) == _table_levenshtein(a, b), (a, b)  # pylint: disable=protected-access
+  program = "\n".join(f"line {i}" for i in range(200)) + "\n"
+  edited = program.replace("line 7\n", "").replace("line 150", "line 150!") + "tail\n"
+  assert edits.line_levenshtein(program, edited) == 3
+
+
 lines = st.lists(st.sampled_from(["a = 1", "b = 2", "  c = 3", "", "return a", "x += 1"]),
                  max_size=12)
 

@@ -376,11 +376,35 @@ def line_levenshtein(before: str, after: str) -> int:
   while hi_a > lo and hi_b > lo and a[hi_a - 1] == b[hi_b - 1]:
     hi_a -= 1
     hi_b -= 1
-  a, b = a[lo:hi_a], b[lo:hi_b]
-  previous = list(range(len(b) + 1))
-  for i, line_a in enumerate(a, 1):
-    current = [i] + [0] * len(b)
-    for j, line_b in enumerate(b, 1):
-      current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (line_a != line_b))
-    previous = current
-  return previous[-1]
+  return _levenshtein(a[lo:hi_a], b[lo:hi_b])
+
+
+def _levenshtein(a: Sequence[str], b: Sequence[str]) -> int:
+  """Unit-cost edit distance of two sequences, by Myers' bit-parallel algorithm (in Hyyro's
+  formulation): one column of the dynamic programme per item of `b`, held as the bit vectors of
+  its vertical differences (+1, -1) over `a`, in one Python int of len(a) bits. The same value
+  as the quadratic table, in len(b) steps of a few int operations."""
+  if not a:
+    return len(b)
+  matches: dict[str, int] = {}  # item -> bits of the positions in `a` that hold it
+  for i, item in enumerate(a):
+    matches[item] = matches.get(item, 0) | (1 << i)
+  ones = (1 << len(a)) - 1
+  last = 1 << (len(a) - 1)
+  plus, minus = ones, 0  # vertical differences +1 and -1 of the current column
+  distance = len(a)
+  for item in b:
+    eq = matches.get(item, 0)
+    x = eq | minus
+    diagonal = (((x & plus) + plus) ^ plus) | x  # where the column's diagonal step is free
+    h_plus = minus | (ones & ~(diagonal | plus))
+    h_minus = diagonal & plus
+    if h_plus & last:
+      distance += 1
+    elif h_minus & last:
+      distance -= 1
+    h_plus = ((h_plus << 1) | 1) & ones
+    h_minus = (h_minus << 1) & ones
+    plus = h_minus | (ones & ~(diagonal | h_plus))
+    minus = h_plus & diagonal
+  return distance

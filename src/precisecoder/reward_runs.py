@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import hashlib
 import json
 from typing import Any, Callable, Mapping, Protocol, Sequence, TypeVar
@@ -193,8 +194,15 @@ def _output_cap_hit(result: Result, limits: Limits) -> bool:
 
 
 def _spec_json(tests: Mapping[str, Any], limits: Limits) -> str:
-  return json.dumps([tests, dataclasses.asdict(limits)], sort_keys=True, separators=(",", ":"),
+  return json.dumps([tests, _limits_dict(limits)], sort_keys=True, separators=(",", ":"),
                     default=repr)
+
+
+@functools.lru_cache(maxsize=64)
+def _limits_dict(limits: Limits) -> dict[str, Any]:
+  """`dataclasses.asdict(limits)`, once per distinct Limits (a batch shares a handful): asdict
+  deep-copies every field, most of a spec key's cost. Callers must not mutate it."""
+  return dataclasses.asdict(limits)
 
 
 def _verdict_key(program: str, spec_json: str) -> str:
