@@ -108,6 +108,12 @@ def test_comparison_over_seeds_and_the_multi_line_split(tmp_path):
   assert heldin["grpo − base"]["edit_lines"]["mean"] == pytest.approx(-3.0)
   assert heldin["precisecoder − grpo"]["edit_lines"]["mean"] == pytest.approx(-1.0)
   assert heldin["precisecoder − grpo"]["noop"]["mean"] == pytest.approx(0.5)
+  # Over seeds on the held-in split too: every seed's no-op is 0.5 (grpo) and 1.0.
+  heldin_seeds = data["heldin"]["seeds"]
+  assert heldin_seeds["tables"]["grpo"]["noop"]["mean"] == pytest.approx(0.5)
+  assert heldin_seeds["changes"]["precisecoder − grpo"]["noop"]["mean"] == pytest.approx(0.5)
+  assert heldin_seeds["changes"]["precisecoder − grpo"]["edit_lines"]["low"] == pytest.approx(
+      -1.0)
   assert data["heldin"]["paper_table"]["base (step 0)"]["noop"]["mean"] == pytest.approx(0.25)
   assert "## Over seeds" in text and "## Multi-line split (generalisation)" in text
   section = text[text.index("## Held-in tasks"):text.index("## Multi-line split")]

@@ -33,6 +33,11 @@ def _jsonable(tables: Mapping[str, Mapping[str, statistics.Interval]]) -> dict[s
   return {name: {c: iv.to_json() for c, iv in t.items()} for name, t in tables.items()}
 
 
+def _seeds_json(seeds: Mapping[str, Any]) -> dict[str, Any]:
+  return {"tables": _jsonable(seeds["tables"]), "changes": _jsonable(seeds["changes"]),
+          "per_seed": seeds["per_seed"]}
+
+
 def _mean(values: Sequence[float]) -> float:
   return sum(values) / len(values) if values else float("nan")
 
@@ -119,16 +124,18 @@ def _mean_rows(runs: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, An
   return out
 
 
-def seed_tables(arms: Sequence[Arm]) -> dict[str, Any]:
+def seed_tables(arms: Sequence[Arm], split: str | None = None) -> dict[str, Any]:
   """Intervals over seeds (Student's t over the seeds' means of each column at their last
-  evaluation) per arm, and each arm − the first arm paired by seed."""
+  evaluation, of the validation tasks or of `split`) per arm, and each arm − the first arm
+  paired by seed."""
   seeded = [a for a in arms if isinstance(a, SeededArm)]
   per_seed: dict[str, dict[int, dict[str, float]]] = {}
   for arm in seeded:
     per_seed[arm.name] = {}
     for seed, run in zip(arm.seeds, arm.runs):
-      if run.final is not None:
-        per_seed[arm.name][seed] = {c: iv.mean for c, iv in report.intervals(run.final).items()}
+      final = run.final if split is None else (run.final or {}).get(split)
+      if final:
+        per_seed[arm.name][seed] = {c: iv.mean for c, iv in report.intervals(final).items()}
   columns = list(statistics.PAPER_COLUMNS)
   tables = {name: {c: statistics.seed_interval([m[c] for m in means.values()])
                    for c in columns} for name, means in per_seed.items() if means}
@@ -163,7 +170,7 @@ def split_tables(arms: Sequence[Arm], base: Mapping[str, Any] | None, split: str
   reference = next(iter(finals.values()), None)
   for name, rows in list(finals.values())[1:]:
     changes[f"{name} − {reference[0]}"] = statistics.paired_differences(reference[1], rows)
-  return {"paper_table": paper, "changes": changes}
+  return {"paper_table": paper, "changes": changes, "seeds": seed_tables(arms, split)}
 
 
 def _base(arms: Sequence[Arm]) -> tuple[dict[str, Any] | None, list[str]]:
@@ -295,17 +302,22 @@ def _significant(changes: Mapping[str, Mapping[str, statistics.Interval]]) -> st
   return "Changes whose interval excludes 0: " + "; ".join(found) + "."
 
 
-def _seed_lines(seeds: Mapping[str, Any]) -> list[str]:
+def _seed_lines(seeds: Mapping[str, Any], columns: Sequence[str] | None = None,
+                heading: bool = True) -> list[str]:
+  """The over-seeds tables: under their own heading (the validation tasks), or as the last
+  part of a split's section."""
   if not seeds["tables"]:
     return []
   n = max(len(m) for m in seeds["per_seed"].values())
-  lines = ["## Over seeds", "", f"Each seed's mean over tasks at its last evaluation, then the "
-           f"mean over {n} seeds with a 95% Student-t interval over seeds (the spread from RL's "
-           "own randomness: sampling, task order):", "",
-           statistics.markdown_table(seeds["tables"], label="arm"), ""]
+  columns = tuple(columns or statistics.PAPER_COLUMNS)
+  lines = ["## Over seeds", ""] if heading else []
+  lines += [f"Each seed's mean over tasks at its last evaluation, then the mean over {n} seeds "
+            "with a 95% Student-t interval over seeds (the spread from RL's own randomness: "
+            "sampling, task order):", "",
+            statistics.markdown_table(seeds["tables"], columns, label="arm"), ""]
   if seeds["changes"]:
     lines += ["Differences paired by seed (same seed, same tasks), t-interval over seeds:", "",
-              statistics.markdown_table(seeds["changes"], difference=True), ""]
+              statistics.markdown_table(seeds["changes"], columns, difference=True), ""]
   return lines
 
 
@@ -322,7 +334,7 @@ def _split_lines(name: str, split: Mapping[str, Any]) -> list[str]:
   if split["changes"]:
     lines += ["Paired by task:", "", statistics.markdown_table(split["changes"], columns,
                                                               difference=True), ""]
-  return lines
+  return lines + _seed_lines(split["seeds"], columns, heading=False)
 
 
 def write(workdir: str | os.PathLike, arm_names: Sequence[str],
@@ -371,10 +383,9 @@ def write(workdir: str | os.PathLike, arm_names: Sequence[str],
       "evaluations": {a.name: _jsonable({str(s): t for s, t in a.tables.items()}) for a in arms},
       "train": {a.name: {k: {"steps": v[0], "values": v[1]} for k, v in curves[a.name].items()
                          if not k.startswith("eval/")} for a in arms},
-      "seeds": {"tables": _jsonable(result["seeds"]["tables"]),
-                "changes": _jsonable(result["seeds"]["changes"]),
-                "per_seed": result["seeds"]["per_seed"]},
-      **{name: {k: _jsonable(v) for k, v in split.items()}
+      "seeds": _seeds_json(result["seeds"]),
+      **{name: {"paper_table": _jsonable(split["paper_table"]),
+                "changes": _jsonable(split["changes"]), "seeds": _seeds_json(split["seeds"])}
          for name, split in result["splits"].items() if split["paper_table"]},
       "correlations": {
           "edit_size_unit": {k: c.to_json() for k, c in corr["edit_size_unit"].items()},
