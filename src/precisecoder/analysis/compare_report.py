@@ -152,8 +152,8 @@ def seed_tables(arms: Sequence[Arm], split: str | None = None) -> dict[str, Any]
 
 def split_tables(arms: Sequence[Arm], base: Mapping[str, Any] | None, split: str
                  ) -> dict[str, Any]:
-  """A split evaluated apart (report.SPLITS): the paper's buggy columns for the base and each
-  arm's last evaluation; each arm − base and − the first arm, paired by task."""
+  """A split evaluated apart (report.SPLITS): the paper's table for the base and each arm's
+  last evaluation; each arm − base and − the first arm, paired by task; the tables over seeds."""
   def records(evaluation):
     return ((evaluation or {}).get(split) or {}).get("records")
 
