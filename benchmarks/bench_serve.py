@@ -52,6 +52,7 @@ import time
 from precisecoder import predictions, rewards, tasks as tasks_lib
 from precisecoder.data import generator
 from precisecoder.execution import ExecutionPool
+from cpu_time import own_cpu, tree_cpu
 from results import add_record_flag, recorded
 
 
@@ -72,30 +73,6 @@ def _items(task_list: list[tasks_lib.Task]) -> list[dict]:
           for t in task_list for k, c in enumerate(_completions(t))]
 
 
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _tree_cpu(pid: int) -> float:
-  """CPU seconds of `pid` and its live descendants, each with the children it has reaped."""
-  try:
-    with open(f"/proc/{pid}/stat") as f:
-      fields = f.read().rsplit(")", 1)[1].split()
-    total = sum(int(x) for x in fields[11:15]) / _TICK  # utime stime cutime cstime
-    children = []
-    for task in pathlib.Path(f"/proc/{pid}/task").iterdir():
-      children += (task / "children").read_text().split()
-  except (FileNotFoundError, ProcessLookupError):
-    return 0.0
-  return total + sum(_tree_cpu(int(child)) for child in children)
-
-
-def _own_cpu(pid: int) -> float:
-  """CPU seconds of `pid` itself (all its threads), without its children."""
-  with open(f"/proc/{pid}/stat") as f:
-    fields = f.read().rsplit(")", 1)[1].split()
-  return (int(fields[11]) + int(fields[12])) / _TICK
-
-
 class _Window:
   """Wall seconds of a `with` block and CPU seconds of the whole process tree, and of the
   processes that coordinate the scoring (this one, and the server's own when `server_pid`):
@@ -106,16 +83,16 @@ class _Window:
 
   def _coordinating(self) -> float:
     own = time.process_time()
-    return own + (_own_cpu(self.server_pid) if self.server_pid else 0.0)
+    return own + (own_cpu(self.server_pid) if self.server_pid else 0.0)
 
   def __enter__(self):
-    self.cpu, self.coordinating = _tree_cpu(os.getpid()), self._coordinating()
+    self.cpu, self.coordinating = tree_cpu(os.getpid()), self._coordinating()
     self.wall = time.perf_counter()
     return self
 
   def __exit__(self, *exc):
     self.wall = time.perf_counter() - self.wall
-    self.cpu = _tree_cpu(os.getpid()) - self.cpu
+    self.cpu = tree_cpu(os.getpid()) - self.cpu
     self.coordinating = self._coordinating() - self.coordinating
 
 
