@@ -111,7 +111,7 @@ def heldin_tasks(cfg: ml_collections.ConfigDict) -> list[Task]:
   if cfg.model.checkpoint == "base":
     from precisecoder.train import base_model  # pylint: disable=import-outside-toplevel
     sft_file, _ = base_model.sft_data(cfg.base)
-    seen += tasks_lib.load_tasks(sft_file)
+    seen = seen + tasks_lib.load_tasks(sft_file)
   buggy_seen = {t.buggy_code for t in seen}
   fixed_seen = {t.gt_solution for t in seen}  # what the base learnt to write: not "unseen"
   tier, seed = cfg.data.tier, cfg.data.seed + 1
