@@ -13,10 +13,13 @@ read it, with the hosts' logs.
 """
 
 import json
+import os
 import pathlib
 import re
 import shutil
 import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -283,3 +286,22 @@ def test_agent_episodes_on_two_hosts_train_like_one_process(start, hosts):
     assert x.keys() == y.keys()
     for k in x:
       assert x[k] == pytest.approx(y[k], rel=1e-6, abs=1e-6), k
+
+
+@pytest.mark.slow  # a 2-host launch of its own: a minute or two on 2 cores (-m slow)
+def test_the_local_pod_script_trains_the_tiny_preset_on_two_hosts(tmp_path):
+  """scripts/multihost_local.sh as docs/multihost.md runs it (its default mesh, fsdp over both
+  hosts' devices): both hosts finish every step and the primary writes the run's report."""
+  workdir = tmp_path / "run"
+  done = subprocess.run(
+      [str(ROOT / "scripts" / "multihost_local.sh"), "2", "configs/precisecoder.py:tiny",
+       str(workdir), "--config.train.steps=2"], cwd=ROOT,
+      env={**os.environ, "PYTHON": sys.executable}, capture_output=True, text=True,
+      timeout=1800, check=False)
+  logs = {p.name: p.read_text() for p in (workdir / "logs").glob("*.log")}
+  assert done.returncode == 0 and "2 processes done (exit 0)" in done.stdout, (done, logs)
+  assert sorted(logs) == ["process_0.log", "process_1.log"]
+  # Each host holds its own shards of the parameters, and says so at the last step.
+  assert all("step 2: parameters on this host: sha256" in text for text in logs.values()), logs
+  assert sorted({r["step"] for r in _step_metrics(workdir)}) == [0, 1, 2]  # evaluated at 0
+  assert json.loads((workdir / "report.json").read_text())
