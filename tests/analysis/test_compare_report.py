@@ -12,11 +12,17 @@ from tests.analysis.test_report import _records, _write_eval
 def test_comparison_report_tables_correlations_and_pngs(tmp_path):
   n = 24
   base = _records([0, 1] * (n // 2), [3] * n, [0, 0, 1, 1] * 3)
-  _write_eval(tmp_path / "grpo", 0, base)
-  _write_eval(tmp_path / "precisecoder", 0, base)
   # GRPO: more passes, larger edits, fewer no-ops; PreciseCoder: same passes, small edits.
-  _write_eval(tmp_path / "grpo", 2, _records([1] * n, [6] * n, [0, 0, 0, 1] * 3))
-  _write_eval(tmp_path / "precisecoder", 2, _records([1] * n, [1] * n, [1, 1, 1, 0] * 3))
+  evaluations = {("grpo", 0): base, ("precisecoder", 0): base,
+                 ("grpo", 2): _records([1] * n, [6] * n, [0, 0, 0, 1] * 3),
+                 ("precisecoder", 2): _records([1] * n, [1] * n, [1, 1, 1, 0] * 3)}
+  for (arm, step), records in evaluations.items():
+    _write_eval(tmp_path / arm, step, records)
+    # The held-in split holds the same records: its correlations are the validation ones, read
+    # from records where the validation ones read the summaries.
+    path = tmp_path / arm / "eval" / f"step_{step}.json"
+    path.write_text(json.dumps(dict(json.loads(path.read_text()),
+                                    heldin={"summary": {}, "records": records})))
   for arm, lines in (("grpo", (3.0, 5.0)), ("precisecoder", (3.0, 1.5))):
     (tmp_path / arm / "metrics.jsonl").write_text("".join(
         json.dumps({"step": s, "reward": 0.1 * s, "reward/unit": 0.2, "reward/edit_lines": v,
@@ -40,6 +46,11 @@ def test_comparison_report_tables_correlations_and_pngs(tmp_path):
   # Edit size vs unit pools the base once and each arm's later evaluations (buggy samples).
   pooled = data["correlations"]["edit_size_unit"]["all arms"]
   assert pooled["n"] == 3 * n and -1 < pooled["r"] < 0
+  heldin = data["heldin"]["correlations"]
+  assert heldin["edit_size_unit"] == data["correlations"]["edit_size_unit"]
+  assert heldin["precision_noop"]["r"] == pytest.approx(0.0, abs=1e-9)
+  assert heldin["precision_noop_points"] == points
+  assert "- On held-in tasks: edit size vs unit grpo" in text
   assert (tmp_path / "compare_eval.png").stat().st_size > 0
   assert (tmp_path / "compare_train.png").stat().st_size > 0
 

@@ -15,6 +15,7 @@ Reads each arm's workdir (`<workdir>/<arm>/eval/step_N.json`, `metrics.jsonl`,
 from __future__ import annotations
 
 import json
+import math
 import os
 import pathlib
 from collections.abc import Mapping, Sequence
@@ -170,7 +171,8 @@ def split_tables(arms: Sequence[Arm], base: Mapping[str, Any] | None, split: str
   reference = next(iter(finals.values()), None)
   for name, rows in list(finals.values())[1:]:
     changes[f"{name} − {reference[0]}"] = statistics.paired_differences(reference[1], rows)
-  return {"paper_table": paper, "changes": changes, "seeds": seed_tables(arms, split)}
+  return {"paper_table": paper, "changes": changes, "seeds": seed_tables(arms, split),
+          "correlations": _correlations(arms, base, split)}
 
 
 def _base(arms: Sequence[Arm]) -> tuple[dict[str, Any] | None, list[str]]:
@@ -192,23 +194,46 @@ def _base(arms: Sequence[Arm]) -> tuple[dict[str, Any] | None, list[str]]:
   return base, notes
 
 
-def _correlations(arms: Sequence[Arm], base: dict[str, Any] | None) -> dict[str, Any]:
+def _correlations(arms: Sequence[Arm], base: dict[str, Any] | None,
+                  split: str | None = None) -> dict[str, Any]:
+  """The paper's two correlations on the validation tasks, or on `split` (report.SPLITS):
+  edit size vs unit over every evaluated buggy sample, and precision vs no-op across the
+  evaluation points (each arm's, the base once)."""
+  def part(evaluation):
+    return evaluation if split is None else (evaluation or {}).get(split) or {}
+
+  def point(evaluation):  # (precision, no-op) of one evaluation point
+    if split is None:
+      values = [evaluation.get("precision"), evaluation.get("noop")]
+    else:
+      table = statistics.paper_table(part(evaluation).get("records") or [], resamples=1)
+      values = [table["precision"].mean, table["noop"].mean]
+    return [math.nan if v is None else v for v in values]
+
   edit_unit = {}
-  pooled = list(base["records"]) if base else []
+  pooled = list(part(base).get("records") or []) if base else []
   for arm in arms:
-    rows = [r for e in arm.evals for r in e["records"]]
+    rows = [r for e in arm.evals for r in part(e).get("records") or []]
     edit_unit[arm.name] = statistics.edit_size_unit_correlation(rows)
-    pooled += [r for e in arm.evals if e["step"] > 0 for r in e["records"]]
+    pooled += [r for e in arm.evals if e["step"] > 0 for r in part(e).get("records") or []]
   edit_unit["all arms"] = statistics.edit_size_unit_correlation(pooled)
-  # One point per evaluation: (arm, step), the shared base once.
-  points = ([("base", 0, base)] if base else []) + [
-      (arm.name, e["step"], e) for arm in arms for e in arm.evals if e["step"] > 0]
-  precision_noop = statistics.pearson(
-      [float("nan") if e.get("precision") is None else e["precision"] for _, _, e in points],
-      [float("nan") if e.get("noop") is None else e["noop"] for _, _, e in points])
+  points = ([("base", 0, point(base))] if base else []) + [
+      (arm.name, e["step"], point(e)) for arm in arms for e in arm.evals if e["step"] > 0]
+  precision_noop = statistics.pearson([p[0] for *_, p in points], [p[1] for *_, p in points])
   return {"edit_size_unit": edit_unit, "precision_noop": precision_noop,
-          "precision_noop_points": [{"arm": a, "step": s, "precision": e.get("precision"),
-                                     "noop": e.get("noop")} for a, s, e in points]}
+          "precision_noop_points": [
+              {"arm": a, "step": s, "precision": _finite(p[0]), "noop": _finite(p[1])}
+              for a, s, p in points]}
+
+
+def _correlations_json(correlations: Mapping[str, Any]) -> dict[str, Any]:
+  return {"edit_size_unit": {k: c.to_json() for k, c in correlations["edit_size_unit"].items()},
+          "precision_noop": correlations["precision_noop"].to_json(),
+          "precision_noop_points": correlations["precision_noop_points"]}
+
+
+def _finite(value: float) -> float | None:
+  return None if math.isnan(value) else value
 
 
 def build(workdir: str | os.PathLike, arm_names: Sequence[str], seeds: Sequence[int] = ()
@@ -362,11 +387,17 @@ def write(workdir: str | os.PathLike, arm_names: Sequence[str],
   for name, split in result["splits"].items():
     lines += _split_lines(name, split)
   lines += ["## Correlations (Pearson r, 95% Fisher-z interval)", "",
-            "- Edit size (−ℓ) vs unit over greedy samples of buggy validation tasks, every "
-            "evaluation point (the paper: 0.13 at 4B, 0.14 at 9B): " + "; ".join(
-                f"{name} {c.format()}" for name, c in corr["edit_size_unit"].items()) + ".",
-            "- Precision vs no-op rate across evaluation points (each arm's evaluations, the "
-            f"base once; the paper: 0.87 across sizes): {corr['precision_noop'].format()}.", ""]
+            "The paper's: 0.13 at 4B and 0.14 at 9B for edit size (−ℓ) vs unit over greedy "
+            "samples of buggy tasks; 0.87 across sizes for precision vs no-op on clean programs "
+            "across evaluation points (here each arm's evaluations, the base once). A dash: "
+            "one side never varies (no task passes, say).", ""]
+  for where, correlations in [("validation tasks", corr), *(
+      (report.SPLITS[name][1], tables["correlations"])
+      for name, tables in result["splits"].items() if tables["paper_table"])]:
+    lines += [f"- On {where}: edit size vs unit " + "; ".join(
+        f"{name} {c.format()}" for name, c in correlations["edit_size_unit"].items())
+              + f"; precision vs no-op {correlations['precision_noop'].format()}."]
+  lines += [""]
   lines += ["## Curves", "", "Greedy evaluation at each step (95% intervals; bands in "
             "compare_eval.png):", "", _curve_table(arms), "",
             "Training samples (means over up to three steps at each end of the run; "
@@ -385,11 +416,9 @@ def write(workdir: str | os.PathLike, arm_names: Sequence[str],
                          if not k.startswith("eval/")} for a in arms},
       "seeds": _seeds_json(result["seeds"]),
       **{name: {"paper_table": _jsonable(split["paper_table"]),
-                "changes": _jsonable(split["changes"]), "seeds": _seeds_json(split["seeds"])}
+                "changes": _jsonable(split["changes"]), "seeds": _seeds_json(split["seeds"]),
+                "correlations": _correlations_json(split["correlations"])}
          for name, split in result["splits"].items() if split["paper_table"]},
-      "correlations": {
-          "edit_size_unit": {k: c.to_json() for k, c in corr["edit_size_unit"].items()},
-          "precision_noop": corr["precision_noop"].to_json(),
-          "precision_noop_points": corr["precision_noop_points"]},
+      "correlations": _correlations_json(corr),
   }, indent=1, default=float) + "\n")
   return path
