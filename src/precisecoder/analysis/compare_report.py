@@ -7,8 +7,10 @@ Reads each arm's workdir (`<workdir>/<arm>/eval/step_N.json`, `metrics.jsonl`,
   intervals over tasks;
 - changes paired by task (each arm − base, each arm − the first arm), starred when the interval
   excludes 0;
-- the paper's correlations: edit size (−ℓ) vs unit over evaluated buggy samples, and precision vs
-  no-op rate across evaluation points (arm, step);
+- the same tables for each split evaluated apart (held-in tasks, the multi-line split), and,
+  with seeds, the tables over seeds;
+- the paper's correlations, on the validation tasks and on each split: edit size (−ℓ) vs unit
+  over evaluated buggy samples, and precision vs no-op rate across evaluation points (arm, step);
 - curves over steps: evaluation (with interval bands) and training.
 """
 
