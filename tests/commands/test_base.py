@@ -28,8 +28,13 @@ def test_a_tiny_base_builds_measures_and_loads(monkeypatch, tmp_path, capsys):
   assert result["corpus_tasks"] == 32 and result["vocab"] <= 512
   assert set(result["targets"]) == {"reference", "extra_edits", "wrong_edit", "noop"}
   assert result["validation"]["num_buggy"] == 4 and result["groups"]["num_groups"] == 2
+  # New instances of the training families, none in the SFT corpus, and correct programs.
+  assert result["heldin"]["num_buggy"] == 4 and result["heldin"]["num_clean"] == 2
+  assert result["heldin"]["reference_edit_lines"] >= 1
   out = capsys.readouterr().out
   assert "greedy, validation" in out and str(base_model.folder(cfg) / "model") in out
+  assert "greedy, heldin (4 new instances of the training families)" in out
+  assert "; 2 correct programs of them: no-op" in out
   model = transformers.AutoModelForCausalLM.from_pretrained(base_model.folder(cfg) / "model")
   assert model.config.vocab_size >= result["vocab"]
   # Cached: a second call prints the same measurements without building.

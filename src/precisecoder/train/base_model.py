@@ -257,7 +257,9 @@ def _last_loss(workdir: pathlib.Path) -> float | None:
 
 
 def measure(model_dir: pathlib.Path, base_cfg: ml_collections.ConfigDict) -> dict[str, Any]:
-  """Greedy evaluation on held-out families and reward variance of sampled RL groups."""
+  """Greedy evaluation on held-out families and on new instances of the training families
+  (held-in: none in the SFT corpus), and reward variance of sampled RL groups."""
+  from precisecoder import tasks as tasks_lib  # pylint: disable=import-outside-toplevel
   from precisecoder.execution import ExecutionPool  # pylint: disable=import-outside-toplevel
   from precisecoder.rewards import RewardScorer  # pylint: disable=import-outside-toplevel
   from precisecoder.train import greedy_eval, policy as policy_lib  # pylint: disable=import-outside-toplevel
@@ -272,7 +274,9 @@ def measure(model_dir: pathlib.Path, base_cfg: ml_collections.ConfigDict) -> dic
   sets = {
       "validation": tasksets.generated("validation", m.tier, m.num_validation, seed),
       "clean": tasksets.generated("validation", "easy", m.num_clean, seed, clean=True),
-      "multi": tasksets.generated("validation", "multi", m.num_multi, seed)}
+      "multi": tasksets.generated("validation", "multi", m.num_multi, seed),
+      "heldin": tasksets.unseen_instances(m.tier, m.num_validation, m.num_clean, seed + 1,
+                                          tasks_lib.load_tasks(sft_data(base_cfg)[0]))}
   out: dict[str, Any] = {}
   with ExecutionPool(workers=2) as pool:
     scorer = RewardScorer(pool)
@@ -284,7 +288,8 @@ def measure(model_dir: pathlib.Path, base_cfg: ml_collections.ConfigDict) -> dic
                                         batch_size=32, include_tests=include_tests, seed=seed)
       out[name] = {k: v for k, v in summary.items() if not k.endswith("_s")}
       if name != "clean":
-        out[name]["reference_edit_lines"] = float(np.mean([len(t.gt_diff) for t in tasks]))
+        out[name]["reference_edit_lines"] = float(np.mean([len(t.gt_diff) for t in tasks
+                                                            if t.is_buggy]))
     train = tasksets.generated("train", m.tier, m.num_groups, seed)
     sampled = rollout.sample_rollout(policy, train, num_samples=m.group_size,
                                      max_new_tokens=m.max_new_tokens, temperature=m.temperature,
@@ -313,13 +318,16 @@ def summary(result: dict[str, Any]) -> str:
            f"parameters, vocabulary {result['vocab']}, {result['corpus_tasks']} corpus tasks, "
            f"SFT loss {result.get('sft_loss') or float('nan'):.3f}; targets " + ", ".join(
                f"{k} {v:.0%}" for k, v in result["targets"].items())]
-  for name in ("validation", "multi"):
+  for name, what in (("validation", "held-out-family tasks"), ("multi", "held-out-family tasks"),
+                     ("heldin", "new instances of the training families")):
     r = result.get(name)
     if r:
       lines.append(
-          f"  greedy, {name} ({r['num_buggy']} held-out-family tasks): pass {r['pass']:.1%}, "
+          f"  greedy, {name} ({r['num_buggy']} {what}): pass {r['pass']:.1%}, "
           f"precision {r['precision']:.1%}, edited lines {r['edit_lines']:.2f} (reference "
-          f"fixes: {r['reference_edit_lines']:.2f})")
+          f"fixes: {r['reference_edit_lines']:.2f})"
+          + (f"; {r['num_clean']} correct programs of them: no-op {r['noop']:.1%}"
+             if r.get("num_clean") else ""))
   if result.get("clean"):
     r = result["clean"]
     lines.append(f"  greedy, {r['num_clean']} clean programs: no-op {r['noop']:.1%}, damage "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pathlib
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -112,9 +113,16 @@ def heldin_tasks(cfg: ml_collections.ConfigDict) -> list[Task]:
     from precisecoder.train import base_model  # pylint: disable=import-outside-toplevel
     sft_file, _ = base_model.sft_data(cfg.base)
     seen = seen + tasks_lib.load_tasks(sft_file)
+  return unseen_instances(cfg.data.tier, buggy_count, clean_count, cfg.data.seed + 1, seen)
+
+
+def unseen_instances(tier: str, buggy_count: int, clean_count: int, seed: int,
+                     seen: Sequence[Task]) -> list[Task]:
+  """`buggy_count` buggy tasks of the training families of `tier` (generated at `seed`) whose
+  buggy program none of `seen` holds, then `clean_count` correct programs of them that none of
+  `seen` has as its fix (what a policy trained on `seen` learnt to write is not unseen)."""
   buggy_seen = {t.buggy_code for t in seen}
-  fixed_seen = {t.gt_solution for t in seen}  # what the base learnt to write: not "unseen"
-  tier, seed = cfg.data.tier, cfg.data.seed + 1
+  fixed_seen = {t.gt_solution for t in seen}
   return (_unseen(lambda n: generated("train", tier, n, seed), buggy_count, buggy_seen)
           + _unseen(lambda n: generated("train", tier, n, seed, clean=True), clean_count,
                     fixed_seen))
