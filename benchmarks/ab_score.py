@@ -26,6 +26,8 @@ import time
 from cpu_time import tree_cpu
 
 HERE = pathlib.Path(__file__).resolve().parent
+
+
 def side(tasks: int) -> None:
   """One side: scores the batch on each line of stdin, answers one JSON line per turn."""
   import bench_score  # pylint: disable=import-outside-toplevel
