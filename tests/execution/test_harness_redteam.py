@@ -1293,3 +1293,29 @@ def test_a_run_finds_nothing_left_by_the_previous_one():
   with ExecutionPool(workers=1) as pool:
     results = pool.run([Job(leave, TESTS["call"], PATIENT), Job(find, TESTS["call"], PATIENT)] * 3)
   assert [r.status for r in results] == [Status.FAIL] * 6, [r.detail for r in results]
+
+
+def test_a_tree_deeper_than_any_recursion_limit_is_removed_after_its_run():
+  """One run leaving such a tree once made every later run of its worker an infra error: the
+  worker's clean-up (shutil.rmtree) recursed past Python's limit."""
+  leave = textwrap.dedent("""
+      import os
+      for base in ('/tmp', os.getcwd()):
+        os.chdir(base)
+        for _ in range(1500):
+          os.mkdir('d')
+          os.chdir('d')
+      def add(a, b):
+        return a + b
+      """)
+  find = textwrap.dedent("""
+      import os
+      found = os.path.exists('/tmp/d') or os.path.exists('d')
+      def add(a, b):
+        return a * b if found else a + b
+      """)
+  with ExecutionPool(workers=1) as pool:
+    results = pool.run([Job(leave, TESTS["call"], PATIENT), Job(find, TESTS["call"], PATIENT)] * 2)
+    stats = pool.stats()
+  assert [r.status for r in results] == [Status.PASS] * 4, [r.detail for r in results]
+  assert stats["worker_deaths"] == stats["reruns"] == 0

@@ -89,3 +89,78 @@ def test_links_on_the_way_follow_chains_of_links(tmp_path):
   links = sandbox_lib._links_on_the_way([str(tmp_path / "venv")])  # pylint: disable=protected-access
   assert links[str(tmp_path / "venv")] == str(tmp_path / "middle")
   assert links[str(tmp_path / "middle")] == str(tmp_path / "real")
+
+
+def _deep_tree(top, depth: int) -> None:
+  """`depth` nested directories below `top`, each with a file, made one directory descriptor at
+  a time (the path of the innermost is far longer than PATH_MAX)."""
+  fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+  try:
+    for _ in range(depth):
+      os.mkdir("d", dir_fd=fd)
+      inner = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+      os.close(fd)
+      fd = inner
+      os.close(os.open("f", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+  finally:
+    os.close(fd)
+
+
+def test_remove_tree_removes_any_depth_and_never_follows_a_link(tmp_path):
+  outside = tmp_path / "outside"
+  outside.mkdir()
+  (outside / "keep.txt").write_text("mine")
+  top = tmp_path / "run"
+  top.mkdir()
+  _deep_tree(top, sys.getrecursionlimit() + 500)  # deeper than shutil.rmtree can go
+  (top / "to_dir").symlink_to(outside)
+  (top / "to_file").symlink_to(outside / "keep.txt")
+  (top / "d" / "to_dir").symlink_to(outside)
+  sandbox_lib.remove_tree(str(top))
+  assert not os.path.lexists(top)
+  assert (outside / "keep.txt").read_text() == "mine"
+  link = tmp_path / "link"
+  link.symlink_to(outside)
+  sandbox_lib.remove_tree(str(link))  # a link itself is removed, not what it points to
+  assert not os.path.lexists(link) and (outside / "keep.txt").exists()
+
+
+def test_a_run_directory_that_cannot_be_removed_stops_the_worker(tmp_path, monkeypatch):
+  box = sandbox_lib.Sandbox("plain", None, str(tmp_path))
+  run_dir = box.make_run_dir()
+  (tmp_path / "run" / "left.txt").write_text("x")
+  monkeypatch.setattr(sandbox_lib, "remove_tree", lambda path: None)  # as if it could not
+  with pytest.raises(sandbox_lib.CleanupFailed, match="could not remove"):
+    box.remove_run_dir(run_dir)
+
+
+_WORKER_THAT_CANNOT_CLEAN = textwrap.dedent("""
+    import sys
+    from precisecoder.execution import sandbox, worker
+    def fail(self, path):
+      raise sandbox.CleanupFailed(f"could not remove the run directory {path}")
+    sandbox.Sandbox.remove_run_dir = fail
+    sys.exit(worker.main(["worker", "0", "plain", "-1"]))
+""")
+
+
+def test_a_worker_that_cannot_clean_up_after_a_run_exits_without_answering():
+  from precisecoder.execution import expectations, protocol, worker  # pylint: disable=import-outside-toplevel
+  from precisecoder.execution import pool as pool_module  # pylint: disable=import-outside-toplevel
+  process = subprocess.Popen([sys.executable, "-c", _WORKER_THAT_CANNOT_CLEAN],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+  try:
+    assert protocol.read_message(process.stdout.fileno())["hello"] == "plain"
+    child_tests, _ = expectations.split(CALL)
+    limits = pool_module._limits_payload(FAST)  # pylint: disable=protected-access
+    protocol.write_all(process.stdin.fileno(), protocol.encode(
+        {"jobs": [{"id": 1, "program": ADD, "tests": child_tests, "limits": limits}]}))
+    status = process.wait(timeout=120)
+    assert protocol.read_message(process.stdout.fileno()) is None  # no answer: the pool reruns
+  finally:
+    process.kill()
+    process.stdin.close()
+    process.stdout.close()
+    stderr = process.stderr.read().decode()
+    process.stderr.close()
+  assert status == worker.EXIT_CLEANUP_FAILED and "could not remove the run directory" in stderr

@@ -37,7 +37,9 @@ Containment, every test kind ("root" sandbox mode, the mode we run in):
     the system directories (/usr, /bin, /sbin, /lib*, /etc), the interpreter and
     its import path (of this package only `execution/`), /sys and the common
     device nodes, and, writable, /tmp, /var/tmp and /dev/shm (world-writable,
-    emptied after every run) and the run's home. Nothing else of the host is
+    emptied after every run, whatever a run left there: a tree of any depth, links
+    never followed; a worker that cannot empty them stops, and the pool reruns
+    the job on a fresh one) and the run's home. Nothing else of the host is
     there: task files, their expected outputs and gold programs, home
     directories, working trees. NOT hidden: what lies inside the library
     directories themselves (a package's own data: the trainer's environment

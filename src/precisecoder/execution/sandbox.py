@@ -26,7 +26,6 @@ import errno
 import fcntl
 import os
 import resource
-import shutil
 import signal
 import socket
 import struct
@@ -59,6 +58,11 @@ _TMPFS_SIZE, _TMPFS_INODES = "256m", 16384  # each; RLIMIT_FSIZE caps a file at 
 _MNT_DETACH = 2
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}  # system call numbers: glibc has no wrapper
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC  # never through a link
+
+
+class CleanupFailed(RuntimeError):
+  """What a run left could not be removed: the next run would find it, so the worker stops."""
 _CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
               "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
@@ -354,24 +358,20 @@ class Sandbox:
     for folder, stamp, kept in zip(WRITABLE_DIRS, self._writable_stamps, self._kept):
       if os.stat(folder).st_mtime_ns == stamp:
         continue
-      for entry in os.scandir(folder):
-        if entry.name in kept:  # root's, in a sticky folder: no run can remove or rename it
-          continue
-        if entry.is_dir(follow_symlinks=False):
-          shutil.rmtree(entry.path, ignore_errors=True)
-        else:
-          try:
-            os.unlink(entry.path)
-          except FileNotFoundError:
-            pass
+      # Entries in `kept` are root's, in a sticky folder: no run can remove or rename them.
+      for name in set(os.listdir(folder)) - kept:
+        remove_tree(os.path.join(folder, name))
+      left = set(os.listdir(folder)) - kept
+      if left:
+        raise CleanupFailed(f"could not empty {folder} after a run: {sorted(left)[:3]}")
 
   def remove_run_dir(self, path: str) -> None:
     try:
       os.rmdir(path)  # the common case: the run left nothing behind
     except OSError:
-      shutil.rmtree(path, ignore_errors=True)
+      remove_tree(path)
       if os.path.lexists(path):
-        raise RuntimeError(f"could not remove the run directory {path}")
+        raise CleanupFailed(f"could not remove the run directory {path}") from None
 
   def kill_run(self, pid: int) -> None:
     """Kills a run and everything it started, and reaps them all."""
@@ -423,6 +423,69 @@ _SIGKILL = signal.SIGKILL
 _RLIMIT_AS, _RLIMIT_CPU = resource.RLIMIT_AS, resource.RLIMIT_CPU
 _RLIMIT_FSIZE, _RLIMIT_NOFILE = resource.RLIMIT_FSIZE, resource.RLIMIT_NOFILE
 _RLIMIT_NPROC, _RLIMIT_CORE = resource.RLIMIT_NPROC, resource.RLIMIT_CORE
+
+
+def remove_tree(path: str) -> None:
+  """Removes `path` and everything below it, never following a link, however deep: a run may
+  leave a tree deeper than Python's recursion limit (shutil.rmtree recurses) or than PATH_MAX.
+  One directory is open at a time, reached from the one above it; what cannot be removed
+  stays (callers check). No process of the run is alive by now to move directories about."""
+  try:
+    fd = os.open(path, _DIRECTORY)
+  except OSError:  # a file or a link (or nothing): removed as such
+    _unlink_quietly(path)
+    return
+  entered: list[str] = []  # the directories below `path` we are in, outermost first
+  stuck: list[set[str]] = [set()]  # per level: what could not be opened or removed
+  try:
+    while True:
+      inner = None
+      with os.scandir(fd) as entries:
+        for entry in entries:
+          if entry.name in stuck[-1]:
+            continue
+          if entry.is_dir(follow_symlinks=False):
+            inner = inner or entry.name
+          elif not _unlink_quietly(entry.name, fd):
+            stuck[-1].add(entry.name)
+      if inner is not None:
+        try:
+          below = os.open(inner, _DIRECTORY, dir_fd=fd)
+        except OSError:
+          stuck[-1].add(inner)
+          continue
+        os.close(fd)
+        fd = below
+        entered.append(inner)
+        stuck.append(set())
+        continue
+      if not entered:
+        break
+      above = os.open("..", _DIRECTORY, dir_fd=fd)  # emptied (or stuck): back up, remove it
+      os.close(fd)
+      fd = above
+      name = entered.pop()
+      stuck.pop()
+      try:
+        os.rmdir(name, dir_fd=fd)
+      except OSError:
+        stuck[-1].add(name)
+  finally:
+    os.close(fd)
+  try:
+    os.rmdir(path)
+  except OSError:
+    pass
+
+
+def _unlink_quietly(name: str, dir_fd: int | None = None) -> bool:
+  try:
+    os.unlink(name, dir_fd=dir_fd)
+  except FileNotFoundError:
+    pass
+  except OSError:
+    return False
+  return True
 
 
 def _scrub_environment(run_dir: str) -> None:

@@ -42,6 +42,7 @@ import itertools  # noqa: F401 pylint: disable=unused-import
 import math  # noqa: F401 pylint: disable=unused-import
 import operator  # noqa: F401 pylint: disable=unused-import
 import re  # noqa: F401 pylint: disable=unused-import
+import shutil  # noqa: F401 pylint: disable=unused-import
 import string  # noqa: F401 pylint: disable=unused-import
 import typing  # noqa: F401 pylint: disable=unused-import
 
@@ -53,6 +54,7 @@ CHANNEL_FD = 3
 _READ_SIZE = 1 << 16
 _READ_EVERY_S = 0.02  # how often a running child's quiet pipes are read (`_Watch`)
 EXIT_SETUP_FAILED = 121  # the child could not sandbox itself (then no "ready" record)
+EXIT_CLEANUP_FAILED = 122  # the worker could not remove what a run left
 
 
 class _Stream:
@@ -329,6 +331,11 @@ def main(argv: list[str]) -> int:
     for job in message["jobs"]:
       try:
         reply = worker.run_job(job)
+      except sandbox_lib.CleanupFailed as e:
+        # The next run would find what this one left. Stop without answering: the pool starts a
+        # fresh worker (empty file systems of its own) and reruns the job there, once.
+        os.write(2, f"execution worker: {e}\n".encode())
+        return EXIT_CLEANUP_FAILED
       except Exception as e:  # pylint: disable=broad-except
         reply = {"id": job["id"], "infra_error": f"{type(e).__name__}: {e}"}
       protocol.write_all(outbox, protocol.encode(reply))
