@@ -11,6 +11,7 @@ tables, trace and profile hooks, values changed after the guard's check, the
 test's instance, a patch put back, and task files read from disk.
 """
 
+import ctypes
 import json
 import os
 import pathlib
@@ -1319,3 +1320,70 @@ def test_a_tree_deeper_than_any_recursion_limit_is_removed_after_its_run():
     stats = pool.stats()
   assert [r.status for r in results] == [Status.PASS] * 4, [r.detail for r in results]
   assert stats["worker_deaths"] == stats["reruns"] == 0
+
+
+@pytest.mark.parametrize("mode", ["auto", "userns"])
+def test_a_run_cannot_lock_later_runs_out_or_hide_what_it_left(mode):
+  """Where runs keep the worker's uid ("userns"), they own /tmp and the runs' home: a run could
+  take their permissions away from every later run, or set /tmp's times back after writing
+  into it so that the clean-up took it for untouched."""
+  leave = textwrap.dedent("""
+      import os
+      before = os.stat('/tmp')
+      with open('/tmp/left.txt', 'w') as f:
+        f.write('hello')
+      for path in ('/tmp', '/var/tmp', '/dev/shm', '/home'):
+        try:
+          os.chmod(path, 0)
+        except OSError:  # "root": they are root's
+          pass
+      try:
+        os.utime('/tmp', ns=(before.st_atime_ns, before.st_mtime_ns))
+      except OSError:
+        pass
+      def add(a, b):
+        return a + b
+      """)
+  find = textwrap.dedent("""
+      import os, tempfile
+      found = os.path.exists('/tmp/left.txt')
+      for folder in ('/tmp', '/var/tmp', '/dev/shm'):
+        with open(os.path.join(folder, 'mine.txt'), 'w') as f:
+          f.write('x')
+      with tempfile.TemporaryDirectory() as d:
+        pass
+      def add(a, b):
+        return a * b if found else a + b
+      """)
+  with ExecutionPool(workers=1, sandbox=mode) as pool:
+    results = pool.run([Job(leave, TESTS["call"], PATIENT), Job(find, TESTS["call"], PATIENT)] * 2)
+    assert pool.stats()["sandbox"] in ("root", "userns")
+  assert [r.status for r in results] == [Status.PASS] * 4, [r.detail for r in results]
+
+
+_SHM_KEY = 0x5EC0DE
+
+
+def _host_segments(key: int) -> list[int]:
+  """Ids of the System V shared memory segments under `key` in this (the host's) namespace."""
+  with open("/proc/sysvipc/shm") as f:
+    rows = [line.split() for line in f.readlines()[1:]]
+  return [int(row[1]) for row in rows if int(row[0]) == key]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/sysvipc/shm"), reason="no System V IPC")
+def test_ipc_objects_a_run_makes_never_reach_the_host():
+  program = textwrap.dedent(f"""
+      import ctypes
+      shmid = ctypes.CDLL(None).shmget({_SHM_KEY}, 1 << 20, 0o1666)  # IPC_CREAT | 0666
+      def add(a, b):
+        return a + b if shmid >= 0 else 0
+      """)
+  with ExecutionPool(workers=1) as pool:
+    result = pool.run([Job(program, TESTS["call"], PATIENT)])[0]
+    leaked = _host_segments(_SHM_KEY)
+    mode = pool.stats()["sandbox"]
+  for shmid in leaked:  # do not leave it on the host
+    ctypes.CDLL(None).shmctl(shmid, 0, None)  # IPC_RMID
+  assert result.passed, result.detail  # the run made its segment, in its worker's namespace
+  assert mode == "plain" or not leaked

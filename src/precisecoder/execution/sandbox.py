@@ -3,11 +3,11 @@
 A worker calls `Sandbox.create()` once. That picks the strongest mode the
 host allows and says which:
 
-  "root"       we are root: the worker gets its own mount and network
+  "root"       we are root: the worker gets its own mount, network and IPC
                namespaces (every mount read-only, fresh root-owned tmpfs on
-               /tmp, /var/tmp and /dev/shm, loopback down) and each run gets
-               a new PID namespace and drops to a per-worker unprivileged uid
-               with no_new_privs.
+               /tmp, /var/tmp and /dev/shm, loopback only) and is PID 1 of a
+               PID namespace that holds its runs; each run drops to a
+               per-worker unprivileged uid with no_new_privs.
   "userns"     unprivileged user namespaces: the same namespaces, but the run
                keeps our uid (inside a nested user namespace without
                capabilities), so the read-only mounts are what protects files.
@@ -32,6 +32,7 @@ import struct
 import sys
 
 _CLONE_NEWNS = 0x00020000
+_CLONE_NEWIPC = 0x08000000
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWPID = 0x20000000
 _CLONE_NEWNET = 0x40000000
@@ -251,6 +252,7 @@ class Sandbox:
     self.run_dir = os.path.join(self.runs_dir, "run")
     self._writable_stamps: list[int] = []
     self._kept: list[frozenset[str]] = [frozenset()] * len(WRITABLE_DIRS)  # never emptied
+    self._modes: dict[str, int] = {}  # the shared folders' permissions, put back after each run
 
   @classmethod
   def create(cls, strongest: str = "auto") -> "Sandbox":
@@ -259,6 +261,8 @@ class Sandbox:
     sandbox = cls._strongest(strongest)
     if sandbox.private_tmp:  # what is there now holds the interpreter (a venv under /tmp)
       sandbox._kept = [frozenset(os.listdir(folder)) for folder in WRITABLE_DIRS]
+      sandbox._modes = {folder: os.stat(folder).st_mode
+                        for folder in (*WRITABLE_DIRS, sandbox.runs_dir)}
     _scrub_environment(sandbox.run_dir)
     if sandbox.mode == "root":
       os.setgroups([])  # runs inherit no supplementary groups
@@ -274,7 +278,7 @@ class Sandbox:
       notes.append("not root: runs keep this user's uid, and only read-only mounts guard its files")
     if os.geteuid() == 0 and strongest == "auto":
       try:
-        _unshare(_CLONE_NEWNS | _CLONE_NEWNET)
+        _unshare(_CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC)
         _private_root()
         _loopback_up()
         sandbox = cls("root", _RUN_UID_BASE + os.getpid(), _RUNS_DIR, private_tmp=True)
@@ -285,7 +289,7 @@ class Sandbox:
       if strongest == "plain":
         raise OSError(errno.EPERM, "not requested")
       uid, gid = os.geteuid(), os.getegid()
-      _unshare(_CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWNET)
+      _unshare(_CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWIPC)
       _write("/proc/self/setgroups", "deny")
       _write("/proc/self/uid_map", f"0 {uid} 1")
       _write("/proc/self/gid_map", f"0 {gid} 1")
@@ -348,22 +352,34 @@ class Sandbox:
   def stamp_writable(self) -> None:
     """Notes the state of WRITABLE_DIRS before a run (`clean_writable` after it)."""
     if self.private_tmp:
-      self._writable_stamps = [os.stat(d).st_mtime_ns for d in WRITABLE_DIRS]
+      self._writable_stamps = [os.stat(d).st_ctime_ns for d in WRITABLE_DIRS]
 
   def clean_writable(self) -> None:
-    """Empties the WRITABLE_DIRS a run wrote into (an entry made or removed moves its mtime), so
-    that the next run finds nothing of it; a no-op where they are the host's ("plain")."""
+    """Empties the WRITABLE_DIRS a run wrote into, and puts back the permissions of those and of
+    the runs' home, so that the next run finds nothing of it; a no-op where they are the host's
+    ("plain").
+
+    A folder changed at all has a new ctime, which no run can set back (mtime it can, where it
+    owns the folder: "userns", whose runs keep the worker's uid, could chmod and utime them).
+    """
     if not self.private_tmp:
       return
     for folder, stamp, kept in zip(WRITABLE_DIRS, self._writable_stamps, self._kept):
-      if os.stat(folder).st_mtime_ns == stamp:
+      if os.stat(folder).st_ctime_ns == stamp:
         continue
+      self._put_back_mode(folder)
       # Entries in `kept` are root's, in a sticky folder: no run can remove or rename them.
       for name in set(os.listdir(folder)) - kept:
         remove_tree(os.path.join(folder, name))
       left = set(os.listdir(folder)) - kept
       if left:
         raise CleanupFailed(f"could not empty {folder} after a run: {sorted(left)[:3]}")
+    self._put_back_mode(self.runs_dir)
+
+  def _put_back_mode(self, folder: str) -> None:
+    mode = self._modes[folder]
+    if os.stat(folder).st_mode != mode:
+      os.chmod(folder, mode)
 
   def remove_run_dir(self, path: str) -> None:
     try:
