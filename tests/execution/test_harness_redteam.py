@@ -1361,6 +1361,41 @@ def test_a_run_cannot_lock_later_runs_out_or_hide_what_it_left(mode):
   assert [r.status for r in results] == [Status.PASS] * 4, [r.detail for r in results]
 
 
+@pytest.mark.parametrize("mode", ["auto", "userns"])
+def test_a_run_cannot_slow_the_runs_after_it(mode):
+  """Where runs keep the worker's uid ("userns"), a run could move its worker (PID 1 of their
+  namespace) to another CPU, raise its nice value or make it an idle-time process, and every
+  later run would inherit that; honest programs would time out on a busy host."""
+  hostile = textwrap.dedent("""
+      import os
+      for call in (lambda: os.sched_setaffinity(1, {min(os.sched_getaffinity(0)) ^ 1}),
+                   lambda: os.setpriority(os.PRIO_PROCESS, 1, 19),
+                   lambda: os.sched_setscheduler(1, os.SCHED_IDLE, os.sched_param(0))):
+        try:
+          call()
+        except OSError:  # "root": the worker is another uid's
+          pass
+      def add(a, b):
+        return a + b
+      """)
+  report = textwrap.dedent("""
+      import os
+      SEEN = [sorted(os.sched_getaffinity(0)), os.getpriority(os.PRIO_PROCESS, 0),
+              os.sched_getscheduler(0)]
+      def add(a, b):
+        return SEEN
+      """)
+  tests = {"kind": "call", "entry_point": "add", "cases": [{"args": [0, 0], "expected": 0}]}
+  with ExecutionPool(workers=1, sandbox=mode) as pool:
+    before = pool.run([Job(report, tests, PATIENT)])[0]
+    attack = pool.run([Job(hostile, TESTS["call"], PATIENT)])[0]
+    after = pool.run([Job(report + "# again\n", tests, PATIENT)])[0]
+    sandbox = pool.stats()["sandbox"]
+  assert before.got == after.got and before.got[1:] == [0, os.SCHED_OTHER], (before.got, after.got)
+  # A worker whose priority a run lowered stops; the pool reruns the job once on a fresh one.
+  assert attack.status is (Status.INFRA_ERROR if sandbox == "userns" else Status.PASS), attack
+
+
 _SHM_KEY = 0x5EC0DE
 
 

@@ -65,7 +65,11 @@ Containment, every test kind ("root" sandbox mode, the mode we run in):
     any nesting, forged frames) ends as that run's verdict: never the batch's.
   * Degraded modes, logged once: "userns" (unprivileged user namespaces: the
     same namespaces and private root, runs keep our uid inside a nested user
-    namespace, so only the read-only mounts protect files) and "plain" (no
+    namespace, so only the read-only mounts protect files; a run may re-pin,
+    renice or idle-schedule its worker -- after each run the CPUs are put back
+    and a worker whose priority was lowered stops, its job rerun once on a
+    fresh worker -- and may renice our uid's other processes, which nothing
+    undoes) and "plain" (no
     namespaces: rlimits and process-group kills; a setsid daemon can outlive its
     run, and the host's file system, /tmp included, is the run's). Use "root" or
     "userns" for untrusted code.

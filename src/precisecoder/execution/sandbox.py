@@ -63,7 +63,8 @@ _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC  # neve
 
 
 class CleanupFailed(RuntimeError):
-  """What a run left could not be removed: the next run would find it, so the worker stops."""
+  """What a run left could not be removed or undone (files, the worker's lowered priority): the
+  next run would find it, so the worker stops."""
 _CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
               "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 

@@ -99,6 +99,8 @@ class Worker:
     sys.stdin = open(0, "r", closefd=False)  # pylint: disable=consider-using-with
     sys.stdout = open(1, "w", closefd=False)  # pylint: disable=consider-using-with
     sys.stderr = open(2, "w", closefd=False)  # pylint: disable=consider-using-with
+    # How this worker is scheduled, which runs that keep our uid could change (`_check_schedule`).
+    self._schedule = _schedule()
 
   def run_job(self, job: dict) -> dict:
     tests, limits = job["tests"], job["limits"]
@@ -150,6 +152,8 @@ class Worker:
       watch.close()
       self.sandbox.remove_run_dir(run_dir)
       self.sandbox.clean_writable()
+      if self.sandbox.run_uid is None:
+        self._check_schedule()
     duration = time.perf_counter() - start
     channel = streams["channel"].text()
     return {"ready": channel.startswith(f'{{"ready":"{nonce}"}}\n'),
@@ -158,6 +162,20 @@ class Worker:
             "timeout": timeout, "overflow": overflow, "nonce": nonce,
             "stdout": streams["stdout"].text(), "stderr": streams["stderr"].text()[-4000:],
             "channel": channel, "duration_s": duration}
+
+  def _check_schedule(self) -> None:
+    """Where runs keep our uid ("userns", "plain"), a run may move this worker to other CPUs,
+    lower its priority or make it an idle-time process, and every later run would inherit that
+    (honest programs timing out on a busy host). The CPUs are put back; a lower priority cannot
+    be raised again without privileges, so then the worker stops and the pool starts a fresh
+    one."""
+    now = _schedule()
+    if now == self._schedule:
+      return
+    if now[0] != self._schedule[0]:
+      os.sched_setaffinity(0, self._schedule[0])
+    if now[1:] != self._schedule[1:]:
+      raise sandbox_lib.CleanupFailed("a run lowered the worker's scheduling priority")
 
   def _watch(self, pid: int, watch: "_Watch", deadline: float):
     """Pumps the pipes until the child exits or the deadline passes.
@@ -290,6 +308,11 @@ class _Watch:
         os.close(fd)
 
 
+def _schedule() -> tuple[set[int], int, int]:
+  """This process's CPUs, nice value and scheduling policy."""
+  return os.sched_getaffinity(0), os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0)
+
+
 def _pin(cpu: int) -> None:
   """Keeps this worker and every run it forks on one CPU (they inherit the mask).
 
@@ -333,7 +356,7 @@ def main(argv: list[str]) -> int:
         reply = worker.run_job(job)
       except sandbox_lib.CleanupFailed as e:
         # The next run would find what this one left. Stop without answering: the pool starts a
-        # fresh worker (empty file systems of its own) and reruns the job there, once.
+        # fresh worker (empty file systems, its own priority) and reruns the job there, once.
         os.write(2, f"execution worker: {e}\n".encode())
         return EXIT_CLEANUP_FAILED
       except Exception as e:  # pylint: disable=broad-except
