@@ -164,3 +164,16 @@ def test_a_worker_that_cannot_clean_up_after_a_run_exits_without_answering():
     stderr = process.stderr.read().decode()
     process.stderr.close()
   assert status == worker.EXIT_CLEANUP_FAILED and "could not remove the run directory" in stderr
+
+
+def test_runs_are_the_first_processes_the_oom_killer_picks():
+  """The rlimits bound each of a run's processes, not their sum: a run must not get the trainer
+  killed when memory runs out."""
+  program = ("def add(a, b):\n"
+             "  return int(open('/proc/self/oom_score_adj').read())\n")
+  tests = {"kind": "call", "entry_point": "add", "cases": [{"args": [0, 0], "expected": 1000}]}
+  with ExecutionPool(workers=1) as pool:
+    result = pool.run([Job(program, tests, FAST)])[0]
+  assert result.passed, (result.detail, result.got)
+  with open("/proc/self/oom_score_adj") as f:
+    assert int(f.read()) < 1000  # the pool's own process (the trainer's) is left as it was

@@ -53,6 +53,11 @@ Containment, every test kind ("root" sandbox mode, the mode we run in):
     worker or the pool (other uid, other PID namespace). Workers exit when the
     pool's pipe closes (after at most their current run), and runs die with their
     worker (PDEATHSIG).
+  * Memory: RLIMIT_AS caps each of a run's processes, not their sum (up to
+    max_processes of them) nor its tmpfs files (256 MB per writable folder):
+    runs and workers are the OOM killer's first choice (oom_score_adj 1000,
+    which no run can lower), so a run that exhausts memory loses itself, not
+    the trainer. NOT done: a cgroup capping a worker's total.
   * Network: the worker's own namespace, with its loopback up: a run may serve
     and reach itself (a test's local server), nothing else, the host's 127.0.0.1
     included.

@@ -268,6 +268,7 @@ class Sandbox:
     if sandbox.mode == "root":
       os.setgroups([])  # runs inherit no supplementary groups
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)  # inherited by every run: setuid binaries cannot give root back
+    _first_for_the_oom_killer()
     return sandbox
 
   @classmethod
@@ -503,6 +504,18 @@ def _unlink_quietly(name: str, dir_fd: int | None = None) -> bool:
   except OSError:
     return False
   return True
+
+
+def _first_for_the_oom_killer() -> None:
+  """Makes this worker, and so every run it forks, the first process the kernel's OOM killer
+  picks: the rlimits bound each process of a run, not their sum (64 processes of 1 GiB), and a
+  run must not get the trainer killed. Raising one's own score needs no privilege; no run can
+  lower it again (that takes CAP_SYS_RESOURCE). A killed worker is replaced by the pool."""
+  try:
+    with open("/proc/self/oom_score_adj", "w") as f:
+      f.write("1000")
+  except OSError:
+    pass  # no /proc: the rlimits are all there is
 
 
 def _scrub_environment(run_dir: str) -> None:
