@@ -123,3 +123,21 @@ def test_a_stream_keeps_what_fits_under_its_cap():
     for fd in (read_end, write_end):
       if fd >= 0:
         os.close(fd)
+
+
+def test_cpus_that_are_no_longer_ours_become_the_workers_new_cpus(monkeypatch):
+  """A host may shrink the cpuset under a worker: CPUs it cannot go back to are not a run's
+  doing, and must not fail every later run."""
+  w = worker.Worker.__new__(worker.Worker)  # no sandbox: only the schedule check
+  w._schedule = ({0, 1}, 0, os.SCHED_OTHER)  # pylint: disable=protected-access
+  monkeypatch.setattr(worker, "_schedule", lambda: ({1}, 0, os.SCHED_OTHER))
+
+  def refuse(pid, cpus):
+    raise OSError(22, "Invalid argument")
+
+  monkeypatch.setattr(worker.os, "sched_setaffinity", refuse)
+  w._check_schedule()  # pylint: disable=protected-access
+  assert w._schedule == ({1}, 0, os.SCHED_OTHER)  # pylint: disable=protected-access
+  monkeypatch.setattr(worker, "_schedule", lambda: ({1}, 19, os.SCHED_OTHER))
+  with pytest.raises(worker.sandbox_lib.CleanupFailed, match="priority"):
+    w._check_schedule()  # pylint: disable=protected-access

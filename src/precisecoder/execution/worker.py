@@ -173,7 +173,10 @@ class Worker:
     if now == self._schedule:
       return
     if now[0] != self._schedule[0]:
-      os.sched_setaffinity(0, self._schedule[0])
+      try:
+        os.sched_setaffinity(0, self._schedule[0])
+      except OSError:  # those CPUs are no longer ours (the host's cpuset shrank): keep these
+        self._schedule = (now[0], *self._schedule[1:])
     if now[1:] != self._schedule[1:]:
       raise sandbox_lib.CleanupFailed("a run lowered the worker's scheduling priority")
 
