@@ -150,8 +150,11 @@ class Worker:
         _, status = os.waitpid(pid, 0)
         self.sandbox.kill_run(pid)
       watch.close()
-      self.sandbox.remove_run_dir(run_dir)
-      self.sandbox.clean_writable()
+      try:
+        self.sandbox.remove_run_dir(run_dir)
+        self.sandbox.clean_writable()
+      except OSError as e:  # the next run would start from a state nobody checked
+        raise sandbox_lib.CleanupFailed(f"the clean-up after a run failed: {e}") from e
       if self.sandbox.run_uid is None:
         self._check_schedule()
     duration = time.perf_counter() - start
