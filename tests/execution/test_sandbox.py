@@ -113,6 +113,10 @@ def test_remove_tree_removes_any_depth_and_never_follows_a_link(tmp_path):
   top = tmp_path / "run"
   top.mkdir()
   _deep_tree(top, sys.getrecursionlimit() + 500)  # deeper than shutil.rmtree can go
+  wide = top / "wide"
+  for i in range(300):
+    (wide / str(i) / "inner").mkdir(parents=True)
+    (wide / str(i) / "inner" / "f").write_text("x")
   (top / "to_dir").symlink_to(outside)
   (top / "to_file").symlink_to(outside / "keep.txt")
   (top / "d" / "to_dir").symlink_to(outside)

@@ -444,50 +444,41 @@ _RLIMIT_NPROC, _RLIMIT_CORE = resource.RLIMIT_NPROC, resource.RLIMIT_CORE
 
 
 def remove_tree(path: str) -> None:
-  """Removes `path` and everything below it, never following a link, however deep: a run may
-  leave a tree deeper than Python's recursion limit (shutil.rmtree recurses) or than PATH_MAX.
-  One directory is open at a time, reached from the one above it; what cannot be removed
-  stays (callers check). No process of the run is alive by now to move directories about."""
+  """Removes `path` and everything below it, never following a link, however deep or wide: a
+  run may leave a tree deeper than Python's recursion limit (shutil.rmtree recurses) or than
+  PATH_MAX. One directory is open at a time, reached from the one above it, and each is listed
+  once. What cannot be removed stays (callers check). No process of the run is alive by now to
+  move directories about."""
   try:
     fd = os.open(path, _DIRECTORY)
   except OSError:  # a file or a link (or nothing): removed as such
     _unlink_quietly(path)
     return
   entered: list[str] = []  # the directories below `path` we are in, outermost first
-  stuck: list[set[str]] = [set()]  # per level: what could not be opened or removed
+  pending = [_remove_files(fd)]  # per level: its subdirectories still to remove
   try:
     while True:
-      inner = None
-      with os.scandir(fd) as entries:
-        for entry in entries:
-          if entry.name in stuck[-1]:
-            continue
-          if entry.is_dir(follow_symlinks=False):
-            inner = inner or entry.name
-          elif not _unlink_quietly(entry.name, fd):
-            stuck[-1].add(entry.name)
-      if inner is not None:
+      if pending[-1]:
+        name = pending[-1].pop()
         try:
-          below = os.open(inner, _DIRECTORY, dir_fd=fd)
-        except OSError:
-          stuck[-1].add(inner)
+          below = os.open(name, _DIRECTORY, dir_fd=fd)
+        except OSError:  # left as it is
           continue
         os.close(fd)
         fd = below
-        entered.append(inner)
-        stuck.append(set())
-        continue
-      if not entered:
+        entered.append(name)
+        pending.append(_remove_files(fd))
+      elif entered:  # this one is empty (or holds what cannot go): back up, remove it
+        above = os.open("..", _DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = above
+        pending.pop()
+        try:
+          os.rmdir(entered.pop(), dir_fd=fd)
+        except OSError:
+          pass
+      else:
         break
-      above = os.open("..", _DIRECTORY, dir_fd=fd)  # emptied (or stuck): back up, remove it
-      os.close(fd)
-      fd = above
-      name = entered.pop()
-      stuck.pop()
-      try:
-        os.rmdir(name, dir_fd=fd)
-      except OSError:
-        stuck[-1].add(name)
   finally:
     os.close(fd)
   try:
@@ -496,14 +487,23 @@ def remove_tree(path: str) -> None:
     pass
 
 
-def _unlink_quietly(name: str, dir_fd: int | None = None) -> bool:
+def _remove_files(fd: int) -> list[str]:
+  """Unlinks every entry of the directory open as `fd` but its subdirectories; returns those."""
+  subdirectories = []
+  with os.scandir(fd) as entries:
+    for entry in entries:
+      if entry.is_dir(follow_symlinks=False):
+        subdirectories.append(entry.name)
+      else:
+        _unlink_quietly(entry.name, fd)
+  return subdirectories
+
+
+def _unlink_quietly(name: str, dir_fd: int | None = None) -> None:
   try:
     os.unlink(name, dir_fd=dir_fd)
-  except FileNotFoundError:
-    pass
   except OSError:
-    return False
-  return True
+    pass
 
 
 def _first_for_the_oom_killer() -> None:
