@@ -54,7 +54,7 @@ CHANNEL_FD = 3
 _READ_SIZE = 1 << 16
 _READ_EVERY_S = 0.02  # how often a running child's quiet pipes are read (`_Watch`)
 EXIT_SETUP_FAILED = 121  # the child could not sandbox itself (then no "ready" record)
-EXIT_CLEANUP_FAILED = 122  # the worker could not remove what a run left
+EXIT_CLEANUP_FAILED = 122  # the worker could not undo what a run left (CleanupFailed)
 
 
 class _Stream:
