@@ -357,26 +357,32 @@ class Sandbox:
       self._writable_stamps = [os.stat(d).st_ctime_ns for d in WRITABLE_DIRS]
 
   def clean_writable(self) -> None:
-    """Empties the WRITABLE_DIRS a run wrote into, and puts back the permissions of those and of
-    the runs' home, so that the next run finds nothing of it; a no-op where they are the host's
-    ("plain").
+    """Empties what a run could write besides its own directory (gone by now: `remove_run_dir`):
+    the folder that holds it, and the WRITABLE_DIRS it wrote into where they are this worker's
+    own; puts back the permissions of those folders. So the next run finds nothing of it.
 
     A folder changed at all has a new ctime, which no run can set back (mtime it can, where it
-    owns the folder: "userns", whose runs keep the worker's uid, could chmod and utime them).
+    owns the folder: "userns" and "plain", whose runs keep the worker's uid, could chmod and
+    utime them, and write into the runs' folder).
     """
+    self._empty(self.runs_dir, frozenset())
     if not self.private_tmp:
       return
+    self._put_back_mode(self.runs_dir)
     for folder, stamp, kept in zip(WRITABLE_DIRS, self._writable_stamps, self._kept):
       if os.stat(folder).st_ctime_ns == stamp:
         continue
       self._put_back_mode(folder)
       # Entries in `kept` are root's, in a sticky folder: no run can remove or rename them.
-      for name in set(os.listdir(folder)) - kept:
-        remove_tree(os.path.join(folder, name))
-      left = set(os.listdir(folder)) - kept
-      if left:
-        raise CleanupFailed(f"could not empty {folder} after a run: {sorted(left)[:3]}")
-    self._put_back_mode(self.runs_dir)
+      self._empty(folder, kept)
+
+  @staticmethod
+  def _empty(folder: str, kept: frozenset[str]) -> None:
+    for name in set(os.listdir(folder)) - kept:
+      remove_tree(os.path.join(folder, name))
+    left = set(os.listdir(folder)) - kept
+    if left:
+      raise CleanupFailed(f"could not empty {folder} after a run: {sorted(left)[:3]}")
 
   def _put_back_mode(self, folder: str) -> None:
     mode = self._modes[folder]
