@@ -1338,10 +1338,10 @@ def test_a_tree_deeper_than_any_recursion_limit_is_removed_after_its_run():
 @pytest.mark.parametrize("mode", ["auto", "userns"])
 def test_a_run_cannot_lock_later_runs_out_or_hide_what_it_left(mode):
   """Where runs keep the worker's uid ("userns"), they own /tmp and the runs' home: a run could
-  take their permissions away from every later run, or set /tmp's times back after writing
-  into it so that the clean-up took it for untouched."""
+  take their permissions away from every later run (its mode, a default ACL), or set /tmp's
+  times back after writing into it so that the clean-up took it for untouched."""
   leave = textwrap.dedent("""
-      import os
+      import os, struct
       before = os.stat('/tmp')
       with open('/tmp/left.txt', 'w') as f:
         f.write('hello')
@@ -1350,10 +1350,18 @@ def test_a_run_cannot_lock_later_runs_out_or_hide_what_it_left(mode):
           f.write('hello')
       except OSError:  # "root": the folder is root's
         pass
+      # A default ACL granting nothing: every file a later run made there would be unreadable.
+      acl = struct.pack('<I', 2) + b''.join(struct.pack('<HHI', tag, 0, 0xFFFFFFFF)
+                                           for tag in (1, 4, 32))
       for path in ('/tmp', '/var/tmp', '/dev/shm', '/home'):
+        for name, value in (('system.posix_acl_default', acl), ('user.mark', b'here')):
+          try:
+            os.setxattr(path, name, value)
+          except OSError:  # "root": they are root's
+            pass
         try:
           os.chmod(path, 0)
-        except OSError:  # "root": they are root's
+        except OSError:
           pass
       try:
         os.utime('/tmp', ns=(before.st_atime_ns, before.st_mtime_ns))
@@ -1369,6 +1377,9 @@ def test_a_run_cannot_lock_later_runs_out_or_hide_what_it_left(mode):
       for folder in ('/tmp', '/var/tmp', '/dev/shm'):
         with open(os.path.join(folder, 'mine.txt'), 'w') as f:
           f.write('x')
+        with open(os.path.join(folder, 'mine.txt')) as f:
+          f.read()
+        found = found or bool(os.listxattr(folder))
       with tempfile.TemporaryDirectory() as d:
         pass
       def add(a, b):

@@ -60,6 +60,7 @@ _MNT_DETACH = 2
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}  # system call numbers: glibc has no wrapper
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC  # never through a link
+_RUN_SETTABLE_XATTRS = ("user.", "system.posix_acl_")  # what an owner without privileges may set
 _CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
               "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
@@ -363,16 +364,16 @@ class Sandbox:
 
     A folder changed at all has a new ctime, which no run can set back (mtime it can, where it
     owns the folder: "userns" and "plain", whose runs keep the worker's uid, could chmod and
-    utime them, and write into the runs' folder).
+    utime them, give them ACLs, and write into the runs' folder).
     """
     self._empty(self.runs_dir, frozenset())
     if not self.private_tmp:
       return
-    self._put_back_mode(self.runs_dir)
+    self._put_back(self.runs_dir)
     for folder, stamp, kept in zip(WRITABLE_DIRS, self._writable_stamps, self._kept):
       if os.stat(folder).st_ctime_ns == stamp:
         continue
-      self._put_back_mode(folder)
+      self._put_back(folder)
       # Entries in `kept` are root's, in a sticky folder: no run can remove or rename them.
       self._empty(folder, kept)
 
@@ -384,7 +385,18 @@ class Sandbox:
     if left:
       raise CleanupFailed(f"could not empty {folder} after a run: {sorted(left)[:3]}")
 
-  def _put_back_mode(self, folder: str) -> None:
+  def _put_back(self, folder: str) -> None:
+    """Puts back `folder`'s permissions: its mode, and, where runs keep our uid and so own it,
+    no ACL or user attribute a run set (a default ACL would shape the permissions of every file
+    a later run makes there)."""
+    if self.run_uid is None:
+      try:
+        names = os.listxattr(folder)
+      except OSError:  # a file system without extended attributes
+        names = []
+      for name in names:
+        if name.startswith(_RUN_SETTABLE_XATTRS):
+          os.removexattr(folder, name)
     mode = self._modes[folder]
     if os.stat(folder).st_mode != mode:
       os.chmod(folder, mode)
