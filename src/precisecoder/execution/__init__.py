@@ -64,8 +64,9 @@ Containment, every test kind ("root" sandbox mode, the mode we run in):
   * IPC: the worker's own namespace: System V objects and POSIX message queues a
     run makes (through ctypes) never reach the host and die with the worker.
     NOT isolated: the runs of one worker share it (a new one per run would cost
-    about a tenth of a run); POSIX shared memory and semaphores are files in
-    /dev/shm, emptied after every run.
+    about a tenth of a run), and in "root" mode the kernel keyring of their uid
+    (a user namespace per run, which would separate it, costs as much); POSIX
+    shared memory and semaphores are files in /dev/shm, emptied after every run.
   * Output: whatever a run writes to stdout, stderr or its channel (any bytes,
     any nesting, forged frames) ends as that run's verdict: never the batch's.
   * Degraded modes, logged once: "userns" (unprivileged user namespaces: the
