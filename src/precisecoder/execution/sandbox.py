@@ -366,10 +366,12 @@ class Sandbox:
     owns the folder: "userns" and "plain", whose runs keep the worker's uid, could chmod and
     utime them, give them ACLs, and write into the runs' folder).
     """
-    self._empty(self.runs_dir, frozenset())
+    if self.run_uid is None:  # runs keep our uid: they own the folder that holds theirs
+      self._empty(self.runs_dir, frozenset())
+      if self.private_tmp:
+        self._put_back(self.runs_dir)
     if not self.private_tmp:
       return
-    self._put_back(self.runs_dir)
     for folder, stamp, kept in zip(WRITABLE_DIRS, self._writable_stamps, self._kept):
       if os.stat(folder).st_ctime_ns == stamp:
         continue
