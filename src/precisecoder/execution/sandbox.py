@@ -475,8 +475,9 @@ def remove_tree(path: str) -> None:
     _unlink_quietly(path)
     return
   entered: list[str] = []  # the directories below `path` we are in, outermost first
-  pending = [_remove_files(fd)]  # per level: its subdirectories still to remove
+  pending: list[list[str]] = []  # per level: its subdirectories still to remove
   try:
+    pending.append(_remove_files(fd))
     while True:
       if pending[-1]:
         name = pending[-1].pop()
@@ -510,12 +511,15 @@ def remove_tree(path: str) -> None:
 def _remove_files(fd: int) -> list[str]:
   """Unlinks every entry of the directory open as `fd` but its subdirectories; returns those."""
   subdirectories = []
-  with os.scandir(fd) as entries:
-    for entry in entries:
-      if entry.is_dir(follow_symlinks=False):
-        subdirectories.append(entry.name)
-      else:
-        _unlink_quietly(entry.name, fd)
+  try:
+    with os.scandir(fd) as entries:
+      for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+          subdirectories.append(entry.name)
+        else:
+          _unlink_quietly(entry.name, fd)
+  except OSError:  # unreadable: left as it is (callers check)
+    pass
   return subdirectories
 
 
