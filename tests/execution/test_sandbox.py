@@ -129,7 +129,7 @@ def test_remove_tree_removes_any_depth_and_never_follows_a_link(tmp_path):
   assert not os.path.lexists(link) and (outside / "keep.txt").exists()
 
 
-def test_a_run_directory_that_cannot_be_removed_stops_the_worker(tmp_path, monkeypatch):
+def test_a_run_directory_that_cannot_be_removed_raises_cleanup_failed(tmp_path, monkeypatch):
   box = sandbox_lib.Sandbox("plain", None, str(tmp_path))
   run_dir = box.make_run_dir()
   (tmp_path / "run" / "left.txt").write_text("x")
