@@ -1,6 +1,7 @@
 """ExecutionPool: the four test kinds, batching, deadlines, worker loss, statistics (bad specs:
 test_specs.py)."""
 
+import collections
 import json
 import os
 import select
@@ -127,6 +128,63 @@ def test_a_failing_more_leaves_the_pool_working(pool):
              more=more)
   assert [r.passed for r in pool.run([Job(ADD, CALL, FAST), Job(WRONG_ADD, CALL, FAST)])] == [
       True, False]
+
+
+class _RecordingWorker:
+  """Stands in for a worker in `_dispatch`: records the chunks it is handed."""
+
+  def __init__(self):
+    self.inflight, self.chunks, self.sent = [], [], []
+
+  def send(self, ids, jobs):
+    del jobs
+    self.inflight += ids
+    self.chunks.append(len(ids))
+    self.sent.append(ids)
+
+
+def test_chunks_spread_the_longest_jobs_and_hold_little_expected_work():
+  pool = ExecutionPool(workers=2)  # never started: its workers are stand-ins
+  try:
+    pool._workers = workers = [_RecordingWorker(), _RecordingWorker()]  # pylint: disable=protected-access
+    seconds = {"long": 0.5, "short": 0.004}
+    pool._spec_seconds.update(seconds)  # pylint: disable=protected-access
+    prepared = [pool_module._Prepared({}, None, FAST, 61.0, spec)  # pylint: disable=protected-access
+                for spec in ["long"] * 3 + ["short"] * 60 + ["new"]]
+    queue = collections.deque(pool._longest_first(prepared, range(len(prepared))))  # pylint: disable=protected-access
+    pool._dispatch(queue, prepared)  # pylint: disable=protected-access
+    first, second = ([prepared[i].spec for i in ids] for ids in workers[0].sent)
+    assert first == ["new"] and second == ["long"]  # never seen: alone, and first of all
+    assert [prepared[i].spec for ids in workers[1].sent for i in ids] == ["long", "long"]
+    assert all(len(w.chunks) == 2 for w in workers)  # the one it runs and the next
+    assert len(queue) == 60  # the short jobs wait for a worker to take its next chunk
+    workers[0].inflight, workers[0].chunks = [], []  # it answered both
+    pool._dispatch(queue, prepared)  # pylint: disable=protected-access
+    short = workers[0].sent[2:]
+    assert len(short) == 2 and workers[1].sent[2:] == []
+    for ids in short:  # as many as fit in _CHUNK_S of expected work
+      assert len(ids) == int(pool_module._CHUNK_S / seconds["short"] + 1e-9)  # pylint: disable=protected-access
+  finally:
+    pool._workers = []  # pylint: disable=protected-access
+    pool.close()
+
+
+def test_the_watchdog_gives_a_worker_its_whole_chunk(monkeypatch):
+  """A worker answers a chunk at its end: a chunk whose jobs took longer together than the
+  first job's budget is not a stuck worker."""
+  monkeypatch.setattr(pool_module, "_WATCHDOG_SLACK_S", 0.0)
+  with ExecutionPool(workers=1) as pool:
+    pool.run([Job("x = 0\n", ASSERT, FAST)])  # the spec's runs are known to be quick now
+    sleep = "import time\ntime.sleep({})\ndef add(a, b):\n  return a + b\n"
+    # Four jobs: two chunks of two. The first chunk takes ~2.4 s, past its first job's budget
+    # (its limit of 0.5 s + 1 s) but well within the two jobs' budgets together.
+    jobs = [Job(sleep.format(0.4), ASSERT, Limits(timeout_s=0.5)),
+            Job(sleep.format(2.0), ASSERT, FAST), Job(ADD, ASSERT, FAST),
+            Job(ADD.replace("+", "-"), ASSERT, FAST)]
+    results = pool.run(jobs)
+    assert pool.stats()["worker_deaths"] == 0
+  assert [r.status for r in results[1:]] == [Status.PASS, Status.PASS, Status.FAIL], results
+  assert results[0].status in (Status.PASS, Status.TIMEOUT)  # 0.4 s of 0.5 on a slow host
 
 
 def test_batch_deadline_times_out_what_is_left(pool):

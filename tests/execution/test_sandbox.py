@@ -141,14 +141,21 @@ def test_a_run_directory_that_cannot_be_removed_raises_cleanup_failed(tmp_path, 
 _WORKER_THAT_CANNOT_CLEAN = textwrap.dedent("""
     import sys
     from precisecoder.execution import sandbox, worker
-    def fail(self, path):
-      raise sandbox.CleanupFailed(f"could not remove the run directory {path}")
-    sandbox.Sandbox.remove_run_dir = fail
+    cleaned = []
+    remove = sandbox.Sandbox.remove_run_dir
+    def fail_the_second(self, path):
+      if cleaned:
+        raise sandbox.CleanupFailed(f"could not remove the run directory {path}")
+      cleaned.append(path)
+      remove(self, path)
+    sandbox.Sandbox.remove_run_dir = fail_the_second
     sys.exit(worker.main(["worker", "0", "plain", "-1"]))
 """)
 
 
-def test_a_worker_that_cannot_clean_up_after_a_run_exits_without_answering():
+def test_a_worker_that_cannot_clean_up_after_a_run_exits_without_answering_it():
+  """The run before it, in the same chunk, is answered: the pool reruns only the job whose
+  clean-up failed."""
   from precisecoder.execution import expectations, protocol, worker  # pylint: disable=import-outside-toplevel
   from precisecoder.execution import pool as pool_module  # pylint: disable=import-outside-toplevel
   process = subprocess.Popen([sys.executable, "-c", _WORKER_THAT_CANNOT_CLEAN],
@@ -158,8 +165,11 @@ def test_a_worker_that_cannot_clean_up_after_a_run_exits_without_answering():
     child_tests, _ = expectations.split(CALL)
     limits = pool_module._limits_payload(FAST)  # pylint: disable=protected-access
     protocol.write_all(process.stdin.fileno(), protocol.encode(
-        {"jobs": [{"id": 1, "program": ADD, "tests": child_tests, "limits": limits}]}))
+        {"jobs": [{"id": i, "program": ADD, "tests": child_tests, "limits": limits}
+                  for i in (1, 2)]}))
     status = process.wait(timeout=120)
+    answered = protocol.read_message(process.stdout.fileno())
+    assert answered["id"] == 1 and answered["runs"][0]["exit"] == 0, answered
     assert protocol.read_message(process.stdout.fileno()) is None  # no answer: the pool reruns
   finally:
     process.kill()

@@ -1,4 +1,11 @@
-"""`ExecutionPool`: persistent sandboxing workers, fed jobs in chunks, judged here."""
+"""`ExecutionPool`: persistent sandboxing workers, fed jobs in chunks, judged here.
+
+Each worker holds at most two chunks: the one it runs and the next, so it never waits for the
+pool. A worker answers a chunk's jobs together when the chunk ends (or every `worker.HOLD_S`),
+so the pool wakes once a chunk rather than once a job, and a chunk holds about _CHUNK_S of
+expected work (each spec's longest run so far): the longest jobs go out first, one to a chunk,
+and so end up spread over the workers instead of queued behind each other on one.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ import collections
 import dataclasses
 import functools
 import importlib.util
+import itertools
 import json
 import logging
 import math
@@ -40,6 +48,10 @@ _WORKER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LD_BI
                "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 _STARTUP_TIMEOUT_S = 60.0
 _MAX_CHUNK = 16
+# A read asks for a pipe's capacity: asking for more costs a large allocation on every read.
+_READ_SIZE = 1 << 16
+_CHUNK_S = 0.05  # expected seconds of work in one chunk: a chunk's replies wait for its end
+_CHUNKS_AHEAD = 2  # chunks a worker holds: the one it runs and the next
 _WATCHDOG_SLACK_S = 30.0  # a worker silent this long past its jobs' limits is presumed stuck
 _MAX_ATTEMPTS = 2
 # The pool waits on its workers' pipes with select(), which handles descriptors below 1024;
@@ -163,6 +175,7 @@ class _Worker:
     self.reader = protocol.MessageReader()
     self.pending_out = bytearray()
     self.inflight: collections.deque[int] = collections.deque()
+    self.chunks: collections.deque[int] = collections.deque()  # sizes of the chunks it holds
     self.busy_since = time.monotonic()
     self.mode = ""
     self.note = ""
@@ -186,9 +199,34 @@ class _Worker:
         self.run_uid = message.get("run_uid")
         self.magic = message.get("magic", "")
 
-  def send(self, jobs: list[dict]) -> None:
+  def send(self, ids: list[int], jobs: list[dict]) -> None:
+    """Hands the worker one chunk: `jobs`, the messages of prepared jobs `ids`."""
+    if not self.inflight:
+      self.busy_since = time.monotonic()
+    self.inflight.extend(ids)
+    self.chunks.append(len(ids))
     self.pending_out += protocol.encode({"jobs": jobs})
     self.flush()
+
+  def answered(self) -> int:
+    """Takes the job the worker answered off its chunks; returns its id."""
+    self.busy_since = time.monotonic()
+    self.chunks[0] -= 1
+    if not self.chunks[0]:
+      self.chunks.popleft()
+    return self.inflight.popleft()
+
+  def forget(self) -> list[int]:
+    """Drops every job the worker holds (it is being replaced); returns them, in order."""
+    held = list(self.inflight)
+    self.inflight.clear()
+    self.chunks.clear()
+    return held
+
+  def budget_s(self, prepared: list["_Prepared"]) -> float:
+    """The longest the worker may legitimately go without answering: it answers at the end of a
+    chunk at the latest, so every job left in the chunk it runs."""
+    return sum(prepared[i].budget_s for i in itertools.islice(self.inflight, self.chunks[0]))
 
   def flush(self) -> None:
     """Writes what the pipe takes now; the rest waits for the next writable event."""
@@ -339,7 +377,6 @@ class ExecutionPool:
     batch.add(jobs)
     outcomes = self._execute(batch.prepared, batch_deadline,
                              (lambda: batch.add(more())) if more is not None else None)
-    self._remember_durations(batch.prepared, outcomes)
     for result in outcomes:
       self._counts[result.status.value] += 1
     return batch.results(outcomes)
@@ -359,26 +396,28 @@ class ExecutionPool:
       self._splits.popitem(last=False)
     return key, *value
 
-  def _remember_durations(self, prepared: list[_Prepared], outcomes: list[Result]) -> None:
+  def _remember_duration(self, spec: str, seconds: float) -> None:
     # The longest run seen: a spec's passing programs run every test, its failing ones often
     # stop at the first, and it is the passing ones that hold a round up if they start last.
-    for item, result in zip(prepared, outcomes):
-      self._spec_seconds[item.spec] = max(result.duration_s, self._spec_seconds.get(item.spec, 0.0))
-      self._spec_seconds.move_to_end(item.spec)
-    while len(self._spec_seconds) > _SPLIT_CACHE_SIZE:
+    # Remembered as results arrive, so that the rest of the batch is planned with it.
+    self._spec_seconds[spec] = max(seconds, self._spec_seconds.get(spec, 0.0))
+    self._spec_seconds.move_to_end(spec)
+    if len(self._spec_seconds) > _SPLIT_CACHE_SIZE:
       self._spec_seconds.popitem(last=False)
 
+  def _expected_s(self, item: _Prepared) -> float:
+    """How long `item` is expected to run: its spec's longest run, or inf for a spec not seen."""
+    return self._spec_seconds.get(item.spec, math.inf)
+
   def _longest_first(self, prepared: list[_Prepared], indices: Iterable[int]) -> list[int]:
-    """`indices`, those expected to run longest first (the longest run of their spec; unseen
-    specs first of all), so that no long job starts last and keeps a round waiting."""
-    seen = self._spec_seconds
-    return sorted(indices, key=lambda i: -seen.get(prepared[i].spec, math.inf))
+    """`indices`, those expected to run longest first (unseen specs first of all), so that no
+    long job starts last and keeps a round waiting."""
+    return sorted(indices, key=lambda i: -self._expected_s(prepared[i]))
 
   def _abandon(self) -> None:
     """Restarts every worker still running jobs of a batch that nobody waits for any more."""
     for worker in list(self._workers):
-      if worker.inflight:
-        worker.inflight.clear()
+      if worker.forget():
         self._replace(worker)
 
   def _execute(self, prepared: list[_Prepared], batch_deadline: float,
@@ -421,15 +460,14 @@ class ExecutionPool:
           worker.flush()
           continue
         try:
-          data = os.read(fd, 1 << 20)
+          data = os.read(fd, _READ_SIZE)
         except BlockingIOError:
           continue
         if not data:
           remaining -= self._worker_died(worker, queue, prepared, outcomes, "worker exited")
           continue
         for reply in worker.reader.feed(data):
-          index = worker.inflight.popleft()
-          worker.busy_since = time.monotonic()
+          index = worker.answered()
           if reply["id"] != index:
             raise RuntimeError(f"worker {worker.slot} answered job {reply['id']}, "
                                f"expected {index}")
@@ -441,35 +479,42 @@ class ExecutionPool:
             continue
           outcomes[index] = outcome
           remaining -= 1
+          self._remember_duration(prepared[index].spec, outcome.duration_s)
       for worker in list(self._workers):  # watchdog for a wedged worker
         if worker.inflight:
-          budget = prepared[worker.inflight[0]].budget_s + _WATCHDOG_SLACK_S
+          budget = worker.budget_s(prepared) + _WATCHDOG_SLACK_S
           if time.monotonic() - worker.busy_since > budget:
             remaining -= self._worker_died(worker, queue, prepared, outcomes, "worker stuck")
     return outcomes
 
   def _dispatch(self, queue: collections.deque, prepared: list[_Prepared]) -> None:
-    if not queue:
-      return
-    chunk = max(1, min(_MAX_CHUNK, len(queue) // (2 * len(self._workers))))
-    for worker in sorted(self._workers, key=lambda w: len(w.inflight)):
-      if not queue:
-        break
-      if len(worker.inflight) > chunk // 2:
-        continue  # still busy: top up once it has drained half
-      ids = [queue.popleft() for _ in range(min(chunk, len(queue)))]
-      if not worker.inflight:
-        worker.busy_since = time.monotonic()
-      worker.inflight.extend(ids)
-      worker.send([prepared[i].message for i in ids])
+    """Tops every worker up to _CHUNKS_AHEAD chunks, a chunk to each in turn (the least loaded
+    first), so that the queue's longest jobs, at its head, go to different workers."""
+    while queue:
+      ready = sorted((w for w in self._workers if len(w.chunks) < _CHUNKS_AHEAD),
+                     key=lambda w: len(w.inflight))
+      if not ready:
+        return
+      # Chunks shrink as the queue drains, so that the workers finish a round close together.
+      most = max(1, min(_MAX_CHUNK, len(queue) // (2 * len(self._workers))))
+      for worker in ready:
+        if not queue:
+          return
+        ids = [queue.popleft()]
+        expected = self._expected_s(prepared[ids[0]])
+        while queue and len(ids) < most:
+          expected += self._expected_s(prepared[queue[0]])
+          if expected > _CHUNK_S:
+            break
+          ids.append(queue.popleft())
+        worker.send(ids, [prepared[i].message for i in ids])
 
   def _worker_died(self, worker: _Worker, queue: collections.deque,
                    prepared: list[_Prepared], outcomes: list, why: str) -> int:
     """Replaces a dead worker; reruns its current job once, then calls it an infra error."""
     self._counts["worker_deaths"] += 1
     finished = 0
-    held = list(worker.inflight)
-    worker.inflight.clear()
+    held = worker.forget()
     if held:
       current = prepared[held[0]]
       current.attempts += 1

@@ -1,9 +1,10 @@
 """A pool worker: a warm interpreter that forks one sandboxed child per run.
 
 Started by `ExecutionPool` as `python -E -s -m precisecoder.execution.worker SLOT MODE`.
-It reads framed chunks of jobs on fd 0 and answers one framed message per job
-on fd 1, in order. It never imports JAX and never sees expected values: the
-pool strips them before sending (verdicts.py compares in the pool).
+It reads framed chunks of jobs on fd 0 and answers one framed message per job on fd 1, in
+order, a chunk's answers written together (`HOLD_S`): the pool, woken once a chunk rather than
+once a job, takes less of the CPUs the runs need. It never imports JAX and never sees expected
+values: the pool strips them before sending (verdicts.py compares in the pool).
 
 Messages in:  {"jobs": [{"id": ID, "code": B64, "tests": {...}, "limits": {...}}]}, where B64
               is the program as the pool compiled it (marshal, base64), or "program": SRC
@@ -55,6 +56,9 @@ _READ_SIZE = 1 << 16
 _READ_EVERY_S = 0.02  # how often a running child's quiet pipes are read (`_Watch`)
 EXIT_SETUP_FAILED = 121  # the child could not sandbox itself (then no "ready" record)
 EXIT_CLEANUP_FAILED = 122  # the worker could not undo what a run left (CleanupFailed)
+# Answers are written once HOLD_S has passed since the first of them, when the job running then
+# ends, or at the end of the chunk, whichever comes first.
+HOLD_S = 0.1
 
 
 class _Stream:
@@ -357,17 +361,25 @@ def main(argv: list[str]) -> int:
     message = protocol.read_message(inbox)
     if message is None:
       return 0
+    answers, first_answer = [], 0.0
     for job in message["jobs"]:
       try:
         reply = worker.run_job(job)
       except sandbox_lib.CleanupFailed as e:
-        # The next run would find what this one left. Stop without answering: the pool starts a
-        # fresh worker (empty file systems, its own priority) and reruns the job there, once.
+        # The next run would find what this one left. Stop without answering it: the pool
+        # starts a fresh worker (empty file systems, its own priority) and reruns it there, once.
+        protocol.write_all(outbox, b"".join(answers))
         os.write(2, f"execution worker: {e}\n".encode())
         return EXIT_CLEANUP_FAILED
       except Exception as e:  # pylint: disable=broad-except
         reply = {"id": job["id"], "infra_error": f"{type(e).__name__}: {e}"}
-      protocol.write_all(outbox, protocol.encode(reply))
+      if not answers:
+        first_answer = time.monotonic()
+      answers.append(protocol.encode(reply))
+      if time.monotonic() - first_answer >= HOLD_S:
+        protocol.write_all(outbox, b"".join(answers))
+        answers.clear()
+    protocol.write_all(outbox, b"".join(answers))
 
 
 if __name__ == "__main__":
