@@ -415,12 +415,14 @@ class Sandbox:
     """Kills a run and everything it started, and reaps them all."""
     # As PID 1, every other process in our namespace belongs to this run.
     targets = ((os.kill, -1),) if self.is_init else ((os.kill, pid), (os.killpg, pid))
+    signalled = False
     for kill, target in targets:
       try:
         kill(target, signal.SIGKILL)
+        signalled = True
       except (ProcessLookupError, PermissionError):
         pass
-    while True:
+    while signalled:  # a zombie is signalled too: nothing signalled, nothing left to reap
       try:
         os.waitpid(-1, 0)
       except ChildProcessError:
