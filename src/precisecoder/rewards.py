@@ -213,7 +213,7 @@ class RewardScorer:
                                              list[list[str | None]]]:
     """Diffs every pair and registers its full program and the counterfactuals of its non-exact
     matches in `batch`; returns the scores and, per pair, those programs' verdict keys."""
-    diffs: dict[tuple[int, str], tuple] = {}  # RL groups repeat completions: diff each once
+    diffs: dict[tuple[int, str], tuple | str] = {}  # RL groups repeat completions: once each
     scores = [self._diff(t, p, errors[i] if errors else None, diffs) for i, (t, p) in
               enumerate(zip(tasks, programs))]
     unit_keys: list[str | None] = []
@@ -250,7 +250,7 @@ class RewardScorer:
   # -------------------------------------------------------------------------
 
   def _diff(self, task: Task, program: str | None, error: str | None,
-            seen: dict[tuple[int, str], tuple]) -> SampleScore:
+            seen: dict[tuple[int, str], tuple | str]) -> SampleScore:
     s = SampleScore(task=task, program=program, error=error)
     s.fixed = [0] * len(edits.parse_blocks(task.gt_diff))
     if program is None or error is not None:
@@ -260,20 +260,13 @@ class RewardScorer:
       s.error = ("empty program" if isinstance(program, str)
                  else f"not a string: {type(program).__name__}")
       return s
-    s.error = screen.introduced(task.buggy_code, program)  # refused before it runs
-    if s.error is not None:
+    key = (id(task), program)
+    if key not in seen:
+      seen[key] = self._diff_once(task, program)
+    if isinstance(seen[key], str):  # refused by the screen, or not diffable
+      s.error = seen[key]
       return s
-    try:
-      key = (id(task), program)
-      if key not in seen:
-        pred_diff = edits.line_diff(task.buggy_code, program)
-        seen[key] = (pred_diff, edits.line_levenshtein(task.buggy_code, program),
-                     edits.align(task.buggy_code, pred_diff, task.gt_diff)
-                     if task.is_buggy else None)
-      pred_diff, cost, alignment = seen[key]
-    except Exception as e:  # pylint: disable=broad-except  (one odd sample must not stop a run)
-      s.error = f"cannot diff: {type(e).__name__}: {e}"
-      return s
+    pred_diff, cost, alignment = seen[key]
     s.pred_diff = pred_diff
     s.edit_lines = len(pred_diff)
     s.noop = not pred_diff
@@ -281,6 +274,21 @@ class RewardScorer:
     if alignment is not None:
       s.matches = [MatchScore(m, self._initial_slack(m)) for m in alignment.matches]
     return s
+
+  @staticmethod
+  def _diff_once(task: Task, program: str) -> tuple | str:
+    """What `_diff` needs of a (task, program) pair, worked out once per pair: the program's
+    diff, edit cost and alignment, or why it is not scored (the screen refuses it before it
+    runs, or it cannot be diffed)."""
+    refused = screen.introduced(task.buggy_code, program)
+    if refused is not None:
+      return refused
+    try:
+      pred_diff = edits.line_diff(task.buggy_code, program)
+      return (pred_diff, edits.line_levenshtein(task.buggy_code, program),
+              edits.align(task.buggy_code, pred_diff, task.gt_diff) if task.is_buggy else None)
+    except Exception as e:  # pylint: disable=broad-except  (one odd sample must not stop a run)
+      return f"cannot diff: {type(e).__name__}: {e}"
 
   def _initial_slack(self, match: edits.Match) -> int:
     if match.kind == edits.EXACT:
