@@ -401,6 +401,32 @@ def test_hostile_channel_output_fails_its_own_run_and_nothing_else(pool):
   assert pool.run([Job(ADD, CALL, FAST)])[0].passed
 
 
+def test_a_run_that_fails_a_check_is_stopped_there():
+  """As a plain interpreter stops at the first failing assert: the rest of these runs never ends,
+  and they are stopped at their first tick once the pool has read the failed check. A run whose
+  checks hold runs on, however long it takes."""
+  hangs = "def add(a, b):\n  if a < 0:\n    while True:\n      pass\n  return a - b\n"
+  slow = "def add(a, b):\n  for _ in range(2_000_000):\n    pass\n  return a + b\n"
+  with ExecutionPool(workers=2) as pool:
+    results = pool.run([Job(hangs, ASSERT, FAST), Job(hangs, UNITTEST, FAST),
+                        Job(slow, ASSERT, FAST)])
+    stopped = pool.stats()["stopped"]
+  assert [r.status for r in results] == [Status.FAIL, Status.FAIL, Status.PASS], results
+  assert results[0].detail == "assert #0 failed: got -1, expected == 5", results[0]
+  assert results[1].detail.startswith("assert #"), results[1]
+  assert stopped == 2
+
+
+def test_hostile_lines_of_a_running_check_run_fail_it_alone(pool):
+  """What a run writes to its channel before a tick reaches the pool while it runs."""
+  wait = "for _ in range(3_000_000):\n  pass\n"
+  jobs = [Job(program + wait + "def add(a, b):\n  return a * b\n", tests, FAST)
+          for _, tests, program in HOSTILE_CHANNEL if tests["kind"] in ("assert", "unittest")]
+  results = pool.run(jobs + [Job(ADD, ASSERT, FAST)])
+  assert all(r.status is Status.FAIL for r in results[:-1]), results
+  assert results[-1].passed
+
+
 def test_workers_run_under_the_interpreter_they_are_given(monkeypatch):
   python = os.path.join(os.path.dirname(sys.executable), "python3")  # another name, same venv
   program = "import sys\ndef where():\n  return sys.executable\n"

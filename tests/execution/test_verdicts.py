@@ -41,3 +41,22 @@ def test_a_run_that_skips_a_reached_assert_fails():
   run["channel"] = channel.replace('"expects": 0', '"expects": 1') + "\n" + json.dumps(
       {"expect": 0, "value": 2, **signed})
   assert verdicts.judge(expected, [run], LIMITS).passed
+
+
+def test_lines_that_already_fail_a_check_fix_the_verdict_at_fail():
+  code = "def check(c):\n  assert c(1) == 2\n  assert c(2) == 3\ncheck(f)\n"
+  _, expected = expectations.split({"kind": "assert", "code": code})
+  nonce = "n" * 32
+
+  def lines(*values, sign=nonce):
+    return "".join(json.dumps({"expect": k, "value": v, "nonce": sign}) + "\n"
+                   for k, v in enumerate(values))
+
+  assert verdicts.fails_already(expected, lines(2, 4), nonce)
+  assert verdicts.fails_already(expected, lines(5), nonce)
+  assert not verdicts.fails_already(expected, lines(2), nonce)  # holds so far
+  assert not verdicts.fails_already(expected, lines(5, sign="f" * 32), nonce)  # not signed
+  assert not verdicts.fails_already(expected, '{"expect": 0, "value": [[[[\n' + "[" * 10**5, nonce)
+  _, call = expectations.split({"kind": "call", "entry_point": "f", "cases": [
+      {"args": [1], "expected": 2}]})
+  assert not verdicts.fails_already(call, lines(5), nonce)  # call runs end on their own

@@ -107,6 +107,40 @@ def test_a_worker_answers_its_protocol_directly():
   assert second["runs"][0]["exit"] == 3 and second["runs"][0]["ready"]
 
 
+def test_a_running_check_run_reports_its_lines_and_stops_when_the_pool_says_so():
+  """A run of assert tests still going at a tick sends the lines it wrote; a stop naming its
+  nonce ends it, and the worker goes on to the next job."""
+  src_root = os.path.dirname(os.path.dirname(os.path.dirname(worker.__file__)))
+  process = subprocess.Popen([sys.executable, "-E", "-s", "-m", "precisecoder.execution.worker",
+                              "0", "plain", "-1"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, cwd=src_root)
+  hangs = "def add(a, b):\n  if a < 0:\n    while True:\n      pass\n  return a - b\n"
+  tests = {"kind": "assert", "code": "assert add(2, 3) == 5\nassert add(-1, 1) == 0\n"}
+  try:
+    inbox, outbox = process.stdin.fileno(), process.stdout.fileno()
+    assert protocol.read_message(outbox)["hello"] == "plain"
+    child_tests, _ = expectations.split(tests)
+    limits = pool_module._limits_payload(FAST)  # pylint: disable=protected-access
+    jobs = [{"id": 3, "program": hangs, "tests": child_tests, "limits": limits},
+            {"id": 4, "program": ADD, "tests": expectations.split(CALL)[0], "limits": limits}]
+    protocol.write_all(inbox, protocol.encode({"jobs": jobs}))
+    partial = protocol.read_message(outbox)
+    assert partial["partial"] == 3 and '"expect":0' in partial["lines"]
+    assert partial["lines"].endswith("\n")
+    protocol.write_all(inbox, protocol.encode({"stop": 3, "nonce": partial["nonce"]}))
+    while "partial" in (answer := protocol.read_message(outbox)):
+      pass  # the run ticked again before it read the stop
+    following = protocol.read_message(outbox)
+  finally:
+    process.stdin.close()
+    assert process.wait(timeout=60) == 0
+    process.stdout.close()
+  run = answer["runs"][0]
+  assert answer["id"] == 3 and run["stopped"] and run["signal"] == 9 and not run["timeout"]
+  assert run["nonce"] == partial["nonce"] and partial["lines"] in run["channel"]
+  assert following["id"] == 4 and not following["runs"][0]["stopped"]
+
+
 def test_a_stream_keeps_what_fits_under_its_cap():
   read_end, write_end = os.pipe()
   try:

@@ -227,20 +227,16 @@ def _wrapped(value, kind: type):
 class Channel:
   """Records for the private fd; a closed or hijacked fd loses them.
 
-  "ready" goes out at once (the worker reads it as "the sandbox came up").
-  Later records are buffered and written together by `flush`, when the run
-  ends or the buffer fills: one write per run instead of one per assert, each
-  of which would wake the worker. A run that dies before its flush loses them,
-  and without its signed "end" record it fails anyway.
+  Each record is written as it is made: the worker reads the pipe only when the run ends or at
+  its ticks, so a write costs the run a system call and wakes nobody, and a record that fails
+  the run is in the pipe before the tests go on (the pool stops such a run at the next tick:
+  `verdicts.fails_already`). "ready" is the first (the worker reads it as "the sandbox came
+  up").
   """
-
-  _BUFFER_BYTES = 1 << 16
 
   def __init__(self, fd: int, nonce: str):
     self._fd = fd
     self._nonce = nonce
-    self._lines: list[str] = []
-    self._size = 0
 
   def send_ready(self) -> None:
     self._write(f'{{"ready":"{self._nonce}"}}\n')
@@ -248,17 +244,7 @@ class Channel:
   def send(self, record: dict, signed: bool = False) -> None:
     if signed:
       record["nonce"] = self._nonce
-    line = _encode(record) + "\n"
-    self._lines.append(line)
-    self._size += len(line)
-    if self._size > self._BUFFER_BYTES:
-      self.flush()
-
-  def flush(self) -> None:
-    text = "".join(self._lines)
-    self._lines.clear()
-    self._size = 0
-    self._write(text)
+    self._write(_encode(record) + "\n")
 
   def _write(self, text: str) -> None:
     data = text.encode()
@@ -596,7 +582,7 @@ def _session(channel: Channel, job: dict, integrity: Integrity) -> int:
       except SystemExit as e:  # exit codes follow the interpreter's own rules
         exit_code = e.code if _type(e.code) is int else (0 if e.code is None else 1)
       channel.send({"end": "io", "exit": exit_code}, signed=True)
-      _flush(channel)
+      _flush_output()
       return exit_code
     watched = kind in ("assert", "unittest")
     guard = None
@@ -619,7 +605,7 @@ def _session(channel: Channel, job: dict, integrity: Integrity) -> int:
     _safe_send(channel, {"error": _describe(e), "memory": False})
     if kind == "io":
       traceback.print_exc()
-  _flush(channel)
+  _flush_output()
   return exit_code
 
 
@@ -643,16 +629,8 @@ def _safe_send(channel: Channel, record: dict) -> None:
     pass
 
 
-def _safe_flush(channel: Channel) -> None:
-  try:
-    channel.flush()
-  except BaseException:  # pylint: disable=broad-except
-    pass
-
-
-def _flush(channel: Channel) -> None:
-  """Writes out the channel's records and the program's buffered output."""
-  _safe_flush(channel)
+def _flush_output() -> None:
+  """Writes out the program's buffered output."""
   for stream in (sys.stdout, sys.stderr):
     try:
       stream.flush()

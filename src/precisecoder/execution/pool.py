@@ -4,7 +4,9 @@ Each worker holds at most two chunks: the one it runs and the next, so it never 
 pool. A worker answers a chunk's jobs together when the chunk ends (or every `worker.HOLD_S`),
 so the pool wakes once a chunk rather than once a job, and a chunk holds about _CHUNK_S of
 expected work (each spec's longest run so far): the longest jobs go out first, one to a chunk,
-and so end up spread over the workers instead of queued behind each other on one.
+and so end up spread over the workers instead of queued behind each other on one. A run still
+going at a worker's tick reports its check records so far, and one that already fails is
+stopped there (`_stop_if_failed`).
 """
 
 from __future__ import annotations
@@ -206,6 +208,11 @@ class _Worker:
     self.inflight.extend(ids)
     self.chunks.append(len(ids))
     self.pending_out += protocol.encode({"jobs": jobs})
+    self.flush()
+
+  def stop(self, index: int, nonce: str) -> None:
+    """Asks the worker to stop the run `nonce` of job `index`, which it is running."""
+    self.pending_out += protocol.encode({"stop": index, "nonce": nonce})
     self.flush()
 
   def answered(self) -> int:
@@ -467,6 +474,9 @@ class ExecutionPool:
           remaining -= self._worker_died(worker, queue, prepared, outcomes, "worker exited")
           continue
         for reply in worker.reader.feed(data):
+          if "partial" in reply:
+            self._stop_if_failed(worker, prepared, reply)
+            continue
           index = worker.answered()
           if reply["id"] != index:
             raise RuntimeError(f"worker {worker.slot} answered job {reply['id']}, "
@@ -509,6 +519,21 @@ class ExecutionPool:
           ids.append(queue.popleft())
         worker.send(ids, [prepared[i].message for i in ids])
 
+  def _stop_if_failed(self, worker: _Worker, prepared: list[_Prepared], report: dict) -> None:
+    """Stops the run a partial report comes from if its lines already fail it: its verdict is
+    FAIL whatever it does next, and the rest of a failing run (the slow last test, a loop that
+    would run to the time limit) is time the batch waits for."""
+    index = report["partial"]
+    if not worker.inflight or worker.inflight[0] != index:
+      return
+    try:
+      failed = verdicts.fails_already(prepared[index].expected, report["lines"], report["nonce"])
+    except Exception:  # pylint: disable=broad-except  (left to judge when the run ends)
+      return
+    if failed:
+      worker.stop(index, report["nonce"])
+      self._counts["stopped"] += 1
+
   def _worker_died(self, worker: _Worker, queue: collections.deque,
                    prepared: list[_Prepared], outcomes: list, why: str) -> int:
     """Replaces a dead worker; reruns its current job once, then calls it an infra error."""
@@ -547,14 +572,16 @@ class ExecutionPool:
   # -- statistics --------------------------------------------------------------
 
   def stats(self) -> dict[str, Any]:
-    """Counts by status, runs, duplicates, worker restarts, latency percentiles (ms)."""
+    """Counts by status, runs, duplicates, worker restarts, runs stopped at a failed check,
+    latency percentiles (ms)."""
     counts = dict(self._counts)
     out: dict[str, Any] = {"workers": self.num_workers, "sandbox": self._mode,
                            "jobs": counts.pop("jobs", 0), "runs": counts.pop("runs", 0),
                            "duplicates": counts.pop("duplicates", 0),
                            "worker_restarts": counts.pop("worker_restarts", 0),
                            "worker_deaths": counts.pop("worker_deaths", 0),
-                           "reruns": counts.pop("reruns", 0)}
+                           "reruns": counts.pop("reruns", 0),
+                           "stopped": counts.pop("stopped", 0)}
     for status in Status:
       out[status.value] = counts.get(status.value, 0)
     latencies = sorted(self._latencies)

@@ -125,8 +125,12 @@ _scan = json.JSONDecoder().scan_once  # json.loads' own scanner, without its per
 def _records(run: Mapping[str, Any]) -> list[dict]:
   """The child's channel lines that parse as JSON objects (anything else is ignored: a line
   nested past the parser's recursion limit too)."""
+  return _parsed(run.get("channel", "").splitlines()[1:])  # line 0 is the "ready" record
+
+
+def _parsed(lines: list[str]) -> list[dict]:
   records = []
-  for line in run.get("channel", "").splitlines()[1:]:  # line 0 is the "ready" record
+  for line in lines:
     try:
       record, end = _scan(line, 0)  # a whole line the harness wrote: what json.loads gives
       if end != len(line):
@@ -286,6 +290,16 @@ def _check_reports(expected: Expected, records: list[dict],
     if not holds:
       return f"assert #{k} failed: got {value!r:.200}, expected {_wanted(operator, literal)}"
   return reported, seen
+
+
+def fails_already(expected: Expected, lines: str, nonce: str) -> bool:
+  """Whether some whole lines of a running job's channel already fix its verdict at FAIL: `judge`
+  reads the check reports first, in order, and fails a run on the first that fails its check,
+  whatever the run does after it. So the pool stops such a run there (`pool._Worker.stop`), as a
+  plain interpreter stops at the first failing assert."""
+  if expected.kind not in ("assert", "unittest"):
+    return False
+  return isinstance(_check_reports(expected, _parsed(lines.splitlines()), {"nonce": nonce}), str)
 
 
 def _ending(expected: Expected, end: dict, reported: int, seen: set[int]) -> tuple[Status, str]:

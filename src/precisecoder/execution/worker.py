@@ -6,14 +6,19 @@ order, a chunk's answers written together (`HOLD_S`): the pool, woken once a chu
 once a job, takes less of the CPUs the runs need. It never imports JAX and never sees expected
 values: the pool strips them before sending (verdicts.py compares in the pool).
 
+A run of an assert or unittest job that is still going at a tick of `_READ_EVERY_S` reports the
+channel lines it wrote since the last tick; the pool answers with a stop where one of them
+already fails the run (`verdicts.fails_already`), and the worker kills the run then.
+
 Messages in:  {"jobs": [{"id": ID, "code": B64, "tests": {...}, "limits": {...}}]}, where B64
               is the program as the pool compiled it (marshal, base64), or "program": SRC
-              for a program that does not compile
+              for a program that does not compile; {"stop": ID, "nonce": NONCE}
 Messages out: {"hello": MODE, "note": TEXT, "run_uid": UID|None, "magic": HEX} once (HEX: the
-              bytecode this interpreter loads), then {"id": ID, "runs": [RUN, ...]}
+              bytecode this interpreter loads), then {"id": ID, "runs": [RUN, ...]}, and
+              before a job's answer any number of {"partial": ID, "nonce": NONCE, "lines": TEXT}
 where RUN (one per process: one per case for io, else one) is
   {"ready": bool, "exit": int|None, "signal": int|None, "timeout": bool,
-   "overflow": str|None, "stdout": str, "stderr": str, "channel": str,
+   "overflow": str|None, "stopped": bool, "stdout": str, "stderr": str, "channel": str,
    "nonce": str, "duration_s": float}
 """
 
@@ -31,7 +36,7 @@ import time
 # would pay, while only the few runs that import it pay for importing it (few tests and no
 # HumanEval reference solution do), so runs pay less in all this way.
 import bisect  # noqa: F401 pylint: disable=unused-import
-import collections  # noqa: F401 pylint: disable=unused-import
+import collections
 import copy  # noqa: F401 pylint: disable=unused-import
 import datetime  # noqa: F401 pylint: disable=unused-import
 import decimal  # noqa: F401 pylint: disable=unused-import
@@ -59,6 +64,7 @@ EXIT_CLEANUP_FAILED = 122  # the worker could not undo what a run left (CleanupF
 # Answers are written once HOLD_S has passed since the first of them, when the job running then
 # ends, or at the end of the chunk, whichever comes first.
 HOLD_S = 0.1
+_REPORTED_KINDS = ("assert", "unittest")  # runs whose check reports the pool judges as they come
 
 
 class _Stream:
@@ -92,10 +98,68 @@ class _Stream:
     return b"".join(self.chunks).decode("utf-8", errors="replace")
 
 
+class _Mail:
+  """The worker's ends of the pool's pipes: chunks of jobs and stops in, answers and partial
+  reports out.
+
+  Answers are held and written together (`HOLD_S`). A partial report is written at once, after
+  the answers held, and the stop it may bring can arrive behind chunks the pool sent ahead:
+  those wait here.
+  """
+
+  def __init__(self, inbox: int, outbox: int):
+    self.inbox = inbox
+    self.outbox = outbox
+    self.closed = False  # the pool closed our inbox: no more jobs
+    self._reader = protocol.MessageReader()
+    self._chunks: collections.deque[dict] = collections.deque()
+    self._held: list[bytes] = []
+    self._first_held = 0.0
+
+  def next_chunk(self) -> dict | None:
+    """The next chunk of jobs (waits for it), or None once the pool is gone."""
+    while not self._chunks and not self.closed:
+      self.read()
+    return self._chunks.popleft() if self._chunks else None
+
+  def read(self) -> set[str]:
+    """Reads what the pool sent (waits for something); returns the nonces of the runs it asks to
+    stop. A stop for a run already over is dropped."""
+    data = os.read(self.inbox, _READ_SIZE)
+    if not data:
+      self.closed = True
+    stops = set()
+    for message in self._reader.feed(data):
+      if "stop" in message:
+        stops.add(message.get("nonce"))
+      else:
+        self._chunks.append(message)
+    return stops
+
+  def hold(self, answer: dict) -> None:
+    if not self._held:
+      self._first_held = time.monotonic()
+    self._held.append(protocol.encode(answer))
+    if time.monotonic() - self._first_held >= HOLD_S:
+      self.flush()
+
+  def flush(self) -> None:
+    if self._held:
+      protocol.write_all(self.outbox, b"".join(self._held))
+      self._held.clear()
+
+  def report(self, job_id, nonce: str, lines: str) -> None:
+    """Sends the pool the channel lines a run wrote since its last report."""
+    self.flush()  # the pool reads answers in order: the jobs before this one's come first
+    protocol.write_all(self.outbox, protocol.encode(
+        {"partial": job_id, "nonce": nonce, "lines": lines}))
+
+
 class Worker:
   """Runs jobs one at a time, each in forked sandboxed children."""
 
-  def __init__(self, strongest: str = "auto"):
+  def __init__(self, strongest: str = "auto", mail: _Mail | None = None):
+    self.mail = mail  # None: no partial reports (the harness's own tools)
     self.sandbox = sandbox_lib.Sandbox.create(strongest)
     # Text streams on fds 0-2, made once: a child's dup2 points them at its own
     # pipes, so it inherits working streams instead of building three. Their
@@ -138,6 +202,7 @@ class Worker:
     streams = {name: _Stream(name, fd, cap)
                for name, fd in (("stdout", out_r), ("stderr", err_r), ("channel", chan_r))}
     watch = _Watch(streams, stdin_w, stdin_data)
+    reporting = self.mail is not None and job["tests"]["kind"] in _REPORTED_KINDS
     status = None
     enter_child = self.sandbox.enter_child  # found here: a lookup in the child is never cached
     start = time.perf_counter()
@@ -147,7 +212,8 @@ class Worker:
     try:
       for fd in child_fds:
         os.close(fd)
-      timeout, overflow, status = self._watch(pid, watch, start + limits["timeout_s"])
+      timeout, overflow, status = self._watch(
+          pid, watch, start + limits["timeout_s"], (job["id"], nonce) if reporting else None)
     finally:
       if status is None:  # still running: stop it (an exited run's orphans `_watch` killed)
         os.kill(pid, signal.SIGKILL)
@@ -166,7 +232,7 @@ class Worker:
     return {"ready": channel.startswith(f'{{"ready":"{nonce}"}}\n'),
             "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
             "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-            "timeout": timeout, "overflow": overflow, "nonce": nonce,
+            "timeout": timeout, "overflow": overflow, "stopped": watch.stopped, "nonce": nonce,
             "stdout": streams["stdout"].text(), "stderr": streams["stderr"].text()[-4000:],
             "channel": channel, "duration_s": duration}
 
@@ -187,8 +253,10 @@ class Worker:
     if now[1:] != self._schedule[1:]:
       raise sandbox_lib.CleanupFailed("a run lowered the worker's scheduling priority")
 
-  def _watch(self, pid: int, watch: "_Watch", deadline: float):
-    """Pumps the pipes until the child exits or the deadline passes.
+  def _watch(self, pid: int, watch: "_Watch", deadline: float, reported: tuple | None):
+    """Pumps the pipes until the child exits, the deadline passes or the pool stops the run
+    (`watch.stopped`). `reported`: (job id, nonce) of a run whose channel lines go to the pool at
+    each tick, or None.
 
     Returns (timed out, name of an overflowing stream or None, wait status or None).
     """
@@ -204,6 +272,10 @@ class Worker:
           exited = True
         elif fd == watch.stdin_w:
           watch.feed_stdin()
+        elif fd == watch.inbox:
+          if reported[1] in self.mail.read() or self.mail.closed:
+            watch.stopped = True
+            return False, None, None
         else:
           stream = watch.by_fd[fd]
           if not stream.read():
@@ -224,6 +296,11 @@ class Worker:
       if time.perf_counter() >= next_read:
         if not watch.read_quiet():
           return False, watch.overflow, None
+        if reported is not None:
+          lines = watch.new_lines()
+          if lines:
+            self.mail.report(*reported, lines)
+            watch.listen(self.mail.inbox)
         next_read = time.perf_counter() + _READ_EVERY_S
 
 
@@ -276,6 +353,25 @@ class _Watch:
     else:  # before the fork: the child never holds this end, and reads end of file at once
       self._close_stdin(registered=False)
     self.pidfd = -1
+    self.stopped = False  # the pool stopped the run
+    self._channel = streams["channel"]
+    self._reported = 0  # chunks of the channel reported (`new_lines`)
+    self._rest = b""  # ... and the start of a line they end with
+    self.inbox = -1  # the pool's pipe, once polled (`listen`)
+
+  def new_lines(self) -> str:
+    """The channel's whole lines since the last call."""
+    fresh = b"".join([self._rest, *self._channel.chunks[self._reported:]])
+    self._reported = len(self._channel.chunks)
+    end = fresh.rfind(b"\n") + 1
+    self._rest = fresh[end:]
+    return fresh[:end].decode("utf-8", errors="replace")
+
+  def listen(self, inbox: int) -> None:
+    """Wakes the poll when the pool writes (its answer to a report)."""
+    if self.inbox < 0:
+      self.inbox = inbox
+      self.poller.register(inbox, select.POLLIN)
 
   def read_quiet(self) -> bool:
     """Reads the pipes not yet polled; polls from now on those that held something.
@@ -349,37 +445,32 @@ def main(argv: list[str]) -> int:
   # argv: [module, slot (for `ps` readers), strongest sandbox mode, CPU to pin to or -1]
   if len(argv) > 3 and int(argv[3]) >= 0:
     _pin(int(argv[3]))
-  worker = Worker(argv[2] if len(argv) > 2 else "auto")
+  mail = _Mail(inbox, outbox)
+  worker = Worker(argv[2] if len(argv) > 2 else "auto", mail)
   harness.prepare()
   gc.freeze()  # the warm heap is shared copy-on-write: keep collections from touching it
-  protocol.write_all(outbox, protocol.encode(
-      {"hello": worker.sandbox.mode, "note": worker.sandbox.note,
-       "run_uid": worker.sandbox.run_uid,
-       # importlib's MAGIC_NUMBER, from the module the interpreter loaded at start-up
-       "magic": sys.modules["_frozen_importlib_external"].MAGIC_NUMBER.hex()}))
+  mail.hold({"hello": worker.sandbox.mode, "note": worker.sandbox.note,
+             "run_uid": worker.sandbox.run_uid,
+             # importlib's MAGIC_NUMBER, from the module the interpreter loaded at start-up
+             "magic": sys.modules["_frozen_importlib_external"].MAGIC_NUMBER.hex()})
+  mail.flush()
   while True:
-    message = protocol.read_message(inbox)
+    message = mail.next_chunk()
     if message is None:
       return 0
-    answers, first_answer = [], 0.0
     for job in message["jobs"]:
       try:
         reply = worker.run_job(job)
       except sandbox_lib.CleanupFailed as e:
         # The next run would find what this one left. Stop without answering it: the pool
         # starts a fresh worker (empty file systems, its own priority) and reruns it there, once.
-        protocol.write_all(outbox, b"".join(answers))
+        mail.flush()
         os.write(2, f"execution worker: {e}\n".encode())
         return EXIT_CLEANUP_FAILED
       except Exception as e:  # pylint: disable=broad-except
         reply = {"id": job["id"], "infra_error": f"{type(e).__name__}: {e}"}
-      if not answers:
-        first_answer = time.monotonic()
-      answers.append(protocol.encode(reply))
-      if time.monotonic() - first_answer >= HOLD_S:
-        protocol.write_all(outbox, b"".join(answers))
-        answers.clear()
-    protocol.write_all(outbox, b"".join(answers))
+      mail.hold(reply)
+    mail.flush()
 
 
 if __name__ == "__main__":
