@@ -159,7 +159,7 @@ class Worker:
   """Runs jobs one at a time, each in forked sandboxed children."""
 
   def __init__(self, strongest: str = "auto", mail: _Mail | None = None):
-    self.mail = mail  # None: no partial reports (the harness's own tools)
+    self.mail = mail  # the pool's pipes; None (a worker driven in-process): runs report nothing
     self.sandbox = sandbox_lib.Sandbox.create(strongest)
     # Text streams on fds 0-2, made once: a child's dup2 points them at its own
     # pipes, so it inherits working streams instead of building three. Their
