@@ -572,8 +572,9 @@ class ExecutionPool:
   # -- statistics --------------------------------------------------------------
 
   def stats(self) -> dict[str, Any]:
-    """Counts by status, runs, duplicates, worker restarts, runs stopped at a failed check,
-    latency percentiles (ms)."""
+    """Counts by status, runs, duplicates, worker restarts, runs the pool stopped at a failed
+    check (`stopped`; one that ended before the stop reached it counts too), latency percentiles
+    (ms)."""
     counts = dict(self._counts)
     out: dict[str, Any] = {"workers": self.num_workers, "sandbox": self._mode,
                            "jobs": counts.pop("jobs", 0), "runs": counts.pop("runs", 0),
