@@ -1,6 +1,7 @@
 """The worker: a warm interpreter that forks one sandboxed child per run (through a pool, and
 spoken to directly over its pipes)."""
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -159,6 +160,35 @@ def test_a_stream_keeps_what_fits_under_its_cap():
     for fd in (read_end, write_end):
       if fd >= 0:
         os.close(fd)
+
+
+def test_the_channel_is_read_whole_at_each_tick_and_never_polled():
+  """Output that showed up at a tick is polled from then on; the channel, written once per
+  check, is not (each write would wake the worker), and a tick reads all it holds, in lines."""
+  pipes = {name: os.pipe() for name in ("stdout", "stderr", "channel")}
+  streams = {name: worker._Stream(name, r, cap=1 << 20)  # pylint: disable=protected-access
+             for name, (r, _) in pipes.items()}
+  worker._grow(pipes["channel"][1], 1 << 20)  # pylint: disable=protected-access
+  if fcntl.fcntl(pipes["channel"][1], fcntl.F_GETPIPE_SZ) < 1 << 17:
+    for fd in [fd for pair in pipes.values() for fd in pair]:
+      os.close(fd)
+    pytest.skip("this system keeps pipes small")  # the write below would wait for a reader
+  stdin_r, stdin_w = os.pipe()
+  watch = worker._Watch(streams, stdin_w, b"")  # pylint: disable=protected-access
+  try:
+    os.write(pipes["stdout"][1], b"printed\n")
+    record = b'{"expect":0,"value":1}\n'
+    os.write(pipes["channel"][1], record * 3000 + b'{"exp')  # more than one read takes
+    assert watch.read_quiet()
+    assert watch.quiet == [streams["stderr"], streams["channel"]]  # stdout is polled now
+    assert streams["channel"].size == len(record) * 3000 + 5
+    assert watch.new_lines() == (record * 3000).decode() and watch.new_lines() == ""
+    os.write(pipes["channel"][1], b'ect":1}\n')
+    assert watch.read_quiet() and watch.new_lines() == '{"expect":1}\n'
+  finally:
+    watch.close()
+    for fd in [stdin_r, *(w for _, w in pipes.values())]:
+      os.close(fd)
 
 
 def test_cpus_that_are_no_longer_ours_become_the_workers_new_cpus(monkeypatch):

@@ -24,6 +24,7 @@ where RUN (one per process: one per case for io, else one) is
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import os
 import select
@@ -197,6 +198,7 @@ class Worker:
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     chan_r, chan_w = os.pipe()
+    _grow(chan_w, limits["max_output_bytes"])
     child_fds = (stdin_r, out_w, err_w, chan_w)
     cap = limits["max_output_bytes"]
     streams = {name: _Stream(name, fd, cap)
@@ -374,13 +376,22 @@ class _Watch:
       self.poller.register(inbox, select.POLLIN)
 
   def read_quiet(self) -> bool:
-    """Reads the pipes not yet polled; polls from now on those that held something.
-    False (and `overflow` named) once a stream passes its cap."""
+    """Reads the pipes not yet polled; polls from now on those that held something, but the
+    channel, which is read whole on every tick: a run writes a record to it per check, and
+    each write would wake the worker (`_grow` makes it room). False (and `overflow` named)
+    once a stream passes its cap."""
     for stream in list(self.quiet):
       before = stream.size
       if not stream.read():
         self.overflow = stream.name
         return False
+      if stream is self._channel:
+        while stream.open and stream.size > before:
+          before = stream.size
+          if not stream.read():
+            self.overflow = stream.name
+            return False
+        continue
       if stream.size > before or not stream.open:
         self.quiet.remove(stream)
         if stream.open:
@@ -412,6 +423,15 @@ class _Watch:
     for fd in [*self.by_fd, self.stdin_w, self.pidfd]:
       if fd >= 0:
         os.close(fd)
+
+
+def _grow(fd: int, size: int) -> None:
+  """Makes pipe `fd` hold up to `size` bytes (as far as the system allows), so that a run
+  writing that much between two ticks goes on without waiting for the worker."""
+  try:
+    fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
+  except OSError:  # above /proc/sys/fs/pipe-max-size, or the user's pipes hold too much
+    pass
 
 
 def _schedule() -> tuple[set[int], int, int]:
