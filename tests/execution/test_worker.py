@@ -168,7 +168,7 @@ def test_the_channel_is_read_whole_at_each_tick_and_never_polled():
   pipes = {name: os.pipe() for name in ("stdout", "stderr", "channel")}
   streams = {name: worker._Stream(name, r, cap=1 << 20)  # pylint: disable=protected-access
              for name, (r, _) in pipes.items()}
-  worker._grow(pipes["channel"][1], 1 << 20)  # pylint: disable=protected-access
+  worker._grow(pipes["channel"][1], worker._CHANNEL_PIPE_BYTES)  # pylint: disable=protected-access
   if fcntl.fcntl(pipes["channel"][1], fcntl.F_GETPIPE_SZ) < 1 << 17:
     for fd in [fd for pair in pipes.values() for fd in pair]:
       os.close(fd)

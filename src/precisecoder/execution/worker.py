@@ -66,6 +66,9 @@ EXIT_CLEANUP_FAILED = 122  # the worker could not undo what a run left (CleanupF
 # ends, or at the end of the chunk, whichever comes first.
 HOLD_S = 0.1
 _REPORTED_KINDS = ("assert", "unittest")  # runs whose check reports the pool judges as they come
+# Room in a run's channel pipe, read only at the ticks: ~3000 check records. Not more: a user's
+# pipes share 64 MB (/proc/sys/fs/pipe-user-pages-soft) before new ones are made small.
+_CHANNEL_PIPE_BYTES = 1 << 18
 
 
 class _Stream:
@@ -198,7 +201,7 @@ class Worker:
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     chan_r, chan_w = os.pipe()
-    _grow(chan_w, limits["max_output_bytes"])
+    _grow(chan_w, min(limits["max_output_bytes"], _CHANNEL_PIPE_BYTES))
     child_fds = (stdin_r, out_w, err_w, chan_w)
     cap = limits["max_output_bytes"]
     streams = {name: _Stream(name, fd, cap)
