@@ -98,6 +98,16 @@ class _Stream:
     self.chunks.append(data)
     return True
 
+  def drain(self) -> bool:
+    """Reads all there is now; False once the cap is exceeded."""
+    while self.open:
+      before = self.size
+      if not self.read():
+        return False
+      if self.size == before:
+        break
+    return True
+
   def text(self) -> str:
     return b"".join(self.chunks).decode("utf-8", errors="replace")
 
@@ -291,12 +301,8 @@ class Worker:
         _, status = os.waitpid(pid, 0)
         self.sandbox.kill_run(pid)  # orphans may still hold the pipes
         for stream in watch.by_fd.values():  # drain what is buffered
-          while stream.open:
-            before = stream.size
-            if not stream.read():
-              return False, stream.name, status
-            if stream.size == before:
-              break
+          if not stream.drain():
+            return False, stream.name, status
         return False, None, status
       if time.perf_counter() >= next_read:
         if not watch.read_quiet():
@@ -385,17 +391,10 @@ class _Watch:
     once a stream passes its cap."""
     for stream in list(self.quiet):
       before = stream.size
-      if not stream.read():
+      if not (stream.drain() if stream is self._channel else stream.read()):
         self.overflow = stream.name
         return False
-      if stream is self._channel:
-        while stream.open and stream.size > before:
-          before = stream.size
-          if not stream.read():
-            self.overflow = stream.name
-            return False
-        continue
-      if stream.size > before or not stream.open:
+      if stream is not self._channel and (stream.size > before or not stream.open):
         self.quiet.remove(stream)
         if stream.open:
           self.poller.register(stream.fd, select.POLLIN)
@@ -472,11 +471,11 @@ def main(argv: list[str]) -> int:
   worker = Worker(argv[2] if len(argv) > 2 else "auto", mail)
   harness.prepare()
   gc.freeze()  # the warm heap is shared copy-on-write: keep collections from touching it
-  mail.hold({"hello": worker.sandbox.mode, "note": worker.sandbox.note,
-             "run_uid": worker.sandbox.run_uid,
-             # importlib's MAGIC_NUMBER, from the module the interpreter loaded at start-up
-             "magic": sys.modules["_frozen_importlib_external"].MAGIC_NUMBER.hex()})
-  mail.flush()
+  protocol.write_all(outbox, protocol.encode(
+      {"hello": worker.sandbox.mode, "note": worker.sandbox.note,
+       "run_uid": worker.sandbox.run_uid,
+       # importlib's MAGIC_NUMBER, from the module the interpreter loaded at start-up
+       "magic": sys.modules["_frozen_importlib_external"].MAGIC_NUMBER.hex()}))
   while True:
     message = mail.next_chunk()
     if message is None:
