@@ -3,6 +3,8 @@
 import os
 import pathlib
 
+import pytest
+
 _ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -15,6 +17,18 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")
 # Generated task sets and built base models (train/tasksets.py, train/base_model.py).
 os.environ.setdefault("PRECISECODER_CACHE", str(_ROOT / ".cache"))
 
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+  """Under `--dist loadgroup` (pyproject) an `xdist_group`'s tests share one worker because xdist
+  suffixes their node ids with the group. Where a pytest release stops that (pytest-xdist#1386),
+  the marks are silently ignored and test_multihost's launches would run once per worker, all at
+  once: such tests fail instead, before their fixtures start."""
+  if (getattr(item.config.option, "loadgroup", False) and item.get_closest_marker("xdist_group")
+      and "@" not in item.nodeid):
+    pytest.fail("--dist loadgroup ignored this test's xdist_group mark: this pytest and "
+                "pytest-xdist do not group tests (pytest-xdist#1386); install requirements.txt's "
+                "pins", pytrace=False)
 
 
 def make_chat_tokenizer(chat_template, corpus):
