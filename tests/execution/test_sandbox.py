@@ -35,6 +35,21 @@ def test_weaker_sandbox_modes_still_run_every_kind(mode):
   assert [r.passed for r in results] == [True, True, True, True, False, False], results
 
 
+def test_plain_workers_leave_no_folder_behind_when_closed_or_killed():
+  """A "plain" worker runs in a folder it makes under the host's /tmp; the pool removes it once
+  the worker has gone, whether it exited at close or was killed and replaced."""
+  leaves_a_file = "open('left.txt', 'w').write('x')\n" + ADD
+  with ExecutionPool(workers=1, sandbox="plain") as pool:
+    assert pool.run([Job(leaves_a_file, ASSERT, FAST)])[0].passed
+    killed = pool._workers[0].scratch  # pylint: disable=protected-access
+    assert killed.startswith("/tmp/precisecoder-runs-") and os.path.isdir(killed)
+    pool._replace(pool._workers[0])  # pylint: disable=protected-access
+    closed = pool._workers[0].scratch  # pylint: disable=protected-access
+    assert not os.path.exists(killed) and os.path.isdir(closed)
+    assert pool.run([Job(leaves_a_file, ASSERT, FAST)])[0].passed
+  assert not os.path.exists(closed)
+
+
 # In a fresh interpreter: Sandbox.create scrubs the environment of the process that calls it.
 _CHILD_LIMITS = textwrap.dedent("""
     import json, os, resource, sys

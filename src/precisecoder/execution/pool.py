@@ -183,6 +183,7 @@ class _Worker:
     self.note = ""
     self.run_uid: int | None = None
     self.magic = ""  # the bytecode its interpreter loads (importlib's MAGIC_NUMBER, hex)
+    self.scratch: str | None = None  # a folder it made on the host's file system, removed here
 
   def await_hello(self, deadline: float) -> None:
     while not self.mode:
@@ -200,6 +201,7 @@ class _Worker:
         self.mode, self.note = message["hello"], message.get("note", "")
         self.run_uid = message.get("run_uid")
         self.magic = message.get("magic", "")
+        self.scratch = message.get("scratch")
 
   def send(self, ids: list[int], jobs: list[dict]) -> None:
     """Hands the worker one chunk: `jobs`, the messages of prepared jobs `ids`."""
@@ -252,6 +254,9 @@ class _Worker:
         stream.close()
       except OSError:
         pass
+    if self.scratch:  # the worker's runs folder ("plain"), whether it exited or was killed
+      sandbox_lib.remove_tree(self.scratch)
+      self.scratch = None
 
   def close(self, timeout_s: float = 2.0) -> None:
     try:

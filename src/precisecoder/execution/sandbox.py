@@ -247,6 +247,9 @@ class Sandbox:
   note: str = ""  # why a weaker mode was chosen
   private_tmp: bool = False  # WRITABLE_DIRS are this worker's own tmpfs, emptied after each run
   is_init: bool = False  # PID 1 of a private PID namespace that holds every run
+  # `runs_dir` when it was made for this worker on the host's file system ("plain"): the pool
+  # removes it once the worker has exited.
+  scratch: str | None = None
   # The working directory of every run, made afresh for each (`make_run_dir`).
   run_dir: str = dataclasses.field(init=False)
 
@@ -303,7 +306,8 @@ class Sandbox:
       return sandbox._with_pid_namespaces(notes)
     except OSError as e:
       notes.append(f"user namespaces unavailable ({e})")
-    return cls("plain", None, _make_private_dir("/tmp", "precisecoder-runs-"),
+    runs_dir = _make_private_dir("/tmp", "precisecoder-runs-")
+    return cls("plain", None, runs_dir, scratch=runs_dir,
                note="; ".join(notes) + "; runs are contained by rlimits and process groups only")
 
   def _with_pid_namespaces(self, notes: list[str]) -> "Sandbox":

@@ -473,7 +473,7 @@ def main(argv: list[str]) -> int:
   gc.freeze()  # the warm heap is shared copy-on-write: keep collections from touching it
   protocol.write_all(outbox, protocol.encode(
       {"hello": worker.sandbox.mode, "note": worker.sandbox.note,
-       "run_uid": worker.sandbox.run_uid,
+       "run_uid": worker.sandbox.run_uid, "scratch": worker.sandbox.scratch,
        # importlib's MAGIC_NUMBER, from the module the interpreter loaded at start-up
        "magic": sys.modules["_frozen_importlib_external"].MAGIC_NUMBER.hex()}))
   while True:
