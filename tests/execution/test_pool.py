@@ -101,22 +101,45 @@ def test_timeout_memory_and_crash_statuses(pool):
   assert crash.status is Status.CRASH and "SIGSEGV" in crash.detail
 
 
-def test_more_adds_jobs_to_the_running_batch(pool):
-  """`more` runs while the first jobs are with the workers; its jobs' results follow, and a job
+def test_more_adds_jobs_to_the_running_batch(pool, monkeypatch):
+  """`more` starts once the first jobs are with the workers; its jobs' results follow, and a job
   it repeats runs once."""
   first = [Job(ADD, CALL, FAST), Job(WRONG_ADD, ASSERT, FAST)]
-  busy_while_adding = []
+  events = []
+  send = pool_module._Worker.send  # pylint: disable=protected-access
+  monkeypatch.setattr(pool_module._Worker, "send",  # pylint: disable=protected-access
+                      lambda worker, ids, jobs: (events.append(len(ids)), send(worker, ids, jobs)))
 
   def more():
-    busy_while_adding.append(sum(len(w.inflight) for w in pool._workers))  # pylint: disable=protected-access
+    events.append("more")
     return [Job(WRONG_ADD, CALL, FAST), Job(ADD, CALL, FAST), Job(ADD, ASSERT, FAST)]
 
   before = pool.stats()
   results = pool.run(first, more=more)
-  assert busy_while_adding == [2]
+  assert sum(events[:events.index("more")]) == len(first), events
   assert [r.passed for r in results] == [True, False, False, True, True]
   after = pool.stats()
   assert (after["jobs"] - before["jobs"], after["duplicates"] - before["duplicates"]) == (5, 1)
+
+
+def test_the_workers_are_served_while_more_runs(pool):
+  """`more` runs in a thread of its own: while it works, the pool still reads its workers'
+  reports and stops a run that has failed (this one would otherwise loop until its limit)."""
+  hangs = "def add(a, b):\n  if a < 0:\n    while True:\n      pass\n  return a - b\n"
+  stopped = pool.stats()["stopped"]
+  seen = []
+
+  def more():
+    deadline = time.monotonic() + 120  # a handshake with the pool's thread; a bound for a bug
+    while pool.stats()["stopped"] == stopped and time.monotonic() < deadline:
+      time.sleep(0.01)
+    seen.append(pool.stats()["stopped"] - stopped)
+    return [Job(ADD, CALL, FAST)]
+
+  results = pool.run([Job(hangs, ASSERT, Limits(timeout_s=240.0))], more=more)
+  assert seen == [1]
+  assert [r.status for r in results] == [Status.FAIL, Status.PASS], results
+  assert results[0].detail == "assert #0 failed: got -1, expected == 5", results[0]
 
 
 def test_a_failing_more_leaves_the_pool_working(pool):

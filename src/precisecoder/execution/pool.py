@@ -155,6 +155,46 @@ class _Batch:
     return results  # every slot is filled
 
 
+class _InBackground:
+  """`fn()` called in a thread of its own; `fd` turns readable when it has returned."""
+
+  def __init__(self, fn: Callable[[], Any]):
+    self._fn = fn
+    self._value: Any = None
+    self._error: BaseException | None = None
+    self._returned = False
+    self.fd, self._done_w = os.pipe()
+    self._thread = threading.Thread(target=self._call, name="precisecoder-pool-more", daemon=True)
+    self._thread.start()
+
+  def _call(self) -> None:
+    try:
+      self._value = self._fn()
+    except BaseException as e:  # pylint: disable=broad-except  (raised again by `result`)
+      self._error = e
+    finally:
+      self._returned = True
+      os.write(self._done_w, b"x")
+
+  def done(self) -> bool:
+    return self._returned
+
+  def wait(self) -> None:
+    self._thread.join()
+    for fd in (self.fd, self._done_w):
+      try:
+        os.close(fd)
+      except OSError:  # closed already
+        pass
+
+  def result(self) -> Any:
+    """What `fn` returned, once it has (waits for it); raises what it raised."""
+    self.wait()
+    if self._error is not None:
+      raise self._error
+    return self._value
+
+
 class _Worker:
   """One worker process and the job ids it holds, in the order it will answer them."""
 
@@ -372,10 +412,11 @@ class ExecutionPool:
     """Runs every job; results in the same order. Jobs still pending at the
     batch deadline get `Status.TIMEOUT` with detail "batch deadline".
 
-    `more`: called once, as soon as the first `jobs` are with the workers; it returns further
-    jobs of this batch, whose results follow. A caller that must work out some of a batch's
-    jobs (diffing programs, say) does it there, while the workers run those it knew already.
-    It runs under the pool's lock, so it must not call `run`.
+    `more`: called once, in a thread of its own, as soon as the first `jobs` are with the
+    workers; it returns further jobs of this batch, whose results follow. A caller that must
+    work out some of a batch's jobs (diffing programs, say) does it there, while the workers run
+    those it knew already and this thread keeps serving them (stopping a run that has already
+    failed, say). `run` waits for the pool's lock, so `more` must not call it.
     """
     with self._lock:
       self._start()
@@ -387,8 +428,7 @@ class ExecutionPool:
     batch_deadline = started + deadline_s if deadline_s is not None else math.inf
     batch = _Batch(self._split, self._counts, self._send_code)
     batch.add(jobs)
-    outcomes = self._execute(batch.prepared, batch_deadline,
-                             (lambda: batch.add(more())) if more is not None else None)
+    outcomes = self._execute(batch, batch_deadline, more)
     for result in outcomes:
       self._counts[result.status.value] += 1
     return batch.results(outcomes)
@@ -432,75 +472,98 @@ class ExecutionPool:
       if worker.forget():
         self._replace(worker)
 
-  def _execute(self, prepared: list[_Prepared], batch_deadline: float,
-               more: Callable[[], list[int]] | None = None) -> list[Result]:
-    """Feeds chunks to workers and judges replies as they arrive. `more` (see `run`) is called
-    once the first chunks are out; it appends jobs to `prepared` and returns their indices."""
+  def _execute(self, batch: _Batch, batch_deadline: float,
+               more: Callable[[], Sequence[Job]] | None = None) -> list[Result]:
+    """Feeds chunks to workers and judges replies as they arrive. `more` (see `run`) runs in a
+    thread once the first chunks are out; the jobs it returns join the batch when it ends."""
+    prepared = batch.prepared
     queue = collections.deque(self._longest_first(prepared, range(len(prepared))))
+    pending = None
     if more is not None:
       self._dispatch(queue, prepared)
-      try:
-        added = more()
-      except BaseException:
-        self._abandon()
-        raise
-      queue = collections.deque(self._longest_first(prepared, [*queue, *added]))
+      pending = _InBackground(more)
     outcomes: list[Result | None] = [None] * len(prepared)
     remaining = len(prepared)
-    while remaining:
-      now = time.monotonic()
-      if now >= batch_deadline:
-        for index in range(len(prepared)):
-          if outcomes[index] is None:
-            outcomes[index] = Result(Status.TIMEOUT, detail="batch deadline")
-        self._abandon()
-        break
-      self._dispatch(queue, prepared)
-      poller, by_fd = select.poll(), {}
-      for worker in self._workers:
-        poller.register(worker.outbox, select.POLLIN)
-        by_fd[worker.outbox] = worker
-        if worker.pending_out:
-          poller.register(worker.inbox, select.POLLOUT)
-          by_fd[worker.inbox] = worker
-      timeout_ms = max(1, int(1e3 * min(batch_deadline - now, 1.0)))
-      for fd, event in poller.poll(timeout_ms):
-        worker = by_fd[fd]
-        if worker not in self._workers:
-          continue  # replaced earlier in this round
-        if fd == worker.inbox:
-          worker.flush()
+    try:
+      while remaining or pending is not None:
+        if pending is not None and (pending.done() or time.monotonic() >= batch_deadline):
+          added = batch.add(pending.result())  # waits for it past the deadline, as a call would
+          pending = None
+          outcomes += [None] * len(added)
+          remaining += len(added)
+          queue = collections.deque(self._longest_first(prepared, [*queue, *added]))
           continue
-        try:
-          data = os.read(fd, _READ_SIZE)
-        except BlockingIOError:
-          continue
-        if not data:
-          remaining -= self._worker_died(worker, queue, prepared, outcomes, "worker exited")
-          continue
-        for reply in worker.reader.feed(data):
-          if "partial" in reply:
-            self._stop_if_failed(worker, prepared, reply)
-            continue
-          index = worker.answered()
-          if reply["id"] != index:
-            raise RuntimeError(f"worker {worker.slot} answered job {reply['id']}, "
-                               f"expected {index}")
-          outcome = self._verdict(prepared[index], reply)
-          if outcome.status is Status.INFRA_ERROR and prepared[index].attempts + 1 < _MAX_ATTEMPTS:
-            prepared[index].attempts += 1  # the sandbox failed, not the program: once more
-            self._counts["reruns"] += 1
-            queue.appendleft(index)
-            continue
-          outcomes[index] = outcome
-          remaining -= 1
-          self._remember_duration(prepared[index].spec, outcome.duration_s)
-      for worker in list(self._workers):  # watchdog for a wedged worker
-        if worker.inflight:
-          budget = worker.budget_s(prepared) + _WATCHDOG_SLACK_S
-          if time.monotonic() - worker.busy_since > budget:
-            remaining -= self._worker_died(worker, queue, prepared, outcomes, "worker stuck")
+        remaining = self._serve(prepared, queue, outcomes, remaining, batch_deadline,
+                                pending.fd if pending is not None else None)
+    except BaseException:
+      if pending is not None:  # its jobs are this batch's: it ends before another batch starts
+        pending.wait()
+      self._abandon()
+      raise
     return outcomes
+
+  def _serve(self, prepared: list[_Prepared], queue: collections.deque,
+             outcomes: list[Result | None], remaining: int, batch_deadline: float,
+             wake_fd: int | None) -> int:
+    """One round of the batch's loop: tops the workers up, waits for their replies (or for
+    `wake_fd`) and judges what came back; returns how many jobs still have no outcome."""
+    now = time.monotonic()
+    if now >= batch_deadline:
+      for index in range(len(prepared)):
+        if outcomes[index] is None:
+          outcomes[index] = Result(Status.TIMEOUT, detail="batch deadline")
+      self._abandon()
+      return 0
+    self._dispatch(queue, prepared)
+    poller, by_fd = select.poll(), {}
+    for worker in self._workers:
+      poller.register(worker.outbox, select.POLLIN)
+      by_fd[worker.outbox] = worker
+      if worker.pending_out:
+        poller.register(worker.inbox, select.POLLOUT)
+        by_fd[worker.inbox] = worker
+    if wake_fd is not None:
+      poller.register(wake_fd, select.POLLIN)
+    timeout_ms = max(1, int(1e3 * min(batch_deadline - now, 1.0)))
+    for fd, event in poller.poll(timeout_ms):
+      if fd == wake_fd:
+        continue
+      worker = by_fd[fd]
+      if worker not in self._workers:
+        continue  # replaced earlier in this round
+      if fd == worker.inbox:
+        worker.flush()
+        continue
+      try:
+        data = os.read(fd, _READ_SIZE)
+      except BlockingIOError:
+        continue
+      if not data:
+        remaining -= self._worker_died(worker, queue, prepared, outcomes, "worker exited")
+        continue
+      for reply in worker.reader.feed(data):
+        if "partial" in reply:
+          self._stop_if_failed(worker, prepared, reply)
+          continue
+        index = worker.answered()
+        if reply["id"] != index:
+          raise RuntimeError(f"worker {worker.slot} answered job {reply['id']}, "
+                             f"expected {index}")
+        outcome = self._verdict(prepared[index], reply)
+        if outcome.status is Status.INFRA_ERROR and prepared[index].attempts + 1 < _MAX_ATTEMPTS:
+          prepared[index].attempts += 1  # the sandbox failed, not the program: once more
+          self._counts["reruns"] += 1
+          queue.appendleft(index)
+          continue
+        outcomes[index] = outcome
+        remaining -= 1
+        self._remember_duration(prepared[index].spec, outcome.duration_s)
+    for worker in list(self._workers):  # watchdog for a wedged worker
+      if worker.inflight:
+        budget = worker.budget_s(prepared) + _WATCHDOG_SLACK_S
+        if time.monotonic() - worker.busy_since > budget:
+          remaining -= self._worker_died(worker, queue, prepared, outcomes, "worker stuck")
+    return remaining
 
   def _dispatch(self, queue: collections.deque, prepared: list[_Prepared]) -> None:
     """Tops every worker up to _CHUNKS_AHEAD chunks, a chunk to each in turn (the least loaded
