@@ -34,7 +34,8 @@ if [ "$mode" = prepare ]; then
   done
   # Task sets and the GPU base's SFT data, generated here (pure Python, minutes of CPU).
   PRECISECODER_CACHE=$PWD/.device/cache .venv/bin/python - <<'PY'
-from precisecoder.train import base_model, config, tasksets
+from precisecoder.experiments import base_model
+from precisecoder.train import config, tasksets
 for preset in ("compare-gpu", "compare-h200"):
   cfg = config.default(preset)
   tasksets.train_tasks(cfg), tasksets.eval_tasks(cfg), tasksets.multi_tasks(cfg)

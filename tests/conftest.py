@@ -14,7 +14,7 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 # Compiles dominate a CPU test run; a cache shared across test processes and runs cuts them.
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(_ROOT / ".jax_cache"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")
-# Generated task sets and built base models (train/tasksets.py, train/base_model.py).
+# Generated task sets and built base models (train/tasksets.py, experiments/base_model.py).
 os.environ.setdefault("PRECISECODER_CACHE", str(_ROOT / ".cache"))
 
 

@@ -1,9 +1,11 @@
-"""Imports run one way: a module imports only from its own layer or the layers below it.
+"""Imports run one way: a module imports only from its own layer or the layers below it, and no
+modules import one another in a cycle (inside a layer too).
 
 Layers, bottom to top (README "Layout"): the sandbox, the model and task records; what is built
-on them (rewards, prompts, sampling, data); the trainers; the analysis of runs; the commands.
-Every import counts, lazy ones inside functions included. `__main__` modules are entry points:
-run, never imported, so they sit with the commands.
+on them (rewards, prompts, sampling, data); the trainers; what runs trainers (the base policy's
+build, the comparison's arms); the analysis of runs; the commands. Every import counts, lazy ones
+inside functions included. `__main__` modules are entry points: run, never imported, so they sit
+with the commands.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ LAYERS = (
     ("rewards", "reward_runs", "reward_recipes", "advantages", "prompts", "predictions",
      "sampling", "multihost", "data", "feedback", "episodes"),
     ("train", "integrations"),
+    ("experiments",),
     ("analysis",),
     ("commands", "cli"),
 )
@@ -78,11 +81,83 @@ def _modules():
     yield module, path
 
 
+def import_graph(sources: dict[str, tuple[str, str]]) -> dict[str, set[str]]:
+  """{module: the modules of `sources` it imports} for `sources` = {module: (source, filename)}.
+  `from package import name` reaches the submodule `package.name` when there is one, else the
+  package; a module never counts as importing itself."""
+  graph = {}
+  for module, (source, filename) in sources.items():
+    package = module if filename.endswith("__init__.py") else module.rpartition(".")[0]
+    reached = set()
+    for node in ast.walk(ast.parse(source, filename=filename)):
+      if isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:
+          parts = package.split(".")
+          base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+        names = [f"{base}.{a.name}" if f"{base}.{a.name}" in sources else base
+                 for a in node.names]
+      elif isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+      else:
+        continue
+      for name in names:
+        while name and name not in sources:  # a name from a module: the module
+          name = name.rpartition(".")[0]
+        if name and name != module:
+          reached.add(name)
+    graph[module] = reached
+  return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+  """The cycles ([a, b, ..., a]) a depth-first walk of `graph` meets: none in a DAG."""
+  found, done = [], set()
+  for start in sorted(graph):
+    if start in done:
+      continue
+    path, stack = [start], [iter(sorted(graph[start]))]
+    while stack:
+      target = next(stack[-1], None)
+      if target is None:
+        done.add(path.pop())
+        stack.pop()
+      elif target in path:
+        found.append(path[path.index(target):] + [target])
+      elif target not in done:
+        path.append(target)
+        stack.append(iter(sorted(graph[target])))
+  return found
+
+
 def test_no_module_imports_a_higher_layer():
   found = []
   for module, path in _modules():
     found += violations(module, path.read_text(), str(path.relative_to(SRC.parent)))
   assert not found, "upward imports:\n" + "\n".join(found)
+
+
+def test_no_modules_import_one_another_in_a_cycle():
+  sources = {module: (path.read_text(), str(path)) for module, path in _modules()}
+  found = cycles(import_graph(sources))
+  assert not found, "import cycles:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def test_a_synthetic_cycle_is_named_lazy_imports_included():
+  sources = {
+      "precisecoder.train.policy": ("def load():\n  from precisecoder.train import base\n",
+                                    "src/precisecoder/train/policy.py"),
+      "precisecoder.train.base": ("from precisecoder.train import sft\n",
+                                  "src/precisecoder/train/base.py"),
+      "precisecoder.train.sft": ("from .policy import load\n", "src/precisecoder/train/sft.py"),
+      "precisecoder.train.step": ("from precisecoder.train import sft\n",
+                                  "src/precisecoder/train/step.py"),
+  }
+  assert cycles(import_graph(sources)) == [[
+      "precisecoder.train.base", "precisecoder.train.sft", "precisecoder.train.policy",
+      "precisecoder.train.base"]]
+  del sources["precisecoder.train.policy"]
+  assert cycles(import_graph(sources)) == []
 
 
 def test_every_top_level_module_has_a_layer():

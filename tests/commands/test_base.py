@@ -6,7 +6,8 @@ import json
 import pytest
 
 from precisecoder.commands import base as base_command
-from precisecoder.train import base_model, config as config_lib
+from precisecoder.experiments import base_model
+from precisecoder.train import config as config_lib
 
 
 @pytest.mark.parametrize("argv,message", [

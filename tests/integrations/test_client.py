@@ -14,7 +14,7 @@ from integration_helpers import (http, make_task_set, reward_server, rows_for, s
 from precisecoder import predictions, rewards
 from precisecoder.execution import ExecutionPool
 from precisecoder.integrations import client
-from precisecoder.integrations.service import ConfigurationError
+from precisecoder.integrations.types import ConfigurationError
 
 
 def _dead_url():

@@ -1,13 +1,14 @@
-"""What every trainer shares (`Run`): the workdir held by one run at a time, resume from its
-latest checkpoint, only with the config that made it; the step schedule; sampling seeds (whole
-trainers on top of it: test_rl.py, test_sft.py, test_dpo.py)."""
+"""What every trainer shares (run.py): the workdir held by one run at a time (`Run`), resumed from
+its latest checkpoint, only with the config that made it; the step schedule; sampling seeds
+(whole trainers on top of it: test_rl.py, test_sft.py, test_dpo.py)."""
 
 import jax
 import numpy as np
 import pytest
+from flax import nnx
 
-from precisecoder.train import config as config_lib
-from precisecoder.train import run as run_lib
+from precisecoder.train import config as config_lib, policy as policy_lib
+from precisecoder.train import run as run_lib, step as step_lib
 from precisecoder.train.lock import WorkdirError
 
 
@@ -34,56 +35,49 @@ class _Iterator:
     self.state = state
 
 
+def _initial():
+  """A policy's parameters and optimiser state, as a trainer starts them."""
+  cfg = _config()
+  graphdef, params = nnx.split(policy_lib.load_policy(cfg).model)
+  del graphdef
+  tx = step_lib.make_optimizer(cfg.optim)
+  return params, step_lib.init_optimizer(tx, params, None)
+
+
 def test_a_run_holds_its_workdir_and_resumes_its_latest_checkpoint(tmp_path):
   workdir = str(tmp_path / "run")
-  with run_lib.Run(_config(), workdir, total_steps=4) as run:
-    step, params, opt_state = run.begin(_Iterator())
-    assert step == 0 and run.steps_left(step) and run.start is None  # the loop's from here
+  params, opt_state = _initial()
+  with run_lib.Run(_config(), workdir) as run:
+    step, params, opt_state = run.restore(params, opt_state, _Iterator())
+    assert step == 0 and run_lib.steps_left(run.cfg, step)
     with pytest.raises(WorkdirError):
-      run_lib.Run(_config(), workdir, total_steps=4)  # held: a second run may not start
-    run.save(3, params, opt_state, {"position": 5})
+      run_lib.Run(_config(), workdir)  # held: a second run may not start
+    run.save(3, params, opt_state, {"position": 5}, model={})
     saved = [np.asarray(x) for x in jax.tree.leaves((params, opt_state))]
-  with run_lib.Run(_config(), workdir, total_steps=4) as resumed:  # released on close
+  fresh, fresh_opt = _initial()
+  with run_lib.Run(_config(steps=4), workdir) as resumed:  # released on close
     iterator = _Iterator()
-    step, params, opt_state = resumed.begin(iterator)
+    step, params, opt_state = resumed.restore(fresh, fresh_opt, iterator)
     assert step == 3 and iterator.state == {"position": 5}
     for a, b in zip(saved, jax.tree.leaves((params, opt_state)), strict=True):
       np.testing.assert_array_equal(a, np.asarray(b))
-    assert resumed.steps_left(3) and not resumed.steps_left(4)
-
-
-def test_a_checkpoint_written_with_an_rng_key_resumes(tmp_path):
-  """Checkpoints from before the trainers owned their state hold an unused RNG key in their
-  metadata (`meta["rng"]`): they resume as before, the key left unread."""
-  workdir = tmp_path / "run"
-  with run_lib.Run(_config(), str(workdir), total_steps=4) as run:
-    params, opt_state = run.start.params, run.start.opt_state
-    meta = {"step": 2, "rng": [0, 7], "model": {}, "time": 0.0}  # the old writer's fields
-    run.checkpointer.save(2, params, opt_state, meta, {"position": 9})
-    saved = [np.asarray(x) for x in jax.tree.leaves((params, opt_state))]
-  with run_lib.Run(_config(), str(workdir), total_steps=4) as resumed:
-    iterator = _Iterator()
-    step, params, opt_state = resumed.begin(iterator)
-    assert step == 2 and iterator.state == {"position": 9}
-    for a, b in zip(saved, jax.tree.leaves((params, opt_state)), strict=True):
-      np.testing.assert_array_equal(a, np.asarray(b))
+    assert run_lib.steps_left(resumed.cfg, 3) and not run_lib.steps_left(resumed.cfg, 4)
 
 
 def test_a_workdir_resumes_only_the_config_that_made_it(tmp_path):
   workdir = str(tmp_path / "run")
-  with run_lib.Run(_config(), workdir, total_steps=2) as run:
-    run.save(1, run.start.params, run.start.opt_state)
-  other = _config()
+  params, opt_state = _initial()
+  with run_lib.Run(_config(steps=2), workdir) as run:
+    run.save(1, params, opt_state, None, model={})
+  other = _config(steps=2)
   other.seed += 1
   with pytest.raises(WorkdirError, match="another config"):
-    run_lib.Run(other, workdir, total_steps=2)
-  with run_lib.Run(_config(stop_after=1), workdir, total_steps=2) as run:  # a resumable field
-    step = run.start.step
-    assert step == 1 and not run.steps_left(step)  # stopped where train.stop_after says
+    run_lib.Run(other, workdir)
+  with run_lib.Run(_config(steps=2, stop_after=1), workdir) as run:  # a resumable field
+    step = run.restore(params, opt_state, _Iterator()).step
+    assert step == 1 and not run_lib.steps_left(run.cfg, step)  # stopped at train.stop_after
 
 
 @pytest.mark.parametrize("every, due", [(0, []), (2, [2, 4, 5]), (3, [3, 5])])
-def test_checkpoints_and_evaluations_fall_every_n_steps_and_on_the_last(tmp_path, every, due):
-  with run_lib.Run(_config(), str(tmp_path / "run"), total_steps=5) as run:
-    found = [step for step in range(1, 6) if run.should(step, every)]
-  assert found == due
+def test_checkpoints_and_evaluations_fall_every_n_steps_and_on_the_last(every, due):
+  assert [step for step in range(1, 6) if run_lib.due(step, every, 5)] == due

@@ -2,8 +2,8 @@
 
     precisecoder base [--preset cpu] [--rebuild] [--config.a.b=v ...]
 
-The base is `configs/base.py:<preset>` with the overrides (train/base_model.py says what a build
-does). Its folder, printed last, is a Hugging Face checkpoint for `generate`, `evaluate`,
+The base is `configs/base.py:<preset>` with the overrides (experiments/base_model.py says what a
+build does). Its folder, printed last, is a Hugging Face checkpoint for `generate`, `evaluate`,
 `export` and `--config.model.checkpoint`.
 """
 
@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str]) -> int:
   args, overrides = checks.parse_with_overrides(checks.command_parser(PROG, add_arguments), argv)
-  from precisecoder.train import base_model, compare_arms  # pylint: disable=import-outside-toplevel
+  from precisecoder.experiments import base_model, compare_arms  # pylint: disable=import-outside-toplevel
   from precisecoder.train import config as config_lib  # pylint: disable=import-outside-toplevel
   config_file = compare_arms.default_configs_dir() / "base.py"
   try:

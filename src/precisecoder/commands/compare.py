@@ -3,9 +3,9 @@
     precisecoder compare [--arms grpo,precisecoder] [--preset compare-cpu] [--workdir runs/compare]
         [--parallel N] [--configs DIR] [--report-only] [--config.a.b=v ...]
 
-The arms and their trainer processes are train/compare_arms.py's; the report, `<workdir>/report.md`
-and `report.json` (analysis/compare_report.py), is rebuilt on every run, so a rerun that trains
-nothing (every arm finished) or `--report-only` just rewrites it.
+The arms and their trainer processes are experiments/compare_arms.py's; the report,
+`<workdir>/report.md` and `report.json` (analysis/compare_report.py), is rebuilt on every run, so
+a rerun that trains nothing (every arm finished) or `--report-only` just rewrites it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from typing import Any
 from absl import logging
 
 from precisecoder.commands import checks
-from precisecoder.train import compare_arms, config as config_lib
+from precisecoder.experiments import compare_arms
+from precisecoder.train import config as config_lib
 
 PASSTHROUGH = True  # `--config.a.b=v` overrides are parsed here, not by argparse's parser
 PROG = "precisecoder compare"

@@ -70,8 +70,12 @@ def run(cfg, workdir: str) -> int:
     from precisecoder.train import dpo as trainer
   else:
     raise app.UsageError(f"config trainer={cfg.trainer!r}; known: {config_lib.TRAINERS}")
+  # pylint: disable-next=import-outside-toplevel
+  from precisecoder.experiments import base_model
+  # model.checkpoint "base": the base policy's folder, built here on first use.
+  checkpoint, seen = base_model.resolve(cfg)
   try:
-    status = trainer.train(cfg, workdir)
+    status = trainer.train(cfg, workdir, checkpoint=checkpoint, seen=seen)
   except WorkdirError as e:  # held by another run, or written with another config
     _fail(str(e))
   if status == 0 and cfg.train.report and multihost.is_primary():

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from precisecoder import rewards
-from precisecoder.integrations.service import Item, ConfigurationError
+from precisecoder.integrations.types import ConfigurationError, Item
 from precisecoder.tasks import Task, task_to_record
 
 TOKEN_ENV = "PRECISECODER_TOKEN"  # bearer token for the servers (and `serve`'s default)
@@ -85,7 +85,7 @@ class _Http:
 
 class RemoteScorer:
   """Scores on reward servers; a drop-in for `RewardScorer.score` / `score_records` and a
-  `service.Backend`.
+  `types.Backend`.
 
   Args:
     urls: the servers, e.g. ["http://127.0.0.1:8000"].

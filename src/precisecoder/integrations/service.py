@@ -24,41 +24,18 @@ import hashlib
 import json
 import threading
 import time
-from typing import Any, Protocol, Sequence
+from typing import Any, Sequence
 
 from absl import logging
 
 from precisecoder import reward_recipes
+from precisecoder.integrations import client
+from precisecoder.integrations.types import Backend, ConfigurationError, Item
 from precisecoder.tasks import Task, task_to_record
 
 INFRA_ERROR = "infra_error"  # how a not-scored result's `error` starts (as the scorer's own)
 RECORD_TERMS = ("unit", "precision", "recall", "recall_gated", "f1", "reward", "edit_lines",
                 "noop", "damage", "fixed")
-
-
-@dataclasses.dataclass(frozen=True)
-class Item:
-  """One pair to score: `error` marks it unscorable up front (no program, too large)."""
-
-  task: Task
-  program: str | None
-  error: str | None = None
-  sample: int = 0
-
-
-class ConfigurationError(Exception):
-  """A setting that cannot work (a server scoring with other settings, a refused token): the
-  caller is told, rather than every item being reported as not scored."""
-
-
-class Backend(Protocol):
-  """Scores a batch: one result (score record + `terms`) per item, in order."""
-
-  def results(self, items: Sequence[Item]) -> list[dict[str, Any]]:
-    ...
-
-  def close(self) -> None:
-    ...
 
 
 class LocalBackend:
@@ -317,7 +294,6 @@ def shared(*, workers: int | None = None, epsilon: int | None = None, pdb_compat
   with _shared_lock:
     if key not in _shared:
       if urls:
-        from precisecoder.integrations import client  # pylint: disable=import-outside-toplevel
         backend: Backend = client.RemoteScorer(urls, epsilon=epsilon, pdb_compat=pdb_compat)
       else:
         backend = LocalBackend(workers, epsilon=epsilon, pdb_compat=pdb_compat)

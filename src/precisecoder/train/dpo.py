@@ -12,6 +12,8 @@ weighted mean over the global batch: the one-host loss).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import math
 import time
 from collections.abc import Sequence
@@ -20,12 +22,15 @@ import jax
 import ml_collections
 import numpy as np
 from absl import logging
+from flax import nnx
 
 from precisecoder import multihost
-from precisecoder.tasks import Task
+from precisecoder.model import make_mesh, run_checkpoints
 from precisecoder.model.sharding import mesh_scope
-from precisecoder.train import rollout as rollout_lib, sequences, step as step_lib, tasksets
-from precisecoder.train.run import Run, sample_seed
+from precisecoder.tasks import Task
+from precisecoder.train import greedy_eval, metrics, policy as policy_lib, rollout as rollout_lib
+from precisecoder.train import scoring, sequences, step as step_lib, tasksets
+from precisecoder.train.run import Run, due, sample_seed, steps_left
 
 
 def choose_pairs(terms: dict[str, np.ndarray], group_size: int
@@ -78,59 +83,102 @@ def _pairs_per_host(local: int, mesh) -> tuple[int, int]:
   return int(counts.sum()), -(-int(counts.max()) // step) * step
 
 
-def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
+def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | None = None,
+          seen: Sequence[Task] = ()) -> int:
   """Runs (or resumes) DPO in `workdir` (`cfg` validated: config.validate); each host samples
-  and scores its part of every global batch of `dpo.batch_size` tasks."""
+  and scores its part of every global batch of `dpo.batch_size` tasks. `checkpoint` and
+  `seen`: what `model.checkpoint="base"` resolved to (rl.train)."""
   k = cfg.dpo.samples_per_task
-  with Run(cfg, workdir, total_steps=cfg.train.steps, keep_reference=True) as run:
-    step_fn = step_lib.make_dpo_step(run.graphdef, run.tx, cfg.dpo.beta)
-    logprob_fn = step_lib.make_logprob_fn(run.graphdef)
+  with contextlib.ExitStack() as stack:
+    # Set-up: the workdir, the policy, its reference and the optimiser at the step to start
+    # from, the data, the scorer and the outputs.
+    run = stack.enter_context(Run(cfg, workdir))
+    mesh = make_mesh(cfg.model.mesh) if jax.device_count() > 1 else None
+    policy = policy_lib.load_policy(cfg, mesh, checkpoint=checkpoint)
+    graphdef, params = nnx.split(policy.model)
+    policy = dataclasses.replace(policy, model=None)  # the weights live in the loop
+    reference_params = jax.tree.map(lambda x: x.copy(), params)
+    tx = step_lib.make_optimizer(cfg.optim)
     iterator = tasksets.task_iterator(tasksets.train_tasks(cfg), cfg.dpo.batch_size, cfg.seed)
-    step, params, opt_state = run.begin(iterator)
-    while run.steps_left(step):
+    step, params, opt_state = run.restore(
+        params, step_lib.init_optimizer(tx, params, mesh), iterator)
+    step_fn = step_lib.make_dpo_step(graphdef, tx, cfg.dpo.beta)
+    logprob_fn = step_lib.make_logprob_fn(graphdef)
+    scorer = stack.enter_context(scoring.open_scorer(cfg.rl))
+    writer = metrics.MetricsWriter(run.workdir, resume_step=step, enabled=run.primary)
+    stack.callback(writer.close)
+    evaluator = (greedy_eval.Evaluator(cfg, scorer, mesh, workdir=run.workdir, writer=writer,
+                                       primary=run.primary, seen=seen)
+                 if cfg.train.eval_every > 0 else None)
+    progress = metrics.Progress(cfg.train.steps, step)
+    model_meta = run_checkpoints.model_meta(policy.config, policy.source)
+
+    def policy_at(params) -> policy_lib.Policy:
+      return dataclasses.replace(policy, model=nnx.merge(graphdef, params))
+
+    def save(step: int, params, opt_state) -> float:
+      return run.save(step, params, opt_state, iterator.get_state(), model_meta)
+
+    def record(step: int, values: dict, message: str) -> None:
+      writer.write(step, values)
+      progress.update(step, message)
+      if run.primary:
+        run.dir.sync()
+
+    if step == 0 and cfg.train.eval_at_start and evaluator is not None:
+      evaluator(step, policy_at(params))
+    while steps_left(cfg, step):
       t0 = time.perf_counter()
       batch_tasks: Sequence[Task] = tasksets.as_tasks(next(iterator), f"dpo batch {step + 1}")
       step += 1
-      policy = run.policy_at(params)
+      current = policy_at(params)
       rollout = rollout_lib.sample_rollout(
-          policy, list(batch_tasks), num_samples=k, max_new_tokens=cfg.rl.max_new_tokens,
+          current, list(batch_tasks), num_samples=k, max_new_tokens=cfg.rl.max_new_tokens,
           temperature=cfg.rl.temperature, seed=sample_seed(cfg.seed, step),
           include_tests=cfg.data.include_tests_in_prompt, prompt_bucket=cfg.rl.prompt_bucket,
-          mesh=run.mesh)
-      terms = run.scorer.score(rollout.tasks, rollout.programs)
+          mesh=mesh)
+      terms = scorer.score(rollout.tasks, rollout.programs)
       pairs = choose_pairs(terms, k)
       every = multihost.allgather_rows(terms)
-      total_pairs, padded = _pairs_per_host(len(pairs), run.mesh)
-      record = {"pairs": total_pairs, "reward/unit": float(every["unit"].mean()),
+      total_pairs, padded = _pairs_per_host(len(pairs), mesh)
+      values = {"pairs": total_pairs, "reward/unit": float(every["unit"].mean()),
                 "reward/precision": float(every["precision"].mean())}
       if total_pairs:  # every host joins the step, so one without pairs of its own pads
         # with the reference fix both ways, weight 0
         usable = pairs or [(0, None, None)]
         prompt_ids = [rollout.prompt_ids[g * k][rollout.prompt_mask[g * k]].tolist()
                       for g, _, _ in usable]
-        eos = [policy.eos_ids[0]]
+        eos = [current.eos_ids[0]]
 
         def answer(row: int | None, group: int) -> list[int]:
           if row is None:
-            return policy.tokenizer.encode(sequences.reference_answer(batch_tasks[group]),
-                                           add_special_tokens=False) + eos
+            return current.tokenizer.encode(sequences.reference_answer(batch_tasks[group]),
+                                            add_special_tokens=False) + eos
           return rollout.tokens[row, :rollout.lengths[row]].tolist()
 
         chosen = [answer(c, g) for g, c, _ in usable]
         rejected = [answer(r, g) for g, _, r in usable]
-        batch = preference_batch(prompt_ids, chosen, rejected, policy.pad_id, pairs=padded,
+        batch = preference_batch(prompt_ids, chosen, rejected, current.pad_id, pairs=padded,
                                  weighted=len(pairs), max_len=cfg.dpo.max_len)
-        with mesh_scope(run.mesh):
-          device_batch = step_lib.to_device(batch, run.mesh)
-          ref = logprob_fn(run.reference_params, device_batch["tokens"], device_batch["mask"],
+        with mesh_scope(mesh):
+          device_batch = step_lib.to_device(batch, mesh)
+          ref = logprob_fn(reference_params, device_batch["tokens"], device_batch["mask"],
                            device_batch["completion_mask"])
           device_batch["ref_seq_logprobs"] = ref.sum(axis=-1)
           params, opt_state, m = step_fn(params, opt_state, device_batch)
-        record.update({f"train/{key}": float(v) for key, v in jax.device_get(m).items()})
+        values.update({f"train/{key}": float(v) for key, v in jax.device_get(m).items()})
       else:
         logging.info("step %d: no preference pairs in this batch", step)
-      if run.end_step(step, params, opt_state, record, iterator.get_state(), t0,
-                      f"pairs={len(pairs)}"):
+      preempted = run.preempted(step)  # a preempted run saves its step and stops
+      saved = (save(step, params, opt_state)
+               if preempted or due(step, cfg.train.checkpoint_every, cfg.train.steps) else 0.0)
+      record(step, {**values, "time/checkpoint": saved, "time/step": time.perf_counter() - t0},
+             f"pairs={len(pairs)}")
+      if preempted:
+        logging.warning("preempted: checkpoint of step %d saved; exiting", step)
+        run.checkpointer.wait()
         return 0
-    run.end(step, params, opt_state, iterator.get_state())
+      if evaluator is not None and due(step, cfg.train.eval_every, cfg.train.steps):
+        evaluator(step, policy_at(params))
+    run.end(step, params, opt_state, iterator.get_state(), model_meta)
   return 0

@@ -2,22 +2,28 @@
 recall, F1 and edited lines on buggy tasks; no-op and damage rates on already-correct programs.
 A multi-turn policy (`rl.turns` > 1) is evaluated as it trains, in episodes: the columns are
 its last program's, and pass and edited lines are also given after each turn.
-(`precisecoder evaluate` evaluates a saved checkpoint, through generate and score.)"""
+`Evaluator` is a trainer's: its evaluation sets, evaluated on this host's share and written to
+eval/step_N.json and the metrics. (`precisecoder evaluate` evaluates a saved checkpoint, through
+generate and score.)"""
 
 from __future__ import annotations
 
+import json
+import pathlib
 import time
 from collections.abc import Sequence
 from typing import Any
 
+import jax
+import ml_collections
 import numpy as np
 from absl import logging
 from jax.sharding import Mesh
 
-from precisecoder import episodes
+from precisecoder import episodes, multihost
 from precisecoder.rewards import PAPER_COLUMNS, RewardScorer
 from precisecoder.tasks import Task
-from precisecoder.train import rollout as rollout_lib
+from precisecoder.train import metrics, rollout as rollout_lib, tasksets
 from precisecoder.train.policy import Policy
 
 
@@ -79,3 +85,65 @@ def evaluate_greedy(policy: Policy, tasks: Sequence[Task], scorer: RewardScorer,
     if transcripts is not None:
       records[-1]["turns"] = [turn.to_json() for turn in transcripts[i]]
   return summary, records
+
+
+class Evaluator:
+  """Greedy evaluation during training on validation tasks and clean programs, and apart (each
+  under its own key in the file and `eval_<split>/` in the metrics) on the held-in tasks and the
+  multi-line split when the config asks for them; written to `workdir`/eval/step_N.json.
+
+  `seen`: tasks the policy trained on before this run (its base's SFT corpus), which the
+  held-in split leaves out. The evaluation sets are built here, once."""
+
+  def __init__(self, cfg: ml_collections.ConfigDict, scorer: RewardScorer, mesh: Mesh | None, *,
+               workdir: pathlib.Path, writer: metrics.MetricsWriter, primary: bool,
+               seen: Sequence[Task] = ()):
+    self.cfg, self.scorer, self.mesh = cfg, scorer, mesh
+    self.workdir, self.writer, self.primary = workdir, writer, primary
+    self.tasks = tasksets.eval_tasks(cfg)
+    self.splits = {
+        "heldin": (tasksets.heldin_tasks(cfg, seen), cfg.train.eval_max_new_tokens),
+        "multi": (tasksets.multi_tasks(cfg), cfg.train.eval_multi_max_new_tokens)}
+
+  def __call__(self, step: int, policy: Policy) -> dict[str, float]:
+    """The summary of `policy`'s evaluation at `step`, written (primary host) with its
+    records and splits."""
+    cfg = self.cfg
+    summary, records = self._greedy(policy, self.tasks, cfg.train.eval_max_new_tokens)
+    splits = {name: dict(zip(("summary", "records"), self._greedy(policy, tasks, max_new_tokens)))
+              for name, (tasks, max_new_tokens) in self.splits.items() if tasks}
+    if not self.primary:
+      return summary
+    out = self.workdir / "eval"
+    out.mkdir(exist_ok=True)
+    result = {"step": step, "summary": summary, "records": records, **splits}
+    (out / f"step_{step}.json").write_text(json.dumps(result, indent=1) + "\n")
+    self.writer.write(step, summary, prefix="eval/")
+    for name, split in splits.items():
+      self.writer.write(step, split["summary"], prefix=f"eval_{name}/")
+    logging.info("eval at step %d: %s", step,
+                 "  ".join(f"{k}={v:.3f}" for k, v in summary.items() if isinstance(v, float)))
+    return summary
+
+  def _greedy(self, policy: Policy, tasks, max_new_tokens: int
+              ) -> tuple[dict[str, float], list[dict]]:
+    """(summary, per-task records) of `policy`'s greedy completions of `tasks`."""
+    cfg = self.cfg
+    # Several hosts: each evaluates an equal share (the last task repeated to even it out),
+    # then the records are gathered and summarised as one set.
+    share = -(-len(tasks) // jax.process_count())
+    mine = tasks[multihost.host_slice(share * jax.process_count())] if len(tasks) else []
+    mine = list(mine) + list(tasks[-1:]) * (share - len(mine))
+    summary, records = evaluate_greedy(
+        policy, mine, self.scorer,
+        max_new_tokens=max_new_tokens, batch_size=cfg.train.eval_batch_size,
+        include_tests=cfg.data.include_tests_in_prompt, seed=cfg.seed,
+        prompt_bucket=cfg.rl.prompt_bucket, mesh=self.mesh,
+        agent=rollout_lib.agent_config(cfg.rl) if cfg.trainer == "rl" else None)
+    if jax.process_count() > 1:
+      records = [r for part in multihost.allgather_json(records) for r in part][:len(tasks)]
+      timing = {k: summary[k] for k in ("sample_s", "score_s")}
+      summary = {**summarize(tasks, {
+          k: np.array([r[k] for r in records]) for k in records[0]
+          if isinstance(records[0][k], float)}), **timing}
+    return summary, records

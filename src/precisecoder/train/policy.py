@@ -64,15 +64,20 @@ class Policy:
     return prompts.prompt_ids(self.tokenizer, task, include_tests=include_tests)
 
 
-def load_policy(cfg: ml_collections.ConfigDict, mesh: Mesh | None = None) -> Policy:
-  """The model of `cfg.model`: a checkpoint when one is named, else random from the preset."""
-  source = cfg.model.checkpoint
+def load_policy(cfg: ml_collections.ConfigDict, mesh: Mesh | None = None, *,
+                checkpoint: str | None = None) -> Policy:
+  """The model of `cfg.model`: a checkpoint when one is named, else random from the preset.
+
+  `checkpoint` replaces `cfg.model.checkpoint`: where "base" resolved to (the base policy's
+  folder, which the command builds: experiments/base_model.py)."""
+  source = cfg.model.checkpoint if checkpoint is None else checkpoint
   execution = {k: cfg.model[k] for k in EXECUTION_FIELDS}
   if source == "bundled-smollm2":
     source = str(loading.bundled_smollm2_gguf())
-  elif source == "base":  # the small policy's base, built on first use (base_model.py)
-    from precisecoder.train import base_model  # pylint: disable=import-outside-toplevel
-    source = str(base_model.ensure(cfg.base))
+  elif source == "base":
+    raise ValueError("config.model.checkpoint='base' is resolved where the run starts (the "
+                     "base policy's folder, built by experiments/base_model.py): pass it as "
+                     "`checkpoint`")
   if source:
     logging.info("loading %s", source)
     model, tokenizer, config = model_lib.load_checkpoint(source, dtype=cfg.model.dtype,

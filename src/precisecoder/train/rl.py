@@ -26,18 +26,27 @@ is logged with `skipped_update: 1` and `train/grad_norm: 0`.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import dataclasses
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import jax
 import ml_collections
 import numpy as np
+from absl import logging
+from flax import nnx
+from jax.sharding import Mesh
 
 from precisecoder import episodes, multihost, reward_recipes
+from precisecoder.model import make_mesh, run_checkpoints
 from precisecoder.model.sharding import mesh_scope
-from precisecoder.train import policy as policy_lib, rollout as rollout_lib, step as step_lib
-from precisecoder.train import tasksets
-from precisecoder.train.run import Run, sample_seed
+from precisecoder.rewards import RewardScorer
+from precisecoder.tasks import Task
+from precisecoder.train import greedy_eval, metrics, policy as policy_lib, rollout as rollout_lib
+from precisecoder.train import scoring, step as step_lib, tasksets
+from precisecoder.train.run import Run, due, sample_seed, steps_left
 
 _TERMS_LOGGED = ("unit", "precision", "recall", "f1", "edit_lines", "noop")
 
@@ -84,12 +93,12 @@ def _concat_terms(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
   return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-def collect(run: Run, policy: policy_lib.Policy, step: int, batch_tasks: list,
-            executor: concurrent.futures.Executor
+def collect(rl: ml_collections.ConfigDict, policy: policy_lib.Policy, batch_tasks: list,
+            scorer: RewardScorer, executor: concurrent.futures.Executor, *, seed: int, step: int,
+            include_tests: bool, mesh: Mesh | None
             ) -> tuple[rollout_lib.Rollout, dict[str, np.ndarray], dict[str, float]]:
-  """Samples (from `policy`, seeded by `step`) and scores one step's rollouts, overlapping
-  scoring with sampling."""
-  rl = run.cfg.rl
+  """Samples (from `policy`, seeded by the run's `seed` and `step`) and scores one step's
+  rollouts, overlapping scoring with sampling."""
   agent = rollout_lib.agent_config(rl)
   chunks = np.array_split(np.arange(len(batch_tasks)), max(1, min(rl.rollout_chunks,
                                                                   len(batch_tasks))))
@@ -100,16 +109,16 @@ def collect(run: Run, policy: policy_lib.Policy, step: int, batch_tasks: list,
     part = rollout_lib.sample_rollout(
         policy, [batch_tasks[j] for j in index], num_samples=rl.group_size,
         max_new_tokens=rl.max_new_tokens, temperature=rl.temperature, top_p=rl.top_p,
-        seed=sample_seed(run.cfg.seed, step, i),
-        include_tests=run.cfg.data.include_tests_in_prompt, prompt_bucket=rl.prompt_bucket,
-        mesh=run.mesh, agent=agent, pool=run.scorer if agent is not None else None)
+        seed=sample_seed(seed, step, i), include_tests=include_tests,
+        prompt_bucket=rl.prompt_bucket, mesh=mesh, agent=agent,
+        pool=scorer if agent is not None else None)
     t_sample += time.perf_counter() - t0
     parts.append(part)
-    futures.append(executor.submit(_score_timed, run.scorer, part, rl.turns))
+    futures.append(executor.submit(_score_timed, scorer, part, rl.turns))
   t0 = time.perf_counter()
   scored = [f.result() for f in futures]
   exposed = time.perf_counter() - t0
-  rollout = rollout_lib.concat_rollouts(parts, run.policy.pad_id)
+  rollout = rollout_lib.concat_rollouts(parts, policy.pad_id)
   timing = {"time/sample": t_sample, "time/reward": sum(s for _, s in scored),
             "time/reward_exposed": exposed}
   return rollout, _concat_terms([t for t, _ in scored]), timing
@@ -128,28 +137,29 @@ def minibatch_order(rows: int, group: int, seed: list[int]) -> np.ndarray:
   return (groups[:, None] * group + np.arange(group)).ravel().astype(np.int32)
 
 
-def learn(run: Run, step_fn, params: Any, opt_state: Any, batch: dict[str, np.ndarray],
-          step: int, ref_fn=None) -> tuple[Any, Any, dict[str, float]]:
-  """(params, opt_state, mean metrics) after μ passes over shuffled minibatches of `batch`,
-  one optimiser update per minibatch (`step_fn` donates the `params` and `opt_state` it is
-  given: use the returned ones).
+def learn(rl: ml_collections.ConfigDict, step_fn, params: Any, opt_state: Any,
+          batch: dict[str, np.ndarray], *, seed: int, step: int, mesh: Mesh | None,
+          ref_fn=None, reference_params: Any = None) -> tuple[Any, Any, dict[str, float]]:
+  """(params, opt_state, mean metrics) after μ passes over shuffled minibatches of `batch`
+  (their order seeded by the run's `seed`, the `step` and the pass), one optimiser update per
+  minibatch (`step_fn` donates the `params` and `opt_state` it is given: use the returned
+  ones). With `ref_fn`, the batch's log-probabilities under `reference_params` first.
 
   `batch` holds this host's rows; the step's global batch (every host's rows, host-major) is
   placed on the mesh once and each minibatch is gathered from it on device, so the updates
   do not depend on how many hosts the rows came from."""
-  rl = run.cfg.rl
-  device_batch = step_lib.to_device(batch, run.mesh)
+  device_batch = step_lib.to_device(batch, mesh)
   n = device_batch["tokens"].shape[0]
   size = min(rl.minibatch_size, n)  # divides n: config.validate checks it
   group = step_lib.shared_group(rl)  # minibatches of whole groups when they share prompts
   out = []
-  with mesh_scope(run.mesh):
+  with mesh_scope(mesh):
     if ref_fn is not None:
-      device_batch["ref_logprobs"] = ref_fn(run.reference_params, device_batch["tokens"],
+      device_batch["ref_logprobs"] = ref_fn(reference_params, device_batch["tokens"],
                                             device_batch["mask"],
                                             device_batch["completion_mask"])
     for epoch in range(rl.num_iterations):
-      order = minibatch_order(n, group, [run.cfg.seed, step, epoch])
+      order = minibatch_order(n, group, [seed, step, epoch])
       for start in range(0, n, size):
         params, opt_state, m = step_fn(params, opt_state, device_batch,
                                        order[start:start + size])
@@ -157,63 +167,116 @@ def learn(run: Run, step_fn, params: Any, opt_state: Any, batch: dict[str, np.nd
   return params, opt_state, mean_metrics(jax.device_get(out))
 
 
-def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
+def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | None = None,
+          seen: Sequence[Task] = ()) -> int:
   """Runs (or resumes) RL training in `workdir` (`cfg` validated: config.validate); returns
-  the process exit status.
+  the process exit status. `checkpoint` and `seen`: what `model.checkpoint="base"` resolved to
+  (the base policy's folder and SFT corpus; commands/train.py).
 
   On several hosts each samples and scores the groups of its own tasks (a group never spans
   hosts); reward terms are gathered so every host computes the same advantages and metrics.
   """
   rl = cfg.rl
-  with Run(cfg, workdir, total_steps=cfg.train.steps, keep_reference=rl.kl_beta > 0) as run:
-    step_fn = step_lib.make_rl_step(run.graphdef, run.tx, rl)
-    ref_fn = (step_lib.make_logprob_fn(run.graphdef, rl.temperature, step_lib.shared_group(rl))
-              if rl.kl_beta > 0 else None)
+  with contextlib.ExitStack() as stack:
+    # Set-up: the workdir, the policy and optimiser at the step to start from, the data, the
+    # scorer and the outputs.
+    run = stack.enter_context(Run(cfg, workdir))
+    mesh = make_mesh(cfg.model.mesh) if jax.device_count() > 1 else None
+    policy = policy_lib.load_policy(cfg, mesh, checkpoint=checkpoint)
+    graphdef, params = nnx.split(policy.model)
+    # The weights live in the loop: the policy kept here is the tokenizer and ids, and
+    # `policy_at(params)` the one to sample from.
+    policy = dataclasses.replace(policy, model=None)
+    reference_params = (jax.tree.map(lambda x: x.copy(), params) if rl.kl_beta > 0 else None)
+    tx = step_lib.make_optimizer(cfg.optim)
     iterator = tasksets.task_iterator(tasksets.train_tasks(cfg), rl.prompts_per_step, cfg.seed)
-    step, params, opt_state = run.begin(iterator)
+    step, params, opt_state = run.restore(
+        params, step_lib.init_optimizer(tx, params, mesh), iterator)
+    step_fn = step_lib.make_rl_step(graphdef, tx, rl)
+    ref_fn = (step_lib.make_logprob_fn(graphdef, rl.temperature, step_lib.shared_group(rl))
+              if rl.kl_beta > 0 else None)
+    scorer = stack.enter_context(scoring.open_scorer(rl))
+    writer = metrics.MetricsWriter(run.workdir, resume_step=step, enabled=run.primary)
+    stack.callback(writer.close)
+    evaluator = (greedy_eval.Evaluator(cfg, scorer, mesh, workdir=run.workdir, writer=writer,
+                                       primary=run.primary, seen=seen)
+                 if cfg.train.eval_every > 0 else None)
+    progress = metrics.Progress(cfg.train.steps, step)
     executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="reward")
-    try:
-      while run.steps_left(step):
-        t_step = time.perf_counter()
-        batch_tasks = tasksets.as_tasks(next(iterator), f"train batch {step + 1}")
-        step += 1
-        rollout, terms, timing = collect(run, run.policy_at(params), step, batch_tasks,
-                                         executor)
-        model_tokens = rollout.loss_mask.sum(axis=1, dtype=np.int32)  # feedback turns left out
-        every = multihost.allgather_rows({**terms, "lengths": model_tokens})
-        advantages, reward = reward_recipes.compute_advantages(rl, every)
-        batch = rollout_lib.training_arrays(rollout, run.policy.pad_id,
-                                            completion_len=rollout_lib.response_len(rl))
-        batch["advantages"] = advantages[multihost.host_slice(len(advantages))]
-        t0 = time.perf_counter()
-        # Every host holds the same advantages (computed from the gathered terms): it agrees.
-        skip = not np.any(advantages) and rl.kl_beta == 0
-        learned = {"grad_norm": 0.0}
-        if not skip:
-          params, opt_state, learned = learn(run, step_fn, params, opt_state, batch, step,
-                                             ref_fn)
-        timing["time/train"] = time.perf_counter() - t0
-        groups = reward.reshape(-1, rl.group_size)
-        exposed = timing["time/reward_exposed"] / (time.perf_counter() - t_step)
-        record: dict[str, Any] = {
-            "reward": float(reward.mean()),
-            **{f"reward/{k}": float(every[k].mean()) for k in _TERMS_LOGGED},
-            "advantage_abs": float(np.abs(advantages).mean()),
-            "zero_variance_groups": float(np.mean(groups.std(axis=1) == 0)),
-            "skipped_update": float(skip),
-            "completion_tokens": float(every["lengths"].mean()),
-            # Rows of tasks whose reference fails or whose bug passes: zero reward, not learning.
-            "broken_task_rows": float(every["broken_task"].mean()),
-            **_agent_metrics(every),
-            # KL to a reference exists only with one (rl.kl_beta > 0): no column of zeros.
-            **{f"train/{k}": v for k, v in learned.items() if k != "kl" or rl.kl_beta > 0},
-            **timing, "reward_exposed_fraction": exposed,
-        }
-        if run.end_step(step, params, opt_state, record, iterator.get_state(), t_step,
-                        f"reward={record['reward']:.3f} pass={record['reward/unit']:.3f} "
-                        f"exposed_reward={exposed:.1%}"):
-          return 0
-    finally:
-      executor.shutdown(wait=True)
-    run.end(step, params, opt_state, iterator.get_state())
+    stack.callback(executor.shutdown, wait=True)
+    model_meta = run_checkpoints.model_meta(policy.config, policy.source)
+
+    def policy_at(params: Any) -> policy_lib.Policy:
+      """The policy with the weights `params` (it shares their arrays: sample with it before
+      the next update donates them)."""
+      return dataclasses.replace(policy, model=nnx.merge(graphdef, params))
+
+    def save(step: int, params: Any, opt_state: Any) -> float:
+      return run.save(step, params, opt_state, iterator.get_state(), model_meta)
+
+    def evaluate(step: int, params: Any) -> None:
+      evaluator(step, policy_at(params))
+
+    def record(step: int, values: dict[str, Any], message: str) -> None:
+      writer.write(step, values)
+      progress.update(step, message)
+      if run.primary:
+        run.dir.sync()
+
+    if step == 0 and cfg.train.eval_at_start and evaluator is not None:
+      evaluate(step, params)
+    # The loop: one step is a batch of tasks sampled and scored, advantages, the updates, then
+    # its checkpoint, metrics and evaluation when due.
+    while steps_left(cfg, step):
+      t_step = time.perf_counter()
+      batch_tasks = tasksets.as_tasks(next(iterator), f"train batch {step + 1}")
+      step += 1
+      rollout, terms, timing = collect(
+          rl, policy_at(params), batch_tasks, scorer, executor, seed=cfg.seed, step=step,
+          include_tests=cfg.data.include_tests_in_prompt, mesh=mesh)
+      model_tokens = rollout.loss_mask.sum(axis=1, dtype=np.int32)  # feedback turns left out
+      every = multihost.allgather_rows({**terms, "lengths": model_tokens})
+      advantages, reward = reward_recipes.compute_advantages(rl, every)
+      batch = rollout_lib.training_arrays(rollout, policy.pad_id,
+                                          completion_len=rollout_lib.response_len(rl))
+      batch["advantages"] = advantages[multihost.host_slice(len(advantages))]
+      t0 = time.perf_counter()
+      # Every host holds the same advantages (computed from the gathered terms): it agrees.
+      skip = not np.any(advantages) and rl.kl_beta == 0
+      learned = {"grad_norm": 0.0}
+      if not skip:
+        params, opt_state, learned = learn(
+            rl, step_fn, params, opt_state, batch, seed=cfg.seed, step=step, mesh=mesh,
+            ref_fn=ref_fn, reference_params=reference_params)
+      timing["time/train"] = time.perf_counter() - t0
+      groups = reward.reshape(-1, rl.group_size)
+      exposed = timing["time/reward_exposed"] / (time.perf_counter() - t_step)
+      values: dict[str, Any] = {
+          "reward": float(reward.mean()),
+          **{f"reward/{k}": float(every[k].mean()) for k in _TERMS_LOGGED},
+          "advantage_abs": float(np.abs(advantages).mean()),
+          "zero_variance_groups": float(np.mean(groups.std(axis=1) == 0)),
+          "skipped_update": float(skip),
+          "completion_tokens": float(every["lengths"].mean()),
+          # Rows of tasks whose reference fails or whose bug passes: zero reward, not learning.
+          "broken_task_rows": float(every["broken_task"].mean()),
+          **_agent_metrics(every),
+          # KL to a reference exists only with one (rl.kl_beta > 0): no column of zeros.
+          **{f"train/{k}": v for k, v in learned.items() if k != "kl" or rl.kl_beta > 0},
+          **timing, "reward_exposed_fraction": exposed,
+      }
+      preempted = run.preempted(step)  # a preempted run saves its step and stops
+      saved = (save(step, params, opt_state)
+               if preempted or due(step, cfg.train.checkpoint_every, cfg.train.steps) else 0.0)
+      record(step, {**values, "time/checkpoint": saved,
+                    "time/step": time.perf_counter() - t_step},
+             f"reward={values['reward']:.3f} pass={values['reward/unit']:.3f} "
+             f"exposed_reward={exposed:.1%}")
+      if preempted:
+        logging.warning("preempted: checkpoint of step %d saved; exiting", step)
+        run.checkpointer.wait()
+        return 0
+      if evaluator is not None and due(step, cfg.train.eval_every, cfg.train.steps):
+        evaluate(step, params)
+    run.end(step, params, opt_state, iterator.get_state(), model_meta)
   return 0

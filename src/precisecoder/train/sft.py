@@ -1,26 +1,32 @@
 """SFT: buggy program -> answer demonstrations, loss on the answer only.
 
 A task's answers are its reference fix, or, for the small policy's base, the targets its SFT
-mixture drew (`task.extra["sft_targets"]`: data/sft_mixture.py, train/base_model.py), trained
+mixture drew (`task.extra["sft_targets"]`: data/sft_mixture.py, experiments/base_model.py), trained
 as consecutive rows that share the task's prompt (computed once per task on one device).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import time
 from collections.abc import Sequence
 
 import jax
 import ml_collections
 import numpy as np
+from absl import logging
+from flax import nnx
 from jax.sharding import Mesh
 
 from precisecoder import multihost
-from precisecoder.tasks import Task
+from precisecoder.model import make_mesh, run_checkpoints
 from precisecoder.model.sharding import mesh_scope
-from precisecoder.train import sequences, step as step_lib, tasksets
+from precisecoder.tasks import Task
+from precisecoder.train import greedy_eval, metrics, policy as policy_lib, scoring, sequences
+from precisecoder.train import step as step_lib, tasksets
 from precisecoder.train.policy import Policy
-from precisecoder.train.run import Run
+from precisecoder.train.run import Run, due, steps_left
 
 
 def answers(task: Task) -> list[str]:
@@ -68,38 +74,81 @@ def fill_devices(batch: dict[str, np.ndarray], mesh: Mesh | None) -> dict[str, n
   return filled
 
 
-def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
+def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | None = None,
+          seen: Sequence[Task] = ()) -> int:
   """Runs (or resumes) SFT in `workdir` (`cfg` validated: config.validate). On several hosts
-  each takes its part of every global batch of `sft.batch_size` demonstrations."""
-  with Run(cfg, workdir, total_steps=cfg.train.steps) as run:
+  each takes its part of every global batch of `sft.batch_size` demonstrations. `checkpoint`
+  and `seen`: what `model.checkpoint="base"` resolved to (rl.train)."""
+  with contextlib.ExitStack() as stack:
+    # Set-up: the workdir, the policy and optimiser at the step to start from, the data and
+    # the outputs.
+    run = stack.enter_context(Run(cfg, workdir))
+    mesh = make_mesh(cfg.model.mesh) if jax.device_count() > 1 else None
+    policy = policy_lib.load_policy(cfg, mesh, checkpoint=checkpoint)
+    graphdef, params = nnx.split(policy.model)
+    policy = dataclasses.replace(policy, model=None)  # the weights live in the loop
+    tx = step_lib.make_optimizer(cfg.optim)
     demos = [t for t in tasksets.train_tasks(cfg) if t.is_buggy]
     per_task = {len(answers(t)) for t in demos}
     if len(per_task) > 1:
       raise ValueError(f"SFT tasks carry different numbers of answers ({sorted(per_task)}); "
                        "every task needs the same number")
     # Each task's prompt once for its answers; on a mesh rows are dealt to devices one by one.
-    group = per_task.pop() if demos and run.mesh is None else 1
-    step_fn = step_lib.make_sft_step(run.graphdef, run.tx, group)
+    group = per_task.pop() if demos and mesh is None else 1
+    step_fn = step_lib.make_sft_step(graphdef, tx, group)
     by_length = cfg.sft.get("group_by_length", False)
     if by_length:  # whole batches of similar length, shuffled as units (one host)
       iterator = tasksets.task_iterator(length_units(demos, cfg.sft.batch_size, cfg.seed), 1,
                                         cfg.seed)
     else:
       iterator = tasksets.task_iterator(demos, cfg.sft.batch_size, cfg.seed)
-    step, params, opt_state = run.begin(iterator)
-    while run.steps_left(step):
+    step, params, opt_state = run.restore(
+        params, step_lib.init_optimizer(tx, params, mesh), iterator)
+    writer = metrics.MetricsWriter(run.workdir, resume_step=step, enabled=run.primary)
+    stack.callback(writer.close)
+    evaluator = None
+    if cfg.train.eval_every > 0:
+      scorer = stack.enter_context(scoring.open_scorer(cfg.rl))
+      evaluator = greedy_eval.Evaluator(cfg, scorer, mesh, workdir=run.workdir, writer=writer,
+                                        primary=run.primary, seen=seen)
+    progress = metrics.Progress(cfg.train.steps, step)
+    model_meta = run_checkpoints.model_meta(policy.config, policy.source)
+
+    def save(step: int, params, opt_state) -> float:
+      return run.save(step, params, opt_state, iterator.get_state(), model_meta)
+
+    def evaluate(step: int, params) -> None:
+      evaluator(step, dataclasses.replace(policy, model=nnx.merge(graphdef, params)))
+
+    def record(step: int, values: dict, message: str) -> None:
+      writer.write(step, values)
+      progress.update(step, message)
+      if run.primary:
+        run.dir.sync()
+
+    if step == 0 and cfg.train.eval_at_start and evaluator is not None:
+      evaluate(step, params)
+    while steps_left(cfg, step):
       t0 = time.perf_counter()
       item = next(iterator)
       batch_tasks = tasksets.as_tasks(item[0] if by_length else item, f"sft batch {step + 1}")
       step += 1
-      batch = sft_batch(run.policy, batch_tasks, include_tests=cfg.data.include_tests_in_prompt,
+      batch = sft_batch(policy, batch_tasks, include_tests=cfg.data.include_tests_in_prompt,
                         max_len=cfg.sft.max_len, power_of_two=by_length)
-      batch = fill_devices(batch, run.mesh)
-      with mesh_scope(run.mesh):
-        params, opt_state, m = step_fn(params, opt_state, step_lib.to_device(batch, run.mesh))
+      batch = fill_devices(batch, mesh)
+      with mesh_scope(mesh):
+        params, opt_state, m = step_fn(params, opt_state, step_lib.to_device(batch, mesh))
       m = {f"train/{k}": float(v) for k, v in jax.device_get(m).items()}
-      if run.end_step(step, params, opt_state, m, iterator.get_state(), t0,
-                      f"loss={m['train/loss']:.4f}"):
+      preempted = run.preempted(step)  # a preempted run saves its step and stops
+      saved = (save(step, params, opt_state)
+               if preempted or due(step, cfg.train.checkpoint_every, cfg.train.steps) else 0.0)
+      record(step, {**m, "time/checkpoint": saved, "time/step": time.perf_counter() - t0},
+             f"loss={m['train/loss']:.4f}")
+      if preempted:
+        logging.warning("preempted: checkpoint of step %d saved; exiting", step)
+        run.checkpointer.wait()
         return 0
-    run.end(step, params, opt_state, iterator.get_state())
+      if evaluator is not None and due(step, cfg.train.eval_every, cfg.train.steps):
+        evaluate(step, params)
+    run.end(step, params, opt_state, iterator.get_state(), model_meta)
   return 0

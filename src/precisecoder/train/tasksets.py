@@ -99,20 +99,16 @@ def as_tasks(batch: Any, where: str) -> list[Task]:
   return out
 
 
-def heldin_tasks(cfg: ml_collections.ConfigDict) -> list[Task]:
+def heldin_tasks(cfg: ml_collections.ConfigDict, seen: Sequence[Task] = ()) -> list[Task]:
   """`data.num_heldin` new instances of the training families (data seed + 1), none of whose
-  buggy programs the run trains on (nor its base's SFT corpus), then `data.num_heldin_clean`
+  buggy programs the run trains on (nor `seen`: its base's SFT corpus), then `data.num_heldin_clean`
   correct programs of those families, none of which it was trained to write: does the policy get
   better at what it practised, on programs it has not seen, and does it leave correct ones
   alone? Validation tasks ask whether that transfers to families it never saw."""
   buggy_count, clean_count = int(cfg.data.num_heldin), int(cfg.data.num_heldin_clean)
   if not buggy_count and not clean_count:
     return []
-  seen = train_tasks(cfg)
-  if cfg.model.checkpoint == "base":
-    from precisecoder.train import base_model  # pylint: disable=import-outside-toplevel
-    sft_file, _ = base_model.sft_data(cfg.base)
-    seen = seen + tasks_lib.load_tasks(sft_file)
+  seen = train_tasks(cfg) + list(seen)
   return unseen_instances(cfg.data.tier, buggy_count, clean_count, cfg.data.seed + 1, seen)
 
 

@@ -155,6 +155,20 @@ def with_targets(tasks: Sequence[Task], base_cfg: ml_collections.ConfigDict) -> 
   return out
 
 
+def resolve(cfg: ml_collections.ConfigDict) -> tuple[str | None, list[Task]]:
+  """What a run's `model.checkpoint="base"` stands for: the base policy's folder (built on
+  first use) and, when the run evaluates held-in tasks, the tasks the base's SFT trained on
+  (which those leave out). (None, []) for any other checkpoint."""
+  if cfg.model.checkpoint != "base":
+    return None, []
+  from precisecoder import tasks as tasks_lib  # pylint: disable=import-outside-toplevel
+  path = ensure(cfg.base)
+  seen = []
+  if cfg.data.num_heldin or cfg.data.num_heldin_clean:
+    seen = tasks_lib.load_tasks(sft_data(cfg.base)[0])
+  return str(path), seen
+
+
 def sft_data(base_cfg: ml_collections.ConfigDict) -> tuple[pathlib.Path, dict[str, float]]:
   """The SFT task file (corpus + drawn targets), cached apart from the base by what it
   depends on (`data`, `mixture`, `seed`): it can be made on one machine and carried to

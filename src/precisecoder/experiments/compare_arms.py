@@ -26,6 +26,7 @@ import ml_collections
 from absl import flags, logging
 from ml_collections import config_flags
 
+from precisecoder.experiments import base_model
 from precisecoder.train import config as config_lib, metrics
 
 DEFAULT_ARMS = ("grpo", "precisecoder")
@@ -200,5 +201,4 @@ def prepare_base(cfg: ml_collections.ConfigDict) -> None:
   """Builds the arms' shared base policy once, before any arm starts (they would otherwise
   wait on one another's build lock, each holding a process)."""
   if cfg.model.checkpoint == "base":
-    from precisecoder.train import base_model  # pylint: disable=import-outside-toplevel
     logging.info("compare: base policy %s", base_model.ensure(cfg.base))

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from precisecoder.model import architectures
-from precisecoder.train import base_model, config as config_lib
+from precisecoder.experiments import base_model
+from precisecoder.train import config as config_lib
 
 
 def test_group_variance_counts_groups_whose_reward_varies():

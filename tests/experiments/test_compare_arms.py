@@ -1,9 +1,9 @@
-"""The comparison's arms (train/compare_arms.py): their config checks (no training); the
+"""The comparison's arms (experiments/compare_arms.py): their config checks (no training); the
 command end to end is tests/commands/test_compare.py."""
 
 import pytest
 
-from precisecoder.train import compare_arms
+from precisecoder.experiments import compare_arms
 
 
 def _configs(*overrides, arms=("grpo", "precisecoder")):
