@@ -31,6 +31,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from flax import nnx  # noqa: E402
 
+from precisecoder.intmath import cdiv  # noqa: E402
 from precisecoder.model import architectures, attention, decoder  # noqa: E402
 from precisecoder.train import step as step_lib  # noqa: E402
 from results import add_record_flag, recorded  # noqa: E402
@@ -79,7 +80,7 @@ def main() -> None:
         f"{'as given/bal':>13} {'dense/bal':>10}")
   for length in (int(x) for x in args.lengths.split(",")):
     size = attention.balanced_block(length, args.block)
-    blocks = f"{-(-length // size)} x {size}"
+    blocks = f"{cdiv(length, size)} x {size}"
     balanced = _gradient_seconds("chunked", args.block, args.rows, length, args.repeats, True)
     given = _gradient_seconds("chunked", args.block, args.rows, length, args.repeats, False)
     dense = _gradient_seconds("dense", args.block, args.rows, length, args.repeats, True)

@@ -42,7 +42,7 @@ import jax.numpy as jnp  # noqa: E402
 from flax import nnx  # noqa: E402
 
 from precisecoder.model import Decoder, architectures  # noqa: E402
-from precisecoder.train import config as base  # noqa: E402
+from precisecoder.train import config as train_config  # noqa: E402
 from precisecoder.train import step as step_lib  # noqa: E402
 from results import add_record_flag, recorded  # noqa: E402
 
@@ -83,7 +83,7 @@ def step_memory(preset: str, batch: int, prompt: int, completion: int, *, dtype:
   for `device` (a compile-only TPU chip) when given, else for this machine's backend."""
   config = architectures.get(preset, dtype=dtype, **execution)
   graphdef, params = nnx.split(nnx.eval_shape(lambda: Decoder(config, rngs=nnx.Rngs(0))))
-  cfg = base.default("tiny")
+  cfg = train_config.default("tiny")
   tx = step_lib.make_optimizer(cfg.optim)
   opt_state = jax.eval_shape(tx.init, params)
   step = step_lib.make_rl_step(graphdef, tx, cfg.rl)

@@ -16,7 +16,7 @@ import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from precisecoder.train import config as base  # noqa: E402
+from precisecoder.train import config as train_config  # noqa: E402
 from precisecoder.train import metrics, rl  # noqa: E402
 from results import add_record_flag, recorded  # noqa: E402
 
@@ -25,7 +25,7 @@ PARTS = ("time/sample", "time/reward", "time/reward_exposed", "time/train", "tim
 
 
 def run(steps: int, chunks: int) -> dict[str, float]:
-  cfg = base.default("tiny")
+  cfg = train_config.default("tiny")
   cfg.rl.prompts_per_step = 4
   cfg.rl.rollout_chunks = chunks
   cfg.rl.max_new_tokens = 48

@@ -30,10 +30,10 @@ import numpy as np
 from flax import nnx
 
 from precisecoder.model import Decoder, architectures, attention, param_count
+from precisecoder.model.config import EXECUTION_FIELDS
 from precisecoder.sampling import sample
-from precisecoder.train import config as base
+from precisecoder.train import config as train_config
 from precisecoder.train import step as step_lib
-from precisecoder.train.policy import EXECUTION_FIELDS
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_memory import GIB, rl_step_args  # noqa: E402
@@ -85,7 +85,7 @@ def decode(preset: str, batch: int, prompt: int, new: int, peak_gbs: float) -> d
 
 def train_step(preset: str, batch: int, prompt: int, completion: int, remat: str,
                peak_tflops: float, steps: int = 3) -> dict:
-  cfg = base.default("tiny")
+  cfg = train_config.default("tiny")
   execution = {k: cfg.model[k] for k in EXECUTION_FIELDS}  # the trainers' defaults
   config = architectures.get(preset, dtype="bfloat16", **dict(execution, remat=remat))
   graphdef, params = nnx.split(Decoder(config, rngs=nnx.Rngs(0)))

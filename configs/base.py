@@ -6,8 +6,8 @@ The part after ':' picks a base preset (BASE_PRESETS in precisecoder/train/confi
 cpu (2 CPU cores), gpu (one H200). The run presets `local` and `compare-cpu` start from `cpu`.
 """
 
-from precisecoder.train import config as base
+from precisecoder.train import config as train_config
 
 
 def get_config(arg=None):
-  return base.base_config(arg or "cpu")
+  return train_config.base_config(arg or "cpu")

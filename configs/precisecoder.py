@@ -4,11 +4,11 @@ python -m precisecoder.train --config=configs/precisecoder.py:qwen3-4b --workdir
 The part after ':' picks a run preset (precisecoder/train/config.py); default `local`.
 """
 
-from precisecoder.train import config as base
+from precisecoder.train import config as train_config
 
 
 def get_config(arg=None):
-  c = base.default(arg)
+  c = train_config.default(arg)
   c.rl.reward = "r_lambda"
   c.rl.advantage = "gdpo"
   c.rl.lam = 1 / 3

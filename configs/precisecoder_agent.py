@@ -8,11 +8,11 @@ tests (GDPO over the G episodes of a task); the loss covers the model's own toke
 python -m precisecoder.train --config=configs/precisecoder_agent.py:qwen3-4b --workdir=runs/agent
 """
 
-from precisecoder.train import config as base
+from precisecoder.train import config as train_config
 
 
 def get_config(arg=None):
-  c = base.default(arg)
+  c = train_config.default(arg)
   c.rl.reward = "r_lambda"
   c.rl.advantage = "gdpo"
   c.rl.lam = 1 / 3

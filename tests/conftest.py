@@ -150,3 +150,18 @@ def answering_policy(params, garbage_ends=False):
   for name in ("o_proj", "down_proj"):
     params["layers"][name].set_value(params["layers"][name].get_value() * 1e-4)
   return params
+
+
+def save_step_zero(cfg, workdir, **policy):
+  """`workdir` holding the step-0 checkpoint of `answering_policy(**policy)` (the random init
+  of `cfg`'s model, edited), which a run of `cfg` there starts from."""
+  # pylint: disable=import-outside-toplevel
+  from flax import nnx
+  from precisecoder.model import run_checkpoints
+  from precisecoder.train import policy as policy_lib, run as run_lib, step as step_lib
+  start = policy_lib.load_policy(cfg)
+  _, params = nnx.split(start.model)
+  opt_state = step_lib.init_optimizer(step_lib.make_optimizer(cfg.optim), params, None)
+  with run_lib.Run(cfg, str(workdir)) as run:
+    run.save(0, answering_policy(params, **policy), opt_state, None,
+             run_checkpoints.model_meta(start.config, start.source))

@@ -19,8 +19,8 @@ SRC = pathlib.Path(__file__).resolve().parents[1] / "src"
 
 # Bottom to top: the modules and packages directly under precisecoder/ in each layer.
 LAYERS = (
-    ("execution", "model", "tasks", "edits"),
-    ("rewards", "reward_runs", "reward_recipes", "advantages", "prompts", "predictions",
+    ("execution", "model", "tasks", "edits", "intmath"),
+    ("rewards", "reward_jobs", "reward_recipes", "advantages", "prompts", "predictions",
      "sampling", "multihost", "data", "feedback", "episodes"),
     ("train", "integrations"),
     ("experiments",),

@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import answerable_tasks, answering_policy
+from conftest import answerable_tasks, save_step_zero
 from multihost_runs import Launch
 
 from precisecoder.train import metrics
@@ -58,8 +58,8 @@ RUN_TIMEOUT_S = 600  # per run of a launch
 
 
 def _config(task_file):
-  from precisecoder.train import config as base
-  cfg = base.default("tiny")
+  from precisecoder.train import config as train_config
+  cfg = train_config.default("tiny")
   for section, values in OVERRIDES.items():
     cfg[section].update(values)
   cfg.data.task_file = str(task_file)
@@ -78,11 +78,9 @@ def _overrides(start, name):
   return {**RUNS[name][1], **TWO_STEPS, "data": dict(task_file=str(start / "tasks.jsonl"))}
 
 
-def _step_zero(task_file, workdir, total_steps, **policy):
+def _step_zero(task_file, workdir, **policy):
   """A workdir holding the step-0 checkpoint of `answering_policy(**policy)`."""
-  from precisecoder.train.run import Run
-  with Run(_config(task_file), str(workdir), total_steps=total_steps) as run:
-    run.save(0, answering_policy(run.start.params, **policy), run.start.opt_state)
+  save_step_zero(_config(task_file), workdir, **policy)
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +88,7 @@ def start(tmp_path_factory):
   """A task file and a workdir holding the step-0 checkpoint every run starts from."""
   base = tmp_path_factory.mktemp("multihost")
   answerable_tasks(base / "tasks.jsonl")
-  _step_zero(base / "tasks.jsonl", base / "start", STEPS)
+  _step_zero(base / "tasks.jsonl", base / "start")
   return base
 
 
@@ -117,7 +115,7 @@ def hosts(request, start):
                copy=(start / "preempted", start / "resumed"))]
   names = ["sft", "dpo"]
   if any(item.name == AGENT_TEST for item in request.session.items):
-    _step_zero(start / "tasks.jsonl", start / "agent_start", 2, garbage_ends=True)  # hears feedback
+    _step_zero(start / "tasks.jsonl", start / "agent_start", garbage_ends=True)  # hears feedback
     names.append("agent")
   for name in names:
     config, _, checkpoint = RUNS[name]
@@ -246,7 +244,7 @@ def _two_hosts_and_one_device(start, hosts, name):
   for section, values in _overrides(start, name).items():
     cfg[section].update(values)
   one = _workdir(start, f"{name}_one_device", checkpoint)
-  assert train.run(cfg, str(one)) == 0
+  assert train.train(cfg, str(one)) == 0
   assert not np.allclose(np.concatenate([p.ravel() for p in _params(two)]),
                          np.concatenate([p.ravel() for p in _params(start / checkpoint)]))
   for a, b in zip(_params(two), _params(one)):

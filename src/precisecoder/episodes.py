@@ -118,7 +118,7 @@ def _stop(outcome: feedback_lib.Outcome, finished: bool, last_turn: bool) -> str
   return "" if finished else "budget"
 
 
-def run(model, tokenizer, tasks: Sequence[Task], prompt_texts: Sequence[str], pool_or_scorer, *,
+def play(model, tokenizer, tasks: Sequence[Task], prompt_texts: Sequence[str], pool_or_scorer, *,
         agent: AgentConfig, num_samples: int, max_new_tokens: int, eos_ids: Sequence[int],
         pad_id: int, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
         seed: int = 0, mesh: Mesh | None = None, prompt_bucket: int = 64) -> Episodes:

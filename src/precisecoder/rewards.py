@@ -11,7 +11,7 @@ For each (task, program) pair (PAPER.md "The method"):
   F1, r_λ = (1 − λ)·unit + λ·F1, and the baselines' terms.
 
 Every program of a batch (full programs, counterfactuals, ess candidates) is run once, and a
-task's references are verified, not assumed, before its rows earn credit: `reward_runs`. A task
+task's references are verified, not assumed, before its rows earn credit: `reward_jobs`. A task
 that breaks either is an error for each of its rows (reason in `error`, every term 0), never
 credited. A program that introduces a construct no debugging fix needs (frames, hooks, ctypes,
 ...; `execution.screen`) is refused before it runs: an error row, every term 0.
@@ -28,7 +28,7 @@ from precisecoder import edits, reward_recipes
 from precisecoder.execution import screen
 from precisecoder.execution.programs import identity as compiled_identity
 from precisecoder.execution.types import Limits
-from precisecoder.reward_runs import Pool, ReferenceChecks, RunBatch, Verdicts
+from precisecoder.reward_jobs import Pool, ReferenceChecks, JobBatch, Verdicts
 from precisecoder.tasks import Task
 
 ARRAY_KEYS = ("unit", "precision", "recall", "recall_gated", "f1", *reward_recipes.BLENDS,
@@ -178,14 +178,14 @@ class RewardScorer:
     """Every term of every pair; `errors[i]` marks a pair as unscorable up front."""
     if len(tasks) != len(programs):
       raise ValueError(f"{len(tasks)} tasks but {len(programs)} programs")
-    batch = RunBatch(self)
+    batch = JobBatch(self)
     task_keys = ({id(t): self.references.task_key(t) for t in tasks}
                  if self.verify_references else {})
     checks = self.references.register(tasks, task_keys, batch)
 
     # Round 1: reference checks, full programs and counterfactuals of non-exact matches. The
     # references need no diff: they start first, and the pairs are diffed while they run.
-    scores, unit_keys, cf_keys = batch.run(
+    scores, unit_keys, cf_keys = batch.execute(
         while_running=lambda: self._first_round(tasks, programs, errors, task_keys, batch))
     for s, unit_key, keys in zip(scores, unit_keys, cf_keys):
       if unit_key is not None:
@@ -209,7 +209,7 @@ class RewardScorer:
 
   def _first_round(self, tasks: Sequence[Task], programs: Sequence[str | None],
                    errors: Sequence[str | None] | None, task_keys: dict[int, str],
-                   batch: RunBatch) -> tuple[list[SampleScore], list[str | None],
+                   batch: JobBatch) -> tuple[list[SampleScore], list[str | None],
                                              list[list[str | None]]]:
     """Diffs every pair and registers its full program and the counterfactuals of its non-exact
     matches in `batch`; returns the scores and, per pair, those programs' verdict keys."""
@@ -297,7 +297,7 @@ class RewardScorer:
                   for r in match.refs)
     return max(min(allowed, len(match.pred) - match.ref_lines), 0)
 
-  def _unit_job(self, s: SampleScore, batch: RunBatch) -> str | None:
+  def _unit_job(self, s: SampleScore, batch: JobBatch) -> str | None:
     if s.error is not None:
       return None
     if self.verify_references:  # a broken task's rows are zeroed after this round
@@ -321,7 +321,7 @@ class RewardScorer:
     refs = edits.parse_blocks(task.gt_diff)
     return edits.apply_diff(task.buggy_code, edits.counterfactual_diff(refs, excluded, pred))
 
-  def _essential_runs(self, scores: Sequence[SampleScore], batch: RunBatch) -> None:
+  def _essential_runs(self, scores: Sequence[SampleScore], batch: JobBatch) -> None:
     """Finds ess sizes, smallest first, one pool round per size across the batch."""
     pending = [(s, m) for s in scores for m in s.matches if m.fixed and m.slack > 0
                and m.match.kind != edits.EXACT]
@@ -340,7 +340,7 @@ class RewardScorer:
                       if key is not None), None)
         round_keys.append([known] if known is not None
                           else [batch.job(p, s.task) for p in programs])
-      batch.run()
+      batch.execute()
       still = []
       for (s, m), keys in zip(pending, round_keys):
         if any(batch.passed(k) for k in keys):

@@ -28,6 +28,7 @@ from jax.sharding import Mesh, NamedSharding
 from precisecoder import multihost
 from precisecoder.model.decoder import CACHE_AXES, Decoder, KVCache, positions_from_mask
 from precisecoder.model.sharding import constrain, logical_to_spec, mesh_scope
+from precisecoder.intmath import cdiv, round_up
 
 _MASKED = -1e30
 PROMPT_BUCKET = 64  # prompts are left-padded to a multiple of this many tokens (at least one)
@@ -67,7 +68,7 @@ def enable_compilation_cache(path: str | os.PathLike | None = None) -> pathlib.P
 
 def bucket_length(n: int, multiple: int = 64) -> int:
   """`n` rounded up to a multiple (at least one): padded lengths compile once per bucket."""
-  return max(multiple, -(-n // multiple) * multiple)
+  return max(multiple, round_up(n, multiple))
 
 
 # Padding and masks, shared by the sampler and the trainers' batches (train/rollout.py,
@@ -234,8 +235,8 @@ def _generate(graphdef, state, prompt, prompt_mask, prompt_index, key, *, num_sa
 
 def segment_ends(max_new_tokens: int, segments: int) -> list[int]:
   """Step counts at which decode segments end: equal parts, rounded up to 16 tokens."""
-  size = -(-max_new_tokens // max(1, segments))
-  size = -(-size // 16) * 16
+  size = cdiv(max_new_tokens, max(1, segments))
+  size = round_up(size, 16)
   return sorted({min(max_new_tokens, end) for end in range(size, max_new_tokens + size, size)})
 
 

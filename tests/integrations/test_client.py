@@ -99,7 +99,7 @@ def test_score_command_on_servers_writes_what_local_scoring_writes(tmp_path, tas
 def test_rl_trainer_scores_on_two_servers_as_it_scores_locally(tmp_path, servers, monkeypatch):
   """One tiny RL step with rl.reward_urls = both servers: every batch the trainer scored
   remotely has exactly the terms a local RewardScorer gives the same programs."""
-  from precisecoder.train import config as base, rl  # pylint: disable=import-outside-toplevel
+  from precisecoder.train import config as train_config, rl  # pylint: disable=import-outside-toplevel
   seen = []
   real_score = client.RemoteScorer.score
 
@@ -108,7 +108,7 @@ def test_rl_trainer_scores_on_two_servers_as_it_scores_locally(tmp_path, servers
     seen.append((list(tasks), list(programs), terms))
     return terms
   monkeypatch.setattr(client.RemoteScorer, "score", spy)
-  cfg = base.default("tiny")
+  cfg = train_config.default("tiny")
   cfg.rl.max_new_tokens = 16
   cfg.rl.reward_urls = ",".join(servers)
   cfg.train.update(steps=1, eval_every=0, report=False, checkpoint_every=0)

@@ -8,6 +8,7 @@ from flax import nnx
 
 from precisecoder.model import Decoder, KVCache, architectures, attention
 from precisecoder.model.config import REMAT
+from precisecoder.intmath import cdiv
 
 B, T, H, KV, D = 3, 37, 4, 2, 16  # T is not a multiple of the blocks: ragged last tiles
 
@@ -59,9 +60,9 @@ def test_balanced_blocks_are_no_larger_no_more_and_pad_least():
   for length in (1, 7, 37, 511, 512, 513, 1028, 2144, 4096):
     for block in (4, 16, 100, 512):
       size = attention.balanced_block(length, block)
-      count = -(-length // size)
+      count = cdiv(length, size)
       # The memory bound, as many blocks as before, and each pads less than the alignment.
-      assert size <= block and count == -(-length // block), (length, block, size)
+      assert size <= block and count == cdiv(length, block), (length, block, size)
       assert count * size - length < count * 8, (length, block, size)
 
 

@@ -1,10 +1,13 @@
 """Resuming a workdir: only with the config that made it, apart from RESUMABLE_FIELDS (the
 trainer and `precisecoder compare` share the check). Validation: tests/commands/test_train.py."""
 
+import dataclasses
+import json
 import pathlib
 
 import pytest
 
+from precisecoder.model.config import EXECUTION_FIELDS, ModelConfig
 from precisecoder.train import config as config_lib
 
 CONFIGS = pathlib.Path(__file__).resolve().parents[2] / "configs"
@@ -25,3 +28,26 @@ def test_workdir_of_another_config_is_not_resumed(tmp_path):
   with pytest.raises(config_lib.ConfigError, match=r"\(rl.group_size: 4 -> 8; seed: 0 -> 3\); "
                      "a workdir resumes only the run that made it"):
     config_lib.check_resumable(tmp_path, cfg)
+
+
+def test_the_old_name_of_a_renamed_field_is_told_its_new_one(tmp_path):
+  cfg = config_lib.default("tiny")
+  assert config_lib.unknown_field(cfg, "model.preset") == (
+      "config.model.preset is now config.model.arch")
+  with cfg.unlocked():
+    cfg.model.preset = "tiny"  # a config file that sets the old name
+  with pytest.raises(config_lib.ConfigError, match="config.model.preset is now config.model.arch"):
+    config_lib.validate(cfg)
+  # A workdir whose config.json has the old name resumes under the new one.
+  recorded = config_lib.default("tiny").to_dict()
+  recorded["model"]["preset"] = recorded["model"].pop("arch")
+  (tmp_path / "config.json").write_text(json.dumps(recorded))
+  config_lib.check_resumable(tmp_path, config_lib.default("tiny"))
+
+
+def test_execution_options_default_to_the_models_own_but_mlp_chunk():
+  """ModelConfig defines the execution options; training chunks its MLP (a long sequence's
+  activations for the backward pass), where inference has no backward pass to keep them for."""
+  model = {f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name in EXECUTION_FIELDS}
+  trained = {k: config_lib.default("qwen3-4b").model[k] for k in EXECUTION_FIELDS}
+  assert trained == {**model, "mlp_chunk": 4096}

@@ -79,7 +79,7 @@ def _train(tmp_path, monkeypatch, config_file_arm: str) -> list[dict]:
   cfg = config_lib.default("tiny")
   if config_file_arm == "grpo":
     cfg.rl.update(reward="unit", advantage="grpo")
-  cfg.model.preset = "answers"
+  cfg.model.arch = "answers"
   cfg.data.update(task_file=str(task_file), include_tests_in_prompt=False)
   cfg.rl.update(prompts_per_step=2, group_size=8, max_new_tokens=2, minibatch_size=16,
                 shared_prompt=True, prompt_bucket=8)

@@ -6,15 +6,15 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import answerable_tasks, answering_policy
+from conftest import answerable_tasks, save_step_zero
 
 from precisecoder.commands import train as train_command
-from precisecoder.train import config as base
+from precisecoder.train import config as train_config
 from precisecoder.train import metrics, rl
 
 
 def _config(**train):
-  cfg = base.default("tiny")
+  cfg = train_config.default("tiny")
   cfg.rl.max_new_tokens = 16
   cfg.train.eval_every = 0
   cfg.train.report = False
@@ -84,7 +84,7 @@ def test_precisecoder_main_path_with_eval_and_report(tmp_path, monkeypatch):
   monkeypatch.chdir(tmp_path)
   cfg = _config(steps=2, eval_every=2, checkpoint_every=1)
   cfg.train.report = True
-  assert train_command.run(cfg, "run") == 0
+  assert train_command.train(cfg, "run") == 0
   workdir = tmp_path / "run"
   report = (workdir / "report.md").read_text()
   assert "| base (step 0) |" in report and "| step 2 (final) |" in report
@@ -141,11 +141,9 @@ def _agent_config(task_file, **train):
 def agent_start(tmp_path_factory):
   """Tasks the answering policy passes with "1"; its other answers (one token) fail and hear
   feedback. Runs start from its step-0 checkpoint."""
-  from precisecoder.train.run import Run
   base_dir = tmp_path_factory.mktemp("agent")
   answerable_tasks(base_dir / "tasks.jsonl")
-  with Run(_agent_config(base_dir / "tasks.jsonl"), str(base_dir / "start"), total_steps=2) as run:
-    run.save(0, answering_policy(run.start.params, garbage_ends=True), run.start.opt_state)
+  save_step_zero(_agent_config(base_dir / "tasks.jsonl"), base_dir / "start", garbage_ends=True)
   return base_dir
 
 

@@ -277,7 +277,7 @@ def _setup(arms: Sequence[Arm], run: Mapping[str, Any]) -> list[str]:
            else f"seed {cfg.get('seed')}")
   recipes = ", ".join(f"`{a.name}` ({a.config.get('rl', {}).get('reward')}, "
                       f"{a.config.get('rl', {}).get('advantage')})" for a in arms)
-  lines = [f"Arms: {recipes}. Shared: model `{model.get('preset')}` from "
+  lines = [f"Arms: {recipes}. Shared: model `{model.get('arch')}` from "
            f"`{model.get('checkpoint') or 'random init'}`, {rl.get('prompts_per_step')} tasks x "
            f"G = {rl.get('group_size')} samples per step, "
            f"{train.get('steps')} steps, {rl.get('max_new_tokens')} new tokens, learning rate "

@@ -12,6 +12,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+from precisecoder.intmath import cdiv
 
 # (metric key, panel title); evaluation curves then training curves.
 EVAL_PANELS = (("eval/pass", "pass"), ("eval/precision", "precision"), ("eval/recall", "recall"),
@@ -57,7 +58,7 @@ def constant_series(records: Sequence[dict[str, Any]], panels) -> dict[str, floa
 def _grid(panels: Sequence[tuple[str, str]], title: str, path: str | os.PathLike,
           draw: Callable[[Any, str], None]) -> pathlib.Path:
   cols = 3
-  rows = -(-len(panels) // cols)
+  rows = cdiv(len(panels), cols)
   fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3 * rows), squeeze=False)
   for ax, (key, name) in zip(axes.flat, panels):
     draw(ax, key)

@@ -263,7 +263,7 @@ def write_report(workdir: str | os.PathLike) -> pathlib.Path:
   lines = [f"# Run report: {workdir.name}", ""]
   rl = config.get("rl", {})
   model = config.get("model", {})
-  lines += [f"Model `{model.get('preset')}` from `{model.get('checkpoint') or 'random init'}`; "
+  lines += [f"Model `{model.get('arch')}` from `{model.get('checkpoint') or 'random init'}`; "
             f"trainer `{config.get('trainer')}`, reward `{rl.get('reward')}` with "
             f"`{rl.get('advantage')}` advantages, G = {rl.get('group_size')}, "
             f"{rl.get('prompts_per_step')} tasks per step, {len(train_rows)} steps.", ""]

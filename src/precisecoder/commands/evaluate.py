@@ -192,7 +192,7 @@ def _run_shard(stem: pathlib.Path, tasks, args: argparse.Namespace, shard_seed: 
     score_args = _sub_args(score, ["--tasks", str(task_file), "--predictions", str(predictions),
                                    "--output", str(scores)], args, _SCORE_OPTIONS,
                            _SCORE_SWITCHES)
-    summary = score.run(score_args)
+    summary = score.score_files(score_args)
     log.info("%s: scored %d predictions", stem.name, summary.get("predictions", 0))
   for turn in range(1, args.turns):  # episodes: the program after each earlier turn
     turn_scores = _turn_file(stem, turn, "scores")
@@ -201,7 +201,7 @@ def _run_shard(stem: pathlib.Path, tasks, args: argparse.Namespace, shard_seed: 
     programs = _turn_file(stem, turn, "predictions")
     _write_jsonl(programs, ({"task_id": r["task_id"], "sample": r["sample"],
                              "program": _program_after(r, turn)} for r in _read_jsonl(predictions)))
-    score.run(_sub_args(score, ["--tasks", str(task_file), "--predictions", str(programs),
+    score.score_files(_sub_args(score, ["--tasks", str(task_file), "--predictions", str(programs),
                                 "--output", str(turn_scores)], args, _SCORE_OPTIONS,
                         _SCORE_SWITCHES))
 
@@ -225,7 +225,7 @@ def _write_jsonl(path: pathlib.Path, rows) -> None:
     out.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def evaluate(args: argparse.Namespace) -> dict[str, Any]:
   """Runs (or resumes) the evaluation in `args.output`; returns table.json's content."""
   from precisecoder import tasks as tasks_lib
   from precisecoder.analysis import score_tables
@@ -296,7 +296,7 @@ def main(args: argparse.Namespace) -> int:
   from precisecoder.model.loading import CheckpointError
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
   try:
-    run(args)
+    evaluate(args)
   except (checks.InputError, CheckpointError) as e:
     print(f"precisecoder evaluate: error: {e}", file=sys.stderr)
     return 2

@@ -207,7 +207,7 @@ def _generate(args: argparse.Namespace) -> int:
                                   "error": error}) + "\n")
       kept = [n for n, ok in enumerate(fits) if ok]
       if kept and args.turns > 1:
-        result = episodes.run(model, tokenizer, [batch[n] for n in kept], [texts[n] for n in kept],
+        result = episodes.play(model, tokenizer, [batch[n] for n in kept], [texts[n] for n in kept],
                               pool, agent=agent, num_samples=args.samples,
                               max_new_tokens=args.max_new_tokens, eos_ids=eos_ids, pad_id=pad_id,
                               temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,

@@ -184,7 +184,7 @@ def _scorer(args: argparse.Namespace) -> Iterator[Any]:
                                lam=args.lam)
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def score_files(args: argparse.Namespace) -> dict[str, Any]:
   """Scores the files named in `args`; returns the summary. Raises InputError."""
   output = checks.output_file(args.output, inputs=[("--tasks", args.tasks),
                                                     ("--predictions", args.predictions)])
@@ -224,7 +224,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(args: argparse.Namespace) -> int:
   try:
-    summary = run(args)
+    summary = score_files(args)
   except InputError as e:
     print(f"precisecoder score: error: {e}", file=sys.stderr)
     return 2

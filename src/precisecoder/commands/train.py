@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    "as DIR/config.json.")
 
 
-def run(cfg, workdir: str) -> int:
+def train(cfg, workdir: str) -> int:
   """Runs the trainer `cfg.trainer`, then the report when due; returns the exit status."""
   import jax
 
@@ -185,7 +185,7 @@ def _main(argv: Sequence[str]) -> int:
   logging.set_verbosity(logging.INFO)
   from precisecoder.train import metrics  # pylint: disable=import-outside-toplevel
   metrics.quiet_library_logs()
-  return run(cfg, workdir)
+  return train(cfg, workdir)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

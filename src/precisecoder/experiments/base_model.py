@@ -50,6 +50,7 @@ from precisecoder.data import sft_mixture
 from precisecoder.model import architectures, bpe
 from precisecoder.tasks import Task
 from precisecoder.train import config as config_lib, sequences, tasksets
+from precisecoder.intmath import cdiv
 
 _TIERS = ("easy", "medium", "hard", "multi")
 
@@ -136,7 +137,7 @@ def with_targets(tasks: Sequence[Task], base_cfg: ml_collections.ConfigDict) -> 
   drawn in parallel parts (the same targets as one pass: sft_mixture.draw_targets)."""
   mix = base_cfg.mixture
   weights = {k: float(mix[k]) for k in sft_mixture.KINDS}
-  size = max(1, -(-len(tasks) // (4 * (os.cpu_count() or 1))))
+  size = max(1, cdiv(len(tasks), 4 * (os.cpu_count() or 1)))
   starts = list(range(0, len(tasks), size))
   with _processes() as pool:
     parts = [pool.submit(sft_mixture.draw_targets, tasks[i:i + size], weights,
@@ -207,7 +208,7 @@ def sft_config(base_cfg: ml_collections.ConfigDict, tokenizer_dir: pathlib.Path,
   c = config_lib.default("tiny")
   c.trainer = "sft"
   c.seed = base_cfg.seed
-  c.model.update(preset=base_cfg.model, checkpoint="", tokenizer=str(tokenizer_dir),
+  c.model.update(arch=base_cfg.model, checkpoint="", tokenizer=str(tokenizer_dir),
                  mesh="cpu", remat="none", mlp_chunk=0)
   c.data.update(task_file=str(task_file), num_validation=0, num_clean=0,
                 include_tests_in_prompt=base_cfg.data.include_tests_in_prompt)

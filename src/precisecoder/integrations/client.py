@@ -29,6 +29,7 @@ import numpy as np
 from precisecoder import rewards
 from precisecoder.integrations.types import ConfigurationError, Item
 from precisecoder.tasks import Task, task_to_record
+from precisecoder.intmath import cdiv
 
 TOKEN_ENV = "PRECISECODER_TOKEN"  # bearer token for the servers (and `serve`'s default)
 
@@ -140,7 +141,7 @@ class RemoteScorer:
     """One result (score record + `terms`) per item, in order; raises RemoteScoringError."""
     if not items:
       return []
-    per_shard = max(1, min(self.max_items, -(-len(items) // len(self.urls))))
+    per_shard = max(1, min(self.max_items, cdiv(len(items), len(self.urls))))
     shards = [items[i:i + per_shard] for i in range(0, len(items), per_shard)]
     with self._lock:
       first = next(self._turn)

@@ -1,6 +1,6 @@
 """Named architectures: model configurations without weights (those come from checkpoints).
 
-A run preset (train/config.py) names one in `config.model.preset`."""
+A run preset (train/config.py) names one in `config.model.arch`."""
 
 from __future__ import annotations
 

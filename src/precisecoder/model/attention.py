@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from precisecoder.model.config import ATTENTION as IMPLEMENTATIONS
+from precisecoder.intmath import cdiv, round_up
 NEG_INF = -1e30  # finite, so fully masked rows give finite outputs, not NaN (-2e30 is fine too)
 
 
@@ -101,7 +102,7 @@ def chunked(q, k, v, q_pos, k_valid, *, block_q: int = 512, block_k: int = 512):
   b, t, h, d = q.shape
   kv, s = k.shape[1], k.shape[2]
   bq, bk = balanced_block(t, block_q), balanced_block(s, block_k)
-  tp, sp = -(-t // bq) * bq, -(-s // bk) * bk
+  tp, sp = round_up(t, bq), round_up(s, bk)
   qh = q.reshape(b, t, kv, h // kv, d).transpose(0, 2, 3, 1, 4)  # [B, K, G, T, D]
   qh = jnp.pad(qh, ((0, 0),) * 3 + ((0, tp - t), (0, 0)))
   q_pos = jnp.pad(q_pos.astype(jnp.int32), (0, tp - t), constant_values=-1)  # pads see nothing
@@ -122,9 +123,9 @@ def balanced_block(length: int, block: int, align: int = 8) -> int:
   """
   if length <= block:
     return length
-  count = -(-length // block)  # as many blocks as `block` makes
-  size = -(-length // count)  # the fewest slots per block that cover `length`
-  return min(block, -(-size // align) * align)
+  count = cdiv(length, block)  # as many blocks as `block` makes
+  size = cdiv(length, count)  # the fewest slots per block that cover `length`
+  return min(block, round_up(size, align))
 
 
 def _tile_scores(qi, kj, pos_i, valid_j, first_slot):

@@ -11,6 +11,9 @@ DTYPES = ("float32", "bfloat16")
 # What the backward pass keeps of each layer's forward (decoder.REMAT_POLICIES says how).
 REMAT = ("none", "full", "dots_saveable", "dots_with_no_batch_dims_saveable", "offload_dots")
 ATTENTION = ("auto", "dense", "chunked", "cudnn")  # model/attention.py
+# ModelConfig's execution options: how, not what, it computes (a checkpoint's architecture
+# leaves them out). A run's config sets them in its `model` section (train/config.py).
+EXECUTION_FIELDS = ("remat", "attention", "attention_block", "logprob_chunk", "mlp_chunk")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,13 +37,13 @@ class ModelConfig:
   dtype: str = "float32"  # parameter and activation dtype; logits are always float32
   # Execution options (not part of the checkpoint's architecture):
   remat: str = "none"  # one of REMAT; True/False read as "full"/"none"
-  attention: str = "auto"  # one of ATTENTION; "dense" is the old [B, H, T, T] path
+  attention: str = "auto"  # one of ATTENTION; "dense" builds the whole [B, H, T, T] scores
   attention_block: int = 512  # query and key block of the chunked attention
   logprob_chunk: int = 1024  # tokens per lm-head chunk in the losses; 0: full [B, T, V] logits
   mlp_chunk: int = 0  # tokens per MLP chunk (each rematerialised); 0: the whole sequence at once
 
   def __post_init__(self):
-    if isinstance(self.remat, bool):  # configs and checkpoints written before the policies
+    if isinstance(self.remat, bool):  # remat=True/False: a switch, as architectures.get takes it
       object.__setattr__(self, "remat", "full" if self.remat else "none")
     if self.remat not in REMAT:
       raise ValueError(f"ModelConfig.remat: {self.remat!r} is not one of {REMAT}")

@@ -25,6 +25,7 @@ from flax import nnx
 from precisecoder.model import attention
 from precisecoder.model.config import ModelConfig
 from precisecoder.model.sharding import constrain
+from precisecoder.intmath import cdiv
 
 # ModelConfig.remat -> what jax.checkpoint saves of each layer (None: no checkpointing).
 REMAT_POLICIES = {
@@ -159,7 +160,7 @@ def _mlp(config: ModelConfig, y, p):
   c = max(1, config.mlp_chunk // b)
   if not config.mlp_chunk or c >= t:
     return swiglu(y)
-  n = -(-t // c)
+  n = cdiv(t, c)
   chunks = jnp.pad(y, ((0, 0), (0, n * c - t), (0, 0))).reshape(b, n, c, d).swapaxes(0, 1)
   out = jax.lax.map(jax.checkpoint(swiglu, prevent_cse=False), chunks)
   return out.swapaxes(0, 1).reshape(b, n * c, d)[:, :t]

@@ -114,7 +114,7 @@ class Checkpointer:
     items = dict(params=ocp.args.StandardRestore(abstract(params_like)),
                  opt_state=ocp.args.StandardRestore(abstract(opt_state_like)),
                  meta=ocp.args.JsonRestore())
-    per_host = (self.directory / str(step) / "data").exists()  # else none, or in meta (older)
+    per_host = (self.directory / str(step) / "data").exists()  # else saved without one
     if per_host:
       items["data"] = DataStateRestore()
     out = self._manager.restore(step, args=ocp.args.Composite(**items))

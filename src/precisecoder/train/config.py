@@ -26,17 +26,17 @@ _SMALL_POLICY_CPU = dict(
     architecture="coder-cpu", checkpoint="base", base="cpu", mesh="cpu", prompts_per_step=16,
     group_size=8, max_new_tokens=48, minibatch_size=128, learning_rate=3e-4,
     rl=dict(shared_prompt=True, prompt_bucket=128, reward_workers=2), model=dict(mlp_chunk=0))
-# SmolLM2-135M (bundled GGUF) on 2 CPU cores: two 4-row updates with remat (8 rows at once
-# without remat took 14 GB). The tests stay in the prompt: without them the base model passed no
-# validation task. One rollout chunk: on a CPU decoding is bound by reading the weights, so two
-# half-batches cost twice one full batch.
+# SmolLM2-135M (bundled GGUF) on 2 CPU cores: 4-row updates with remat, so that a step's
+# activations fit a small machine's memory. The tests stay in the prompt: a model not trained on
+# our prompts needs them to pass anything. One rollout chunk: on a CPU decoding is bound by
+# reading the weights, so two half-batches cost twice one full batch.
 _SMOLLM2_CPU = dict(
     architecture="smollm2-135m", checkpoint="bundled-smollm2", mesh="cpu", prompts_per_step=2,
     group_size=4, max_new_tokens=96, minibatch_size=4, model=dict(remat="full"),
     data=dict(num_train=64, num_validation=16, num_clean=8),
     rl=dict(rollout_chunks=1, feedback_tokens=384))
 
-# Run presets. Each names the architecture (model/architectures.py; config.model.preset), the
+# Run presets. Each names the architecture (model/architectures.py; config.model.arch), the
 # checkpoint to start from and the mesh (model/sharding.py), the sampling sizes and learning rate
 # that fit them, and, by config section, what else it changes from `default()`'s values.
 # `checkpoint` may be an HF folder, a .gguf file, a training checkpoint, a hub id,
@@ -79,8 +79,8 @@ RUN_PRESETS: dict[str, dict[str, Any]] = {
                   num_heldin_clean=64, include_tests_in_prompt=False),
         rl=dict(shared_prompt=True, prompt_bucket=128, reward_workers=8),
         train=dict(steps=30, checkpoint_every=10, eval_every=5, eval_batch_size=128)),
-    # The former main job on SmolLM2-135M, with a larger step size than the pod presets', so
-    # that a few steps move it.
+    # SmolLM2-135M on 2 CPU cores, with a larger step size than the pod presets', so that a
+    # few steps move it.
     "local-smollm2": dict(
         **_SMOLLM2_CPU, learning_rate=1e-5,
         train=dict(steps=8, checkpoint_every=4, eval_every=8, eval_batch_size=12)),
@@ -117,12 +117,12 @@ RUN_PRESETS: dict[str, dict[str, Any]] = {
         data=dict(num_train=512, num_validation=64, num_clean=32, num_multi=32, num_heldin=64,
                   num_heldin_clean=32, include_tests_in_prompt=False),
         train=dict(steps=40, checkpoint_every=10, eval_every=10, eval_batch_size=32)),
-    # The former CPU comparison: SmolLM2-135M for 4 steps at twice local-smollm2's step size.
+    # The comparison on SmolLM2-135M on 2 CPU cores: 4 steps at twice local-smollm2's step size.
     "compare-cpu-smollm2": dict(
         **_SMOLLM2_CPU, learning_rate=2e-5,
         train=dict(steps=4, checkpoint_every=2, eval_every=2, eval_batch_size=12)),
-    # Both arms on SmolLM2-135M on one H200 (an estimate: not yet run on a GPU), 32 tasks x 8
-    # samples a step, evaluated every 5 steps on 64 tasks + 32 clean programs.
+    # Both arms on SmolLM2-135M on one H200: 32 tasks x 8 samples a step, evaluated every 5
+    # steps on 64 tasks + 32 clean programs.
     "compare-h200": dict(
         architecture="smollm2-135m", checkpoint="bundled-smollm2", mesh="fsdp",
         prompts_per_step=32, group_size=8, max_new_tokens=256, minibatch_size=64,
@@ -147,15 +147,13 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
   c.trainer = "rl"  # rl | sft | dpo
   c.seed = 0
 
-  # remat: none | full | dots_saveable | dots_with_no_batch_dims_saveable | offload_dots;
-  # attention: auto (cuDNN on GPU, chunked elsewhere) | chunked | cudnn | dense (the old path);
-  # logprob_chunk: tokens per lm-head chunk in the losses (0: full [B, T, V] logits);
-  # mlp_chunk: tokens per MLP chunk, each rematerialised (0: the whole sequence at once).
+  # remat .. mlp_chunk: the execution options (model/config.py's ModelConfig says what each
+  # does), at its defaults but mlp_chunk: training keeps one chunk's MLP activations for the
+  # backward pass at a time, which inference, with no backward pass, has no use for.
   # checkpoint "" (random init) reads `tokenizer` (a folder) if set, else bytes.
   c.model = ml_collections.ConfigDict(dict(
-      preset=preset["architecture"], checkpoint=preset["checkpoint"], tokenizer="", dtype="float32",
-      remat="none",
-      attention="auto", attention_block=512, logprob_chunk=1024, mlp_chunk=4096,
+      arch=preset["architecture"], checkpoint=preset["checkpoint"], tokenizer="", dtype="float32",
+      remat="none", attention="auto", attention_block=512, logprob_chunk=1024, mlp_chunk=4096,
       mesh=preset["mesh"]))
 
   # Training tasks from the bug generator (data.generator) unless `task_file` is set.
@@ -252,8 +250,15 @@ def load_file(spec: str) -> ml_collections.ConfigDict:
   return module.get_config(arg) if colon else module.get_config()
 
 
+# Fields renamed: {old dotted name: new}. An override or config file that sets an old name is
+# told the new one; a workdir whose config.json has it resumes under the new name.
+RENAMED = {"model.preset": "model.arch"}
+
+
 def unknown_field(cfg: ml_collections.ConfigDict, dotted: str) -> str | None:
   """Why `dotted` ("rl.lam") names no field of `cfg`, or None if it does."""
+  if dotted in RENAMED:
+    return f"config.{dotted} is now config.{RENAMED[dotted]}"
   node, walked = cfg, "config"
   for key in dotted.split("."):
     if not isinstance(node, ml_collections.ConfigDict):
@@ -302,6 +307,10 @@ def _problems(c: ml_collections.ConfigDict):
     if not ok:
       yield bad(field, value, f"must be a number in {'(' if low_open else '['}{low:g}, {high:g}]")
 
+  for old, new in RENAMED.items():
+    section, _, field = old.rpartition(".")
+    if field in _get(c, section):
+      yield f"config.{old} is now config.{new}: rename it in the config file"
   yield from one_of("trainer", TRAINERS)
   yield from one_of("model.dtype", ("float32", "bfloat16"))
   if c.model.checkpoint == "base":
@@ -417,7 +426,8 @@ def check_resumable(workdir: str | pathlib.Path, cfg: ml_collections.ConfigDict)
   path = pathlib.Path(workdir) / "config.json"
   if not path.exists():
     return
-  old, new = flatten(json.loads(path.read_text())), flatten(json.loads(cfg.to_json()))
+  old = {RENAMED.get(k, k): v for k, v in flatten(json.loads(path.read_text())).items()}
+  new = flatten(json.loads(cfg.to_json()))
   differ = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(old)
             if k not in RESUMABLE_FIELDS and old[k] != new.get(k)]
   if differ:

@@ -31,6 +31,7 @@ from precisecoder.tasks import Task
 from precisecoder.train import greedy_eval, metrics, policy as policy_lib, rollout as rollout_lib
 from precisecoder.train import scoring, sequences, step as step_lib, tasksets
 from precisecoder.train.run import Run, due, sample_seed, steps_left
+from precisecoder.intmath import round_up
 
 
 def choose_pairs(terms: dict[str, np.ndarray], group_size: int
@@ -80,7 +81,7 @@ def _pairs_per_host(local: int, mesh) -> tuple[int, int]:
   counts = multihost.allgather_rows(np.array([local], np.int64))
   multiple = multihost.rows_per_host_multiple(mesh) if mesh is not None else 1
   step = multiple // math.gcd(2, multiple)
-  return int(counts.sum()), -(-int(counts.max()) // step) * step
+  return int(counts.sum()), round_up(int(counts.max()), step)
 
 
 def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | None = None,

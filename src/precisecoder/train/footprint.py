@@ -12,8 +12,8 @@ import ml_collections
 
 from precisecoder.model import architectures, memory
 from precisecoder.model.loading import bundled_smollm2_gguf, read_config
-from precisecoder.model.config import ModelConfig
-from precisecoder.train.policy import EXECUTION_FIELDS
+from precisecoder.model.config import EXECUTION_FIELDS, ModelConfig
+from precisecoder.intmath import cdiv
 
 
 def model_config(cfg: ml_collections.ConfigDict) -> ModelConfig:
@@ -26,16 +26,16 @@ def model_config(cfg: ml_collections.ConfigDict) -> ModelConfig:
     return architectures.get(cfg.base.model, dtype=cfg.model.dtype, **execution)
   if source:
     return read_config(source, dtype=cfg.model.dtype, **execution)
-  return architectures.get(cfg.model.preset, dtype=cfg.model.dtype, **execution)
+  return architectures.get(cfg.model.arch, dtype=cfg.model.dtype, **execution)
 
 
 def phases(cfg: ml_collections.ConfigDict, config: ModelConfig, hosts: int = 1
            ) -> list[tuple[str, dict[str, int], str]]:
   """(what, bytes by part, advice) for each phase of the run's steps."""
-  share = lambda n: -(-n // hosts)  # this host's part of a global count
-  weights = -(-memory.weights_bytes(config) // hosts)
+  share = lambda n: cdiv(n, hosts)  # this host's part of a global count
+  weights = cdiv(memory.weights_bytes(config), hosts)
   # Gradients like the weights, Adam's two moments in float32.
-  optimizer = weights + -(-2 * config.num_params() * 4 // hosts)
+  optimizer = weights + cdiv(2 * config.num_params() * 4, hosts)
   reference = weights if cfg.trainer == "dpo" or (cfg.trainer == "rl" and cfg.rl.kl_beta > 0) else 0
   out = []
 
@@ -51,7 +51,7 @@ def phases(cfg: ml_collections.ConfigDict, config: ModelConfig, hosts: int = 1
 
   rl = cfg.rl
   if cfg.trainer == "rl":
-    chunk = -(-share(rl.prompts_per_step) // rl.rollout_chunks)
+    chunk = cdiv(share(rl.prompts_per_step), rl.rollout_chunks)
     sampling(f"a rollout chunk of {chunk} prompt(s) (config.rl.prompts_per_step "
              f"{rl.prompts_per_step} / rl.rollout_chunks {rl.rollout_chunks}) x rl.group_size "
              f"{rl.group_size} x rl.max_new_tokens {rl.max_new_tokens}", chunk, rl.group_size,

@@ -25,6 +25,7 @@ from precisecoder.rewards import PAPER_COLUMNS, RewardScorer
 from precisecoder.tasks import Task
 from precisecoder.train import metrics, rollout as rollout_lib, tasksets
 from precisecoder.train.policy import Policy
+from precisecoder.intmath import cdiv
 
 
 def summarize(tasks: Sequence[Task], terms: dict[str, np.ndarray]) -> dict[str, float]:
@@ -131,7 +132,7 @@ class Evaluator:
     cfg = self.cfg
     # Several hosts: each evaluates an equal share (the last task repeated to even it out),
     # then the records are gathered and summarised as one set.
-    share = -(-len(tasks) // jax.process_count())
+    share = cdiv(len(tasks), jax.process_count())
     mine = tasks[multihost.host_slice(share * jax.process_count())] if len(tasks) else []
     mine = list(mine) + list(tasks[-1:]) * (share - len(mine))
     summary, records = evaluate_greedy(

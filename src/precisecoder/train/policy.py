@@ -15,11 +15,8 @@ from precisecoder import model as model_lib
 from precisecoder import prompts
 from precisecoder.model import loading
 from precisecoder.model import tokenizer as tokenizer_lib
+from precisecoder.model.config import EXECUTION_FIELDS
 from precisecoder.tasks import Task
-
-
-# Fields of `cfg.model` that become ModelConfig's execution options.
-EXECUTION_FIELDS = ("remat", "attention", "attention_block", "logprob_chunk", "mlp_chunk")
 
 
 class ByteTokenizer:
@@ -83,7 +80,7 @@ def load_policy(cfg: ml_collections.ConfigDict, mesh: Mesh | None = None, *,
     model, tokenizer, config = model_lib.load_checkpoint(source, dtype=cfg.model.dtype,
                                                          mesh=mesh, **execution)
   else:
-    config = model_lib.architectures.get(cfg.model.preset, dtype=cfg.model.dtype, **execution)
+    config = model_lib.architectures.get(cfg.model.arch, dtype=cfg.model.dtype, **execution)
     model = model_lib.Decoder(config, rngs=nnx.Rngs(cfg.seed))
     if mesh is not None:
       model = model_lib.shard_model(model, mesh)
@@ -92,11 +89,11 @@ def load_policy(cfg: ml_collections.ConfigDict, mesh: Mesh | None = None, *,
     source = cfg.model.get("tokenizer", "")
     tokenizer = model_lib.load_tokenizer(source) if source else ByteTokenizer()
     if config.vocab_size < len(tokenizer):
-      raise ValueError(f"architecture {cfg.model.preset}: vocab {config.vocab_size} is too "
+      raise ValueError(f"architecture {cfg.model.arch}: vocab {config.vocab_size} is too "
                        f"small for the tokenizer ({len(tokenizer)} ids)")
   eos = tokenizer_lib.eos_token_ids(tokenizer, config.eos_token_ids)
   pad = tokenizer_lib.pad_token_id(tokenizer, config.pad_token_id)
-  logging.info("policy: %s, %.1fM parameters", cfg.model.preset,
+  logging.info("policy: %s, %.1fM parameters", cfg.model.arch,
                model_lib.param_count(model) / 1e6)
   return Policy(model=model, tokenizer=tokenizer, config=config, eos_ids=eos, pad_id=pad,
                 source=source)

@@ -77,7 +77,7 @@ def sample_rollout(policy: Policy, tasks: Sequence[Task], *, num_samples: int,
   if agent is not None:
     texts = [prompts.render_prompt(policy.tokenizer, t, include_tests=include_tests)
              for t in tasks]
-    out = episodes_lib.run(policy.model, policy.tokenizer, tasks, texts, pool, agent=agent,
+    out = episodes_lib.play(policy.model, policy.tokenizer, tasks, texts, pool, agent=agent,
                            num_samples=num_samples, max_new_tokens=max_new_tokens,
                            eos_ids=policy.eos_ids, pad_id=policy.pad_id,
                            temperature=temperature, top_p=top_p, seed=seed, mesh=mesh,

@@ -2,7 +2,7 @@
 programs that do not compile failed without a run, references vouching only once verified (the
 scorer's use of them, with hand-worked numbers: test_rewards.py)."""
 
-from precisecoder import reward_runs, tasks
+from precisecoder import reward_jobs, tasks
 from precisecoder.execution.types import Limits, Result, Status
 
 TESTS = {"kind": "assert", "code": "assert f(2) == 4\n"}
@@ -26,12 +26,12 @@ class Pool:
 
 
 class Scheduler:
-  """The scorer's side of a batch (`reward_runs.Scheduler`): programs keyed by their text."""
+  """The scorer's side of a batch (`reward_jobs.Scheduler`): programs keyed by their text."""
 
   def __init__(self, pool, capacity=100):
     self.pool, self.deadline_s = pool, None
-    self.verdicts = reward_runs.Verdicts(capacity)
-    self.references = reward_runs.ReferenceChecks(self.limits_for, self.run_identity)
+    self.verdicts = reward_jobs.Verdicts(capacity)
+    self.references = reward_jobs.ReferenceChecks(self.limits_for, self.run_identity)
 
   def limits_for(self, task):
     del task
@@ -50,30 +50,30 @@ def test_each_distinct_program_runs_once_per_batch_and_is_remembered_after():
   pool = Pool()
   scheduler = Scheduler(pool)
   task = make_task()
-  batch = reward_runs.RunBatch(scheduler)
+  batch = reward_jobs.JobBatch(scheduler)
   programs = (GOLD, BUGGY, GOLD.replace("\n", "  \n"), GOLD)
   keys = [batch.job(program, task) for program in programs]
   assert keys[0] == keys[2] == keys[3] != keys[1]  # lines right-stripped, as PDB runs them
-  batch.run()
+  batch.execute()
   assert pool.batches == [[GOLD.rstrip("\n"), BUGGY.rstrip("\n")]]
   assert batch.passed(keys[0]) and not batch.passed(keys[1])
   assert batch.failure(keys[1]) == "fail: wrong"
-  again = reward_runs.RunBatch(scheduler)
+  again = reward_jobs.JobBatch(scheduler)
   assert again.job(BUGGY, task) == keys[1] and again.passing_key(GOLD, task) == keys[0]
-  again.run()
+  again.execute()
   assert len(pool.batches) == 1  # nothing new to run
   assert scheduler.verdicts.executed == 2 and scheduler.verdicts.requested == 6
   # Other tests (or limits) are another program's verdict.
-  assert reward_runs.RunBatch(scheduler).job(GOLD, make_task(tests={**TESTS})) == keys[0]
+  assert reward_jobs.JobBatch(scheduler).job(GOLD, make_task(tests={**TESTS})) == keys[0]
   other = {"kind": "assert", "code": "assert f(3) == 6\n"}
-  assert reward_runs.RunBatch(scheduler).job(GOLD, make_task(tests=other)) != keys[0]
+  assert reward_jobs.JobBatch(scheduler).job(GOLD, make_task(tests=other)) != keys[0]
 
 
 def test_a_program_that_does_not_compile_fails_without_a_run():
   pool = Pool()
-  batch = reward_runs.RunBatch(Scheduler(pool))
+  batch = reward_jobs.JobBatch(Scheduler(pool))
   key = batch.job("def f(x):\n  return (\n", make_task())
-  batch.run()
+  batch.execute()
   assert pool.batches == [] and not batch.passed(key)
   assert batch.compile_error(key).startswith("syntax error")
   assert batch.failure(key) == batch.compile_error(key)
@@ -81,9 +81,9 @@ def test_a_program_that_does_not_compile_fails_without_a_run():
 
 def test_infra_errors_are_reported_and_never_remembered():
   scheduler = Scheduler(Pool(status=Status.INFRA_ERROR))
-  batch = reward_runs.RunBatch(scheduler)
+  batch = reward_jobs.JobBatch(scheduler)
   key = batch.job(GOLD, make_task())
-  batch.run()
+  batch.execute()
   assert batch.infra_error(key) == "worker died" and not batch.passed(key)
   assert scheduler.verdicts.get(key) is None
 
@@ -92,14 +92,14 @@ def test_while_running_registers_more_programs_for_the_same_round():
   pool = Pool()
   scheduler = Scheduler(pool)
   task = make_task()
-  batch = reward_runs.RunBatch(scheduler)
+  batch = reward_jobs.JobBatch(scheduler)
   batch.job(GOLD, task)
-  assert batch.run(while_running=lambda: batch.job(BUGGY, task)) == batch.job(BUGGY, task)
+  assert batch.execute(while_running=lambda: batch.job(BUGGY, task)) == batch.job(BUGGY, task)
   assert sorted(sum(pool.batches, [])) == sorted([GOLD.rstrip("\n"), BUGGY.rstrip("\n")])
 
 
 def test_verdicts_forget_the_least_recently_used_beyond_capacity():
-  verdicts = reward_runs.Verdicts(capacity=2)
+  verdicts = reward_jobs.Verdicts(capacity=2)
   verdicts.put("a", True)
   verdicts.put("b", False)
   assert verdicts.get("a") is True  # now the most recent
@@ -113,17 +113,17 @@ def test_a_task_vouches_for_its_programs_only_once_verified():
   references = scheduler.references
   task = make_task()
   assert references.known_verdict(GOLD, task) is None  # not checked yet
-  batch = reward_runs.RunBatch(scheduler)
+  batch = reward_jobs.JobBatch(scheduler)
   keys = {id(task): references.task_key(task)}
   checks = references.register([task, task], keys, batch)
   assert list(checks) == [keys[id(task)]]  # one check per task content
-  batch.run()
+  batch.execute()
   references.settle(checks, batch)
   assert references.task_problem(task) is None and references.broken_tasks == {}
   assert references.known_verdict(GOLD.rstrip("\n"), task) is True
   assert references.known_verdict(BUGGY.rstrip("\n"), task) is False
   assert references.known_verdict("def f(x):\n  return 4\n", task) is None
-  assert references.register([task], keys, reward_runs.RunBatch(scheduler)) == {}  # remembered
+  assert references.register([task], keys, reward_jobs.JobBatch(scheduler)) == {}  # remembered
 
 
 def test_a_task_whose_buggy_program_passes_is_broken():
@@ -131,9 +131,9 @@ def test_a_task_whose_buggy_program_passes_is_broken():
   references = scheduler.references
   blind = "def f(x):\n  return x * 2 + 0\n"  # passes the tests as the fix does
   task = tasks.Task(**{**make_task("blind").__dict__, "buggy_code": blind})
-  batch = reward_runs.RunBatch(scheduler)
+  batch = reward_jobs.JobBatch(scheduler)
   checks = references.register([task], {id(task): references.task_key(task)}, batch)
-  batch.run()
+  batch.execute()
   references.settle(checks, batch)
   assert references.task_problem(task).startswith("its buggy program passes")
   assert list(references.broken_tasks) == ["blind"]

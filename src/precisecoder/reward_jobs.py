@@ -1,7 +1,7 @@
-"""The test runs behind the reward: each distinct program run once, references verified.
+"""The test jobs behind the reward: each distinct program executed once, references verified.
 
 A scoring round asks for the verdicts of many programs: full programs, counterfactuals, ess
-candidates (`rewards.RewardScorer`). `RunBatch` collects them and runs each distinct one once,
+candidates (`rewards.RewardScorer`). `JobBatch` collects them and executes each distinct one once,
 keyed by a hash of (compiled program, tests, limits) -- sources that compile to the same code are
 one program (`execution.programs.identity`) -- and fails a program that does not compile without
 a run. `Verdicts` remembers pass/fail across batches (bounded, LRU).
@@ -65,7 +65,7 @@ class Verdicts:
 
 
 class Scheduler(Protocol):
-  """What a `RunBatch` asks of the scorer it runs for."""
+  """What a `JobBatch` asks of the scorer it runs for."""
 
   pool: Pool
   deadline_s: float | None
@@ -79,7 +79,7 @@ class Scheduler(Protocol):
     ...
 
 
-class RunBatch:
+class JobBatch:
   """Collects the programs a round needs, runs each unique one once, answers verdicts."""
 
   def __init__(self, scorer: Scheduler):
@@ -138,7 +138,7 @@ class RunBatch:
     """Why the program under `key` was failed without a run, if it was this batch."""
     return self._compile_errors.get(key)
 
-  def run(self, while_running: Callable[[], _T] | None = None) -> _T | None:
+  def execute(self, while_running: Callable[[], _T] | None = None) -> _T | None:
     """Runs every program registered; returns what `while_running` returned.
 
     `while_running` may register more programs. An `ExecutionPool` starts the ones registered
@@ -259,7 +259,7 @@ class ReferenceChecks:
     return None
 
   def register(self, tasks: Sequence[Task], task_keys: dict[int, str],
-               batch: RunBatch) -> dict[str, tuple[Task, str, str | None]]:
+               batch: JobBatch) -> dict[str, tuple[Task, str, str | None]]:
     """Registers the reference and buggy runs of every task content not yet checked."""
     checks: dict[str, tuple[Task, str, str | None]] = {}
     for task in tasks:
@@ -271,7 +271,7 @@ class ReferenceChecks:
       checks[key] = (task, gold, buggy)
     return checks
 
-  def settle(self, checks: dict[str, tuple[Task, str, str | None]], batch: RunBatch) -> None:
+  def settle(self, checks: dict[str, tuple[Task, str, str | None]], batch: JobBatch) -> None:
     """Records what the batch's runs of `register`ed references showed."""
     for key, (task, gold, buggy) in checks.items():
       infra = batch.infra_error(gold) or (buggy and batch.infra_error(buggy))
