@@ -48,7 +48,7 @@ class ByteTokenizer:
 
 @dataclasses.dataclass
 class Policy:
-  # None in a training run's own copy (train/run.py): the weights live in the trainer's loop.
+  # None in a trainer's own copy: the weights live in its loop (rl.py's `policy_at`).
   model: model_lib.Decoder | None
   tokenizer: Any
   config: model_lib.ModelConfig

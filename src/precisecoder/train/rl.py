@@ -211,19 +211,27 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
       the next update donates them)."""
       return dataclasses.replace(policy, model=nnx.merge(graphdef, params))
 
-    def save(step: int, params: Any, opt_state: Any) -> float:
+    def save_checkpoint(step: int, params: Any, opt_state: Any, preempted: bool) -> float:
+      """Saves `step` when due, and always when preempted; the seconds it blocked."""
+      if not (preempted or due(step, cfg.train.checkpoint_every, cfg.train.steps)):
+        return 0.0
       return run.save(step, params, opt_state, iterator.get_state(), model_meta)
 
     def evaluate(step: int, params: Any) -> None:
-      evaluator(step, policy_at(params))
+      """Greedy evaluation when due: at step 0 with train.eval_at_start, then every
+      train.eval_every steps and at the last."""
+      due_now = (cfg.train.eval_at_start if step == 0
+                 else due(step, cfg.train.eval_every, cfg.train.steps))
+      if evaluator is not None and due_now:
+        evaluator(step, policy_at(params))
 
-    def record(step: int, values: dict[str, Any], message: str) -> None:
+    def write_metrics(step: int, values: dict[str, Any], message: str) -> None:
       writer.write(step, values)
       progress.update(step, message)
       if run.primary:
         run.dir.sync()
 
-    if step == 0 and cfg.train.eval_at_start and evaluator is not None:
+    if step == 0:  # a fresh run: the policy it starts from
       evaluate(step, params)
     # The loop: one step is a batch of tasks sampled and scored, advantages, the updates, then
     # its checkpoint, metrics and evaluation when due.
@@ -266,17 +274,15 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
           **timing, "reward_exposed_fraction": exposed,
       }
       preempted = run.preempted(step)  # a preempted run saves its step and stops
-      saved = (save(step, params, opt_state)
-               if preempted or due(step, cfg.train.checkpoint_every, cfg.train.steps) else 0.0)
-      record(step, {**values, "time/checkpoint": saved,
-                    "time/step": time.perf_counter() - t_step},
-             f"reward={values['reward']:.3f} pass={values['reward/unit']:.3f} "
-             f"exposed_reward={exposed:.1%}")
+      saved = save_checkpoint(step, params, opt_state, preempted)
+      write_metrics(step, {**values, "time/checkpoint": saved,
+                           "time/step": time.perf_counter() - t_step},
+                    f"reward={values['reward']:.3f} pass={values['reward/unit']:.3f} "
+                    f"exposed_reward={exposed:.1%}")
       if preempted:
         logging.warning("preempted: checkpoint of step %d saved; exiting", step)
         run.checkpointer.wait()
         return 0
-      if evaluator is not None and due(step, cfg.train.eval_every, cfg.train.steps):
-        evaluate(step, params)
+      evaluate(step, params)
     run.end(step, params, opt_state, iterator.get_state(), model_meta)
   return 0

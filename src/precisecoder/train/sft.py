@@ -114,19 +114,27 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
     progress = metrics.Progress(cfg.train.steps, step)
     model_meta = run_checkpoints.model_meta(policy.config, policy.source)
 
-    def save(step: int, params, opt_state) -> float:
+    def save_checkpoint(step: int, params, opt_state, preempted: bool) -> float:
+      """Saves `step` when due, and always when preempted; the seconds it blocked."""
+      if not (preempted or due(step, cfg.train.checkpoint_every, cfg.train.steps)):
+        return 0.0
       return run.save(step, params, opt_state, iterator.get_state(), model_meta)
 
     def evaluate(step: int, params) -> None:
-      evaluator(step, dataclasses.replace(policy, model=nnx.merge(graphdef, params)))
+      """Greedy evaluation when due: at step 0 with train.eval_at_start, then every
+      train.eval_every steps and at the last."""
+      due_now = (cfg.train.eval_at_start if step == 0
+                 else due(step, cfg.train.eval_every, cfg.train.steps))
+      if evaluator is not None and due_now:
+        evaluator(step, dataclasses.replace(policy, model=nnx.merge(graphdef, params)))
 
-    def record(step: int, values: dict, message: str) -> None:
+    def write_metrics(step: int, values: dict, message: str) -> None:
       writer.write(step, values)
       progress.update(step, message)
       if run.primary:
         run.dir.sync()
 
-    if step == 0 and cfg.train.eval_at_start and evaluator is not None:
+    if step == 0:  # a fresh run: the policy it starts from
       evaluate(step, params)
     while steps_left(cfg, step):
       t0 = time.perf_counter()
@@ -140,15 +148,13 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
         params, opt_state, m = step_fn(params, opt_state, step_lib.to_device(batch, mesh))
       m = {f"train/{k}": float(v) for k, v in jax.device_get(m).items()}
       preempted = run.preempted(step)  # a preempted run saves its step and stops
-      saved = (save(step, params, opt_state)
-               if preempted or due(step, cfg.train.checkpoint_every, cfg.train.steps) else 0.0)
-      record(step, {**m, "time/checkpoint": saved, "time/step": time.perf_counter() - t0},
-             f"loss={m['train/loss']:.4f}")
+      saved = save_checkpoint(step, params, opt_state, preempted)
+      write_metrics(step, {**m, "time/checkpoint": saved, "time/step": time.perf_counter() - t0},
+                    f"loss={m['train/loss']:.4f}")
       if preempted:
         logging.warning("preempted: checkpoint of step %d saved; exiting", step)
         run.checkpointer.wait()
         return 0
-      if evaluator is not None and due(step, cfg.train.eval_every, cfg.train.steps):
-        evaluate(step, params)
+      evaluate(step, params)
     run.end(step, params, opt_state, iterator.get_state(), model_meta)
   return 0
