@@ -41,3 +41,9 @@ def test_a_tiny_base_builds_measures_and_loads(monkeypatch, tmp_path, capsys):
   # Cached: a second call prints the same measurements without building.
   assert base_command.main(["--preset", "tiny"]) == 0
   assert "greedy, validation" in capsys.readouterr().out
+  # A run whose model.checkpoint is "base" starts from that folder, and its held-in split
+  # leaves out the tasks of the base's SFT corpus; any other checkpoint stands for itself.
+  checkpoint, seen = base_model.resolve(config_lib.default("tiny-base"))
+  assert checkpoint == str(base_model.folder(cfg) / "model")
+  assert len(seen) == result["corpus_tasks"]
+  assert base_model.resolve(config_lib.default("tiny")) == (None, [])
