@@ -30,7 +30,7 @@ def _train(monkeypatch, capsys):
   """Runs `precisecoder train ARGS` in-process up to the trainer, which it records; returns
   (exit status, stderr, [(config, workdir)] of the runs the trainer would have made)."""
   ran = []
-  monkeypatch.setattr(train_command, "run", lambda cfg, workdir: ran.append((cfg, workdir)) or 0)
+  monkeypatch.setattr(train_command, "train", lambda cfg, workdir: ran.append((cfg, workdir)) or 0)
   return _caller(monkeypatch, capsys, ran)
 
 
@@ -41,7 +41,7 @@ def _train_until_model(monkeypatch, capsys):
   from precisecoder.train import policy as policy_lib
   loaded = []
 
-  def stop(cfg, mesh):
+  def stop(cfg, mesh, checkpoint=None):
     loaded.append(cfg)
     raise _ModelWouldLoad()
 
