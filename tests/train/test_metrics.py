@@ -72,12 +72,3 @@ def test_eta_does_not_wrap_after_a_day():
   assert metrics.format_duration(59) == "00:00:59"
   assert metrics.format_duration(3 * 86400 + 3723) == "3d 01:02:03"
   assert metrics.format_duration(float("inf")) == "?"
-
-
-def test_library_info_logs_are_dropped_and_warnings_kept():
-  import logging
-  quiet = metrics._QuietLibraries()  # pylint: disable=protected-access
-  record = lambda path, level: logging.LogRecord("absl", level, path, 1, "m", (), None)
-  assert not quiet.filter(record("/x/site-packages/orbax/checkpoint/a.py", logging.INFO))
-  assert quiet.filter(record("/x/site-packages/orbax/checkpoint/a.py", logging.WARNING))
-  assert quiet.filter(record("/work/src/precisecoder/train/metrics.py", logging.INFO))

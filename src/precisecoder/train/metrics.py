@@ -4,7 +4,6 @@ progress logging."""
 from __future__ import annotations
 
 import json
-import logging as std_logging
 import math
 import os
 import pathlib
@@ -92,24 +91,6 @@ class MetricsWriter:
     self._file.close()
     if self._events is not None:
       self._events.close()
-
-
-# Libraries whose INFO lines would bury the progress lines (Orbax logs a dozen per save).
-_LIBRARIES = ("/orbax/", "/jax/", "/jaxlib/", "/etils/", "/grain/", "/flax/")
-
-
-class _QuietLibraries(std_logging.Filter):
-  def filter(self, record: std_logging.LogRecord) -> bool:
-    return record.levelno >= std_logging.WARNING or not any(
-        part in record.pathname for part in _LIBRARIES)
-
-
-def quiet_library_logs() -> None:
-  """Drops library INFO logs (warnings stay); PRECISECODER_LIBRARY_LOGS=1 keeps them."""
-  if os.environ.get("PRECISECODER_LIBRARY_LOGS") != "1":
-    # On the handler, not the absl logger: libraries log through loggers of their own (jax._src...)
-    # whose records reach the handler without passing the absl logger's filters.
-    logging.get_absl_handler().addFilter(_QuietLibraries())
 
 
 class Progress:
