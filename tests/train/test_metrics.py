@@ -72,3 +72,16 @@ def test_eta_does_not_wrap_after_a_day():
   assert metrics.format_duration(59) == "00:00:59"
   assert metrics.format_duration(3 * 86400 + 3723) == "3d 01:02:03"
   assert metrics.format_duration(float("inf")) == "?"
+
+
+def test_tensorboard_itself_reads_the_event_files(tmp_path):
+  """The documented way to look at a run: TensorBoard (pinned in requirements.txt) loads the
+  scalars tensorboardX wrote."""
+  from tensorboard.backend.event_processing import event_accumulator  # pylint: disable=import-outside-toplevel
+  writer = metrics.MetricsWriter(tmp_path)
+  for step in (1, 2):
+    writer.write(step, {"reward": step / 4})
+  writer.close()
+  events = event_accumulator.EventAccumulator(str(tmp_path / "tensorboard"))
+  events.Reload()
+  assert [(e.step, e.value) for e in events.Scalars("reward")] == [(1, 0.25), (2, 0.5)]
