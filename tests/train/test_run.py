@@ -87,3 +87,18 @@ def test_checkpoints_and_evaluations_fall_every_n_steps_and_on_the_last(tmp_path
   with run_lib.Run(_config(), str(tmp_path / "run"), total_steps=5) as run:
     found = [step for step in range(1, 6) if run.should(step, every)]
   assert found == due
+
+
+def test_the_tasks_the_scorer_found_broken_are_kept_in_the_workdir(tmp_path):
+  """What the report names (broken_tasks.json), written at the end of each step."""
+  from precisecoder.train import metrics  # pylint: disable=import-outside-toplevel
+
+  class Scorer:
+    broken_tasks = {"gen_3": "buggy program passes its tests"}
+
+  workdir = tmp_path / "run"
+  with run_lib.Run(_config(), str(workdir), total_steps=2) as run:
+    step, params, opt_state = run.begin(_Iterator())
+    run._scorer = Scorer()  # pylint: disable=protected-access
+    run.end_step(1, params, opt_state, {"reward": 0.0}, None, 0.0, "")
+  assert metrics.read_broken_tasks(workdir) == {"gen_3": "buggy program passes its tests"}

@@ -3,7 +3,8 @@ the no-op share on buggy tasks beside edited lines), with 95% bootstrap interval
 the change from the base model paired by task, what training did (steps without reward
 variance, which updated nothing), and the curves.
 
-Reads `<workdir>/eval/step_N.json` and `<workdir>/metrics.jsonl`; writes `report.md` and
+Reads `<workdir>/eval/step_N.json`, `<workdir>/metrics.jsonl` and the broken tasks the run
+met (`broken_tasks.json`, named in the report); writes `report.md` and
 PNG plots beside it. Evaluation files without per-task records (older runs) get means only.
 
 "Did not learn", precisely: no paired change (last evaluation − base, by task) in pass,
@@ -19,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from precisecoder.analysis import plots, statistics
-from precisecoder.train.metrics import read_metrics
+from precisecoder.train.metrics import read_broken_tasks, read_metrics
 
 INTERVAL_NOTE = ("Cells are means with 95% bootstrap intervals over tasks (a task's samples "
                  "averaged first); percent except edited lines.")
@@ -249,6 +250,20 @@ def split_section(evals: Sequence[Mapping[str, Any]], title: str, description: s
   return lines
 
 
+def broken_tasks_section(broken: Mapping[str, str], shown: int = 20) -> list[str]:
+  """The tasks the reward found broken, by id: the console's warnings do not outlive the run."""
+  if not broken:
+    return []
+  lines = ["## Broken tasks", "",
+           f"**{len(broken)} task(s) are broken**: the reference fix fails the task's tests, or "
+           "the buggy program passes them. Their rows scored 0 (reward and every metric) in "
+           "training and evaluation; fix or drop them from the task files.", ""]
+  lines += [f"- `{task_id}`: {why}" for task_id, why in sorted(broken.items())[:shown]]
+  if len(broken) > shown:
+    lines.append(f"- ... and {len(broken) - shown} more (`broken_tasks.json`)")
+  return lines + [""]
+
+
 def write_report(workdir: str | os.PathLike) -> pathlib.Path:
   workdir = pathlib.Path(workdir)
   records = read_metrics(workdir / "metrics.jsonl")
@@ -289,6 +304,7 @@ def write_report(workdir: str | os.PathLike) -> pathlib.Path:
     for name, split in splits.items():
       title, _, description = SPLITS[name]
       lines += split_section(split, title, description)
+  lines += broken_tasks_section(read_broken_tasks(workdir))
   if train_rows:
     lines += ["## Training", "", *training_summary(train_rows)]
     if constant:

@@ -253,6 +253,7 @@ class Run(contextlib.AbstractContextManager):
                               "time/step": time.perf_counter() - t_start})
     self._progress.update(step, message)
     if self.primary:
+      metrics.record_broken_tasks(self.workdir, self.broken_tasks())
       self.dir.sync()
     if preempted:
       logging.warning("preempted: checkpoint of step %d saved; exiting", step)
@@ -262,10 +263,16 @@ class Run(contextlib.AbstractContextManager):
       self.evaluate_and_record(step, params)
     return False
 
+  def broken_tasks(self) -> dict[str, str]:
+    """task_id -> why, for the tasks the scorer found broken so far (none before it scored)."""
+    return dict(self._scorer.broken_tasks) if self._scorer is not None else {}
+
   def end(self, step: int, params: Any, opt_state: Any, data_state: Any) -> None:
     """The tail every trainer shares: when all steps are done, the last checkpoint awaited
     and this host's parameter fingerprint logged; else (stopped by train.stop_after) a
     checkpoint of the last step if it has none yet."""
+    if self.primary:  # the last evaluation's too
+      metrics.record_broken_tasks(self.workdir, self.broken_tasks())
     if step >= self.total_steps:
       self.checkpointer.wait()
       logging.info("step %d: parameters on this host: sha256 %s", step,
