@@ -149,6 +149,9 @@ def test_run_report_judges_the_held_in_tasks_apart(tmp_path):
   assert data["heldin"]["changes"]["step 4 − base"]["noop"]["mean"] == pytest.approx(0.5)
   assert data["heldin"]["changes"]["step 4 − base"]["damage"]["mean"] == pytest.approx(-0.5)
   assert data["changes"]["step 4 − base"]["pass"]["mean"] == 0.0
+  # eval.png: a row per evaluated split, the held-in tasks (which moved) first.
+  assert [name for name, _ in report.eval_sections(report.load_evals(tmp_path))] == [
+      "Held-in tasks", "validation tasks"]
 
 
 def test_training_summary_says_when_every_step_updated():

@@ -227,8 +227,23 @@ def report_json(evals: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def split_evals(evals: Sequence[Mapping[str, Any]], name: str) -> list[dict[str, Any]]:
   """The evaluations of split `name` (SPLITS), shaped like the validation ones."""
-  return [{"step": e["step"], **e[name]["summary"], "records": e[name]["records"]}
+  return [{"step": e["step"], **e[name].get("summary", {}), "records": e[name]["records"]}
           for e in evals if e.get(name)]
+
+
+def eval_sections(evals: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+  """Every evaluated split, (plot row name, its evaluations), the one that moved most first:
+  the held-in tasks lead when they changed beyond noise and the validation tasks did not."""
+  sections = [("validation tasks" if any(e.get(n) for e in evals for n in SPLITS) else "",
+               list(evals))]
+  sections += [(SPLITS[name][0], split) for name in SPLITS if (split := split_evals(evals, name))]
+  return sorted(sections, key=lambda section: -moved(change_from_base(section[1])))
+
+
+def moved(change: Mapping[str, statistics.Interval] | None) -> int:
+  """How many of the paper's columns changed beyond task noise (interval excluding 0)."""
+  return sum(1 for column, iv in (change or {}).items() if column in statistics.PAPER_COLUMNS
+             and iv.n and (iv.low > 0 or iv.high < 0))
 
 
 def split_section(evals: Sequence[Mapping[str, Any]], title: str, description: str
@@ -271,9 +286,10 @@ def write_report(workdir: str | os.PathLike) -> pathlib.Path:
   config = json.loads((workdir / "config.json").read_text()) if (
       workdir / "config.json").exists() else {}
   train_rows = [r for r in records if "reward" in r]
-  eval_png = plots.plot_arms({"": eval_curves({e["step"]: intervals(e) for e in evals})},
-                             EVAL_PANELS, "greedy evaluation (bands: 95% intervals)",
-                             workdir / "eval.png")
+  eval_png = plots.plot_sections(
+      [(name, {"": eval_curves({e["step"]: intervals(e) for e in split})})
+       for name, split in eval_sections(evals)], EVAL_PANELS,
+      "greedy evaluation (bands: 95% intervals)", workdir / "eval.png")
   train_png, constant = train_plot(records, workdir / "train.png")
   lines = [f"# Run report: {workdir.name}", ""]
   rl = config.get("rl", {})
