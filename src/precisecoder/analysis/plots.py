@@ -172,5 +172,9 @@ def plot_sections(sections: Sequence[tuple[str, Mapping[str, Mapping[str, Curve]
     return None
   cells = [(t, k, {arm: c.get(k, ([], [], None, None)) for arm, c in curves.items()})
            for _, curves in sections for k, t in panels]
+  if len(sections) == 1:  # one split: a compact grid, not one long row
+    name = sections[0][0]
+    return save(figure(cells, f"{title}: {name}" if name else title, cols=min(4, len(cells))),
+                path)
   return save(figure(cells, title, cols=len(panels), width=3.3,
                      row_names=[name for name, _ in sections]), path)
