@@ -34,3 +34,12 @@ def test_tpu_launch_installs_through_the_pinned_file():
   assert "PRECISECODER_ACCELERATOR=tpu scripts/bootstrap.sh" in launch
   assert "pip install" not in launch  # nothing unpinned over the pinned jax
   assert 'requirements-$ACCEL.txt' in (ROOT / "scripts/bootstrap.sh").read_text()
+
+
+def test_tensorboard_is_pinned_and_installed_without_tensorflow():
+  """The workdir's event files are documented to open in TensorBoard: it is installed with the
+  stack, and what it pulls in is not TensorFlow."""
+  base = _pins("requirements.txt")
+  assert base["tensorboard"] == importlib.metadata.version("tensorboard")
+  assert not [r for r in importlib.metadata.requires("tensorboard") or []
+              if r.lower().startswith("tensorflow")]

@@ -1,5 +1,7 @@
 """The minimal-debug prompt and program extraction."""
 
+import pytest
+
 from precisecoder import prompts, tasks
 
 TASK = tasks.Task(task_id="t", buggy_code="def f(x):\n    return x - 1\n",
@@ -50,3 +52,16 @@ def test_thinking_and_no_code_block_gives_raw_text():
   assert prompts.extract_program("<think>hmm</think>\ndef f(x):\n    return x + 1\n") == \
       "def f(x):\n    return x + 1"
   assert prompts.extract_program("<think>never closed ```python\nx=1\n```") == ""
+
+
+@pytest.mark.parametrize("completion, program", [
+    ("```python\ndef f(x):\n    return x + 1\n", "def f(x):\n    return x + 1\n"),
+    ("Fixed:\n```py\ny = 2", "y = 2"),
+    ("<think>the bug</think>\n```\nz = 3\n", "z = 3\n"),
+    # A closed non-python block before the cut python block: the python block is the program.
+    ("Input:\n```text\n1 2\n```\nFix:\n```python\nw = 4\n", "w = 4\n"),
+    # Closed blocks still win over a later unclosed one.
+    ("```python\na = 1\n```\nor\n```python\na = 2\n", "a = 1\n"),
+])
+def test_an_answer_cut_before_its_closing_fence_gives_the_open_block(completion, program):
+  assert prompts.extract_program(completion) == program

@@ -320,12 +320,53 @@ def test_programs_that_compile_alike_share_one_verdict():
 
 def test_syntax_error_and_missing_programs():
   s, pool, _ = score(ONE_BUG, "def f(x):\n    return (\n")
-  assert s.unit == 0 and s.error.startswith("syntax error") and pool.ran == REFERENCE_RUNS
+  assert s.unit == 0 and s.note.startswith("syntax error") and pool.ran == REFERENCE_RUNS
+  assert s.error is None  # scored: it has a diff, and no block of it fixes the bug
   pool = InProcessPool()
   records = rewards.RewardScorer(pool).score_records([ONE_BUG, ONE_BUG], [None, "  \n"],
                                                      samples=[3, 4])
   assert [r["error"] for r in records] == ["no program", "empty program"]
   assert [r["sample"] for r in records] == [3, 4]
+
+
+@pytest.mark.parametrize("program, error", [
+    (None, None), ("", None), ("\v" * 16, None),  # no program, empty, "16 vertical tabs"
+    (FIXED * 50, "program of 301 lines exceeds --max-program-lines 100: not scored")],
+    ids=["none", "empty", "vertical-tabs", "over-the-cap"])
+@pytest.mark.parametrize("pdb_compat", [False, True])
+def test_an_unusable_prediction_counts_as_deleting_the_whole_program(program, error, pdb_compat):
+  """Every term 0, and the edit size of deleting every buggy line (what PDB's evaluator
+  counts for an empty answer), not 0: a model that answers junk must not look precise."""
+  pool = InProcessPool()
+  scorer = rewards.RewardScorer(pool, pdb_compat=pdb_compat)
+  (s,) = scorer.score_samples([ONE_BUG], [None if error else program], [error])
+  assert s.error is not None
+  assert (s.unit, s.precision, s.recall, s.f1) == (0, 0, 0, 0) and not s.noop
+  assert s.edit_lines == 6 and s.edit_cost == 1.0  # all 6 lines of ONE_BUG deleted
+  assert scorer.term_row(s)["reward"] == 0
+  # The same holds for a clean task: damage, not a no-op.
+  clean = make_task(FIXED)
+  (c,) = scorer.score_samples([clean], [None if error else program], [error])
+  assert c.edit_lines == 6 and not c.noop and c.damage is True
+  # So a batch's mean of edited lines cannot drop below the precise model's by answering junk.
+  (exact,) = scorer.score_samples([ONE_BUG], [FIXED])
+  assert exact.edit_lines == 1 < s.edit_lines
+
+
+@pytest.mark.parametrize("pdb_compat", [False, True])
+def test_a_program_that_does_not_compile_is_scored_per_block_with_a_note(pdb_compat):
+  """The paper's formula credits each defect's counterfactual, and PDB's evaluator credits an
+  exact block without a run: a right fix beside a stray line that breaks compiling earns
+  recall 1 and precision 1/2, unit 0. The row is scored (no `error`: not "unscorable"); the
+  reason its unit run failed is in `note`."""
+  program = "```\n" + FIXED  # a stray fence line and the exact fix
+  pool = InProcessPool()
+  scorer = rewards.RewardScorer(pool, pdb_compat=pdb_compat)
+  (record,) = scorer.score_records([ONE_BUG], [program])
+  assert record["error"] is None and record["note"].startswith("syntax error at line 1")
+  assert (record["unit"], record["precision"], record["recall"]) == (0, 0.5, 1)
+  assert record["f1"] == pytest.approx(2 / 3) and record["reward"] == pytest.approx(2 / 9)
+  assert record["edit_lines"] == 2 and record["fixed"] == [1]
 
 
 def test_a_fix_that_introduces_a_screened_construct_scores_zero_without_running():
@@ -336,7 +377,8 @@ def test_a_fix_that_introduces_a_screened_construct_scores_zero_without_running(
   scores = rewards.RewardScorer(pool).score_samples([ONE_BUG] * 3, [screened, screened, FIXED])
   for s in scores[:2]:
     assert s.error.startswith("screened: the program introduces the module 'ctypes'"), s.error
-    assert (s.unit, s.precision, s.recall, s.f1, s.edit_lines) == (0, 0, 0, 0, 0)
+    assert (s.unit, s.precision, s.recall, s.f1) == (0, 0, 0, 0)
+    assert s.edit_lines == 2  # its real diff: the fix and the import
   assert scores[2].error is None and scores[2].f1 == 1
   assert pool.ran == REFERENCE_RUNS
 

@@ -22,7 +22,8 @@ def resolve(record: Mapping[str, Any], max_lines: int = MAX_PROGRAM_LINES
   """(program, None), or (None, why not): `NO_PROGRAM`, or the size cap's reason.
 
   `program` is taken as it is; from a `completion` the thinking block is removed and the
-  first ```python block (else the first fenced block, else the raw text) is the program.
+  first ```python block (else the first fenced block, else the raw text) is the program; a
+  block the token budget cut before its closing fence runs to the end (`prompts.extract_program`).
   """
   if isinstance(record.get("program"), str):
     program = record["program"]

@@ -187,6 +187,11 @@ _THINK_OPEN = re.compile(r"<think>.*", re.DOTALL | re.IGNORECASE)
 _PYTHON_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\r?\n(.*?)```",
                            re.DOTALL | re.IGNORECASE)
 _ANY_BLOCK = re.compile(r"```[^\n`]*\r?\n(.*?)```", re.DOTALL)
+# A block whose closing fence never came (the token budget cut the answer): the last fence of
+# the text opens it, and it runs to the end.
+_OPEN_PYTHON_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\r?\n((?:(?!```).)*)\Z",
+                                re.DOTALL | re.IGNORECASE)
+_OPEN_ANY_BLOCK = re.compile(r"```[^\n`]*\r?\n((?:(?!```).)*)\Z", re.DOTALL)
 
 
 def strip_thinking(completion: str) -> str:
@@ -217,10 +222,11 @@ def thinking_block(completion: str) -> str | None:
 def extract_program(completion: str) -> str:
   """The program in a model's answer.
 
-  The first ```python block, else the first fenced block, else the text.
+  The first ```python block, else an unclosed ```python block (the answer was cut before its
+  closing fence) to the end, else the first fenced block, else an unclosed one, else the text.
   """
   text = strip_thinking(completion)
-  for pattern in (_PYTHON_BLOCK, _ANY_BLOCK):
+  for pattern in (_PYTHON_BLOCK, _OPEN_PYTHON_BLOCK, _ANY_BLOCK, _OPEN_ANY_BLOCK):
     match = pattern.search(text)
     if match:
       return match.group(1)

@@ -15,6 +15,14 @@ task's references are verified, not assumed, before its rows earn credit: `rewar
 that breaks either is an error for each of its rows (reason in `error`, every term 0), never
 credited. A program that introduces a construct no debugging fix needs (frames, hooks, ctypes,
 ...; `execution.screen`) is refused before it runs: an error row, every term 0.
+
+Unusable and failing predictions (docs/scoring.md "Unusable and non-compiling predictions"):
+  - no usable program (none, empty, over the size cap, not diffable): an error row, every term
+    0, and `edit_lines` / `edit_cost` those of deleting the whole buggy program, as PDB's
+    evaluator counts an empty answer, so that junk never looks precise;
+  - a program that does not compile (or whose unit run hit the output cap) is scored: unit 0,
+    its blocks credited by their counterfactual runs as the paper's formula and PDB do; the
+    reason is in `note`, not `error`.
 """
 
 from __future__ import annotations
@@ -85,7 +93,8 @@ class SampleScore:
   damage: bool | None = None
   fixed: list[int] = dataclasses.field(default_factory=list)
   matches: list[MatchScore] = dataclasses.field(default_factory=list)
-  error: str | None = None
+  error: str | None = None  # why the pair is not scored (every term 0)
+  note: str | None = None  # why a scored program failed its unit run, beyond its tests
   pred_diff: edits.Diff = dataclasses.field(default_factory=dict, repr=False)
 
 
@@ -195,7 +204,7 @@ class RewardScorer:
         if infra and s.error is None:
           s.error = f"infra_error: {infra}"
         elif note and s.error is None:
-          s.error = f"unit run stopped by the output cap: {note}"
+          s.note = f"unit run stopped by the output cap: {note}"
       for m, key in zip(s.matches, keys):
         if key is not None:
           m.fixed = batch.passed(key)
@@ -205,6 +214,10 @@ class RewardScorer:
     self._essential_runs(sound, batch)
     for s in sound:
       self._finish(s)
+    for s in scores:
+      if s.error is not None:  # not scored: no term may carry credit (an infra error's matches)
+        s.unit, s.precision, s.recall, s.recall_gated, s.f1 = 0.0, 0.0, 0.0, 0.0, 0.0
+        s.fixed, s.matches = [0] * len(s.fixed), []
     return scores
 
   def _first_round(self, tasks: Sequence[Task], programs: Sequence[str | None],
@@ -255,38 +268,56 @@ class RewardScorer:
     s.fixed = [0] * len(edits.parse_blocks(task.gt_diff))
     if program is None or error is not None:
       s.error = error or "no program"
-      return s
-    if not isinstance(program, str) or not program.strip():
+    elif not isinstance(program, str) or not program.strip():
       s.error = ("empty program" if isinstance(program, str)
                  else f"not a string: {type(program).__name__}")
-      return s
+    if s.error is not None:
+      return self._replaces_everything(s, seen)
     key = (id(task), program)
     if key not in seen:
       seen[key] = self._diff_once(task, program)
-    if isinstance(seen[key], str):  # refused by the screen, or not diffable
+    if isinstance(seen[key], str):  # not diffable
       s.error = seen[key]
+      return self._replaces_everything(s, seen)
+    if len(seen[key]) == 4:  # refused by the screen: its real diff, no credit
+      s.error, s.edit_lines, s.edit_cost = seen[key][3], len(seen[key][0]), seen[key][1]
+      s.noop = not seen[key][0]
       return s
     pred_diff, cost, alignment = seen[key]
     s.pred_diff = pred_diff
     s.edit_lines = len(pred_diff)
     s.noop = not pred_diff
-    s.edit_cost = cost / max(1, len(task.buggy_code.splitlines()))
+    s.edit_cost = cost
     if alignment is not None:
       s.matches = [MatchScore(m, self._initial_slack(m)) for m in alignment.matches]
     return s
 
   @staticmethod
-  def _diff_once(task: Task, program: str) -> tuple | str:
+  def _replaces_everything(s: SampleScore, seen: dict[tuple[int, str], tuple | str]
+                           ) -> SampleScore:
+    """An unusable prediction's edit size: deleting the whole buggy program (PDB's evaluator
+    diffs an empty answer so), never 0 (a junk answer must not pass for a precise one)."""
+    key = (id(s.task), "")
+    if key not in seen:
+      seen[key] = RewardScorer._diff_once(s.task, "", align=False)
+    if not isinstance(seen[key], str):
+      s.edit_lines, s.edit_cost = len(seen[key][0]), seen[key][1]
+    return s
+
+  @staticmethod
+  def _diff_once(task: Task, program: str, align: bool = True) -> tuple | str:
     """What `_diff` needs of a (task, program) pair, worked out once per pair: the program's
-    diff, edit cost and alignment, or why it is not scored (the screen refuses it before it
-    runs, or it cannot be diffed)."""
-    refused = screen.introduced(task.buggy_code, program)
-    if refused is not None:
-      return refused
+    diff, edit cost (line edits per buggy line) and alignment, with the screen's refusal as
+    a fourth item when it refuses the program, or why it cannot be diffed."""
     try:
       pred_diff = edits.line_diff(task.buggy_code, program)
-      return (pred_diff, edits.line_levenshtein(task.buggy_code, program),
-              edits.align(task.buggy_code, pred_diff, task.gt_diff) if task.is_buggy else None)
+      cost = (edits.line_levenshtein(task.buggy_code, program)
+              / max(1, len(task.buggy_code.splitlines())))
+      refused = screen.introduced(task.buggy_code, program) if program else None
+      if refused is not None:
+        return pred_diff, cost, None, refused
+      return (pred_diff, cost, edits.align(task.buggy_code, pred_diff, task.gt_diff)
+              if task.is_buggy and align else None)
     except Exception as e:  # pylint: disable=broad-except  (one odd sample must not stop a run)
       return f"cannot diff: {type(e).__name__}: {e}"
 
@@ -312,9 +343,9 @@ class RewardScorer:
         return None
     key = batch.job(s.program, s.task)
     if batch.compile_error(key) is not None:
-      s.error = batch.compile_error(key)
+      s.note = batch.compile_error(key)
     elif self.verdicts.get(key) is False:
-      s.error = compiled_identity(edits.rstrip_lines(s.program))[1]  # no compile, earlier batch
+      s.note = compiled_identity(edits.rstrip_lines(s.program))[1]  # no compile, earlier batch
     return key
 
   def _counterfactual(self, task: Task, excluded: Iterable[edits.Block], pred: edits.Block) -> str:
@@ -399,4 +430,4 @@ class RewardScorer:
             "recall_gated": s.recall_gated if buggy else None, "f1": s.f1 if buggy else None,
             "reward": self.reward_terms(s)["reward"], "edit_lines": s.edit_lines,
             "noop": s.noop, "damage": s.damage, "fixed": s.fixed, "error": s.error,
-            "matches": [m.as_record() for m in s.matches]}
+            "note": s.note, "matches": [m.as_record() for m in s.matches]}

@@ -9,7 +9,7 @@ from precisecoder.analysis import compare_report
 from tests.analysis.test_report import _records, _write_eval
 
 
-def test_comparison_report_tables_correlations_and_pngs(tmp_path):
+def test_comparison_report_tables_correlations_and_pngs(tmp_path, monkeypatch):
   n = 24
   base = _records([0, 1] * (n // 2), [3] * n, [0, 0, 1, 1] * 3)
   # GRPO: more passes, larger edits, fewer no-ops; PreciseCoder: same passes, small edits.
@@ -53,6 +53,24 @@ def test_comparison_report_tables_correlations_and_pngs(tmp_path):
   assert "- On held-in tasks: edit size vs unit grpo" in text
   assert (tmp_path / "compare_eval.png").stat().st_size > 0
   assert (tmp_path / "compare_train.png").stat().st_size > 0
+  # Every split's curves are kept at every step, so the plots can be redrawn from report.json.
+  assert set(data["heldin"]["evaluations"]["grpo"]) == {"0", "2"}
+  drawn = []
+  monkeypatch.setattr(compare_report.plots, "plot_sections",
+                      lambda sections, *a: drawn.append([name for name, _ in sections]))
+  assert compare_report.plots_from_json(tmp_path)  # compare_train.png, from report.json alone
+  assert drawn == [["validation tasks", "Held-in tasks"]]  # tied: validation first
+
+
+def test_the_split_that_moved_leads_the_evaluation_plot():
+  """The held-in tasks moved beyond noise and the validation tasks did not: held-in first."""
+  from precisecoder.analysis import statistics  # pylint: disable=import-outside-toplevel
+  flat = {"pass": statistics.Interval(0.0, 0.0, 0.0, 64)}
+  up = {"pass": statistics.Interval(0.2, 0.1, 0.3, 64),
+        "precision": statistics.Interval(0.3, 0.2, 0.4, 64)}
+  changes = {"": {"grpo − base": flat}, "heldin": {"grpo − base": up, "grpo − x": flat},
+             "multi": {"grpo − base": {"pass": statistics.Interval(0.1, 0.05, 0.2, 64)}}}
+  assert compare_report.section_order(changes) == ["heldin", "multi", ""]
 
 
 def test_comparison_report_names_what_is_missing(tmp_path):

@@ -149,6 +149,9 @@ def test_run_report_judges_the_held_in_tasks_apart(tmp_path):
   assert data["heldin"]["changes"]["step 4 − base"]["noop"]["mean"] == pytest.approx(0.5)
   assert data["heldin"]["changes"]["step 4 − base"]["damage"]["mean"] == pytest.approx(-0.5)
   assert data["changes"]["step 4 − base"]["pass"]["mean"] == 0.0
+  # eval.png: a row per evaluated split, the held-in tasks (which moved) first.
+  assert [name for name, _ in report.eval_sections(report.load_evals(tmp_path))] == [
+      "Held-in tasks", "validation tasks"]
 
 
 def test_training_summary_says_when_every_step_updated():
@@ -156,3 +159,19 @@ def test_training_summary_says_when_every_step_updated():
           for s in (1, 2, 3)]
   assert report.training_summary(rows)[0] == ("- 3 steps, each with reward variance in some "
                                               "group: every step updated the policy.")
+
+
+def test_broken_tasks_the_run_met_are_named_in_the_report(tmp_path):
+  """The trainer only warned on the console about broken tasks (rows of reward 0): the run
+  records them, a resumed run adds to them, and report.md names each."""
+  from precisecoder.train import metrics  # pylint: disable=import-outside-toplevel
+  _write_eval(tmp_path, 0, _records([0, 1], [1, 1], [1]))
+  metrics.record_broken_tasks(tmp_path, {"gen_7": "reference fix fails: AssertionError"})
+  metrics.record_broken_tasks(tmp_path, {"gen_9": "buggy program passes its tests"})
+  text = report.write_report(tmp_path).read_text()
+  assert "## Broken tasks" in text and "**2 task(s) are broken**" in text
+  assert "- `gen_7`: reference fix fails: AssertionError" in text
+  assert "- `gen_9`: buggy program passes its tests" in text
+  # A run that met none says nothing about them.
+  (tmp_path / metrics.BROKEN_TASKS_FILE).unlink()
+  assert "Broken tasks" not in report.write_report(tmp_path).read_text()

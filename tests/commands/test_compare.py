@@ -25,6 +25,20 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
   assert compare.main([*TINY, "--workdir", str(tmp_path), "--config.rl.bogus=1"]) == 2
 
 
+def test_help_points_at_pages_that_say_what_it_promises():
+  """--parallel's help sent readers to README for measured times, which moved out of it."""
+  import pathlib  # pylint: disable=import-outside-toplevel
+  import re  # pylint: disable=import-outside-toplevel
+  from precisecoder.commands import checks  # pylint: disable=import-outside-toplevel
+  text = " ".join(checks.command_parser("precisecoder compare", compare.add_arguments)
+                  .format_help().split())
+  assert "README" not in text
+  root = pathlib.Path(__file__).parents[2]
+  pages = re.findall(r"docs/[a-z_-]+\.md", text)
+  assert pages and all((root / page).is_file() for page in pages)
+  assert "--parallel" in (root / "docs" / "compare.md").read_text()
+
+
 def test_an_unknown_preset_is_one_line(tmp_path, capsys):
   assert compare.main(["--preset", "nope", "--workdir", str(tmp_path)]) == 2
   assert _one_line(capsys).startswith(

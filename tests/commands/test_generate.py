@@ -62,14 +62,19 @@ def test_generate_writes_contract_predictions(checkpoint, tmp_path):
   assert again.read_text() == out.read_text()
 
 
-def test_greedy_samples_agree(checkpoint, tmp_path):
+def test_several_samples_sample_and_several_greedy_ones_are_refused(checkpoint, tmp_path,
+                                                                     capsys):
+  """--samples N > 1 samples at temperature 1 unless told (N greedy answers would be one answer
+  N times, the tour's `--samples 2` half wasted); asked for at temperature 0, it is refused."""
   folder, tasks = checkpoint
-  out = tmp_path / "greedy.jsonl"
-  assert cli.main(["generate", "--checkpoint", str(folder), "--tasks", str(tasks), "--output",
-                   str(out), "--samples", "2", "--temperature", "0", "--max-new-tokens", "6",
-                   "--limit", "1"]) == 0
-  lines = _read(out)
-  assert len(lines) == 2 and lines[0]["completion"] == lines[1]["completion"]
+  out = tmp_path / "samples.jsonl"
+  argv = ["generate", "--checkpoint", str(folder), "--tasks", str(tasks), "--output", str(out),
+          "--samples", "4", "--max-new-tokens", "6", "--limit", "1"]
+  assert cli.main(argv) == 0
+  assert len({line["completion"] for line in _read(out)}) > 1
+  assert cli.main(argv + ["--temperature", "0"]) == 2
+  assert "--samples 4 with --temperature 0: greedy samples are 4 copies of one answer" in (
+      _one_line_error(capsys, "generate"))
 
 
 def test_turns_keep_the_whole_transcript(tmp_path):

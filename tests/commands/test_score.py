@@ -52,6 +52,29 @@ def test_scores_and_summary(files, capsys):
   assert summary["unit"] == pytest.approx(1 / 3) and summary["precision"] == pytest.approx(1 / 3)
   assert summary["noop_rate"] == 0.5 and summary["damage_rate"] == 0.5
   assert summary["errors"] == 1 and summary["predictions"] == 5
+  # The line with nothing to score counts as deleting all 6 lines: (1 + 0 + 6) / 3 for task "t".
+  assert lines[2]["edit_lines"] == 6 and summary["edit_lines"] == pytest.approx(7 / 3)
+
+
+def test_the_summary_counts_what_the_rows_say(tmp_path, monkeypatch, capsys):
+  """Unscorable = the rows with an `error` (every term 0); a program that does not compile is
+  scored (unit 0, per-block credit) and counted apart, with its reason in `note`."""
+  monkeypatch.setattr(score_cmd, "_make_pool",
+                      lambda workers, python=None: contextlib.nullcontext(InProcessPool()))
+  task_path, pred_path = tmp_path / "t.jsonl", tmp_path / "p.jsonl"
+  tasks.write_tasks(task_path, [ONE_BUG])
+  preds = [{"task_id": "t", "program": "```\n" + FIXED},  # the fix and a stray fence line
+           {"task_id": "t", "completion": "\v" * 16}]  # junk
+  pred_path.write_text("".join(json.dumps(p) + "\n" for p in preds))
+  assert _score(task_path, pred_path, tmp_path / "s.jsonl", "--json") == 0
+  stray, junk = [json.loads(l) for l in (tmp_path / "s.jsonl").read_text().splitlines()]
+  assert stray["error"] is None and stray["note"].startswith("syntax error at line 1")
+  assert stray["f1"] == pytest.approx(2 / 3) and stray["reward"] == pytest.approx(2 / 9)
+  assert junk["error"] == "empty program" and junk["f1"] == junk["reward"] == 0
+  assert junk["edit_lines"] == 6 and junk["noop"] is False
+  summary = json.loads(capsys.readouterr().out)
+  assert (summary["errors"], summary["noted"]) == (1, 1)
+  assert summary["edit_lines"] == pytest.approx((2 + 6) / 2)
 
 
 def test_table_output(files, capsys):
@@ -187,8 +210,8 @@ def test_a_run_stopped_by_the_output_cap_says_so(tmp_path):
   pred_path.write_text(json.dumps({"task_id": "t", "program": flood}) + "\n")
   assert _score(task_path, pred_path, out_path, "--workers", "1") == 0
   line = json.loads(out_path.read_text())
-  assert line["unit"] == 0
-  assert line["error"] == "unit run stopped by the output cap: stdout exceeded 1048576 bytes"
+  assert line["unit"] == 0 and line["error"] is None  # scored: the program ran, and failed
+  assert line["note"] == "unit run stopped by the output cap: stdout exceeded 1048576 bytes"
 
 
 # ---------------------------------------------------------------------------

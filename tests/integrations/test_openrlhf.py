@@ -54,3 +54,19 @@ def test_needs_its_task_file(monkeypatch):
   monkeypatch.delenv("PRECISECODER_TASKS", raising=False)
   with pytest.raises(ValueError, match="PRECISECODER_TASKS"):
     openrlhf.reward_func(["q"], ["p"], ["t"])
+
+
+# The OpenRLHF flags our instructions use, as openrlhf/cli/train_ppo_ray.py (0.11) spells them:
+# 0.11 namespaces them (`--data.label_key`, `--reward.remote_url`); `--label_key` is refused.
+_OPENRLHF_FLAGS = {"--reward.remote_url", "--data.label_key"}
+
+
+def test_the_instructions_name_openrlhf_flags_as_it_spells_them():
+  import pathlib  # pylint: disable=import-outside-toplevel
+  import re  # pylint: disable=import-outside-toplevel
+  docs = (pathlib.Path(__file__).parents[2] / "docs" / "integrations.md").read_text()
+  paragraph = docs[docs.index("**OpenRLHF**"):]
+  paragraph = paragraph[:paragraph.index("\n\n")]
+  for text in (paragraph, openrlhf.__doc__):
+    flags = set(re.findall(r"--[a-z_.]+", text))
+    assert flags == _OPENRLHF_FLAGS, text

@@ -68,6 +68,11 @@ class Arm:
       out[key] = plots.series(self.train_rows, key)
     return out
 
+  def split_curves(self, name: str) -> dict[str, plots.Curve]:
+    """The evaluation curves of split `name` (report.SPLITS) at every step it was evaluated."""
+    return report.eval_curves({e["step"]: report.intervals(e)
+                               for e in report.split_evals(self.evals, name)})
+
   def train_summary(self, key: str, window: int = 3) -> tuple[float, float]:
     """Mean of `key` over the first and over the last `window` training steps (fewer when the
     run is short, so that the two windows never overlap)."""
@@ -364,6 +369,83 @@ def _split_lines(name: str, split: Mapping[str, Any]) -> list[str]:
   return lines + _seed_lines(split["seeds"], columns, heading=False)
 
 
+EVAL_PANELS = [(f"eval/{c}", t) for (_, t), c in zip(plots.EVAL_PANELS, CURVE_COLUMNS)]
+
+
+def section_order(changes: Mapping[str, Mapping[str, Mapping[str, statistics.Interval]]]
+                  ) -> list[str]:
+  """Sections (validation "", then the splits) ordered by how many of the paper's columns
+  moved beyond noise from the base in some arm, most first (ties keep their order): the split
+  where the result is leads the plot."""
+  def moved(name):
+    return max((report.moved(change) for label, change in changes[name].items()
+                if label.endswith("− base")), default=0)
+  return sorted(changes, key=lambda name: -moved(name))
+
+
+def plot_evaluations(result: Mapping[str, Any],
+                     split_curves: Mapping[str, Mapping[str, Mapping[str, plots.Curve]]],
+                     curves: Mapping[str, Mapping[str, plots.Curve]],
+                     path: pathlib.Path) -> pathlib.Path | None:
+  """compare_eval.png: a row per evaluated split (validation tasks and each split evaluated
+  apart), the one that moved first."""
+  changes = {"": result["changes"], **{name: split["changes"]
+                                       for name, split in result["splits"].items()
+                                       if split["paper_table"]}}
+  titles = {"": "validation tasks" if len(changes) > 1 else "",
+            **{name: report.SPLITS[name][0] for name in report.SPLITS}}
+  sections = [(titles[name], curves if name == "" else split_curves[name])
+              for name in section_order(changes)]
+  return plots.plot_sections(sections, EVAL_PANELS, "greedy evaluation (bands: 95% intervals)",
+                             path)
+
+
+def _curves_of(tables: Mapping[str, Mapping[str, Mapping[str, float]]]
+               ) -> dict[str, plots.Curve]:
+  """report.json's evaluations of one arm ({step: {column: interval}}) as eval curves."""
+  return report.eval_curves({int(step): {c: statistics.Interval(**iv) for c, iv in t.items()}
+                             for step, t in sorted(tables.items(), key=lambda x: int(x[0]))})
+
+
+def _split_tables_of(data: Mapping[str, Any], arm: str) -> Mapping[str, Any]:
+  """One arm's per-step evaluations of a split in report.json; reports written before they were
+  kept have the base and the last evaluation only (the split's paper table)."""
+  if "evaluations" in data:
+    return data["evaluations"].get(arm, {})
+  out = {}
+  for label, table in data["paper_table"].items():
+    name, _, step = label.rpartition(" (step ")
+    if name in ("base", arm):
+      out[step.rstrip(")")] = table
+  return out
+
+
+def plots_from_json(folder: str | os.PathLike) -> list[pathlib.Path]:
+  """Redraws compare_eval.png and compare_train.png in `folder` from its report.json alone
+  (a committed report whose arms' workdirs are gone)."""
+  folder = pathlib.Path(folder)
+  data = json.loads((folder / "report.json").read_text())
+
+  def intervals(tables):
+    return {label: {c: statistics.Interval(**iv) for c, iv in t.items()}
+            for label, t in tables.items()}
+
+  arms = data["arms"]
+  curves = {arm: {**_curves_of(data["evaluations"][arm]),
+                  **{k: (v["steps"], v["values"], None, None)
+                     for k, v in data["train"].get(arm, {}).items()}} for arm in arms}
+  splits = [name for name in report.SPLITS if data.get(name, {}).get("paper_table")]
+  result = {"changes": intervals(data["changes"]),
+            "splits": {name: {"paper_table": data[name]["paper_table"],
+                              "changes": intervals(data[name]["changes"])} for name in splits}}
+  split_curves = {name: {arm: _curves_of(_split_tables_of(data[name], arm)) for arm in arms}
+                  for name in splits}
+  written = [plot_evaluations(result, split_curves, curves, folder / "compare_eval.png"),
+             plots.plot_arms(curves, plots.COMPARE_TRAIN_PANELS, "training samples",
+                             folder / "compare_train.png")]
+  return [path for path in written if path is not None]
+
+
 def write(workdir: str | os.PathLike, arm_names: Sequence[str],
           run: Mapping[str, Any] | None = None, seeds: Sequence[int] = ()) -> pathlib.Path:
   """Writes report.md, report.json and the PNGs into `workdir`; returns report.md's path."""
@@ -371,9 +453,9 @@ def write(workdir: str | os.PathLike, arm_names: Sequence[str],
   workdir, arms = result["workdir"], result["arms"]
   run = dict(run or {})
   curves = {a.name: a.curves() for a in arms}
-  eval_panels = [(f"eval/{c}", t) for (_, t), c in zip(plots.EVAL_PANELS, CURVE_COLUMNS)]
-  eval_png = plots.plot_arms(curves, eval_panels, "greedy evaluation (bands: 95% intervals)",
-                             workdir / "compare_eval.png")
+  eval_png = plot_evaluations(result, {name: {a.name: a.split_curves(name) for a in arms}
+                                       for name in result["splits"]},
+                              curves, workdir / "compare_eval.png")
   train_png = plots.plot_arms(curves, plots.COMPARE_TRAIN_PANELS, "training samples",
                               workdir / "compare_train.png")
   corr = result["correlations"]
@@ -419,6 +501,9 @@ def write(workdir: str | os.PathLike, arm_names: Sequence[str],
       "seeds": _seeds_json(result["seeds"]),
       **{name: {"paper_table": _jsonable(split["paper_table"]),
                 "changes": _jsonable(split["changes"]), "seeds": _seeds_json(split["seeds"]),
+                "evaluations": {a.name: _jsonable({
+                    str(e["step"]): report.intervals(e)
+                    for e in report.split_evals(a.evals, name)}) for a in arms},
                 "correlations": _correlations_json(split["correlations"])}
          for name, split in result["splits"].items() if split["paper_table"]},
       "correlations": _correlations_json(corr),

@@ -3,7 +3,8 @@ the no-op share on buggy tasks beside edited lines), with 95% bootstrap interval
 the change from the base model paired by task, what training did (steps without reward
 variance, which updated nothing), and the curves.
 
-Reads `<workdir>/eval/step_N.json` and `<workdir>/metrics.jsonl`; writes `report.md` and
+Reads `<workdir>/eval/step_N.json`, `<workdir>/metrics.jsonl` and the broken tasks the run
+met (`broken_tasks.json`, named in the report); writes `report.md` and
 PNG plots beside it. Evaluation files without per-task records (older runs) get means only.
 
 "Did not learn", precisely: no paired change (last evaluation − base, by task) in pass,
@@ -19,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from precisecoder.analysis import plots, statistics
-from precisecoder.train.metrics import read_metrics
+from precisecoder.train.metrics import read_broken_tasks, read_metrics
 
 INTERVAL_NOTE = ("Cells are means with 95% bootstrap intervals over tasks (a task's samples "
                  "averaged first); percent except edited lines.")
@@ -226,8 +227,23 @@ def report_json(evals: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def split_evals(evals: Sequence[Mapping[str, Any]], name: str) -> list[dict[str, Any]]:
   """The evaluations of split `name` (SPLITS), shaped like the validation ones."""
-  return [{"step": e["step"], **e[name]["summary"], "records": e[name]["records"]}
+  return [{"step": e["step"], **e[name].get("summary", {}), "records": e[name]["records"]}
           for e in evals if e.get(name)]
+
+
+def eval_sections(evals: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+  """Every evaluated split, (plot row name, its evaluations), the one that moved most first:
+  the held-in tasks lead when they changed beyond noise and the validation tasks did not."""
+  sections = [("validation tasks" if any(e.get(n) for e in evals for n in SPLITS) else "",
+               list(evals))]
+  sections += [(SPLITS[name][0], split) for name in SPLITS if (split := split_evals(evals, name))]
+  return sorted(sections, key=lambda section: -moved(change_from_base(section[1])))
+
+
+def moved(change: Mapping[str, statistics.Interval] | None) -> int:
+  """How many of the paper's columns changed beyond task noise (interval excluding 0)."""
+  return sum(1 for column, iv in (change or {}).items() if column in statistics.PAPER_COLUMNS
+             and iv.n and (iv.low > 0 or iv.high < 0))
 
 
 def split_section(evals: Sequence[Mapping[str, Any]], title: str, description: str
@@ -249,6 +265,20 @@ def split_section(evals: Sequence[Mapping[str, Any]], title: str, description: s
   return lines
 
 
+def broken_tasks_section(broken: Mapping[str, str], shown: int = 20) -> list[str]:
+  """The tasks the reward found broken, by id: the console's warnings do not outlive the run."""
+  if not broken:
+    return []
+  lines = ["## Broken tasks", "",
+           f"**{len(broken)} task(s) are broken**: the reference fix fails the task's tests, or "
+           "the buggy program passes them. Their rows scored 0 (reward and every metric) in "
+           "training and evaluation; fix or drop them from the task files.", ""]
+  lines += [f"- `{task_id}`: {why}" for task_id, why in sorted(broken.items())[:shown]]
+  if len(broken) > shown:
+    lines.append(f"- ... and {len(broken) - shown} more (`broken_tasks.json`)")
+  return lines + [""]
+
+
 def write_report(workdir: str | os.PathLike) -> pathlib.Path:
   workdir = pathlib.Path(workdir)
   records = read_metrics(workdir / "metrics.jsonl")
@@ -256,9 +286,10 @@ def write_report(workdir: str | os.PathLike) -> pathlib.Path:
   config = json.loads((workdir / "config.json").read_text()) if (
       workdir / "config.json").exists() else {}
   train_rows = [r for r in records if "reward" in r]
-  eval_png = plots.plot_arms({"": eval_curves({e["step"]: intervals(e) for e in evals})},
-                             EVAL_PANELS, "greedy evaluation (bands: 95% intervals)",
-                             workdir / "eval.png")
+  eval_png = plots.plot_sections(
+      [(name, {"": eval_curves({e["step"]: intervals(e) for e in split})})
+       for name, split in eval_sections(evals)], EVAL_PANELS,
+      "greedy evaluation (bands: 95% intervals)", workdir / "eval.png")
   train_png, constant = train_plot(records, workdir / "train.png")
   lines = [f"# Run report: {workdir.name}", ""]
   rl = config.get("rl", {})
@@ -289,6 +320,7 @@ def write_report(workdir: str | os.PathLike) -> pathlib.Path:
     for name, split in splits.items():
       title, _, description = SPLITS[name]
       lines += split_section(split, title, description)
+  lines += broken_tasks_section(read_broken_tasks(workdir))
   if train_rows:
     lines += ["## Training", "", *training_summary(train_rows)]
     if constant:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from absl import logging
 
+from precisecoder import console
 from precisecoder.commands import checks
 
 PASSTHROUGH = True  # `--config.a.b=v` overrides are parsed here
@@ -31,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--preset", default="cpu", help="tiny, cpu or gpu")
   parser.add_argument("--rebuild", action="store_true",
                       help="delete the cached base of this config first")
+  parser.add_argument("--verbose", action="store_true", help=console.VERBOSE_HELP)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -44,6 +46,7 @@ def main(argv: Sequence[str]) -> int:
     print(f"{PROG}: error: {e}", file=sys.stderr)
     return 2
   logging.set_verbosity(logging.INFO)
+  console.quiet_libraries(args.verbose)
   if args.rebuild:
     shutil.rmtree(base_model.folder(cfg), ignore_errors=True)
   cached = base_model.cached_result(cfg)

@@ -20,6 +20,7 @@ from typing import Any
 
 from absl import logging
 
+from precisecoder import console
 from precisecoder.commands import checks
 from precisecoder.experiments import compare_arms
 from precisecoder.train import config as config_lib
@@ -45,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="folder of the comparison: one workdir per arm, the report")
   parser.add_argument("--parallel", type=checks.positive_int, default=1,
                       help="arms trained at once, each its own process (memory adds up); "
-                      "README has measured times of both")
+                      "docs/compare.md says when it helps")
   parser.add_argument("--configs", type=pathlib.Path, default=None,
                       help="directory of the arms' config files (default: the repository's "
                       "configs/)")
@@ -55,6 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "WORKDIR/<arm> at the config's seed)")
   parser.add_argument("--report-only", action="store_true",
                       help="rebuild the report from the arms' workdirs without training")
+  parser.add_argument("--verbose", action="store_true", help=console.VERBOSE_HELP)
 
 
 def _arms(names: Sequence[str], configs_dir: pathlib.Path, preset: str,
@@ -106,6 +108,7 @@ def main(argv: Sequence[str]) -> int:
   parser = checks.command_parser(PROG, add_arguments)
   args, overrides = checks.parse_with_overrides(parser, argv)
   logging.set_verbosity(logging.INFO)
+  console.quiet_libraries(args.verbose)
   configs_dir = args.configs or compare_arms.default_configs_dir()
   names = [a.strip() for a in args.arms.split(",") if a.strip()]
   if len(names) != len(set(names)) or not names:

@@ -33,6 +33,7 @@ import sys
 import time
 from typing import Any
 
+from precisecoder import console
 from precisecoder.commands import checks, generate
 
 log = logging.getLogger("precisecoder.evaluate")
@@ -66,7 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--output", required=True, help="directory for the results (resumable)")
   parser.add_argument("--samples", type=checks.positive_int, default=1,
                       help="completions per task")
-  parser.add_argument("--temperature", type=float, default=0.0, help="0 means greedy")
+  parser.add_argument("--temperature", type=float, default=None,
+                      help="0 means greedy (default: greedy for --samples 1, "
+                      f"{generate.SAMPLES_TEMPERATURE} for more)")
   parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (1: off)")
   parser.add_argument("--top-k", type=checks.non_negative_int, default=0,
                       help="0 disables top-k")
@@ -100,6 +103,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--python", type=checks.python, default=None, help=checks.PYTHON_HELP)
   parser.add_argument("--resamples", type=checks.positive_int, default=2000,
                       help="bootstrap resamples")
+  parser.add_argument("--verbose", action="store_true", help=console.VERBOSE_HELP)
 
 
 def _digest(path: str) -> str:
@@ -230,6 +234,8 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
   from precisecoder import tasks as tasks_lib
   from precisecoder.analysis import score_tables
 
+  generate.resolve_temperature(args)  # before the settings a rerun must match are recorded
+
   sets = []
   for kind, path in (("buggy", args.tasks), ("clean", args.clean)):
     if not path:
@@ -246,7 +252,6 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     raise checks.InputError(f"{args.tasks} and {args.clean} share task ids")
   out = checks.output_folder(args.output, inputs=[("--tasks", args.tasks),
                                                   ("--clean", args.clean)])
-  from precisecoder.commands import generate  # pylint: disable=import-outside-toplevel
   # Sizes the machine cannot hold fail now, not in the first shard's sampler.
   generate.check_memory(args, min(args.shard_size, max(len(t) for _, t in sets)),
                         devices=_devices(args.mesh))
@@ -287,7 +292,6 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _devices(mesh: str) -> int:
-  from precisecoder.commands import generate  # pylint: disable=import-outside-toplevel
   made = generate.make_mesh_flag(mesh)
   return 1 if made is None else made.devices.size
 
@@ -295,6 +299,7 @@ def _devices(mesh: str) -> int:
 def main(args: argparse.Namespace) -> int:
   from precisecoder.model.loading import CheckpointError
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+  console.quiet_libraries(args.verbose)
   try:
     evaluate(args)
   except (checks.InputError, CheckpointError) as e:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from precisecoder import console
 from precisecoder.commands import checks
 
 
@@ -14,10 +15,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--output", required=True, help="folder to write")
   parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                       help="dtype of the written weights")
+  parser.add_argument("--verbose", action="store_true", help=console.VERBOSE_HELP)
 
 
 def main(args: argparse.Namespace) -> int:
   """Exit status 2, with one line naming the flag or file, for unusable inputs."""
+  console.quiet_libraries(args.verbose)
   from precisecoder.model import export_hf, load_checkpoint
   from precisecoder.model.loading import CheckpointError
 

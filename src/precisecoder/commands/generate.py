@@ -29,9 +29,29 @@ import time
 
 from tqdm import tqdm
 
+from precisecoder import console
 from precisecoder.commands import checks
 
 log = logging.getLogger("precisecoder.generate")
+
+
+# The temperature --samples N > 1 samples at unless told: the trainer's rollout temperature
+# (rl.temperature), so N samples are N different answers, as in training.
+SAMPLES_TEMPERATURE = 1.0
+
+
+def resolve_temperature(args: argparse.Namespace) -> None:
+  """Sets `args.temperature` when not given (greedy for one sample, SAMPLES_TEMPERATURE for
+  more); raises InputError for several greedy samples: they would be one answer N times."""
+  if args.temperature is None:
+    args.temperature = 0.0 if args.samples == 1 else SAMPLES_TEMPERATURE
+  elif args.temperature < 0:
+    raise checks.InputError(f"--temperature {args.temperature}: must be >= 0")
+  elif args.samples > 1 and args.temperature == 0:
+    raise checks.InputError(
+        f"--samples {args.samples} with --temperature 0: greedy samples are {args.samples} "
+        f"copies of one answer; give --temperature > 0 (default for --samples > 1: "
+        f"{SAMPLES_TEMPERATURE}) or --samples 1")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,12 +60,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--tasks", required=True, help="task file (JSON Lines, DESIGN.md contract)")
   parser.add_argument("--output", required=True, help="predictions file to write (JSON Lines)")
   parser.add_argument("--samples", type=checks.positive_int, default=1, help="completions per task")
-  parser.add_argument("--temperature", type=float, default=0.0, help="0 means greedy")
+  parser.add_argument("--temperature", type=float, default=None,
+                      help="0 means greedy (default: greedy for --samples 1, "
+                      f"{SAMPLES_TEMPERATURE} for more; --samples N > 1 at 0 is refused)")
   parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (1: off)")
   parser.add_argument("--top-k", type=checks.non_negative_int, default=0, help="0 disables top-k")
   parser.add_argument("--max-new-tokens", type=checks.positive_int, default=512,
                       help="tokens generated per completion at most")
   parser.add_argument("--seed", type=int, default=0, help="sampling seed")
+  parser.add_argument("--verbose", action="store_true", help=console.VERBOSE_HELP)
   parser.add_argument("--batch-size", type=checks.positive_int, default=8,
                       help="prompts per sampler call")
   parser.add_argument("--thinking", action="store_true",
@@ -152,6 +175,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _generate(args: argparse.Namespace) -> int:
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+  console.quiet_libraries(args.verbose)
   from precisecoder import episodes, feedback, prompts, tasks as tasks_lib
   from precisecoder.model import load_checkpoint
   from precisecoder.model.tokenizer import eos_token_ids, pad_token_id
@@ -162,8 +186,7 @@ def _generate(args: argparse.Namespace) -> int:
   agent = episodes.AgentConfig(
       turns=args.turns, feedback_tokens=args.feedback_tokens, thinking=args.thinking,
       visibility=feedback.Visibility(args.visible_tests, args.visible_fraction))
-  if args.samples > 1 and args.temperature == 0:
-    log.warning("--samples %d with --temperature 0: greedy samples are identical", args.samples)
+  resolve_temperature(args)
   out_path = checks.output_file(args.output, inputs=[
       ("--tasks", args.tasks), ("--checkpoint", args.checkpoint),
       ("--prefill-thinking", args.prefill_thinking)])

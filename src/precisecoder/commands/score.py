@@ -13,7 +13,10 @@ score 0 with the reason in `error` and the summary names it), 2 for unusable inp
 (unreadable file, bad JSON, unknown task id, duplicate (task_id, sample), an empty
 predictions file, bad arguments or output path).
 A program over --max-program-lines (or 100 characters a line on average) scores 0
-with the reason in `error`: its line diff alone would hold up the batch.
+with the reason in `error`: its line diff alone would hold up the batch. An unusable prediction
+(none, empty, over the cap) counts as deleting the whole buggy program in `edit_lines`; a
+program that does not compile is scored (unit 0, per-block credit) with the reason in `note`
+(docs/scoring.md).
 With --reward-urls the reward servers score (the same records); a batch that fails on every
 server, or a server that scores with other settings, is exit 1 with the reason.
 Programs run under --python (default: this interpreter); a broken task whose reference program
@@ -132,7 +135,10 @@ def summarize(records: Sequence[dict[str, Any]], tasks: dict[str, tasks_lib.Task
       "recall": task_mean("recall", True), "f1": task_mean("f1", True),
       "reward": task_mean("reward", True), "edit_lines": task_mean("edit_lines", True),
       "noop_rate": task_mean("noop", False), "damage_rate": task_mean("damage", False),
+      # Not scored (every term 0): the rows with an `error`. Scored, unit 0, with a `note`: a
+      # program that does not compile (or whose run hit the output cap).
       "errors": sum(r["error"] is not None for r in records),
+      "noted": sum(r.get("note") is not None for r in records),
   }
 
 
@@ -150,6 +156,7 @@ def format_table(summary: dict[str, Any]) -> str:
     rows.append((label, text))
   broken = summary.get("broken", {})
   rows += [("unscorable predictions", summary["errors"]),
+           ("scored with a note (no compile, output cap)", summary.get("noted", 0)),
            ("broken tasks", len(broken)),
            ("programs executed", summary.get("programs_executed", "-")),
            ("predictions / s", f"{summary.get('predictions_per_s', 0):.1f}")]

@@ -21,6 +21,7 @@ from typing import NoReturn
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from precisecoder import console
 from precisecoder.train import config as config_lib
 from precisecoder.train.lock import WorkdirError
 
@@ -30,6 +31,7 @@ _CONFIG = config_flags.DEFINE_config_file(
     "config", None, "ml_collections config file, e.g. configs/precisecoder.py:local",
     lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "run directory (checkpoints, metrics, report)")
+_VERBOSE = flags.DEFINE_bool("verbose", False, console.VERBOSE_HELP)
 flags.mark_flags_as_required(["config", "workdir"])
 
 
@@ -44,6 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--workdir", metavar="DIR", required=True,
                       help="the run's folder (or gs://...): checkpoints, metrics, evaluations, "
                       "report; a workdir holding a checkpoint resumes it")
+  parser.add_argument("--verbose", action="store_true", help=console.VERBOSE_HELP)
   parser.epilog = ("--config.a.b=v overrides any field of the config (e.g. "
                    "--config.rl.lam=0.5 --config.train.steps=300); the resolved config is saved "
                    "as DIR/config.json.")
@@ -183,8 +186,7 @@ def _main(argv: Sequence[str]) -> int:
   _check_task_files(cfg)
   workdir = _workdir(_WORKDIR.value)
   logging.set_verbosity(logging.INFO)
-  from precisecoder.train import metrics  # pylint: disable=import-outside-toplevel
-  metrics.quiet_library_logs()
+  console.quiet_libraries(_VERBOSE.value)
   return train(cfg, workdir)
 
 

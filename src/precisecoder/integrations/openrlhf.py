@@ -2,11 +2,11 @@
 `reward_func(queries, prompts, labels)` here (in threads, a sample at a time: the scoring
 service batches them). Or run `precisecoder serve` and pass its `/get_reward` URL.
 
-  export PRECISECODER_TASKS=/data/tasks.jsonl          # task_ids are the labels (--label_key)
+  export PRECISECODER_TASKS=/data/tasks.jsonl   # labels: task ids (--data.label_key task_id)
   export PRECISECODER_REWARD=r_lambda PRECISECODER_LAM=0.333   # optional
   export PRECISECODER_REWARD_URLS=http://host:8000     # optional: score on reward servers
   FILE=$(python -c 'import precisecoder.integrations.openrlhf as m; print(m.__file__)')
-  ... --reward.remote_url $FILE
+  ... --reward.remote_url $FILE --data.label_key task_id
 
 Each query is prompt + response decoded together; the response is what follows the prompt.
 Returns {"rewards", "scores", "extra_logs": {term: values}}: one value per query. A response

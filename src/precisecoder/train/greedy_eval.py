@@ -120,6 +120,7 @@ class Evaluator:
     result = {"step": step, "summary": summary, "records": records, **splits}
     (out / f"step_{step}.json").write_text(json.dumps(result, indent=1) + "\n")
     self.writer.write(step, summary, prefix="eval/")
+    metrics.record_broken_tasks(self.workdir, self.scorer.broken_tasks)
     for name, split in splits.items():
       self.writer.write(step, split["summary"], prefix=f"eval_{name}/")
     logging.info("eval at step %d: %s", step,

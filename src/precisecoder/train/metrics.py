@@ -4,12 +4,11 @@ progress logging."""
 from __future__ import annotations
 
 import json
-import logging as std_logging
 import math
 import os
 import pathlib
 import time
-from typing import Any
+from typing import Any, Mapping
 
 from absl import logging
 
@@ -39,6 +38,27 @@ def last_step(workdir: str | os.PathLike) -> int:
   """The latest step recorded in `<workdir>/metrics.jsonl` (0 before the first)."""
   records = read_metrics(pathlib.Path(workdir) / "metrics.jsonl")
   return max((r.get("step", 0) for r in records), default=0)
+
+
+BROKEN_TASKS_FILE = "broken_tasks.json"
+
+
+def record_broken_tasks(workdir: str | os.PathLike, broken: Mapping[str, str]) -> None:
+  """Adds `broken` (task_id -> why: its reference fix fails its tests, or its buggy program
+  passes them) to `<workdir>/broken_tasks.json`, for the report to name them (their rows score
+  0 in training and evaluation); a resumed run keeps the earlier ones."""
+  if not broken:
+    return
+  path = pathlib.Path(workdir) / BROKEN_TASKS_FILE
+  known = read_broken_tasks(workdir)
+  if all(known.get(task_id) == why for task_id, why in broken.items()):
+    return
+  path.write_text(json.dumps({**known, **broken}, indent=1, sort_keys=True) + "\n")
+
+
+def read_broken_tasks(workdir: str | os.PathLike) -> dict[str, str]:
+  path = pathlib.Path(workdir) / BROKEN_TASKS_FILE
+  return json.loads(path.read_text()) if path.exists() else {}
 
 
 class MetricsWriter:
@@ -92,24 +112,6 @@ class MetricsWriter:
     self._file.close()
     if self._events is not None:
       self._events.close()
-
-
-# Libraries whose INFO lines would bury the progress lines (Orbax logs a dozen per save).
-_LIBRARIES = ("/orbax/", "/jax/", "/jaxlib/", "/etils/", "/grain/", "/flax/")
-
-
-class _QuietLibraries(std_logging.Filter):
-  def filter(self, record: std_logging.LogRecord) -> bool:
-    return record.levelno >= std_logging.WARNING or not any(
-        part in record.pathname for part in _LIBRARIES)
-
-
-def quiet_library_logs() -> None:
-  """Drops library INFO logs (warnings stay); PRECISECODER_LIBRARY_LOGS=1 keeps them."""
-  if os.environ.get("PRECISECODER_LIBRARY_LOGS") != "1":
-    # On the handler, not the absl logger: libraries log through loggers of their own (jax._src...)
-    # whose records reach the handler without passing the absl logger's filters.
-    logging.get_absl_handler().addFilter(_QuietLibraries())
 
 
 class Progress:

@@ -228,7 +228,8 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
     def write_metrics(step: int, values: dict[str, Any], message: str) -> None:
       writer.write(step, values)
       progress.update(step, message)
-      if run.primary:
+      if run.primary:  # the report names the tasks whose rows scored 0 as broken
+        metrics.record_broken_tasks(run.workdir, scorer.broken_tasks)
         run.dir.sync()
 
     if step == 0:  # a fresh run: the policy it starts from
