@@ -5,6 +5,9 @@ parse_with_overrides passes only `--config.` overrides through. The commands' us
 tests/test_cli.py and each command's tests."""
 
 import argparse
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -72,3 +75,41 @@ def test_parse_with_overrides_passes_only_config_overrides(capsys):
     checks.parse_with_overrides(parser, ["--nope", "--config.a=1"])
   assert e.value.code == 2
   assert "unrecognized arguments: --nope" in capsys.readouterr().err
+
+
+def test_atomic_output_writes_under_a_unique_name_and_refuses_a_second_writer(tmp_path):
+  path = tmp_path / "out.jsonl"
+  with checks.atomic_output(path) as f:
+    f.write("first\n")
+    names = sorted(p.name for p in tmp_path.iterdir())
+    # Not OUT.tmp, which two commands would share: a name of its own, and the lock.
+    assert "out.jsonl.tmp" not in names and "out.jsonl.lock" in names
+    assert any(n.startswith(".out.jsonl.") and n.endswith(".tmp") for n in names)
+    with pytest.raises(checks.InputError) as e, checks.atomic_output(path):
+      pass
+    assert str(e.value).startswith(f"--output {path}: another command is writing it (")
+    assert f"pid {os.getpid()}" in str(e.value)
+  assert path.read_text() == "first\n"
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]  # lock file removed
+
+
+def test_a_killed_writer_leaves_the_output_free(tmp_path):
+  """The lock is the kernel's: a writer killed with SIGKILL holds nothing."""
+  path = tmp_path / "out.jsonl"
+  holder = subprocess.Popen(
+      [sys.executable, "-c", "import pathlib, sys\n"
+       "from precisecoder.commands import outputs\n"
+       f"outputs.OutputLock(pathlib.Path({str(path)!r})).acquire()\n"
+       "print('held', flush=True)\nsys.stdin.read()\n"],
+      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline() == "held\n"
+    with pytest.raises(checks.InputError, match=f"pid {holder.pid}, started"):
+      with checks.atomic_output(path):
+        pass
+  finally:
+    holder.kill()
+    holder.wait()
+  with checks.atomic_output(path) as f:
+    f.write("after\n")
+  assert path.read_text() == "after\n"
