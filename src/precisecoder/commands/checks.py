@@ -225,11 +225,8 @@ def atomic_output(path: pathlib.Path, flag: str = "--output") -> Iterator[IO[str
   `path`'s lock (commands/outputs.py): a second command writing the same file is refused
   (InputError) rather than corrupting it."""
   from precisecoder.commands import outputs  # pylint: disable=import-outside-toplevel
-  try:
-    lock = outputs.OutputLock(path, flag)
-    lock.acquire()
-  except outputs.OutputBusy as e:
-    raise InputError(str(e)) from None
+  lock = outputs.OutputLock(path, flag)
+  lock.acquire()  # raises OutputBusy, an InputError
   try:
     with outputs.replacing(path) as f:
       yield f

@@ -27,11 +27,13 @@ import sys
 import tempfile
 from typing import IO, Any, Callable, Iterator
 
+from precisecoder.commands import checks
+
 PARTIAL_SUFFIX = ".partial"
 LOCK_SUFFIX = ".lock"
 
 
-class OutputBusy(Exception):
+class OutputBusy(checks.InputError):
   """Another command is writing this output; the message names the file and the holder."""
 
 
@@ -175,6 +177,7 @@ def resumable_rows(path: pathlib.Path, key: dict[str, Any], command: str,
   """Holds `path`'s lock and yields its Rows; see the module docstring. `keep(rows)` says how
   many of an interrupted run's rows (a prefix) stand; `key` is JSON-ready."""
   partial = _sidecar(path, PARTIAL_SUFFIX)
+  key = json.loads(json.dumps(key))  # as it reads back (tuples become lists)
   with OutputLock(path, flag):
     kept: list[dict[str, Any]] = []
     if partial.exists():

@@ -235,12 +235,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
   key = {"tasks": outputs.file_digest(args.tasks),
          "predictions": outputs.file_digest(args.predictions),
          **{flag: getattr(args, flag) for flag in _SCORING_FLAGS}}
-  try:
-    with outputs.resumable_rows(output, key, "score",
-                                keep=lambda rows: _scored_prefix(rows, predictions)) as rows:
-      records, scorer = _score_rest(args, known, predictions, rows)
-  except outputs.OutputBusy as e:
-    raise InputError(str(e)) from None
+  with outputs.resumable_rows(output, key, "score",
+                              keep=lambda rows: _scored_prefix(rows, predictions)) as rows:
+    records, scorer = _score_rest(args, known, predictions, rows)
   elapsed = time.perf_counter() - start
   summary = summarize(records, known)
   broken = {r["task_id"]: r["error"][len(rewards.BROKEN_TASK):] for r in records
