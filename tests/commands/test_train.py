@@ -238,3 +238,34 @@ def test_paths_relative_to_where_it_runs(train_until_model, tmp_path, monkeypatc
   assert code is None and len(loaded) == 1, err
   assert (tmp_path / "runs" / "a" / "config.json").exists()
   assert (tmp_path / "checkpoints" / "a").is_dir()
+
+
+
+def test_ctrl_c_saves_the_step_prints_one_line_and_exits_130(tmp_path, monkeypatch, capsys):
+  """SIGINT behaves like SIGTERM: a checkpoint of the step under way, then exit 130 with one
+  line and no traceback."""
+  import os
+  import signal
+  import threading
+  import time
+  from precisecoder.train import metrics
+
+  def ctrl_c_after_first_step():
+    while not metrics.read_metrics(tmp_path / "metrics.jsonl"):
+      time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGINT)
+
+  threading.Thread(target=ctrl_c_after_first_step, daemon=True).start()
+  code, err, _ = _caller(monkeypatch, capsys, [])(
+      f"--config={CONFIG}:tiny", f"--workdir={tmp_path}", "--config.train.steps=50",
+      "--config.train.checkpoint_every=100", "--config.train.eval_every=0")
+  assert code == 130, err[-3000:]
+  assert "Traceback" not in err and "KeyboardInterrupt" not in err
+  done = metrics.last_step(tmp_path)
+  assert 1 <= done < 50
+  assert err.strip().splitlines()[-1] == (
+      f"precisecoder train: interrupted: checkpoint of step {done} saved in {tmp_path}; rerun "
+      "the same command to resume")
+  steps = sorted(int(p.name) for p in (tmp_path / "checkpoints").iterdir() if p.name.isdigit())
+  assert steps == [done]
+  assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

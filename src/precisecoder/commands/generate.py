@@ -148,7 +148,7 @@ def main(args: argparse.Namespace) -> int:
   """Exit status 2, with one line naming the flag or file, for unusable inputs."""
   from precisecoder.model.loading import CheckpointError
   try:
-    return _generate(args)
+    return run(args)
   except (checks.InputError, CheckpointError) as e:
     print(f"precisecoder generate: error: {e}", file=sys.stderr)
     return 2
@@ -179,7 +179,9 @@ _UNKEYED_FLAGS = {"output", "workers", "mesh", "compile_cache", "checkpoint", "t
                   "prefill_thinking"}
 
 
-def _generate(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+  """Writes the predictions file of `args`; returns 0. Raises InputError or CheckpointError
+  for unusable inputs, KeyboardInterrupt on Ctrl-C (the finished batches are kept)."""
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
   from precisecoder import episodes, feedback, prompts, tasks as tasks_lib
   from precisecoder.model import load_checkpoint

@@ -8,6 +8,9 @@ the end). A config file, preset, override or value that cannot work, a task file
 empty or malformed, a step this machine's memory cannot hold (train/footprint.py), a workdir
 that cannot be one, that another run holds (train/lock.py) or whose progress was made with
 another config: each is one line naming it and exit status 2, before any model loads.
+SIGTERM (preemption) saves a checkpoint of the step under way and exits 0; Ctrl-C does the
+same and exits 130 with one line (a second Ctrl-C stops at once, exit 130): rerunning the same
+command resumes.
 """
 
 from __future__ import annotations
@@ -74,12 +77,32 @@ def run(cfg, workdir: str) -> int:
     status = trainer.train(cfg, workdir)
   except WorkdirError as e:  # held by another run, or written with another config
     _fail(str(e))
+  status = _interrupted_status(status, workdir)
   if status == 0 and cfg.train.report and multihost.is_primary():
     write_report(cfg, workdir)
   # The other hosts wait for the report (minutes on a pod) here, within the config's shutdown
   # timeout, rather than in JAX's own shutdown barrier, which gives up after 5 minutes.
   multihost.barrier("end", cfg.multihost.shutdown_timeout_s)
   return status
+
+
+def _interrupted_status(status: int, workdir: str) -> int:
+  """130 with one line when a Ctrl-C stopped the trainer after a step (it saved a checkpoint
+  of that step, as on SIGTERM); else `status`."""
+  from precisecoder.train import checkpoint_writer, metrics, workdir as workdir_lib
+  if status != 0 or not checkpoint_writer.interrupted():
+    return status
+  step = metrics.last_step(workdir_lib.Workdir(workdir).local)
+  print(f"precisecoder train: interrupted: checkpoint of step {step} saved in {workdir}; "
+        "rerun the same command to resume", file=sys.stderr, flush=True)
+  return 130
+
+
+def _stopped_at_once(workdir: str) -> int:
+  """A Ctrl-C before training began, or a second one during a step: one line, status 130."""
+  print(f"precisecoder train: interrupted; {workdir} resumes from its last checkpoint when the "
+        "same command is run again", file=sys.stderr, flush=True)
+  return 130
 
 
 def _check_memory(cfg, hosts: int, devices: int) -> None:
@@ -181,7 +204,10 @@ def _main(argv: Sequence[str]) -> int:
   logging.set_verbosity(logging.INFO)
   from precisecoder.train import metrics  # pylint: disable=import-outside-toplevel
   metrics.quiet_library_logs()
-  return run(cfg, workdir)
+  try:
+    return run(cfg, workdir)
+  except KeyboardInterrupt:
+    return _stopped_at_once(workdir)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
