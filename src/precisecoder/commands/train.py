@@ -1,7 +1,10 @@
 """`precisecoder train --config=configs/X.py[:preset] --workdir=DIR [--config.a.b=v]`, also
 `python -m precisecoder.train`.
 
-Runs the trainer the config names (rl, sft or dpo). A workdir that holds a checkpoint resumes.
+Runs the trainer the config names (rl, sft or dpo). A workdir that holds a checkpoint resumes:
+with a larger train.steps it trains on; with the same it says "finished at step N" and exits 0
+(the report rewritten, nothing trained); a smaller one is refused (exit 2), and config.json
+keeps the budget that was trained.
 Once the workdir's metrics reach train.steps, the report is written to DIR/report.md (when
 train.report; a run stopped earlier by train.stop_after or preemption gets it when resumed to
 the end). A config file, preset, override or value that cannot work, a task file that is
@@ -73,11 +76,14 @@ def run(cfg, workdir: str) -> int:
     from precisecoder.train import dpo as trainer
   else:
     raise app.UsageError(f"config trainer={cfg.trainer!r}; known: {config_lib.TRAINERS}")
+  from precisecoder.train.workdir import Finished
   try:
-    status = trainer.train(cfg, workdir)
-  except WorkdirError as e:  # held by another run, or written with another config
+    status = _interrupted_status(trainer.train(cfg, workdir), workdir)
+  except Finished as e:  # nothing to train; the report is (re)written below
+    print(e, flush=True)
+    status = 0
+  except WorkdirError as e:  # held by another run, written with another config, shortened
     _fail(str(e))
-  status = _interrupted_status(status, workdir)
   if status == 0 and cfg.train.report and multihost.is_primary():
     write_report(cfg, workdir)
   # The other hosts wait for the report (minutes on a pod) here, within the config's shutdown
