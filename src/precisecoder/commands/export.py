@@ -1,8 +1,17 @@
-"""`precisecoder export`: any checkpoint -> a Hugging Face folder (config.json + safetensors)."""
+"""`precisecoder export`: any checkpoint -> a Hugging Face folder (config.json + safetensors +
+the tokenizer, which `transformers` loads with the weights).
+
+The output folder must be new or empty: files left in it from another model (a tokenizer of
+another vocabulary beside these weights) would load with them. `--overwrite` removes its
+contents first, once the checkpoint has loaded. A tokenizer with more ids than the model's
+vocabulary is refused rather than written.
+"""
 
 from __future__ import annotations
 
 import argparse
+import pathlib
+import shutil
 import sys
 
 from precisecoder.commands import checks
@@ -11,9 +20,36 @@ from precisecoder.commands import checks
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--checkpoint", required=True,
                       help="Hugging Face folder, .gguf file or training checkpoint directory")
-  parser.add_argument("--output", required=True, help="folder to write")
+  parser.add_argument("--output", required=True,
+                      help="folder to write: new or empty (see --overwrite)")
+  parser.add_argument("--overwrite", action="store_true",
+                      help="remove what a non-empty --output folder holds, then write")
   parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                       help="dtype of the written weights")
+
+
+def check_empty(output: pathlib.Path, overwrite: bool) -> None:
+  """Refuses a non-empty `output` unless `overwrite` (InputError)."""
+  if overwrite or not output.is_dir():
+    return
+  entries = sorted(p.name for p in output.iterdir())
+  if entries:
+    raise checks.InputError(
+        f"--output {output}: is not empty ({len(entries)} entries: "
+        f"{', '.join(entries[:3])}{', ...' if len(entries) > 3 else ''}); its files would load "
+        "with the exported model: pick a new folder, or --overwrite to replace its contents")
+
+
+def check_tokenizer(tokenizer, config, checkpoint: str) -> None:
+  """The tokenizer must be one transformers can load and fit the model's vocabulary."""
+  if tokenizer is None or not hasattr(tokenizer, "save_pretrained"):
+    raise checks.InputError(f"--checkpoint {checkpoint}: its tokenizer cannot be written as a "
+                            "Hugging Face tokenizer (no tokenizer files to copy)")
+  if len(tokenizer) > config.vocab_size:
+    raise checks.InputError(
+        f"--checkpoint {checkpoint}: its tokenizer has {len(tokenizer)} ids but the model's "
+        f"vocabulary {config.vocab_size}: they were not trained together (a checkpoint that "
+        "records no tokenizer of its own?)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -24,10 +60,14 @@ def main(args: argparse.Namespace) -> int:
   try:
     output = checks.output_folder(args.output, inputs=[("--checkpoint", args.checkpoint)],
                                   make=False)  # export_hf makes it: a refused run leaves none
+    check_empty(output, args.overwrite)
     model, tokenizer, config = load_checkpoint(args.checkpoint, dtype="float32")
+    check_tokenizer(tokenizer, config, args.checkpoint)
   except (checks.InputError, CheckpointError) as e:
     print(f"precisecoder export: error: {e}", file=sys.stderr)
     return 2
+  if args.overwrite and output.is_dir():
+    shutil.rmtree(output)
   out = export_hf(model, config, tokenizer, output, dtype=args.dtype)
   print(f"exported {config.arch} ({config.num_params() / 1e6:.1f}M parameters) to {out}")
   return 0
