@@ -42,7 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--checkpoint", required=True,
                       help="Hugging Face folder, .gguf file or training checkpoint directory")
   parser.add_argument("--tasks", required=True, help="task file (JSON Lines, DESIGN.md contract)")
-  parser.add_argument("--output", required=True, help="predictions file to write (JSON Lines)")
+  parser.add_argument("--output", required=True,
+                      help="predictions file to write (JSON Lines); finished batches go to "
+                      "OUTPUT.partial first, and the same command resumes them after Ctrl-C or a "
+                      "kill")
   parser.add_argument("--samples", type=checks.positive_int, default=1, help="completions per task")
   parser.add_argument("--temperature", type=float, default=0.0, help="0 means greedy")
   parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (1: off)")

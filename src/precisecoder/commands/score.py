@@ -11,7 +11,11 @@ damage rates over clean tasks). Exit status: 0 when every line was scored,
 program passes them: every task is checked once, in the sandbox; its rows
 score 0 with the reason in `error` and the summary names it), 2 for unusable inputs
 (unreadable file, bad JSON, unknown task id, duplicate (task_id, sample), an empty
-predictions file, bad arguments or output path).
+predictions file, bad arguments or output path, an --output another command is
+writing), 130 after Ctrl-C.
+Each scored batch is appended to OUTPUT.partial: Ctrl-C or a kill keeps them and the same command
+resumes after them; one with other inputs or scoring flags starts over, saying which changed
+(commands/outputs.py).
 A program over --max-program-lines (or 100 characters a line on average) scores 0
 with the reason in `error`: its line diff alone would hold up the batch.
 With --reward-urls the reward servers score (the same records); a batch that fails on every
@@ -46,7 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="task file (contract JSON Lines or PDB records)")
   parser.add_argument("--predictions", required=True,
                       help='JSON Lines: {"task_id", "completion" | "program", ["sample"]}')
-  parser.add_argument("--output", required=True, help="score file to write (JSON Lines)")
+  parser.add_argument("--output", required=True,
+                      help="score file to write (JSON Lines); scored batches go to OUTPUT.partial "
+                      "first, and the same command resumes them after Ctrl-C or a kill")
   parser.add_argument("--pdb-compat", action="store_true",
                       help="reproduce the released PDB evaluator (its ess quirk, ungated F1)")
   parser.add_argument("--epsilon", type=checks.non_negative_int, default=None,

@@ -52,7 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       "report; a workdir holding a checkpoint resumes it")
   parser.epilog = ("--config.a.b=v overrides any field of the config (e.g. "
                    "--config.rl.lam=0.5 --config.train.steps=300); the resolved config is saved "
-                   "as DIR/config.json.")
+                   "as DIR/config.json. Rerun on a workdir: a larger train.steps trains on, the "
+                   "same says 'finished at step N' (exit 0), a smaller one is refused. Ctrl-C "
+                   "saves the step under way and exits 130 (twice: at once).")
 
 
 def run(cfg, workdir: str) -> int:
