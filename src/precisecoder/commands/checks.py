@@ -225,8 +225,8 @@ def atomic_output(path: pathlib.Path, flag: str = "--output") -> Iterator[IO[str
   `path`'s lock (commands/outputs.py): a second command writing the same file is refused
   (InputError) rather than corrupting it."""
   from precisecoder.commands import outputs  # pylint: disable=import-outside-toplevel
-  lock = outputs.OutputLock(path, flag)
-  lock.acquire()  # raises OutputBusy, an InputError
+  lock = outputs.OutputLock(path, flag, busy=InputError)
+  lock.acquire()
   try:
     with outputs.replacing(path) as f:
       yield f

@@ -219,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
   started, generated = time.perf_counter(), 0
   per_batch = args.batch_size * args.samples
   with outputs.resumable_rows(
-      out_path, _resume_key(args), "generate",
+      out_path, _resume_key(args), "generate", busy=checks.InputError,
       keep=lambda rows: len(rows) if len(rows) == len(tasks) * args.samples
       else len(rows) // per_batch * per_batch  # whole batches: each has its own seed
   ) as rows, tqdm(total=len(tasks) * args.samples, initial=len(rows.kept), desc="generate",

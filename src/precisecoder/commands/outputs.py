@@ -27,14 +27,13 @@ import sys
 import tempfile
 from typing import IO, Any, Callable, Iterator
 
-from precisecoder.commands import checks
-
 PARTIAL_SUFFIX = ".partial"
 LOCK_SUFFIX = ".lock"
 
 
-class OutputBusy(checks.InputError):
-  """Another command is writing this output; the message names the file and the holder."""
+class OutputBusy(Exception):
+  """Another command is writing this output; the message names the file and the holder.
+  (The commands pass their own error class, `busy=`, to report it as bad input.)"""
 
 
 def _sidecar(path: pathlib.Path, suffix: str) -> pathlib.Path:
@@ -44,10 +43,12 @@ def _sidecar(path: pathlib.Path, suffix: str) -> pathlib.Path:
 class OutputLock:
   """flock(2) on `OUT.lock`; see the module docstring."""
 
-  def __init__(self, path: pathlib.Path, flag: str = "--output"):
+  def __init__(self, path: pathlib.Path, flag: str = "--output",
+               busy: type[Exception] = OutputBusy):
     self.output = path
     self.path = _sidecar(path, LOCK_SUFFIX)
     self.flag = flag
+    self.busy = busy
     self._fd: int | None = None
 
   def acquire(self) -> None:
@@ -58,7 +59,7 @@ class OutputLock:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
       except BlockingIOError:
         os.close(fd)
-        raise OutputBusy(f"{self.flag} {self.output}: another command is writing it "
+        raise self.busy(f"{self.flag} {self.output}: another command is writing it "
                          f"({_holder(self.path)}; lock {self.path}); wait for it to end or "
                          "pick another file") from None
       except OSError:  # a filesystem without flock(2): nothing to hold
@@ -173,12 +174,14 @@ def _read_partial(path: pathlib.Path) -> tuple[dict[str, Any] | None, list[dict[
 @contextlib.contextmanager
 def resumable_rows(path: pathlib.Path, key: dict[str, Any], command: str,
                    keep: Callable[[list[dict[str, Any]]], int] = len,
-                   flag: str = "--output") -> Iterator[Rows]:
+                   flag: str = "--output", busy: type[Exception] = OutputBusy
+                   ) -> Iterator[Rows]:
   """Holds `path`'s lock and yields its Rows; see the module docstring. `keep(rows)` says how
-  many of an interrupted run's rows (a prefix) stand; `key` is JSON-ready."""
+  many of an interrupted run's rows (a prefix) stand; `key` is JSON-ready; `busy` is raised
+  when another command holds the lock."""
   partial = _sidecar(path, PARTIAL_SUFFIX)
   key = json.loads(json.dumps(key))  # as it reads back (tuples become lists)
-  with OutputLock(path, flag):
+  with OutputLock(path, flag, busy):
     kept: list[dict[str, Any]] = []
     if partial.exists():
       old_key, rows = _read_partial(partial)

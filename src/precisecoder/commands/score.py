@@ -241,7 +241,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
   key = {"tasks": outputs.file_digest(args.tasks),
          "predictions": outputs.file_digest(args.predictions),
          **{flag: getattr(args, flag) for flag in _SCORING_FLAGS}}
-  with outputs.resumable_rows(output, key, "score",
+  with outputs.resumable_rows(output, key, "score", busy=InputError,
                               keep=lambda rows: _scored_prefix(rows, predictions)) as rows:
     records, scorer = _score_rest(args, known, predictions, rows)
   elapsed = time.perf_counter() - start
