@@ -113,3 +113,24 @@ def test_a_killed_writer_leaves_the_output_free(tmp_path):
   with checks.atomic_output(path) as f:
     f.write("after\n")
   assert path.read_text() == "after\n"
+
+
+def test_resumable_rows_keep_the_whole_lines_of_a_killed_run(tmp_path, capsys):
+  """A kill mid-write leaves a torn last line: it is dropped, the whole lines before it are
+  kept; a file that is not a partial file is started over."""
+  from precisecoder.commands import outputs
+  path = tmp_path / "out.jsonl"
+  partial = tmp_path / "out.jsonl.partial"
+  key = {"tasks": "abc", "seed": (1, 2)}
+  partial.write_text('{"resume_key": {"tasks": "abc", "seed": [1, 2]}}\n{"n": 0}\n{"n": 1}\n'
+                     '{"n": 2, "tor')
+  with outputs.resumable_rows(path, key, "x") as rows:
+    assert rows.kept == [{"n": 0}, {"n": 1}]
+    rows.write([{"n": 2}])
+  assert path.read_text() == '{"n": 0}\n{"n": 1}\n{"n": 2}\n' and not partial.exists()
+  assert "x: resuming: 2 rows kept from an interrupted run" in capsys.readouterr().err
+  partial.write_bytes(b"\xff\xfe garbage\n")
+  with outputs.resumable_rows(path, key, "x") as rows:
+    assert rows.kept == []
+  assert "holds rows of another command (changed: its format); starting over" in (
+      capsys.readouterr().err)

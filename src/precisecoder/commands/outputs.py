@@ -154,7 +154,7 @@ class Rows:
 def _read_partial(path: pathlib.Path) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
   """(key, rows) of a partial file; a torn last line (a kill mid-write) is dropped."""
   key, rows = None, []
-  with path.open(encoding="utf-8") as f:
+  with path.open(encoding="utf-8", errors="replace") as f:
     for n, line in enumerate(f):
       if not line.endswith("\n"):
         break
@@ -191,11 +191,10 @@ def resumable_rows(path: pathlib.Path, key: dict[str, Any], command: str,
           print(f"precisecoder {command}: resuming: {len(kept)} rows kept from an interrupted "
                 f"run ({partial})", file=sys.stderr, flush=True)
       else:
-        changed = sorted(k for k in {*key, *(old_key or {})}
-                         if (old_key or {}).get(k) != key.get(k))
+        changed = ("its format" if old_key is None else ", ".join(
+            sorted(k for k in {*key, *old_key} if old_key.get(k) != key.get(k))))
         print(f"precisecoder {command}: {partial} holds rows of another command (changed: "
-              f"{', '.join(changed) or 'its format'}); starting over", file=sys.stderr,
-              flush=True)
+              f"{changed}); starting over", file=sys.stderr, flush=True)
     # The kept rows are rewritten whole (a torn line or a part batch after them is dropped).
     write_replacing(partial, lambda f: f.writelines(
         [json.dumps({"resume_key": key}) + "\n"]
