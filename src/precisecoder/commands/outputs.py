@@ -74,7 +74,7 @@ class OutputLock:
       os.close(fd)
     now = datetime.datetime.now().astimezone().isoformat("T", "seconds")
     record = {"host": socket.gethostname(), "pid": os.getpid(), "started": now,
-              "command": " ".join(["precisecoder", *sys.argv[1:3]])}
+              "command": " ".join(["precisecoder", *sys.argv[1:2]])}
     os.ftruncate(fd, 0)
     os.write(fd, (json.dumps(record) + "\n").encode())
     self._fd = fd
