@@ -34,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
       "Train reward recipes side by side from the same base, tasks, seed and budget; evaluate "
       "each every train.eval_every steps on the same validation tasks, clean programs and "
       "held-in tasks; write WORKDIR/report.md (+ report.json, PNGs). Rerunning resumes "
-      "unfinished arms.")
+      "unfinished arms. Ctrl-C stops the arms as a preemption does (each checkpoints its step) "
+      "and exits 130.")
   parser.epilog = "Extra --config.a.b=v arguments override every arm's config."
   parser.add_argument("--arms", default=",".join(compare_arms.DEFAULT_ARMS),
                       help=f"comma-separated config names in --configs (known: "

@@ -64,7 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="Hugging Face folder, .gguf file or training checkpoint directory")
   parser.add_argument("--tasks", required=True, help="buggy task file (JSON Lines)")
   parser.add_argument("--clean", default="", help="already-correct programs (no-op and damage)")
-  parser.add_argument("--output", required=True, help="directory for the results (resumable)")
+  parser.add_argument("--output", required=True,
+                      help="directory for the results: resumable (finished shards, and the "
+                      "finished batches of the one under way, are kept after Ctrl-C or a kill)")
   parser.add_argument("--samples", type=checks.positive_int, default=1,
                       help="completions per task")
   parser.add_argument("--temperature", type=float, default=0.0, help="0 means greedy")

