@@ -2,9 +2,8 @@
 argument types refuse bad values with a message naming them, output checks make nothing and
 refuse inputs and files, atomic_output leaves neither a half file nor a temporary one and
 refuses a second writer (commands/outputs.py: its lock, and the partial rows a killed command
-keeps), and
-parse_with_overrides passes only `--config.` overrides through. The commands' use of them:
-tests/test_cli.py and each command's tests."""
+keeps), and parse_with_overrides passes only `--config.` overrides through. The commands' use of
+them: tests/test_cli.py and each command's tests."""
 
 import argparse
 import os
