@@ -104,3 +104,18 @@ def test_a_failing_arm_exits_1_and_still_reports(tmp_path, capsys):
   assert "no such file" in (tmp_path / "grpo" / "train.log").read_text()
   assert "No evaluation after training yet for: grpo, precisecoder." in (
       tmp_path / "report.md").read_text()
+
+
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path, capsys, monkeypatch):
+  """Ctrl-C while the arms train: run_arms stops them with SIGTERM (each checkpoints its
+  finished step, tests/train/test_rl.py) and re-raises; the command says so in one line."""
+  from precisecoder.train import compare_arms
+
+  def interrupted(runs, preset, parallel):
+    raise KeyboardInterrupt
+  monkeypatch.setattr(compare_arms, "run_arms", interrupted)
+  monkeypatch.setattr(compare_arms, "prepare_base", lambda cfg: None)
+  assert compare.main([*TINY, "--workdir", str(tmp_path)]) == 130
+  assert _one_line(capsys) == (
+      f"precisecoder compare: interrupted; each running arm saved a checkpoint of its last step "
+      f"in {tmp_path}: rerun the same command to resume")

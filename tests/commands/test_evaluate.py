@@ -92,11 +92,16 @@ def test_a_failed_evaluation_does_not_block_its_corrected_rerun(setup, tmp_path,
   argv = ["evaluate", "--checkpoint", str(setup), "--tasks", str(setup / "tasks.jsonl"),
           "--limit", "1", "--output", str(out), "--max-new-tokens", "2", "--workers", "1",
           "--resamples", "10"]
-  real = generate.main
-  monkeypatch.setattr(generate, "main", lambda args: 2)
+  from precisecoder.commands import checks
+
+  def fails(args):
+    raise checks.InputError("cannot sample")
+  real = generate.write_predictions
+  monkeypatch.setattr(generate, "write_predictions", fails)
   assert cli.main(argv) == 2
+  assert "precisecoder generate: error: cannot sample" in capsys.readouterr().err
   assert (out / "settings.json").exists() and list((out / "shards").glob("*.tasks.jsonl"))
-  monkeypatch.setattr(generate, "main", real)
+  monkeypatch.setattr(generate, "write_predictions", real)
   assert cli.main(argv + ["--seed", "5"]) == 0
   assert json.loads((out / "settings.json").read_text())["seed"] == 5
   assert cli.main(argv) == 2
@@ -152,3 +157,19 @@ def test_evaluate_turns_adds_pass_and_edits_by_turn(tmp_path, capsys):
   del settings["turns"]  # 1 before --turns existed: not this evaluation
   (out / "settings.json").write_text(json.dumps(settings))
   assert cli.main(argv) == 2 and "(turns)" in capsys.readouterr().err
+
+
+def test_ctrl_c_is_one_line_and_exit_130(setup, tmp_path, monkeypatch, capsys):
+  from precisecoder import sampling
+
+  def interrupted(*args, **kwargs):
+    raise KeyboardInterrupt
+  monkeypatch.setattr(sampling, "sample", interrupted)
+  out = tmp_path / "eval"
+  argv = ["evaluate", "--checkpoint", str(setup), "--tasks", str(setup / "tasks.jsonl"),
+          "--limit", "1", "--output", str(out), "--max-new-tokens", "2", "--workers", "1"]
+  assert cli.main(argv) == 130
+  err = capsys.readouterr().err
+  assert "Traceback" not in err and err.strip().splitlines()[-1] == (
+      f"precisecoder evaluate: interrupted; the finished shards, and the batches of the one under "
+      f"way, are kept in {out}: rerun the same command to resume")

@@ -28,3 +28,67 @@ def test_export_then_load_gives_same_logits(checkpoint, tmp_path):
   tokens = np.asarray([tok_a.encode("def inc(x): return x")], np.int32)
   np.testing.assert_array_equal(np.asarray(a(tokens)), np.asarray(b(tokens)))
   assert tok_b.encode("def neg(x)") == tok_a.encode("def neg(x)")
+
+
+def _tiny_run(workdir):
+  """A training checkpoint of the tiny preset's random model, which reads bytes (no tokenizer
+  folder), with the metadata a trainer's Run.save writes."""
+  from flax import nnx
+
+  from precisecoder.model.run_checkpoints import model_meta
+  from precisecoder.train import config as config_lib
+  from precisecoder.train.checkpoint_writer import Checkpointer
+  from precisecoder.train.policy import load_policy
+
+  policy = load_policy(config_lib.default("tiny"))
+  checkpointer = Checkpointer(workdir / "checkpoints", async_save=False)
+  checkpointer.save(1, nnx.state(policy.model, nnx.Param), {"count": np.zeros(())},
+                    {"model": model_meta(policy.config, policy.source), "step": 1})
+  checkpointer.close()
+  return workdir
+
+
+def test_the_tiny_model_exports_with_a_tokenizer_transformers_loads(tmp_path):
+  """The tiny run's export holds a tokenizer.json: transformers loads it with the weights,
+  encodes as the trainer did, and its greedy tokens are ours."""
+  import torch
+  from transformers import AutoModelForCausalLM, AutoTokenizer
+
+  from precisecoder.train.policy import ByteTokenizer
+  run = _tiny_run(tmp_path / "run")
+  out = tmp_path / "hf"
+  assert cli.main(["export", "--checkpoint", str(run), "--output", str(out)]) == 0
+  assert (out / "tokenizer.json").exists()
+  tokenizer = AutoTokenizer.from_pretrained(out)
+  hf_model = AutoModelForCausalLM.from_pretrained(out)
+  text = "def inc(x):\n    return x - 1  # é\n"
+  ids = tokenizer.encode(text)
+  assert ids == ByteTokenizer().encode(text) and tokenizer.decode(ids) == text
+  messages = [{"role": "user", "content": "Fix it."}]
+  assert tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False) == (
+      ByteTokenizer().apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
+  generated = hf_model.generate(torch.tensor([ids]), max_new_tokens=4, do_sample=False,
+                                pad_token_id=tokenizer.pad_token_id)[0, len(ids):].tolist()
+  ours, _, _ = load_checkpoint(run)
+  tokens = list(ids)
+  for _ in range(4):  # our greedy continuation, one token at a time
+    tokens.append(int(np.argmax(np.asarray(ours(np.asarray([tokens], np.int32)))[0, -1])))
+  assert generated == tokens[len(ids):]
+
+
+def test_export_refuses_a_non_empty_folder_unless_overwrite(checkpoint, tmp_path, capsys):
+  folder, _ = checkpoint
+  out = tmp_path / "hf"
+  out.mkdir()
+  (out / "tokenizer.json").write_text("{}")  # another model's, left behind
+  assert cli.main(["export", "--checkpoint", str(folder), "--output", str(out)]) == 2
+  assert f"--output {out}: is not empty (1 entries: tokenizer.json)" in (
+      _one_line_error(capsys, "export"))
+  assert (out / "tokenizer.json").read_text() == "{}"  # untouched
+  (out / "stale.bin").write_text("x")
+  assert cli.main(["export", "--checkpoint", str(folder), "--output", str(out),
+                   "--overwrite"]) == 0
+  assert not (out / "stale.bin").exists()
+  _, tok_a, _ = load_checkpoint(folder)
+  _, tok_b, _ = load_checkpoint(out)
+  assert tok_b.encode("def neg(x)") == tok_a.encode("def neg(x)")

@@ -266,3 +266,62 @@ def test_a_batch_the_machine_cannot_hold_is_refused_before_the_model_loads(
       r"[\d.]+ GB, logits [\d.]+ GB\); this machine has [\d.]+ GB of available host memory "
       r"\(lower --samples, --batch-size or --max-new-tokens\)", line), line
   assert not (tmp_path / "p.jsonl").exists()
+
+
+def test_ctrl_c_keeps_finished_batches_and_the_same_command_resumes(checkpoint, tmp_path,
+                                                                    monkeypatch, capsys):
+  """Ctrl-C in the second batch: one line, exit 130, the first batch kept in OUTPUT.partial;
+  the same command samples only the second batch and writes the file a whole run writes; a
+  command with another seed starts over and says so."""
+  from precisecoder import sampling
+  folder, tasks = checkpoint
+  out = tmp_path / "p.jsonl"
+  argv = ["generate", "--checkpoint", str(folder), "--tasks", str(tasks), "--output", str(out),
+          "--samples", "2", "--temperature", "1.0", "--max-new-tokens", "4", "--batch-size", "1"]
+  whole = tmp_path / "whole.jsonl"
+  assert cli.main(argv[:6] + [str(whole)] + argv[7:]) == 0
+  real, calls = sampling.sample, []
+
+  def interrupted(*args, **kwargs):
+    calls.append(args[1])
+    if len(calls) == 2:
+      raise KeyboardInterrupt
+    return real(*args, **kwargs)
+  monkeypatch.setattr(sampling, "sample", interrupted)
+  capsys.readouterr()
+  assert cli.main(argv) == 130
+  err = capsys.readouterr().err
+  assert "Traceback" not in err and err.strip().splitlines()[-1] == (
+      f"precisecoder generate: interrupted; the finished batches are kept in {out}.partial: "
+      "rerun the same command to resume")
+  assert not out.exists() and len((tmp_path / "p.jsonl.partial").read_text().splitlines()) == 3
+  monkeypatch.setattr(sampling, "sample", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+  calls.clear()
+  assert cli.main(argv) == 0
+  assert len(calls) == 1  # the second batch only
+  assert "precisecoder generate: resuming: 2 rows kept from an interrupted run" in (
+      capsys.readouterr().err)
+  assert out.read_text() == whole.read_text()
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["p.jsonl", "whole.jsonl"]
+  # An interrupted run, then the command with another seed: every batch sampled again.
+  monkeypatch.setattr(sampling, "sample", interrupted)
+  calls.clear()
+  out.unlink()
+  assert cli.main(argv) == 130
+  calls.clear()
+  monkeypatch.setattr(sampling, "sample", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+  assert cli.main(argv + ["--seed", "5"]) == 0
+  assert len(calls) == 2
+  assert "holds rows of another command (changed: seed); starting over" in capsys.readouterr().err
+
+
+def test_a_second_generate_writing_the_same_output_is_refused(checkpoint, tmp_path, capsys):
+  from precisecoder.commands import outputs
+  folder, tasks = checkpoint
+  out = tmp_path / "p.jsonl"
+  with outputs.OutputLock(out):
+    assert cli.main(["generate", "--checkpoint", str(folder), "--tasks", str(tasks), "--output",
+                     str(out), "--max-new-tokens", "2"]) == 2
+  err = capsys.readouterr().err
+  assert f"precisecoder generate: error: --output {out}: another command is writing it (" in err
+  assert not out.exists()

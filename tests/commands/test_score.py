@@ -309,3 +309,65 @@ def test_a_task_set_whose_programs_lack_a_library_is_told_which_environment(tmp_
   err = capsys.readouterr().err
   assert "1 run(s) of bigcodebench could not import precisecoder_no_such_library" in err
   assert "requirements-bigcodebench.txt" in err and "scripts/bigcodebench_env.sh" in err
+
+
+def _interrupt_on_call(monkeypatch, n):
+  """RewardScorer.score_records raises KeyboardInterrupt (Ctrl-C) once, on its n-th call;
+  returns the list of each call's number of predictions."""
+  from precisecoder import rewards
+  calls, real, interrupted = [], rewards.RewardScorer.score_records, []
+
+  def score_records(self, tasks_, programs, **kwargs):
+    calls.append(len(programs))
+    if len(calls) == n and not interrupted:
+      interrupted.append(True)
+      raise KeyboardInterrupt
+    return real(self, tasks_, programs, **kwargs)
+  monkeypatch.setattr(rewards.RewardScorer, "score_records", score_records)
+  return calls
+
+
+def test_ctrl_c_keeps_the_scored_batches_and_the_same_command_resumes(files, capsys,
+                                                                      monkeypatch, tmp_path):
+  task_path, pred_path, out_path = files
+  assert _score(task_path, pred_path, tmp_path / "whole.jsonl", "--batch-size", "2") == 0
+  whole = (tmp_path / "whole.jsonl").read_text()
+  capsys.readouterr()
+  calls = _interrupt_on_call(monkeypatch, 2)
+  assert _score(task_path, pred_path, out_path, "--batch-size", "2") == 130
+  err = capsys.readouterr().err.strip()
+  assert "Traceback" not in err and err.splitlines()[-1] == (
+      f"precisecoder score: interrupted; the scored batches are kept in {out_path}.partial: "
+      "rerun the same command to resume")
+  assert not out_path.exists()
+  partial = out_path.parent / "scores.jsonl.partial"
+  assert len(partial.read_text().splitlines()) == 1 + 2  # the key, the first batch
+  calls.clear()
+  assert _score(task_path, pred_path, out_path, "--batch-size", "2") == 0
+  assert calls == [2, 1]  # only the three predictions left
+  assert "precisecoder score: resuming: 2 rows kept from an interrupted run" in (
+      capsys.readouterr().err)
+  assert out_path.read_text() == whole and not partial.exists()
+
+
+def test_a_changed_input_starts_over_and_says_which(files, capsys, monkeypatch):
+  task_path, pred_path, out_path = files
+  calls = _interrupt_on_call(monkeypatch, 2)
+  assert _score(task_path, pred_path, out_path, "--batch-size", "2") == 130
+  calls.clear()
+  assert _score(task_path, pred_path, out_path, "--batch-size", "2", "--lam", "0.5") == 0
+  assert calls == [2, 2, 1]  # every prediction scored again
+  assert "holds rows of another command (changed: lam); starting over" in (
+      capsys.readouterr().err)
+  assert len(out_path.read_text().splitlines()) == 5
+
+
+def test_a_second_command_writing_the_same_output_is_refused(files, capsys):
+  from precisecoder.commands import outputs
+  task_path, pred_path, out_path = files
+  with outputs.OutputLock(out_path):
+    assert _score(task_path, pred_path, out_path) == 2
+  err = capsys.readouterr().err
+  assert err.startswith(f"precisecoder score: error: --output {out_path}: another command is "
+                        f"writing it (") and f"pid {os.getpid()}" in err
+  assert _score(task_path, pred_path, out_path) == 0

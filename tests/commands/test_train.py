@@ -64,7 +64,9 @@ def _caller(monkeypatch, capsys, ran):
     with pytest.raises((SystemExit, _ModelWouldLoad)) as exit_info:
       train_command.main(list(args))
     code = exit_info.value.code if exit_info.type is SystemExit else None
-    return code, capsys.readouterr().err, ran
+    captured = capsys.readouterr()
+    call.out = captured.out
+    return code, captured.err, ran
 
   return call
 
@@ -238,3 +240,68 @@ def test_paths_relative_to_where_it_runs(train_until_model, tmp_path, monkeypatc
   assert code is None and len(loaded) == 1, err
   assert (tmp_path / "runs" / "a" / "config.json").exists()
   assert (tmp_path / "checkpoints" / "a").is_dir()
+
+
+
+def test_ctrl_c_saves_the_step_prints_one_line_and_exits_130(tmp_path, monkeypatch, capsys):
+  """SIGINT behaves like SIGTERM: a checkpoint of the step under way, then exit 130 with one
+  line and no traceback."""
+  import os
+  import signal
+  import threading
+  import time
+  from precisecoder.train import metrics
+
+  def ctrl_c_after_first_step():
+    while not metrics.read_metrics(tmp_path / "metrics.jsonl"):
+      time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGINT)
+
+  threading.Thread(target=ctrl_c_after_first_step, daemon=True).start()
+  code, err, _ = _caller(monkeypatch, capsys, [])(
+      f"--config={CONFIG}:tiny", f"--workdir={tmp_path}", "--config.train.steps=50",
+      "--config.train.checkpoint_every=100", "--config.train.eval_every=0")
+  assert code == 130, err[-3000:]
+  assert "Traceback" not in err and "KeyboardInterrupt" not in err
+  done = metrics.last_step(tmp_path)
+  assert 1 <= done < 50
+  assert err.strip().splitlines()[-1] == (
+      f"precisecoder train: interrupted: checkpoint of step {done} saved in {tmp_path}; rerun "
+      "the same command to resume")
+  steps = sorted(int(p.name) for p in (tmp_path / "checkpoints").iterdir() if p.name.isdigit())
+  assert steps == [done]
+  assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def _trained_workdir(run, steps):
+  """A workdir whose run (the tiny preset, train.steps=`steps`) has a checkpoint of its last
+  step, as the trainers leave it."""
+  import numpy as np
+  from precisecoder.train.checkpoint_writer import Checkpointer
+  cfg = config_lib.load_file(f"{CONFIG}:tiny")
+  cfg.train.steps = steps
+  run.mkdir()
+  (run / "config.json").write_text(cfg.to_json())
+  (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "reward": 0.5}) + "\n"
+                                             for s in range(1, steps + 1)))
+  checkpointer = Checkpointer(run / "checkpoints", async_save=False)
+  checkpointer.save(steps, {"w": np.zeros(2)}, {"count": np.zeros(())}, {"step": steps})
+  checkpointer.close()
+
+
+def test_a_finished_workdir_says_so_continues_with_more_steps_and_refuses_fewer(
+    train_until_model, tmp_path):
+  run = tmp_path / "run"
+  _trained_workdir(run, 3)
+  args = (f"--config={CONFIG}:tiny", f"--workdir={run}", "--config.train.report=false")
+  code, err, loaded = train_until_model(*args)
+  assert code == 0 and not loaded, err  # nothing loaded, nothing trained
+  assert f"--workdir={run}: finished at step 3; nothing to train" in train_until_model.out
+  code, err, loaded = train_until_model(*args, "--config.train.steps=2")
+  assert code == 2 and not loaded and len(err.strip().splitlines()) == 1
+  assert err.startswith(f"precisecoder train: error: --config.train.steps=2: --workdir={run} has "
+                        "trained 3 steps already; a run cannot be shortened")
+  assert json.loads((run / "config.json").read_text())["train"]["steps"] == 3
+  code, _, loaded = train_until_model(*args, "--config.train.steps=5")
+  assert code is None and len(loaded) == 1  # on to the model: it trains steps 4 and 5
+  assert json.loads((run / "config.json").read_text())["train"]["steps"] == 5

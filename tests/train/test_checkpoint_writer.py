@@ -62,3 +62,18 @@ def test_sigterm_sets_the_flag():
     assert watcher.preempted()
   finally:
     watcher.restore_handler()
+
+
+def test_ctrl_c_sets_the_flag_and_a_second_stops_at_once():
+  """The first SIGINT asks for a checkpoint after the step, as SIGTERM does; the second
+  raises KeyboardInterrupt at once."""
+  watcher = checkpoint_writer.PreemptionWatcher()
+  try:
+    assert not watcher.preempted() and not checkpoint_writer.interrupted()
+    os.kill(os.getpid(), signal.SIGINT)
+    assert watcher.preempted() and checkpoint_writer.interrupted()
+    with pytest.raises(KeyboardInterrupt):
+      os.kill(os.getpid(), signal.SIGINT)
+  finally:
+    watcher.restore_handler()
+  assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

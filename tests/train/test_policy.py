@@ -7,6 +7,7 @@ from conftest import make_tiny_chat_checkpoint
 from flax import nnx
 
 from precisecoder.train import config as config_lib
+from precisecoder.model import tokenizer as tokenizer_lib
 from precisecoder.train.policy import ByteTokenizer, load_policy
 
 
@@ -24,7 +25,7 @@ def test_load_policy_inits_from_the_preset_or_loads_the_checkpoint(tmp_path):
   cfg = config_lib.default("tiny")
   cfg.model.remat = "full"
   policy = load_policy(cfg)
-  assert isinstance(policy.tokenizer, ByteTokenizer) and policy.source == ""
+  assert isinstance(policy.tokenizer, ByteTokenizer) and policy.source == tokenizer_lib.BYTES
   assert policy.config.remat == "full" and policy.eos_ids[-1] == 1 and policy.pad_id == 0
   same = load_policy(cfg)  # cfg.seed fixes the init
   a, b = (nnx.state(p.model, nnx.Param)["embed"].get_value() for p in (policy, same))

@@ -3,8 +3,9 @@
 Argument types (`workers`, `fraction`, ...) plug into argparse, which prints the usage and one
 error line naming the flag and exits 2. `output_file` / `output_folder` check a destination
 before any work starts, without making anything, so a refused run leaves no empty folder;
-`atomic_output` makes the folder, writes next to the file and renames, so a failed run leaves
-neither a half-written file nor a `.tmp` behind.
+`atomic_output` makes the folder, holds the file's lock, writes under a unique temporary name
+next to it and renames, so a failed run leaves neither a half-written file nor a temporary one
+behind, and a second command writing the same file is refused (commands/outputs.py).
 """
 
 from __future__ import annotations
@@ -218,14 +219,16 @@ def _probe(folder: pathlib.Path, what: str) -> None:
 
 
 @contextlib.contextmanager
-def atomic_output(path: pathlib.Path) -> Iterator[IO[str]]:
-  """A text file that becomes `path` only if the block ends normally; else it is removed."""
-  tmp = path.with_name(path.name + ".tmp")
-  path.parent.mkdir(parents=True, exist_ok=True)
+def atomic_output(path: pathlib.Path, flag: str = "--output") -> Iterator[IO[str]]:
+  """A text file that becomes `path` only if the block ends normally; else it is removed.
+  It is written under a unique temporary name in `path`'s folder while this command holds
+  `path`'s lock (commands/outputs.py): a second command writing the same file is refused
+  (InputError) rather than corrupting it."""
+  from precisecoder.commands import outputs  # pylint: disable=import-outside-toplevel
+  lock = outputs.OutputLock(path, flag, busy=InputError)
+  lock.acquire()
   try:
-    with tmp.open("w", encoding="utf-8") as f:
+    with outputs.replacing(path) as f:
       yield f
-    os.replace(tmp, path)
-  except BaseException:  # KeyboardInterrupt and SystemExit too: never leave the .tmp behind
-    tmp.unlink(missing_ok=True)
-    raise
+  finally:
+    lock.release()

@@ -5,7 +5,9 @@
 
 The arms and their trainer processes are experiments/compare_arms.py's; the report,
 `<workdir>/report.md` and `report.json` (analysis/compare_report.py), is rebuilt on every run, so
-a rerun that trains nothing (every arm finished) or `--report-only` just rewrites it.
+a rerun that trains nothing (every arm finished) or `--report-only` just rewrites it. Ctrl-C stops
+the arms as a preemption does (each saves a checkpoint of the step it finished) and exits 130
+with one line; the same command resumes them.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
       "Train reward recipes side by side from the same base, tasks, seed and budget; evaluate "
       "each every train.eval_every steps on the same validation tasks, clean programs and "
       "held-in tasks; write WORKDIR/report.md (+ report.json, PNGs). Rerunning resumes "
-      "unfinished arms.")
+      "unfinished arms. Ctrl-C stops the arms as a preemption does (each checkpoints its step) "
+      "and exits 130.")
   parser.epilog = "Extra --config.a.b=v arguments override every arm's config."
   parser.add_argument("--arms", default=",".join(compare_arms.DEFAULT_ARMS),
                       help=f"comma-separated config names in --configs (known: "
@@ -128,8 +131,13 @@ def main(argv: Sequence[str]) -> int:
   codes: dict[str, int] = {}
   if not args.report_only:
     t0 = time.perf_counter()
-    compare_arms.prepare_base(next(iter(arms.values()))[1])
-    codes, walls = compare_arms.run_arms(runs, args.preset, args.parallel)
+    try:
+      compare_arms.prepare_base(next(iter(arms.values()))[1])
+      codes, walls = compare_arms.run_arms(runs, args.preset, args.parallel)
+    except KeyboardInterrupt:  # the arms were stopped with SIGTERM: each saved its last step
+      print(f"{PROG}: interrupted; each running arm saved a checkpoint of its last step in "
+            f"{workdir}: rerun the same command to resume", file=sys.stderr, flush=True)
+      return 130
     for name, seconds in walls.items():  # a resumed arm's time adds to its earlier runs'
       run["wall_s"][name] = run["wall_s"].get(name, 0.0) + seconds
     run.setdefault("invocations", []).append(

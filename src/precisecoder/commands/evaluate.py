@@ -7,7 +7,8 @@ paper's table with 95% bootstrap intervals.
 Work is cut into shards of `--shard-size` tasks; each shard runs `precisecoder generate` then
 `precisecoder score` (the same code, not a copy) and its files appear only once complete, so a
 rerun with the same settings skips finished shards and an interrupted run loses at most one
-shard. DIR holds:
+shard. Within a shard, `generate` and `score` keep their finished batches (OUT.partial) and
+resume them too; Ctrl-C is one line and exit 130. DIR holds:
   settings.json         the settings (a rerun with different ones is refused)
   shards/               {buggy,clean}-NNNN.{tasks,predictions,scores}.jsonl
   predictions.jsonl     every completion (generate's format, with the exact prompt)
@@ -19,7 +20,7 @@ With `--turns K` (episodes with test feedback, generate's), the columns are the 
 programs', and each shard's program after every earlier turn is scored too
 (shards/*.turnN.{predictions,scores}.jsonl; `score` again): the tables add pass and edited
 lines after each turn, with intervals (an episode that ended keeps its last program).
-Exit status: 0 when every shard finished, 2 for unusable inputs.
+Exit status: 0 when every shard finished, 2 for unusable inputs, 130 after Ctrl-C.
 """
 
 from __future__ import annotations
@@ -64,7 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="Hugging Face folder, .gguf file or training checkpoint directory")
   parser.add_argument("--tasks", required=True, help="buggy task file (JSON Lines)")
   parser.add_argument("--clean", default="", help="already-correct programs (no-op and damage)")
-  parser.add_argument("--output", required=True, help="directory for the results (resumable)")
+  parser.add_argument("--output", required=True,
+                      help="directory for the results: resumable (finished shards, and the "
+                      "finished batches of the one under way, are kept after Ctrl-C or a kill)")
   parser.add_argument("--samples", type=checks.positive_int, default=1,
                       help="completions per task")
   parser.add_argument("--temperature", type=float, default=None,
@@ -190,8 +193,13 @@ def _run_shard(stem: pathlib.Path, tasks, args: argparse.Namespace, shard_seed: 
                                     "--output", str(predictions)], args, _GENERATE_OPTIONS,
                          _GENERATE_SWITCHES)
     gen_args.seed = shard_seed
-    if generate.main(gen_args) != 0:
-      raise checks.InputError(f"generate failed on {task_file} (its error is above)")
+    from precisecoder.model.loading import CheckpointError  # pylint: disable=import-outside-toplevel
+    try:
+      # Ctrl-C: its finished batches are kept, and resumed on a rerun.
+      generate.write_predictions(gen_args)
+    except (checks.InputError, CheckpointError) as e:
+      print(f"precisecoder generate: error: {e}", file=sys.stderr)
+      raise checks.InputError(f"generate failed on {task_file} (its error is above)") from None
   if not scores.exists():
     score_args = _sub_args(score, ["--tasks", str(task_file), "--predictions", str(predictions),
                                    "--output", str(scores)], args, _SCORE_OPTIONS,
@@ -305,5 +313,10 @@ def main(args: argparse.Namespace) -> int:
   except (checks.InputError, CheckpointError) as e:
     print(f"precisecoder evaluate: error: {e}", file=sys.stderr)
     return 2
+  except KeyboardInterrupt:
+    print(f"precisecoder evaluate: interrupted; the finished shards, and the batches of the one "
+          f"under way, are kept in {args.output}: rerun the same command to resume",
+          file=sys.stderr)
+    return 130
   print((pathlib.Path(args.output) / "table.md").read_text())
   return 0

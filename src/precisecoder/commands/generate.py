@@ -3,8 +3,11 @@
 Each output line is a prediction in the DESIGN.md contract plus the exact prompt text:
   {"task_id", "sample", "completion", "prompt", "num_tokens", "finished"}
 so that `precisecoder score` evaluates the checkpoint. Lines are written batch by batch to
-OUTPUT.tmp, which becomes OUTPUT when every task is done (a failed run leaves neither); a
-task whose prompt does not fit the context gets an empty completion and an "error".
+OUTPUT.partial, which becomes OUTPUT when every task is done (commands/outputs.py). Ctrl-C
+(exit 130) or a kill keeps the finished batches, and the same command resumes after them; one
+with another task file, checkpoint or sampling flag starts over, saying which changed. A
+second command writing the same OUTPUT is refused. A task whose prompt does not fit the
+context gets an empty completion and an "error".
 
 `--prefill-thinking FROM.jsonl` (prefill transfer): the assistant turn starts with the thinking
 block of another model's completion of the same task (the first sample of FROM that has one),
@@ -22,15 +25,16 @@ visible tests' `outcome` and the `feedback` that followed; and `stop`, why the e
 from __future__ import annotations
 
 import argparse
-import json
 import logging
+import pathlib
 import sys
 import time
+from typing import Any
 
 from tqdm import tqdm
 
 from precisecoder import console
-from precisecoder.commands import checks
+from precisecoder.commands import checks, outputs
 
 log = logging.getLogger("precisecoder.generate")
 
@@ -58,7 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--checkpoint", required=True,
                       help="Hugging Face folder, .gguf file or training checkpoint directory")
   parser.add_argument("--tasks", required=True, help="task file (JSON Lines, DESIGN.md contract)")
-  parser.add_argument("--output", required=True, help="predictions file to write (JSON Lines)")
+  parser.add_argument("--output", required=True,
+                      help="predictions file to write (JSON Lines); finished batches go to "
+                      "OUTPUT.partial first, and the same command resumes them after Ctrl-C or a "
+                      "kill")
   parser.add_argument("--samples", type=checks.positive_int, default=1, help="completions per task")
   parser.add_argument("--temperature", type=float, default=None,
                       help="0 means greedy (default: greedy for --samples 1, "
@@ -104,7 +111,7 @@ def add_episode_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _pool(args: argparse.Namespace):
   """The execution pool that runs the visible tests of episodes (none for single answers)."""
-  import contextlib
+  import contextlib  # pylint: disable=import-outside-toplevel
   if args.turns == 1:
     return contextlib.nullcontext()
   from precisecoder.execution import ExecutionPool
@@ -167,13 +174,40 @@ def main(args: argparse.Namespace) -> int:
   """Exit status 2, with one line naming the flag or file, for unusable inputs."""
   from precisecoder.model.loading import CheckpointError
   try:
-    return _generate(args)
+    return write_predictions(args)
   except (checks.InputError, CheckpointError) as e:
     print(f"precisecoder generate: error: {e}", file=sys.stderr)
     return 2
+  except KeyboardInterrupt:
+    print(f"precisecoder generate: interrupted; the finished batches are kept in "
+          f"{args.output}{outputs.PARTIAL_SUFFIX}: rerun the same command to resume",
+          file=sys.stderr)
+    return 130
 
 
-def _generate(args: argparse.Namespace) -> int:
+def _resume_key(args: argparse.Namespace) -> dict[str, Any]:
+  """What an interrupted run's lines depend on: the task file, the checkpoint and every flag
+  that changes a completion (--batch-size too: each batch has its own seed)."""
+  checkpoint = pathlib.Path(args.checkpoint)
+  files = [checkpoint] if checkpoint.is_file() else sorted(
+      p for p in checkpoint.rglob("*") if p.is_file() and p.name != "lock")
+  stamp = [(str(p.relative_to(checkpoint)) if p != checkpoint else p.name, p.stat().st_size,
+            p.stat().st_mtime_ns) for p in files]
+  flags = {k: v for k, v in sorted(vars(args).items()) if k not in _UNKEYED_FLAGS}
+  return {"tasks": outputs.file_digest(args.tasks),
+          "checkpoint": [str(checkpoint.absolute()), stamp],
+          "prefill_thinking": args.prefill_thinking and outputs.file_digest(
+              args.prefill_thinking), **flags}
+
+
+# Flags that change how the work is done, not what is written (and the files keyed above).
+_UNKEYED_FLAGS = {"output", "workers", "mesh", "compile_cache", "checkpoint", "tasks",
+                  "prefill_thinking"}
+
+
+def write_predictions(args: argparse.Namespace) -> int:
+  """Writes the predictions file of `args`; returns 0. Raises InputError or CheckpointError
+  for unusable inputs, KeyboardInterrupt on Ctrl-C (the finished batches are kept)."""
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
   console.quiet_libraries(args.verbose)
   from precisecoder import episodes, feedback, prompts, tasks as tasks_lib
@@ -206,10 +240,18 @@ def _generate(args: argparse.Namespace) -> int:
   context = config.max_position_embeddings - agent.response_len(args.max_new_tokens)
 
   started, generated = time.perf_counter(), 0
-  with checks.atomic_output(out_path) as out, tqdm(total=len(tasks) * args.samples, desc="generate",
-                                       unit="completion") as bar, _pool(args) as pool:
+  per_batch = args.batch_size * args.samples
+  with outputs.resumable_rows(
+      out_path, _resume_key(args), "generate", busy=checks.InputError,
+      keep=lambda rows: len(rows) if len(rows) == len(tasks) * args.samples
+      else len(rows) // per_batch * per_batch  # whole batches: each has its own seed
+  ) as rows, tqdm(total=len(tasks) * args.samples, initial=len(rows.kept), desc="generate",
+                  unit="completion") as bar, _pool(args) as pool:
     for batch_index, start in enumerate(range(0, len(tasks), args.batch_size)):
+      if start * args.samples < len(rows.kept):
+        continue  # written by an interrupted run
       batch = tasks[start:start + args.batch_size]
+      lines = []
       texts = [prompts.render_prompt(
           tokenizer, t, thinking=args.thinking, include_tests=not args.no_tests_in_prompt,
           prefill_thinking=None if prefill is None else prefill.get(t.task_id))
@@ -225,9 +267,8 @@ def _generate(args: argparse.Namespace) -> int:
         if error:
           log.warning("%s: %s (context %d tokens)", task.task_id, error, context)
           for k in range(args.samples):
-            out.write(json.dumps({"task_id": task.task_id, "sample": k, "completion": "",
-                                  "prompt": text, "num_tokens": 0, "finished": False,
-                                  "error": error}) + "\n")
+            lines.append({"task_id": task.task_id, "sample": k, "completion": "",
+                          "prompt": text, "num_tokens": 0, "finished": False, "error": error})
       kept = [n for n, ok in enumerate(fits) if ok]
       if kept and args.turns > 1:
         result = episodes.play(model, tokenizer, [batch[n] for n in kept], [texts[n] for n in kept],
@@ -239,11 +280,11 @@ def _generate(args: argparse.Namespace) -> int:
           n = kept[result.groups[row]]
           length = sum(t.num_tokens for t in turns)
           generated += length
-          out.write(json.dumps({
+          lines.append({
               "task_id": batch[n].task_id, "sample": row % args.samples,
               "completion": turns[-1].completion, "prompt": texts[n], "num_tokens": length,
               "finished": turns[-1].finished, "stop": result.stops[row],
-              "turns": [t.to_json() for t in turns]}) + "\n")
+              "turns": [t.to_json() for t in turns]})
       elif kept:
         result = sample(model, [ids[n] for n in kept], num_samples=args.samples,
                         max_new_tokens=args.max_new_tokens, temperature=args.temperature,
@@ -254,11 +295,11 @@ def _generate(args: argparse.Namespace) -> int:
           completion = result.completion_ids(row, eos_ids=eos_ids)
           length = int(result.lengths[row])
           generated += length
-          out.write(json.dumps({
+          lines.append({
               "task_id": batch[n].task_id, "sample": row % args.samples,
               "completion": prompts.decode_completion(tokenizer, completion), "prompt": texts[n],
-              "num_tokens": length, "finished": len(completion) < length}) + "\n")
-      out.flush()
+              "num_tokens": length, "finished": len(completion) < length})
+      rows.write(lines)
       bar.update(len(batch) * args.samples)
       bar.set_postfix(tok_s=f"{generated / (time.perf_counter() - started):.1f}")
   log.info("wrote %d completions for %d tasks to %s (%d tokens, %.1f tokens/s)",

@@ -11,7 +11,11 @@ damage rates over clean tasks). Exit status: 0 when every line was scored,
 program passes them: every task is checked once, in the sandbox; its rows
 score 0 with the reason in `error` and the summary names it), 2 for unusable inputs
 (unreadable file, bad JSON, unknown task id, duplicate (task_id, sample), an empty
-predictions file, bad arguments or output path).
+predictions file, bad arguments or output path, an --output another command is
+writing), 130 after Ctrl-C.
+Each scored batch is appended to OUTPUT.partial: Ctrl-C or a kill keeps them and the same command
+resumes after them; one with other inputs or scoring flags starts over, saying which changed
+(commands/outputs.py).
 A program over --max-program-lines (or 100 characters a line on average) scores 0
 with the reason in `error`: its line diff alone would hold up the batch. An unusable prediction
 (none, empty, over the cap) counts as deleting the whole buggy program in `edit_lines`; a
@@ -37,7 +41,7 @@ from typing import Any, Iterator, Sequence
 import tqdm
 
 from precisecoder import predictions, rewards, tasks as tasks_lib
-from precisecoder.commands import checks
+from precisecoder.commands import checks, outputs
 from precisecoder.commands.checks import InputError
 from precisecoder.integrations.client import RemoteScoringError
 from precisecoder.integrations.service import ConfigurationError
@@ -49,7 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="task file (contract JSON Lines or PDB records)")
   parser.add_argument("--predictions", required=True,
                       help='JSON Lines: {"task_id", "completion" | "program", ["sample"]}')
-  parser.add_argument("--output", required=True, help="score file to write (JSON Lines)")
+  parser.add_argument("--output", required=True,
+                      help="score file to write (JSON Lines); scored batches go to OUTPUT.partial "
+                      "first, and the same command resumes them after Ctrl-C or a kill")
   parser.add_argument("--pdb-compat", action="store_true",
                       help="reproduce the released PDB evaluator (its ess quirk, ungated F1)")
   parser.add_argument("--epsilon", type=checks.non_negative_int, default=None,
@@ -191,6 +197,42 @@ def _scorer(args: argparse.Namespace) -> Iterator[Any]:
                                lam=args.lam)
 
 
+# The flags a score row depends on: a resumed run keeps rows only when they are unchanged.
+_SCORING_FLAGS = ("pdb_compat", "epsilon", "lam", "max_program_lines")
+
+
+def _scored_prefix(rows: list[dict[str, Any]], predictions: list[dict[str, Any]]) -> int:
+  """How many of an interrupted run's rows are the first predictions' rows, in order."""
+  n = 0
+  for row, prediction in zip(rows, predictions):
+    if (row.get("task_id"), row.get("sample")) != (prediction["task_id"], prediction["sample"]):
+      break
+    n += 1
+  return n
+
+
+def _score_rest(args: argparse.Namespace, known: dict[str, tasks_lib.Task],
+                predictions: list[dict[str, Any]], rows: outputs.Rows
+                ) -> tuple[list[dict[str, Any]], Any]:
+  """(every row, the scorer): scores the predictions after the kept rows, writing each
+  batch's rows as it finishes."""
+  records = list(rows.kept)
+  rest = predictions[len(rows.kept):]
+  with _scorer(args) as scorer, tqdm.tqdm(
+      total=len(predictions), initial=len(rows.kept), unit="pred", desc="score",
+      file=sys.stderr, disable=None) as progress:
+    for lo in range(0, len(rest), args.batch_size):
+      chunk = rest[lo:lo + args.batch_size]
+      chunk_records = scorer.score_records(
+          [known[p["task_id"]] for p in chunk], [p["program"] for p in chunk],
+          samples=[p["sample"] for p in chunk], errors=[p["error"] for p in chunk])
+      rows.write(chunk_records)
+      records.extend(chunk_records)
+      progress.update(len(chunk))
+      progress.set_postfix(executed=scorer.stats().get("programs_executed", "-"))
+  return records, scorer
+
+
 def score_files(args: argparse.Namespace) -> dict[str, Any]:
   """Scores the files named in `args`; returns the summary. Raises InputError."""
   output = checks.output_file(args.output, inputs=[("--tasks", args.tasks),
@@ -203,27 +245,22 @@ def score_files(args: argparse.Namespace) -> dict[str, Any]:
   predictions = read_predictions(args.predictions, known, args.max_program_lines)
 
   start = time.perf_counter()
-  records = []
-  with _scorer(args) as scorer, checks.atomic_output(output) as out, tqdm.tqdm(
-      total=len(predictions), unit="pred", desc="score", file=sys.stderr,
-      disable=None) as progress:
-    for lo in range(0, len(predictions), args.batch_size):
-      chunk = predictions[lo:lo + args.batch_size]
-      chunk_records = scorer.score_records(
-          [known[p["task_id"]] for p in chunk], [p["program"] for p in chunk],
-          samples=[p["sample"] for p in chunk], errors=[p["error"] for p in chunk])
-      for record in chunk_records:
-        out.write(json.dumps(record, ensure_ascii=False) + "\n")
-      records.extend(chunk_records)
-      progress.update(len(chunk))
-      progress.set_postfix(executed=scorer.stats().get("programs_executed", "-"))
+  key = {"tasks": outputs.file_digest(args.tasks),
+         "predictions": outputs.file_digest(args.predictions),
+         **{flag: getattr(args, flag) for flag in _SCORING_FLAGS}}
+  with outputs.resumable_rows(output, key, "score", busy=InputError,
+                              keep=lambda rows: _scored_prefix(rows, predictions)) as rows:
+    records, scorer = _score_rest(args, known, predictions, rows)
   elapsed = time.perf_counter() - start
   summary = summarize(records, known)
+  broken = {r["task_id"]: r["error"][len(rewards.BROKEN_TASK):] for r in records
+            if (r.get("error") or "").startswith(rewards.BROKEN_TASK)}  # kept rows' too
+  broken.update(scorer.broken_tasks)
   summary.update(scorer.stats(), seconds=round(elapsed, 3),
                  predictions_per_s=len(records) / elapsed if elapsed > 0 else 0.0,
-                 broken=dict(scorer.broken_tasks))
+                 broken=broken)
   missing = [(environments.dataset_of(task_id, known[task_id].source_dataset), module)
-             for task_id, why in scorer.broken_tasks.items()
+             for task_id, why in broken.items()
              if (module := environments.missing_module(why)) is not None]
   summary["environment"] = environments.advice(missing, args.python or sys.executable)
   return summary
@@ -235,9 +272,14 @@ def main(args: argparse.Namespace) -> int:
   except InputError as e:
     print(f"precisecoder score: error: {e}", file=sys.stderr)
     return 2
-  except (RemoteScoringError, ConfigurationError) as e:  # nothing written: the output is atomic
+  except (RemoteScoringError, ConfigurationError) as e:  # the finished batches are kept
     print(f"precisecoder score: error: {e}", file=sys.stderr)
     return 1
+  except KeyboardInterrupt:
+    print(f"precisecoder score: interrupted; the scored batches are kept in "
+          f"{args.output}{outputs.PARTIAL_SUFFIX}: rerun the same command to resume",
+          file=sys.stderr)
+    return 130
   if args.json:
     print(json.dumps(summary))
   else:

@@ -1,13 +1,19 @@
 """`precisecoder train --config=configs/X.py[:preset] --workdir=DIR [--config.a.b=v]`, also
 `python -m precisecoder.train`.
 
-Runs the trainer the config names (rl, sft or dpo). A workdir that holds a checkpoint resumes.
+Runs the trainer the config names (rl, sft or dpo). A workdir that holds a checkpoint resumes:
+with a larger train.steps it trains on; with the same it says "finished at step N" and exits 0
+(the report rewritten, nothing trained); a smaller one is refused (exit 2), and config.json
+keeps the budget that was trained.
 Once the workdir's metrics reach train.steps, the report is written to DIR/report.md (when
 train.report; a run stopped earlier by train.stop_after or preemption gets it when resumed to
 the end). A config file, preset, override or value that cannot work, a task file that is
 empty or malformed, a step this machine's memory cannot hold (train/footprint.py), a workdir
 that cannot be one, that another run holds (train/lock.py) or whose progress was made with
 another config: each is one line naming it and exit status 2, before any model loads.
+SIGTERM (preemption) saves a checkpoint of the step under way and exits 0; Ctrl-C does the
+same and exits 130 with one line (a second Ctrl-C stops at once, exit 130): rerunning the same
+command resumes.
 """
 
 from __future__ import annotations
@@ -49,7 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument("--verbose", action="store_true", help=console.VERBOSE_HELP)
   parser.epilog = ("--config.a.b=v overrides any field of the config (e.g. "
                    "--config.rl.lam=0.5 --config.train.steps=300); the resolved config is saved "
-                   "as DIR/config.json.")
+                   "as DIR/config.json. Rerun on a workdir: a larger train.steps trains on, the "
+                   "same says 'finished at step N' (exit 0), a smaller one is refused. Ctrl-C "
+                   "saves the step under way and exits 130 (twice: at once).")
 
 
 def train(cfg, workdir: str) -> int:
@@ -75,11 +83,16 @@ def train(cfg, workdir: str) -> int:
     raise app.UsageError(f"config trainer={cfg.trainer!r}; known: {config_lib.TRAINERS}")
   # pylint: disable-next=import-outside-toplevel
   from precisecoder.experiments import base_model
+  from precisecoder.train.workdir import Finished  # pylint: disable=import-outside-toplevel
   # model.checkpoint "base": the base policy's folder, built here on first use.
   checkpoint, seen = base_model.resolve(cfg)
   try:
-    status = trainer.train(cfg, workdir, checkpoint=checkpoint, seen=seen)
-  except WorkdirError as e:  # held by another run, or written with another config
+    status = _interrupted_status(trainer.train(cfg, workdir, checkpoint=checkpoint, seen=seen),
+                                 workdir)
+  except Finished as e:  # nothing to train; the report is (re)written below
+    print(e, flush=True)
+    status = 0
+  except WorkdirError as e:  # held by another run, written with another config, shortened
     _fail(str(e))
   if status == 0 and cfg.train.report and multihost.is_primary():
     write_report(cfg, workdir)
@@ -87,6 +100,25 @@ def train(cfg, workdir: str) -> int:
   # timeout, rather than in JAX's own shutdown barrier, which gives up after 5 minutes.
   multihost.barrier("end", cfg.multihost.shutdown_timeout_s)
   return status
+
+
+def _interrupted_status(status: int, workdir: str) -> int:
+  """130 with one line when a Ctrl-C stopped the trainer after a step (it saved a checkpoint
+  of that step, as on SIGTERM); else `status`."""
+  from precisecoder.train import checkpoint_writer, metrics, workdir as workdir_lib
+  if status != 0 or not checkpoint_writer.interrupted():
+    return status
+  step = metrics.last_step(workdir_lib.Workdir(workdir).local)
+  print(f"precisecoder train: interrupted: checkpoint of step {step} saved in {workdir}; "
+        "rerun the same command to resume", file=sys.stderr, flush=True)
+  return 130
+
+
+def _stopped_at_once(workdir: str) -> int:
+  """A Ctrl-C before training began, or a second one during a step: one line, status 130."""
+  print(f"precisecoder train: interrupted; {workdir} resumes from its last checkpoint when the "
+        "same command is run again", file=sys.stderr, flush=True)
+  return 130
 
 
 def _check_memory(cfg, hosts: int, devices: int) -> None:
@@ -187,7 +219,10 @@ def _main(argv: Sequence[str]) -> int:
   workdir = _workdir(_WORKDIR.value)
   logging.set_verbosity(logging.INFO)
   console.quiet_libraries(_VERBOSE.value)
-  return train(cfg, workdir)
+  try:
+    return train(cfg, workdir)
+  except KeyboardInterrupt:
+    return _stopped_at_once(workdir)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -241,8 +241,13 @@ def build(base_cfg: ml_collections.ConfigDict, root: pathlib.Path) -> dict[str, 
   cfg = sft_config(base_cfg, tokenizer_dir, task_file)
   config_lib.validate(cfg)  # the trainers take validated configs; this one is made here
   from precisecoder.train.metrics import last_step  # pylint: disable=import-outside-toplevel
+  from precisecoder.train.workdir import Finished  # pylint: disable=import-outside-toplevel
   # A preempted trainer saves and returns 0: the base is built only once SFT has finished.
-  if sft.train(cfg, str(root / "sft")) != 0 or last_step(root / "sft") < cfg.train.steps:
+  try:
+    status = sft.train(cfg, str(root / "sft"))
+  except Finished:  # an earlier build stopped after SFT
+    status = 0
+  if status != 0 or last_step(root / "sft") < cfg.train.steps:
     raise SystemExit(f"base {base_cfg.name}: SFT stopped at step {last_step(root / 'sft')} "
                      f"of {cfg.train.steps}; run again to resume it")
   times["sft_s"] = time.perf_counter() - t0

@@ -5,8 +5,9 @@ inference is model/run_checkpoints.py's; loading any checkpoint, model/loading.p
 Saves are asynchronous (the next step runs while the arrays are written) and only the last
 `max_to_keep` are kept. A run whose workdir already holds a checkpoint restores the latest.
 Each host's data-iterator state is its own file in the `data` item (hosts read different
-records). On SIGTERM (TPU preemption) the loop asks `preempted(step)` after each step, saves
-and exits 0; with several hosts they agree on the step, whichever of them got the signal.
+records). On SIGTERM (TPU preemption) or Ctrl-C the loop asks `preempted(step)` after each
+step, saves and stops (the train command exits 0 after SIGTERM, 130 after Ctrl-C); with several
+hosts they agree on the step, whichever of them got the signal.
 """
 
 from __future__ import annotations
@@ -137,22 +138,34 @@ class Checkpointer:
 
 
 class PreemptionWatcher:
-  """Whether to save and stop after this step. SIGTERM sets this process's flag. With several
-  processes the flags are all-gathered every step, so all stop after the same step whichever
-  got the signal; Orbax's preemption sync point (`reached_preemption`) is asked too, for
-  notices JAX's coordination service receives by other routes. (Python's handler displaces
-  the one JAX installs for SIGTERM; the reward pool needs a Python handler in place anyway.)"""
+  """Whether to save and stop after this step. SIGTERM, or a first Ctrl-C (SIGINT), sets this
+  process's flag; a second Ctrl-C stops at once (KeyboardInterrupt). With several processes
+  the flags are all-gathered every step, so all stop after the same step whichever got the
+  signal; Orbax's preemption sync point (`reached_preemption`) is asked too, for notices JAX's
+  coordination service receives by other routes. (Python's handler displaces the one JAX
+  installs for SIGTERM; the reward pool needs a Python handler in place anyway.)"""
 
   def __init__(self, checkpointer: Checkpointer | None = None):
     self._checkpointer = checkpointer
     self._event = threading.Event()
-    self._previous = None
+    self._previous: dict[int, Any] = {}
+    global _interrupted
+    _interrupted = False  # this run's Ctrl-C, not an earlier run's in the same process
     if threading.current_thread() is threading.main_thread():
-      self._previous = signal.signal(signal.SIGTERM, self._handle)
+      for signum in (signal.SIGTERM, signal.SIGINT):
+        self._previous[signum] = signal.signal(signum, self._handle)
 
   def _handle(self, signum, frame) -> None:
     del frame
-    logging.warning("signal %d: saving a checkpoint and exiting after this step", signum)
+    global _interrupted
+    if signum == signal.SIGINT:
+      if _interrupted:  # the second Ctrl-C: no waiting for the step to end
+        raise KeyboardInterrupt
+      _interrupted = True
+      logging.warning("Ctrl-C: saving a checkpoint and exiting after this step (Ctrl-C again "
+                      "stops at once, losing the steps since the last checkpoint)")
+    else:
+      logging.warning("signal %d: saving a checkpoint and exiting after this step", signum)
     self._event.set()
 
   def preempted(self, step: int = 0) -> bool:
@@ -164,6 +177,15 @@ class PreemptionWatcher:
     return bool(np.any(flags)) or synced
 
   def restore_handler(self) -> None:
-    if self._previous is not None:
-      signal.signal(signal.SIGTERM, self._previous)
-      self._previous = None
+    for signum, previous in self._previous.items():
+      signal.signal(signum, previous)
+    self._previous = {}
+
+
+_interrupted = False  # a Ctrl-C reached this process's watcher
+
+
+def interrupted() -> bool:
+  """Whether a Ctrl-C (rather than SIGTERM) stopped training in this process: the train
+  command then exits 130, as a program stopped by Ctrl-C does."""
+  return _interrupted

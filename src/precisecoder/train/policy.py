@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from typing import Any
 
 import ml_collections
@@ -16,34 +15,8 @@ from precisecoder import prompts
 from precisecoder.model import loading
 from precisecoder.model import tokenizer as tokenizer_lib
 from precisecoder.model.config import EXECUTION_FIELDS
+from precisecoder.model.tokenizer import ByteTokenizer  # the tiny models' (tests use it here)
 from precisecoder.tasks import Task
-
-
-class ByteTokenizer:
-  """UTF-8 bytes as ids 2..257 (0 pad, 1 end): lets a random tiny model run the real path."""
-
-  pad_token_id = 0
-  eos_token_id = 1
-  bos_token_id = None
-
-  def __len__(self) -> int:
-    return 258
-
-  def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
-    del add_special_tokens
-    return [b + 2 for b in text.encode("utf-8")]
-
-  def decode(self, ids: Sequence[int], skip_special_tokens: bool = False, **kwargs) -> str:
-    del skip_special_tokens, kwargs
-    return bytes(int(i) - 2 for i in ids if 2 <= int(i) < 258).decode("utf-8", errors="replace")
-
-  def apply_chat_template(self, messages: Sequence[dict[str, str]], *, tokenize: bool = True,
-                          add_generation_prompt: bool = False, **kwargs) -> Any:
-    del kwargs
-    text = "".join(f"<{m['role']}>\n{m['content']}\n" for m in messages)
-    if add_generation_prompt:
-      text += "<assistant>\n"
-    return self.encode(text) if tokenize else text
 
 
 @dataclasses.dataclass
@@ -54,7 +27,9 @@ class Policy:
   config: model_lib.ModelConfig
   eos_ids: list[int]
   pad_id: int
-  source: str = ""  # checkpoint it was loaded from ("" for a random init)
+  # The checkpoint it was loaded from; for a random init, its tokenizer folder or
+  # tokenizer.BYTES (checkpoints record it: model/run_checkpoints.py).
+  source: str = ""
 
   def prompt_ids(self, task: Task, *, include_tests: bool = True) -> list[int]:
     """The task's prompt ids, through the one path `generate` and evaluation use too."""
@@ -88,6 +63,7 @@ def load_policy(cfg: ml_collections.ConfigDict, mesh: Mesh | None = None, *,
     # which checkpoints then point to), else bytes.
     source = cfg.model.get("tokenizer", "")
     tokenizer = model_lib.load_tokenizer(source) if source else ByteTokenizer()
+    source = source or tokenizer_lib.BYTES
     if config.vocab_size < len(tokenizer):
       raise ValueError(f"architecture {cfg.model.arch}: vocab {config.vocab_size} is too "
                        f"small for the tokenizer ({len(tokenizer)} ids)")

@@ -74,7 +74,7 @@ class Run(contextlib.AbstractContextManager):
       self.checkpointer = checkpoint_writer.Checkpointer(
           cfg.train.checkpoint_dir or self.dir.checkpoints, max_to_keep=cfg.train.keep_checkpoints)
       latest = self.checkpointer.latest_step()
-      self._agree(lambda: self._check_resumable(latest is not None))
+      self._agree(lambda: self._check_resumable(latest, cfg.train.steps))
       self.preemption = checkpoint_writer.PreemptionWatcher(self.checkpointer)
     except BaseException:  # a run that cannot start leaves the workdir free
       if self.checkpointer is not None:
@@ -89,23 +89,25 @@ class Run(contextlib.AbstractContextManager):
       try:
         check()
       except WorkdirError as e:
-        problem = str(e)
+        problem = [isinstance(e, workdir_lib.Finished), str(e)]
     problem = next(filter(None, multihost.allgather_json(problem)), None)
     if problem:
-      raise WorkdirError(problem)
+      raise (workdir_lib.Finished if problem[0] else WorkdirError)(problem[1])
 
   def _claim(self) -> None:
     self.lock.acquire()
     self.dir.fetch()
 
-  def _check_resumable(self, resuming: bool) -> None:
-    """A workdir that holds training progress continues only the run that made it; one whose
-    run trained nothing (it failed early) takes the new config."""
-    if resuming or metrics.last_step(self.workdir) > 0:
+  def _check_resumable(self, latest: int | None, total_steps: int) -> None:
+    """A workdir that holds training progress continues only the run that made it, and only
+    forward (workdir.check_budget); one whose run trained nothing (it failed early) takes the
+    new config."""
+    if latest is not None or metrics.last_step(self.workdir) > 0:
       try:
         config_lib.check_resumable(self.workdir, self.cfg)
       except config_lib.ConfigError as e:
         raise WorkdirError(str(e)) from None
+    workdir_lib.check_budget(self.dir.location, latest, total_steps)
     (self.workdir / "config.json").write_text(self.cfg.to_json_best_effort(indent=2) + "\n")
 
   def restore(self, params: Any, opt_state: Any, iterator: Any) -> TrainState:

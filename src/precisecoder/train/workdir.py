@@ -22,6 +22,24 @@ from precisecoder.train import lock as lock_lib
 _CHECKPOINTS = "checkpoints"
 
 
+class Finished(lock_lib.WorkdirError):
+  """The workdir's run has trained every step of its budget: nothing to do (not an error)."""
+
+
+def check_budget(location: str, trained: int | None, steps: int) -> None:
+  """A workdir whose checkpoint is at step `trained` against a budget of `steps`: a larger
+  budget continues the run; the same one raises Finished; a smaller one, WorkdirError (the
+  checkpoint, report and config.json would disagree about what was trained)."""
+  if trained is None or trained < steps:
+    return
+  if trained > steps:
+    raise lock_lib.WorkdirError(
+        f"--config.train.steps={steps}: --workdir={location} has trained {trained} steps "
+        "already; a run cannot be shortened (give at least that many, or another --workdir)")
+  raise Finished(f"--workdir={location}: finished at step {trained}; nothing to train (a "
+                 "larger --config.train.steps continues it)")
+
+
 class Workdir:
   """`local` is where files are written; `sync()` copies what changed to the bucket."""
 
