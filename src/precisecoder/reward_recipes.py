@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from precisecoder import advantages
+from precisecoder.train import overlong
 
 ADVANTAGES = ("grpo", "gdpo")
 
@@ -89,7 +90,23 @@ def compute_advantages(rl: Any, terms: Mapping[str, np.ndarray]
   prompt-major by `rl.group_size`. `rl` is a validated config's (config.validate refuses an
   estimator the recipe does not accept, with `problem`'s message)."""
   reward = scalar_reward(rl.reward, terms, rl)
+  penalty = overlong_penalty(rl, terms)
   if rl.advantage == "grpo":
+    if penalty is not None:
+      reward = (reward + rl.overlong_penalty * penalty).astype(np.float32)
     return advantages.grpo_advantages(reward, rl.group_size, scale_std=rl.scale_std), reward
   weights = RECIPES[rl.reward].gdpo_weights(rl.lam)
+  if penalty is not None:
+    # GDPO standardises each reward term in its group before weighting: the length penalty
+    # is one more term, weighed by rl.overlong_penalty (as the GDPO paper's length reward).
+    terms = {**terms, "overlong": penalty}
+    weights = {**weights, "overlong": rl.overlong_penalty}
   return advantages.gdpo_advantages(terms, weights, rl.group_size), reward
+
+
+def overlong_penalty(rl: Any, terms: Mapping[str, np.ndarray]) -> np.ndarray | None:
+  """DAPO's soft length penalty in [-1, 0] per sample from `terms["lengths"]` (the samples'
+  token counts) with `rl.overlong` = "soft"; None otherwise."""
+  if rl.get("overlong", "none") != "soft":
+    return None
+  return overlong.soft_penalty(terms["lengths"], rl.max_new_tokens, rl.overlong_buffer)

@@ -36,7 +36,7 @@ import numpy as np
 from precisecoder import episodes, multihost, reward_recipes
 from precisecoder.model.sharding import mesh_scope
 from precisecoder.train import policy as policy_lib, rollout as rollout_lib, step as step_lib
-from precisecoder.train import tasksets
+from precisecoder.train import overlong, tasksets
 from precisecoder.train.run import Run, sample_seed
 
 _TERMS_LOGGED = ("unit", "precision", "recall", "f1", "edit_lines", "noop")
@@ -145,16 +145,15 @@ def learn(run: Run, step_fn, params: Any, opt_state: Any, batch: dict[str, np.nd
   out = []
   with mesh_scope(run.mesh):
     if ref_fn is not None:
-      device_batch["ref_logprobs"] = ref_fn(run.reference_params, device_batch["tokens"],
-                                            device_batch["mask"],
-                                            device_batch["completion_mask"])
+      step_lib.add_step_logprobs(ref_fn, params, run.reference_params, device_batch, rl)
     for epoch in range(rl.num_iterations):
       order = minibatch_order(n, group, [run.cfg.seed, step, epoch])
       for start in range(0, n, size):
         params, opt_state, m = step_fn(params, opt_state, device_batch,
                                        order[start:start + size])
         out.append(m)
-  return params, opt_state, mean_metrics(jax.device_get(out))
+  metrics = mean_metrics(jax.device_get(out))
+  return params, opt_state, {**metrics, **step_lib.mismatch_metrics(out, device_batch, rl)}
 
 
 def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
@@ -168,7 +167,7 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
   with Run(cfg, workdir, total_steps=cfg.train.steps, keep_reference=rl.kl_beta > 0) as run:
     step_fn = step_lib.make_rl_step(run.graphdef, run.tx, rl)
     ref_fn = (step_lib.make_logprob_fn(run.graphdef, rl.temperature, step_lib.shared_group(rl))
-              if rl.kl_beta > 0 else None)
+              if step_lib.needs_logprob_fn(rl) else None)
     iterator = tasksets.task_iterator(tasksets.train_tasks(cfg), rl.prompts_per_step, cfg.seed)
     step, params, opt_state = run.begin(iterator)
     executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="reward")
@@ -180,11 +179,15 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
         rollout, terms, timing = collect(run, run.policy_at(params), step, batch_tasks,
                                          executor)
         model_tokens = rollout.loss_mask.sum(axis=1, dtype=np.int32)  # feedback turns left out
-        every = multihost.allgather_rows({**terms, "lengths": model_tokens})
+        cut = overlong.truncated(rollout.tokens, rollout.lengths, run.policy.eos_ids,
+                                 rl.max_new_tokens)
+        every = multihost.allgather_rows({**terms, "lengths": model_tokens, "truncated": cut})
         advantages, reward = reward_recipes.compute_advantages(rl, every)
         batch = rollout_lib.training_arrays(rollout, run.policy.pad_id,
                                             completion_len=rollout_lib.response_len(rl))
         batch["advantages"] = advantages[multihost.host_slice(len(advantages))]
+        if rl.overlong == "filter":
+          batch["completion_mask"] = overlong.filter_loss_mask(batch["completion_mask"], cut)
         t0 = time.perf_counter()
         # Every host holds the same advantages (computed from the gathered terms): it agrees.
         skip = not np.any(advantages) and rl.kl_beta == 0
@@ -202,6 +205,7 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
             "zero_variance_groups": float(np.mean(groups.std(axis=1) == 0)),
             "skipped_update": float(skip),
             "completion_tokens": float(every["lengths"].mean()),
+            "truncated_fraction": float(every["truncated"].mean()),
             # Rows of tasks whose reference fails or whose bug passes: zero reward, not learning.
             "broken_task_rows": float(every["broken_task"].mean()),
             **_agent_metrics(every),

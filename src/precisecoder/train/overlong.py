@@ -1,0 +1,41 @@
+"""DAPO's handling of samples the token budget cut (Yu et al. 2025, "Overlong Reward
+Shaping"): mask their loss out (`filter`), or penalise length softly near the budget (`soft`).
+
+A sample is cut when it used every token of `rl.max_new_tokens` without ending
+(end-of-sequence). Its unit-test reward then says little about its program: masking its loss
+keeps that noise out of the update; the soft penalty instead teaches the model to finish early.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+MODES = ("none", "filter", "soft")
+
+
+def truncated(tokens: np.ndarray, lengths: np.ndarray, eos_ids: Sequence[int],
+              max_new_tokens: int) -> np.ndarray:
+  """bool [N]: the samples that reached `max_new_tokens` tokens without an end token.
+
+  `tokens` [N, T] are the generated tokens (right-padded), `lengths` [N] how many each has."""
+  lengths = np.asarray(lengths)
+  rows = np.arange(len(lengths))
+  last = np.asarray(tokens)[rows, np.clip(lengths - 1, 0, None)]
+  ended = (lengths > 0) & np.isin(last, np.asarray(list(eos_ids)))
+  return (lengths >= max_new_tokens) & ~ended
+
+
+def soft_penalty(lengths: np.ndarray, max_new_tokens: int, buffer: int) -> np.ndarray:
+  """DAPO's R_length in [-1, 0], float32 [N]: 0 up to `max_new_tokens - buffer` tokens, then
+  falling linearly to -1 at `max_new_tokens` (DAPO eq. 13; verl's `overlong_buffer`, scaled
+  by its `penalty_factor` where it is used)."""
+  expected = max_new_tokens - buffer
+  over = np.asarray(lengths, np.float64) - expected
+  return np.clip(-over / buffer, -1.0, 0.0).astype(np.float32)
+
+
+def filter_loss_mask(loss_mask: np.ndarray, cut: np.ndarray) -> np.ndarray:
+  """The loss mask [N, T] without the rows of cut samples (`cut` [N])."""
+  return loss_mask & ~np.asarray(cut, bool)[:, None]
