@@ -154,6 +154,10 @@ _LOSS_VARIANTS = dict(
     # masked out) | soft (DAPO's length penalty: from max_new_tokens - overlong_buffer tokens
     # on, the reward falls linearly to -overlong_penalty at max_new_tokens).
     overlong="none", overlong_buffer=256, overlong_penalty=1.0,
+    # DAPO's dynamic sampling (train/dynamic_sampling.py): a step's batch holds groups whose
+    # rewards vary, drawing and sampling more tasks for at most dynamic_sampling_max_rounds
+    # extra rounds; a batch still short is filled with groups without variance (logged).
+    dynamic_sampling=False, dynamic_sampling_max_rounds=2,
 )
 
 
@@ -412,7 +416,8 @@ def _problems(c: ml_collections.ConfigDict):
 
 def _loss_variant_problems(c: ml_collections.ConfigDict, one_of, number):
   """The `_LOSS_VARIANTS` fields' problems (with validate's helpers `one_of` and `number`)."""
-  from precisecoder.train import losses, overlong  # pylint: disable=import-outside-toplevel
+  # pylint: disable-next=import-outside-toplevel
+  from precisecoder.train import dynamic_sampling, losses, overlong
   yield from one_of("rl.policy_loss", losses.POLICY_LOSSES)
   yield from number("rl.gspo_clip_low", 0, 1)
   yield from number("rl.gspo_clip_high", 0)
@@ -424,6 +429,10 @@ def _loss_variant_problems(c: ml_collections.ConfigDict, one_of, number):
   if c.rl.overlong != "none" and c.rl.turns > 1:
     yield (f"config.rl.overlong={c.rl.overlong!r} needs single answers (rl.turns=1): an "
            "episode's token budget is shared by its turns")
+  if c.rl.dynamic_sampling:
+    problem = dynamic_sampling.rounds_problem(c.rl)
+    if problem:
+      yield problem
   if c.rl.overlong == "soft" and not 1 <= c.rl.overlong_buffer <= c.rl.max_new_tokens:
     yield (f"config.rl.overlong_buffer={c.rl.overlong_buffer} must be in [1, rl.max_new_tokens="
            f"{c.rl.max_new_tokens}]")

@@ -36,7 +36,7 @@ import numpy as np
 from precisecoder import episodes, multihost, reward_recipes
 from precisecoder.model.sharding import mesh_scope
 from precisecoder.train import policy as policy_lib, rollout as rollout_lib, step as step_lib
-from precisecoder.train import overlong, tasksets
+from precisecoder.train import dynamic_sampling, overlong, tasksets
 from precisecoder.train.run import Run, sample_seed
 
 _TERMS_LOGGED = ("unit", "precision", "recall", "f1", "edit_lines", "noop")
@@ -85,10 +85,10 @@ def _concat_terms(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
 
 
 def collect(run: Run, policy: policy_lib.Policy, step: int, batch_tasks: list,
-            executor: concurrent.futures.Executor
+            executor: concurrent.futures.Executor, part_offset: int = 0
             ) -> tuple[rollout_lib.Rollout, dict[str, np.ndarray], dict[str, float]]:
-  """Samples (from `policy`, seeded by `step`) and scores one step's rollouts, overlapping
-  scoring with sampling."""
+  """Samples (from `policy`, seeded by `step`, its chunks from `part_offset` on) and scores
+  one step's rollouts, overlapping scoring with sampling."""
   rl = run.cfg.rl
   agent = rollout_lib.agent_config(rl)
   chunks = np.array_split(np.arange(len(batch_tasks)), max(1, min(rl.rollout_chunks,
@@ -100,7 +100,7 @@ def collect(run: Run, policy: policy_lib.Policy, step: int, batch_tasks: list,
     part = rollout_lib.sample_rollout(
         policy, [batch_tasks[j] for j in index], num_samples=rl.group_size,
         max_new_tokens=rl.max_new_tokens, temperature=rl.temperature, top_p=rl.top_p,
-        seed=sample_seed(run.cfg.seed, step, i),
+        seed=sample_seed(run.cfg.seed, step, part_offset + i),
         include_tests=run.cfg.data.include_tests_in_prompt, prompt_bucket=rl.prompt_bucket,
         mesh=run.mesh, agent=agent, pool=run.scorer if agent is not None else None)
     t_sample += time.perf_counter() - t0
@@ -176,8 +176,14 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
         t_step = time.perf_counter()
         batch_tasks = tasksets.as_tasks(next(iterator), f"train batch {step + 1}")
         step += 1
-        rollout, terms, timing = collect(run, run.policy_at(params), step, batch_tasks,
-                                         executor)
+        policy = run.policy_at(params)
+        if rl.dynamic_sampling:  # more tasks until the batch is groups with reward variance
+          rollout, terms, timing = dynamic_sampling.collect(
+              rl, lambda tasks, offset: collect(run, policy, step, tasks, executor, offset),
+              batch_tasks, lambda: tasksets.as_tasks(next(iterator), f"train batch {step}+"),
+              run.policy.pad_id)
+        else:
+          rollout, terms, timing = collect(run, policy, step, batch_tasks, executor)
         model_tokens = rollout.loss_mask.sum(axis=1, dtype=np.int32)  # feedback turns left out
         cut = overlong.truncated(rollout.tokens, rollout.lengths, run.policy.eos_ids,
                                  rl.max_new_tokens)
