@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from precisecoder import advantages, reward_recipes
-from precisecoder.train import config as config_lib, overlong
+from precisecoder.train import config as config_lib, overlong, rollout as rollout_lib
 
 EOS = (2, 7)
 
@@ -22,6 +22,17 @@ def test_truncated_means_the_budget_is_spent_without_an_end_token():
   # A rollout padded wider than the budget (chunks of several widths): lengths decide.
   assert overlong.truncated(np.pad(tokens, ((0, 0), (0, 3))), lengths, EOS, 3).tolist() == [
       True, False, False, True]
+
+
+def test_cut_samples_of_a_rollout_and_none_of_episodes():
+  tokens = np.array([[5, 6, 9], [5, 2, 0]])
+  single = rollout_lib.Rollout(
+      tasks=[None, None], prompt_ids=np.zeros((2, 1), np.int32),
+      prompt_mask=np.ones((2, 1), bool), tokens=tokens, logprobs=np.zeros((2, 3), np.float32),
+      lengths=np.array([3, 2]), completions=["", ""], programs=["", ""])
+  assert overlong.cut_samples(single, EOS, 3).tolist() == [True, False]
+  single.model_mask = np.ones((2, 3), bool)  # an episode's tokens: no budget to compare with
+  assert overlong.cut_samples(single, EOS, 3).tolist() == [False, False]
 
 
 def test_soft_penalty_by_hand():

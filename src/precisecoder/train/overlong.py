@@ -27,6 +27,14 @@ def truncated(tokens: np.ndarray, lengths: np.ndarray, eos_ids: Sequence[int],
   return (lengths >= max_new_tokens) & ~ended
 
 
+def cut_samples(rollout, eos_ids: Sequence[int], max_new_tokens: int) -> np.ndarray:
+  """bool [N]: `truncated` for a rollout of single answers; all False for episodes (rl.turns
+  > 1), whose token budget is per answer and whose last turn may be feedback."""
+  if rollout.model_mask is not None:
+    return np.zeros(len(rollout), bool)
+  return truncated(rollout.tokens, rollout.lengths, eos_ids, max_new_tokens)
+
+
 def soft_penalty(lengths: np.ndarray, max_new_tokens: int, buffer: int) -> np.ndarray:
   """DAPO's R_length in [-1, 0], float32 [N]: 0 up to `max_new_tokens - buffer` tokens, then
   falling linearly to -1 at `max_new_tokens` (DAPO eq. 13; verl's `overlong_buffer`, scaled

@@ -185,8 +185,7 @@ def train(cfg: ml_collections.ConfigDict, workdir: str) -> int:
         else:
           rollout, terms, timing = collect(run, policy, step, batch_tasks, executor)
         model_tokens = rollout.loss_mask.sum(axis=1, dtype=np.int32)  # feedback turns left out
-        cut = overlong.truncated(rollout.tokens, rollout.lengths, run.policy.eos_ids,
-                                 rl.max_new_tokens)
+        cut = overlong.cut_samples(rollout, run.policy.eos_ids, rl.max_new_tokens)
         every = multihost.allgather_rows({**terms, "lengths": model_tokens, "truncated": cut})
         advantages, reward = reward_recipes.compute_advantages(rl, every)
         batch = rollout_lib.training_arrays(rollout, run.policy.pad_id,
