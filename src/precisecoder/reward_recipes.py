@@ -14,7 +14,6 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from precisecoder import advantages
-from precisecoder.train import overlong
 
 ADVANTAGES = ("grpo", "gdpo")
 
@@ -109,4 +108,13 @@ def overlong_penalty(rl: Any, terms: Mapping[str, np.ndarray]) -> np.ndarray | N
   token counts) with `rl.overlong` = "soft"; None otherwise."""
   if rl.get("overlong", "none") != "soft":
     return None
-  return overlong.soft_penalty(terms["lengths"], rl.max_new_tokens, rl.overlong_buffer)
+  return soft_length_penalty(terms["lengths"], rl.max_new_tokens, rl.overlong_buffer)
+
+
+def soft_length_penalty(lengths: np.ndarray, max_new_tokens: int, buffer: int) -> np.ndarray:
+  """DAPO's R_length in [-1, 0], float32 [N]: 0 up to `max_new_tokens - buffer` tokens, then
+  falling linearly to -1 at `max_new_tokens` (DAPO eq. 13; verl's `overlong_buffer_cfg`, scaled
+  by its `penalty_factor` where it is used)."""
+  expected = max_new_tokens - buffer
+  over = np.asarray(lengths, np.float64) - expected
+  return np.clip(-over / buffer, -1.0, 0.0).astype(np.float32)

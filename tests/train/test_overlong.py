@@ -37,7 +37,7 @@ def test_cut_samples_of_a_rollout_and_none_of_episodes():
 
 def test_soft_penalty_by_hand():
   """L_max 100, buffer 20 (DAPO eq. 13): 0 up to 80 tokens, then (80 - |y|) / 20 down to -1."""
-  got = overlong.soft_penalty(np.array([10, 80, 81, 90, 99, 100]), 100, 20)
+  got = reward_recipes.soft_length_penalty(np.array([10, 80, 81, 90, 99, 100]), 100, 20)
   np.testing.assert_allclose(got, [0, 0, -0.05, -0.5, -0.95, -1.0], rtol=1e-6)
   assert got.dtype == np.float32
 

@@ -1,5 +1,6 @@
 """DAPO's handling of samples the token budget cut (Yu et al. 2025, "Overlong Reward
-Shaping"): mask their loss out (`filter`), or penalise length softly near the budget (`soft`).
+Shaping"): mask their loss out (`filter`), or penalise length softly near the budget (`soft`:
+the penalty is a reward term, `reward_recipes.soft_length_penalty`).
 
 A sample is cut when it used every token of `rl.max_new_tokens` without ending
 (end-of-sequence). Its unit-test reward then says little about its program: masking its loss
@@ -33,15 +34,6 @@ def cut_samples(rollout, eos_ids: Sequence[int], max_new_tokens: int) -> np.ndar
   if rollout.model_mask is not None:
     return np.zeros(len(rollout), bool)
   return truncated(rollout.tokens, rollout.lengths, eos_ids, max_new_tokens)
-
-
-def soft_penalty(lengths: np.ndarray, max_new_tokens: int, buffer: int) -> np.ndarray:
-  """DAPO's R_length in [-1, 0], float32 [N]: 0 up to `max_new_tokens - buffer` tokens, then
-  falling linearly to -1 at `max_new_tokens` (DAPO eq. 13; verl's `overlong_buffer`, scaled
-  by its `penalty_factor` where it is used)."""
-  expected = max_new_tokens - buffer
-  over = np.asarray(lengths, np.float64) - expected
-  return np.clip(-over / buffer, -1.0, 0.0).astype(np.float32)
 
 
 def filter_loss_mask(loss_mask: np.ndarray, cut: np.ndarray) -> np.ndarray:
