@@ -77,8 +77,8 @@ def _cases():
   rng = np.random.default_rng(4)
   rewards = rng.choice([0.0, 0.25, 1.0], size=24).astype(np.float32)
   rewards[:4] = 1.0  # a group with no variance: advantage 0
-  for scale_std in (True, False):
-    cases.append(dict(kind="grpo", rewards=rewards, group=4, eps=1e-6, scale_std=scale_std))
+  for scale_std, eps in ((True, 1e-6), (False, 1e-6), (True, adv_lib.GDPO_EPS)):
+    cases.append(dict(kind="grpo", rewards=rewards, group=4, eps=eps, scale_std=scale_std))
   terms = {"unit": rng.choice([0.0, 1.0], size=24).astype(np.float32),
            "f1": rng.uniform(0, 1, 24).astype(np.float32)}
   terms["unit"][4:8] = 1.0
@@ -165,7 +165,7 @@ def test_every_case_equals_verl_to_float32_precision(verl_results):
   """Losses (ppo_clip, gspo; every aggregation; with IS weights), their gradients in the
   log-probs, clip fractions, each KL estimator's value and gradient, GRPO, Dr. GRPO and GDPO
   advantages, and token / sequence TIS weights."""
-  assert len(verl_results) == 24
+  assert len(verl_results) == 25
   for case, theirs in verl_results:
     ours = _ours(case)
     assert set(ours) == set(theirs), _label(case)

@@ -270,3 +270,44 @@ def test_rl_step_gspo_clips_the_sequence_ratio_in_its_own_range(policy):
   assert float(metrics["clip_fraction"]) > 0
   assert not _close(_gradient(rl_step(), params, batch)[0],
                     _gradient(rl_step(), params, silent)[0])
+
+
+def test_default_rl_step_is_the_step_before_the_loss_variants_bit_for_bit(policy):
+  """With the default knobs (ppo_clip, k3, no correction) one update leaves the parameters and
+  the shared metrics exactly as the step did before those knobs (its loss written out here)."""
+  params, logprob_fn, rl_step = policy
+  graphdef, _ = nnx.split(Decoder(architectures.get("tiny", num_layers=1), rngs=nnx.Rngs(0)))
+
+  def old_loss_fn(params, batch):
+    t = batch["completion_mask"].shape[1]
+    logp, entropy = step_lib.completion_logprobs(graphdef, params, batch["tokens"],
+                                                 batch["mask"], t, 1.0, 1)
+    old, mask = batch["old_logprobs"], batch["completion_mask"]
+    ratio = jnp.exp(logp - old)
+    adv = batch["advantages"][:, None]
+    unclipped, clipped = ratio * adv, jnp.clip(ratio, 1.0 - 0.2, 1.0 + 0.28) * adv
+    pg = losses.aggregate(-jnp.minimum(unclipped, clipped), mask, "token-mean")
+    kl = losses.aggregate(losses.kl_k3(logp, batch["ref_logprobs"]), mask, "token-mean")
+    fmask = mask.astype(jnp.float32)
+    n = jnp.maximum(jnp.sum(fmask), 1.0)
+    return pg + 0.1 * kl, {"pg_loss": pg, "kl": kl, "entropy": jnp.sum(entropy * fmask) / n,
+                           "clip_fraction": jnp.sum((clipped < unclipped) * fmask) / n}
+
+  @jax.jit
+  def old_step(params, opt_state, batch):
+    (_, out), grads = jax.value_and_grad(old_loss_fn, has_aux=True)(params, batch)
+    updates, opt_state = _SGD.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), out
+
+  batch = _rl_batch(logprob_fn, params, [1.0, -1.0, 0.5, -0.5, 1.0, -0.25],
+                    shift=[0.0, 0.3, -0.3, 0.2, 0.0, -0.1])
+  batch["ref_logprobs"] = batch["old_logprobs"] + 0.2 * batch["completion_mask"]
+  device = step_lib.to_device(batch)
+  fresh = jax.tree.map(jnp.array, params)
+  new_params, _, new = rl_step(kl_beta=0.1)(fresh, _SGD.init(fresh), device,
+                                            np.arange(6, dtype=np.int32))
+  before, old = old_step(params, _SGD.init(params), device)
+  for a, b in zip(jax.tree.leaves(new_params), jax.tree.leaves(before), strict=True):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  for key, value in old.items():
+    np.testing.assert_array_equal(new[key], value, err_msg=key)
