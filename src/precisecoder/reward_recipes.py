@@ -89,7 +89,32 @@ def compute_advantages(rl: Any, terms: Mapping[str, np.ndarray]
   prompt-major by `rl.group_size`. `rl` is a validated config's (config.validate refuses an
   estimator the recipe does not accept, with `problem`'s message)."""
   reward = scalar_reward(rl.reward, terms, rl)
+  penalty = overlong_penalty(rl, terms)
   if rl.advantage == "grpo":
+    if penalty is not None:
+      reward = (reward + rl.overlong_penalty * penalty).astype(np.float32)
     return advantages.grpo_advantages(reward, rl.group_size, scale_std=rl.scale_std), reward
   weights = RECIPES[rl.reward].gdpo_weights(rl.lam)
+  if penalty is not None:
+    # GDPO standardises each reward term in its group before weighting: the length penalty
+    # is one more term, weighed by rl.overlong_penalty (as the GDPO paper's length reward).
+    terms = {**terms, "overlong": penalty}
+    weights = {**weights, "overlong": rl.overlong_penalty}
   return advantages.gdpo_advantages(terms, weights, rl.group_size), reward
+
+
+def overlong_penalty(rl: Any, terms: Mapping[str, np.ndarray]) -> np.ndarray | None:
+  """DAPO's soft length penalty in [-1, 0] per sample from `terms["lengths"]` (the samples'
+  token counts) with `rl.overlong` = "soft"; None otherwise."""
+  if rl.get("overlong", "none") != "soft":
+    return None
+  return soft_length_penalty(terms["lengths"], rl.max_new_tokens, rl.overlong_buffer)
+
+
+def soft_length_penalty(lengths: np.ndarray, max_new_tokens: int, buffer: int) -> np.ndarray:
+  """DAPO's R_length in [-1, 0], float32 [N]: 0 up to `max_new_tokens - buffer` tokens, then
+  falling linearly to -1 at `max_new_tokens` (DAPO eq. 13; verl's `overlong_buffer_cfg`, scaled
+  by its `penalty_factor` where it is used)."""
+  expected = max_new_tokens - buffer
+  over = np.asarray(lengths, np.float64) - expected
+  return np.clip(-over / buffer, -1.0, 0.0).astype(np.float32)

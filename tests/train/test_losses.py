@@ -13,6 +13,7 @@ def test_aggregations_by_hand():
   mask = jnp.array([[1, 1, 1], [1, 0, 0]], bool)
   assert float(losses.aggregate(per_token, mask, "token-mean")) == pytest.approx(10 / 4)
   assert float(losses.aggregate(per_token, mask, "seq-mean-token-mean")) == pytest.approx(3.0)
+  assert float(losses.aggregate(per_token, mask, "seq-mean-token-sum")) == pytest.approx(5.0)
   assert (float(losses.aggregate(per_token, mask, "seq-mean-token-sum-norm"))
           == pytest.approx(10 / 6))
   with pytest.raises(ValueError, match="unknown loss aggregation"):
@@ -61,6 +62,142 @@ def test_kl_and_entropy():
   assert float(out.loss) == pytest.approx(0.1 * float(kl.mean()), rel=1e-5)
   _, ent = losses.token_logprobs(jnp.zeros((1, 1, 4)), jnp.zeros((1, 1), jnp.int32))
   assert float(ent[0, 0]) == pytest.approx(np.log(4), rel=1e-6)
+
+
+def _policy_loss_before_variants(logp, old_logp, advantages, mask, *, clip_low, clip_high,
+                                 aggregation, entropy, ref_logp, kl_beta):
+  """policy_loss as it was before rl.policy_loss / kl_estimator / is_correction existed."""
+  ratio = jnp.exp(logp - old_logp)
+  adv = advantages[:, None]
+  unclipped = ratio * adv
+  clipped = jnp.clip(ratio, 1.0 - clip_low, 1.0 + clip_high) * adv
+  per_token = -jnp.minimum(unclipped, clipped)
+  fmask = mask.astype(jnp.float32)
+  pg = losses.aggregate(per_token, mask, aggregation)
+  kl = losses.aggregate(losses.kl_k3(logp, ref_logp), mask, aggregation)
+  n = jnp.maximum(jnp.sum(fmask), 1.0)
+  return (pg + kl_beta * kl, pg, kl, jnp.sum(entropy * fmask) / n,
+          jnp.sum((clipped < unclipped) * fmask) / n, jnp.sum(ratio * fmask) / n,
+          jnp.sum(losses.kl_k3(old_logp, logp) * fmask) / n)
+
+
+@pytest.mark.parametrize("aggregation", ["token-mean", "seq-mean-token-mean",
+                                         "seq-mean-token-sum-norm"])
+def test_defaults_are_the_loss_before_the_variants_bit_for_bit(aggregation):
+  """rl.policy_loss=ppo_clip, kl_estimator=k3, no IS weights: values and gradients equal
+  to the last bit, jitted, to the loss before those knobs."""
+  keys = jax.random.split(jax.random.key(3), 5)
+  logp = -jax.random.uniform(keys[0], (4, 7), minval=0.1, maxval=3.0)
+  old = logp + jax.random.uniform(keys[1], (4, 7), minval=-0.5, maxval=0.5)
+  ref = logp + jax.random.uniform(keys[2], (4, 7), minval=-1.0, maxval=1.0)
+  entropy = jax.random.uniform(keys[3], (4, 7))
+  adv = jax.random.normal(keys[4], (4,))
+  mask = jnp.arange(7)[None, :] < jnp.array([7, 3, 5, 1])[:, None]
+  kw = dict(clip_low=0.2, clip_high=0.28, aggregation=aggregation, kl_beta=0.05)
+  new = jax.jit(lambda x: tuple(losses.policy_loss(x, old, adv, mask, entropy=entropy,
+                                                   ref_logp=ref, **kw)))
+  before = jax.jit(lambda x: _policy_loss_before_variants(x, old, adv, mask, entropy=entropy,
+                                                          ref_logp=ref, **kw))
+  for a, b in zip(new(logp), before(logp), strict=True):
+    np.testing.assert_array_equal(a, b)
+  np.testing.assert_array_equal(jax.jit(jax.grad(lambda x: new(x)[0]))(logp),
+                                jax.jit(jax.grad(lambda x: before(x)[0]))(logp))
+
+
+def test_kl_estimators_values_and_gradients_by_hand():
+  """p - r = 0.5: k1 0.5 (gradient 1), k2 0.125 (gradient 0.5), k3 e^-0.5 - 0.5 (gradient
+  1 - e^-0.5); the straight-through forms keep the value, take k2's gradient."""
+  logp, ref = jnp.array([[-1.0]]), jnp.array([[-1.5]])
+  k3 = np.exp(-0.5) + 0.5 - 1
+  want = {"k1": (0.5, 1.0), "k2": (0.125, 0.5), "k3": (k3, 1 - np.exp(-0.5)),
+          "k1+": (0.5, 0.5), "k3+": (k3, 0.5)}
+  for name, (value, grad) in want.items():
+    fn = lambda x, name=name: losses.kl_estimate(x, ref, name)[0, 0]
+    assert float(fn(logp)) == pytest.approx(value, rel=1e-6), name
+    assert float(jax.grad(fn)(logp)[0, 0]) == pytest.approx(grad, rel=1e-6), name
+  with pytest.raises(ValueError, match="unknown KL estimator"):
+    losses.kl_estimate(logp, ref, "k4")
+  # The estimator reaches the loss's KL term.
+  out = losses.policy_loss(logp, logp, jnp.zeros(1), jnp.ones((1, 1), bool), ref_logp=ref,
+                           kl_beta=1.0, kl_estimator="k2")
+  assert float(out.kl) == pytest.approx(0.125)
+
+
+def test_gspo_ratio_and_clip_by_hand():
+  """Log-ratios 0.1 and 0.3: the sequence ratio is e^0.2 on both tokens. With A = +1 it is
+  clipped at 1 + 4e-4 (no gradient); with A = -1 the unclipped e^0.2 counts, and each
+  token's gradient is e^0.2 / |y| under seq-mean-token-mean (GSPO's d s / d log p_t)."""
+  old = jnp.zeros((1, 2))
+  logp = jnp.array([[0.1, 0.3]])
+  mask = jnp.ones((1, 2), bool)
+
+  def run(adv):
+    fn = lambda x: losses.policy_loss(x, old, jnp.array([adv]), mask, clip_low=3e-4,
+                                      clip_high=4e-4, aggregation="seq-mean-token-mean",
+                                      loss="gspo")
+    return fn(logp), jax.grad(lambda x: fn(x).loss)(logp)
+
+  out, grad = run(1.0)
+  assert float(out.pg_loss) == pytest.approx(-(1 + 4e-4), rel=1e-6)
+  assert float(out.clip_fraction) == 1.0
+  assert float(out.ratio_mean) == pytest.approx(np.exp(0.2), rel=1e-6)
+  np.testing.assert_array_equal(grad, 0.0)
+  out, grad = run(-1.0)
+  assert float(out.pg_loss) == pytest.approx(np.exp(0.2), rel=1e-6)
+  np.testing.assert_allclose(grad, [[np.exp(0.2) / 2] * 2], rtol=1e-6)
+  with pytest.raises(ValueError, match="unknown policy loss"):
+    losses.policy_loss(logp, old, jnp.ones(1), mask, loss="grpo")
+
+
+@pytest.mark.parametrize("aggregation", losses.AGGREGATIONS)
+def test_gspo_token_form_equals_the_sequence_objective(aggregation):
+  """With one advantage per sequence, GSPO-token (verl's form, ours) has the value and the
+  gradient of GSPO's sequence objective -min(s_i A_i, clip(s_i) A_i), s_i = exp(mean log
+  ratio), spread over the sequence's tokens and aggregated alike."""
+  keys = jax.random.split(jax.random.key(7), 3)
+  old = -jax.random.uniform(keys[0], (5, 6), minval=0.1, maxval=2.0)
+  logp = old + jax.random.uniform(keys[1], (5, 6), minval=-2e-3, maxval=2e-3)
+  adv = jax.random.normal(keys[2], (5,))
+  mask = jnp.arange(6)[None, :] < jnp.array([6, 2, 4, 1, 5])[:, None]
+
+  def token_form(x):
+    return losses.policy_loss(x, old, adv, mask, clip_low=3e-4, clip_high=4e-4,
+                              aggregation=aggregation, loss="gspo").loss
+
+  def sequence_form(x):
+    length = jnp.sum(mask, axis=-1)
+    s = jnp.exp(jnp.sum((x - old) * mask, axis=-1) / length)
+    per_seq = -jnp.minimum(s * adv, jnp.clip(s, 1 - 3e-4, 1 + 4e-4) * adv)
+    return losses.aggregate(jnp.broadcast_to(per_seq[:, None], x.shape), mask, aggregation)
+
+  assert float(token_form(logp)) == pytest.approx(float(sequence_form(logp)), rel=1e-5)
+  np.testing.assert_allclose(jax.grad(token_form)(logp), jax.grad(sequence_form)(logp),
+                             rtol=1e-5, atol=1e-7)
+  assert np.any(jax.grad(token_form)(logp) != 0)
+
+
+def test_is_weights_and_mismatch_metrics_by_hand():
+  """Learner minus sampler log-probs 0.5, 1.0, -0.2 (and a padding token): token TIS weights
+  e^0.5, min(e, 2), e^-0.2; sequence TIS min(e^1.3, 2) on every token; the log-ratio mean
+  1.3 / 3, its largest magnitude 1.0, and 1 of 3 tokens (the 1 sequence) past log 2."""
+  behaviour = jnp.array([[-1.0, -2.0, -0.5, 0.0]])
+  learner = behaviour + jnp.array([[0.5, 1.0, -0.2, 0.0]])
+  mask = jnp.array([[True, True, True, False]])
+  np.testing.assert_allclose(losses.is_weights(learner, behaviour, mask, "token", 2.0),
+                             [[np.exp(0.5), 2.0, np.exp(-0.2), 0.0]], rtol=1e-6)
+  np.testing.assert_allclose(losses.is_weights(learner, behaviour, mask, "sequence", 2.0),
+                             [[2.0, 2.0, 2.0, 0.0]], rtol=1e-6)
+  np.testing.assert_allclose(losses.is_weights(learner, behaviour, mask, "sequence", 5.0),
+                             [[np.exp(1.3)] * 3 + [0.0]], rtol=1e-5)
+  for level, truncated in (("token", 1 / 3), ("sequence", 1.0)):
+    m = losses.mismatch_metrics(learner, behaviour, mask, level, 2.0)
+    assert float(m["is_log_ratio_mean"]) == pytest.approx(1.3 / 3, rel=1e-5)
+    assert float(m["is_log_ratio_max_abs"]) == pytest.approx(1.0, rel=1e-6)
+    assert float(m["is_truncated_fraction"]) == pytest.approx(truncated)
+  # Weights multiply each token's surrogate: at ratio 1 the loss is -sum(w A) / n.
+  out = losses.policy_loss(learner, learner, jnp.array([1.0]), mask,
+                           weights=losses.is_weights(learner, behaviour, mask, "token", 2.0))
+  assert float(out.pg_loss) == pytest.approx(-(np.exp(0.5) + 2 + np.exp(-0.2)) / 3, rel=1e-6)
 
 
 def test_token_logprobs_temperature():

@@ -199,3 +199,115 @@ def test_rl_step_minibatch_is_the_gathered_rows(policy, shared_prompt, rows, oth
   by_hand, _ = _gradient(step, params, {k: v[rows] for k, v in batch.items()})
   np.testing.assert_allclose(gathered, by_hand, rtol=1e-5, atol=1e-7 * np.abs(by_hand).max())
   assert not _close(gathered, _gradient(step, params, batch, other)[0])
+
+
+def _row_weighted(batch, learner, weights):
+  """The batch with the learner's log-probs as the old ones and each row's advantage times
+  its weight: what a correction with those per-row weights must equal at ratio 1."""
+  return {**batch, "old_logprobs": learner, "advantages": batch["advantages"] * weights}
+
+
+@pytest.mark.parametrize("correction", ["token_tis", "sequence_tis"])
+def test_rl_step_tis_weighs_each_row_by_its_truncated_importance_ratio(policy, correction):
+  """Behaviour log-probs shifted by s per token from the learner's: the step's gradient is
+  the uncorrected one (taken at the learner's log-probs) with each row's advantage weighted
+  by min(e^-s, 2) (token TIS) or min(e^(-s·|y|), 2) (sequence TIS); e^1.2 and e^(0.4|y|)
+  are truncated at the cap. The mismatch metrics see the whole shift."""
+  params, logprob_fn, rl_step = policy
+  shift = np.array([-1.2, 0.5, 0.0, -0.1, 0.3, -0.4], np.float32)
+  batch = _rl_batch(logprob_fn, params, [1.0, -1.0, 0.5, -0.5, 1.0, -0.25], shift)
+  cmask = batch["completion_mask"]
+  learner = batch["old_logprobs"] - shift[:, None] * cmask
+  corrected = {**batch, "learner_logprobs": learner}
+  exponent = -shift * (cmask.sum(axis=1) if correction == "sequence_tis" else 1)
+  weights = np.minimum(np.exp(exponent), 2.0).astype(np.float32)
+  assert (weights == 2.0).any() and (weights < 1).any()
+  grad, metrics = _gradient(rl_step(is_correction=correction, is_cap=2.0), params, corrected)
+  want, _ = _gradient(rl_step(), params, _row_weighted(batch, learner, weights))
+  # Float32 noise of two differently fused computations (weights up to 2, as large as 1/30).
+  np.testing.assert_allclose(grad, want, rtol=1e-4, atol=1e-6 * np.abs(want).max())
+  assert float(metrics["is_log_ratio_mean"]) == pytest.approx(
+      float(np.sum(-shift[:, None] * cmask) / cmask.sum()), abs=1e-5)
+  assert float(metrics["is_log_ratio_max_abs"]) == pytest.approx(1.2, abs=1e-5)
+
+
+def test_rl_step_without_correction_still_measures_the_mismatch(policy):
+  """is_correction none: the loss is today's, and the metrics hold the sampler/learner
+  log-ratio (here -shift) and the tokens whose token-level weight would pass the cap."""
+  params, logprob_fn, rl_step = policy
+  shift = np.array([-1.0, 0.5, 0.0, 0.0, 0.0, 0.0], np.float32)
+  batch = _rl_batch(logprob_fn, params, [1.0, -1.0, 0.5, -0.5, 1.0, -0.25], shift)
+  cmask = batch["completion_mask"]
+  _, metrics = _gradient(rl_step(), params, batch)
+  assert float(metrics["is_log_ratio_max_abs"]) == pytest.approx(1.0, abs=1e-5)
+  assert float(metrics["is_truncated_fraction"]) == pytest.approx(
+      cmask[0].sum() / cmask.sum(), abs=1e-6)  # e^1 > 2 on row 0's tokens only
+  # The step's helpers: the learner's log-probs before the updates, metrics over them all.
+  rl = ml_collections.ConfigDict(dict(kl_beta=0.0, is_correction="token_tis", is_cap=2.0))
+  assert step_lib.needs_logprob_fn(rl)
+  device_batch = step_lib.to_device(batch)
+  step_lib.add_step_logprobs(logprob_fn, params, None, device_batch, rl)
+  assert "ref_logprobs" not in device_batch
+  np.testing.assert_allclose(device_batch["learner_logprobs"],
+                             batch["old_logprobs"] - shift[:, None] * cmask, atol=1e-5)
+  whole = step_lib.mismatch_metrics([metrics], device_batch, rl)
+  assert whole["is_log_ratio_max_abs"] == pytest.approx(1.0, abs=1e-5)
+  assert whole["is_truncated_fraction"] == pytest.approx(cmask[0].sum() / cmask.sum())
+
+
+def test_rl_step_gspo_clips_the_sequence_ratio_in_its_own_range(policy):
+  """A row whose sequence ratio is e^0.01 with A > 0 is past GSPO's 1 + 4e-4: it adds nothing
+  to the gradient; under PPO's clip (1.28) the same row still counts."""
+  params, logprob_fn, rl_step = policy
+  first = np.arange(6) == 0
+  advantages = np.array([1.0, -1.0, 0.5, -0.5, 1.0, -1.0])
+  shift = np.where(first, -0.01, 0.0)
+  batch = _rl_batch(logprob_fn, params, advantages, shift)
+  silent = _rl_batch(logprob_fn, params, np.where(first, 0.0, advantages), shift)
+  gspo = rl_step(policy_loss="gspo", gspo_clip_low=3e-4, gspo_clip_high=4e-4)
+  grad, metrics = _gradient(gspo, params, batch)
+  assert _close(grad, _gradient(gspo, params, silent)[0])
+  assert float(metrics["clip_fraction"]) > 0
+  assert not _close(_gradient(rl_step(), params, batch)[0],
+                    _gradient(rl_step(), params, silent)[0])
+
+
+def test_default_rl_step_is_the_step_before_the_loss_variants_bit_for_bit(policy):
+  """With the default knobs (ppo_clip, k3, no correction) one update leaves the parameters and
+  the shared metrics exactly as the step did before those knobs (its loss written out here)."""
+  params, logprob_fn, rl_step = policy
+  graphdef, _ = nnx.split(Decoder(architectures.get("tiny", num_layers=1), rngs=nnx.Rngs(0)))
+
+  def old_loss_fn(params, batch):
+    t = batch["completion_mask"].shape[1]
+    logp, entropy = step_lib.completion_logprobs(graphdef, params, batch["tokens"],
+                                                 batch["mask"], t, 1.0, 1)
+    old, mask = batch["old_logprobs"], batch["completion_mask"]
+    ratio = jnp.exp(logp - old)
+    adv = batch["advantages"][:, None]
+    unclipped, clipped = ratio * adv, jnp.clip(ratio, 1.0 - 0.2, 1.0 + 0.28) * adv
+    pg = losses.aggregate(-jnp.minimum(unclipped, clipped), mask, "token-mean")
+    kl = losses.aggregate(losses.kl_k3(logp, batch["ref_logprobs"]), mask, "token-mean")
+    fmask = mask.astype(jnp.float32)
+    n = jnp.maximum(jnp.sum(fmask), 1.0)
+    return pg + 0.1 * kl, {"pg_loss": pg, "kl": kl, "entropy": jnp.sum(entropy * fmask) / n,
+                           "clip_fraction": jnp.sum((clipped < unclipped) * fmask) / n}
+
+  @jax.jit
+  def old_step(params, opt_state, batch):
+    (_, out), grads = jax.value_and_grad(old_loss_fn, has_aux=True)(params, batch)
+    updates, opt_state = _SGD.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), out
+
+  batch = _rl_batch(logprob_fn, params, [1.0, -1.0, 0.5, -0.5, 1.0, -0.25],
+                    shift=[0.0, 0.3, -0.3, 0.2, 0.0, -0.1])
+  batch["ref_logprobs"] = batch["old_logprobs"] + 0.2 * batch["completion_mask"]
+  device = step_lib.to_device(batch)
+  fresh = jax.tree.map(jnp.array, params)
+  new_params, _, new = rl_step(kl_beta=0.1)(fresh, _SGD.init(fresh), device,
+                                            np.arange(6, dtype=np.int32))
+  before, old = old_step(params, _SGD.init(params), device)
+  for a, b in zip(jax.tree.leaves(new_params), jax.tree.leaves(before), strict=True):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  for key, value in old.items():
+    np.testing.assert_array_equal(new[key], value, err_msg=key)

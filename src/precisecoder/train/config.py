@@ -135,6 +135,32 @@ RUN_PRESETS: dict[str, dict[str, Any]] = {
 _PRESET_SECTIONS = ("model", "data", "rl", "optim", "train")
 
 
+# The policy-gradient variants beside GRPO / DAPO / Dr. GRPO (docs/training.md's knob table
+# names each one's anchor in verl, tunix and TRL, and its paper). The defaults are today's loss.
+_LOSS_VARIANTS = dict(
+    # ppo_clip: PPO's token ratio, clipped to [1 - clip_low, 1 + clip_high]. gspo: GSPO's
+    # sequence ratio (geometric mean of the token ratios), clipped to its own, much narrower
+    # range [1 - gspo_clip_low, 1 + gspo_clip_high] (the GSPO paper's 3e-4 / 4e-4).
+    policy_loss="ppo_clip", gspo_clip_low=3e-4, gspo_clip_high=4e-4,
+    # The per-token KL(policy || reference) estimate of the kl_beta term: k1 | k2 | k3 (k3:
+    # exp(r - p) - (r - p) - 1), or k1+ | k3+ (their value, k2's gradient).
+    kl_estimator="k3",
+    # Truncated importance sampling between the sampler's (behaviour) log-probs and the
+    # learner's at the start of the step: none | token_tis | sequence_tis, weights capped at
+    # is_cap. With a correction the learner's log-probs are one more forward pass per step
+    # and the PPO ratio is taken to them; the is/* metrics are logged either way.
+    is_correction="none", is_cap=2.0,
+    # Samples the token budget cut (no end-of-sequence token): none | filter (their loss is
+    # masked out) | soft (DAPO's length penalty: from max_new_tokens - overlong_buffer tokens
+    # on, the reward falls linearly to -overlong_penalty at max_new_tokens).
+    overlong="none", overlong_buffer=256, overlong_penalty=1.0,
+    # DAPO's dynamic sampling (train/dynamic_sampling.py): a step's batch holds groups whose
+    # rewards vary, drawing and sampling more tasks for at most dynamic_sampling_max_rounds
+    # extra rounds; a batch still short is filled with groups without variance (logged).
+    dynamic_sampling=False, dynamic_sampling_max_rounds=2,
+)
+
+
 def default(arg: str | None = None) -> ml_collections.ConfigDict:
   """PreciseCoder (GDPO on r_λ, λ = 1/3) for the run preset `arg` (default: local)."""
   name = arg or "local"
@@ -192,6 +218,7 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       # The interpreter that runs programs, with the task set's libraries ("": this one; for
       # BigCodeBench tasks .venv-bigcodebench/bin/python, see data/environments.py).
       python=""))
+  c.rl.update(_LOSS_VARIANTS)
 
   c.optim = ml_collections.ConfigDict(dict(
       learning_rate=preset["learning_rate"], warmup_steps=0, weight_decay=0.0, b1=0.9, b2=0.999,
@@ -354,6 +381,7 @@ def _problems(c: ml_collections.ConfigDict):
     if problem:
       yield problem
     yield from one_of("rl.aggregation", AGGREGATIONS)
+    yield from _loss_variant_problems(c, one_of, number)
     yield from number("rl.lam", 0, 1)
     yield from at_least("rl.epsilon", -1)  # -1: PDB's default slack
     yield from at_least("rl.prompts_per_step", 1)
@@ -393,6 +421,30 @@ def _problems(c: ml_collections.ConfigDict):
       yield from at_least(field, 1)
     yield from at_least("dpo.samples_per_task", 2)  # a chosen and a rejected completion
     yield from number("dpo.beta", 0, low_open=True)
+
+
+def _loss_variant_problems(c: ml_collections.ConfigDict, one_of, number):
+  """The `_LOSS_VARIANTS` fields' problems (with validate's helpers `one_of` and `number`)."""
+  # pylint: disable-next=import-outside-toplevel
+  from precisecoder.train import dynamic_sampling, losses, overlong
+  yield from one_of("rl.policy_loss", losses.POLICY_LOSSES)
+  yield from number("rl.gspo_clip_low", 0, 1)
+  yield from number("rl.gspo_clip_high", 0)
+  yield from one_of("rl.kl_estimator", losses.KL_ESTIMATORS)
+  yield from one_of("rl.is_correction", losses.IS_CORRECTIONS)
+  yield from number("rl.is_cap", 1)
+  yield from one_of("rl.overlong", overlong.MODES)
+  yield from number("rl.overlong_penalty", 0)
+  if c.rl.overlong != "none" and c.rl.turns > 1:
+    yield (f"config.rl.overlong={c.rl.overlong!r} needs single answers (rl.turns=1): an "
+           "episode's token budget is shared by its turns")
+  if c.rl.dynamic_sampling:
+    problem = dynamic_sampling.rounds_problem(c.rl)
+    if problem:
+      yield problem
+  if c.rl.overlong == "soft" and not 1 <= c.rl.overlong_buffer <= c.rl.max_new_tokens:
+    yield (f"config.rl.overlong_buffer={c.rl.overlong_buffer} must be in [1, rl.max_new_tokens="
+           f"{c.rl.max_new_tokens}]")
 
 
 # ---------------------------------------------------------------------------

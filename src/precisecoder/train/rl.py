@@ -45,7 +45,7 @@ from precisecoder.model.sharding import mesh_scope
 from precisecoder.rewards import RewardScorer
 from precisecoder.tasks import Task
 from precisecoder.train import greedy_eval, metrics, policy as policy_lib, rollout as rollout_lib
-from precisecoder.train import scoring, step as step_lib, tasksets
+from precisecoder.train import dynamic_sampling, overlong, scoring, step as step_lib, tasksets
 from precisecoder.train.run import Run, due, sample_seed, steps_left
 
 _TERMS_LOGGED = ("unit", "precision", "recall", "f1", "edit_lines", "noop")
@@ -95,10 +95,10 @@ def _concat_terms(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
 
 def collect(rl: ml_collections.ConfigDict, policy: policy_lib.Policy, batch_tasks: list,
             scorer: RewardScorer, executor: concurrent.futures.Executor, *, seed: int, step: int,
-            include_tests: bool, mesh: Mesh | None
+            include_tests: bool, mesh: Mesh | None, part_offset: int = 0
             ) -> tuple[rollout_lib.Rollout, dict[str, np.ndarray], dict[str, float]]:
-  """Samples (from `policy`, seeded by the run's `seed` and `step`) and scores one step's
-  rollouts, overlapping scoring with sampling."""
+  """Samples (from `policy`, seeded by the run's `seed` and `step`, its chunks from
+  `part_offset` on) and scores one step's rollouts, overlapping scoring with sampling."""
   agent = rollout_lib.agent_config(rl)
   chunks = np.array_split(np.arange(len(batch_tasks)), max(1, min(rl.rollout_chunks,
                                                                   len(batch_tasks))))
@@ -109,7 +109,7 @@ def collect(rl: ml_collections.ConfigDict, policy: policy_lib.Policy, batch_task
     part = rollout_lib.sample_rollout(
         policy, [batch_tasks[j] for j in index], num_samples=rl.group_size,
         max_new_tokens=rl.max_new_tokens, temperature=rl.temperature, top_p=rl.top_p,
-        seed=sample_seed(seed, step, i), include_tests=include_tests,
+        seed=sample_seed(seed, step, part_offset + i), include_tests=include_tests,
         prompt_bucket=rl.prompt_bucket, mesh=mesh, agent=agent,
         pool=scorer if agent is not None else None)
     t_sample += time.perf_counter() - t0
@@ -155,16 +155,15 @@ def learn(rl: ml_collections.ConfigDict, step_fn, params: Any, opt_state: Any,
   out = []
   with mesh_scope(mesh):
     if ref_fn is not None:
-      device_batch["ref_logprobs"] = ref_fn(reference_params, device_batch["tokens"],
-                                            device_batch["mask"],
-                                            device_batch["completion_mask"])
+      step_lib.add_step_logprobs(ref_fn, params, reference_params, device_batch, rl)
     for epoch in range(rl.num_iterations):
       order = minibatch_order(n, group, [seed, step, epoch])
       for start in range(0, n, size):
         params, opt_state, m = step_fn(params, opt_state, device_batch,
                                        order[start:start + size])
         out.append(m)
-  return params, opt_state, mean_metrics(jax.device_get(out))
+  means = mean_metrics(jax.device_get(out))
+  return params, opt_state, {**means, **step_lib.mismatch_metrics(out, device_batch, rl)}
 
 
 def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | None = None,
@@ -193,8 +192,9 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
     step, params, opt_state = run.restore(
         params, step_lib.init_optimizer(tx, params, mesh), iterator)
     step_fn = step_lib.make_rl_step(graphdef, tx, rl)
+    # Log-probs beyond the rollout's: the reference's (KL) and the learner's (IS correction).
     ref_fn = (step_lib.make_logprob_fn(graphdef, rl.temperature, step_lib.shared_group(rl))
-              if rl.kl_beta > 0 else None)
+              if step_lib.needs_logprob_fn(rl) else None)
     scorer = stack.enter_context(scoring.open_scorer(rl))
     writer = metrics.MetricsWriter(run.workdir, resume_step=step, enabled=run.primary)
     stack.callback(writer.close)
@@ -240,15 +240,28 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
       t_step = time.perf_counter()
       batch_tasks = tasksets.as_tasks(next(iterator), f"train batch {step + 1}")
       step += 1
-      rollout, terms, timing = collect(
-          rl, policy_at(params), batch_tasks, scorer, executor, seed=cfg.seed, step=step,
-          include_tests=cfg.data.include_tests_in_prompt, mesh=mesh)
+      sampler = policy_at(params)
+
+      def collect_part(tasks: list, offset: int):
+        return collect(rl, sampler, tasks, scorer, executor, seed=cfg.seed, step=step,
+                       include_tests=cfg.data.include_tests_in_prompt, mesh=mesh,
+                       part_offset=offset)
+
+      if rl.dynamic_sampling:  # more tasks until the batch is groups with reward variance
+        rollout, terms, timing = dynamic_sampling.collect(
+            rl, collect_part, batch_tasks,
+            lambda: tasksets.as_tasks(next(iterator), f"train batch {step}+"), policy.pad_id)
+      else:
+        rollout, terms, timing = collect_part(batch_tasks, 0)
       model_tokens = rollout.loss_mask.sum(axis=1, dtype=np.int32)  # feedback turns left out
-      every = multihost.allgather_rows({**terms, "lengths": model_tokens})
+      cut = overlong.cut_samples(rollout, policy.eos_ids, rl.max_new_tokens)
+      every = multihost.allgather_rows({**terms, "lengths": model_tokens, "truncated": cut})
       advantages, reward = reward_recipes.compute_advantages(rl, every)
       batch = rollout_lib.training_arrays(rollout, policy.pad_id,
                                           completion_len=rollout_lib.response_len(rl))
       batch["advantages"] = advantages[multihost.host_slice(len(advantages))]
+      if rl.overlong == "filter":
+        batch["completion_mask"] = overlong.filter_loss_mask(batch["completion_mask"], cut)
       t0 = time.perf_counter()
       # Every host holds the same advantages (computed from the gathered terms): it agrees.
       skip = not np.any(advantages) and rl.kl_beta == 0
@@ -267,6 +280,7 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
           "zero_variance_groups": float(np.mean(groups.std(axis=1) == 0)),
           "skipped_update": float(skip),
           "completion_tokens": float(every["lengths"].mean()),
+          "truncated_fraction": float(every["truncated"].mean()),
           # Rows of tasks whose reference fails or whose bug passes: zero reward, not learning.
           "broken_task_rows": float(every["broken_task"].mean()),
           **_agent_metrics(every),

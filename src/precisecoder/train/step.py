@@ -80,16 +80,32 @@ def make_rl_step(graphdef: nnx.GraphDef, tx: optax.GradientTransformation,
   """step(params, opt_state, batch, rows) -> (params, opt_state, metrics): one update on
   the minibatch `batch[rows]` (whole groups, in order, when `rl.shared_prompt`)."""
   group = shared_group(rl)
+  loss_name = rl.get("policy_loss", "ppo_clip")
+  clip = ((rl.gspo_clip_low, rl.gspo_clip_high) if loss_name == "gspo"
+          else (rl.clip_low, rl.clip_high))
+  correction = rl.get("is_correction", "none")
+  level, cap = is_level(rl), float(rl.get("is_cap", 2.0))
 
   def loss_fn(params, batch):
     t = batch["completion_mask"].shape[1]
     logp, entropy = completion_logprobs(graphdef, params, batch["tokens"], batch["mask"], t,
                                         rl.temperature, group)
+    cmask = batch["completion_mask"]
+    behaviour = batch["old_logprobs"]
+    old, weights = behaviour, None
+    if correction != "none":
+      # verl's decoupled form: PPO's ratio to the learner before this step's updates, and
+      # the truncated learner/sampler ratio as a weight on each token's surrogate.
+      old = batch["learner_logprobs"]
+      weights = losses.is_weights(old, behaviour, cmask, level, cap)
     out = losses.policy_loss(
-        logp, batch["old_logprobs"], batch["advantages"], batch["completion_mask"],
-        clip_low=rl.clip_low, clip_high=rl.clip_high, aggregation=rl.aggregation,
-        entropy=entropy, ref_logp=batch.get("ref_logprobs"), kl_beta=rl.kl_beta)
-    return out.loss, out
+        logp, old, batch["advantages"], cmask, clip_low=clip[0], clip_high=clip[1],
+        aggregation=rl.aggregation, entropy=entropy, ref_logp=batch.get("ref_logprobs"),
+        kl_beta=rl.kl_beta, loss=loss_name, kl_estimator=rl.get("kl_estimator", "k3"),
+        weights=weights)
+    mismatch = losses.mismatch_metrics(jax.lax.stop_gradient(logp), behaviour, cmask, level,
+                                       cap)
+    return out.loss, (out, mismatch)
 
   @functools.partial(jax.jit, donate_argnums=(0, 1))
   def step(params, opt_state, batch, rows):
@@ -97,11 +113,52 @@ def make_rl_step(graphdef: nnx.GraphDef, tx: optax.GradientTransformation,
     # from any host's rollouts: minibatches are the same for any number of hosts.
     minibatch = {k: constrain(v[rows], ("batch",) + (None,) * (v.ndim - 1))
                  for k, v in batch.items()}
-    (_, out), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, minibatch)
+    (_, (out, mismatch)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, minibatch)
     params, opt_state, gnorm = _apply(tx, params, opt_state, grads)
-    return params, opt_state, {**out._asdict(), "grad_norm": gnorm}
+    return params, opt_state, {**out._asdict(), "grad_norm": gnorm, **mismatch}
 
   return step
+
+
+def is_level(rl: ml_collections.ConfigDict) -> str:
+  """The importance-sampling level of `rl.is_correction` (token without one: its metrics)."""
+  return "sequence" if rl.get("is_correction", "none") == "sequence_tis" else "token"
+
+
+def needs_logprob_fn(rl: ml_collections.ConfigDict) -> bool:
+  """Whether a step computes log-probs outside its updates: the reference's (kl_beta > 0),
+  the learner's before the updates (an importance-sampling correction)."""
+  return rl.kl_beta > 0 or rl.get("is_correction", "none") != "none"
+
+
+def add_step_logprobs(logprob_fn: Callable, params: Any, reference_params: Any,
+                      device_batch: dict[str, jax.Array], rl: ml_collections.ConfigDict
+                      ) -> None:
+  """Adds to `device_batch` the log-probs its updates need beyond the rollout's: the
+  reference policy's (`ref_logprobs`, kl_beta > 0) and, with an importance-sampling
+  correction, the learner's at `params`, before the step's first update
+  (`learner_logprobs`)."""
+  args = (device_batch["tokens"], device_batch["mask"], device_batch["completion_mask"])
+  if rl.kl_beta > 0:
+    device_batch["ref_logprobs"] = logprob_fn(reference_params, *args)
+  if rl.get("is_correction", "none") != "none":
+    device_batch["learner_logprobs"] = logprob_fn(params, *args)
+
+
+def mismatch_metrics(minibatch_metrics: list[dict[str, Any]], device_batch: dict[str, Any],
+                     rl: ml_collections.ConfigDict) -> dict[str, float]:
+  """The sampler/learner log-ratio metrics of a step (`losses.mismatch_metrics`): over the
+  whole batch where the learner's log-probs were computed (a correction), else from the
+  step's first update, whose minibatch met the parameters that sampled it."""
+  if "learner_logprobs" in device_batch:
+    out = _mismatch(device_batch["learner_logprobs"], device_batch["old_logprobs"],
+                    device_batch["completion_mask"], is_level(rl), float(rl.is_cap))
+  else:
+    out = {k: v for k, v in minibatch_metrics[0].items() if k.startswith("is_")}
+  return {k: float(v) for k, v in jax.device_get(out).items()}
+
+
+_mismatch = jax.jit(losses.mismatch_metrics, static_argnums=(3, 4))
 
 
 def shared_group(rl: ml_collections.ConfigDict) -> int:
