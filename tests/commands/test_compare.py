@@ -109,7 +109,7 @@ def test_a_failing_arm_exits_1_and_still_reports(tmp_path, capsys):
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path, capsys, monkeypatch):
   """Ctrl-C while the arms train: run_arms stops them with SIGTERM (each checkpoints its
   finished step, tests/train/test_rl.py) and re-raises; the command says so in one line."""
-  from precisecoder.train import compare_arms
+  from precisecoder.experiments import compare_arms
 
   def interrupted(runs, preset, parallel):
     raise KeyboardInterrupt
