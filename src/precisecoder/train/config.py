@@ -452,6 +452,20 @@ BASE_PRESETS: dict[str, dict] = {
                 warmup_steps=30,
                 measure=dict(num_validation=64, num_clean=32, num_multi=32, num_groups=32,
                              group_size=8, max_new_tokens=64)),
+    # The program space (data/programs.py) instead of the families: programs too many to
+    # memorise, so that the base learns to copy the program in its prompt. Measured on held-out
+    # program structures; answers are longer than the families' (made-up identifiers).
+    "cpu-programs": dict(model="coder-cpu", tasks=dict(programs=3000), vocab_size=2048,
+                         steps=600, batch_size=16, draws=4, learning_rate=2e-3, warmup_steps=30,
+                         measure=dict(num_validation=64, num_clean=32, num_multi=32,
+                                      num_groups=32, group_size=8, max_new_tokens=160,
+                                      tier="programs")),
+    # Its CI-size counterpart (tests).
+    "tiny-programs": dict(model="coder-tiny", tasks=dict(programs=24), vocab_size=512, steps=6,
+                          batch_size=4, draws=2, learning_rate=3e-3,
+                          measure=dict(num_validation=4, num_clean=2, num_multi=2,
+                                       num_groups=2, group_size=4, max_new_tokens=16,
+                                       tier="programs")),
     # One H200 (scripts/gpu_run.sh).
     "gpu": dict(model="coder-gpu", tasks=dict(easy=6000, medium=2000, hard=800, multi=800),
                 vocab_size=4096, steps=2000, batch_size=64, draws=4, learning_rate=1e-3,
@@ -484,4 +498,5 @@ def base_config(name: str) -> ml_collections.ConfigDict:
                                          max_len=512)),
       # The printed measurements: greedy on held-out-family tasks, and reward variance of
       # sampled groups of the RL training tasks at the arms' group size.
-      measure=ml_collections.ConfigDict(dict(b["measure"], tier="easy", temperature=1.0))))
+      measure=ml_collections.ConfigDict(dict(dict(tier="easy", temperature=1.0),
+                                             **b["measure"]))))
