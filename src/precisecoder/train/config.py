@@ -117,6 +117,14 @@ RUN_PRESETS: dict[str, dict[str, Any]] = {
         data=dict(num_train=512, num_validation=64, num_clean=32, num_multi=32, num_heldin=64,
                   num_heldin_clean=32, include_tests_in_prompt=False),
         train=dict(steps=40, checkpoint_every=10, eval_every=10, eval_batch_size=32)),
+    # compare-cpu on the program space (data/programs.py): its own base (cpu-programs), training
+    # and evaluation tasks drawn from programs, held-out ones of structures no training program
+    # has; answers up to 160 tokens (made-up identifiers make programs longer in tokens).
+    "compare-cpu-programs": dict(
+        **{**_SMALL_POLICY_CPU, "base": "cpu-programs", "max_new_tokens": 160},
+        data=dict(tier="programs", num_train=512, num_validation=64, num_clean=32, num_multi=32,
+                  num_heldin=64, num_heldin_clean=32, include_tests_in_prompt=False),
+        train=dict(steps=40, checkpoint_every=10, eval_every=10, eval_batch_size=32)),
     # The former CPU comparison: SmolLM2-135M for 4 steps at twice local-smollm2's step size.
     "compare-cpu-smollm2": dict(
         **_SMOLLM2_CPU, learning_rate=2e-5,
