@@ -22,7 +22,8 @@ test (6:1:1), so a held-out program has no training program of the same shape un
 names, constants or operators. `nearest_distance` measures how far each held-out program is
 from its nearest training program (normalised token edit distance).
 
-Deterministic: program i of a split at a seed depends on (split, seed, i) only.
+Deterministic: program i of a split at a seed depends on (split, seed, i) and the stream's name
+only (buggy tasks, clean programs and the multi-line split draw from streams of their own).
 """
 
 from __future__ import annotations
@@ -268,7 +269,7 @@ def _int_of(b: _Builder, e: str, kind: str) -> str:
                      f"len({e}) * {_const(rng, 2, 3)}"))
 
 
-def _update(b: _Builder, depth: int, acc: _Var, e: str, kind: str) -> tuple[str, str]:
+def _update(b: _Builder, acc: _Var, e: str, kind: str) -> tuple[str, str]:
   """One statement folding the element `e` into the accumulator `acc`: (code, sentence)."""
   rng = b.rng
   a = acc.name
@@ -288,7 +289,7 @@ def _update(b: _Builder, depth: int, acc: _Var, e: str, kind: str) -> tuple[str,
     c = _const(rng, 2, 3)
     return f"{a} = {a} * {c} + {x}", f"multiply `{a}` by {c} and add `{x}`"
   if acc.kind == INTS:
-    x = _int_of(b, e, kind) if kind in (INT, INTS) else _int_of(b, e, kind)
+    x = _int_of(b, e, kind)
     if rng.random() < 0.2:
       return f"{a}.insert(0, {x})", f"put `{x}` at the front of `{a}`"
     return f"{a}.append({x})", f"append `{x}` to `{a}`"
@@ -344,14 +345,14 @@ def _body(b: _Builder, depth: int, e: str, kind: str, accs: Sequence[_Var]) -> N
     b.say(f"If `{cond}`:")
     depth += 1
   for acc in accs:
-    code, sentence = _update(b, depth, acc, e, kind)
+    code, sentence = _update(b, acc, e, kind)
     roll = rng.random()
     if not guard_all and roll < 0.55:
       cond = _cond(b, e, kind)
       b.emit(depth, f"if {cond}:")
       b.emit(depth + 1, code)
       if roll < 0.15:
-        other, other_sentence = _update(b, depth, acc, e, kind)
+        other, other_sentence = _update(b, acc, e, kind)
         if other != code:
           b.emit(depth, "else:")
           b.emit(depth + 1, other)
@@ -394,7 +395,7 @@ def _loop_block(b: _Builder) -> bool:
       cond = f"{coll.name}[{i}] {rng.choice(('==', '!='))} {coll.name}[{i} - 1]"
     b.emit(1, f"if {cond}:")
     for acc in accs:
-      code, sentence = _update(b, 2, acc, f"{coll.name}[{i}]", coll.kind)
+      code, sentence = _update(b, acc, f"{coll.name}[{i}]", coll.kind)
       b.emit(2, code)
       b.say(f"If `{cond}`, {sentence}.")
   return True
@@ -413,7 +414,8 @@ def _while_block(b: _Builder) -> bool:
     x = rng.choice((f"{n.name} % {base}", "1"))
     b.emit(1, f"{acc.name} += {x}")
     b.emit(1, f"{n.name} //= {base}")
-    b.say(f"While `{n.name}` > 0, add `{x}` to `{acc.name}` and divide `{n.name}` by {base}.")
+    b.say(f"While `{n.name}` > 0, add `{x}` to `{acc.name}` and floor-divide `{n.name}` by "
+          f"{base}.")
     return True
   if coll is None:
     return False
