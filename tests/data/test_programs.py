@@ -166,3 +166,18 @@ def test_build_generator_programs_tier_command(tmp_path, capsys):
   found = {c["name"]: c for c in json.loads((out / "card.json").read_text())}
   assert found["programs_validation"]["train_distance"]["mean"] > 0
   assert found["clean_validation"]["clean"] == 1
+
+
+def test_the_programs_base_presets_train_and_measure_on_the_program_space():
+  from precisecoder.train import base_model, config as config_lib  # pylint: disable=import-outside-toplevel
+  for name in ("cpu-programs", "tiny-programs"):
+    cfg = config_lib.base_config(name)
+    assert [t for t in base_model._TIERS if base_model._count(cfg, t)] == ["programs"]  # pylint: disable=protected-access
+    assert cfg.measure.tier == "programs" and cfg.measure.temperature == 1.0
+  assert config_lib.base_config("cpu").measure.tier == "easy"
+  run = config_lib.default("compare-cpu-programs")
+  config_lib.validate(run)
+  assert run.base.name == "cpu-programs" and run.data.tier == "programs"
+  assert generator.clean_tier(run.data.tier) == "programs"
+  assert generator.multi_tier(run.data.tier) == "programs-multi"
+  assert generator.multi_tier("easy") == "multi" and generator.clean_tier("hard") == "easy"
