@@ -38,11 +38,12 @@ import keyword
 import random
 import re
 import sys
+import time
 import tokenize
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from precisecoder.data.checking import load_trusted
+from precisecoder.data.checking import MAX_CPU_S, load_trusted
 from precisecoder.data.sft_mixture import fresh_name
 
 SPLITS = ("train", "validation", "test")
@@ -575,11 +576,12 @@ def _covered_lines(target: Any, args: list[Any], lines: set[int], max_lines: int
   """`target(*args)` on JSON copies of the arguments, adding the lines it runs to `lines`."""
   code = target.__code__
   budget = [max_lines]
+  deadline = time.process_time() + MAX_CPU_S
 
   def tracer(frame, event, arg):  # pylint: disable=unused-argument
     if event == "line":
       budget[0] -= 1
-      if budget[0] < 0:
+      if budget[0] < 0 or time.process_time() > deadline:
         raise _Budget()
       if frame.f_code is code:
         lines.add(frame.f_lineno)
