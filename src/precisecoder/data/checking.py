@@ -1,8 +1,8 @@
 """Run programs against their tests: through the sandboxed pool, or in-process for our own code.
 
 `PoolChecker` is the general path (any test kind, untrusted programs).
-`TrustedCallChecker` runs `call`-kind tests in this process, under a line
-budget, and is only for programs this package wrote itself (the generator's
+`TrustedCallChecker` runs `call`-kind tests in this process, under budgets of
+lines and CPU seconds, and is only for programs this package wrote itself (the generator's
 templates and their mutants): it computes expected values and screens
 mutants in microseconds instead of a process round trip. Its verdict follows
 the contract: every call's result must equal the expected value after a JSON
@@ -60,7 +60,7 @@ class PoolChecker:
 
 
 class _Budget(BaseException):  # not an Exception: `except Exception` in a program cannot swallow it
-  """The traced program ran out of its line budget (an infinite loop, most likely)."""
+  """The traced program ran out of its line or CPU budget (an infinite loop, most likely)."""
 
 
 def _json_round_trip(value: Any) -> Any:
