@@ -326,8 +326,11 @@ def summary(result: dict[str, Any]) -> str:
            f"parameters, vocabulary {result['vocab']}, {result['corpus_tasks']} corpus tasks, "
            f"SFT loss {result.get('sft_loss') or float('nan'):.3f}; targets " + ", ".join(
                f"{k} {v:.0%}" for k, v in result["targets"].items())]
-  for name, what in (("validation", "held-out-family tasks"), ("multi", "held-out-family tasks"),
-                     ("heldin", "new instances of the training families")):
+  programs = result.get("config", {}).get("measure", {}).get("tier", "").startswith("programs")
+  held_out = "held-out-structure tasks" if programs else "held-out-family tasks"
+  held_in = ("new programs of training structures" if programs
+             else "new instances of the training families")
+  for name, what in (("validation", held_out), ("multi", held_out), ("heldin", held_in)):
     r = result.get(name)
     if r:
       lines.append(
