@@ -1,7 +1,7 @@
 """The checkers that run programs against their tests (data/checking.py), called directly: the
 in-process checker of our own programs (the contract's JSON comparison, `Solution().method`,
-its line budget, errors as failures) and the pool checker (sandboxed verdicts, and the modules
-a run lacked, for advice)."""
+its line and CPU budgets, errors as failures) and the pool checker (sandboxed verdicts, and the
+modules a run lacked, for advice)."""
 
 import pytest
 
@@ -29,6 +29,14 @@ def test_trusted_checker_follows_the_call_contract():
   assert checker.passes([(loops, PAIR), (broken, PAIR), ("def pair(:", PAIR)]) == [False] * 3
   with pytest.raises(ValueError, match="runs only 'call' tests, got 'io'"):
     checker.passes_one("print(1)", {"kind": "io", "cases": []})
+
+
+def test_trusted_checker_stops_a_program_whose_lines_get_ever_slower():
+  # Few lines, each squaring ever longer numbers: the line budget alone would wait for ever.
+  squares = ("def pair(xs):\n    for x in xs:\n        xs.append(x * x)\n"
+             "    return (1, xs)\n")
+  squares_of_two = {**PAIR, "cases": [{"args": [[2]], "expected": [1, [2]]}]}
+  assert not TrustedCallChecker(max_cpu_s=0.2).passes_one(squares, squares_of_two)
 
 
 def test_pool_checker_gives_verdicts_and_the_modules_a_run_lacked():

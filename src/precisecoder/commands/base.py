@@ -29,7 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
       "generator's training tasks, SFT from scratch on a mixture of answers; print its "
       "measurements and folder.")
   parser.epilog = "Extra --config.a.b=v arguments override configs/base.py's fields."
-  parser.add_argument("--preset", default="cpu", help="tiny, cpu or gpu")
+  parser.add_argument("--preset", default="cpu",
+                      help="tiny, cpu, gpu, tiny-programs or cpu-programs (configs/base.py)")
   parser.add_argument("--rebuild", action="store_true",
                       help="delete the cached base of this config first")
   parser.add_argument("--verbose", action="store_true", help=console.VERBOSE_HELP)

@@ -51,7 +51,29 @@ def data_card(tasks: Sequence[Task], name: str) -> dict[str, Any]:
       "editable_lines_mean": round(statistics.fmean(editable), 2) if editable else 0.0,
       "changed_lines_mean": round(statistics.fmean(len(t.gt_diff) for t in buggy), 2)
                             if buggy else 0.0,
+      **_structure(tasks),
   }
+
+
+def _summary(values: Sequence[float]) -> dict[str, float]:
+  ordered = sorted(values)
+  return {"mean": round(statistics.fmean(ordered), 4), "min": ordered[0],
+          "p10": ordered[len(ordered) // 10], "median": ordered[len(ordered) // 2],
+          "max": ordered[-1]}
+
+
+def _structure(tasks: Sequence[Task]) -> dict[str, Any]:
+  """Distinct program skeletons, and the distance of held-out programs to the nearest training
+  program (data/program_tasks.py), where the tasks carry them."""
+  out: dict[str, Any] = {}
+  shapes = [t.extra["skeleton"] for t in tasks if "skeleton" in t.extra]
+  if shapes:
+    out["distinct_skeletons"] = len(set(shapes))
+  for key in ("train_distance", "train_shape_distance"):
+    values = [float(t.extra[key]) for t in tasks if key in t.extra]
+    if values:
+      out[key] = _summary(values)
+  return out
 
 
 def card_markdown(card: dict[str, Any]) -> str:
@@ -62,6 +84,17 @@ def card_markdown(card: dict[str, Any]) -> str:
          f"(range {card['program_lines_min_max'][0]}-{card['program_lines_min_max'][1]}), "
          f"{card['editable_lines_mean']} editable; {card['changed_lines_mean']} changed lines per "
          f"buggy task; {card['multi_line_tasks']} tasks with a multi-line bug.", ""]
+  if "distinct_skeletons" in card:
+    out += [f"{card['distinct_skeletons']} distinct program skeletons (identifiers, constants "
+            "and operators abstracted).", ""]
+  for key, what in (("train_distance", "token edit distance"),
+                    ("train_shape_distance", "token edit distance, identifiers and constants "
+                     "abstracted")):
+    if key in card:
+      d = card[key]
+      out += [f"Distance to the nearest training program ({what}, normalised): mean "
+              f"{d['mean']:.3f}, min {d['min']:.3f}, p10 {d['p10']:.3f}, median "
+              f"{d['median']:.3f}, max {d['max']:.3f}.", ""]
   for title, key in (("bugs per task", "by_bug_count"), ("category", "by_category"),
                      ("operator", "by_operator"), ("source", "by_source"),
                      ("test kind", "by_test_kind")):

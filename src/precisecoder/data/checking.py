@@ -1,8 +1,8 @@
 """Run programs against their tests: through the sandboxed pool, or in-process for our own code.
 
 `PoolChecker` is the general path (any test kind, untrusted programs).
-`TrustedCallChecker` runs `call`-kind tests in this process, under a line
-budget, and is only for programs this package wrote itself (the generator's
+`TrustedCallChecker` runs `call`-kind tests in this process, under budgets of
+lines and CPU seconds, and is only for programs this package wrote itself (the generator's
 templates and their mutants): it computes expected values and screens
 mutants in microseconds instead of a process round trip. Its verdict follows
 the contract: every call's result must equal the expected value after a JSON
@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import warnings
 from typing import Any, Mapping, Protocol, Sequence
 
 from precisecoder.data import environments
 
 Item = tuple[str, Mapping[str, Any]]  # (program, tests)
+# CPU seconds one trusted call may take: our programs take milliseconds; a mutant that takes
+# longer fails its tests however long it is given.
+MAX_CPU_S = 2.0
 
 
 class Checker(Protocol):
@@ -56,7 +60,7 @@ class PoolChecker:
 
 
 class _Budget(BaseException):  # not an Exception: `except Exception` in a program cannot swallow it
-  """The traced program ran out of its line budget (an infinite loop, most likely)."""
+  """The traced program ran out of its line or CPU budget (an infinite loop, most likely)."""
 
 
 def _json_round_trip(value: Any) -> Any:
@@ -76,14 +80,18 @@ def load_trusted(program: str, entry_point: str) -> Any:
 
 
 def call_trusted(target: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None,
-                 max_lines: int = 200_000) -> Any:
-  """Calls `target` on JSON copies of the arguments, under a budget of traced lines."""
+                 max_lines: int = 200_000, max_cpu_s: float = MAX_CPU_S) -> Any:
+  """Calls `target` on JSON copies of the arguments, under a budget of traced lines and of
+  CPU seconds: a mutant that keeps squaring a number runs few lines, each slower than the last
+  (a loop that appends to the list it walks, `xs.append(x * x)`, never ends and its numbers
+  double in length each round)."""
   budget = [max_lines]
+  deadline = time.process_time() + max_cpu_s
 
   def tracer(frame, event, arg):  # pylint: disable=unused-argument
     if event == "line":
       budget[0] -= 1
-      if budget[0] < 0:
+      if budget[0] < 0 or time.process_time() > deadline:
         raise _Budget()
     return tracer
 
@@ -98,8 +106,9 @@ def call_trusted(target: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | N
 class TrustedCallChecker:
   """In-process verdicts for `call` tests of programs this package generated."""
 
-  def __init__(self, max_lines: int = 200_000):
+  def __init__(self, max_lines: int = 200_000, max_cpu_s: float = MAX_CPU_S):
     self._max_lines = max_lines
+    self._max_cpu_s = max_cpu_s
 
   def passes_one(self, program: str, tests: Mapping[str, Any]) -> bool:
     if tests.get("kind") != "call":
@@ -107,7 +116,8 @@ class TrustedCallChecker:
     try:
       target = load_trusted(program, tests["entry_point"])
       for case in tests["cases"]:
-        got = call_trusted(target, case.get("args", []), case.get("kwargs"), self._max_lines)
+        got = call_trusted(target, case.get("args", []), case.get("kwargs"), self._max_lines,
+                           self._max_cpu_s)
         if _json_round_trip(got) != case["expected"]:
           return False
     except (Exception, _Budget):  # pylint: disable=broad-except  # any error fails the tests

@@ -6,7 +6,9 @@ Tiers:
 * `medium`: 8-30-line functions with one bug from any single-line operator;
 * `hard`: medium functions with 2-4 bugs, or a 2-4-line (atomic) bug;
 * `multi`: medium functions with exactly one 2-4-line (atomic) bug: the multi-line
-  generalisation split for a policy trained on single-line bugs.
+  generalisation split for a policy trained on single-line bugs;
+* `programs`, `programs-multi`: programs composed from a grammar instead of templates, with one
+  single-line or one 2-4-line bug (data/program_tasks.py, data/programs.py).
 
 Tests are `call` cases whose expected values come from the correct function,
 so verdicts are computed outside the program. Every bug is verified to fail
@@ -31,7 +33,8 @@ from precisecoder.data.families import Family
 from precisecoder.data.mutation import Mutation
 from precisecoder.tasks import Task
 
-TIERS = ("easy", "medium", "hard", "multi")
+TIERS = ("easy", "medium", "hard", "multi", "programs", "programs-multi")
+PROGRAM_TIERS = ("programs", "programs-multi")  # data/program_tasks.py: the program space
 NUM_CASES = 8
 EASY_OPERATORS = ("boundary_shift", "comparison_swap", "arithmetic_swap", "constant_off_by_one",
                   "wrong_constant", "range_bound", "boolean_flip", "augassign_swap")
@@ -97,6 +100,16 @@ def draw_buggy_function(family: Family, tier: str, split: str, rng: random.Rando
   fn, description, code, knobs = family.render(rng)
   tests = make_tests(family, fn, code, knobs, rng)
   source = injection.Source(key=family.key, code=code, tests=tests)
+  chosen = choose_bugs(source, tier, rng, checker)
+  if chosen is None:
+    return None
+  return fn, function_prompt(code, description), code, tests, chosen
+
+
+def choose_bugs(source: injection.Source, tier: str, rng: random.Random,
+                checker: TrustedCallChecker) -> list[Mutation] | None:
+  """`tier`'s bugs for `source`, each verified to fail its tests, or None if this program
+  has none that fit."""
   k, multi = _bug_plan(tier, rng)
   operators = EASY_OPERATORS if tier == "easy" else None
   singles = injection.balanced_order(injection.candidates(source, operators=operators), rng)
@@ -125,7 +138,7 @@ def draw_buggy_function(family: Family, tier: str, split: str, rng: random.Rando
     if picked is None or not injection.well_separated(chosen + picked):
       return None
     chosen = sorted(chosen + picked, key=lambda m: m.span)
-  return fn, function_prompt(code, description), code, tests, chosen
+  return chosen
 
 
 def _task(task_id: str, tier: str, split: str, family: Family, prompt: str, code: str,
@@ -141,11 +154,25 @@ def _task(task_id: str, tier: str, split: str, family: Family, prompt: str, code
                      "editable_lines": len(mutation.editable_lines(code))})
 
 
+def clean_tier(tier: str) -> str:
+  """The tier whose clean programs go with `tier`'s tasks (the easy families', or the program
+  space's)."""
+  return "programs" if tier in PROGRAM_TIERS else "easy"
+
+
+def multi_tier(tier: str) -> str:
+  """The multi-line split that goes with `tier`'s tasks."""
+  return "programs-multi" if tier in PROGRAM_TIERS else "multi"
+
+
 def make_tasks(split: str, tier: str, n: int, seed: int = 0, *, progress: bool = False
                ) -> list[Task]:
-  """`n` verified buggy tasks of `tier` from the families of `split`."""
+  """`n` verified buggy tasks of `tier` from the families (or programs) of `split`."""
   if tier not in TIERS:
     raise ValueError(f"unknown tier {tier!r}; expected one of {TIERS}")
+  if tier in PROGRAM_TIERS:
+    from precisecoder.data import program_tasks  # pylint: disable=import-outside-toplevel
+    return program_tasks.make_tasks(split, tier, n, seed, progress=progress)
   pool = _family_pool(tier, split)
   rng = random.Random(f"precisecoder-generator:{split}:{tier}:{seed}")
   checker = TrustedCallChecker()
@@ -182,7 +209,11 @@ def make_tasks(split: str, tier: str, n: int, seed: int = 0, *, progress: bool =
 
 
 def make_clean_tasks(split: str, n: int, seed: int = 0, tier: str = "easy") -> list[Task]:
-  """`n` already-correct programs (is_buggy false) from the families of `split`."""
+  """`n` already-correct programs (is_buggy false) from the families (or programs) of
+  `split`."""
+  if tier in PROGRAM_TIERS:
+    from precisecoder.data import program_tasks  # pylint: disable=import-outside-toplevel
+    return program_tasks.make_clean_tasks(split, n, seed)
   pool = _family_pool(tier, split)
   rng = random.Random(f"precisecoder-generator-clean:{split}:{tier}:{seed}")
   tasks: list[Task] = []

@@ -52,7 +52,13 @@ from precisecoder.tasks import Task
 from precisecoder.train import config as config_lib, sequences, tasksets
 from precisecoder.intmath import cdiv
 
-_TIERS = ("easy", "medium", "hard", "multi")
+# Generator tiers the corpus may draw from; `base.data` names each count (programs-multi as
+# programs_multi), and a tier a preset does not name contributes nothing.
+_TIERS = ("easy", "medium", "hard", "multi", "programs", "programs-multi")
+
+
+def _count(base_cfg: ml_collections.ConfigDict, tier: str) -> int:
+  return int(base_cfg.data.get(tier.replace("-", "_"), 0))
 
 
 def key(base_cfg: ml_collections.ConfigDict) -> str:
@@ -125,7 +131,7 @@ def _processes() -> concurrent.futures.ProcessPoolExecutor:
 def corpus(base_cfg: ml_collections.ConfigDict) -> list[Task]:
   """The training-family tasks of every tier the base is trained on (tiers generated in
   parallel; each through tasksets' on-disk cache)."""
-  counts = [(tier, int(base_cfg.data[tier])) for tier in _TIERS if int(base_cfg.data[tier])]
+  counts = [(tier, _count(base_cfg, tier)) for tier in _TIERS if _count(base_cfg, tier)]
   with _processes() as pool:
     parts = pool.map(tasksets.generated, ["train"] * len(counts), [t for t, _ in counts],
                      [n for _, n in counts], [int(base_cfg.seed)] * len(counts))
@@ -280,6 +286,7 @@ def measure(model_dir: pathlib.Path, base_cfg: ml_collections.ConfigDict) -> dic
   """Greedy evaluation on held-out families and on new instances of the training families
   (held-in: none in the SFT corpus), and reward variance of sampled RL groups."""
   from precisecoder import tasks as tasks_lib  # pylint: disable=import-outside-toplevel
+  from precisecoder.data import generator  # pylint: disable=import-outside-toplevel
   from precisecoder.execution import ExecutionPool  # pylint: disable=import-outside-toplevel
   from precisecoder.rewards import RewardScorer  # pylint: disable=import-outside-toplevel
   from precisecoder.train import greedy_eval, policy as policy_lib  # pylint: disable=import-outside-toplevel
@@ -293,8 +300,9 @@ def measure(model_dir: pathlib.Path, base_cfg: ml_collections.ConfigDict) -> dic
   policy = policy_lib.load_policy(cfg)
   sets = {
       "validation": tasksets.generated("validation", m.tier, m.num_validation, seed),
-      "clean": tasksets.generated("validation", "easy", m.num_clean, seed, clean=True),
-      "multi": tasksets.generated("validation", "multi", m.num_multi, seed),
+      "clean": tasksets.generated("validation", generator.clean_tier(m.tier), m.num_clean, seed,
+                                  clean=True),
+      "multi": tasksets.generated("validation", generator.multi_tier(m.tier), m.num_multi, seed),
       "heldin": tasksets.unseen_instances(m.tier, m.num_validation, m.num_clean, seed + 1,
                                           tasks_lib.load_tasks(sft_data(base_cfg)[0]))}
   out: dict[str, Any] = {}
@@ -338,8 +346,11 @@ def summary(result: dict[str, Any]) -> str:
            f"parameters, vocabulary {result['vocab']}, {result['corpus_tasks']} corpus tasks, "
            f"SFT loss {result.get('sft_loss') or float('nan'):.3f}; targets " + ", ".join(
                f"{k} {v:.0%}" for k, v in result["targets"].items())]
-  for name, what in (("validation", "held-out-family tasks"), ("multi", "held-out-family tasks"),
-                     ("heldin", "new instances of the training families")):
+  programs = result.get("config", {}).get("measure", {}).get("tier", "").startswith("programs")
+  held_out = "held-out-structure tasks" if programs else "held-out-family tasks"
+  held_in = ("new programs of training structures" if programs
+             else "new instances of the training families")
+  for name, what in (("validation", held_out), ("multi", held_out), ("heldin", held_in)):
     r = result.get(name)
     if r:
       lines.append(

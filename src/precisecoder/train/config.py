@@ -117,6 +117,14 @@ RUN_PRESETS: dict[str, dict[str, Any]] = {
         data=dict(num_train=512, num_validation=64, num_clean=32, num_multi=32, num_heldin=64,
                   num_heldin_clean=32, include_tests_in_prompt=False),
         train=dict(steps=40, checkpoint_every=10, eval_every=10, eval_batch_size=32)),
+    # compare-cpu on the program space (data/programs.py): its own base (cpu-programs), training
+    # and evaluation tasks drawn from programs, held-out ones of structures no training program
+    # has; answers up to 160 tokens (made-up identifiers make programs longer in tokens).
+    "compare-cpu-programs": dict(
+        **{**_SMALL_POLICY_CPU, "base": "cpu-programs", "max_new_tokens": 160},
+        data=dict(tier="programs", num_train=512, num_validation=64, num_clean=32, num_multi=32,
+                  num_heldin=64, num_heldin_clean=32, include_tests_in_prompt=False),
+        train=dict(steps=40, checkpoint_every=10, eval_every=10, eval_batch_size=32)),
     # The comparison on SmolLM2-135M on 2 CPU cores: 4 steps at twice local-smollm2's step size.
     "compare-cpu-smollm2": dict(
         **_SMOLLM2_CPU, learning_rate=2e-5,
@@ -514,6 +522,20 @@ BASE_PRESETS: dict[str, dict] = {
                 warmup_steps=30,
                 measure=dict(num_validation=64, num_clean=32, num_multi=32, num_groups=32,
                              group_size=8, max_new_tokens=64)),
+    # The program space (data/programs.py) instead of the families: programs too many to
+    # memorise, so that the base learns to copy the program in its prompt. Measured on held-out
+    # program structures; answers are longer than the families' (made-up identifiers).
+    "cpu-programs": dict(model="coder-cpu", tasks=dict(programs=3000), vocab_size=2048,
+                         steps=600, batch_size=16, draws=4, learning_rate=2e-3, warmup_steps=30,
+                         measure=dict(num_validation=64, num_clean=32, num_multi=32,
+                                      num_groups=32, group_size=8, max_new_tokens=160,
+                                      tier="programs")),
+    # Its CI-size counterpart (tests).
+    "tiny-programs": dict(model="coder-tiny", tasks=dict(programs=24), vocab_size=512, steps=6,
+                          batch_size=4, draws=2, learning_rate=3e-3,
+                          measure=dict(num_validation=4, num_clean=2, num_multi=2,
+                                       num_groups=2, group_size=4, max_new_tokens=16,
+                                       tier="programs")),
     # One H200 (scripts/gpu_run.sh).
     "gpu": dict(model="coder-gpu", tasks=dict(easy=6000, medium=2000, hard=800, multi=800),
                 vocab_size=4096, steps=2000, batch_size=64, draws=4, learning_rate=1e-3,
@@ -546,4 +568,5 @@ def base_config(name: str) -> ml_collections.ConfigDict:
                                          max_len=512)),
       # The printed measurements: greedy on held-out-family tasks, and reward variance of
       # sampled groups of the RL training tasks at the arms' group size.
-      measure=ml_collections.ConfigDict(dict(b["measure"], tier="easy", temperature=1.0))))
+      measure=ml_collections.ConfigDict(dict(dict(tier="easy", temperature=1.0),
+                                             **b["measure"]))))

@@ -29,9 +29,9 @@ def cache_root() -> pathlib.Path:
 
 
 def _generator_digest() -> str:
-  from precisecoder.data import families, generator, injection, mutation
+  from precisecoder.data import families, generator, injection, mutation, program_tasks, programs
   digest = hashlib.sha256()
-  for module in (generator, families, injection, mutation):
+  for module in (generator, families, injection, mutation, programs, program_tasks):
     digest.update(pathlib.Path(module.__file__).read_bytes())
   return digest.hexdigest()[:12]
 
@@ -62,6 +62,7 @@ def train_tasks(cfg: ml_collections.ConfigDict) -> list[Task]:
 
 def eval_tasks(cfg: ml_collections.ConfigDict) -> list[Task]:
   """Validation (buggy) tasks followed by clean programs, for the greedy evaluation."""
+  from precisecoder.data import generator
   if cfg.data.validation_file:
     buggy = tasks_lib.load_tasks(cfg.data.validation_file)
   else:
@@ -69,14 +70,17 @@ def eval_tasks(cfg: ml_collections.ConfigDict) -> list[Task]:
   if cfg.data.clean_file:
     clean = tasks_lib.load_tasks(cfg.data.clean_file)
   else:
-    clean = generated("validation", "easy", cfg.data.num_clean, cfg.data.seed, clean=True)
+    clean = generated("validation", generator.clean_tier(cfg.data.tier), cfg.data.num_clean,
+                      cfg.data.seed, clean=True)
   return list(buggy) + list(clean)
 
 
 def multi_tasks(cfg: ml_collections.ConfigDict) -> list[Task]:
   """The multi-line split (held-out families, one atomic 2-4-line bug each): how far a policy
   trained on single-line bugs generalises; evaluated beside the validation tasks."""
-  return generated("validation", "multi", cfg.data.num_multi, cfg.data.seed)
+  from precisecoder.data import generator
+  return generated("validation", generator.multi_tier(cfg.data.tier), cfg.data.num_multi,
+                   cfg.data.seed)
 
 
 def task_iterator(tasks: list[Task], batch_size: int, seed: int):
