@@ -197,3 +197,19 @@ def test_a_runs_processes_see_one_another_in_proc():
   with _pool("auto") as pool:
     result = pool.run([Job(program, CALL, PATIENT)])[0]
   assert result.got == ["(sleep)", 1, False], (result.detail, result.got)
+
+
+def test_the_kernel_key_calls_are_refused_as_on_a_kernel_without_keys():
+  """A uid's keyrings outlive its runs (every run of a worker has its uid): runs cannot reach them
+  at all."""
+  program = _LIBRARY + textwrap.dedent("""
+      def observe():
+        found = []
+        for call in (lambda: libc.syscall(ADD_KEY, b'user', b'leak', b'1', 1, USER_KEYRING),
+                     lambda: libc.syscall(KEYCTL, KEYCTL_GET_PERSISTENT, -1, USER_KEYRING)):
+          found.append([call(), ctypes.get_errno()])
+        return found
+      """)
+  with _pool("auto") as pool:
+    result = pool.run([Job(program, CALL, PATIENT)])[0]
+  assert result.got == [[-1, 38], [-1, 38]], (result.detail, result.got)  # ENOSYS

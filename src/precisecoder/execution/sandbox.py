@@ -298,6 +298,12 @@ class Sandbox:
     if sandbox.mode == "root":
       os.setgroups([])  # runs inherit no supplementary groups
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)  # inherited by every run: setuid binaries cannot give root back
+    try:
+      _refuse_kernel_keys()
+    except OSError as e:
+      sandbox.note = "; ".join(filter(None, [
+          sandbox.note, f"the kernel's key calls stay open to runs ({e}): a uid's keyrings outlive "
+          "its runs"]))
     _first_for_the_oom_killer()
     return sandbox
 
@@ -404,9 +410,6 @@ class Sandbox:
       os.mkdir(self.run_dir, 0o700)
     return self.run_dir
 
-  def stamp_writable(self) -> None:
-    """Nothing to note: `clean_writable` has nothing to empty but the "plain" runs' folder."""
-
   def clean_writable(self) -> None:
     """Empties what a "plain" run could write besides its own directory (gone by now:
     `remove_run_dir`): the folder that holds it. Other modes' runs wrote only into tmpfs of
@@ -479,15 +482,6 @@ class Sandbox:
       # The new uid made the run undumpable: its /proc files root's, and, /proc showing a process
       # only what it may ptrace (hidepid), its processes hidden from one another.
       _prctl(_PR_SET_DUMPABLE, 1)
-      # The kernel keyrings a process can keep keys in beyond its own life (the user, user
-      # session and persistent keyrings of its uid, named keyrings) belong to its uid in its
-      # user namespace: this one dies with the run. Its uid stays what it is, mapped to itself.
-      _unshare(_CLONE_NEWUSER)
-      uid = self.run_uid
-      for path, text in ((b"/proc/self/uid_map", b"%d %d 1" % (uid, uid)),
-                         (b"/proc/self/setgroups", b"deny"),
-                         (b"/proc/self/gid_map", b"%d %d 1" % (uid, uid))):
-        _write_file(path, text)
     elif self.mode == "userns":
       _unshare(_CLONE_NEWUSER)  # no capabilities over the worker's mounts or processes
       _prctl(_PR_SET_DUMPABLE, 1)  # the worker is not (its runs must not read it): they are
@@ -514,19 +508,10 @@ class Sandbox:
       _chown(self.run_dir, self.run_uid, self.run_uid)
 
 
-def _write_file(path: bytes, text: bytes) -> None:
-  fd = _open(path, _O_WRONLY)
-  try:
-    _os_write(fd, text)
-  finally:
-    _close(fd)
-
-
 _mount_raw = _libc["mount"]  # a function of its own: `_mount` passes other types
 _mount_raw.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
                        ctypes.c_char_p)
 _fork, _pwrite, _mkdir, _chown = os.fork, os.pwrite, os.mkdir, os.chown
-_open, _os_write, _close, _O_WRONLY = os.open, os.write, os.close, os.O_WRONLY
 
 
 _setsid, _closerange, _chdir = os.setsid, os.closerange, os.chdir
@@ -602,6 +587,52 @@ def _unlink_quietly(name: str, dir_fd: int | None = None) -> None:
     os.unlink(name, dir_fd=dir_fd)
   except OSError:
     pass
+
+
+def _refuse_kernel_keys() -> None:
+  """Makes add_key, request_key and keyctl fail with ENOSYS in this worker and every run it forks
+  (a seccomp filter, inherited and never lifted), as on a kernel built without keys.
+
+  The keyrings a process can keep keys in beyond its own life (its uid's user, user session and
+  persistent keyrings; named keyrings) belong to the uid in its user namespace, which every run
+  of a worker shares: keys are how one run could leave the next a message that no mount or IPC
+  namespace holds. Nothing a run needs uses them, and a user namespace per run, which would
+  also separate them, costs every run. System calls of another ABI (x32, i386 through int 0x80)
+  are refused the same way: they would reach the same calls by other numbers.
+  """
+  arch, numbers = _KEY_CALLS.get(os.uname().machine, (None, ()))
+  if arch is None:
+    raise OSError(errno.ENOSYS, f"no seccomp filter for {os.uname().machine}")
+  refuse, allow = _SECCOMP_RET_ERRNO | errno.ENOSYS, _SECCOMP_RET_ALLOW
+  program = [(_BPF_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
+             (_BPF_JEQ_K, 1, 0, arch),
+             (_BPF_RET_K, 0, 0, refuse),
+             (_BPF_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
+             (_BPF_JGE_K, 1 + len(numbers), 0, _X32_SYSCALL_BIT),
+             *((_BPF_JEQ_K, len(numbers) - i, 0, number) for i, number in enumerate(numbers)),
+             (_BPF_RET_K, 0, 0, allow),
+             (_BPF_RET_K, 0, 0, refuse)]
+  filters = (_SockFilter * len(program))(*program)
+  fprog = _SockFprog(len(program), filters)
+  _check(_libc.prctl(ctypes.c_int(_PR_SET_SECCOMP), ctypes.c_ulong(_SECCOMP_MODE_FILTER),
+                     ctypes.byref(fprog), ctypes.c_ulong(0), ctypes.c_ulong(0)), "seccomp")
+
+
+class _SockFilter(ctypes.Structure):
+  _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
+              ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+  _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JGE_K, _BPF_RET_K = 0x20, 0x15, 0x35, 0x06
+_SECCOMP_RET_ALLOW, _SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
+_X32_SYSCALL_BIT = 0x40000000
+# AUDIT_ARCH_* and the numbers of add_key, request_key and keyctl
+_KEY_CALLS = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
 
 
 def _first_for_the_oom_killer() -> None:
