@@ -145,12 +145,12 @@ def _private_root() -> None:
 
   Read-only: the system directories (`_SYSTEM_DIRS`: programs, shared libraries, /etc), the
   interpreter and its import path (of this package, only what the worker imports: the
-  execution package), /sys, and a /dev of the common device nodes. Writable: /tmp, /var/tmp
-  and /dev/shm (world-writable tmpfs) and the runs' home (`_RUNS_DIR`), where each run mounts
-  fresh ones of its own (`Sandbox.enter_child`). Everything else -- the home directories, the
-  working trees, the task files, their expected outputs and gold programs -- is not there.
-  Then /proc is the host's until the worker, PID 1 of its own PID namespace, mounts its own
-  (`_with_pid_namespaces`).
+  execution package), a /sys of its own (`_fresh_sysfs`), and a /dev of the common device
+  nodes. Writable: /tmp, /var/tmp and /dev/shm (world-writable tmpfs) and the runs' home
+  (`_RUNS_DIR`), where each run mounts fresh ones of its own (`Sandbox.enter_child`).
+  Everything else -- the home directories, the working trees, the task files, their expected
+  outputs and gold programs -- is not there. Then /proc is the host's until the worker, PID 1
+  of its own PID namespace, mounts its own (`_with_pid_namespaces`).
   """
   _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
   binds = _outermost([*_SYSTEM_DIRS, *_python_paths()])
@@ -169,6 +169,8 @@ def _private_root() -> None:
     os.makedirs(root + point, exist_ok=True)
     _mount("tmpfs", root + point, "tmpfs", _TMPFS_FLAGS, options)
   for path, handle in [*handles.items(), *virtual.items()]:  # after: a venv may be under /tmp
+    if path == "/sys" and _fresh_sysfs(root + path):
+      continue
     _bind(handle, root + path, recursive=True)
   for link, target in sorted(links.items()):  # a link's parents first
     if not os.path.lexists(root + link):
@@ -193,6 +195,20 @@ def _private_root() -> None:
   _check(_libc.umount2(b".", ctypes.c_int(_MNT_DETACH)), "umount2")
   os.chdir("/")
   _make_read_only(writable={_RUNS_DIR, *WRITABLE_DIRS})
+
+
+def _fresh_sysfs(target: str) -> bool:
+  """Mounts a sysfs of this network namespace on `target` (made here); False where that is not
+  allowed. Not the host's /sys with what is mounted below it: the counters of the cgroups the pool
+  runs in (its memory high-water mark, its CPU time) would keep what a run did for the runs after
+  it, the host's network devices count their packets, and debugfs or tracing are no run's
+  business."""
+  os.makedirs(target, exist_ok=True)
+  try:
+    _mount("sysfs", target, "sysfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    return True
+  except OSError:
+    return False
 
 
 def _fresh_tmpfs() -> list[tuple[str, str]]:
