@@ -36,10 +36,11 @@ Containment, every test kind ("root" sandbox mode, the mode we run in):
     (its HOME, /home/run).
   * Files: the worker's root is a private tmpfs (pivot_root) that shows, read-only,
     the system directories (/usr, /bin, /sbin, /lib*, /etc), the interpreter and
-    its import path (of this package only `execution/`), /sys and the common
-    device nodes, and, writable, /tmp, /var/tmp and /dev/shm (world-writable)
-    and the run's home: tmpfs that each run mounts fresh in its own mount
-    namespace, gone with its last process. Nothing else of the host is
+    its import path (of this package only `execution/`), a sysfs of the worker's
+    network namespace (not the host's /sys: no cgroup counters, debugfs or
+    tracing), the common device nodes, and, writable, /tmp, /var/tmp and
+    /dev/shm (world-writable) and the run's home: tmpfs that each run mounts
+    fresh in its own mount namespace, gone with its last process. Nothing else of the host is
     there: task files, their expected outputs and gold programs, home
     directories, working trees. NOT hidden: what lies inside the library
     directories themselves (a package's own data: the trainer's environment
