@@ -16,10 +16,10 @@ host allows and says which:
 
 In "root" and "userns" each run starts from state no earlier run touched
 (`Sandbox.enter_child`): mount and IPC namespaces of its own, with fresh tmpfs
-mounted (not emptied) on /tmp, /var/tmp, /dev/shm and the runs' home, a user
-namespace of its own (so its kernel keyrings), and the PID numbers of the
-worker's namespace started over (`Sandbox.fork`); /proc hides the worker
-(hidepid). All of it dies with the run's last process.
+mounted (not emptied) on /tmp, /var/tmp, /dev/shm and the runs' home, which die
+with its last process, and the PID numbers of the worker's namespace started
+over (`Sandbox.fork`); /proc hides the worker (hidepid). In every mode the
+kernel's key calls are refused (`_refuse_kernel_keys`).
 
 Every mode applies the rlimits, the private working directory, the scrubbed
 environment and the fd hygiene of `enter_child`.
