@@ -84,7 +84,8 @@ Containment, every test kind ("root" sandbox mode, the mode we run in):
         process of the namespace and sets its last PID back to 1
         (ns_last_pid), so every run's processes get 2, 3, ... in the order it
         makes them (/proc/loadavg's last PID is that counter);
-      - keys: refused (above);
+      - keys: refused (above); the host name, the clock, the worker's limits
+        and scheduling ("root"): no run may change them;
       - the worker's own state, which earlier runs shaped (its CPU time, page
         faults, context switches, memory; how it handled a stop): not in the
         run's /proc (hidepid), not in its mount namespace; the pool's: another
@@ -103,7 +104,9 @@ Containment, every test kind ("root" sandbox mode, the mode we run in):
     and anonymous files (the run's own pipes: so how many runs its worker made,
     which depends on earlier io runs' results), the 64-bit mount and namespace
     ids (where unprivileged user namespaces are allowed, a run can make
-    mounts and namespaces of its own), anonymous device numbers, /proc/stat
+    mounts and namespaces of its own; the 32-bit mount ids of /proc/self/
+    mountinfo are the lowest free, freed after a grace period), anonymous
+    device numbers, /proc/stat
     (forks since boot, context switches, interrupts, CPU time), /proc/meminfo,
     /proc/vmstat, /proc/pressure, the load average, the per-uid counters the
     kernel releases asynchronously. Other processes on the host move them too,

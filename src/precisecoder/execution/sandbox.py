@@ -14,7 +14,8 @@ host allows and says which:
   "plain"      no namespaces: new session, rlimits, and a kill of the whole
                process group; a setsid daemon can escape this mode.
 
-In "root" and "userns" each run starts from state no earlier run touched
+In "root" and "userns" each run starts from state no earlier run touched but
+the worker's network namespace and kernel-global counters
 (`Sandbox.enter_child`): mount and IPC namespaces of its own, with fresh tmpfs
 mounted (not emptied) on /tmp, /var/tmp, /dev/shm and the runs' home, which die
 with its last process, and the PID numbers of the worker's namespace started
