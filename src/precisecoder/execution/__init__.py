@@ -106,11 +106,11 @@ Containment, every test kind ("root" sandbox mode, the mode we run in):
     ids (where unprivileged user namespaces are allowed, a run can make
     mounts and namespaces of its own; the 32-bit mount ids of /proc/self/
     mountinfo are the lowest free, freed after a grace period), anonymous
-    device numbers, /proc/stat
-    (forks since boot, context switches, interrupts, CPU time), /proc/meminfo,
-    /proc/vmstat, /proc/pressure, the load average, the per-uid counters the
-    kernel releases asynchronously. Other processes on the host move them too,
-    but on an idle host they are narrow channels. (c) Timing, which the threat
+    device numbers, /proc/stat (forks since boot, context switches,
+    interrupts, CPU time), /proc/meminfo, /proc/vmstat, /proc/pressure, the
+    load average, the per-uid counters the kernel releases asynchronously.
+    Other processes on the host move them too, which blurs them on a busy
+    host, not on an idle one. (c) Timing, which the threat
     model leaves out: how long a run's worker took before it, when a run was
     stopped, what the kernel still frees in the background.
   * Output: whatever a run writes to stdout, stderr or its channel (any bytes,
