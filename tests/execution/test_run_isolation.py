@@ -6,6 +6,7 @@ observes must not depend on what ran before it. The probes are distinct programs
 duplicated job once) that observe the same things.
 """
 
+import contextlib
 import json
 import os
 import textwrap
@@ -140,20 +141,21 @@ def _observed(result) -> dict:
   return json.loads(result.got)
 
 
-def _pool(mode: str) -> ExecutionPool:
-  return ExecutionPool(workers=1, sandbox=mode)
-
-
-def _skip_unless_namespaced(pool) -> None:
-  if pool.stats()["sandbox"] == "plain":
-    pytest.skip("no namespaces on this host: runs share the host's /tmp, IPC and keyrings")
+@contextlib.contextmanager
+def _pool(mode: str):
+  """A one-worker pool in `mode`, started with a harmless job, or a skip where it fell back to
+  "plain": there the writer's daemon would outlive its run, and its files stay on the host."""
+  with ExecutionPool(workers=1, sandbox=mode) as pool:
+    pool.run([Job("def observe():\n  return '-'\n", CALL, PATIENT)])
+    if pool.stats()["sandbox"] == "plain":
+      pytest.skip("no namespaces on this host: runs share the host's /tmp and IPC")
+    yield pool
 
 
 @pytest.mark.parametrize("mode", ["auto", "userns"])
 def test_a_run_observes_nothing_an_earlier_run_wrote(mode):
   with _pool(mode) as pool:
     results = pool.run([_probe(1), Job(WRITER, CALL, PATIENT), _probe(2)])
-    _skip_unless_namespaced(pool)
   assert results[1].got == "wrote", (results[1].detail, results[1].got)
   before, after = _observed(results[0]), _observed(results[2])
   assert after["sysv keys"] == [-1, -1, -1]
@@ -176,7 +178,6 @@ def test_an_early_stop_leaves_later_runs_nothing_to_observe():
     results = pool.run([_probe(1), Job(stopped, checks, PATIENT), _probe(2),
                         Job("def add(a, b):\n  return a + b\n", passes, PATIENT), _probe(3)])
     stats = pool.stats()
-    _skip_unless_namespaced(pool)
   assert results[1].status is Status.FAIL and results[3].status is Status.PASS
   assert stats["stopped"] == 1, stats  # the one that would loop for ever
   first, after_stop, after_end = (_observed(results[i]) for i in (0, 2, 4))
