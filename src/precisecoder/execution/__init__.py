@@ -91,9 +91,11 @@ Containment, every test kind ("root" sandbox mode, the mode we run in):
         run's /proc (hidepid), not in its mount namespace; the pool's: another
         PID namespace.
     So a run that the pool stopped at a tick and one that ran to its end leave
-    later runs the same state; they differ in time, and in the global counters
-    below. tests/execution/test_run_isolation.py writes through each channel
-    and reads it back from a later run.
+    later runs the same state; they differ in time, and in the counters named
+    below, which a run can move on purpose (one that goes on after a check it
+    guessed right and makes 10,000 pipes moves the pipe inode numbers the next
+    run sees): that channel stays open. tests/execution/test_run_isolation.py
+    writes through each closed channel and reads it back from a later run.
     NOT isolated: (a) the worker's network namespace, which all its runs share
     (a namespace per run costs more than the rest of a run's isolation
     together, benchmarks/RESULTS.md): a run can leave sockets in TIME_WAIT
