@@ -289,13 +289,16 @@ class Sandbox:
 
   def __post_init__(self):
     self.run_dir = os.path.join(self.runs_dir, "run")
-    # What a run mounts (`_enter_fresh_namespaces`), encoded once: (target, options).
+    # What a run mounts (`_make_run_namespaces`), encoded once: (target, options).
     self._fresh = [(point.encode(), options.encode()) for point, options in _fresh_tmpfs()]
     # What the worker's own WRITABLE_DIRS held when it started (a venv under /tmp: links, and
     # folders holding the interpreter's mounts), shown again, read-only, in each run's fresh
     # tmpfs: (path, link target or None, the flags its mount keeps).
     self._kept: list[tuple[str, str | None, int]] = []
     self._last_pid = -1  # /proc/sys/kernel/ns_last_pid of our PID namespace, open for writing
+    self._own_namespaces: list[tuple[int, int]] = []  # (fd, type): our mount and IPC namespaces
+    # Where the runs' namespaces end (`_hold_run_namespaces`): the process that waits for us.
+    self._holder: socket.socket | None = None
 
   @classmethod
   def create(cls, strongest: str = "auto") -> "Sandbox":
@@ -304,6 +307,8 @@ class Sandbox:
     sandbox = cls._strongest(strongest)
     if sandbox.private_tmp:
       sandbox._keep_what_writable_dirs_hold()
+      sandbox._own_namespaces = [(os.open(path, _NS_OPEN), kind)
+                                 for path, kind in _RUN_NAMESPACE_PATHS]
     if sandbox.is_init:
       try:
         sandbox._last_pid = os.open("/proc/sys/kernel/ns_last_pid", os.O_WRONLY | os.O_CLOEXEC)
@@ -382,11 +387,16 @@ class Sandbox:
       notes.append(f"PID namespaces unavailable ({e}): orphans are killed by process group")
       self.note = "; ".join(notes)
       return self
+    holder, self._holder = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pid = os.fork()
     if pid:
-      os.closerange(0, _max_fd())  # the worker alone holds the protocol pipes
+      self._holder.close()
+      os.closerange(0, holder.fileno())  # the worker alone holds the protocol pipes
+      os.closerange(holder.fileno() + 1, _max_fd())
+      _hold_run_namespaces(holder)
       _, status = os.waitpid(pid, 0)
       os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+    holder.close()
     set_parent_death_signal()
     self.is_init = os.getpid() == 1
     # This namespace's processes only (the pool's and the host's are not there to see), and of
@@ -404,12 +414,43 @@ class Sandbox:
     return self
 
   def fork(self) -> int:
-    """Forks a run. As PID 1 of the runs' namespace, where the run before has been reaped with
-    everything it started, we first set the namespace's last PID back to ours: every run's
-    processes get the same PIDs (2, 3, ...) whatever the runs before it started."""
+    """Forks a run, in mount and IPC namespaces made for it (`_make_run_namespaces`).
+
+    As PID 1 of the runs' namespace, where the run before has been reaped with everything it
+    started, we first set the namespace's last PID back to ours: every run's processes get the
+    same PIDs (2, 3, ...) whatever the runs before it started.
+
+    The run's namespaces are made here, before the fork, and handed to the process outside our
+    PID namespace that waits for us (`_hold_run_namespaces`), which keeps them until the next
+    run's come: a mount namespace's end waits for an RCU grace period, which on a loaded host
+    takes milliseconds, and it is waited for there while the next run works, not by the run's
+    exit, which the worker would wait for.
+    """
+    held = []
+    if self.private_tmp:
+      try:
+        held = self._make_run_namespaces()
+      except OSError:
+        self._return_to_own_namespaces()
+        raise
     if self._last_pid >= 0:
       _pwrite(self._last_pid, b"1", 0)
-    return _fork()
+    pid = _fork()
+    if pid == 0 or not held:  # the child closes its copies of `held` with its other fds
+      return pid
+    self._return_to_own_namespaces()
+    if self._holder is not None:
+      _send_fds(self._holder, [b"n"], held)
+    for fd in held:  # without a holder, the run's last process ends them
+      _close(fd)
+    return pid
+
+  def _return_to_own_namespaces(self) -> None:
+    try:
+      for fd, kind in self._own_namespaces:
+        _check(_setns(fd, kind), "setns")
+    except OSError as e:  # a worker left in a run's namespaces would hand them on
+      raise CleanupFailed(f"could not return to the worker's namespaces: {e}") from e
 
   def make_run_dir(self) -> str:
     """`run_dir`, the same path for every run of this worker; the worker's environment (HOME,
@@ -478,8 +519,6 @@ class Sandbox:
     _setsid()
     if not self.is_init:  # as PID 1, the worker's death kills the whole namespace anyway
       _prctl(_PR_SET_PDEATHSIG, _SIGKILL)
-    if self.private_tmp:
-      self._enter_fresh_namespaces()
     low = 3
     for fd in sorted(keep_fds) + [_max_fd()]:
       _closerange(low, fd)  # close_range(2) underneath: one system call
@@ -502,10 +541,11 @@ class Sandbox:
       _unshare(_CLONE_NEWUSER)  # no capabilities over the worker's mounts or processes
       _prctl(_PR_SET_DUMPABLE, 1)  # the worker is not (its runs must not read it): they are
 
-  def _enter_fresh_namespaces(self) -> None:
-    """Mount and IPC namespaces of this run's own, with fresh tmpfs on the folders it may write:
-    it finds nothing an earlier run left (files, inode numbers, System V objects, POSIX message
-    queues), and what it leaves dies with its last process."""
+  def _make_run_namespaces(self) -> list[int]:
+    """Moves this worker into new mount and IPC namespaces for the run it forks next, with fresh
+    tmpfs on the folders a run may write and its working directory in them: it finds nothing an
+    earlier run left (files, inode numbers, System V objects, POSIX message queues), and what it
+    leaves ends with them. Returns them, open (`fork` closes them after the next run's fork)."""
     _unshare(_CLONE_NEWNS | _CLONE_NEWIPC)
     # Opened in this namespace: a mount of another cannot be bound here.
     kept = [(path, link, flags, None if link else os.open(path, os.O_PATH | os.O_CLOEXEC))
@@ -522,12 +562,34 @@ class Sandbox:
     _mkdir(self.run_dir, 0o700)
     if self.run_uid is not None:
       _chown(self.run_dir, self.run_uid, self.run_uid)
+    return [_open(path, _NS_OPEN) for path, _ in _RUN_NAMESPACE_PATHS]
+
+
+def _hold_run_namespaces(holder: socket.socket) -> None:
+  """In the process that waits for the worker: holds each run's namespaces (`Sandbox.fork`) until
+  the next run's arrive, by when that run is over and its processes reaped, and then ends them
+  here, off the worker's way. Returns once the worker has gone."""
+  held: list[int] = []
+  while True:
+    try:
+      _, fds, _, _ = socket.recv_fds(holder, 16, 8)
+    except OSError:
+      fds = []
+    for fd in held:
+      os.close(fd)
+    held = fds
+    if not fds:
+      return
 
 
 _mount_raw = _libc["mount"]  # a function of its own: `_mount` passes other types
 _mount_raw.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
                        ctypes.c_char_p)
 _fork, _pwrite, _mkdir, _chown = os.fork, os.pwrite, os.mkdir, os.chown
+_open, _close, _setns, _NS_OPEN = os.open, os.close, _libc.setns, os.O_RDONLY | os.O_CLOEXEC
+_send_fds = socket.send_fds
+_RUN_NAMESPACES = (("mnt", _CLONE_NEWNS), ("ipc", _CLONE_NEWIPC))
+_RUN_NAMESPACE_PATHS = [(f"/proc/self/ns/{name}", kind) for name, kind in _RUN_NAMESPACES]
 
 
 _setsid, _closerange, _chdir = os.setsid, os.closerange, os.chdir
