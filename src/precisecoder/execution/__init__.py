@@ -40,7 +40,7 @@ Containment, every test kind ("root" sandbox mode, the mode we run in):
     network namespace (not the host's /sys: no cgroup counters, debugfs or
     tracing), the common device nodes, and, writable, /tmp, /var/tmp and
     /dev/shm (world-writable) and the run's home: tmpfs that each run mounts
-    fresh in its own mount namespace, gone with its last process. Nothing else of the host is
+    fresh for it in its own mount namespace, ended once it is over. Nothing else of the host is
     there: task files, their expected outputs and gold programs, home
     directories, working trees. NOT hidden: what lies inside the library
     directories themselves (a package's own data: the trainer's environment
@@ -64,7 +64,7 @@ Containment, every test kind ("root" sandbox mode, the mode we run in):
     and reach itself (a test's local server), nothing else, the host's 127.0.0.1
     included.
   * IPC: the run's own namespace: System V objects and POSIX message queues it
-    makes (through ctypes) die with it. POSIX shared memory and semaphores are
+    makes (through ctypes) end with it. POSIX shared memory and semaphores are
     files in its own /dev/shm. The kernel's key calls (add_key, request_key,
     keyctl) fail with ENOSYS, as on a kernel without keys (a seccomp filter of
     the worker's, also refusing other ABIs' system calls): a uid's keyrings
@@ -76,7 +76,7 @@ Containment, every test kind ("root" sandbox mode, the mode we run in):
     that shapes what it gets; each kind is fresh or out of reach:
       - its processes: all killed and reaped before the next run is forked;
       - files, their inode numbers, free space: tmpfs of its mount namespace,
-        mounted for it and freed with it (not emptied: a tmpfs counts inodes
+        mounted for it and ended after it (not emptied: a tmpfs counts inodes
         it ever made, O_TMPFILE ones included);
       - System V ids and their sequence counters, POSIX queues: its IPC
         namespace, likewise;

@@ -16,10 +16,10 @@ host allows and says which:
 
 In "root" and "userns" each run starts from state no earlier run touched but
 the worker's network namespace and kernel-global counters
-(`Sandbox.enter_child`): mount and IPC namespaces of its own, with fresh tmpfs
-mounted (not emptied) on /tmp, /var/tmp, /dev/shm and the runs' home, which die
-with its last process, and the PID numbers of the worker's namespace started
-over (`Sandbox.fork`); /proc hides the worker (hidepid). In every mode the
+(`Sandbox.fork`): mount and IPC namespaces of its own, with fresh tmpfs
+mounted (not emptied) on /tmp, /var/tmp, /dev/shm and the runs' home, ended
+once it is over, and the PID numbers of the worker's namespace started
+over; /proc hides the worker (hidepid). In every mode the
 kernel's key calls are refused (`_refuse_kernel_keys`).
 
 Every mode applies the rlimits, the private working directory, the scrubbed
@@ -147,7 +147,7 @@ def _private_root() -> None:
   interpreter and its import path (of this package, only what the worker imports: the
   execution package), a /sys of its own (`_fresh_sysfs`), and a /dev of the common device
   nodes. Writable: /tmp, /var/tmp and /dev/shm (world-writable tmpfs) and the runs' home
-  (`_RUNS_DIR`), where each run mounts fresh ones of its own (`Sandbox.enter_child`).
+  (`_RUNS_DIR`), over which each run gets fresh ones of its own (`Sandbox.fork`).
   Everything else -- the home directories, the working trees, the task files, their expected
   outputs and gold programs -- is not there. Then /proc is the host's until the worker, PID 1
   of its own PID namespace, mounts its own (`_with_pid_namespaces`).
@@ -277,7 +277,7 @@ class Sandbox:
   run_uid: int | None  # the uid runs drop to ("root" mode only), this worker's alone
   runs_dir: str  # holds `run_dir`
   note: str = ""  # why a weaker mode was chosen
-  # Each run mounts fresh tmpfs on WRITABLE_DIRS and `runs_dir` in mount and IPC namespaces of
+  # Each run gets fresh tmpfs on WRITABLE_DIRS and `runs_dir` in mount and IPC namespaces of
   # its own ("root", "userns"), instead of the worker emptying shared ones after it ("plain").
   private_tmp: bool = False
   is_init: bool = False  # PID 1 of a private PID namespace that holds every run
@@ -470,7 +470,7 @@ class Sandbox:
   def clean_writable(self) -> None:
     """Empties what a "plain" run could write besides its own directory (gone by now:
     `remove_run_dir`): the folder that holds it. Other modes' runs wrote only into tmpfs of
-    their own mount namespace, gone with the run's last process: nothing is left to empty."""
+    their own mount namespace, ended once the run is over: nothing is left to empty."""
     if not self.private_tmp:
       self._empty(self.runs_dir)
 
