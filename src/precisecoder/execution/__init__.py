@@ -27,19 +27,20 @@ The adversary writes the program (and only the program): a model under RL
 pressure, or a person. Test specs come from us and are trusted.
 
 Containment, every test kind ("root" sandbox mode, the mode we run in):
-  * A worker lives in its own mount, network and PID namespaces and is PID 1 of
-    the latter. Every run is a fork of it that drops to a uid no other process
-    uses (one per worker), with no_new_privs, a new session, rlimits (CPU, address
-    space, file size, processes, open files, no core dumps), fds 0-2 on capped
-    pipes plus one private channel fd, a scrubbed environment and a fresh
-    working directory (its HOME, /home/run), removed afterwards.
+  * A worker lives in its own mount, network, IPC and PID namespaces and is PID
+    1 of the latter. Every run is a fork of it in mount and IPC namespaces of its
+    own, that drops to a uid no other process uses (one per worker), with
+    no_new_privs, a new session, rlimits (CPU, address space, file size,
+    processes, open files, no core dumps), fds 0-2 on capped pipes plus one
+    private channel fd, a scrubbed environment and a fresh working directory
+    (its HOME, /home/run).
   * Files: the worker's root is a private tmpfs (pivot_root) that shows, read-only,
     the system directories (/usr, /bin, /sbin, /lib*, /etc), the interpreter and
-    its import path (of this package only `execution/`), /sys and the common
-    device nodes, and, writable, /tmp, /var/tmp and /dev/shm (world-writable,
-    emptied after every run, whatever a run left there: a tree of any depth, links
-    never followed; a worker that cannot empty them stops, and the pool reruns
-    the job on a fresh one) and the run's home. Nothing else of the host is
+    its import path (of this package only `execution/`), a sysfs of the worker's
+    network namespace (not the host's /sys: no cgroup counters, debugfs or
+    tracing), the common device nodes, and, writable, /tmp, /var/tmp and
+    /dev/shm (world-writable) and the run's home: tmpfs that each run mounts
+    fresh for it in its own mount namespace, ended once it is over. Nothing else of the host is
     there: task files, their expected outputs and gold programs, home
     directories, working trees. NOT hidden: what lies inside the library
     directories themselves (a package's own data: the trainer's environment
@@ -48,9 +49,10 @@ Containment, every test kind ("root" sandbox mode, the mode we run in):
   * Processes: the wall-clock limit is enforced by the worker with SIGKILL; after
     each run the worker kills every other process of its namespace (kill(-1)),
     so setsid daemons, fork bombs and lingering threads die with the run. /proc
-    is the worker's namespace's own: a run sees no other process (the pool's
-    command line included), and cannot signal, ptrace or read the memory of the
-    worker or the pool (other uid, other PID namespace). Workers exit when the
+    is the worker's namespace's own, mounted hidepid=invisible: a run sees its
+    own processes only (not the worker, nor the pool's command line), and
+    cannot signal, ptrace or read the memory of the worker or the pool (other
+    uid, other PID namespace). Workers exit when the
     pool's pipe closes (after at most their current run), and runs die with their
     worker (PDEATHSIG).
   * Memory: RLIMIT_AS caps each of a run's processes, not their sum (up to
@@ -61,24 +63,72 @@ Containment, every test kind ("root" sandbox mode, the mode we run in):
   * Network: the worker's own namespace, with its loopback up: a run may serve
     and reach itself (a test's local server), nothing else, the host's 127.0.0.1
     included.
-  * IPC: the worker's own namespace: System V objects and POSIX message queues a
-    run makes (through ctypes) never reach the host and die with the worker.
-    NOT isolated: the runs of one worker share it (a new one per run would cost
-    about a tenth of a run), and in "root" mode the kernel keyring of their uid
-    (a user namespace per run, which would separate it, costs as much); POSIX
-    shared memory and semaphores are files in /dev/shm, emptied after every run.
+  * IPC: the run's own namespace: System V objects and POSIX message queues it
+    makes (through ctypes) end with it. POSIX shared memory and semaphores are
+    files in its own /dev/shm. The kernel's key calls (add_key, request_key,
+    keyctl) fail with ENOSYS, as on a kernel without keys (a seccomp filter of
+    the worker's, also refusing other ABIs' system calls): a uid's keyrings
+    outlive its runs.
+  * Runs share nothing (storage channels): a run learns nothing from the runs
+    of its worker before it, which may be another program's, failed, or
+    stopped early by the pool. A run could leave a later run information only
+    in state that outlives its processes and that the later run can read or
+    that shapes what it gets; each kind is fresh or out of reach:
+      - its processes: all killed and reaped before the next run is forked;
+      - files, their inode numbers, free space: tmpfs of its mount namespace,
+        mounted for it and ended after it (not emptied: a tmpfs counts inodes
+        it ever made, O_TMPFILE ones included);
+      - System V ids and their sequence counters, POSIX queues: its IPC
+        namespace, likewise;
+      - PID numbers: when a run is forked, the worker (PID 1) is the only
+        process of the namespace and sets its last PID back to 1
+        (ns_last_pid), so every run's processes get 2, 3, ... in the order it
+        makes them (/proc/loadavg's last PID is that counter);
+      - keys: refused (above); the host name, the clock, the worker's limits
+        and scheduling ("root"): no run may change them;
+      - the worker's own state, which earlier runs shaped (its CPU time, page
+        faults, context switches, memory; how it handled a stop): not in the
+        run's /proc (hidepid), not in its mount namespace; the pool's: another
+        PID namespace.
+    So a run that the pool stopped at a tick and one that ran to its end leave
+    later runs the same state; they differ in time, and in the counters named
+    below, which a run can move on purpose (one that goes on after a check it
+    guessed right and makes 10,000 pipes moves the pipe inode numbers the next
+    run sees): that channel stays open. tests/execution/test_run_isolation.py
+    writes through each closed channel and reads it back from a later run.
+    NOT isolated: (a) the worker's network namespace, which all its runs share
+    (a namespace per run costs more than the rest of a run's isolation
+    together, benchmarks/RESULTS.md): a run can leave sockets in TIME_WAIT
+    (listed in /proc/net/tcp for a minute, refusing a later bind), and advance
+    per-namespace counters (loopback packets and bytes, /proc/net/snmp and
+    netstat, the ephemeral port sequence). (b) Kernel-global counters, shared
+    with the whole host and never reset: the inode numbers of pipes, sockets
+    and anonymous files (the run's own pipes: so how many runs its worker made,
+    which depends on earlier io runs' results), the 64-bit mount and namespace
+    ids (where unprivileged user namespaces are allowed, a run can make
+    mounts and namespaces of its own; the 32-bit mount ids of /proc/self/
+    mountinfo are the lowest free, freed after a grace period), anonymous
+    device numbers, /proc/stat (forks since boot, context switches,
+    interrupts, CPU time), /proc/meminfo, /proc/vmstat, /proc/pressure, the
+    load average, the per-uid counters the kernel releases asynchronously.
+    Other processes on the host move them too, which blurs them on a busy
+    host, not on an idle one. (c) Timing, which the threat
+    model leaves out: how long a run's worker took before it, when a run was
+    stopped, what the kernel still frees in the background.
   * Output: whatever a run writes to stdout, stderr or its channel (any bytes,
     any nesting, forged frames) ends as that run's verdict: never the batch's.
   * Degraded modes, logged once: "userns" (unprivileged user namespaces: the
-    same namespaces and private root, runs keep our uid inside a nested user
-    namespace, so only the read-only mounts protect files; a run may re-pin,
-    renice or idle-schedule its worker -- after each run the CPUs are put back
-    and a worker whose priority was lowered stops, its job rerun once on a
-    fresh worker -- and may renice our uid's other processes, which nothing
-    undoes) and "plain" (no
+    same namespaces, the per-run ones included, and private root; runs keep our
+    uid inside a nested user namespace, so only the read-only mounts protect
+    files, and where the pool runs as root hidepid spares its group, so runs
+    see the worker's /proc; a run may re-pin, renice or idle-schedule its
+    worker -- after each run the CPUs are put back and a worker whose priority
+    was lowered stops, its job rerun once on a fresh worker -- and may renice
+    our uid's other processes, which nothing undoes) and "plain" (no
     namespaces: rlimits and process-group kills; a setsid daemon can outlive its
-    run, and the host's file system, /tmp included, is the run's). Use "root" or
-    "userns" for untrusted code.
+    run, the host's file system, /tmp included, is the run's, and runs share
+    the host's IPC namespace and PID numbers; the key calls are refused). Use
+    "root" or "userns" for untrusted code.
 
 Verdict integrity, per test kind (exit status and printed text never count):
   * call: GUARANTEED. Expected values never enter the worker or the child, and

@@ -4,15 +4,23 @@ A worker calls `Sandbox.create()` once. That picks the strongest mode the
 host allows and says which:
 
   "root"       we are root: the worker gets its own mount, network and IPC
-               namespaces (every mount read-only, fresh root-owned tmpfs on
-               /tmp, /var/tmp and /dev/shm, loopback only) and is PID 1 of a
-               PID namespace that holds its runs; each run drops to a
+               namespaces (every mount read-only, loopback only) and is PID 1
+               of a PID namespace that holds its runs; each run drops to a
                per-worker unprivileged uid with no_new_privs.
   "userns"     unprivileged user namespaces: the same namespaces, but the run
                keeps our uid (inside a nested user namespace without
-               capabilities), so the read-only mounts are what protects files.
+               capabilities over ours), so the read-only mounts are what
+               protects files.
   "plain"      no namespaces: new session, rlimits, and a kill of the whole
                process group; a setsid daemon can escape this mode.
+
+In "root" and "userns" each run starts from state no earlier run touched but
+the worker's network namespace and kernel-global counters
+(`Sandbox.fork`): mount and IPC namespaces of its own, with fresh tmpfs
+mounted (not emptied) on /tmp, /var/tmp, /dev/shm and the runs' home, ended
+once it is over, and the PID numbers of the worker's namespace started
+over; /proc hides the worker (hidepid). In every mode the
+kernel's key calls are refused (`_refuse_kernel_keys`).
 
 Every mode applies the rlimits, the private working directory, the scrubbed
 environment and the fd hygiene of `enter_child`.
@@ -44,6 +52,7 @@ _MS_REMOUNT = 32
 _MS_BIND = 4096
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
+_MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME, _ST_RELATIME = 1024, 2048, 1 << 21, 4096
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_SET_NO_NEW_PRIVS = 38
@@ -53,14 +62,14 @@ _MOUNT_FLAGS = {"nosuid": _MS_NOSUID, "nodev": _MS_NODEV, "noexec": _MS_NOEXEC}
 # What a run's file system shows (`_private_root`), besides the interpreter and its import path.
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 _DEVICES = ("null", "zero", "full", "random", "urandom")
-WRITABLE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")  # world-writable, emptied after every run
+WRITABLE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")  # world-writable, a fresh tmpfs for every run
 _RUNS_DIR = "/home"  # holds the run's working directory, its HOME: /home/run
 _TMPFS_SIZE, _TMPFS_INODES = "256m", 16384  # each; RLIMIT_FSIZE caps a file at 16 MiB
+_TMPFS_FLAGS = _MS_NOSUID | _MS_NODEV
 _MNT_DETACH = 2
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}  # system call numbers: glibc has no wrapper
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC  # never through a link
-_RUN_SETTABLE_XATTRS = ("user.", "system.posix_acl_")  # what an owner without privileges may set
 _CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
               "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
@@ -136,11 +145,12 @@ def _private_root() -> None:
 
   Read-only: the system directories (`_SYSTEM_DIRS`: programs, shared libraries, /etc), the
   interpreter and its import path (of this package, only what the worker imports: the
-  execution package), /sys, and a /dev of the common device nodes. Writable: /tmp, /var/tmp
-  and /dev/shm (world-writable tmpfs, emptied after every run) and the runs' home
-  (`_RUNS_DIR`). Everything else -- the home directories, the working trees, the task files,
-  their expected outputs and gold programs -- is not there. Then /proc is the host's until the
-  worker, PID 1 of its own PID namespace, mounts its own (`_with_pid_namespaces`).
+  execution package), a /sys of its own (`_fresh_sysfs`), and a /dev of the common device
+  nodes. Writable: /tmp, /var/tmp and /dev/shm (world-writable tmpfs) and the runs' home
+  (`_RUNS_DIR`), over which each run gets fresh ones of its own (`Sandbox.fork`).
+  Everything else -- the home directories, the working trees, the task files, their expected
+  outputs and gold programs -- is not there. Then /proc is the host's until the worker, PID 1
+  of its own PID namespace, mounts its own (`_with_pid_namespaces`).
   """
   _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
   binds = _outermost([*_SYSTEM_DIRS, *_python_paths()])
@@ -155,11 +165,12 @@ def _private_root() -> None:
             for name in ("__init__.py", "execution")}
   root = "/tmp"  # the new root is mounted over it (in this namespace only), then pivoted to
   _mount("tmpfs", root, "tmpfs", _MS_NOSUID, "mode=0755,size=4m")
-  for point, mode in ((_RUNS_DIR, "0711"), *((t, "1777") for t in WRITABLE_DIRS)):
+  for point, options in _fresh_tmpfs():
     os.makedirs(root + point, exist_ok=True)
-    _mount("tmpfs", root + point, "tmpfs", _MS_NOSUID | _MS_NODEV,
-           f"mode={mode},size={_TMPFS_SIZE},nr_inodes={_TMPFS_INODES}")
+    _mount("tmpfs", root + point, "tmpfs", _TMPFS_FLAGS, options)
   for path, handle in [*handles.items(), *virtual.items()]:  # after: a venv may be under /tmp
+    if path == "/sys" and _fresh_sysfs(root + path):
+      continue
     _bind(handle, root + path, recursive=True)
   for link, target in sorted(links.items()):  # a link's parents first
     if not os.path.lexists(root + link):
@@ -184,6 +195,27 @@ def _private_root() -> None:
   _check(_libc.umount2(b".", ctypes.c_int(_MNT_DETACH)), "umount2")
   os.chdir("/")
   _make_read_only(writable={_RUNS_DIR, *WRITABLE_DIRS})
+
+
+def _fresh_sysfs(target: str) -> bool:
+  """Mounts a sysfs of this network namespace on `target` (made here); False where that is not
+  allowed. Not the host's /sys with what is mounted below it: the counters of the cgroups the pool
+  runs in (its memory high-water mark, its CPU time) would keep what a run did for the runs after
+  it, the host's network devices count their packets, and debugfs or tracing are no run's
+  business."""
+  os.makedirs(target, exist_ok=True)
+  try:
+    _mount("sysfs", target, "sysfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    return True
+  except OSError:
+    return False
+
+
+def _fresh_tmpfs() -> list[tuple[str, str]]:
+  """(mount point, tmpfs options) of the folders a run may write: the runs' home, then
+  WRITABLE_DIRS."""
+  return [(point, f"mode={mode},size={_TMPFS_SIZE},nr_inodes={_TMPFS_INODES}")
+          for point, mode in ((_RUNS_DIR, "0711"), *((t, "1777") for t in WRITABLE_DIRS))]
 
 
 def _bind(handle: int, target: str, recursive: bool) -> None:
@@ -245,35 +277,67 @@ class Sandbox:
   run_uid: int | None  # the uid runs drop to ("root" mode only), this worker's alone
   runs_dir: str  # holds `run_dir`
   note: str = ""  # why a weaker mode was chosen
-  private_tmp: bool = False  # WRITABLE_DIRS are this worker's own tmpfs, emptied after each run
+  # Each run gets fresh tmpfs on WRITABLE_DIRS and `runs_dir` in mount and IPC namespaces of
+  # its own ("root", "userns"), instead of the worker emptying shared ones after it ("plain").
+  private_tmp: bool = False
   is_init: bool = False  # PID 1 of a private PID namespace that holds every run
   # `runs_dir` when it was made for this worker on the host's file system ("plain"): the pool
   # removes it once the worker has exited.
   scratch: str | None = None
-  # The working directory of every run, made afresh for each (`make_run_dir`).
+  # The working directory of every run, made afresh for each (`make_run_dir`, `enter_child`).
   run_dir: str = dataclasses.field(init=False)
 
   def __post_init__(self):
     self.run_dir = os.path.join(self.runs_dir, "run")
-    self._writable_stamps: list[int] = []
-    self._kept: list[frozenset[str]] = [frozenset()] * len(WRITABLE_DIRS)  # never emptied
-    self._modes: dict[str, int] = {}  # the shared folders' permissions, put back after each run
+    # What a run mounts (`_make_run_namespaces`), encoded once: (target, options).
+    self._fresh = [(point.encode(), options.encode()) for point, options in _fresh_tmpfs()]
+    # What the worker's own WRITABLE_DIRS held when it started (a venv under /tmp: links, and
+    # folders holding the interpreter's mounts), shown again, read-only, in each run's fresh
+    # tmpfs: (path, link target or None, the flags its mount keeps).
+    self._kept: list[tuple[str, str | None, int]] = []
+    self._last_pid = -1  # /proc/sys/kernel/ns_last_pid of our PID namespace, open for writing
+    self._own_namespaces: list[tuple[int, int]] = []  # (fd, type): our mount and IPC namespaces
+    # Where the runs' namespaces end (`_hold_run_namespaces`): the process that waits for us.
+    self._holder: socket.socket | None = None
 
   @classmethod
   def create(cls, strongest: str = "auto") -> "Sandbox":
     """Contains this worker in the strongest mode available, capped at `strongest`
     (tests use the weaker modes), and gives it the environment its runs inherit."""
     sandbox = cls._strongest(strongest)
-    if sandbox.private_tmp:  # what is there now holds the interpreter (a venv under /tmp)
-      sandbox._kept = [frozenset(os.listdir(folder)) for folder in WRITABLE_DIRS]
-      sandbox._modes = {folder: os.stat(folder).st_mode
-                        for folder in (*WRITABLE_DIRS, sandbox.runs_dir)}
+    if sandbox.private_tmp:
+      sandbox._keep_what_writable_dirs_hold()
+      sandbox._own_namespaces = [(os.open(path, _NS_OPEN), kind)
+                                 for path, kind in _RUN_NAMESPACE_PATHS]
+    if sandbox.is_init:
+      try:
+        sandbox._last_pid = os.open("/proc/sys/kernel/ns_last_pid", os.O_WRONLY | os.O_CLOEXEC)
+      except OSError as e:
+        sandbox.note = "; ".join(filter(None, [
+            sandbox.note, f"PID numbers cannot be started over for each run ({e})"]))
     _scrub_environment(sandbox.run_dir)
     if sandbox.mode == "root":
       os.setgroups([])  # runs inherit no supplementary groups
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)  # inherited by every run: setuid binaries cannot give root back
+    try:
+      _refuse_kernel_keys()
+    except OSError as e:
+      sandbox.note = "; ".join(filter(None, [
+          sandbox.note, f"the kernel's key calls stay open to runs ({e}): a uid's keyrings outlive "
+          "its runs"]))
     _first_for_the_oom_killer()
     return sandbox
+
+  def _keep_what_writable_dirs_hold(self) -> None:
+    for folder in WRITABLE_DIRS:
+      for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        if os.path.islink(path):
+          self._kept.append((path, os.readlink(path), 0))
+        else:
+          flags = os.statvfs(path).f_flag  # ST_* equal the MS_* flags, but relatime
+          locked = flags & (_MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_NOATIME | _MS_NODIRATIME)
+          self._kept.append((path, None, locked | (_MS_RELATIME if flags & _ST_RELATIME else 0)))
 
   @classmethod
   def _strongest(cls, strongest: str) -> "Sandbox":
@@ -323,91 +387,104 @@ class Sandbox:
       notes.append(f"PID namespaces unavailable ({e}): orphans are killed by process group")
       self.note = "; ".join(notes)
       return self
+    holder, self._holder = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pid = os.fork()
     if pid:
-      os.closerange(0, _max_fd())  # the worker alone holds the protocol pipes
+      self._holder.close()
+      os.closerange(0, holder.fileno())  # the worker alone holds the protocol pipes
+      os.closerange(holder.fileno() + 1, _max_fd())
+      _hold_run_namespaces(holder)
       _, status = os.waitpid(pid, 0)
       os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+    holder.close()
     set_parent_death_signal()
     self.is_init = os.getpid() == 1
-    try:  # this namespace's processes only: the pool's and the host's are not there to see
-      _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
-    except OSError as e:
-      notes.append(f"a private /proc could not be mounted ({e}): runs see the host's")
+    # This namespace's processes only (the pool's and the host's are not there to see), and of
+    # those only what a process may ptrace (hidepid): a run sees its own processes, not the
+    # worker, whose counters (CPU time, faults, context switches) record the runs before it.
+    for options in ("hidepid=invisible", "hidepid=2"):  # the name, then a kernel before 5.8's
+      try:
+        _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, options)
+        break
+      except OSError as e:
+        failed = e
+    else:
+      notes.append(f"a private /proc could not be mounted ({failed}): runs see the host's")
     self.note = "; ".join(notes)
     return self
 
   def fork(self) -> int:
-    return os.fork()
+    """Forks a run, in mount and IPC namespaces made for it (`_make_run_namespaces`).
+
+    As PID 1 of the runs' namespace, where the run before has been reaped with everything it
+    started, we first set the namespace's last PID back to ours: every run's processes get the
+    same PIDs (2, 3, ...) whatever the runs before it started.
+
+    The run's namespaces are made here, before the fork, and handed to the process outside our
+    PID namespace that waits for us (`_hold_run_namespaces`), which keeps them until the next
+    run's come: a mount namespace's end waits for an RCU grace period, which on a loaded host
+    takes milliseconds, and it is waited for there while the next run works, not by the run's
+    exit, which the worker would wait for.
+    """
+    held = []
+    if self.private_tmp:
+      try:
+        held = self._make_run_namespaces()
+      except OSError:
+        self._return_to_own_namespaces()
+        raise
+    if self._last_pid >= 0:
+      _pwrite(self._last_pid, b"1", 0)
+    pid = _fork()
+    if pid == 0 or not held:  # the child closes its copies of `held` with its other fds
+      return pid
+    self._return_to_own_namespaces()
+    if self._holder is not None:
+      _send_fds(self._holder, [b"n"], held)
+    for fd in held:  # without a holder, the run's last process ends them
+      _close(fd)
+    return pid
+
+  def _return_to_own_namespaces(self) -> None:
+    try:
+      for fd, kind in self._own_namespaces:
+        _check(_setns(fd, kind), "setns")
+    except OSError as e:  # a worker left in a run's namespaces would hand them on
+      raise CleanupFailed(f"could not return to the worker's namespaces: {e}") from e
 
   def make_run_dir(self) -> str:
-    """Creates `run_dir` afresh and empty: one path for every run of this worker.
-
-    Runs follow one another, so one path serves them all, and the worker's own
-    environment (HOME, TMPDIR, PWD) can name it once instead of each child
-    rewriting its environment.
+    """`run_dir`, the same path for every run of this worker; the worker's environment (HOME,
+    TMPDIR, PWD) names it once instead of each child rewriting its environment. Where runs mount
+    their own home (`private_tmp`), the child makes it there (`enter_child`); else it is made
+    here afresh and empty.
     """
+    if self.private_tmp:
+      return self.run_dir
     try:
       os.mkdir(self.run_dir, 0o700)
     except FileExistsError:  # a run whose clean-up failed: nothing it left survives
       self.remove_run_dir(self.run_dir)
       os.mkdir(self.run_dir, 0o700)
-    if self.run_uid is not None:
-      os.chown(self.run_dir, self.run_uid, self.run_uid)
     return self.run_dir
 
-  def stamp_writable(self) -> None:
-    """Notes the state of WRITABLE_DIRS before a run (`clean_writable` after it)."""
-    if self.private_tmp:
-      self._writable_stamps = [os.stat(d).st_ctime_ns for d in WRITABLE_DIRS]
-
   def clean_writable(self) -> None:
-    """Empties what a run could write besides its own directory (gone by now: `remove_run_dir`):
-    the folder that holds it, and the WRITABLE_DIRS it wrote into where they are this worker's
-    own; puts back the permissions of those folders. So the next run finds nothing of it.
-
-    A folder changed at all has a new ctime, which no run can set back (mtime it can, where it
-    owns the folder: "userns" and "plain", whose runs keep the worker's uid, could chmod and
-    utime them, give them ACLs, and write into the runs' folder).
-    """
-    if self.run_uid is None:  # runs keep our uid: they own the folder that holds theirs
-      self._empty(self.runs_dir, frozenset())
-      if self.private_tmp:
-        self._put_back(self.runs_dir)
+    """Empties what a "plain" run could write besides its own directory (gone by now:
+    `remove_run_dir`): the folder that holds it. Other modes' runs wrote only into tmpfs of
+    their own mount namespace, ended once the run is over: nothing is left to empty."""
     if not self.private_tmp:
-      return
-    for folder, stamp, kept in zip(WRITABLE_DIRS, self._writable_stamps, self._kept):
-      if os.stat(folder).st_ctime_ns == stamp:
-        continue
-      self._put_back(folder)
-      # Entries in `kept` are root's, in a sticky folder: no run can remove or rename them.
-      self._empty(folder, kept)
+      self._empty(self.runs_dir)
 
   @staticmethod
-  def _empty(folder: str, kept: frozenset[str]) -> None:
-    for name in set(os.listdir(folder)) - kept:
+  def _empty(folder: str) -> None:
+    for name in os.listdir(folder):
       remove_tree(os.path.join(folder, name))
-    left = set(os.listdir(folder)) - kept
+    left = os.listdir(folder)
     if left:
       raise CleanupFailed(f"could not empty {folder} after a run: {sorted(left)[:3]}")
 
-  def _put_back(self, folder: str) -> None:
-    """Puts back `folder`'s permissions: its mode, and, where runs keep our uid and so own it,
-    no ACL or user attribute a run set (a default ACL would shape the permissions of every file
-    a later run makes there)."""
-    if self.run_uid is None:
-      try:
-        names = os.listxattr(folder)
-      except OSError:  # a file system without extended attributes
-        names = []
-      for name in names:
-        if name.startswith(_RUN_SETTABLE_XATTRS):
-          os.removexattr(folder, name)
-    mode = self._modes[folder]
-    if os.stat(folder).st_mode != mode:
-      os.chmod(folder, mode)
-
   def remove_run_dir(self, path: str) -> None:
+    if self.private_tmp:  # the run's own tmpfs: gone with its mount namespace
+      return
     try:
       os.rmdir(path)  # the common case: the run left nothing behind
     except OSError:
@@ -457,8 +534,62 @@ class Sandbox:
     if self.mode == "root":
       _setresgid(self.run_uid, self.run_uid, self.run_uid)
       _setresuid(self.run_uid, self.run_uid, self.run_uid)
+      # The new uid made the run undumpable: its /proc files root's, and, /proc showing a process
+      # only what it may ptrace (hidepid), its processes hidden from one another.
+      _prctl(_PR_SET_DUMPABLE, 1)
     elif self.mode == "userns":
       _unshare(_CLONE_NEWUSER)  # no capabilities over the worker's mounts or processes
+      _prctl(_PR_SET_DUMPABLE, 1)  # the worker is not (its runs must not read it): they are
+
+  def _make_run_namespaces(self) -> list[int]:
+    """Moves this worker into new mount and IPC namespaces for the run it forks next, with fresh
+    tmpfs on the folders a run may write and its working directory in them: it finds nothing an
+    earlier run left (files, inode numbers, System V objects, POSIX message queues), and what it
+    leaves ends with them. Returns them, open (`fork` closes them after the next run's fork)."""
+    _unshare(_CLONE_NEWNS | _CLONE_NEWIPC)
+    # Opened in this namespace: a mount of another cannot be bound here.
+    kept = [(path, link, flags, None if link else os.open(path, os.O_PATH | os.O_CLOEXEC))
+            for path, link, flags in self._kept]
+    for target, options in self._fresh:
+      _check(_mount_raw(b"tmpfs", target, b"tmpfs", _TMPFS_FLAGS, options), "mount")
+    for path, link, flags, handle in kept:
+      if link is not None:
+        os.symlink(link, path)
+      else:
+        _bind(handle, path, recursive=True)
+        os.close(handle)
+        _mount(None, path, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | flags)
+    _mkdir(self.run_dir, 0o700)
+    if self.run_uid is not None:
+      _chown(self.run_dir, self.run_uid, self.run_uid)
+    return [_open(path, _NS_OPEN) for path, _ in _RUN_NAMESPACE_PATHS]
+
+
+def _hold_run_namespaces(holder: socket.socket) -> None:
+  """In the process that waits for the worker: holds each run's namespaces (`Sandbox.fork`) until
+  the next run's arrive, by when that run is over and its processes reaped, and then ends them
+  here, off the worker's way. Returns once the worker has gone."""
+  held: list[int] = []
+  while True:
+    try:
+      _, fds, _, _ = socket.recv_fds(holder, 16, 8)
+    except OSError:
+      fds = []
+    for fd in held:
+      os.close(fd)
+    held = fds
+    if not fds:
+      return
+
+
+_mount_raw = _libc["mount"]  # a function of its own: `_mount` passes other types
+_mount_raw.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
+                       ctypes.c_char_p)
+_fork, _pwrite, _mkdir, _chown = os.fork, os.pwrite, os.mkdir, os.chown
+_open, _close, _setns, _NS_OPEN = os.open, os.close, _libc.setns, os.O_RDONLY | os.O_CLOEXEC
+_send_fds = socket.send_fds
+_RUN_NAMESPACES = (("mnt", _CLONE_NEWNS), ("ipc", _CLONE_NEWIPC))
+_RUN_NAMESPACE_PATHS = [(f"/proc/self/ns/{name}", kind) for name, kind in _RUN_NAMESPACES]
 
 
 _setsid, _closerange, _chdir = os.setsid, os.closerange, os.chdir
@@ -534,6 +665,52 @@ def _unlink_quietly(name: str, dir_fd: int | None = None) -> None:
     os.unlink(name, dir_fd=dir_fd)
   except OSError:
     pass
+
+
+def _refuse_kernel_keys() -> None:
+  """Makes add_key, request_key and keyctl fail with ENOSYS in this worker and every run it forks
+  (a seccomp filter, inherited and never lifted), as on a kernel built without keys.
+
+  The keyrings a process can keep keys in beyond its own life (its uid's user, user session and
+  persistent keyrings; named keyrings) belong to the uid in its user namespace, which every run
+  of a worker shares: keys are how one run could leave the next a message that no mount or IPC
+  namespace holds. Nothing a run needs uses them, and a user namespace per run, which would
+  also separate them, costs every run. System calls of another ABI (x32, i386 through int 0x80)
+  are refused the same way: they would reach the same calls by other numbers.
+  """
+  arch, numbers = _KEY_CALLS.get(os.uname().machine, (None, ()))
+  if arch is None:
+    raise OSError(errno.ENOSYS, f"no seccomp filter for {os.uname().machine}")
+  refuse, allow = _SECCOMP_RET_ERRNO | errno.ENOSYS, _SECCOMP_RET_ALLOW
+  program = [(_BPF_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
+             (_BPF_JEQ_K, 1, 0, arch),
+             (_BPF_RET_K, 0, 0, refuse),
+             (_BPF_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
+             (_BPF_JGE_K, 1 + len(numbers), 0, _X32_SYSCALL_BIT),
+             *((_BPF_JEQ_K, len(numbers) - i, 0, number) for i, number in enumerate(numbers)),
+             (_BPF_RET_K, 0, 0, allow),
+             (_BPF_RET_K, 0, 0, refuse)]
+  filters = (_SockFilter * len(program))(*program)
+  fprog = _SockFprog(len(program), filters)
+  _check(_libc.prctl(ctypes.c_int(_PR_SET_SECCOMP), ctypes.c_ulong(_SECCOMP_MODE_FILTER),
+                     ctypes.byref(fprog), ctypes.c_ulong(0), ctypes.c_ulong(0)), "seccomp")
+
+
+class _SockFilter(ctypes.Structure):
+  _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
+              ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+  _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JGE_K, _BPF_RET_K = 0x20, 0x15, 0x35, 0x06
+_SECCOMP_RET_ALLOW, _SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
+_X32_SYSCALL_BIT = 0x40000000
+# AUDIT_ARCH_* and the numbers of add_key, request_key and keyctl
+_KEY_CALLS = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
 
 
 def _first_for_the_oom_killer() -> None:

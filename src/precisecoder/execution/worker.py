@@ -206,7 +206,6 @@ class Worker:
     """
     nonce = os.urandom(16).hex()
     run_dir = self.sandbox.make_run_dir()
-    self.sandbox.stamp_writable()
     stdin_r, stdin_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
