@@ -19,7 +19,7 @@ SRC = pathlib.Path(__file__).resolve().parents[1] / "src"
 
 # Bottom to top: the modules and packages directly under precisecoder/ in each layer.
 LAYERS = (
-    ("execution", "model", "tasks", "edits", "intmath"),
+    ("execution", "model", "tasks", "edits", "intmath", "console"),
     ("rewards", "reward_jobs", "reward_recipes", "advantages", "prompts", "predictions",
      "sampling", "multihost", "data", "feedback", "episodes"),
     ("train", "integrations"),

@@ -6,7 +6,7 @@ import collections
 import pytest
 
 from precisecoder import edits
-from precisecoder.data import generator, injection
+from precisecoder.data import bug_choice, generator, injection
 from precisecoder.data.checking import TrustedCallChecker
 from precisecoder.tasks import apply_gt_diff, parse_task, task_to_record
 
@@ -41,7 +41,7 @@ def test_easy_tasks_are_short_single_bug_and_verified():
     _check_task(t)
     assert 3 <= len(_code_lines(t.gt_solution)) <= 12
     assert t.bug_count == 1 and len(t.gt_diff) == 1
-    assert t.extra["bug_subtype"][0] in generator.EASY_OPERATORS
+    assert t.extra["bug_subtype"][0] in bug_choice.EASY_OPERATORS
     assert t.prompt.startswith("Implement `")
   assert len({t.extra["family"] for t in tasks}) >= 20
 

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from precisecoder import cli, edits
-from precisecoder.data import cards, generator, program_tasks, programs, verification
+from precisecoder.data import bug_choice, cards, generator, program_tasks, programs, verification
 from precisecoder.data.checking import PoolChecker, TrustedCallChecker
 from precisecoder.execution import ExecutionPool
 from precisecoder.tasks import apply_gt_diff, load_tasks, parse_task, task_to_record
@@ -67,7 +67,7 @@ def test_buggy_tasks_fail_their_tests_and_multi_line_bugs_are_atomic():
   single = generator.make_tasks("train", "programs", 24, seed=1)
   for t in single:
     _check_task(t)
-    assert t.prompt.startswith(f"Implement `{generator.signature(t.gt_solution)}`. Given")
+    assert t.prompt.startswith(f"Implement `{bug_choice.signature(t.gt_solution)}`. Given")
   assert len({t.extra["bug_subtype"][0] for t in single}) >= 6
   multi = generator.make_tasks("validation", "programs-multi", 4, seed=1)
   for t in multi:
@@ -169,7 +169,7 @@ def test_build_generator_programs_tier_command(tmp_path, capsys):
 
 
 def test_the_programs_base_presets_train_and_measure_on_the_program_space():
-  from precisecoder.train import base_model, config as config_lib  # pylint: disable=import-outside-toplevel
+  from precisecoder.experiments import base_model, config as config_lib  # pylint: disable=import-outside-toplevel
   for name in ("cpu-programs", "tiny-programs"):
     cfg = config_lib.base_config(name)
     assert [t for t in base_model._TIERS if base_model._count(cfg, t)] == ["programs"]  # pylint: disable=protected-access

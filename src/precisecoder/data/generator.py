@@ -28,6 +28,7 @@ import tqdm
 
 from precisecoder.data import families as families_lib
 from precisecoder.data import injection, mutation
+from precisecoder.data.bug_choice import GeneratorError, choose_bugs, function_prompt
 from precisecoder.data.checking import TrustedCallChecker, call_trusted, load_trusted
 from precisecoder.data.families import Family
 from precisecoder.data.mutation import Mutation
@@ -36,23 +37,7 @@ from precisecoder.tasks import Task
 TIERS = ("easy", "medium", "hard", "multi", "programs", "programs-multi")
 PROGRAM_TIERS = ("programs", "programs-multi")  # data/program_tasks.py: the program space
 NUM_CASES = 8
-EASY_OPERATORS = ("boundary_shift", "comparison_swap", "arithmetic_swap", "constant_off_by_one",
-                  "wrong_constant", "range_bound", "boolean_flip", "augassign_swap")
 _MAX_ATTEMPTS_PER_TASK = 50
-
-
-class GeneratorError(RuntimeError):
-  """A family template is broken (its correct code fails on its own inputs)."""
-
-
-def signature(code: str) -> str:
-  """`name(args)` of a generated function's source."""
-  return code.splitlines()[0].removeprefix("def ").rstrip(":")
-
-
-def function_prompt(code: str, description: str) -> str:
-  """The task description of one generated function."""
-  return f"Implement `{signature(code)}`. {description}"
 
 
 def make_tests(family: Family, fn: str, code: str, knobs: dict[str, Any],
@@ -81,17 +66,6 @@ def _family_pool(tier: str, split: str) -> tuple[Family, ...]:
   return families_lib.families("easy" if tier == "easy" else "medium", split)
 
 
-def _bug_plan(tier: str, rng: random.Random) -> tuple[int, bool]:
-  """(number of bugs, whether one of them is a 2-4-line block) for a task of `tier`."""
-  if tier == "multi":
-    return 1, True
-  if tier != "hard":
-    return 1, False
-  if rng.random() < 0.3:
-    return rng.choice((1, 1, 2)), True
-  return rng.choice((2, 2, 3, 4)), False
-
-
 def draw_buggy_function(family: Family, tier: str, split: str, rng: random.Random,
                         checker: TrustedCallChecker
                         ) -> tuple[str, str, str, dict, list[Mutation]] | None:
@@ -104,41 +78,6 @@ def draw_buggy_function(family: Family, tier: str, split: str, rng: random.Rando
   if chosen is None:
     return None
   return fn, function_prompt(code, description), code, tests, chosen
-
-
-def choose_bugs(source: injection.Source, tier: str, rng: random.Random,
-                checker: TrustedCallChecker) -> list[Mutation] | None:
-  """`tier`'s bugs for `source`, each verified to fail its tests, or None if this program
-  has none that fit."""
-  k, multi = _bug_plan(tier, rng)
-  operators = EASY_OPERATORS if tier == "easy" else None
-  singles = injection.balanced_order(injection.candidates(source, operators=operators), rng)
-  need = k - int(multi)
-  verified_singles = []
-  if need:
-    # Verify lazily, in shuffled order: a few spares when bugs must be spaced out.
-    enough = need * 3 if (multi or need > 1) else 1
-    for m in singles:
-      if injection.verify([source], [[m]], checker)[0]:
-        verified_singles.append(m)
-      if len(verified_singles) >= enough:
-        break
-  chosen: list[Mutation] = []
-  if multi:
-    blocks = injection.balanced_order(injection.candidates(source, multi_line=True), rng)
-    for block in blocks:
-      if injection.verify([source], [[block]], checker)[0]:
-        chosen = [block]
-        break
-    if not chosen:
-      return None
-  if need:
-    rest = [m for m in verified_singles if injection.well_separated(chosen + [m])]
-    picked = injection.compose(rest, need, rng)
-    if picked is None or not injection.well_separated(chosen + picked):
-      return None
-    chosen = sorted(chosen + picked, key=lambda m: m.span)
-  return chosen
 
 
 def _task(task_id: str, tier: str, split: str, family: Family, prompt: str, code: str,

@@ -4,7 +4,7 @@
 * `programs-multi`: one verified atomic 2-4-line bug per program (the multi-line split);
 * clean programs: correct programs of a split, drawn from their own stream.
 
-Bugs are chosen and verified as for the template tiers (`generator.choose_bugs`). Every task
+Bugs are chosen and verified as for the template tiers (`bug_choice.choose_bugs`). Every task
 carries its program's `skeleton`; a validation or test task also carries how far its program is
 from the nearest training program (`train_distance`: normalised token edit distance;
 `train_shape_distance`: the same with identifiers and constants abstracted), measured against
@@ -21,7 +21,7 @@ import sys
 
 import tqdm
 
-from precisecoder.data import generator, injection, mutation, programs
+from precisecoder.data import bug_choice, injection, mutation, programs
 from precisecoder.data.checking import TrustedCallChecker
 from precisecoder.tasks import Task
 
@@ -55,10 +55,10 @@ def make_tasks(split: str, tier: str, n: int, seed: int = 0, *, progress: bool =
     if len(tasks) >= n:
       break
     if index >= _MAX_PROGRAMS_PER_TASK * max(n, 1):
-      raise generator.GeneratorError(
+      raise bug_choice.GeneratorError(
           f"only {len(tasks)} of {n} {tier}/{split} tasks from {index} programs")
     source = injection.Source(key=program.skeleton, code=program.code, tests=program.tests)
-    bugs = generator.choose_bugs(source, _bug_tier(tier), rng, checker)
+    bugs = bug_choice.choose_bugs(source, _bug_tier(tier), rng, checker)
     if bugs is None:
       continue
     try:
@@ -68,7 +68,7 @@ def make_tasks(split: str, tier: str, n: int, seed: int = 0, *, progress: bool =
     tasks.append(Task(
         task_id=f"gen-{tier}-{split}-{seed}-{len(tasks):06d}", buggy_code=buggy,
         gt_solution=program.code, gt_diff=gt_diff, tests=program.tests,
-        prompt=generator.function_prompt(program.code, program.description), timeout_s=6.0,
+        prompt=bug_choice.function_prompt(program.code, program.description), timeout_s=6.0,
         is_buggy=True, bug_count=len(bugs), source_dataset="generator",
         extra={**_extra(program, split, tier), "bug_type": [m.category for m in bugs],
                "bug_subtype": [m.operator for m in bugs],
@@ -87,7 +87,7 @@ def make_clean_tasks(split: str, n: int, seed: int = 0) -> list[Task]:
     tasks.append(Task(
         task_id=f"gen-clean-programs-{split}-{seed}-{len(tasks):06d}", buggy_code=program.code,
         gt_solution=program.code, gt_diff={}, tests=program.tests,
-        prompt=generator.function_prompt(program.code, program.description), is_buggy=False,
+        prompt=bug_choice.function_prompt(program.code, program.description), is_buggy=False,
         bug_count=0, source_dataset="generator", extra=_extra(program, split, "programs")))
   return with_distances(tasks, seed)
 
