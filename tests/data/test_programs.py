@@ -169,7 +169,9 @@ def test_build_generator_programs_tier_command(tmp_path, capsys):
 
 
 def test_the_programs_base_presets_train_and_measure_on_the_program_space():
-  from precisecoder.experiments import base_model, config as config_lib  # pylint: disable=import-outside-toplevel
+  # pylint: disable-next=import-outside-toplevel
+  from precisecoder.experiments import base_model
+  from precisecoder.train import config as config_lib  # pylint: disable=import-outside-toplevel
   for name in ("cpu-programs", "tiny-programs"):
     cfg = config_lib.base_config(name)
     assert [t for t in base_model._TIERS if base_model._count(cfg, t)] == ["programs"]  # pylint: disable=protected-access
