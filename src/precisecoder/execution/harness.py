@@ -459,14 +459,18 @@ def run_assert(channel: Channel, module: types.ModuleType, integrity: Integrity,
   channel.send({"end": "assert", "expects": reported[0]}, signed=True)
 
 
-def _install_reports(channel: Channel, namespace: dict) -> list[int]:
+def _install_reports(channel: Channel, namespace: dict, remote: type | None = None) -> list[int]:
   """Binds the report call the pool rewrote held checks into (expectations.hide_expected_literals);
-  returns the count of reports made, in a list the caller reads at the end."""
+  returns the count of reports made, in a list the caller reads at the end. `remote`: in a split
+  run, the class of references to the program's objects, which equal nothing but themselves."""
   reported = [0]
 
   def expect(index, value):  # a check the pool judges: report the value, exactly typed
     try:
-      record = {"expect": index, "value": to_tagged(value)}
+      if _type(value) is remote:
+        record = {"expect": index, "truthy": bool(value), "remote": True}
+      else:
+        record = {"expect": index, "value": to_tagged(value)}
     except PlainDataError as e:  # enough for a truth check; any other check fails on it
       record = {"expect": index, "truthy": bool(value), "error": str(e)}
     channel.send(record, signed=True)
@@ -584,6 +588,10 @@ def _session(channel: Channel, job: dict, integrity: Integrity) -> int:
       channel.send({"end": "io", "exit": exit_code}, signed=True)
       _flush_output()
       return exit_code
+    if job.get("split") and kind in ("assert", "unittest"):
+      _run_split(channel, job)
+      _flush_output()
+      return exit_code
     watched = kind in ("assert", "unittest")
     guard = None
     if watched:  # what the tests import is loaded first, to be watched with the rest
@@ -607,6 +615,21 @@ def _session(channel: Channel, job: dict, integrity: Integrity) -> int:
       traceback.print_exc()
   _flush_output()
   return exit_code
+
+
+def _run_split(channel: Channel, job: dict) -> None:
+  """An assert or unittest job with the test code in this process and the program in another
+  (`split_tests`): no guard, no integrity checks, since the program never runs here."""
+  from precisecoder.execution import split_tests  # pylint: disable=import-outside-toplevel
+  tests = job["tests"]
+  end = split_tests.start(job, _PLAN[0])
+  namespace = split_tests.namespace(end, CLASS_NAME)
+  reported = _install_reports(channel, namespace, split_tests.bridge.Remote)
+  exec(_PLAN[0].tests, namespace)  # pylint: disable=exec-used
+  if tests["kind"] == "unittest":
+    split_tests.run_unittest_classes(channel, namespace, tests["classes"], _describe)
+  channel.send({"end": tests["kind"], "expects": reported[0]}, signed=True)
+  split_tests.finish(end)
 
 
 def _run_tests(channel: Channel, module: types.ModuleType, tests: dict,

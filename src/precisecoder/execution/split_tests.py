@@ -1,0 +1,234 @@
+"""The test process of a split run: runs the test code where the program never runs.
+
+Called in the run's sandboxed child for an assert or unittest job sent with "split" (docs/sandbox.md,
+"Split runs"). This process imports what the tests import, makes itself non-dumpable (a process of
+its uid can then neither trace it nor read its memory or fds), keeps no writable directory on its
+import path, and forks the program's process (`split_program`), which never holds the pool's
+channel. The test code then runs here, in a namespace of its own with the program's top-level names
+as data, as this process's own library modules and classes, or as references (`bridge.Remote`);
+every check runs here, on data our decoder built (`codec`). The records it writes are the harness's
+(`harness.Channel`), so the pool judges them as it judges any run (`verdicts.judge`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import ctypes
+import importlib
+import os
+import random
+import signal
+import socket
+import sys
+import types
+import unittest
+import unittest.mock
+from typing import Any
+
+from precisecoder.execution import bridge
+from precisecoder.execution import split_program
+
+_PR_SET_DUMPABLE = 4
+_CHANNEL_FD = 3  # worker.CHANNEL_FD: the program's process must not hold it
+_libc = ctypes.CDLL(None, use_errno=True)
+_patch_class = unittest.mock._patch  # pylint: disable=protected-access
+_enter_patch, _exit_patch = _patch_class.__enter__, _patch_class.__exit__
+
+
+def _loaded_name(what: str, name: list) -> Any:
+  """A module or class the program's namespace names, as this process's own: only of modules
+  loaded here already (the tests' imports, the worker's); else None (then a reference)."""
+  module, qualname = name
+  if module.startswith(split_program.PROGRAM_MODULE):
+    return None
+  if what == "module":
+    return sys.modules.get(module)
+  if what == "class":
+    return bridge._named_class(module, qualname)  # pylint: disable=protected-access
+  return None
+
+
+class _Patches:
+  """The tests' active `unittest.mock` patches, as they enter and leave (this process's
+  `_patch.__enter__`/`__exit__` are wrapped while the tests run)."""
+
+  def __init__(self):
+    self.active: list[tuple[Any, Any]] = []
+
+  def install(self) -> None:
+    patches = self
+
+    def enter(patcher):
+      new = _enter_patch(patcher)
+      patches.active.append((patcher, new))
+      return new
+
+    def leave(patcher, *exc_info):
+      patches.active[:] = [(p, n) for p, n in patches.active if p is not patcher]
+      return _exit_patch(patcher, *exc_info)
+
+    _patch_class.__enter__, _patch_class.__exit__ = enter, leave
+
+  def described(self) -> list:
+    return [(id(patcher), patcher.target, patcher.attribute, new) for patcher, new in self.active]
+
+  def key(self) -> tuple:
+    return tuple((id(patcher), id(new)) for patcher, new in self.active)
+
+
+class _State:
+  """What goes to the program's process with each request, when it changed (`apply_state` there),
+  and what comes back."""
+
+  def __init__(self, patches: _Patches):
+    self.patches = patches
+    self.sent: dict[str, Any] = {}
+
+  def outgoing(self) -> dict | None:
+    out = {}
+    key = self.patches.key()
+    if key != self.sent.get("patch_key"):
+      out["patches"] = self.patches.described()
+      self.sent["patch_key"] = key
+    now = random.getstate()
+    if now != self.sent.get("random"):
+      out["random"] = self.sent["random"] = now
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+      now = numpy.random.get_state(legacy=True)
+      last = self.sent.get("numpy")
+      if last is None or not split_program._same_numpy_state(now, last):  # pylint: disable=protected-access
+        out["numpy"] = self.sent["numpy"] = now
+    environ = dict(os.environ)
+    if environ != self.sent.get("environ"):
+      out["environ"] = self.sent["environ"] = environ
+    cwd = os.getcwd()
+    if cwd != self.sent.get("cwd"):
+      out["cwd"] = self.sent["cwd"] = cwd
+    return out or None
+
+  def incoming(self, state: Any) -> None:
+    if type(state) is not dict:
+      return
+    if type(state.get("random")) is tuple:
+      try:
+        random.setstate(state["random"])
+        self.sent["random"] = state["random"]
+      except (TypeError, ValueError):
+        pass
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and type(state.get("numpy")) is tuple:
+      try:
+        numpy.random.set_state(state["numpy"])
+        self.sent["numpy"] = numpy.random.get_state(legacy=True)
+      except (TypeError, ValueError):
+        pass
+
+
+def _seal() -> None:
+  """This process, before the program's exists: non-dumpable, no writable import path, SIGINT
+  fatal (the program could otherwise raise KeyboardInterrupt inside a test)."""
+  if _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+    raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+  sys.path[:] = [p for p in sys.path if p not in ("", ".") and os.path.isdir(p) and not os.access(
+      p, os.W_OK)]
+  sys.path_importer_cache.clear()
+  signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _import_quietly(names) -> None:
+  for name in names:
+    try:
+      importlib.import_module(name)
+    except BaseException:  # pylint: disable=broad-except
+      pass
+
+
+def start(job: dict, plan) -> bridge.Endpoint:
+  """Seals this process, forks the program's and loads the program there; returns this side's
+  endpoint (its `names`: the program's top-level names for the tests)."""
+  _import_quietly(plan.test_imports)
+  _seal()
+  ours, theirs = socket.socketpair()
+  pid = os.fork()
+  if pid == 0:  # the program's process
+    try:
+      ours.close()
+      os.closerange(_CHANNEL_FD, theirs.fileno())
+      os.closerange(theirs.fileno() + 1, 1 << 16)
+    except BaseException:  # pylint: disable=broad-except
+      os._exit(1)  # pylint: disable=protected-access
+    split_program.run(theirs, job, plan.program)
+  theirs.close()
+  patches = _Patches()
+  state = _State(patches)
+  end = bridge.Endpoint(ours, bridge.test_side_policy, _loaded_name)
+  end.before_request = state.outgoing
+  end.on_state = state.incoming
+  names = end.request("load")
+  end.resolving = False  # from here on, what the program hands over is data or a reference
+  end.names = names if type(names) is dict else {}
+  patches.install()
+  return end
+
+
+def namespace(end: bridge.Endpoint, class_hook_name: str) -> dict:
+  space = {"__name__": split_program.PROGRAM_MODULE, "__builtins__": builtins,
+           class_hook_name: lambda cls: cls}
+  for name, value in end.names.items():
+    if type(name) is str and not name.startswith("__"):
+      space[name] = value
+  return space
+
+
+def run_unittest_classes(channel, space: dict, classes, describe) -> None:
+  """Runs each TestCase class's tests here (setUp, test, tearDown by hand, as the harness does)."""
+  for class_name in classes:
+    case_class = space.get(class_name)
+    if not (isinstance(case_class, type) and issubclass(case_class, unittest.TestCase)):
+      channel.send({"test": class_name, "outcome": "error", "detail": "not a TestCase"}, True)
+      continue
+    try:
+      case_class.setUpClass()
+      class_error = None
+    except BaseException as e:  # pylint: disable=broad-except
+      class_error = describe(e)
+    for method in sorted(name for name in dir(case_class)
+                         if name.startswith("test") and callable(getattr(case_class, name))):
+      name = f"{class_name}.{method}"
+      if class_error is not None:
+        channel.send({"test": name, "outcome": "error", "detail": class_error}, True)
+        continue
+      outcome, detail = _run_one(case_class, method, describe)
+      channel.send({"test": name, "outcome": outcome, "detail": detail}, True)
+    try:
+      case_class.tearDownClass()
+    except BaseException:  # pylint: disable=broad-except
+      pass
+
+
+def _run_one(case_class: type, method: str, describe) -> tuple[str, str]:
+  try:
+    test = case_class(method)
+    test.setUp()
+    try:
+      getattr(test, method)()
+    finally:
+      test.tearDown()
+      test.doCleanups()
+    return "ok", ""
+  except unittest.SkipTest as e:
+    return "skip", str(e)[:200]
+  except AssertionError as e:
+    return "fail", describe(e)
+  except MemoryError:
+    return "error", "MemoryError"
+  except BaseException as e:  # pylint: disable=broad-except
+    return "error", describe(e)
+
+
+def finish(end: bridge.Endpoint) -> None:
+  end.close()
+
+
+__all__ = ["start", "namespace", "run_unittest_classes", "finish", "types"]
