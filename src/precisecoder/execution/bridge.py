@@ -19,11 +19,13 @@ import socket
 import struct
 import sys
 import types
+import unittest
 from typing import Any, Callable
 
 from precisecoder.execution import codec as codec_lib
 
 _HEADER = struct.Struct("!I")
+_RECURSION = 20_000  # the recursion limit while a message is encoded or decoded
 _type = type
 _object_setattr = object.__setattr__
 _object_getattribute = object.__getattribute__
@@ -58,6 +60,12 @@ def test_side_policy(obj: Any, op: str, name: str | None) -> bool:
                                                mock.MagicMixin) for name in dir(cls))
       return name not in _MOCK_API
     return True
+  if op == "setattr":  # in-place work on the tests' own plain objects (linked-list nodes)
+    kind = type(obj)
+    return (name is not None and not name.startswith("_") and not issubclass(kind, type) and
+            not isinstance(obj, (types.ModuleType, unittest.TestCase)) and
+            kind.__module__ not in ("unittest.mock", "builtins") and
+            not callable(getattr(kind, name, None)))
   return op in ("call", "getitem", "len", "iter", "next", "bool", "str", "repr", "enter", "exit",
                 "contains", "float", "int")
 
@@ -72,14 +80,21 @@ class Endpoint:
     self._lent: dict[int, Any] = {}
     self._ids: dict[int, int] = {}  # id(obj) -> lent id: one id per object while lent
     self._resolve_name = resolve_name
+    self._remotes: dict[int, Remote] = {}
     self.codec = codec_lib.Codec(self._make_ref, self._resolve_ref)
     self.before_request: Callable[[], Any] | None = None  # state to send with each request
     self.on_state: Callable[[Any], None] | None = None  # state that came back
     self.on_request_state: Callable[[Any], None] | None = None  # state sent with a request
     self.reply_state: Callable[[], Any] | None = None  # state to send back with each reply
-    self.on_load: Callable[..., Any] | None = None  # the program process: runs the program
+    # Requests served by a function of this side, not on a lent object: the program process's
+    # "load" (run the program) and "provide" (the tests' names the program refers to).
+    self.handlers: dict[str, Callable[..., Any]] = {}
     self.resolving = True  # whether references by name become this side's own modules, classes
     self.closed = False
+    # The test process: lists, dicts and sets read from its plain objects (not a mock's) go to
+    # the program by reference, so that it can change them in place.
+    self._lend_containers = policy is test_side_policy
+    self.codec.records = policy is program_policy
 
   # --- references ------------------------------------------------------------------------------
 
@@ -93,6 +108,10 @@ class Endpoint:
     return ref
 
   def _make_ref(self, obj: Any) -> dict:
+    if _type(obj) is ByReference:
+      obj = obj.value
+    elif _type(obj) is codec_lib.Record:  # a record of the other side: its object, home
+      obj = _object_getattribute(obj, "_rec_obj")
     if _type(obj) is Remote and _object_getattribute(obj, "_pc_end") is self:
       return {"h": _object_getattribute(obj, "_pc_id")}
     kind = _type(obj)
@@ -100,7 +119,7 @@ class Endpoint:
       what = "module"
       name = [obj.__name__, ""]
     else:
-      what = "class" if isinstance(obj, type) else "object"
+      what = "class" if issubclass(kind, type) else "object"
       named = obj if what == "class" else kind
       name = [_text(getattr(named, "__module__", "")), _text(getattr(named, "__qualname__", ""))]
     return {"r": [self.lend(obj), what, name]}
@@ -120,12 +139,25 @@ class Endpoint:
         self._resolve_name is not None and self.resolving) else None
     if local is not None:
       return local
-    return Remote(self, ref, name if what == "object" else None)
+    remote = self._remotes.get(ref)  # one Remote per object: `is` holds as it does there
+    if remote is None:
+      remote = self._remotes[ref] = Remote(self, ref, name if what == "object" else None)
+    return remote
 
   # --- messages --------------------------------------------------------------------------------
 
   def _send(self, message: tuple) -> None:
-    data = self.codec.encode(message)
+    self._write(self._encode(message))
+
+  def _encode(self, message: tuple) -> bytes:
+    limit = sys.getrecursionlimit()  # deep data (a chain of 300 tuples) is data too
+    sys.setrecursionlimit(max(limit, _RECURSION))
+    try:
+      return self.codec.encode(message)
+    finally:
+      sys.setrecursionlimit(limit)
+
+  def _write(self, data: bytes) -> None:
     try:
       self._sock.sendall(_HEADER.pack(len(data)) + data)
     except OSError as e:
@@ -138,10 +170,15 @@ class Endpoint:
     if size > codec_lib.MAX_BYTES:
       self.closed = True
       raise ChannelBroken("message too large")
+    data = self._read(size)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, _RECURSION))
     try:
-      message = self.codec.decode(self._read(size))
-    except codec_lib.DecodeError as e:
-      raise ChannelBroken(f"malformed message: {e}") from None
+      message = self.codec.decode(data)
+    except (codec_lib.DecodeError, RecursionError, TypeError, ValueError, OverflowError) as e:
+      raise ChannelBroken(f"malformed message: {e}"[:300]) from None
+    finally:
+      sys.setrecursionlimit(limit)
     if _type(message) is not tuple or not message or _type(message[0]) is not str:
       raise ChannelBroken("malformed message")
     return message
@@ -201,7 +238,11 @@ class Endpoint:
       _, op, target, state, *fields = message
       if state is not None and self.on_request_state is not None:
         self.on_request_state(state)
-      if op != "load" and not self._is_lent(target):
+      if op in self.handlers:
+        value = self.handlers[op](*fields)
+        self._answer(value)
+        return
+      if not self._is_lent(target):
         raise ChannelBroken("a request for an object this side did not lend")
       value = self._perform(op, target, fields)
     except BaseException as e:  # pylint: disable=broad-except
@@ -209,7 +250,15 @@ class Endpoint:
         raise
       self._send(("e", error_names(e), _error_args(e), self._reply_state()))
       return
-    self._send(("a", value, self._reply_state()))
+    self._answer(value)
+
+  def _answer(self, value) -> None:
+    try:
+      answer = self._encode(("a", value, self._reply_state()))
+    except Exception as e:  # pylint: disable=broad-except
+      self._send(("e", error_names(e), (f"the answer could not be sent: {e}"[:300],), None))
+      return
+    self._write(answer)
 
   def _is_lent(self, obj) -> bool:
     ref = self._ids.get(id(obj))
@@ -219,10 +268,6 @@ class Endpoint:
     return self.reply_state() if self.reply_state is not None else None
 
   def _perform(self, op: str, target: Any, fields: list) -> Any:  # pylint: disable=too-many-return-statements
-    if op == "load":
-      if self.on_load is None:
-        raise ValueError("nothing to load here")
-      return self.on_load(*fields)
     name = fields[0] if fields and _type(fields[0]) is str else None
     if not self._policy(target, op, name):
       raise AttributeError(f"{op} {name or ''} is not allowed on this object")
@@ -232,7 +277,10 @@ class Endpoint:
       result = target(*args, **kwargs)
       return (result, self._changed(args, kwargs, before))
     if op == "getattr":
-      return getattr(target, name)
+      value = getattr(target, name)
+      if self._lend_containers and _type(value) in (list, dict, set) and not _is_mock(target):
+        return ByReference(value)  # the program changes the tests' node's list in place
+      return value
     if op == "setattr":
       setattr(target, name, fields[1])
       return None
@@ -335,10 +383,17 @@ def rebuild_error(names: Any, args: Any) -> BaseException:
   return RemoteError(*args)
 
 
+# Types of the interpreter that builtins does not name (generator, function, ...).
+_BUILTIN_TYPES = {t.__name__: t for t in vars(types).values()
+                  if isinstance(t, type) and t.__module__ == "builtins"}
+
+
 def _named_class(module: Any, qualname: Any) -> type | None:
   """A class of a module this process has loaded, by name; None if there is none."""
   if _type(module) is not str or _type(qualname) is not str:
     return None
+  if module == "builtins" and qualname in _BUILTIN_TYPES:
+    return _BUILTIN_TYPES[qualname]
   holder = builtins if module == "builtins" else sys.modules.get(module)
   if holder is None or module.startswith("__precisecoder_program"):
     return None
@@ -348,6 +403,20 @@ def _named_class(module: Any, qualname: Any) -> type | None:
       return None
     value = getattr(value, part, None)
   return value if isinstance(value, type) else None
+
+
+class ByReference:
+  """A value this side sends as a reference though it is data (`Endpoint._perform`)."""
+
+  __slots__ = ("value",)
+
+  def __init__(self, value):
+    self.value = value
+
+
+def _is_mock(obj) -> bool:
+  mock = sys.modules.get("unittest.mock")
+  return mock is not None and isinstance(obj, mock.NonCallableMock)
 
 
 class Remote:

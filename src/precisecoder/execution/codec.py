@@ -12,17 +12,19 @@ holds their tags, and only if the receiving process has them loaded or can impor
 from __future__ import annotations
 
 import base64
+import builtins
 import collections
 import datetime
 import decimal
 import fractions
+import functools
 import json
 import math
 import sys
 from typing import Any, Callable
 
 MAX_BYTES = 64 << 20
-MAX_DEPTH = 100
+MAX_DEPTH = 500
 _type = type
 
 
@@ -56,6 +58,7 @@ class Codec:
   def __init__(self, make_ref: Callable[[Any], dict], resolve_ref: Callable[[str, Any], Any]):
     self._make_ref = make_ref
     self._resolve_ref = resolve_ref
+    self.records = True  # dataclass instances cross as `Record`s (the program's side)
 
   # --- encoding -------------------------------------------------------------------------------
 
@@ -103,6 +106,25 @@ class Codec:
                      [[self.tree(k, d), self.tree(v, d)] for k, v in dict.items(value)]]}
     if kind is collections.deque:
       return {"dq": [[self.tree(v, d) for v in value], value.maxlen]}
+    wrapped = _WRAPPERS.get(kind)
+    if wrapped is not None and _type(value.data) is wrapped[0]:
+      return {wrapped[1]: self.tree(value.data, d)}
+    if kind is collections.ChainMap and _type(value.maps) is list:
+      return {"cm": [self.tree(m, d) for m in value.maps]}
+    view = _VIEWS.get(kind)
+    if view is not None:
+      return {view: [self.tree(v, d) for v in value]}
+    if issubclass(kind, BaseException) and kind.__module__ == "builtins" and (
+        getattr(builtins, kind.__name__, None) is kind):
+      return {"ex": [kind.__name__, self.tree(value.args, d)]}
+    if issubclass(kind, tuple) and _type(getattr(kind, "_fields", None)) is tuple and all(
+        _type(f) is str for f in kind._fields):  # a namedtuple: its fields and items
+      return {"ntu": [_text(kind.__name__), list(kind._fields),
+                      [self.tree(v, d) for v in tuple.__iter__(value)]]}
+    params = getattr(kind, "__dataclass_params__", None)
+    if params is not None and getattr(kind, "__dataclass_fields__", None) is not None and (
+        not issubclass(kind, type)) and self.records:
+      return self._record(value, kind, params, d)
     module = kind.__module__ if _type(kind.__module__) is str else ""
     if module.startswith("numpy"):
       tree = self._numpy(value, kind, d)
@@ -116,6 +138,17 @@ class Codec:
       if issubclass(kind, base) and read is not None:
         return self.tree(read(value), depth)
     return self._make_ref(value)
+
+  def _record(self, value, kind, params, d):
+    """An instance of a dataclass: its fields as data, with references to it and its class (the
+    receiver compares records as dataclasses do: same class, equal compared fields)."""
+    fields = [f for f in kind.__dataclass_fields__.values()
+              if _type(f.name) is str and getattr(f, "_field_type", None) is not None and
+              f._field_type.name == "_FIELD"]  # pylint: disable=protected-access
+    return {"rec": [self._make_ref(value), self._make_ref(kind), _text(kind.__name__),
+                    [[f.name, bool(f.compare), self.tree(getattr(value, f.name), d)]
+                     for f in fields],
+                    [bool(params.eq), bool(params.order), bool(params.frozen)]]}
 
   def _time(self, value, kind):
     if kind is datetime.timedelta:
@@ -136,6 +169,9 @@ class Codec:
 
   def _numpy(self, value, kind, d):
     numpy = sys.modules["numpy"]
+    if kind is numpy.ma.MaskedArray:
+      return {"ma": [self.tree(numpy.ma.getdata(value), d),
+                     self.tree(numpy.ma.getmaskarray(value), d)]}
     if kind is numpy.ndarray:
       dtype = value.dtype
       if dtype.fields is None and dtype.kind in "biufcmM" and not dtype.hasobject:
@@ -229,7 +265,7 @@ class Codec:
 
   def build(self, tree: Any, depth: int = 0) -> Any:  # pylint: disable=too-many-return-statements,too-many-branches
     """A value from a tagged tree: only types this module lists are made."""
-    if depth > MAX_DEPTH:
+    if depth > MAX_DEPTH + 1:  # the encoder lends what lies deeper (a reference, one more level)
       raise DecodeError("nested too deeply")
     kind = _type(tree)
     if tree is None or kind in (bool, int, float, str):
@@ -242,7 +278,7 @@ class Codec:
     if tag == "l":
       return [build(v, d) for v in _list(body)]
     if tag == "t":
-      return tuple(build(v, d) for v in _list(body))
+      return tuple([build(v, d) for v in _list(body)])
     if tag in ("d", "od", "ct"):
       maker = {"d": dict, "od": collections.OrderedDict, "ct": collections.Counter}[tag]
       out = maker()
@@ -268,6 +304,55 @@ class Codec:
       if maxlen is not None and _type(maxlen) is not int:
         raise DecodeError("deque maxlen")
       return collections.deque([build(v, d) for v in _list(items)], maxlen)
+    if tag in _WRAPPED_TAGS:
+      maker, base = _WRAPPED_TAGS[tag]
+      data = build(body, d)
+      if _type(data) is not base:
+        raise DecodeError("wrapped data")
+      out = maker.__new__(maker)
+      out.data = data
+      return out
+    if tag == "cm":
+      maps = [build(m, d) for m in _list(body)]
+      if not all(_type(m) is dict for m in maps):
+        raise DecodeError("chain map")
+      return collections.ChainMap(*maps)
+    if tag in ("ks", "is", "vs"):
+      items = [build(v, d) for v in _list(body)]
+      if tag == "ks":
+        return dict.fromkeys(_hashable(v) for v in items).keys()
+      if tag == "is":
+        if not all(_type(v) is tuple and len(v) == 2 for v in items):
+          raise DecodeError("dict items")
+        return dict((_hashable(k), v) for k, v in items).items()
+      return dict(enumerate(items)).values()
+    if tag == "ex":
+      name, args = _pair(body)
+      cls = getattr(builtins, _str(name, 64), None)
+      if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        raise DecodeError("exception class")
+      args = build(args, d)
+      if _type(args) is not tuple:
+        raise DecodeError("exception args")
+      error = cls.__new__(cls)
+      error.args = args
+      return error
+    if tag == "ntu":
+      name, fields, items = _list(body, 3)
+      fields = tuple(_str(f, 100) for f in _list(fields))
+      items = [build(v, d) for v in _list(items)]
+      if len(items) != len(fields):
+        raise DecodeError("namedtuple")
+      return _named_tuple(_str(name, 100), fields)(*items)
+    if tag == "rec":
+      obj, cls, name, fields, flags = _list(body, 5)
+      obj, cls = build(obj, d), build(cls, d)
+      fields = [(_str(f, 100), c, build(v, d)) for f, c, v in (_list(item, 3) for item in
+                                                                  _list(fields))]
+      if not all(_type(c) is bool for _, c, _ in fields) or not all(
+          _type(b) is bool for b in _list(flags, 3)):
+        raise DecodeError("record")
+      return Record(obj, cls, _str(name, 100), fields, *flags)
     if tag == "I":
       return int(_str(body, 20000))
     if tag == "F":
@@ -316,6 +401,12 @@ class Codec:
       if len(raw) != math.prod(shape) * kind.itemsize:
         raise DecodeError("array size")
       return numpy.frombuffer(raw, dtype=kind).reshape(shape).copy()
+    if tag == "ma":
+      data, mask = (self.build(part, d) for part in _pair(body))
+      if _type(data) is not numpy.ndarray or _type(mask) is not numpy.ndarray or (
+          mask.shape != data.shape or mask.dtype != bool):
+        raise DecodeError("masked array")
+      return numpy.ma.array(data, mask=mask)
     if tag == "nt":
       dtype, shape, items = _list(body, 3)
       array = numpy.array(self.build(items, d), dtype=_dtype(numpy, dtype, "US"))
@@ -435,7 +526,27 @@ class Codec:
     raise DecodeError("index")
 
 
-_NUMPY_TAGS = frozenset({"nd", "nt", "no", "ns", "nst", "dt"})
+_WRAPPERS = {collections.UserDict: (dict, "ud"), collections.UserList: (list, "ul"),
+             collections.UserString: (str, "us")}
+_WRAPPED_TAGS = {tag: (kind, base) for kind, (base, tag) in _WRAPPERS.items()}
+_VIEWS = {_type({}.keys()): "ks", _type({}.items()): "is", _type({}.values()): "vs"}
+
+
+@functools.lru_cache(maxsize=256)
+def _named_tuple(name: str, fields: tuple[str, ...]) -> type:
+  """A namedtuple class of collections' making, by the name and fields the sender gave: it
+  compares, hashes and orders as the tuple it is."""
+  try:
+    return collections.namedtuple(name, fields)
+  except ValueError:  # not identifiers: a plain tuple subclass would do no better
+    return collections.namedtuple("Record", [f"f{i}" for i in range(len(fields))])
+
+
+def _text(value) -> str:
+  return value if _type(value) is str else "tuple"
+
+
+_NUMPY_TAGS = frozenset({"ma", "nd", "nt", "no", "ns", "nst", "dt"})
 _PANDAS_TAGS = frozenset({"df", "sr", "ri", "mi", "ix", "ts", "pt", "nat", "na", "cat", "dtz",
                           "ext"})
 
@@ -503,3 +614,82 @@ def _hashable(value):
   except TypeError:
     raise DecodeError("unhashable key") from None
   return value
+
+
+class Record:
+  """A dataclass instance of the other process, as this side sees it: its fields as data, its
+  other attributes (methods) through a reference to it. It compares as the dataclass's own
+  generated methods do, here, on the fields' data: equal to a record of the same class (the same
+  reference) whose compared fields are equal; ordered likewise where the class orders."""
+
+  __slots__ = ("_rec_obj", "_rec_cls", "_rec_name", "_rec_fields", "_rec_flags")
+
+  def __init__(self, obj, cls, name: str, fields: list, eq: bool, order: bool, frozen: bool):
+    setter = object.__setattr__
+    setter(self, "_rec_obj", obj)
+    setter(self, "_rec_cls", cls)
+    setter(self, "_rec_name", name)
+    setter(self, "_rec_fields", {f: (c, v) for f, c, v in fields})
+    setter(self, "_rec_flags", (eq, order, frozen))
+
+  def _rec_key(self) -> tuple:
+    return tuple(v for c, v in object.__getattribute__(self, "_rec_fields").values() if c)
+
+  def _rec_peer(self, other) -> bool:
+    return _type(other) is Record and (
+        object.__getattribute__(other, "_rec_cls") is object.__getattribute__(self, "_rec_cls"))
+
+  def __getattr__(self, name: str):
+    fields = object.__getattribute__(self, "_rec_fields")
+    if name in fields:
+      return fields[name][1]
+    if name.startswith("__") and name.endswith("__"):
+      raise AttributeError(name)
+    return getattr(object.__getattribute__(self, "_rec_obj"), name)
+
+  def __setattr__(self, name: str, value) -> None:
+    fields = object.__getattribute__(self, "_rec_fields")
+    if object.__getattribute__(self, "_rec_flags")[2]:
+      raise AttributeError(f"cannot assign to field {name!r}")
+    if name in fields:
+      fields[name] = (fields[name][0], value)
+    setattr(object.__getattribute__(self, "_rec_obj"), name, value)
+
+  def __eq__(self, other):
+    if not object.__getattribute__(self, "_rec_flags")[0]:
+      return self is other
+    if not self._rec_peer(other):
+      return NotImplemented
+    return self._rec_key() == other._rec_key()
+
+  def __ne__(self, other):
+    equal = self.__eq__(other)
+    return equal if equal is NotImplemented else not equal
+
+  def _rec_order(self, other, compare):
+    if not object.__getattribute__(self, "_rec_flags")[1] or not self._rec_peer(other):
+      return NotImplemented
+    return compare(self._rec_key(), other._rec_key())
+
+  def __lt__(self, other):
+    return self._rec_order(other, lambda a, b: a < b)
+
+  def __le__(self, other):
+    return self._rec_order(other, lambda a, b: a <= b)
+
+  def __gt__(self, other):
+    return self._rec_order(other, lambda a, b: a > b)
+
+  def __ge__(self, other):
+    return self._rec_order(other, lambda a, b: a >= b)
+
+  def __hash__(self):
+    eq, _, frozen = object.__getattribute__(self, "_rec_flags")
+    if eq and not frozen:
+      raise TypeError(f"unhashable type: {object.__getattribute__(self, '_rec_name')!r}")
+    return hash(self._rec_key()) if eq else object.__hash__(self)
+
+  def __repr__(self) -> str:
+    fields = object.__getattribute__(self, "_rec_fields")
+    inside = ", ".join(f"{name}={value!r}" for name, (_, value) in fields.items())
+    return f"{object.__getattribute__(self, '_rec_name')}({inside})"

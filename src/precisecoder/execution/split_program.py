@@ -51,7 +51,7 @@ class ProgramSide:
 
   def __init__(self, sock: socket.socket, job: dict, code: types.CodeType | None):
     self.end = bridge.Endpoint(sock, bridge.program_policy, resolve_name)
-    self.end.on_load = self.load
+    self.end.handlers.update(load=self.load)
     self.end.on_request_state = self.apply_state
     self.end.reply_state = self.state
     self.job = job
@@ -68,12 +68,23 @@ class ProgramSide:
     code = self.code if self.code is not None else compile_program(self.job["program"])
     exec(code, module.__dict__)  # pylint: disable=exec-used
     self.module = module
-    return {name: value for name, value in module.__dict__.items()
-            if type(name) is str and not name.startswith("__") and not hasattr(builtins, name)}
+    names = {name: value for name, value in module.__dict__.items()
+             if type(name) is str and not name.startswith("__") and not hasattr(builtins, name)}
+    return names, sorted(_global_names(code) - module.__dict__.keys())
+
+  def provide(self, names: Any) -> None:
+    """The tests' objects under the names the program refers to but does not define (a class the
+    tests define, as in one namespace): references to the test process's objects."""
+    if type(names) is dict and self.module is not None:
+      for name, value in names.items():
+        if type(name) is str and name not in self.module.__dict__:
+          self.module.__dict__[name] = value
 
   def apply_state(self, state: Any) -> None:
     if type(state) is not dict:
       return
+    if "provide" in state:
+      self.provide(state["provide"])
     if "patches" in state:
       self._patch(state["patches"])
     if "random" in state:
@@ -130,6 +141,16 @@ class ProgramSide:
     self.end.serve_until_closed()
 
 
+def _global_names(code: types.CodeType) -> set[str]:
+  """The names the program's code (nested code included) may look up as globals."""
+  names, stack = set(), [code]
+  while stack:
+    current = stack.pop()
+    names.update(current.co_names)
+    stack.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
+  return {name for name in names if not hasattr(builtins, name)}
+
+
 def _original(target, attribute):
   if isinstance(target, type):
     return target.__dict__.get(attribute, _MISSING)
@@ -159,8 +180,12 @@ def run(sock: socket.socket, job: dict, code: types.CodeType | None) -> None:
   status = 0
   try:
     ProgramSide(sock, job, code).serve()
-  except BaseException:  # pylint: disable=broad-except
+  except BaseException as e:  # pylint: disable=broad-except
     status = 1
+    try:
+      os.write(2, f"the program's process stopped: {type(e).__name__}: {e}\n"[:500].encode())
+    except BaseException:  # pylint: disable=broad-except
+      pass
   try:
     sys.stdout.flush()
     sys.stderr.flush()

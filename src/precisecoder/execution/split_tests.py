@@ -83,9 +83,30 @@ class _State:
   def __init__(self, patches: _Patches):
     self.patches = patches
     self.sent: dict[str, Any] = {}
+    self.space: dict = {}  # the tests' namespace, once made
+    self.wanted: list[str] = []  # the names the program refers to but does not define
+    self.provided: dict[str, int] = {}
+
+  def _provide(self) -> dict:
+    """The tests' names the program refers to (a node class the tests define), as they appear or
+    change: they go to the program as references, as one namespace would have shared them. The
+    tests' TestCase classes never do."""
+    given = {}
+    for name in self.wanted:
+      value = self.space.get(name, self.space)
+      if value is self.space or self.provided.get(name) == id(value) or (
+          type(value) is bridge.Remote) or (
+              isinstance(value, type) and issubclass(value, unittest.TestCase)):
+        continue
+      given[name] = value
+      self.provided[name] = id(value)
+    return given
 
   def outgoing(self) -> dict | None:
     out = {}
+    given = self._provide() if self.wanted else None
+    if given:
+      out["provide"] = given
     key = self.patches.key()
     if key != self.sent.get("patch_key"):
       out["patches"] = self.patches.described()
@@ -165,9 +186,12 @@ def start(job: dict, plan) -> bridge.Endpoint:
   end = bridge.Endpoint(ours, bridge.test_side_policy, _loaded_name)
   end.before_request = state.outgoing
   end.on_state = state.incoming
-  names = end.request("load")
+  loaded = end.request("load")
   end.resolving = False  # from here on, what the program hands over is data or a reference
+  names, wanted = loaded if type(loaded) is tuple and len(loaded) == 2 else ({}, [])
   end.names = names if type(names) is dict else {}
+  state.wanted = [name for name in wanted if type(name) is str] if type(wanted) is list else []
+  end.state = state
   patches.install()
   return end
 
@@ -178,6 +202,7 @@ def namespace(end: bridge.Endpoint, class_hook_name: str) -> dict:
   for name, value in end.names.items():
     if type(name) is str and not name.startswith("__"):
       space[name] = value
+  end.state.space = space
   return space
 
 
