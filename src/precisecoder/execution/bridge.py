@@ -15,6 +15,7 @@ methods; never a Mock's own API, so the program cannot erase what a mock recorde
 from __future__ import annotations
 
 import builtins
+import os
 import socket
 import struct
 import sys
@@ -67,7 +68,7 @@ def test_side_policy(obj: Any, op: str, name: str | None) -> bool:
             kind.__module__ not in ("unittest.mock", "builtins") and
             not callable(getattr(kind, name, None)))
   return op in ("call", "getitem", "len", "iter", "next", "bool", "str", "repr", "enter", "exit",
-                "contains", "float", "int")
+                "contains", "float", "int", "operator")
 
 
 class Endpoint:
@@ -94,6 +95,8 @@ class Endpoint:
     # The test process: lists, dicts and sets read from its plain objects (not a mock's) go to
     # the program by reference, so that it can change them in place.
     self._lend_containers = policy is test_side_policy
+    # Arithmetic on references: only the program's side forwards it (`Remote._pc_operator`).
+    self.forward_operators = policy is program_policy
     self.codec.records = policy is program_policy
 
   # --- references ------------------------------------------------------------------------------
@@ -176,6 +179,9 @@ class Endpoint:
     try:
       message = self.codec.decode(data)
     except (codec_lib.DecodeError, RecursionError, TypeError, ValueError, OverflowError) as e:
+      if os.environ.get("PRECISECODER_SPLIT_DEBUG"):
+        import traceback  # pylint: disable=import-outside-toplevel
+        traceback.print_exc()
       raise ChannelBroken(f"malformed message: {e}"[:300]) from None
     finally:
       sys.setrecursionlimit(limit)
@@ -275,7 +281,8 @@ class Endpoint:
       args, kwargs, mutable = fields
       before = self._trees(args, kwargs, mutable)
       result = target(*args, **kwargs)
-      return (result, self._changed(args, kwargs, before))
+      same = next((where for where in before if _argument(args, kwargs, where) is result), None)
+      return (None if same is not None else result, self._changed(args, kwargs, before), same)
     if op == "getattr":
       value = getattr(target, name)
       if self._lend_containers and _type(value) in (list, dict, set) and not _is_mock(target):
@@ -313,6 +320,11 @@ class Endpoint:
       return float(target)
     if op == "int":
       return int(target)
+    if op == "operator":
+      method = getattr(_type(target), name, None) if name in _OPERATORS else None
+      if method is None:
+        raise TypeError(f"unsupported operand for {name}")
+      return method(target, *fields[1:])
     if op == "enter":
       return target.__enter__()
     if op == "exit":
@@ -383,9 +395,10 @@ def rebuild_error(names: Any, args: Any) -> BaseException:
   return RemoteError(*args)
 
 
-# Types of the interpreter that builtins does not name (generator, function, ...).
-_BUILTIN_TYPES = {t.__name__: t for t in vars(types).values()
-                  if isinstance(t, type) and t.__module__ == "builtins"}
+# Types of the interpreter that builtins does not name, that a reference may claim (`inspect.
+# isgenerator`). Not functions or methods: inspect would then read their code.
+_BUILTIN_TYPES = {t.__name__: t for t in (types.GeneratorType, types.CoroutineType,
+                                          types.AsyncGeneratorType)}
 
 
 def _named_class(module: Any, qualname: Any) -> type | None:
@@ -405,6 +418,14 @@ def _named_class(module: Any, qualname: Any) -> type | None:
   return value if isinstance(value, type) else None
 
 
+_OPERATORS = frozenset(
+    [f"__{n}__" for n in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul",
+                         "and", "or", "xor", "lshift", "rshift")] +
+    [f"__r{n}__" for n in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul",
+                          "and", "or", "xor", "lshift", "rshift")] +
+    ["__neg__", "__pos__", "__abs__", "__invert__"])
+
+
 class ByReference:
   """A value this side sends as a reference though it is data (`Endpoint._perform`)."""
 
@@ -422,12 +443,13 @@ def _is_mock(obj) -> bool:
 class Remote:
   """A reference to an object of the other process. See the module docstring."""
 
-  __slots__ = ("_pc_end", "_pc_id", "_pc_class")
+  __slots__ = ("_pc_end", "_pc_id", "_pc_class", "_pc_local")
 
   def __init__(self, end: Endpoint, ref: int, class_name: list | None):
     _object_setattr(self, "_pc_end", end)
     _object_setattr(self, "_pc_id", ref)
     _object_setattr(self, "_pc_class", class_name)
+    _object_setattr(self, "_pc_local", None)
 
   def _pc_ask(self, op: str, *fields):
     return _object_getattribute(self, "_pc_end").request(op, self, *fields)
@@ -439,12 +461,25 @@ class Remote:
     return cls if cls is not None else Remote
 
   def __getattr__(self, name: str):
-    if name.startswith("__") and name.endswith("__") and name not in ("__name__", "__qualname__",
-                                                                       "__doc__", "__module__"):
-      raise AttributeError(name)
+    if name.startswith("__") and name.endswith("__"):
+      local = _object_getattribute(self, "_pc_local")
+      if local is not None and name in local:
+        return local[name]
+      if name not in ("__name__", "__qualname__", "__doc__", "__module__"):
+        raise AttributeError(name)
     return self._pc_ask("getattr", name)
 
   def __setattr__(self, name: str, value) -> None:
+    if name.startswith("__") and name.endswith("__") and (
+        _object_getattribute(self, "_pc_end").forward_operators):
+      # the program's side: metadata a library writes on what it wraps (pyplot sets a patched
+      # show's __signature__) stays here
+      local = _object_getattribute(self, "_pc_local")
+      if local is None:
+        local = {}
+        _object_setattr(self, "_pc_local", local)
+      local[name] = value
+      return
     self._pc_ask("setattr", name, value)
 
   def __delattr__(self, name: str) -> None:
@@ -453,10 +488,14 @@ class Remote:
   def __call__(self, *args, **kwargs):
     end = _object_getattribute(self, "_pc_end")
     mutable = [where for where, value in [*enumerate(args), *kwargs.items()] if _mutable(value)]
-    result, changed = end.request("call", self, args, kwargs, mutable)
-    if changed:
-      for where, value in changed.items():
-        _copy_into(_argument(args, kwargs, where), value)
+    answer = end.request("call", self, args, kwargs, mutable)
+    if _type(answer) is not tuple or len(answer) != 3 or _type(answer[1]) is not dict:
+      raise ChannelBroken("malformed answer to a call")
+    result, changed, same = answer
+    for where, value in changed.items():
+      _copy_into(_argument(args, kwargs, where), value)
+    if same is not None:  # it returned an argument it was given (changed in place): the original
+      return _argument(args, kwargs, same)
     return result
 
   def __getitem__(self, key):
@@ -515,6 +554,15 @@ class Remote:
   def __exit__(self, *exc_info):  # the exception stays here: it is not data
     return self._pc_ask("exit", None, None, None)
 
+  def _pc_operator(self, name: str, *operands):
+    """Arithmetic, forwarded only where the lender is the test process (a MagicMock the program
+    squares); a test-side reference to the program's object has none: it would hand the program
+    the value it is combined with."""
+    end = _object_getattribute(self, "_pc_end")
+    if not end.forward_operators:
+      return NotImplemented
+    return end.request("operator", self, name, *operands)
+
   __hash__ = object.__hash__
 
   def __eq__(self, other):  # identity: a comparison is never the other side's to decide
@@ -522,6 +570,17 @@ class Remote:
 
   def __ne__(self, other):
     return self is not other
+
+
+def _forwarding(name: str):
+  def method(self, *operands):
+    return self._pc_operator(name, *operands)  # pylint: disable=protected-access
+  method.__name__ = name
+  return method
+
+
+for _operator in _OPERATORS:
+  setattr(Remote, _operator, _forwarding(_operator))
 
 
 def _argument(args, kwargs, where):

@@ -355,6 +355,7 @@ class _Plan:
   test_imports: tuple[str, ...] = ()
   tests_write_library: bool = False
   trusted_codes: frozenset[int] = frozenset()  # ids of `tests` and the code nested in it
+  tests_stand_alone: bool = False  # split runs: the tests' top level names nothing of the program
 
 
 def warm(job: dict) -> None:
@@ -373,14 +374,21 @@ def warm(job: dict) -> None:
 
 
 @functools.lru_cache(maxsize=256)
-def _planned_tests(code: str) -> tuple[types.CodeType, tuple[str, ...], bool, frozenset[int]]:
+def _planned_tests(code: str) -> tuple[types.CodeType, tuple[str, ...], bool, frozenset[int],
+                                       bool]:
   """The part of a plan that the test code alone decides (`_Plan` from `tests` on), worked out
   once per test code: RL scores many programs against one spec."""
   tree = ast.parse(code, TESTS_FILENAME)
   nodes = list(ast.walk(tree))  # once: walking the tree in Python is most of the work here
   imports, writes = test_imports(nodes), tests_write_library(nodes)  # before compiling changes it
+  stands_alone = _stands_alone(tree)
   compiled = compiled_tests(tree, nodes)
-  return compiled, imports, writes, code_ids(compiled)
+  return compiled, imports, writes, code_ids(compiled), stands_alone
+
+
+def _stands_alone(tree: ast.Module) -> bool:
+  from precisecoder.execution import split_tests  # pylint: disable=import-outside-toplevel
+  return split_tests.top_level_stands_alone(tree, (EXPECT_NAME, CLASS_NAME))
 
 
 def _load_module(name: str, job: dict, integrity: Integrity | None = None,
@@ -621,11 +629,17 @@ def _run_split(channel: Channel, job: dict) -> None:
   """An assert or unittest job with the test code in this process and the program in another
   (`split_tests`): no guard, no integrity checks, since the program never runs here."""
   from precisecoder.execution import split_tests  # pylint: disable=import-outside-toplevel
-  tests = job["tests"]
-  end = split_tests.start(job, _PLAN[0])
-  namespace = split_tests.namespace(end, CLASS_NAME)
+  tests, plan = job["tests"], _PLAN[0]
+  split_tests.seal(plan)
+  namespace = split_tests.namespace(CLASS_NAME)
   reported = _install_reports(channel, namespace, split_tests.bridge.Remote)
-  exec(_PLAN[0].tests, namespace)  # pylint: disable=exec-used
+  first = tests["kind"] == "unittest" and plan.tests_stand_alone
+  if first:  # its library set-up (settings.configure()) is then the program's too
+    exec(plan.tests, namespace)  # pylint: disable=exec-used
+  end = split_tests.start(job, plan)
+  split_tests.add_program_names(end, namespace)
+  if not first:
+    exec(plan.tests, namespace)  # pylint: disable=exec-used
   if tests["kind"] == "unittest":
     split_tests.run_unittest_classes(channel, namespace, tests["classes"], _describe)
   channel.send({"end": tests["kind"], "expects": reported[0]}, signed=True)

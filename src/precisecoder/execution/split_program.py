@@ -31,6 +31,8 @@ _MISSING = object()
 def resolve_name(what: str, name: list) -> Any:
   """A module or class the test process names, as this process's own (importing it)."""
   module, qualname = name
+  if module == PROGRAM_MODULE and what == "module":  # patch(__name__ + '.helper') in the tests
+    return sys.modules.get(PROGRAM_MODULE)
   if module.startswith(PROGRAM_MODULE):
     return None
   try:
@@ -51,7 +53,7 @@ class ProgramSide:
 
   def __init__(self, sock: socket.socket, job: dict, code: types.CodeType | None):
     self.end = bridge.Endpoint(sock, bridge.program_policy, resolve_name)
-    self.end.handlers.update(load=self.load)
+    self.end.handlers.update(load=self.load, module=_module)
     self.end.on_request_state = self.apply_state
     self.end.reply_state = self.state
     self.job = job
@@ -139,6 +141,14 @@ class ProgramSide:
 
   def serve(self) -> None:
     self.end.serve_until_closed()
+
+
+def _module(name: Any) -> Any:
+  """One of this process's library modules, for the test process to reach by reference (pyplot,
+  whose figures live here)."""
+  if type(name) is not str or name.startswith(PROGRAM_MODULE):
+    raise ValueError("not a library module")
+  return bridge.ByReference(importlib.import_module(name))
 
 
 def _global_names(code: types.CodeType) -> set[str]:

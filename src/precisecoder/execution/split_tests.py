@@ -35,17 +35,37 @@ _patch_class = unittest.mock._patch  # pylint: disable=protected-access
 _enter_patch, _exit_patch = _patch_class.__enter__, _patch_class.__exit__
 
 
-def _loaded_name(what: str, name: list) -> Any:
-  """A module or class the program's namespace names, as this process's own: only of modules
-  loaded here already (the tests' imports, the worker's); else None (then a reference)."""
+def _library_name(what: str, name: list) -> Any:
+  """A module or class the program's namespace names, as this process's own, imported here from
+  the read-only import path if need be (tests use what the program imported: `plt.Axes`); None
+  (then a reference) for the program's own and what does not import."""
   module, qualname = name
-  if module.startswith(split_program.PROGRAM_MODULE):
+  if module.startswith(split_program.PROGRAM_MODULE) or what not in ("module", "class"):
+    return None
+  try:
+    loaded = importlib.import_module(module)
+  except BaseException:  # pylint: disable=broad-except
     return None
   if what == "module":
-    return sys.modules.get(module)
-  if what == "class":
-    return bridge._named_class(module, qualname)  # pylint: disable=protected-access
-  return None
+    return loaded if loaded.__name__ == module else None
+  return bridge._named_class(module, qualname)  # pylint: disable=protected-access
+
+
+# pyplot's functions that read or change its figures, which live in the program's process: in a
+# split run the tests' pyplot reaches the program's for these (`plt.gcf()` after a call).
+PYPLOT_STATE = ("gcf", "gca", "gci", "get_fignums", "get_figlabels", "fignum_exists", "figure",
+                "close", "clf", "cla", "subplots", "subplot", "axes", "sca", "savefig", "show",
+                "title", "xlabel", "ylabel", "legend", "plot", "draw")
+
+
+def _share_pyplot(end: bridge.Endpoint) -> None:
+  pyplot = sys.modules.get("matplotlib.pyplot")
+  if pyplot is None:
+    return
+  theirs = end.request("module", None, "matplotlib.pyplot")
+  for name in PYPLOT_STATE:
+    if callable(getattr(pyplot, name, None)):
+      setattr(pyplot, name, getattr(theirs, name))
 
 
 class _Patches:
@@ -146,15 +166,61 @@ class _State:
         pass
 
 
+def _writable_places() -> tuple[str, ...]:
+  """Where a run may write: its home and working directory, and the shared scratch folders."""
+  places = [os.getcwd(), os.path.expanduser("~"), "/tmp", "/var/tmp", "/dev/shm"]
+  return tuple(os.path.realpath(p) + os.sep for p in places if p and p != "/")
+
+
+def _read_only(path: str) -> bool:
+  """Whether an import path entry is one the program cannot write to (nor create)."""
+  if not path or not os.path.isabs(path) or not os.path.isdir(path):
+    return False
+  real = os.path.realpath(path) + os.sep
+  if any(real.startswith(place) for place in _writable_places()):
+    return False
+  return os.getuid() == 0 or not os.access(path, os.W_OK)  # (root: the dropped-uid modes differ)
+
+
 def _seal() -> None:
   """This process, before the program's exists: non-dumpable, no writable import path, SIGINT
   fatal (the program could otherwise raise KeyboardInterrupt inside a test)."""
   if _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
     raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
-  sys.path[:] = [p for p in sys.path if p not in ("", ".") and os.path.isdir(p) and not os.access(
-      p, os.W_OK)]
+  sys.path[:] = [p for p in sys.path if _read_only(p)]
   sys.path_importer_cache.clear()
   signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def top_level_stands_alone(tree, given: tuple[str, ...] = ()) -> bool:
+  """Whether the test code's top level (what runs when the module runs: statements, class bodies,
+  decorators, defaults; not function bodies) names nothing it does not bind itself or find in
+  builtins. Then a split run runs it before the program's process is forked, so that what it sets
+  up in libraries (Django's settings.configure()) is there for the program too, as in one
+  interpreter; otherwise the program is loaded first."""
+  import ast  # pylint: disable=import-outside-toplevel
+  loads, bound = set(), {"__name__", "__file__", "__doc__", "__builtins__", "__spec__", *given}
+  stack = list(tree.body)
+  while stack:
+    node = stack.pop()
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+      bound.add(node.name)
+      stack.extend(node.decorator_list)
+      stack.extend(d for d in node.args.defaults + node.args.kw_defaults if d is not None)
+      continue
+    if isinstance(node, ast.Lambda):
+      stack.extend(d for d in node.args.defaults + node.args.kw_defaults if d is not None)
+      continue
+    if isinstance(node, ast.ClassDef):
+      bound.add(node.name)
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+      bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+    elif isinstance(node, ast.Name):
+      (loads if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+    elif isinstance(node, ast.ExceptHandler) and node.name:
+      bound.add(node.name)
+    stack.extend(ast.iter_child_nodes(node))
+  return all(name in bound or hasattr(builtins, name) for name in loads)
 
 
 def _import_quietly(names) -> None:
@@ -165,11 +231,15 @@ def _import_quietly(names) -> None:
       pass
 
 
-def start(job: dict, plan) -> bridge.Endpoint:
-  """Seals this process, forks the program's and loads the program there; returns this side's
-  endpoint (its `names`: the program's top-level names for the tests)."""
+def seal(plan) -> None:
+  """Before the program's process exists: what the tests import, loaded; this process sealed."""
   _import_quietly(plan.test_imports)
   _seal()
+
+
+def start(job: dict, plan) -> bridge.Endpoint:
+  """Forks the program's process and loads the program there; returns this side's endpoint (its
+  `names`: the program's top-level names for the tests)."""
   ours, theirs = socket.socketpair()
   pid = os.fork()
   if pid == 0:  # the program's process
@@ -183,7 +253,7 @@ def start(job: dict, plan) -> bridge.Endpoint:
   theirs.close()
   patches = _Patches()
   state = _State(patches)
-  end = bridge.Endpoint(ours, bridge.test_side_policy, _loaded_name)
+  end = bridge.Endpoint(ours, bridge.test_side_policy, _library_name)
   end.before_request = state.outgoing
   end.on_state = state.incoming
   loaded = end.request("load")
@@ -192,18 +262,28 @@ def start(job: dict, plan) -> bridge.Endpoint:
   end.names = names if type(names) is dict else {}
   state.wanted = [name for name in wanted if type(name) is str] if type(wanted) is list else []
   end.state = state
+  _share_pyplot(end)
   patches.install()
   return end
 
 
-def namespace(end: bridge.Endpoint, class_hook_name: str) -> dict:
-  space = {"__name__": split_program.PROGRAM_MODULE, "__builtins__": builtins,
-           class_hook_name: lambda cls: cls}
+def namespace(class_hook_name: str) -> dict:
+  """The tests' namespace: a module of the program's name here (so that `patch(__name__ + '.f')`
+  reaches the program's module)."""
+  module = types.ModuleType(split_program.PROGRAM_MODULE)
+  sys.modules[split_program.PROGRAM_MODULE] = module
+  space = module.__dict__
+  space.update({"__builtins__": builtins, class_hook_name: lambda cls: cls})
+  return space
+
+
+def add_program_names(end: bridge.Endpoint, space: dict) -> None:
+  """The program's names as data, libraries or references, but those the tests bound (they ran
+  after the program in one interpreter, so theirs win)."""
   for name, value in end.names.items():
-    if type(name) is str and not name.startswith("__"):
+    if type(name) is str and not name.startswith("__") and name not in space:
       space[name] = value
   end.state.space = space
-  return space
 
 
 def run_unittest_classes(channel, space: dict, classes, describe) -> None:
@@ -249,6 +329,9 @@ def _run_one(case_class: type, method: str, describe) -> tuple[str, str]:
   except MemoryError:
     return "error", "MemoryError"
   except BaseException as e:  # pylint: disable=broad-except
+    if os.environ.get("PRECISECODER_SPLIT_DEBUG"):
+      import traceback  # pylint: disable=import-outside-toplevel
+      traceback.print_exc()
     return "error", describe(e)
 
 
