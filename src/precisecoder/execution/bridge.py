@@ -115,7 +115,7 @@ class Endpoint:
       obj = obj.value
     elif _type(obj) is codec_lib.Record:  # a record of the other side: its object, home
       obj = _object_getattribute(obj, "_rec_obj")
-    if _type(obj) is Remote and _object_getattribute(obj, "_pc_end") is self:
+    if issubclass(_type(obj), Remote) and _object_getattribute(obj, "_pc_end") is self:
       return {"h": _object_getattribute(obj, "_pc_id")}
     kind = _type(obj)
     if kind is types.ModuleType:
@@ -125,6 +125,8 @@ class Endpoint:
       what = "class" if issubclass(kind, type) else "object"
       named = obj if what == "class" else kind
       name = [_text(getattr(named, "__module__", "")), _text(getattr(named, "__qualname__", ""))]
+      if what == "object":  # its class too, lent: `type(head)(value)` makes one there
+        return {"r": [self.lend(obj), what, name, self.lend(kind)]}
     return {"r": [self.lend(obj), what, name]}
 
   def _resolve_ref(self, tag: str, body: Any) -> Any:
@@ -132,9 +134,10 @@ class Endpoint:
       if _type(body) is not int or body not in self._lent:
         raise codec_lib.DecodeError("unknown reference")
       return self._lent[body]
-    if tag != "r" or _type(body) is not list or len(body) != 3:
+    if tag != "r" or _type(body) is not list or len(body) not in (3, 4):
       raise codec_lib.DecodeError("malformed reference")
-    ref, what, name = body
+    ref, what, name = body[:3]
+    class_ref = body[3] if len(body) == 4 and _type(body[3]) is int else None
     if _type(ref) is not int or what not in ("module", "class", "object") or _type(
         name) is not list or len(name) != 2 or not all(_type(n) is str for n in name):
       raise codec_lib.DecodeError("malformed reference")
@@ -144,7 +147,17 @@ class Endpoint:
       return local
     remote = self._remotes.get(ref)  # one Remote per object: `is` holds as it does there
     if remote is None:
-      remote = self._remotes[ref] = Remote(self, ref, name if what == "object" else None)
+      kind = Remote
+      if what == "object":
+        factory = self._remote(class_ref, "class", None) if class_ref is not None else None
+        kind = _remote_class(name[0], name[1], factory)
+      remote = self._remotes[ref] = kind._pc_make(self, ref, name if what == "object" else None)  # pylint: disable=protected-access
+    return remote
+
+  def _remote(self, ref: int, what: str, name) -> "Remote":
+    remote = self._remotes.get(ref)
+    if remote is None:
+      remote = self._remotes[ref] = Remote._pc_make(self, ref, name)  # pylint: disable=protected-access
     return remote
 
   # --- messages --------------------------------------------------------------------------------
@@ -444,12 +457,25 @@ class Remote:
   """A reference to an object of the other process. See the module docstring."""
 
   __slots__ = ("_pc_end", "_pc_id", "_pc_class", "_pc_local")
+  _pc_factory = None  # a subclass's: a reference to the remote class, called by `type(ref)(...)`
 
-  def __init__(self, end: Endpoint, ref: int, class_name: list | None):
+  @classmethod
+  def _pc_make(cls, end: Endpoint, ref: int, class_name: list | None) -> "Remote":
+    self = object.__new__(cls)
     _object_setattr(self, "_pc_end", end)
     _object_setattr(self, "_pc_id", ref)
     _object_setattr(self, "_pc_class", class_name)
     _object_setattr(self, "_pc_local", None)
+    return self
+
+  def __new__(cls, *args, **kwargs):  # `type(ref)(...)`: an instance made by the remote class
+    factory = cls._pc_factory
+    if factory is None:
+      raise TypeError("a reference is made by the bridge, not called")
+    return factory(*args, **kwargs)
+
+  def __init__(self, *args, **kwargs):  # made by `_pc_make` or, through `__new__`, remotely
+    pass
 
   def _pc_ask(self, op: str, *fields):
     return _object_getattribute(self, "_pc_end").request(op, self, *fields)
@@ -570,6 +596,27 @@ class Remote:
 
   def __ne__(self, other):
     return self is not other
+
+
+_REMOTE_CLASSES: dict[tuple[str, str, int], type] = {}
+
+
+def _remote_class(module: str, qualname: str, factory: "Remote | None") -> type:
+  """A subclass of Remote of ours that bears the names of the remote object's class, so that
+  `str(type(ax))` reads as it would there, and whose call makes an instance there (`factory`, a
+  reference to that class); it adds nothing else."""
+  key = (module, qualname, id(factory))
+  kind = _REMOTE_CLASSES.get(key)
+  if kind is None:
+    name = qualname.rsplit(".", 1)[-1] or "Remote"
+    kind = _REMOTE_CLASSES[key] = _type(name, (Remote,), {
+        "__slots__": (), "__module__": module, "__qualname__": qualname or name,
+        "_pc_factory": factory})
+  return kind
+
+
+def is_remote(value) -> bool:
+  return issubclass(_type(value), Remote)
 
 
 def _forwarding(name: str):

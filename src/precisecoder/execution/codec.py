@@ -105,6 +105,10 @@ class Codec:
       return {"c": [repr(value.real), repr(value.imag)]}
     if kind is range:
       return {"rg": [value.start, value.stop, value.step]}
+    if kind is slice:
+      return {"sl": [self.tree(value.start, d), self.tree(value.stop, d), self.tree(value.step, d)]}
+    if value is Ellipsis:
+      return {"el": 0}
     if kind is decimal.Decimal:
       return {"m": decimal.Decimal.__str__(value)}
     if kind is fractions.Fraction:
@@ -379,6 +383,10 @@ class Codec:
       return complex(float(_str(real, 40)), float(_str(imag, 40)))
     if tag == "rg":
       return range(*_ints(body, 3))
+    if tag == "sl":
+      return slice(*(build(v, d) for v in _list(body, 3)))
+    if tag == "el":
+      return Ellipsis
     if tag == "m":
       try:
         return decimal.Decimal(_str(body, 10000))

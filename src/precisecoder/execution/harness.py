@@ -467,15 +467,15 @@ def run_assert(channel: Channel, module: types.ModuleType, integrity: Integrity,
   channel.send({"end": "assert", "expects": reported[0]}, signed=True)
 
 
-def _install_reports(channel: Channel, namespace: dict, remote: type | None = None) -> list[int]:
+def _install_reports(channel: Channel, namespace: dict, remote=None) -> list[int]:
   """Binds the report call the pool rewrote held checks into (expectations.hide_expected_literals);
   returns the count of reports made, in a list the caller reads at the end. `remote`: in a split
-  run, the class of references to the program's objects, which equal nothing but themselves."""
+  run, whether a value is a reference to a program's object, which equals nothing but itself."""
   reported = [0]
 
   def expect(index, value):  # a check the pool judges: report the value, exactly typed
     try:
-      if _type(value) is remote:
+      if remote is not None and remote(value):
         record = {"expect": index, "truthy": bool(value), "remote": True}
       else:
         record = {"expect": index, "value": to_tagged(value)}
@@ -632,7 +632,7 @@ def _run_split(channel: Channel, job: dict) -> None:
   tests, plan = job["tests"], _PLAN[0]
   split_tests.seal(plan)
   namespace = split_tests.namespace(CLASS_NAME)
-  reported = _install_reports(channel, namespace, split_tests.bridge.Remote)
+  reported = _install_reports(channel, namespace, split_tests.bridge.is_remote)
   first = tests["kind"] == "unittest" and plan.tests_stand_alone
   if first:  # its library set-up (settings.configure()) is then the program's too
     exec(plan.tests, namespace)  # pylint: disable=exec-used

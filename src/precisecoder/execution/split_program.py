@@ -128,7 +128,7 @@ class ProgramSide:
     for key, (_, target, attribute, new) in wanted.items():
       if key in self.patches or target is None:
         continue
-      if isinstance(target, bridge.Remote):  # a test-side object: nothing of ours to patch
+      if bridge.is_remote(target):  # a test-side object: nothing of ours to patch
         continue
       if isinstance(target, dict) and attribute == "":  # patch.dict: the values given
         continue

@@ -115,7 +115,7 @@ class _State:
     for name in self.wanted:
       value = self.space.get(name, self.space)
       if value is self.space or self.provided.get(name) == id(value) or (
-          type(value) is bridge.Remote) or (
+          bridge.is_remote(value)) or (
               isinstance(value, type) and issubclass(value, unittest.TestCase)):
         continue
       given[name] = value
