@@ -48,6 +48,26 @@ def program_policy(obj: Any, op: str, name: str | None) -> bool:  # pylint: disa
 _MOCK_API: frozenset[str] = frozenset()
 
 
+def test_side_lendable(obj: Any) -> bool:
+  """What the test process lends the program: objects the tests made (mocks, their instances,
+  callbacks, the classes and functions they define), never a module, a library's class or
+  function, or a builtin: through those the program would run library code of its choosing here
+  (`os.write` to the pool's channel)."""
+  kind = _type(obj)
+  if issubclass(kind, (types.ModuleType, types.BuiltinFunctionType, types.BuiltinMethodType,
+                       types.MethodWrapperType, types.WrapperDescriptorType,
+                       types.MethodDescriptorType, types.ClassMethodDescriptorType,
+                       types.GetSetDescriptorType, types.MemberDescriptorType)):
+    return False
+  if issubclass(kind, type) or issubclass(kind, (types.FunctionType, types.MethodType)):
+    function = getattr(obj, "__func__", obj)
+    return getattr(function, "__module__", None) == _TESTS_MODULE
+  return True
+
+
+_TESTS_MODULE = "__precisecoder_program__"  # the tests' namespace module (split_tests.namespace)
+
+
 def test_side_policy(obj: Any, op: str, name: str | None) -> bool:
   """What the program may do with an object the test process lent it (a mock, a callback)."""
   if op == "getattr":
@@ -95,6 +115,10 @@ class Endpoint:
     # The test process: lists, dicts and sets read from its plain objects (not a mock's) go to
     # the program by reference, so that it can change them in place.
     self._lend_containers = policy is test_side_policy
+    # What this side lends; the rest it names only (reference 0: the other side may resolve the
+    # name to its own module or class, and can do nothing else with it).
+    self.lendable: Callable[[Any], bool] = (
+        test_side_lendable if policy is test_side_policy else lambda obj: True)
     # Arithmetic on references: only the program's side forwards it (`Remote._pc_operator`).
     self.forward_operators = policy is program_policy
     self.codec.records = policy is program_policy
@@ -123,11 +147,21 @@ class Endpoint:
       name = [obj.__name__, ""]
     else:
       what = "class" if issubclass(kind, type) else "object"
-      named = obj if what == "class" else kind
+      if what == "object" and not self._lendable(obj) and callable(obj):
+        what = "function"  # a library's function, by name: the other side uses its own
+      named = obj if what != "object" else kind
       name = [_text(getattr(named, "__module__", "")), _text(getattr(named, "__qualname__", ""))]
-      if what == "object":  # its class too, lent: `type(head)(value)` makes one there
+      if what == "object" and self._lendable(kind):  # `type(head)(value)` makes one there
         return {"r": [self.lend(obj), what, name, self.lend(kind)]}
-    return {"r": [self.lend(obj), what, name]}
+    return {"r": [self.lend(obj) if self._lendable(obj) else 0, what, name]}
+
+  def _lendable(self, obj) -> bool:
+    """`lendable`, or a method of an object this side lent (`node.neighbors.append`): reachable
+    through it anyway."""
+    if self.lendable(obj):
+      return True
+    owner = getattr(obj, "__self__", None) if callable(obj) else None
+    return owner is not None and not isinstance(owner, types.ModuleType) and self._is_lent(owner)
 
   def _resolve_ref(self, tag: str, body: Any) -> Any:
     if tag == "h":  # our own object, back home
@@ -138,20 +172,22 @@ class Endpoint:
       raise codec_lib.DecodeError("malformed reference")
     ref, what, name = body[:3]
     class_ref = body[3] if len(body) == 4 and _type(body[3]) is int else None
-    if _type(ref) is not int or what not in ("module", "class", "object") or _type(
+    if _type(ref) is not int or ref < 0 or what not in ("module", "class", "function", "object") or _type(
         name) is not list or len(name) != 2 or not all(_type(n) is str for n in name):
       raise codec_lib.DecodeError("malformed reference")
     local = self._resolve_name(what, name) if (
         self._resolve_name is not None and self.resolving) else None
     if local is not None:
       return local
-    remote = self._remotes.get(ref)  # one Remote per object: `is` holds as it does there
+    remote = self._remotes.get(ref) if ref else None  # one per object: `is` holds as it does there
     if remote is None:
       kind = Remote
       if what == "object":
         factory = self._remote(class_ref, "class", None) if class_ref is not None else None
         kind = _remote_class(name[0], name[1], factory)
-      remote = self._remotes[ref] = kind._pc_make(self, ref, name if what == "object" else None)  # pylint: disable=protected-access
+      remote = kind._pc_make(self, ref, name if what == "object" else None)  # pylint: disable=protected-access
+      if ref:
+        self._remotes[ref] = remote
     return remote
 
   def _remote(self, ref: int, what: str, name) -> "Remote":

@@ -41,10 +41,12 @@ def resolve_name(what: str, name: list) -> Any:
     return None
   if what == "module":
     return value
-  if what != "class":
+  if what not in ("class", "function"):
     return None
   for part in qualname.split("."):
     value = getattr(value, part, None)
+  if what == "function":
+    return value if callable(value) else None
   return value if isinstance(value, type) else None
 
 

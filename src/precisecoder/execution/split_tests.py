@@ -187,6 +187,7 @@ def _seal() -> None:
   fatal (the program could otherwise raise KeyboardInterrupt inside a test)."""
   if _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
     raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+  os.set_inheritable(_CHANNEL_FD, False)  # no program a test starts (os.system) holds it
   sys.path[:] = [p for p in sys.path if _read_only(p)]
   sys.path_importer_cache.clear()
   signal.signal(signal.SIGINT, signal.SIG_DFL)
