@@ -32,6 +32,9 @@ _object_setattr = object.__setattr__
 _object_getattribute = object.__getattribute__
 
 
+_KINDS = ("module", "class", "function", "object")  # what a reference names
+
+
 class ChannelBroken(ConnectionError):
   """The other process is gone or broke the protocol: the call that waited for it fails."""
 
@@ -172,8 +175,8 @@ class Endpoint:
       raise codec_lib.DecodeError("malformed reference")
     ref, what, name = body[:3]
     class_ref = body[3] if len(body) == 4 and _type(body[3]) is int else None
-    if _type(ref) is not int or ref < 0 or what not in ("module", "class", "function", "object") or _type(
-        name) is not list or len(name) != 2 or not all(_type(n) is str for n in name):
+    if _type(ref) is not int or ref < 0 or what not in _KINDS or _type(name) is not list or len(
+        name) != 2 or not all(_type(n) is str for n in name):
       raise codec_lib.DecodeError("malformed reference")
     local = self._resolve_name(what, name) if (
         self._resolve_name is not None and self.resolving) else None

@@ -193,7 +193,8 @@ class Codec:
     if kind is numpy.ndarray:
       dtype = value.dtype
       if dtype.fields is None and dtype.kind in "biufcmM" and not dtype.hasobject:
-        return {"nd": [dtype.str, list(value.shape), _b64(numpy.ascontiguousarray(value).tobytes())]}
+        data = _b64(numpy.ascontiguousarray(value).tobytes())
+        return {"nd": [dtype.str, list(value.shape), data]}
       if dtype.kind in "US":
         return {"nt": [dtype.str, list(value.shape), self.tree(value.tolist(), d)]}
       if dtype.kind == "O":
