@@ -387,8 +387,38 @@ def _planned_tests(code: str) -> tuple[types.CodeType, tuple[str, ...], bool, fr
 
 
 def _stands_alone(tree: ast.Module) -> bool:
-  from precisecoder.execution import split_tests  # pylint: disable=import-outside-toplevel
-  return split_tests.top_level_stands_alone(tree, (EXPECT_NAME, CLASS_NAME))
+  return top_level_stands_alone(tree, (EXPECT_NAME, CLASS_NAME))
+
+
+def top_level_stands_alone(tree, given: tuple[str, ...] = ()) -> bool:
+  """Whether the test code's top level (what runs when the module runs: statements, class bodies,
+  decorators, defaults; not function bodies) names nothing it does not bind itself or find in
+  builtins. Then a split run runs it before the program's process is forked, so that what it sets
+  up in libraries (Django's settings.configure()) is there for the program too, as in one
+  interpreter; otherwise the program is loaded first."""
+  loads, bound = set(), {"__name__", "__file__", "__doc__", "__builtins__", "__spec__", *given}
+  stack = list(tree.body)
+  while stack:
+    node = stack.pop()
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+      bound.add(node.name)
+      stack.extend(node.decorator_list)
+      stack.extend(d for d in node.args.defaults + node.args.kw_defaults if d is not None)
+      continue
+    if isinstance(node, ast.Lambda):
+      stack.extend(d for d in node.args.defaults + node.args.kw_defaults if d is not None)
+      continue
+    if isinstance(node, ast.ClassDef):
+      bound.add(node.name)
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+      bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+    elif isinstance(node, ast.Name):
+      (loads if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+    elif isinstance(node, ast.ExceptHandler) and node.name:
+      bound.add(node.name)
+    stack.extend(ast.iter_child_nodes(node))
+  return all(name in bound or hasattr(builtins, name) for name in loads)
+
 
 
 def _load_module(name: str, job: dict, integrity: Integrity | None = None,
