@@ -17,8 +17,9 @@ a run may not do at all: an audit hook), the split runs' `split_tests` (the
 test process), `split_program` (the program's process), `bridge` (messages,
 references, what each side lends) and `codec` (data across them),
 `expectations` (what the child's test code shows and what the pool keeps),
-`verdicts` (the verdict on a run's records; neither leaves the pool process), `screen` (constructs no debugging fix needs,
-refused by the scorer before a run), `protocol` (framed JSON between the pool
+`verdicts` (the verdict on a run's records; neither leaves the pool process),
+`screen` (constructs no debugging fix needs, refused by the scorer before a
+run), `protocol` (framed JSON between the pool
 and its workers), `types` (the public contract). What runs in the child imports
 the standard library only, so workers run under any Python 3.11+ interpreter
 with a task set's own libraries (`data/environments.py`).
