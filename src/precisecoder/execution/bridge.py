@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import builtins
 import os
-import socket
 import struct
 import sys
 import types
@@ -97,7 +96,7 @@ def test_side_policy(obj: Any, op: str, name: str | None) -> bool:
 class Endpoint:
   """One end of the socket: lends objects, makes requests, serves the other end's."""
 
-  def __init__(self, sock: socket.socket, policy: Callable[[Any, str, str | None], bool],
+  def __init__(self, sock, policy: Callable[[Any, str, str | None], bool],
                resolve_name: Callable[[str, Any], Any] | None = None):
     self._sock = sock
     self._policy = policy

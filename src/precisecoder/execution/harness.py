@@ -43,6 +43,7 @@ from precisecoder.execution.integrity import (Integrity, import_quietly, test_im
 from precisecoder.execution.programs import PROGRAM_FILENAME, compile_program, marshalled
 from precisecoder.execution.provenance import code_ids
 from precisecoder.execution.protocol import compact_encoder
+from precisecoder.execution import split_tests  # loaded by the worker: runs fork with it
 
 _write = os.write
 
@@ -658,7 +659,6 @@ def _session(channel: Channel, job: dict, integrity: Integrity) -> int:
 def _run_split(channel: Channel, job: dict) -> None:
   """An assert or unittest job with the test code in this process and the program in another
   (`split_tests`): no guard, no integrity checks, since the program never runs here."""
-  from precisecoder.execution import split_tests  # pylint: disable=import-outside-toplevel
   tests, plan = job["tests"], _PLAN[0]
   split_tests.seal(plan)
   namespace = split_tests.namespace(CLASS_NAME)

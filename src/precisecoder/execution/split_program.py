@@ -15,8 +15,6 @@ from __future__ import annotations
 import builtins
 import importlib
 import os
-import random
-import socket
 import sys
 import types
 from typing import Any
@@ -53,7 +51,7 @@ def resolve_name(what: str, name: list) -> Any:
 class ProgramSide:
   """The program process's state: the module, the patches put in place, the synced states."""
 
-  def __init__(self, sock: socket.socket, job: dict, code: types.CodeType | None):
+  def __init__(self, sock, job: dict, code: types.CodeType | None):
     self.end = bridge.Endpoint(sock, bridge.program_policy, resolve_name)
     self.end.handlers.update(load=self.load, module=_module)
     self.end.on_request_state = self.apply_state
@@ -91,7 +89,8 @@ class ProgramSide:
       self.provide(state["provide"])
     if "patches" in state:
       self._patch(state["patches"])
-    if "random" in state:
+    if "random" in state:  # the tests use random: so may the program
+      import random  # pylint: disable=import-outside-toplevel
       random.setstate(state["random"])
       self.synced["random"] = state["random"]
     if "numpy" in state:
@@ -108,9 +107,11 @@ class ProgramSide:
   def state(self) -> dict | None:
     """The generator states that changed since they were last exchanged."""
     out = {}
-    now = random.getstate()
-    if now != self.synced.get("random"):
-      out["random"] = self.synced["random"] = now
+    random = sys.modules.get("random")
+    if random is not None and "random" in self.synced:
+      now = random.getstate()
+      if now != self.synced["random"]:
+        out["random"] = self.synced["random"] = now
     numpy = sys.modules.get("numpy")
     if numpy is not None and "numpy" in self.synced:
       now = _numpy_state(numpy)
@@ -187,7 +188,7 @@ def _same_numpy_state(a, b) -> bool:
   return a[0] == b[0] and a[2:] == b[2:] and bool((a[1] == b[1]).all())
 
 
-def run(sock: socket.socket, job: dict, code: types.CodeType | None) -> None:
+def run(sock, job: dict, code: types.CodeType | None) -> None:
   """The program process's life: serve, then exit; never returns."""
   status = 0
   try:

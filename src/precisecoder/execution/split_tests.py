@@ -13,17 +13,15 @@ run (`verdicts.judge`).
 
 from __future__ import annotations
 
+import _socket
 import builtins
 import ctypes
 import importlib
 import os
-import random
 import signal
-import socket
 import sys
 import types
 import unittest
-import unittest.mock
 from typing import Any
 
 from precisecoder.execution import bridge
@@ -32,8 +30,6 @@ from precisecoder.execution import split_program
 _PR_SET_DUMPABLE = 4
 _CHANNEL_FD = 3  # worker.CHANNEL_FD: the program's process must not hold it
 _libc = ctypes.CDLL(None, use_errno=True)
-_patch_class = unittest.mock._patch  # pylint: disable=protected-access
-_enter_patch, _exit_patch = _patch_class.__enter__, _patch_class.__exit__
 
 
 def _library_name(what: str, name: list) -> Any:
@@ -75,20 +71,28 @@ class _Patches:
 
   def __init__(self):
     self.active: list[tuple[Any, Any]] = []
+    self.installed = False
 
   def install(self) -> None:
-    patches = self
+    """Wraps unittest.mock's patches, once the tests have loaded it (importing it costs runs that
+    never mock more than their program's whole run: it imports asyncio)."""
+    mock = sys.modules.get("unittest.mock")
+    if self.installed or mock is None:
+      return
+    self.installed = True
+    patches, patch_class = self, mock._patch  # pylint: disable=protected-access
+    enter_patch, exit_patch = patch_class.__enter__, patch_class.__exit__
 
     def enter(patcher):
-      new = _enter_patch(patcher)
+      new = enter_patch(patcher)
       patches.active.append((patcher, new))
       return new
 
     def leave(patcher, *exc_info):
       patches.active[:] = [(p, n) for p, n in patches.active if p is not patcher]
-      return _exit_patch(patcher, *exc_info)
+      return exit_patch(patcher, *exc_info)
 
-    _patch_class.__enter__, _patch_class.__exit__ = enter, leave
+    patch_class.__enter__, patch_class.__exit__ = enter, leave
 
   def described(self) -> list:
     return [(id(patcher), patcher.target, patcher.attribute, new) for patcher, new in self.active]
@@ -125,6 +129,7 @@ class _State:
 
   def outgoing(self) -> dict | None:
     out = {}
+    self.patches.install()  # the tests may import unittest.mock late
     given = self._provide() if self.wanted else None
     if given:
       out["provide"] = given
@@ -132,9 +137,11 @@ class _State:
     if key != self.sent.get("patch_key"):
       out["patches"] = self.patches.described()
       self.sent["patch_key"] = key
-    now = random.getstate()
-    if now != self.sent.get("random"):
-      out["random"] = self.sent["random"] = now
+    random = sys.modules.get("random")  # only where the tests use it: it reseeds on every fork
+    if random is not None:
+      now = random.getstate()
+      if now != self.sent.get("random"):
+        out["random"] = self.sent["random"] = now
     numpy = sys.modules.get("numpy")
     if numpy is not None:
       now = numpy.random.get_state(legacy=True)
@@ -152,7 +159,8 @@ class _State:
   def incoming(self, state: Any) -> None:
     if type(state) is not dict:
       return
-    if type(state.get("random")) is tuple:
+    random = sys.modules.get("random")
+    if random is not None and type(state.get("random")) is tuple:
       try:
         random.setstate(state["random"])
         self.sent["random"] = state["random"]
@@ -211,7 +219,7 @@ def seal(plan) -> None:
 def start(job: dict, plan) -> bridge.Endpoint:
   """Forks the program's process and loads the program there; returns this side's endpoint (its
   `names`: the program's top-level names for the tests)."""
-  ours, theirs = socket.socketpair()
+  ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
   pid = os.fork()
   if pid == 0:  # the program's process
     try:
