@@ -31,7 +31,7 @@ _object_setattr = object.__setattr__
 _object_getattribute = object.__getattribute__
 
 
-_KINDS = ("module", "class", "function", "object")  # what a reference names
+_KINDS = ("module", "class", "function", "object", "attr")  # what a reference names
 
 
 class ChannelBroken(ConnectionError):
@@ -137,6 +137,8 @@ class Endpoint:
     return ref
 
   def _make_ref(self, obj: Any) -> dict:
+    if _type(obj) is ByName:  # a library module's attribute (django.conf.settings), by its name
+      return {"r": [self.lend(obj.value), "attr", [obj.module, obj.attribute]]}
     if _type(obj) is ByReference:
       obj = obj.value
     elif _type(obj) is codec_lib.Record:  # a record of the other side: its object, home
@@ -184,7 +186,9 @@ class Endpoint:
     remote = self._remotes.get(ref) if ref else None  # one per object: `is` holds as it does there
     if remote is None:
       kind = Remote
-      if what == "object":
+      if what == "attr":
+        name = None
+      elif what == "object":
         factory = self._remote(class_ref, "class", None) if class_ref is not None else None
         kind = _remote_class(name[0], name[1], factory)
       remote = kind._pc_make(self, ref, name if what == "object" else None)  # pylint: disable=protected-access
@@ -475,6 +479,16 @@ _OPERATORS = frozenset(
     [f"__r{n}__" for n in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul",
                           "and", "or", "xor", "lshift", "rshift")] +
     ["__neg__", "__pos__", "__abs__", "__invert__"])
+
+
+class ByName:
+  """A library module's attribute that is no module or class (django.conf.settings), sent with
+  its name: the test process may take its own (`split_tests._library_name`)."""
+
+  __slots__ = ("value", "module", "attribute")
+
+  def __init__(self, value, module: str, attribute: str):
+    self.value, self.module, self.attribute = value, module, attribute
 
 
 class ByReference:

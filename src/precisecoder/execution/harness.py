@@ -356,7 +356,8 @@ class _Plan:
   test_imports: tuple[str, ...] = ()
   tests_write_library: bool = False
   trusted_codes: frozenset[int] = frozenset()  # ids of `tests` and the code nested in it
-  tests_stand_alone: bool = False  # split runs: the tests' top level names nothing of the program
+  # Split runs: the names the tests' top level takes from the program (none: it stands alone).
+  tests_top_names: frozenset[str] = frozenset()
 
 
 def warm(job: dict) -> None:
@@ -376,27 +377,23 @@ def warm(job: dict) -> None:
 
 @functools.lru_cache(maxsize=256)
 def _planned_tests(code: str) -> tuple[types.CodeType, tuple[str, ...], bool, frozenset[int],
-                                       bool]:
+                                       frozenset[str]]:
   """The part of a plan that the test code alone decides (`_Plan` from `tests` on), worked out
   once per test code: RL scores many programs against one spec."""
   tree = ast.parse(code, TESTS_FILENAME)
   nodes = list(ast.walk(tree))  # once: walking the tree in Python is most of the work here
   imports, writes = test_imports(nodes), tests_write_library(nodes)  # before compiling changes it
-  stands_alone = _stands_alone(tree)
+  stands_alone = top_level_names(tree, (EXPECT_NAME, CLASS_NAME))
   compiled = compiled_tests(tree, nodes)
   return compiled, imports, writes, code_ids(compiled), stands_alone
 
 
-def _stands_alone(tree: ast.Module) -> bool:
-  return top_level_stands_alone(tree, (EXPECT_NAME, CLASS_NAME))
-
-
-def top_level_stands_alone(tree, given: tuple[str, ...] = ()) -> bool:
-  """Whether the test code's top level (what runs when the module runs: statements, class bodies,
-  decorators, defaults; not function bodies) names nothing it does not bind itself or find in
-  builtins. Then a split run runs it before the program's process is forked, so that what it sets
-  up in libraries (Django's settings.configure()) is there for the program too, as in one
-  interpreter; otherwise the program is loaded first."""
+def top_level_names(tree, given: tuple[str, ...] = ()) -> frozenset[str]:
+  """The names the test code's top level (what runs when the module runs: statements, class
+  bodies, decorators, defaults; not function bodies) uses but neither binds nor finds in builtins:
+  what it takes from the program. None: a split run runs it before the program's process is
+  forked, so that what it sets up in libraries (Django's settings.configure()) is there for the
+  program too, as in one interpreter (`_run_split`)."""
   loads, bound = set(), {"__name__", "__file__", "__doc__", "__builtins__", "__spec__", *given}
   stack = list(tree.body)
   while stack:
@@ -418,7 +415,7 @@ def top_level_stands_alone(tree, given: tuple[str, ...] = ()) -> bool:
     elif isinstance(node, ast.ExceptHandler) and node.name:
       bound.add(node.name)
     stack.extend(ast.iter_child_nodes(node))
-  return all(name in bound or hasattr(builtins, name) for name in loads)
+  return frozenset(name for name in loads if name not in bound and not hasattr(builtins, name))
 
 
 
@@ -663,12 +660,18 @@ def _run_split(channel: Channel, job: dict) -> None:
   split_tests.seal(plan)
   namespace = split_tests.namespace(CLASS_NAME)
   reported = _install_reports(channel, namespace, split_tests.bridge.is_remote)
-  first = tests["kind"] == "unittest" and plan.tests_stand_alone
+  unittest_kind = tests["kind"] == "unittest"
+  first = unittest_kind and not plan.tests_top_names
   if first:  # its library set-up (settings.configure()) is then the program's too
     exec(plan.tests, namespace)  # pylint: disable=exec-used
   end = split_tests.start(job, plan)
   split_tests.add_program_names(end, namespace)
-  if not first:
+  if not first and unittest_kind and split_tests.only_libraries(end, plan.tests_top_names):
+    # It takes only library names from the program (`settings`): run it with them, then load the
+    # program anew in a process forked after it, which then sees what it set up.
+    exec(plan.tests, namespace)  # pylint: disable=exec-used
+    end = split_tests.restart(end, job, plan, namespace)
+  elif not first:
     exec(plan.tests, namespace)  # pylint: disable=exec-used
   if tests["kind"] == "unittest":
     split_tests.run_unittest_classes(channel, namespace, tests["classes"], _describe)

@@ -70,7 +70,7 @@ class ProgramSide:
     code = self.code if self.code is not None else compile_program(self.job["program"])
     exec(code, module.__dict__)  # pylint: disable=exec-used
     self.module = module
-    names = {name: value for name, value in module.__dict__.items()
+    names = {name: _named(name, value) for name, value in module.__dict__.items()
              if type(name) is str and not name.startswith("__") and not hasattr(builtins, name)}
     return names, sorted(_global_names(code) - module.__dict__.keys())
 
@@ -152,6 +152,19 @@ def _module(name: Any) -> Any:
   if type(name) is not str or name.startswith(PROGRAM_MODULE):
     raise ValueError("not a library module")
   return bridge.ByReference(importlib.import_module(name))
+
+
+def _named(name: str, value: Any) -> Any:
+  """`value`, or, where it is the attribute of that name of its class's library module
+  (`from django.conf import settings`), that name (`bridge.ByName`)."""
+  module = getattr(type(value), "__module__", None)
+  if type(module) is not str or module.startswith(PROGRAM_MODULE) or module == "builtins":
+    return value
+  holder = sys.modules.get(module)
+  if holder is not None and holder.__dict__.get(name) is value and not issubclass(
+      type(value), (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType)):
+    return bridge.ByName(value, module, name)
+  return value
 
 
 def _global_names(code: types.CodeType) -> set[str]:

@@ -37,7 +37,7 @@ def _library_name(what: str, name: list) -> Any:
   the read-only import path if need be (tests use what the program imported: `plt.Axes`); None
   (then a reference) for the program's own and what does not import."""
   module, qualname = name
-  if module.startswith(split_program.PROGRAM_MODULE) or what not in ("module", "class"):
+  if module.startswith(split_program.PROGRAM_MODULE) or what not in ("module", "class", "attr"):
     return None
   try:
     loaded = importlib.import_module(module)
@@ -45,6 +45,9 @@ def _library_name(what: str, name: list) -> Any:
     return None
   if what == "module":
     return loaded if loaded.__name__ == module else None
+  if what == "attr":  # a library's object: this process's own of that name
+    value = loaded.__dict__.get(qualname, loaded)
+    return None if value is loaded or issubclass(type(value), types.ModuleType) else value
   return bridge._named_class(module, qualname)  # pylint: disable=protected-access
 
 
@@ -263,6 +266,27 @@ def add_program_names(end: bridge.Endpoint, space: dict) -> None:
     if type(name) is str and not name.startswith("__") and name not in space:
       space[name] = value
   end.state.space = space
+
+
+def only_libraries(end: bridge.Endpoint, names) -> bool:
+  """Whether each of `names` is a program's name that this process took as its own library
+  module, class or data (not a reference)."""
+  return all(name in end.names and not bridge.is_remote(end.names[name]) for name in names)
+
+
+def restart(end: bridge.Endpoint, job: dict, plan, space: dict) -> bridge.Endpoint:
+  """A fresh program's process, forked now; the names the first one gave the tests, where the
+  tests still hold them, replaced by the new one's."""
+  old = end.names
+  end.close()
+  end = start(job, plan)
+  for name, value in end.names.items():
+    if name in old and space.get(name) is old[name]:
+      space[name] = value
+    elif name not in space:
+      space[name] = value
+  end.state.space = space
+  return end
 
 
 def run_unittest_classes(channel, space: dict, classes, describe) -> None:
