@@ -666,12 +666,7 @@ def _run_split(channel: Channel, job: dict) -> None:
     exec(plan.tests, namespace)  # pylint: disable=exec-used
   end = split_tests.start(job, plan)
   split_tests.add_program_names(end, namespace)
-  if not first and unittest_kind and split_tests.only_libraries(end, plan.tests_top_names):
-    # It takes only library names from the program (`settings`): run it with them, then load the
-    # program anew in a process forked after it, which then sees what it set up.
-    exec(plan.tests, namespace)  # pylint: disable=exec-used
-    end = split_tests.restart(end, job, plan, namespace)
-  elif not first:
+  if not first:
     exec(plan.tests, namespace)  # pylint: disable=exec-used
   if tests["kind"] == "unittest":
     split_tests.run_unittest_classes(channel, namespace, tests["classes"], _describe)

@@ -268,27 +268,6 @@ def add_program_names(end: bridge.Endpoint, space: dict) -> None:
   end.state.space = space
 
 
-def only_libraries(end: bridge.Endpoint, names) -> bool:
-  """Whether each of `names` is a program's name that this process took as its own library
-  module, class or data (not a reference)."""
-  return all(name in end.names and not bridge.is_remote(end.names[name]) for name in names)
-
-
-def restart(end: bridge.Endpoint, job: dict, plan, space: dict) -> bridge.Endpoint:
-  """A fresh program's process, forked now; the names the first one gave the tests, where the
-  tests still hold them, replaced by the new one's."""
-  old = end.names
-  end.close()
-  end = start(job, plan)
-  for name, value in end.names.items():
-    if name in old and space.get(name) is old[name]:
-      space[name] = value
-    elif name not in space:
-      space[name] = value
-  end.state.space = space
-  return end
-
-
 def run_unittest_classes(channel, space: dict, classes, describe) -> None:
   """Runs each TestCase class's tests here (setUp, test, tearDown by hand, as the harness does)."""
   for class_name in classes:
