@@ -15,7 +15,6 @@ methods; never a Mock's own API, so the program cannot erase what a mock recorde
 from __future__ import annotations
 
 import builtins
-import os
 import struct
 import sys
 import types
@@ -234,9 +233,6 @@ class Endpoint:
     try:
       message = self.codec.decode(data)
     except (codec_lib.DecodeError, RecursionError, TypeError, ValueError, OverflowError) as e:
-      if os.environ.get("PRECISECODER_SPLIT_DEBUG"):
-        import traceback  # pylint: disable=import-outside-toplevel
-        traceback.print_exc()
       raise ChannelBroken(f"malformed message: {e}"[:300]) from None
     finally:
       sys.setrecursionlimit(limit)

@@ -311,14 +311,9 @@ def _run_one(case_class: type, method: str, describe) -> tuple[str, str]:
   except MemoryError:
     return "error", "MemoryError"
   except BaseException as e:  # pylint: disable=broad-except
-    if os.environ.get("PRECISECODER_SPLIT_DEBUG"):
-      import traceback  # pylint: disable=import-outside-toplevel
-      traceback.print_exc()
     return "error", describe(e)
 
 
 def finish(end: bridge.Endpoint) -> None:
   end.close()
 
-
-__all__ = ["start", "namespace", "run_unittest_classes", "finish", "types"]
