@@ -13,10 +13,13 @@ inside the child), `guard` (what the program may hand to tests that run beside
 it), `provenance` (whose code a function runs: the tests', a library's or the
 program's), `dict_versions` (which dicts a run wrote, from CPython's version tags),
 `integrity` (whether it changed the library the tests call), `hooks` (what
-a run may not do at all: an audit hook), `expectations` (what the child's test code
-shows and what the pool keeps), `verdicts` (the verdict on a run's records; neither
-leaves the pool process), `screen` (constructs no debugging fix needs,
-refused by the scorer before a run), `protocol` (framed JSON between the pool
+a run may not do at all: an audit hook), the split runs' `split_tests` (the
+test process), `split_program` (the program's process), `bridge` (messages,
+references, what each side lends) and `codec` (data across them),
+`expectations` (what the child's test code shows and what the pool keeps),
+`verdicts` (the verdict on a run's records; neither leaves the pool process),
+`screen` (constructs no debugging fix needs, refused by the scorer before a
+run), `protocol` (framed JSON between the pool
 and its workers), `types` (the public contract). What runs in the child imports
 the standard library only, so workers run under any Python 3.11+ interpreter
 with a task set's own libraries (`data/environments.py`).
@@ -250,6 +253,33 @@ Verdict integrity, per test kind (exit status and printed text never count):
   answer; and non-literal asserts and unittest expectations are in the child's
   memory. Use call or io tests where a verdict must hold against such a
   program; the pool reports every pass with the same Status either way.
+
+Split runs (`ExecutionPool(split_tests=True)` or PRECISECODER_SPLIT_TESTS=1;
+docs/sandbox.md, "Split runs"): assert and unittest tests run in a process the
+program never runs in, which forks the program's process and alone holds the
+channel; calls into the program are messages, values cross as data built by
+our decoder (`codec`) or as references whose comparisons, hashing and
+arithmetic never reach the program (`bridge.Remote`), the tests' mocks are
+reached through bridges, and the test process lends the program only what the
+tests made. Assumed: the kernel's isolation of a non-dumpable process from
+another of its uid, the sandbox, the decoder and the allowed types' library
+code, and that importing a library the program imported changes no check.
+  * assert, unittest (split): GUARANTEED that every check runs in the test
+    process on data the decoder built or values the tests computed; the
+    program cannot change the tests, their namespace, builtins, modules,
+    interpreter state, mocks' records or the harness, never receives an
+    expected value through a comparison and holds no channel to the pool.
+    NOT guaranteed: what the tests ask the program (`obj.same_as(expected)` on
+    a reference), checks between two objects of the program's making (a
+    dataclass record compares the fields its constructor stored), files the
+    program wrote that the tests unpickle, the test code's text (the program's
+    process is a fork of the tests'), signals to the test process (a fail or a
+    timeout), and library state beyond random's and numpy's generators, the
+    environment, the working directory and pyplot's figures.
+  None of the guard, integrity, audit-hook or screen defences above is needed
+  for a split run (the program never runs where the tests do); they stay for
+  the default path, which split runs do not replace until they have no false
+  negatives (docs/sandbox.md lists those left).
 
 Not in scope: kernel exploits, side channels (timing, /proc of other
 processes), CPU contention between runs, and programs that need the network.

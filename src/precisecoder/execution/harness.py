@@ -43,6 +43,7 @@ from precisecoder.execution.integrity import (Integrity, import_quietly, test_im
 from precisecoder.execution.programs import PROGRAM_FILENAME, compile_program, marshalled
 from precisecoder.execution.provenance import code_ids
 from precisecoder.execution.protocol import compact_encoder
+from precisecoder.execution import split_tests  # loaded by the worker: runs fork with it
 
 _write = os.write
 
@@ -355,6 +356,8 @@ class _Plan:
   test_imports: tuple[str, ...] = ()
   tests_write_library: bool = False
   trusted_codes: frozenset[int] = frozenset()  # ids of `tests` and the code nested in it
+  # Split runs: the names the tests' top level takes from the program (none: it stands alone).
+  tests_top_names: frozenset[str] = frozenset()
 
 
 def warm(job: dict) -> None:
@@ -373,14 +376,47 @@ def warm(job: dict) -> None:
 
 
 @functools.lru_cache(maxsize=256)
-def _planned_tests(code: str) -> tuple[types.CodeType, tuple[str, ...], bool, frozenset[int]]:
+def _planned_tests(code: str) -> tuple[types.CodeType, tuple[str, ...], bool, frozenset[int],
+                                       frozenset[str]]:
   """The part of a plan that the test code alone decides (`_Plan` from `tests` on), worked out
   once per test code: RL scores many programs against one spec."""
   tree = ast.parse(code, TESTS_FILENAME)
   nodes = list(ast.walk(tree))  # once: walking the tree in Python is most of the work here
   imports, writes = test_imports(nodes), tests_write_library(nodes)  # before compiling changes it
+  stands_alone = top_level_names(tree, (EXPECT_NAME, CLASS_NAME))
   compiled = compiled_tests(tree, nodes)
-  return compiled, imports, writes, code_ids(compiled)
+  return compiled, imports, writes, code_ids(compiled), stands_alone
+
+
+def top_level_names(tree, given: tuple[str, ...] = ()) -> frozenset[str]:
+  """The names the test code's top level (what runs when the module runs: statements, class
+  bodies, decorators, defaults; not function bodies) uses but neither binds nor finds in builtins:
+  what it takes from the program. None: a split run runs it before the program's process is
+  forked, so that what it sets up in libraries (Django's settings.configure()) is there for the
+  program too, as in one interpreter (`_run_split`)."""
+  loads, bound = set(), {"__name__", "__file__", "__doc__", "__builtins__", "__spec__", *given}
+  stack = list(tree.body)
+  while stack:
+    node = stack.pop()
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+      bound.add(node.name)
+      stack.extend(node.decorator_list)
+      stack.extend(d for d in node.args.defaults + node.args.kw_defaults if d is not None)
+      continue
+    if isinstance(node, ast.Lambda):
+      stack.extend(d for d in node.args.defaults + node.args.kw_defaults if d is not None)
+      continue
+    if isinstance(node, ast.ClassDef):
+      bound.add(node.name)
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+      bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+    elif isinstance(node, ast.Name):
+      (loads if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+    elif isinstance(node, ast.ExceptHandler) and node.name:
+      bound.add(node.name)
+    stack.extend(ast.iter_child_nodes(node))
+  return frozenset(name for name in loads if name not in bound and not hasattr(builtins, name))
+
 
 
 def _load_module(name: str, job: dict, integrity: Integrity | None = None,
@@ -459,14 +495,18 @@ def run_assert(channel: Channel, module: types.ModuleType, integrity: Integrity,
   channel.send({"end": "assert", "expects": reported[0]}, signed=True)
 
 
-def _install_reports(channel: Channel, namespace: dict) -> list[int]:
+def _install_reports(channel: Channel, namespace: dict, remote=None) -> list[int]:
   """Binds the report call the pool rewrote held checks into (expectations.hide_expected_literals);
-  returns the count of reports made, in a list the caller reads at the end."""
+  returns the count of reports made, in a list the caller reads at the end. `remote`: in a split
+  run, whether a value is a reference to a program's object, which equals nothing but itself."""
   reported = [0]
 
   def expect(index, value):  # a check the pool judges: report the value, exactly typed
     try:
-      record = {"expect": index, "value": to_tagged(value)}
+      if remote is not None and remote(value):
+        record = {"expect": index, "truthy": bool(value), "remote": True}
+      else:
+        record = {"expect": index, "value": to_tagged(value)}
     except PlainDataError as e:  # enough for a truth check; any other check fails on it
       record = {"expect": index, "truthy": bool(value), "error": str(e)}
     channel.send(record, signed=True)
@@ -584,6 +624,10 @@ def _session(channel: Channel, job: dict, integrity: Integrity) -> int:
       channel.send({"end": "io", "exit": exit_code}, signed=True)
       _flush_output()
       return exit_code
+    if job.get("split") and kind in ("assert", "unittest"):
+      _run_split(channel, job)
+      _flush_output()
+      return exit_code
     watched = kind in ("assert", "unittest")
     guard = None
     if watched:  # what the tests import is loaded first, to be watched with the rest
@@ -607,6 +651,27 @@ def _session(channel: Channel, job: dict, integrity: Integrity) -> int:
       traceback.print_exc()
   _flush_output()
   return exit_code
+
+
+def _run_split(channel: Channel, job: dict) -> None:
+  """An assert or unittest job with the test code in this process and the program in another
+  (`split_tests`): no guard, no integrity checks, since the program never runs here."""
+  tests, plan = job["tests"], _PLAN[0]
+  split_tests.seal(plan)
+  namespace = split_tests.namespace(CLASS_NAME)
+  reported = _install_reports(channel, namespace, split_tests.bridge.is_remote)
+  unittest_kind = tests["kind"] == "unittest"
+  first = unittest_kind and not plan.tests_top_names
+  if first:  # its library set-up (settings.configure()) is then the program's too
+    exec(plan.tests, namespace)  # pylint: disable=exec-used
+  end = split_tests.start(job, plan)
+  split_tests.add_program_names(end, namespace)
+  if not first:
+    exec(plan.tests, namespace)  # pylint: disable=exec-used
+  if tests["kind"] == "unittest":
+    split_tests.run_unittest_classes(channel, namespace, tests["classes"], _describe)
+  channel.send({"end": tests["kind"], "expects": reported[0]}, signed=True)
+  split_tests.finish(end)
 
 
 def _run_tests(channel: Channel, module: types.ModuleType, tests: dict,

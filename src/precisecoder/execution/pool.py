@@ -88,16 +88,21 @@ def _limits_payload(limits: Limits) -> dict:
   return dict(dataclasses.asdict(limits), cpu_s=max(1, int(cpu + 0.999)))
 
 
-def _message(job_id: int, program: str, tests: dict, limits: dict, send_code: bool) -> dict:
+def _message(job_id: int, program: str, tests: dict, limits: dict, send_code: bool,
+             split: bool = False) -> dict:
   """What a worker receives for one job: the program compiled here, where scorers compiled it
   already to tell programs apart (`programs.marshalled`), or its source: if it does not compile
   (for the run to report why), or if the workers' interpreter reads another bytecode
   (`send_code` False)."""
   code = programs.marshalled(program)[0] if send_code else None
   if code is None:
-    return {"id": job_id, "program": program, "tests": tests, "limits": limits}
-  return {"id": job_id, "code": base64.b64encode(code).decode("ascii"), "tests": tests,
-          "limits": limits}
+    message = {"id": job_id, "program": program, "tests": tests, "limits": limits}
+  else:
+    message = {"id": job_id, "code": base64.b64encode(code).decode("ascii"), "tests": tests,
+               "limits": limits}
+  if split and tests["kind"] in ("assert", "unittest"):
+    message["split"] = True  # the tests and the program in two processes (split_tests.py)
+  return message
 
 
 class _Batch:
@@ -105,10 +110,11 @@ class _Batch:
   its result goes."""
 
   def __init__(self, split: Callable[[Any], tuple[str, dict, expectations.Expected]],
-               counts: collections.Counter, send_code: bool = True):
+               counts: collections.Counter, send_code: bool = True, split_tests: bool = False):
     self._split = split  # the pool's memoised `expectations.split`, with its spec key
     self._counts = counts  # the pool's statistics
     self._send_code = send_code  # the workers load our marshalled code (same bytecode)
+    self._split_tests = split_tests  # assert and unittest jobs run split (split_tests.py)
     self.prepared: list[_Prepared] = []
     self._owners: list[list[int]] = []  # unique job -> positions in the batch
     self._slots_of_key: dict[str, list[int]] = {}
@@ -138,7 +144,7 @@ class _Batch:
       cases = len(child_tests["cases"]) if child_tests["kind"] == "io" else 1
       self.prepared.append(_Prepared(
           _message(len(self.prepared), job.program, child_tests,
-                   _limits_payload(job.limits), self._send_code),
+                   _limits_payload(job.limits), self._send_code, self._split_tests),
           expected, job.limits, budget_s=job.limits.timeout_s * max(cases, 1) + 1.0, spec=spec))
       self._owners.append(positions)
     self._size += len(jobs)
@@ -327,10 +333,14 @@ class ExecutionPool:
       there are no more workers than CPUs. Pools share the CPUs from an
       offset that depends on the process, so that single-worker pools of
       several processes do not all land on the first CPU.
+    split_tests: run assert and unittest jobs split, the test code in one process and the
+      program in another (docs/sandbox.md, "Split runs"). None: whether the environment
+      variable PRECISECODER_SPLIT_TESTS is "1".
   """
 
   def __init__(self, workers: int | None = None, *, sandbox: str = "auto",
-               pin_workers: bool | None = None, python: str | None = None):
+               pin_workers: bool | None = None, python: str | None = None,
+               split_tests: bool | None = None):
     cpus = sorted(os.sched_getaffinity(0))
     self.num_workers = workers if workers is not None else len(cpus)
     if not 1 <= self.num_workers <= MAX_WORKERS:
@@ -338,6 +348,9 @@ class ExecutionPool:
     if sandbox not in sandbox_lib.MODES:
       raise ValueError(f"sandbox must be one of {sandbox_lib.MODES}, not {sandbox!r}")
     self.python = check_python(python)
+    if split_tests is None:
+      split_tests = os.environ.get("PRECISECODER_SPLIT_TESTS") == "1"
+    self.split_tests = split_tests
     if pin_workers is None:
       pin_workers = self.num_workers <= len(cpus)
     offset = os.getpid() % len(cpus)
@@ -426,7 +439,7 @@ class ExecutionPool:
            more: Callable[[], Sequence[Job]] | None) -> list[Result]:
     started = time.monotonic()
     batch_deadline = started + deadline_s if deadline_s is not None else math.inf
-    batch = _Batch(self._split, self._counts, self._send_code)
+    batch = _Batch(self._split, self._counts, self._send_code, self.split_tests)
     batch.add(jobs)
     outcomes = self._execute(batch, batch_deadline, more)
     for result in outcomes:
