@@ -21,7 +21,7 @@ from absl import logging
 from flax import nnx
 
 from precisecoder import multihost
-from precisecoder.model import make_mesh, run_checkpoints
+from precisecoder.model import lora as lora_lib, make_mesh, run_checkpoints
 from precisecoder.rewards import RewardScorer
 from precisecoder.train import checkpoint_writer, config as config_lib, greedy_eval, metrics
 from precisecoder.train import policy as policy_lib, rollout as rollout_lib, step as step_lib
@@ -109,8 +109,10 @@ class Run(contextlib.AbstractContextManager):
 
   def _start(self, keep_reference: bool, total_steps: int) -> None:
     cfg = self.cfg
+    self.lora = lora_lib.from_config(cfg.model)  # adapters only: trained, held, checkpointed
     self.checkpointer = checkpoint_writer.Checkpointer(
-        cfg.train.checkpoint_dir or self.dir.checkpoints, max_to_keep=cfg.train.keep_checkpoints)
+        cfg.train.checkpoint_dir or self.dir.checkpoints, max_to_keep=cfg.train.keep_checkpoints,
+        adapters_only=self.lora is not None)
     latest = self.checkpointer.latest_step()
     self._agree(lambda: self._check_resumable(latest is not None))
     self.total_steps = total_steps
@@ -122,7 +124,7 @@ class Run(contextlib.AbstractContextManager):
     self.policy = dataclasses.replace(policy, model=None)
     self.reference_params = (jax.tree.map(lambda x: x.copy(), params) if keep_reference
                              else None)
-    self.tx = step_lib.make_optimizer(cfg.optim)
+    self.tx = step_lib.make_optimizer(cfg.optim, adapters_only=self.lora is not None)
     opt_state = step_lib.init_optimizer(self.tx, params, self.mesh)
     step = 0
     self.data_state: Any = None
@@ -137,7 +139,8 @@ class Run(contextlib.AbstractContextManager):
                    time.perf_counter() - t0)
     # Where the loop starts; `begin` hands it over to the trainer.
     self.start: TrainState | None = TrainState(step, params, opt_state)
-    self.metrics = metrics.MetricsWriter(self.workdir, resume_step=step, enabled=self.primary)
+    self.metrics = metrics.MetricsWriter(self.workdir, resume_step=step, enabled=self.primary,
+                                         wandb=metrics.wandb_settings(cfg, self.workdir))
     self._progress: metrics.Progress | None = None
     self.preemption = checkpoint_writer.PreemptionWatcher(self.checkpointer)
     self._pool = None  # what holds the scorer's resources (a pool, or the remote client)
@@ -168,7 +171,9 @@ class Run(contextlib.AbstractContextManager):
     """Starts an asynchronous checkpoint of `step`; returns seconds it blocked."""
     t0 = time.perf_counter()
     meta = {"step": step,
-            "model": run_checkpoints.model_meta(self.policy.config, self.policy.source),
+            "model": run_checkpoints.model_meta(
+                self.policy.config, self.policy.source, lora=self.lora, seed=self.cfg.seed,
+                base=self.policy.source if self.cfg.model.checkpoint else ""),
             "time": time.time()}
     self.checkpointer.save(step, params, opt_state, meta, _encode_data_state(data_state))
     return time.perf_counter() - t0

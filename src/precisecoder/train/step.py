@@ -17,19 +17,28 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from precisecoder import multihost
+from precisecoder.model import lora
 from precisecoder.model.sharding import constrain
 from precisecoder.train import losses
 
 
-def make_optimizer(optim: ml_collections.ConfigDict) -> optax.GradientTransformation:
-  """Global-norm clipping (when grad_clip > 0), then AdamW after a linear warm-up."""
+def make_optimizer(optim: ml_collections.ConfigDict, adapters_only: bool = False
+                   ) -> optax.GradientTransformation:
+  """Global-norm clipping (when grad_clip > 0), then AdamW after a linear warm-up.
+
+  `adapters_only` (LoRA, model/lora.py): all of it on the adapters alone, whose Adam moments
+  are then the whole optimiser state; every other parameter's update is zero."""
   warmup = max(int(optim.warmup_steps), 0)
   schedule = optax.join_schedules(
       [optax.linear_schedule(0.0, optim.learning_rate, max(warmup, 1)),
        optax.constant_schedule(optim.learning_rate)], [warmup]) if warmup else optim.learning_rate
   parts = [optax.clip_by_global_norm(optim.grad_clip)] if optim.grad_clip > 0 else []
   parts.append(optax.adamw(schedule, b1=optim.b1, b2=optim.b2, weight_decay=optim.weight_decay))
-  return optax.chain(*parts)
+  tx = optax.chain(*parts)
+  if adapters_only:
+    tx = optax.multi_transform({"adapter": tx, "frozen": optax.set_to_zero()},
+                               lora.adapter_labels)
+  return tx
 
 
 def init_optimizer(tx: optax.GradientTransformation, params: Any, mesh: Mesh | None = None
