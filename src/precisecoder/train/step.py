@@ -47,10 +47,30 @@ def init_optimizer(tx: optax.GradientTransformation, params: Any, mesh: Mesh | N
   would replicate them) and the rest (step counts) is replicated."""
   if mesh is None:
     return jax.jit(tx.init)(params)
-  shardings = optax.tree_map_params(
-      tx, lambda _, p: p.sharding, jax.eval_shape(tx.init, params), params,
-      transform_non_params=lambda _: NamedSharding(mesh, PartitionSpec()))
-  return jax.jit(tx.init, out_shardings=shardings)(params)
+  return jax.jit(tx.init, out_shardings=state_shardings(tx, params, mesh))(params)
+
+
+def state_shardings(tx: optax.GradientTransformation, params: Any, mesh: Mesh) -> Any:
+  """The shardings of `tx`'s state for `params` (arrays or ShapeDtypeStructs with shardings):
+  a leaf whose path ends with a parameter's path (an Adam moment) is sharded like it, the rest
+  replicated. By path, not `optax.tree_map_params`, which does not see through the masked
+  state of a LoRA optimiser."""
+  by_path = {_keys(path): p.sharding
+             for path, p in jax.tree_util.tree_flatten_with_path(params)[0]}
+  replicated = NamedSharding(mesh, PartitionSpec())
+
+  def one(path, _):
+    keys = _keys(path)
+    for start in range(len(keys)):
+      if keys[start:] in by_path:
+        return by_path[keys[start:]]
+    return replicated
+
+  return jax.tree_util.tree_map_with_path(one, jax.eval_shape(tx.init, params))
+
+
+def _keys(path) -> tuple[str, ...]:
+  return tuple(str(getattr(e, "key", getattr(e, "name", getattr(e, "idx", e)))) for e in path)
 
 
 def completion_logprobs(graphdef: nnx.GraphDef, params: nnx.State, tokens: jax.Array,
