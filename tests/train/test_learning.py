@@ -7,8 +7,11 @@ to lines that needed none, the buggy program, a wrong edit). The randomly initia
 starts near uniform over those answers, so every group's reward varies from the first step;
 GRPO on unit must raise the pass rate, PreciseCoder (GDPO on r_λ) must raise pass and prefer
 the minimal fix, and so must PreciseCoder training LoRA adapters only (model.lora) within the
-same bounds. On the small policy's real base the same is measured by `precisecoder compare`
-(README, "Result"), minutes per arm: too slow for a test.
+same bounds. The LoRA arm's base has its answer tokens' embeddings 5x the random init's (a
+trained model's are not 0.02-scale noise): with the tied embeddings frozen at the init's scale,
+no change inside the layers can move an answer's logit by more than |e| sqrt(d) ~ 0.6. On the
+small policy's real base the same is measured by `precisecoder compare` (README, "Result"),
+minutes per arm: too slow for a test.
 """
 
 import json
@@ -82,11 +85,21 @@ def _train(tmp_path, monkeypatch, config_file_arm: str) -> list[dict]:
     cfg.rl.update(reward="unit", advantage="grpo")
   if config_file_arm == "lora":  # PreciseCoder's recipe on rank-8 adapters, the base frozen
     cfg.model.lora.update(rank=8, alpha=32.0)
+    load_policy = policy_lib.load_policy
+
+    def load_scaled(cfg, mesh=None):
+      policy = load_policy(cfg, mesh)
+      embed = policy.model.embed
+      embed.set_value(embed[...].at[2:2 + len(AnswerTokenizer.answers)].multiply(5.0))
+      return policy
+
+    monkeypatch.setattr(policy_lib, "load_policy", load_scaled)
   cfg.model.preset = "answers"
   cfg.data.update(task_file=str(task_file), include_tests_in_prompt=False)
   cfg.rl.update(prompts_per_step=2, group_size=8, max_new_tokens=2, minibatch_size=16,
                 shared_prompt=True, prompt_bucket=8)
-  cfg.optim.learning_rate = 3e-2
+  # Adapters take a third of full fine-tuning's step: their update is scaled by alpha / r = 4.
+  cfg.optim.learning_rate = 1e-2 if config_file_arm == "lora" else 3e-2
   cfg.train.update(steps=12, eval_every=0, checkpoint_every=12, report=False)
   workdir = tmp_path / config_file_arm
   assert rl.train(cfg, str(workdir)) == 0
