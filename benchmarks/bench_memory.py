@@ -211,6 +211,8 @@ def main() -> None:
                       "(ahead-of-time for one chip of that TPU; needs libtpu, see above)")
   parser.add_argument("--lora-rank", type=int, default=0,
                       help="also compile a LoRA run's step (rank-R adapters on every projection)")
+  parser.add_argument("--lora-only", action="store_true",
+                      help="with --lora-rank: compile the LoRA step only")
   parser.add_argument("--chips", type=int, default=1,
                       help="compile for this many chips of the topology, sharded over fsdp")
   parser.add_argument("--no-fixed", action="store_true",
@@ -233,7 +235,7 @@ def main() -> None:
         f"{args.completion} completion tokens, compiled for {backend}; GiB")
   print(f"{'path':38s}{'batch':>6s}{'temp':>12s}{'arguments':>12s}{'total':>12s}"
         f"{'compile':>12s}")
-  runs = [("new: chunked attention/log-probs/MLP", new)]
+  runs = [] if args.lora_only else [("new: chunked attention/log-probs/MLP", new)]
   if not args.no_baseline:
     runs.append(("old: dense scores + full logits", old))
   results = {}

@@ -37,6 +37,7 @@ def _task(i: int) -> tasks_lib.Task:
 
 
 TASKS = [_task(i) for i in range(2)]
+_LOAD_POLICY = policy_lib.load_policy  # as imported (the LoRA arm wraps it)
 
 
 def _answers(task: tasks_lib.Task) -> list[str]:
@@ -73,7 +74,8 @@ class AnswerTokenizer:
     return self.encode(text) if tokenize else text
 
 
-def _train(tmp_path, monkeypatch, config_file_arm: str) -> list[dict]:
+def _train(tmp_path, monkeypatch, config_file_arm: str, workdir_name: str = "", **train
+           ) -> list[dict]:
   monkeypatch.setattr(policy_lib, "ByteTokenizer", AnswerTokenizer)
   monkeypatch.setitem(architectures.ARCHITECTURES, "answers", architectures.get(
       "tiny", vocab_size=len(AnswerTokenizer()), num_layers=1, hidden_size=32, num_heads=2,
@@ -85,10 +87,9 @@ def _train(tmp_path, monkeypatch, config_file_arm: str) -> list[dict]:
     cfg.rl.update(reward="unit", advantage="grpo")
   if config_file_arm == "lora":  # PreciseCoder's recipe on rank-8 adapters, the base frozen
     cfg.model.lora.update(rank=8, alpha=32.0)
-    load_policy = policy_lib.load_policy
 
     def load_scaled(cfg, mesh=None):
-      policy = load_policy(cfg, mesh)
+      policy = _LOAD_POLICY(cfg, mesh)
       embed = policy.model.embed
       embed.set_value(embed[...].at[2:2 + len(AnswerTokenizer.answers)].multiply(5.0))
       return policy
@@ -101,7 +102,8 @@ def _train(tmp_path, monkeypatch, config_file_arm: str) -> list[dict]:
   # Adapters take a third of full fine-tuning's step: their update is scaled by alpha / r = 4.
   cfg.optim.learning_rate = 1e-2 if config_file_arm == "lora" else 3e-2
   cfg.train.update(steps=12, eval_every=0, checkpoint_every=12, report=False)
-  workdir = tmp_path / config_file_arm
+  cfg.train.update(train)
+  workdir = tmp_path / (workdir_name or config_file_arm)
   assert rl.train(cfg, str(workdir)) == 0
   return [r for r in metrics.read_metrics(workdir / "metrics.jsonl") if "reward" in r]
 
@@ -126,3 +128,26 @@ def test_rl_raises_reward_on_its_training_tasks(tmp_path, monkeypatch, arm):
   assert _mean(rows, "reward/unit", LAST) > _mean(rows, "reward/unit", FIRST) + 0.2
   if arm != "grpo":  # at equal pass, the minimal fix wins: edits shrink
     assert _mean(rows, "reward/edit_lines", LAST) < _mean(rows, "reward/edit_lines", FIRST)
+
+
+def test_a_lora_run_resumes_exactly(tmp_path, monkeypatch):
+  """Adapters only in the checkpoint, the base loaded again: stopped after step 2 and resumed
+  to step 3 == never stopped (metrics, and the merged weights its checkpoint loads as)."""
+  import jax  # pylint: disable=import-outside-toplevel
+  from flax import nnx  # pylint: disable=import-outside-toplevel
+  from precisecoder.model import run_checkpoints  # pylint: disable=import-outside-toplevel
+
+  def run(name, **train):
+    return _train(tmp_path, monkeypatch, "lora", name, steps=3, checkpoint_every=1, **train)
+
+  straight = run("straight")
+  assert len(run("resumed", stop_after=2)) == 2
+  resumed = run("resumed")
+  drop = ("time/", "reward_exposed_fraction")
+  assert [{k: v for k, v in r.items() if not k.startswith(drop)} for r in straight] == [
+      {k: v for k, v in r.items() if not k.startswith(drop)} for r in resumed]
+  assert any(r["train/grad_norm"] > 0 for r in straight)  # the adapters did move
+  a, b = (jax.tree.leaves(nnx.state(run_checkpoints.load(tmp_path / n)[0]))
+          for n in ("straight", "resumed"))
+  for x, y in zip(a, b):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
