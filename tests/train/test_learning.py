@@ -131,17 +131,17 @@ def test_rl_raises_reward_on_its_training_tasks(tmp_path, monkeypatch, arm):
 
 
 def test_a_lora_run_resumes_exactly(tmp_path, monkeypatch):
-  """Adapters only in the checkpoint, the base loaded again: stopped after step 2 and resumed
-  to step 3 == never stopped (metrics, and the merged weights its checkpoint loads as)."""
+  """Adapters only in the checkpoint, the base loaded again: stopped after step 1 and resumed
+  to step 2 == never stopped (metrics, and the merged weights its checkpoint loads as)."""
   import jax  # pylint: disable=import-outside-toplevel
   from flax import nnx  # pylint: disable=import-outside-toplevel
   from precisecoder.model import run_checkpoints  # pylint: disable=import-outside-toplevel
 
   def run(name, **train):
-    return _train(tmp_path, monkeypatch, "lora", name, steps=3, checkpoint_every=1, **train)
+    return _train(tmp_path, monkeypatch, "lora", name, steps=2, checkpoint_every=1, **train)
 
   straight = run("straight")
-  assert len(run("resumed", stop_after=2)) == 2
+  assert len(run("resumed", stop_after=1)) == 1
   resumed = run("resumed")
   drop = ("time/", "reward_exposed_fraction")
   assert [{k: v for k, v in r.items() if not k.startswith(drop)} for r in straight] == [
