@@ -130,7 +130,7 @@ def test_rl_raises_reward_on_its_training_tasks(tmp_path, monkeypatch, arm):
     assert _mean(rows, "reward/edit_lines", LAST) < _mean(rows, "reward/edit_lines", FIRST)
 
 
-@pytest.mark.slow  # three runs' compiles (~30 s idle); the checkpointer's part: test_lora.py
+@pytest.mark.slow  # three runs, each compiling its steps; the checkpointer's part: test_lora.py
 def test_a_lora_run_resumes_exactly(tmp_path, monkeypatch):
   """Adapters only in the checkpoint, the base loaded again: stopped after step 1 and resumed
   to step 2 == never stopped (metrics, and the merged weights its checkpoint loads as)."""
