@@ -188,8 +188,9 @@ def attach(model: nnx.Module, lora: LoraConfig, seed: int) -> nnx.Module:
 
 
 def merged(model: nnx.Module) -> nnx.Module:
-  """A plain decoder (no adapters) whose weights are W + scale A B: what export writes and
-  what generation and evaluation run. A model without adapters is returned as it is."""
+  """The decoder made plain, in place: its adapters folded into W + scale A B (what export
+  writes and
+  generation and evaluation run). A model without adapters is returned as it is."""
   lora = getattr(model, "lora", None)
   if lora is None:
     return model
