@@ -189,8 +189,7 @@ def attach(model: nnx.Module, lora: LoraConfig, seed: int) -> nnx.Module:
 
 def merged(model: nnx.Module) -> nnx.Module:
   """The decoder made plain, in place: its adapters folded into W + scale A B (what export
-  writes and
-  generation and evaluation run). A model without adapters is returned as it is."""
+  writes and generation and evaluation run). A model without adapters is returned as it is."""
   lora = getattr(model, "lora", None)
   if lora is None:
     return model
