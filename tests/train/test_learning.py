@@ -6,8 +6,12 @@ a stub tokenizer decodes answer ids to complete programs (the reference fix, the
 to lines that needed none, the buggy program, a wrong edit). The randomly initialised policy
 starts near uniform over those answers, so every group's reward varies from the first step;
 GRPO on unit must raise the pass rate, PreciseCoder (GDPO on r_λ) must raise pass and prefer
-the minimal fix. On the small policy's real base the same is measured by `precisecoder compare`
-(README, "Result"), minutes per arm: too slow for a test.
+the minimal fix, and so must PreciseCoder training LoRA adapters only (model.lora) within the
+same bounds. The LoRA arm's base has its answer tokens' embeddings 5x the random init's (a
+trained model's are not 0.02-scale noise): with the tied embeddings frozen at the init's scale,
+no change inside the layers can move an answer's logit by more than |e| sqrt(d) ~ 0.6. On the
+small policy's real base the same is measured by `precisecoder compare` (README, "Result"),
+minutes per arm: too slow for a test.
 """
 
 import json
@@ -33,6 +37,7 @@ def _task(i: int) -> tasks_lib.Task:
 
 
 TASKS = [_task(i) for i in range(2)]
+_LOAD_POLICY = policy_lib.load_policy  # as imported (the LoRA arm wraps it)
 
 
 def _answers(task: tasks_lib.Task) -> list[str]:
@@ -69,7 +74,8 @@ class AnswerTokenizer:
     return self.encode(text) if tokenize else text
 
 
-def _train(tmp_path, monkeypatch, config_file_arm: str) -> list[dict]:
+def _train(tmp_path, monkeypatch, config_file_arm: str, workdir_name: str = "", **train
+           ) -> list[dict]:
   monkeypatch.setattr(policy_lib, "ByteTokenizer", AnswerTokenizer)
   monkeypatch.setitem(architectures.ARCHITECTURES, "answers", architectures.get(
       "tiny", vocab_size=len(AnswerTokenizer()), num_layers=1, hidden_size=32, num_heads=2,
@@ -79,13 +85,25 @@ def _train(tmp_path, monkeypatch, config_file_arm: str) -> list[dict]:
   cfg = config_lib.default("tiny")
   if config_file_arm == "grpo":
     cfg.rl.update(reward="unit", advantage="grpo")
+  if config_file_arm == "lora":  # PreciseCoder's recipe on rank-8 adapters, the base frozen
+    cfg.model.lora.update(rank=8, alpha=32.0)
+
+    def load_scaled(cfg, mesh=None, **kwargs):
+      policy = _LOAD_POLICY(cfg, mesh, **kwargs)
+      embed = policy.model.embed
+      embed.set_value(embed[...].at[2:2 + len(AnswerTokenizer.answers)].multiply(5.0))
+      return policy
+
+    monkeypatch.setattr(policy_lib, "load_policy", load_scaled)
   cfg.model.arch = "answers"
   cfg.data.update(task_file=str(task_file), include_tests_in_prompt=False)
   cfg.rl.update(prompts_per_step=2, group_size=8, max_new_tokens=2, minibatch_size=16,
                 shared_prompt=True, prompt_bucket=8)
-  cfg.optim.learning_rate = 3e-2
+  # Adapters take a third of full fine-tuning's step: their update is scaled by alpha / r = 4.
+  cfg.optim.learning_rate = 1e-2 if config_file_arm == "lora" else 3e-2
   cfg.train.update(steps=12, eval_every=0, checkpoint_every=12, report=False)
-  workdir = tmp_path / config_file_arm
+  cfg.train.update(train)
+  workdir = tmp_path / (workdir_name or config_file_arm)
   assert rl.train(cfg, str(workdir)) == 0
   return [r for r in metrics.read_metrics(workdir / "metrics.jsonl") if "reward" in r]
 
@@ -98,7 +116,7 @@ FIRST = lambda rows: rows[:3]  # noqa: E731
 LAST = lambda rows: rows[-3:]  # noqa: E731
 
 
-@pytest.mark.parametrize("arm", ["grpo", "precisecoder"])
+@pytest.mark.parametrize("arm", ["grpo", "precisecoder", "lora"])
 def test_rl_raises_reward_on_its_training_tasks(tmp_path, monkeypatch, arm):
   rows = _train(tmp_path, monkeypatch, arm)
   first, last = _mean(rows, "reward", FIRST), _mean(rows, "reward", LAST)
@@ -108,5 +126,29 @@ def test_rl_raises_reward_on_its_training_tasks(tmp_path, monkeypatch, arm):
   assert first < 0.6  # near-uniform start: half the answers pass
   assert last > first + 0.2, (first, last)
   assert _mean(rows, "reward/unit", LAST) > _mean(rows, "reward/unit", FIRST) + 0.2
-  if arm == "precisecoder":  # at equal pass, the minimal fix wins: edits shrink
+  if arm != "grpo":  # at equal pass, the minimal fix wins: edits shrink
     assert _mean(rows, "reward/edit_lines", LAST) < _mean(rows, "reward/edit_lines", FIRST)
+
+
+@pytest.mark.slow  # three runs, each compiling its steps; the checkpointer's part: test_lora.py
+def test_a_lora_run_resumes_exactly(tmp_path, monkeypatch):
+  """Adapters only in the checkpoint, the base loaded again: stopped after step 1 and resumed
+  to step 2 == never stopped (metrics, and the merged weights its checkpoint loads as)."""
+  import jax  # pylint: disable=import-outside-toplevel
+  from flax import nnx  # pylint: disable=import-outside-toplevel
+  from precisecoder.model import run_checkpoints  # pylint: disable=import-outside-toplevel
+
+  def run(name, **train):
+    return _train(tmp_path, monkeypatch, "lora", name, steps=2, checkpoint_every=1, **train)
+
+  straight = run("straight")
+  assert len(run("resumed", stop_after=1)) == 1
+  resumed = run("resumed")
+  drop = ("time/", "reward_exposed_fraction")
+  assert [{k: v for k, v in r.items() if not k.startswith(drop)} for r in straight] == [
+      {k: v for k, v in r.items() if not k.startswith(drop)} for r in resumed]
+  assert any(r["train/grad_norm"] > 0 for r in straight)  # the adapters did move
+  a, b = (jax.tree.leaves(nnx.state(run_checkpoints.load(tmp_path / n)[0]))
+          for n in ("straight", "resumed"))
+  for x, y in zip(a, b):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))

@@ -85,3 +85,49 @@ def test_tensorboard_itself_reads_the_event_files(tmp_path):
   events = event_accumulator.EventAccumulator(str(tmp_path / "tensorboard"))
   events.Reload()
   assert [(e.step, e.value) for e in events.Scalars("reward")] == [(1, 0.25), (2, 0.5)]
+
+
+def _wandb_history(workdir):
+  """The history rows of the offline W&B run under `workdir`, read from its transaction log
+  (LevelDB log framing: 32 KiB blocks of records [crc32 u32, length u16, type u8]; types
+  1 full, 2 first, 3 middle, 4 last) with wandb's own Record proto."""
+  from wandb.proto import wandb_internal_pb2  # pylint: disable=import-outside-toplevel
+  (path,) = (workdir / "wandb").glob("offline-run-*/run-*.wandb")
+  data = path.read_bytes()
+  assert data[:4] == b":W&B"
+  rows, pos, pending = [], 7, b""
+  while pos + 7 <= len(data):
+    if 32768 - pos % 32768 < 7:  # a block's tail too short for a header is padding
+      pos += 32768 - pos % 32768
+      continue
+    _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+    pending += data[pos + 7:pos + 7 + length]
+    pos += 7 + length
+    if kind in (1, 4):
+      record = wandb_internal_pb2.Record()
+      record.ParseFromString(pending)
+      pending = b""
+      if record.WhichOneof("record_type") == "history":
+        rows.append({i.key or "/".join(i.nested_key): json.loads(i.value_json)
+                     for i in record.history.item})
+  return rows
+
+
+def test_wandb_logs_the_metrics_beside_tensorboard_only_when_asked(tmp_path, monkeypatch):
+  from precisecoder.train import config as config_lib  # pylint: disable=import-outside-toplevel
+  monkeypatch.setenv("WANDB_MODE", "offline")
+  monkeypatch.setenv("WANDB_SILENT", "true")
+  cfg = config_lib.default("tiny")
+  assert metrics.wandb_settings(cfg, tmp_path) is None  # unset: nothing else changes
+  cfg.train.update(wandb_project="precisecoder-test", wandb_mode="offline")
+  settings = metrics.wandb_settings(cfg, tmp_path / "run")
+  assert settings["name"] == "run" and settings["config"]["rl"]["group_size"] == 4
+  w = metrics.MetricsWriter(tmp_path / "run", tensorboard=False, wandb=settings)
+  for step in (1, 2):
+    w.write(step, {"reward": 0.25 * step, "train/loss": np.float32(1.0 / step), "flag": True})
+  w.write(2, {"pass": 0.5}, prefix="eval/")
+  w.close()
+  rows = {r["_step"]: r for r in _wandb_history(tmp_path / "run")}
+  assert rows[1]["reward"] == 0.25 and rows[1]["train/loss"] == 1.0
+  assert rows[2]["reward"] == 0.5 and rows[2]["eval/pass"] == 0.5
+  assert (tmp_path / "run" / "wandb_run_id").exists()

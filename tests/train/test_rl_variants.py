@@ -3,16 +3,16 @@ straight-through KL estimate, token TIS and the overlong filter logs what each a
 
 import pytest
 
-from precisecoder.train import config as base
+from precisecoder.train import config as train_config
 from precisecoder.train import metrics, rl
 
 
 def test_one_run_with_every_variant_logs_their_metrics(tmp_path):
-  cfg = base.default("tiny")
+  cfg = train_config.default("tiny")
   cfg.rl.update(max_new_tokens=16, policy_loss="gspo", kl_beta=0.05, kl_estimator="k3+",
                 is_correction="token_tis", is_cap=2.0, overlong="filter")
   cfg.train.update(steps=1, eval_every=0, report=False)
-  base.validate(cfg)
+  train_config.validate(cfg)
   assert rl.train(cfg, str(tmp_path)) == 0
   (record,) = metrics.read_metrics(tmp_path / "metrics.jsonl")
   # kl_beta > 0: the update runs whatever the rewards (the KL term has a gradient).
@@ -27,7 +27,7 @@ def test_one_run_with_every_variant_logs_their_metrics(tmp_path):
 
 
 def _dynamic_config(**train):
-  cfg = base.default("tiny")
+  cfg = train_config.default("tiny")
   cfg.rl.update(max_new_tokens=8, kl_beta=0.05, dynamic_sampling=True,
                 dynamic_sampling_max_rounds=1)
   cfg.train.update(eval_every=0, report=False, **train)

@@ -11,6 +11,10 @@ Two entry points share the layer code:
     chunks (`train.losses.chunked_token_logprobs`);
   * `model.forward_cached(tokens, positions, cache, index)`: prefill and one-token decode
     against a fixed-size KV cache for sampling.
+
+With LoRA (`Decoder(config, lora=...)`, model/lora.py) the adapted projections add their
+low-rank term, every base weight is read through `stop_gradient` (only the adapters train),
+and `layer_params()` hands the sampler weights with the adapters merged in.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from precisecoder.model import attention
+from precisecoder.model import lora as lora_lib
 from precisecoder.model.config import ModelConfig
 from precisecoder.model.sharding import constrain
 from precisecoder.intmath import cdiv
@@ -110,29 +115,49 @@ class DecoderLayers(nnx.Module):
     self.up_proj = _param(rngs, (l, d, f), dt, ("layers", "embed", "mlp"))
     self.down_proj = _param(rngs, (l, f, d), dt, ("layers", "mlp", "embed"))
 
-  def stacked(self) -> dict[str, jax.Array]:
+  def stacked(self, frozen: bool = False) -> dict[str, jax.Array]:
+    """Every stacked weight by name (LoRA factors included); `frozen`: the base weights
+    through stop_gradient (a LoRA model trains its adapters only)."""
     names = ["attn_norm", "q_proj", "k_proj", "v_proj", "o_proj", "mlp_norm", "gate_proj",
              "up_proj", "down_proj"]
     if hasattr(self, "q_norm"):
       names += ["q_norm", "k_norm"]
-    return {n: getattr(self, n)[...] for n in names}
+    out = {n: _frozen(getattr(self, n)[...], frozen) for n in names}
+    for name in list(vars(self)):
+      if name.endswith(lora_lib.SUFFIXES):
+        out[name] = getattr(self, name)[...]
+    return out
 
 
-def _block(config: ModelConfig, x, p, positions, attend):
-  """One transformer block. `attend(q, k, v) -> out` hides training vs cached attention."""
+def _frozen(x: jax.Array, frozen: bool) -> jax.Array:
+  return jax.lax.stop_gradient(x) if frozen else x
+
+
+def _block(config: ModelConfig, x, p, positions, attend, lora_scale: float = 0.0):
+  """One transformer block. `attend(q, k, v) -> out` hides training vs cached attention.
+  LoRA factors in `p` (`<proj>_lora_a/b`) add their term, times `lora_scale`."""
   eps = config.rms_norm_eps
   y = rms_norm(x, p["attn_norm"], eps)
-  q, k, v = (_heads_projection(y, p[name]) for name in ("q_proj", "k_proj", "v_proj"))
+  q, k, v = (_with_lora(_heads_projection(y, p[name]), y, p, name, lora_scale)
+             for name in ("q_proj", "k_proj", "v_proj"))
   if config.qk_norm:
     q, k = rms_norm(q, p["q_norm"], eps), rms_norm(k, p["k_norm"], eps)
   q = constrain(rope(q, positions, config.rope_theta), ("batch", "seq", "q_heads", "head_dim"))
   k = constrain(rope(k, positions, config.rope_theta), ("batch", "seq", "kv_heads", "head_dim"))
   v = constrain(v, ("batch", "seq", "kv_heads", "head_dim"))
   attn, extra = attend(q, k, v)
-  x = x + jnp.einsum("bthk,hkd->btd", attn, p["o_proj"])
+  x = x + _with_lora(jnp.einsum("bthk,hkd->btd", attn, p["o_proj"]), attn, p, "o_proj",
+                     lora_scale)
   x = constrain(x, ("batch", "seq", "act_embed"))
-  x = x + _mlp(config, rms_norm(x, p["mlp_norm"], eps), p)
+  x = x + _mlp(config, rms_norm(x, p["mlp_norm"], eps), p, lora_scale)
   return constrain(x, ("batch", "seq", "act_embed")), extra
+
+
+def _with_lora(out, y, p, name, scale):
+  """out (y's projection by `name`, [B, T, *out]) plus the adapter's term when `p` has one."""
+  b, t = y.shape[:2]
+  extra = lora_lib.apply(y.reshape(b * t, *y.shape[2:]), p, name, scale)
+  return out if extra is None else out + extra.reshape(out.shape)
 
 
 def _heads_projection(y, w):
@@ -143,7 +168,7 @@ def _heads_projection(y, w):
   return jnp.einsum("btd,dn->btn", y, w.reshape(d, h * k)).reshape(*y.shape[:2], h, k)
 
 
-def _mlp(config: ModelConfig, y, p):
+def _mlp(config: ModelConfig, y, p, lora_scale: float = 0.0):
   """SwiGLU on y [B, T, D]. Past `config.mlp_chunk` tokens it runs over chunks of the
   sequence, each rematerialised, so no [B, T, F] intermediate (forward or backward) exists."""
 
@@ -152,9 +177,11 @@ def _mlp(config: ModelConfig, y, p):
     # activations for the weight gradients (twice the MLP's backward time, measured).
     b, t, d = y.shape
     x = y.reshape(b * t, d)
-    gate, up = x @ p["gate_proj"], x @ p["up_proj"]
+    gate, up = (_flat_with_lora(x @ p[n], x, p, n, lora_scale) for n in ("gate_proj", "up_proj"))
     hidden = constrain((jax.nn.silu(gate) * up).reshape(b, t, -1), ("batch", "seq", "mlp"))
-    return (hidden.reshape(b * t, -1) @ p["down_proj"]).reshape(b, t, d)
+    hidden = hidden.reshape(b * t, -1)
+    down = _flat_with_lora(hidden @ p["down_proj"], hidden, p, "down_proj", lora_scale)
+    return down.reshape(b, t, d)
 
   b, t, d = y.shape
   c = max(1, config.mlp_chunk // b)
@@ -164,6 +191,11 @@ def _mlp(config: ModelConfig, y, p):
   chunks = jnp.pad(y, ((0, 0), (0, n * c - t), (0, 0))).reshape(b, n, c, d).swapaxes(0, 1)
   out = jax.lax.map(jax.checkpoint(swiglu, prevent_cse=False), chunks)
   return out.swapaxes(0, 1).reshape(b, n * c, d)[:, :t]
+
+
+def _flat_with_lora(out, x, p, name, scale):
+  extra = lora_lib.apply(x, p, name, scale)
+  return out if extra is None else out + extra
 
 
 def _heads_first(x):
@@ -178,8 +210,10 @@ def positions_from_mask(attention_mask: jax.Array) -> jax.Array:
 class Decoder(nnx.Module):
   """Causal language model: tokens -> next-token logits."""
 
-  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs,
+               lora: lora_lib.LoraConfig | None = None):
     self.config = config
+    self.lora = lora  # adapters on the projections (model/lora.py); None: none
     dt = jnp.dtype(config.dtype)
     v, d = config.vocab_size, config.hidden_size
     self.embed = _param(rngs, (v, d), dt, ("vocab", "embed"))
@@ -187,19 +221,30 @@ class Decoder(nnx.Module):
     self.final_norm = _param(rngs, (d,), dt, ("norm",), ones=True)
     if not config.tie_embeddings:
       self.lm_head = _param(rngs, (d, v), dt, ("embed", "vocab"))
+    if lora is not None:  # drawn last: the base weights are those of the same seed without
+      for name, var in lora_lib.init_adapters(config, lora, rngs).items():
+        setattr(self.layers, name, var)
+
+  @property
+  def _lora_scale(self) -> float:
+    return self.lora.scale if self.lora is not None else 0.0
+
+  def _base(self, x: jax.Array) -> jax.Array:
+    """A base weight as the forward reads it: frozen (stop_gradient) under LoRA."""
+    return _frozen(x, self.lora is not None)
 
   def _embed(self, tokens):
     # Gather from an explicitly all-gathered table: XLA cannot gather from a vocab- and
     # embed-sharded table into batch-sharded activations without a full rematerialisation.
-    table = constrain(self.embed[...], (None, None))
+    table = constrain(self._base(self.embed[...]), (None, None))
     x = jnp.take(table, tokens, axis=0)
     return constrain(x, ("batch", "seq", "act_embed"))
 
   def output_projection(self) -> tuple[jax.Array, str]:
     """(weight, axes) of the vocabulary projection: the embedding [V, D] ("vd") when tied."""
     if self.config.tie_embeddings:
-      return self.embed[...], "vd"
-    return self.lm_head[...], "dv"
+      return self._base(self.embed[...]), "vd"
+    return self._base(self.lm_head[...]), "dv"
 
   def logits(self, x: jax.Array) -> jax.Array:
     """float32 logits [B, T, V] of final hidden states x [B, T, D]."""
@@ -238,22 +283,39 @@ class Decoder(nnx.Module):
     else:
       attend = attention.cudnn_causal
 
+    scale = self._lora_scale
+
     def body(x, p):
-      return _block(config, x, p, positions, lambda q, k, v: (attend(q, k, v), None))[0], None
+      return _block(config, x, p, positions, lambda q, k, v: (attend(q, k, v), None),
+                    scale)[0], None
 
     policy = REMAT_POLICIES[config.remat]
     if policy is not None:
       body = jax.checkpoint(body, policy=policy, prevent_cse=False)
-    x, _ = jax.lax.scan(body, self._embed(tokens), self.layers.stacked())
-    x = rms_norm(x, self.final_norm[...], config.rms_norm_eps)
+    x, _ = jax.lax.scan(body, self._embed(tokens), self.layers.stacked(self.lora is not None))
+    x = rms_norm(x, self._base(self.final_norm[...]), config.rms_norm_eps)
     if impl == "cudnn":
       x = jnp.take_along_axis(x, scatter[..., None], axis=1)
     return x
 
-  def layer_params(self) -> list[dict[str, jax.Array]]:
-    """Each layer's weights as separate arrays (sliced once, e.g. before a decode loop)."""
-    stacked = self.layers.stacked()
-    return [{n: w[i] for n, w in stacked.items()} for i in range(self.config.num_layers)]
+  def layer_params(self, merge: bool = True) -> list[dict[str, jax.Array]]:
+    """Each layer's weights as separate arrays (sliced once, e.g. before a decode loop).
+
+    With LoRA and `merge` (the sampler), each adapted weight is W + scale A B, computed once
+    here: decoding then costs what the base's does. `merge=False` keeps the factors apart
+    (training through `shared_prefix_hidden`: gradients reach the adapters without a
+    weight-sized temporary per layer)."""
+    stacked = self.layers.stacked(self.lora is not None)
+    layers = [{n: w[i] for n, w in stacked.items()} for i in range(self.config.num_layers)]
+    if self.lora is None or not merge:
+      return layers
+    for p in layers:
+      for name in self.lora.targets:
+        a, b = p.pop(name + "_lora_a"), p.pop(name + "_lora_b")
+        p[name] = (p[name].astype(jnp.float32)
+                   + lora_lib.delta(a, b, self.lora.scale, jnp.float32, stacked=False)
+                   ).astype(p[name].dtype)
+    return layers
 
   def forward_cached(self, tokens: jax.Array, positions: jax.Array, token_valid: jax.Array,
                      cache: KVCache, index: jax.Array,
@@ -301,12 +363,12 @@ class Decoder(nnx.Module):
           out = attention.dense(q, k_seen, v_seen, mask)
         return out, (k_cache, v_cache)
 
-      x, (k_cache, v_cache) = _block(config, x, p, positions, attend)
+      x, (k_cache, v_cache) = _block(config, x, p, positions, attend, self._lora_scale)
       new_k.append(k_cache)
       new_v.append(v_cache)
     if last_logits_only:
       x = x[:, -1:]
-    x = rms_norm(x, self.final_norm[...], config.rms_norm_eps)
+    x = rms_norm(x, self._base(self.final_norm[...]), config.rms_norm_eps)
     cache = KVCache(k=tuple(new_k), v=tuple(new_v), valid=valid)
     return (x if hidden_only else self.logits(x)), cache
 
@@ -325,8 +387,9 @@ class Decoder(nnx.Module):
     b, t = suffix.shape
     repeats = b // n
     cache = KVCache.zeros(self.config, n, p + t)
+    layer_params = self.layer_params(merge=False)
     x, cache = self.forward_cached(prefix, positions_from_mask(prefix_mask), prefix_mask, cache,
-                                   jnp.int32(0), window=p, hidden_only=True)
+                                   jnp.int32(0), layer_params, window=p, hidden_only=True)
 
     def repeat(a):
       return jnp.repeat(a, repeats, axis=0, total_repeat_length=b)
@@ -336,7 +399,7 @@ class Decoder(nnx.Module):
     mask = jnp.concatenate([repeat(prefix_mask), suffix_mask], axis=1)
     positions = positions_from_mask(mask)[:, p:]
     y, _ = self.forward_cached(suffix, positions, suffix_mask, cache, jnp.int32(p),
-                               hidden_only=True)
+                               layer_params, hidden_only=True)
     return jnp.concatenate([repeat(x[:, -1:]), y[:, :-1]], axis=1)
 
 
@@ -344,6 +407,7 @@ def param_count(model: nnx.Module) -> int:
   return sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
 
 
-def abstract_decoder(config: ModelConfig) -> tuple[Any, nnx.State]:
+def abstract_decoder(config: ModelConfig, lora: lora_lib.LoraConfig | None = None
+                     ) -> tuple[Any, nnx.State]:
   """(graphdef, abstract state) without allocating weights; loaders fill in the values."""
-  return nnx.split(nnx.eval_shape(lambda: Decoder(config, rngs=nnx.Rngs(0))))
+  return nnx.split(nnx.eval_shape(lambda: Decoder(config, rngs=nnx.Rngs(0), lora=lora)))

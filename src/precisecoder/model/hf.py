@@ -13,6 +13,7 @@ from jax.sharding import Mesh
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
+from precisecoder.model import lora
 from precisecoder.model.build import build_decoder
 from precisecoder.model.config import ModelConfig
 from precisecoder.model.decoder import Decoder
@@ -106,7 +107,10 @@ def load_hf(folder: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | N
 
 def export_hf(model: Decoder, config: ModelConfig, tokenizer, out_dir: str | os.PathLike, *,
               dtype: str | None = None) -> pathlib.Path:
-  """Writes config.json, model.safetensors and the tokenizer files to `out_dir`."""
+  """Writes config.json, model.safetensors and the tokenizer files to `out_dir`. A model with
+  LoRA adapters is written merged (W + scale A B; the model itself is left as it is)."""
+  if getattr(model, "lora", None) is not None:
+    model = lora.merged(nnx.clone(model))
   out = pathlib.Path(out_dir)
   out.mkdir(parents=True, exist_ok=True)
   dtype = dtype or config.dtype

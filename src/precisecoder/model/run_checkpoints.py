@@ -21,20 +21,31 @@ from flax import nnx
 from jax.sharding import Mesh, SingleDeviceSharding
 
 from precisecoder.model.config import ModelConfig
+from precisecoder.model import lora as lora_lib
 from precisecoder.model.decoder import Decoder, abstract_decoder
 from precisecoder.model.sharding import named_sharding
 
 _SKIP_KEYS = {"value", "raw_value", "_value"}  # Variable wrappers in a saved nnx.State
 
 
-def model_meta(config: ModelConfig, tokenizer_source: str | os.PathLike) -> dict[str, Any]:
+def model_meta(config: ModelConfig, tokenizer_source: str | os.PathLike, *,
+               lora: lora_lib.LoraConfig | None = None, base: str | os.PathLike = "",
+               seed: int = 0) -> dict[str, Any]:
   """The JSON that a training checkpoint's `meta["model"]` holds, so it can be loaded alone.
 
   A local tokenizer source is recorded as an absolute path (the checkpoint is read from other
-  working directories); anything else (a hub id) as given."""
-  source = pathlib.Path(tokenizer_source)
-  return {"config": dataclasses.asdict(config),
-          "tokenizer": str(source.absolute() if source.exists() else tokenizer_source)}
+  working directories); anything else (a hub id) as given. A LoRA run's checkpoints hold the
+  adapters only: `lora` records them with the base they go on (`base`, a checkpoint, or ""
+  for the random init of `seed`)."""
+  meta = {"config": dataclasses.asdict(config), "tokenizer": _recorded(tokenizer_source)}
+  if lora is not None:
+    meta["lora"] = {**lora.to_json(), "base": _recorded(base) if base else "", "seed": seed}
+  return meta
+
+
+def _recorded(source: str | os.PathLike) -> str:
+  path = pathlib.Path(source)
+  return str(path.absolute() if path.exists() else source)
 
 
 def _step_dir(path: pathlib.Path) -> pathlib.Path:
@@ -129,13 +140,16 @@ def load(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None =
   """(model, config, tokenizer source) from a workdir, its checkpoints dir or one step dir.
 
   `execution`: ModelConfig's execution options (remat, attention, ...), not the saved ones.
+  A LoRA run's checkpoint (adapters only) is read onto its base (`meta["model"]["lora"]`) and
+  returned merged: a plain decoder whose weights are W + scale A B.
   """
   import orbax.checkpoint as ocp
 
   step_dir = _step_dir(pathlib.Path(path).absolute())  # Orbax refuses relative paths
   meta = _read_meta(step_dir)["model"]
   config = _config(step_dir, meta, dtype, execution)
-  graphdef, abstract = abstract_decoder(config)
+  lora = lora_lib.LoraConfig.from_json(meta["lora"]) if meta.get("lora") else None
+  graphdef, abstract = abstract_decoder(config, lora)
   ours = {p: v for p, v in nnx.to_flat_state(abstract)}
 
   params_dir = step_dir / "params"
@@ -163,9 +177,40 @@ def load(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None =
   with _orbax_errors(params_dir):
     restored = checkpointer.restore(params_dir, abstract_saved)
   values = {_normalise(p): v for p, v in jax.tree_util.tree_flatten_with_path(restored)[0]}
+  if lora is not None:
+    adapters = [k for k in ours if lora_lib.is_adapter(k)]
+    absent = sorted("/".join(k) for k in adapters if k not in values)
+    if absent:
+      raise ValueError(f"{params_dir}: LoRA adapters missing from the checkpoint: {absent}")
+    base = _lora_base(meta["lora"], config, dtype, mesh, execution)
+    values = {**{_normalise(p): v.get_value() for p, v in nnx.to_flat_state(nnx.state(base))},
+              **values}
   missing = set(ours) - set(values)
   if missing:
     raise ValueError(f"{params_dir}: parameters missing from the checkpoint: "
                      f"{sorted('/'.join(m) for m in missing)}")
   flat = [(p, var.replace(values[p])) for p, var in ours.items()]
-  return nnx.merge(graphdef, nnx.from_flat_state(flat)), config, pathlib.Path(meta["tokenizer"])
+  model = lora_lib.merged(nnx.merge(graphdef, nnx.from_flat_state(flat)))
+  return model, config, pathlib.Path(meta["tokenizer"])
+
+
+def _lora_base(lora: dict[str, Any], config: ModelConfig, dtype: str, mesh: Mesh | None,
+               execution: dict[str, Any]) -> Decoder:
+  """The frozen base a LoRA run trained on: its checkpoint, or the random init of its seed."""
+  if lora.get("base"):
+    from precisecoder.model import loading  # pylint: disable=import-outside-toplevel
+    model, _, base_config = loading.load_checkpoint(lora["base"], dtype=dtype, mesh=mesh,
+                                                    with_tokenizer=False, **execution)
+    shape = ("arch", "vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads",
+             "head_dim", "intermediate_size", "tie_embeddings")
+    differ = [f"{f} {getattr(base_config, f)} vs {getattr(config, f)}" for f in shape
+              if getattr(base_config, f) != getattr(config, f)]
+    if differ:
+      raise ValueError(f"LoRA base {lora['base']} is not the model the adapters were trained "
+                       f"on ({', '.join(differ)})")
+    return model
+  model = Decoder(config, rngs=nnx.Rngs(int(lora.get("seed", 0))))
+  if mesh is not None:
+    from precisecoder.model.sharding import shard_model  # pylint: disable=import-outside-toplevel
+    model = shard_model(model, mesh)
+  return model

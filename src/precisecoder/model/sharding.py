@@ -33,6 +33,7 @@ RULES: dict[str, tuple[str, ...]] = {
     "seq": (),
     "cache_seq": (),
     "act_embed": (),  # activations keep the model dimension whole
+    "lora_rank": (),  # LoRA factors (model/lora.py): the rank is small; never split
 }
 
 # (data, fsdp, tensor) shapes for common slices; `-1` takes the remaining devices.

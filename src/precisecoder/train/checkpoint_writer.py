@@ -5,8 +5,10 @@ inference is model/run_checkpoints.py's; loading any checkpoint, model/loading.p
 Saves are asynchronous (the next step runs while the arrays are written) and only the last
 `max_to_keep` are kept. A run whose workdir already holds a checkpoint restores the latest.
 Each host's data-iterator state is its own file in the `data` item (hosts read different
-records). On SIGTERM (TPU preemption) or Ctrl-C the loop asks `preempted(step)` after each
-step, saves and stops (the train command exits 0 after SIGTERM, 130 after Ctrl-C); with several
+records). A LoRA run (`adapters_only`) saves and restores the adapters of its parameters only:
+the frozen base is its base checkpoint's, loaded again when the run resumes. On SIGTERM (TPU
+preemption) or Ctrl-C the loop asks `preempted(step)` after each step, saves and stops (the train
+command exits 0 after SIGTERM, 130 after Ctrl-C); with several
 hosts they agree on the step, whichever of them got the signal.
 """
 
@@ -26,6 +28,8 @@ import orbax.checkpoint as ocp
 from jax.experimental import multihost_utils
 from etils import epath
 from absl import logging
+
+from precisecoder.model import lora
 
 _ITEMS = ("params", "opt_state", "meta", "data")
 
@@ -79,7 +83,8 @@ class Checkpointer:
   """`<workdir>/checkpoints/<step>/{params,opt_state,meta}`."""
 
   def __init__(self, directory: str | os.PathLike, *, max_to_keep: int = 3,
-               async_save: bool = True):
+               async_save: bool = True, adapters_only: bool = False):
+    self.adapters_only = adapters_only
     # epath: a local folder or a bucket (gs://...), which outlives preempted TPU VMs.
     self.directory = epath.Path(directory)
     if "://" not in str(directory):
@@ -97,6 +102,8 @@ class Checkpointer:
     primary host) and `data_state` (this host's, one file per host) must be JSON-ready."""
     # force: the trainer decides when to save; Orbax's own policy would ask for the
     # preemption sync point a second time in the step.
+    if self.adapters_only:
+      params = lora.adapters_of(params)
     items = dict(params=ocp.args.StandardSave(params),
                  opt_state=ocp.args.StandardSave(opt_state), meta=ocp.args.JsonSave(meta))
     if data_state is not None:
@@ -112,7 +119,8 @@ class Checkpointer:
     if step is None:
       raise FileNotFoundError(f"{self.directory}: no checkpoint to restore")
     abstract = lambda tree: jax.tree.map(ocp.utils.to_shape_dtype_struct, tree)
-    items = dict(params=ocp.args.StandardRestore(abstract(params_like)),
+    saved_like = lora.adapters_of(params_like) if self.adapters_only else params_like
+    items = dict(params=ocp.args.StandardRestore(abstract(saved_like)),
                  opt_state=ocp.args.StandardRestore(abstract(opt_state_like)),
                  meta=ocp.args.JsonRestore())
     per_host = (self.directory / str(step) / "data").exists()  # else saved without one
@@ -122,7 +130,8 @@ class Checkpointer:
     meta = dict(out.meta)
     if per_host:
       meta["data_state"] = out.data
-    return out.params, out.opt_state, meta
+    params = lora.with_adapters(params_like, out.params) if self.adapters_only else out.params
+    return params, out.opt_state, meta
 
   def reached_preemption(self, step: int) -> bool:
     """Whether every host has agreed to stop at `step` after a preemption notice (False

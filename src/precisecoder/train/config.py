@@ -190,6 +190,12 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       remat="none", attention="auto", attention_block=512, logprob_chunk=1024, mlp_chunk=4096,
       mesh=preset["mesh"]))
 
+  # LoRA (model/lora.py; docs/training.md "LoRA"): rank > 0 trains low-rank adapters on the
+  # `targets` projections (comma-separated, of q,k,v,o,gate,up,down) and freezes the rest;
+  # the update is (alpha / rank) B A. Checkpoints hold the adapters only.
+  c.model.lora = ml_collections.ConfigDict(dict(rank=0, alpha=32.0,
+                                                targets="q,k,v,o,gate,up,down"))
+
   # Training tasks from the bug generator (data.generator) unless `task_file` is set.
   # data.seed picks the generated tasks; the run's seed its sampling, data order and init.
   # Evaluated beside the validation tasks: num_multi multi-line tasks, num_heldin new
@@ -252,6 +258,10 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       eval_at_start=True, eval_max_new_tokens=preset["max_new_tokens"], eval_batch_size=16,
       eval_multi_max_new_tokens=2 * preset["max_new_tokens"],  # the multi split's longer programs
       report=True, stop_after=-1))  # stop_after: end early at this step (tests, preemption drills)
+  # Weights & Biases beside TensorBoard (train/metrics.py), only when wandb_project is set:
+  # entity "" is your default one, run_name "" the workdir's name, mode "" wandb's own choice
+  # (WANDB_MODE, else online) or online | offline | disabled.
+  c.train.update(wandb_project="", wandb_entity="", wandb_run_name="", wandb_mode="")
   for section in _PRESET_SECTIONS:
     c[section].update(preset.get(section, {}))
   return c
@@ -362,6 +372,16 @@ def _problems(c: ml_collections.ConfigDict):
                 "train.eval_multi_max_new_tokens"):
     yield from at_least(field, 1)
   yield from number("optim.learning_rate", 0, low_open=True)
+  if c.model.get("lora") is not None:
+    yield from at_least("model.lora.rank", 0)
+    if c.model.lora.rank:
+      yield from number("model.lora.alpha", 0, low_open=True)
+      from precisecoder.model import lora as lora_lib  # pylint: disable=import-outside-toplevel
+      try:
+        lora_lib.parse_targets(c.model.lora.targets)
+      except (ValueError, AttributeError, TypeError) as e:
+        yield bad("model.lora.targets", c.model.lora.targets, str(e))
+  yield from one_of("train.wandb_mode", ("", "online", "offline", "disabled"))
   yield from at_least("optim.warmup_steps", 0)
   for field in ("multihost.initialization_timeout_s", "multihost.heartbeat_timeout_s",
                 "multihost.shutdown_timeout_s"):
@@ -464,7 +484,8 @@ def _loss_variant_problems(c: ml_collections.ConfigDict, one_of, number):
 RESUMABLE_FIELDS = frozenset({
     "train.steps", "train.stop_after", "train.eval_every", "train.checkpoint_every",
     "train.report", "train.keep_checkpoints", "rl.reward_workers", "model.remat",
-    "model.logprob_chunk", "model.mlp_chunk", "model.attention_block"})
+    "model.logprob_chunk", "model.mlp_chunk", "model.attention_block", "train.wandb_project",
+    "train.wandb_entity", "train.wandb_run_name", "train.wandb_mode"})
 
 
 def flatten(cfg: ml_collections.ConfigDict | dict, prefix: str = "") -> dict[str, Any]:

@@ -99,20 +99,23 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
     graphdef, params = nnx.split(policy.model)
     policy = dataclasses.replace(policy, model=None)  # the weights live in the loop
     reference_params = jax.tree.map(lambda x: x.copy(), params)
-    tx = step_lib.make_optimizer(cfg.optim)
+    tx = step_lib.make_optimizer(cfg.optim, adapters_only=run.lora is not None)
     iterator = tasksets.task_iterator(tasksets.train_tasks(cfg), cfg.dpo.batch_size, cfg.seed)
     step, params, opt_state = run.restore(
         params, step_lib.init_optimizer(tx, params, mesh), iterator)
     step_fn = step_lib.make_dpo_step(graphdef, tx, cfg.dpo.beta)
     logprob_fn = step_lib.make_logprob_fn(graphdef)
     scorer = stack.enter_context(scoring.open_scorer(cfg.rl))
-    writer = metrics.MetricsWriter(run.workdir, resume_step=step, enabled=run.primary)
+    writer = metrics.MetricsWriter(run.workdir, resume_step=step, enabled=run.primary,
+                                   wandb=metrics.wandb_settings(cfg, run.workdir))
     stack.callback(writer.close)
     evaluator = (greedy_eval.Evaluator(cfg, scorer, mesh, workdir=run.workdir, writer=writer,
                                        primary=run.primary, seen=seen)
                  if cfg.train.eval_every > 0 else None)
     progress = metrics.Progress(cfg.train.steps, step)
-    model_meta = run_checkpoints.model_meta(policy.config, policy.source)
+    model_meta = run_checkpoints.model_meta(
+        policy.config, policy.source, lora=run.lora, seed=cfg.seed,
+        base=policy.source if cfg.model.checkpoint else "")
 
     def policy_at(params) -> policy_lib.Policy:
       return dataclasses.replace(policy, model=nnx.merge(graphdef, params))

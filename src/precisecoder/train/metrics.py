@@ -1,5 +1,5 @@
-"""Run metrics: JSON Lines (`metrics.jsonl`) plus TensorBoard scalars (tensorboardX), and
-progress logging."""
+"""Run metrics: JSON Lines (`metrics.jsonl`) plus TensorBoard scalars (tensorboardX), Weights &
+Biases when `train.wandb_project` is set, and progress logging."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import math
 import os
 import pathlib
 import time
+import uuid
 from typing import Any, Mapping
 
 from absl import logging
@@ -72,8 +73,10 @@ class MetricsWriter:
   """
 
   def __init__(self, workdir: str | os.PathLike, *, resume_step: int = 0,
-               tensorboard: bool = True, enabled: bool = True):
+               tensorboard: bool = True, enabled: bool = True,
+               wandb: dict[str, Any] | None = None):
     self.enabled = enabled  # False on every host but the primary one: nothing is written
+    self._wandb = None
     if not enabled:
       return
     workdir = pathlib.Path(workdir)
@@ -92,6 +95,8 @@ class MetricsWriter:
       events = workdir / "tensorboard"
       purge = resume_step + 1 if resume_step else (0 if events.exists() else None)
       self._events = SummaryWriter(str(events), flush_secs=EVENTS_FLUSH_S, purge_step=purge)
+    if wandb is not None:
+      self._wandb = _start_wandb(workdir, wandb)
 
   def write(self, step: int, values: dict[str, Any], *, prefix: str = "") -> None:
     if not self.enabled:
@@ -105,6 +110,9 @@ class MetricsWriter:
         if tag != "step" and isinstance(value, (int, float)) and not isinstance(value, bool):
           self._events.add_scalar(tag, float(value), step, walltime=now)
       self._events.flush()
+    if self._wandb is not None:
+      self._wandb.log({k: v for k, v in record.items() if k != "step" and v is not None
+                       and isinstance(v, (int, float, str))}, step=step)
 
   def close(self) -> None:
     if not self.enabled:
@@ -112,6 +120,33 @@ class MetricsWriter:
     self._file.close()
     if self._events is not None:
       self._events.close()
+    if self._wandb is not None:
+      self._wandb.finish()
+      self._wandb = None
+
+
+def wandb_settings(cfg: Any, workdir: str | os.PathLike) -> dict[str, Any] | None:
+  """`wandb.init`'s arguments from the config's `train.wandb_*` fields (the whole config is
+  the run's W&B config); None when `train.wandb_project` is unset."""
+  train = cfg.train
+  if not train.get("wandb_project", ""):
+    return None
+  return dict(project=train.wandb_project, entity=train.get("wandb_entity") or None,
+              name=train.get("wandb_run_name") or pathlib.Path(workdir).absolute().name,
+              mode=train.get("wandb_mode") or None, config=cfg.to_dict())
+
+
+def _start_wandb(workdir: pathlib.Path, settings: dict[str, Any]) -> Any:
+  """A W&B run writing under `workdir/wandb`. Its id is kept in `workdir/wandb_run_id`, so a
+  resumed run logs on to the same W&B run (W&B ignores steps at or below those it already
+  has: the steps a resume repeats stay as first logged there)."""
+  # Imported here: only runs that ask for W&B pay for (or need) the package.
+  import wandb  # pylint: disable=import-outside-toplevel
+  id_file = workdir / "wandb_run_id"
+  run_id = id_file.read_text().strip() if id_file.exists() else uuid.uuid4().hex[:12]
+  id_file.write_text(run_id + "\n")
+  (workdir / "wandb").mkdir(exist_ok=True)
+  return wandb.init(dir=str(workdir), id=run_id, resume="allow", **settings)
 
 
 class Progress:

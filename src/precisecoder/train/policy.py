@@ -13,6 +13,7 @@ from jax.sharding import Mesh
 from precisecoder import model as model_lib
 from precisecoder import prompts
 from precisecoder.model import loading
+from precisecoder.model import lora as lora_lib
 from precisecoder.model import tokenizer as tokenizer_lib
 from precisecoder.model.config import EXECUTION_FIELDS
 from precisecoder.model.tokenizer import ByteTokenizer  # the tiny models' (tests use it here)
@@ -67,6 +68,9 @@ def load_policy(cfg: ml_collections.ConfigDict, mesh: Mesh | None = None, *,
     if config.vocab_size < len(tokenizer):
       raise ValueError(f"architecture {cfg.model.arch}: vocab {config.vocab_size} is too "
                        f"small for the tokenizer ({len(tokenizer)} ids)")
+  lora = lora_lib.from_config(cfg.model)
+  if lora is not None:  # fresh adapters (B = 0) on the loaded base; a resume restores them
+    lora_lib.attach(model, lora, cfg.seed)
   eos = tokenizer_lib.eos_token_ids(tokenizer, config.eos_token_ids)
   pad = tokenizer_lib.pad_token_id(tokenizer, config.pad_token_id)
   logging.info("policy: %s, %.1fM parameters", cfg.model.arch,

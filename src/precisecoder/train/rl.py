@@ -187,7 +187,7 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
     # `policy_at(params)` the one to sample from.
     policy = dataclasses.replace(policy, model=None)
     reference_params = (jax.tree.map(lambda x: x.copy(), params) if rl.kl_beta > 0 else None)
-    tx = step_lib.make_optimizer(cfg.optim)
+    tx = step_lib.make_optimizer(cfg.optim, adapters_only=run.lora is not None)
     iterator = tasksets.task_iterator(tasksets.train_tasks(cfg), rl.prompts_per_step, cfg.seed)
     step, params, opt_state = run.restore(
         params, step_lib.init_optimizer(tx, params, mesh), iterator)
@@ -196,7 +196,8 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
     ref_fn = (step_lib.make_logprob_fn(graphdef, rl.temperature, step_lib.shared_group(rl))
               if step_lib.needs_logprob_fn(rl) else None)
     scorer = stack.enter_context(scoring.open_scorer(rl))
-    writer = metrics.MetricsWriter(run.workdir, resume_step=step, enabled=run.primary)
+    writer = metrics.MetricsWriter(run.workdir, resume_step=step, enabled=run.primary,
+                                   wandb=metrics.wandb_settings(cfg, run.workdir))
     stack.callback(writer.close)
     evaluator = (greedy_eval.Evaluator(cfg, scorer, mesh, workdir=run.workdir, writer=writer,
                                        primary=run.primary, seen=seen)
@@ -204,7 +205,9 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
     progress = metrics.Progress(cfg.train.steps, step)
     executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="reward")
     stack.callback(executor.shutdown, wait=True)
-    model_meta = run_checkpoints.model_meta(policy.config, policy.source)
+    model_meta = run_checkpoints.model_meta(
+        policy.config, policy.source, lora=run.lora, seed=cfg.seed,
+        base=policy.source if cfg.model.checkpoint else "")
 
     def policy_at(params: Any) -> policy_lib.Policy:
       """The policy with the weights `params` (it shares their arrays: sample with it before

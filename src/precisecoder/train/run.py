@@ -14,6 +14,7 @@ import ml_collections
 from absl import logging
 
 from precisecoder import multihost
+from precisecoder.model import lora as lora_lib
 from precisecoder.train import checkpoint_writer, config as config_lib, metrics
 from precisecoder.train import workdir as workdir_lib
 from precisecoder.train.lock import WorkdirError
@@ -71,8 +72,11 @@ class Run(contextlib.AbstractContextManager):
     self._agree(self._claim)  # raises WorkdirError: held by another run
     self.checkpointer: checkpoint_writer.Checkpointer | None = None
     try:
+      # A LoRA run trains, holds and checkpoints its adapters only (model/lora.py).
+      self.lora = lora_lib.from_config(cfg.model)
       self.checkpointer = checkpoint_writer.Checkpointer(
-          cfg.train.checkpoint_dir or self.dir.checkpoints, max_to_keep=cfg.train.keep_checkpoints)
+          cfg.train.checkpoint_dir or self.dir.checkpoints, max_to_keep=cfg.train.keep_checkpoints,
+          adapters_only=self.lora is not None)
       latest = self.checkpointer.latest_step()
       self._agree(lambda: self._check_resumable(latest, cfg.train.steps))
       self.preemption = checkpoint_writer.PreemptionWatcher(self.checkpointer)

@@ -87,7 +87,7 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
     policy = policy_lib.load_policy(cfg, mesh, checkpoint=checkpoint)
     graphdef, params = nnx.split(policy.model)
     policy = dataclasses.replace(policy, model=None)  # the weights live in the loop
-    tx = step_lib.make_optimizer(cfg.optim)
+    tx = step_lib.make_optimizer(cfg.optim, adapters_only=run.lora is not None)
     demos = [t for t in tasksets.train_tasks(cfg) if t.is_buggy]
     per_task = {len(answers(t)) for t in demos}
     if len(per_task) > 1:
@@ -104,7 +104,8 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
       iterator = tasksets.task_iterator(demos, cfg.sft.batch_size, cfg.seed)
     step, params, opt_state = run.restore(
         params, step_lib.init_optimizer(tx, params, mesh), iterator)
-    writer = metrics.MetricsWriter(run.workdir, resume_step=step, enabled=run.primary)
+    writer = metrics.MetricsWriter(run.workdir, resume_step=step, enabled=run.primary,
+                                   wandb=metrics.wandb_settings(cfg, run.workdir))
     stack.callback(writer.close)
     evaluator = None
     if cfg.train.eval_every > 0:
@@ -112,7 +113,9 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
       evaluator = greedy_eval.Evaluator(cfg, scorer, mesh, workdir=run.workdir, writer=writer,
                                         primary=run.primary, seen=seen)
     progress = metrics.Progress(cfg.train.steps, step)
-    model_meta = run_checkpoints.model_meta(policy.config, policy.source)
+    model_meta = run_checkpoints.model_meta(
+        policy.config, policy.source, lora=run.lora, seed=cfg.seed,
+        base=policy.source if cfg.model.checkpoint else "")
 
     def save_checkpoint(step: int, params, opt_state, preempted: bool) -> float:
       """Saves `step` when due, and always when preempted; the seconds it blocked."""

@@ -17,19 +17,28 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from precisecoder import multihost
+from precisecoder.model import lora
 from precisecoder.model.sharding import constrain
 from precisecoder.train import losses
 
 
-def make_optimizer(optim: ml_collections.ConfigDict) -> optax.GradientTransformation:
-  """Global-norm clipping (when grad_clip > 0), then AdamW after a linear warm-up."""
+def make_optimizer(optim: ml_collections.ConfigDict, adapters_only: bool = False
+                   ) -> optax.GradientTransformation:
+  """Global-norm clipping (when grad_clip > 0), then AdamW after a linear warm-up.
+
+  `adapters_only` (LoRA, model/lora.py): all of it on the adapters alone, whose Adam moments
+  are then the whole optimiser state; every other parameter's update is zero."""
   warmup = max(int(optim.warmup_steps), 0)
   schedule = optax.join_schedules(
       [optax.linear_schedule(0.0, optim.learning_rate, max(warmup, 1)),
        optax.constant_schedule(optim.learning_rate)], [warmup]) if warmup else optim.learning_rate
   parts = [optax.clip_by_global_norm(optim.grad_clip)] if optim.grad_clip > 0 else []
   parts.append(optax.adamw(schedule, b1=optim.b1, b2=optim.b2, weight_decay=optim.weight_decay))
-  return optax.chain(*parts)
+  tx = optax.chain(*parts)
+  if adapters_only:
+    tx = optax.multi_transform({"adapter": tx, "frozen": optax.set_to_zero()},
+                               lora.adapter_labels)
+  return tx
 
 
 def init_optimizer(tx: optax.GradientTransformation, params: Any, mesh: Mesh | None = None
@@ -38,10 +47,30 @@ def init_optimizer(tx: optax.GradientTransformation, params: Any, mesh: Mesh | N
   would replicate them) and the rest (step counts) is replicated."""
   if mesh is None:
     return jax.jit(tx.init)(params)
-  shardings = optax.tree_map_params(
-      tx, lambda _, p: p.sharding, jax.eval_shape(tx.init, params), params,
-      transform_non_params=lambda _: NamedSharding(mesh, PartitionSpec()))
-  return jax.jit(tx.init, out_shardings=shardings)(params)
+  return jax.jit(tx.init, out_shardings=state_shardings(tx, params, mesh))(params)
+
+
+def state_shardings(tx: optax.GradientTransformation, params: Any, mesh: Mesh) -> Any:
+  """The shardings of `tx`'s state for `params` (arrays or ShapeDtypeStructs with shardings):
+  a leaf whose path ends with a parameter's path (an Adam moment) is sharded like it, the rest
+  replicated. By path, not `optax.tree_map_params`, which does not see through the masked
+  state of a LoRA optimiser."""
+  by_path = {_keys(path): p.sharding
+             for path, p in jax.tree_util.tree_flatten_with_path(params)[0]}
+  replicated = NamedSharding(mesh, PartitionSpec())
+
+  def one(path, _):
+    keys = _keys(path)
+    for start in range(len(keys)):
+      if keys[start:] in by_path:
+        return by_path[keys[start:]]
+    return replicated
+
+  return jax.tree_util.tree_map_with_path(one, jax.eval_shape(tx.init, params))
+
+
+def _keys(path) -> tuple[str, ...]:
+  return tuple(str(getattr(e, "key", getattr(e, "name", getattr(e, "idx", e)))) for e in path)
 
 
 def completion_logprobs(graphdef: nnx.GraphDef, params: nnx.State, tokens: jax.Array,
