@@ -111,7 +111,8 @@ def _load_model(path: pathlib.Path, dtype: str, mesh: Mesh | None, execution: di
     model, config = load_hf(path, dtype=dtype, mesh=mesh, **execution)
     return model, config, path
   from precisecoder.model import run_checkpoints  # Orbax import is slow; only when needed
-  return run_checkpoints.load(path, dtype=dtype, mesh=mesh, **execution)
+  return run_checkpoints.load(path, dtype=dtype, mesh=mesh, load_base=load_checkpoint,
+                              **execution)
 
 
 def bundled_smollm2_gguf() -> pathlib.Path:

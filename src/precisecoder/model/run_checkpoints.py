@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 import pathlib
+from collections.abc import Callable
 from typing import Any, Iterator
 
 import jax
@@ -136,8 +137,12 @@ def _config(step_dir: pathlib.Path, meta: dict[str, Any], dtype: str, execution)
 
 
 def load(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None = None,
+         load_base: Callable[..., tuple[Decoder, Any, ModelConfig]] | None = None,
          **execution) -> tuple[Decoder, ModelConfig, pathlib.Path]:
   """(model, config, tokenizer source) from a workdir, its checkpoints dir or one step dir.
+
+  `load_base`: how a LoRA run's base checkpoint is loaded (model/loading.py's
+  `load_checkpoint`, which calls this module: passed in, so the two do not import each other).
 
   `execution`: ModelConfig's execution options (remat, attention, ...), not the saved ones.
   A LoRA run's checkpoint (adapters only) is read onto its base (`meta["model"]["lora"]`) and
@@ -182,7 +187,7 @@ def load(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None =
     absent = sorted("/".join(k) for k in adapters if k not in values)
     if absent:
       raise ValueError(f"{params_dir}: LoRA adapters missing from the checkpoint: {absent}")
-    base = _lora_base(meta["lora"], config, dtype, mesh, execution)
+    base = _lora_base(meta["lora"], config, dtype, mesh, execution, load_base)
     values = {**{_normalise(p): v.get_value() for p, v in nnx.to_flat_state(nnx.state(base))},
               **values}
   missing = set(ours) - set(values)
@@ -195,12 +200,14 @@ def load(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None =
 
 
 def _lora_base(lora: dict[str, Any], config: ModelConfig, dtype: str, mesh: Mesh | None,
-               execution: dict[str, Any]) -> Decoder:
+               execution: dict[str, Any], load_base: Callable | None) -> Decoder:
   """The frozen base a LoRA run trained on: its checkpoint, or the random init of its seed."""
   if lora.get("base"):
-    from precisecoder.model import loading  # pylint: disable=import-outside-toplevel
-    model, _, base_config = loading.load_checkpoint(lora["base"], dtype=dtype, mesh=mesh,
-                                                    with_tokenizer=False, **execution)
+    if load_base is None:
+      raise ValueError(f"a LoRA run on the base {lora['base']}: load it with "
+                       "precisecoder.model.load_checkpoint")
+    model, _, base_config = load_base(lora["base"], dtype=dtype, mesh=mesh, with_tokenizer=False,
+                                      **execution)
     shape = ("arch", "vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads",
              "head_dim", "intermediate_size", "tie_embeddings")
     differ = [f"{f} {getattr(base_config, f)} vs {getattr(config, f)}" for f in shape
