@@ -33,6 +33,7 @@ def side(tasks: int) -> None:
   import bench_score  # pylint: disable=import-outside-toplevel
   from precisecoder import rewards  # pylint: disable=import-outside-toplevel
   from precisecoder.execution import ExecutionPool  # pylint: disable=import-outside-toplevel
+
   with ExecutionPool(workers=2) as pool:
     batch_tasks, programs = [], []
     for task in bench_score.build_tasks(pool, tasks, "mutate"):
@@ -49,9 +50,18 @@ def side(tasks: int) -> None:
       wall, own = time.perf_counter() - wall, time.process_time() - own
       cpu = tree_cpu(os.getpid()) - cpu
       rows = json.dumps([scorer.term_row(s) for s in scores], sort_keys=True)
-      print(json.dumps({"wall": wall, "cpu": cpu, "parent": own,
-                        "rows": hashlib.blake2b(rows.encode(), digest_size=16).hexdigest(),
-                        "executed": scorer.stats()["programs_executed"]}), flush=True)
+      print(
+        json.dumps(
+          {
+            "wall": wall,
+            "cpu": cpu,
+            "parent": own,
+            "rows": hashlib.blake2b(rows.encode(), digest_size=16).hexdigest(),
+            "executed": scorer.stats()["programs_executed"],
+          }
+        ),
+        flush=True,
+      )
 
 
 def main() -> None:
@@ -74,35 +84,47 @@ def main() -> None:
       raise SystemExit(f"--{name} {tree}: no precisecoder package there")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([tree, str(HERE)]))
     procs[name] = subprocess.Popen(  # pylint: disable=consider-using-with
-        [sys.executable, __file__, "--side", "--tasks", str(args.tasks)], stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, text=True, env=env, cwd="/")
+      [sys.executable, __file__, "--side", "--tasks", str(args.tasks)],
+      stdin=subprocess.PIPE,
+      stdout=subprocess.PIPE,
+      text=True,
+      env=env,
+      cwd="/",
+    )
   for name, proc in procs.items():
     if proc.stdout.readline().strip() != "ready":
       raise SystemExit(f"the {name} side failed to start")
   print("load average at the start (1, 5, 15 min): %.2f, %.2f, %.2f" % os.getloadavg())
   turns: dict[str, list[dict]] = {"base": [], "candidate": []}
   for i in range(args.pairs):
-    for name in (("base", "candidate") if i % 2 == 0 else ("candidate", "base")):
+    for name in ("base", "candidate") if i % 2 == 0 else ("candidate", "base"):
       procs[name].stdin.write("go\n")
       procs[name].stdin.flush()
       turns[name].append(json.loads(procs[name].stdout.readline()))
     b, c = turns["base"][-1], turns["candidate"][-1]
-    print(f"pair {i:2d}  base {b['wall']:.3f} s / {b['cpu']:.2f} s CPU  candidate "
-          f"{c['wall']:.3f} s / {c['cpu']:.2f} s CPU  ratio {c['wall'] / b['wall']:.3f} "
-          f"(CPU {c['cpu'] / b['cpu']:.3f})  same scores {b['rows'] == c['rows']}", flush=True)
+    print(
+      f"pair {i:2d}  base {b['wall']:.3f} s / {b['cpu']:.2f} s CPU  candidate "
+      f"{c['wall']:.3f} s / {c['cpu']:.2f} s CPU  ratio {c['wall'] / b['wall']:.3f} "
+      f"(CPU {c['cpu'] / b['cpu']:.3f})  same scores {b['rows'] == c['rows']}",
+      flush=True,
+    )
   for proc in procs.values():
     proc.stdin.close()
     proc.wait()
   for key, what in (("wall", "wall"), ("cpu", "tree CPU"), ("parent", "scorer CPU")):
     ratios = [c[key] / b[key] for b, c in zip(turns["base"], turns["candidate"])]
-    print(f"{what:10s} candidate/base median {statistics.median(ratios):.3f}, range "
-          f"{min(ratios):.3f}-{max(ratios):.3f}, candidate faster in "
-          f"{sum(r < 1 for r in ratios)}/{len(ratios)}; medians "
-          f"{statistics.median(t[key] for t in turns['base']):.3f} vs "
-          f"{statistics.median(t[key] for t in turns['candidate']):.3f} s")
+    print(
+      f"{what:10s} candidate/base median {statistics.median(ratios):.3f}, range "
+      f"{min(ratios):.3f}-{max(ratios):.3f}, candidate faster in "
+      f"{sum(r < 1 for r in ratios)}/{len(ratios)}; medians "
+      f"{statistics.median(t[key] for t in turns['base']):.3f} vs "
+      f"{statistics.median(t[key] for t in turns['candidate']):.3f} s"
+    )
   same = all(b["rows"] == c["rows"] for b, c in zip(turns["base"], turns["candidate"]))
-  print(f"every turn scored every pair the same: {same}; executions a turn "
-        f"{turns['base'][0]['executed']} vs {turns['candidate'][0]['executed']}")
+  print(
+    f"every turn scored every pair the same: {same}; executions a turn "
+    f"{turns['base'][0]['executed']} vs {turns['candidate'][0]['executed']}"
+  )
   print("load average at the end (1, 5, 15 min): %.2f, %.2f, %.2f" % os.getloadavg())
   if not same:
     raise SystemExit(1)

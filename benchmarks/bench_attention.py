@@ -41,8 +41,9 @@ def _as_given(length: int, block: int, align: int = 8) -> int:  # pylint: disabl
   return min(block, length)
 
 
-def _gradient_seconds(impl: str, block: int, rows: int, length: int, repeats: int,
-                      balanced: bool) -> float:
+def _gradient_seconds(
+  impl: str, block: int, rows: int, length: int, repeats: int, balanced: bool
+) -> float:
   config = architectures.get("tiny", attention=impl, attention_block=block)
   graphdef, params = nnx.split(decoder.Decoder(config, rngs=nnx.Rngs(0)), nnx.Param)
   tokens = jnp.asarray(np.random.default_rng(0).integers(2, 258, (rows, length)), jnp.int32)
@@ -67,25 +68,34 @@ def _gradient_seconds(impl: str, block: int, rows: int, length: int, repeats: in
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--rows", type=int, default=8)
-  parser.add_argument("--lengths", default="1028,1120,1024",
-                      help="sequence lengths (prompt bucket + new tokens); 1024 is a block "
-                           "multiple, where balancing changes nothing")
+  parser.add_argument(
+    "--lengths",
+    default="1028,1120,1024",
+    help="sequence lengths (prompt bucket + new tokens); 1024 is a block "
+    "multiple, where balancing changes nothing",
+  )
   parser.add_argument("--block", type=int, default=512)
   parser.add_argument("--repeats", type=int, default=3)
   add_record_flag(parser)
   args = parser.parse_args()
-  print(f"tiny model, gradient of the RL loss's log-probs, {args.rows} rows, block {args.block}, "
-        f"median of {args.repeats}; {jax.device_count()} {jax.default_backend()} device(s)")
-  print(f"{'tokens':>6} {'blocks':>13} {'balanced s':>11} {'as given s':>11} {'dense s':>8} "
-        f"{'as given/bal':>13} {'dense/bal':>10}")
+  print(
+    f"tiny model, gradient of the RL loss's log-probs, {args.rows} rows, block {args.block}, "
+    f"median of {args.repeats}; {jax.device_count()} {jax.default_backend()} device(s)"
+  )
+  print(
+    f"{'tokens':>6} {'blocks':>13} {'balanced s':>11} {'as given s':>11} {'dense s':>8} "
+    f"{'as given/bal':>13} {'dense/bal':>10}"
+  )
   for length in (int(x) for x in args.lengths.split(",")):
     size = attention.balanced_block(length, args.block)
     blocks = f"{cdiv(length, size)} x {size}"
     balanced = _gradient_seconds("chunked", args.block, args.rows, length, args.repeats, True)
     given = _gradient_seconds("chunked", args.block, args.rows, length, args.repeats, False)
     dense = _gradient_seconds("dense", args.block, args.rows, length, args.repeats, True)
-    print(f"{length:>6} {blocks:>13} {balanced:>11.2f} {given:>11.2f} {dense:>8.2f} "
-          f"{given / balanced:>12.2f}x {dense / balanced:>9.2f}x")
+    print(
+      f"{length:>6} {blocks:>13} {balanced:>11.2f} {given:>11.2f} {dense:>8.2f} "
+      f"{given / balanced:>12.2f}x {dense / balanced:>9.2f}x"
+    )
 
 
 if __name__ == "__main__":

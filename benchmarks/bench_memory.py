@@ -59,13 +59,12 @@ from precisecoder.train import config as train_config  # noqa: E402
 from precisecoder.train import step as step_lib  # noqa: E402
 from results import add_record_flag, recorded  # noqa: E402
 
-GIB = 2 ** 30
+GIB = 2**30
 
 # Shapes of the paper's 9B and 27B sizes on our (Qwen3) decoder; no checkpoints behind them.
 SHAPES = {
-    "9b-class": architectures.get("qwen3-8b", num_layers=40),
-    "27b-class": architectures.get("qwen3-14b", num_layers=52, num_heads=64,
-                                   intermediate_size=25600),
+  "9b-class": architectures.get("qwen3-8b", num_layers=40),
+  "27b-class": architectures.get("qwen3-14b", num_layers=52, num_heads=64, intermediate_size=25600),
 }
 
 
@@ -80,9 +79,11 @@ def rl_step_args(step, params, opt_state, batch) -> list:
   args = [params, opt_state, batch]
   if "rows" in inspect.signature(step).parameters:  # the step gathers its minibatch on device
     rows = batch["advantages"].shape[0]
-    args.append(jnp.arange(rows, dtype=jnp.int32) if isinstance(batch["advantages"], jax.Array)
-                else jax.ShapeDtypeStruct((rows,), jnp.int32,
-                                          sharding=batch["advantages"].sharding))
+    args.append(
+      jnp.arange(rows, dtype=jnp.int32)
+      if isinstance(batch["advantages"], jax.Array)
+      else jax.ShapeDtypeStruct((rows,), jnp.int32, sharding=batch["advantages"].sharding)
+    )
   return args
 
 
@@ -97,28 +98,43 @@ def compile_devices(target: str, chips: int = 1) -> list[jax.Device] | None:
   if platform != "tpu" or not topology:
     raise SystemExit(f"--target {target!r}: want cpu or tpu:<topology> (e.g. tpu:v5p:2x2x1)")
   from jax.experimental import topologies  # pylint: disable=g-import-not-at-top
+
   try:
     devices = topologies.get_topology_desc(topology, "tpu").devices
   except RuntimeError as e:  # no libtpu, a topology it does not know, another process using it
-    raise SystemExit(f"--target {target}: {e}\n(libtpu: pip install --no-deps --target "
-                     "/tmp/libtpu libtpu==0.0.42.1, then PYTHONPATH=/tmp/libtpu; one process "
-                     "at a time may load it)") from e
+    raise SystemExit(
+      f"--target {target}: {e}\n(libtpu: pip install --no-deps --target "
+      "/tmp/libtpu libtpu==0.0.42.1, then PYTHONPATH=/tmp/libtpu; one process "
+      "at a time may load it)"
+    ) from e
   if chips > len(devices):
     raise SystemExit(f"--chips {chips}: {target} has {len(devices)}")
   return list(devices[:chips])
 
 
-def step_memory(preset: str, batch: int, prompt: int, completion: int, *, dtype: str,
-                device: jax.Device | list[jax.Device] | None = None, lora_rank: int = 0,
-                **execution) -> dict[str, float]:
+def step_memory(
+  preset: str,
+  batch: int,
+  prompt: int,
+  completion: int,
+  *,
+  dtype: str,
+  device: jax.Device | list[jax.Device] | None = None,
+  lora_rank: int = 0,
+  **execution,
+) -> dict[str, float]:
   """XLA's memory figures (GiB, per chip) of the compiled RL step, and the compile time (s);
   compiled for `device` (compile-only TPU chips: one, or a list sharded over FSDP-style)
   when given, else for this machine's backend. `lora_rank` > 0: a LoRA run's step."""
   config = model_config(preset, dtype=dtype, **execution)
-  lora = (lora_lib.LoraConfig(lora_rank, 2.0 * lora_rank, tuple(lora_lib.TARGETS.values()))
-          if lora_rank else None)
-  graphdef, abstract = nnx.split(nnx.eval_shape(
-      lambda: Decoder(config, rngs=nnx.Rngs(0), lora=lora)))
+  lora = (
+    lora_lib.LoraConfig(lora_rank, 2.0 * lora_rank, tuple(lora_lib.TARGETS.values()))
+    if lora_rank
+    else None
+  )
+  graphdef, abstract = nnx.split(
+    nnx.eval_shape(lambda: Decoder(config, rngs=nnx.Rngs(0), lora=lora))
+  )
   cfg = train_config.default("tiny")
   tx = step_lib.make_optimizer(cfg.optim, adapters_only=lora is not None)
   step = step_lib.make_rl_step(graphdef, tx, cfg.rl)
@@ -126,8 +142,12 @@ def step_memory(preset: str, batch: int, prompt: int, completion: int, *, dtype:
   mesh = None
   if isinstance(device, list):  # several chips: the weights over fsdp (the v5p-8 mesh's way)
     if len(device) > 1:
-      mesh = jax.make_mesh((1, len(device), 1), ("data", "fsdp", "tensor"), devices=device,
-                           axis_types=(jax.sharding.AxisType.Auto,) * 3)
+      mesh = jax.make_mesh(
+        (1, len(device), 1),
+        ("data", "fsdp", "tensor"),
+        devices=device,
+        axis_types=(jax.sharding.AxisType.Auto,) * 3,
+      )
     device = device[0]
 
   def sharded(axes, shape_):
@@ -135,40 +155,54 @@ def step_memory(preset: str, batch: int, prompt: int, completion: int, *, dtype:
 
   if mesh is not None:
     params = jax.tree.map(
-        lambda v: jax.ShapeDtypeStruct(v.get_value().shape, v.get_value().dtype, sharding=sharded(
-            v.get_metadata().get("logical_axes") or (None,) * v.get_value().ndim,
-            v.get_value().shape)),
-        abstract, is_leaf=lambda v: isinstance(v, nnx.Variable))
-    opt_state = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-                             jax.eval_shape(tx.init, params),
-                             step_lib.state_shardings(tx, params, mesh))
-    shape = lambda s, d: jax.ShapeDtypeStruct(s, d, sharding=sharded(
-        ("batch",) + (None,) * (len(s) - 1), s))
+      lambda v: jax.ShapeDtypeStruct(
+        v.get_value().shape,
+        v.get_value().dtype,
+        sharding=sharded(
+          v.get_metadata().get("logical_axes") or (None,) * v.get_value().ndim, v.get_value().shape
+        ),
+      ),
+      abstract,
+      is_leaf=lambda v: isinstance(v, nnx.Variable),
+    )
+    opt_state = jax.tree.map(
+      lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+      jax.eval_shape(tx.init, params),
+      step_lib.state_shardings(tx, params, mesh),
+    )
+    shape = lambda s, d: jax.ShapeDtypeStruct(
+      s, d, sharding=sharded(("batch",) + (None,) * (len(s) - 1), s)
+    )
   else:
     sharding = None if device is None else jax.sharding.SingleDeviceSharding(device)
     shape = functools.partial(jax.ShapeDtypeStruct, sharding=sharding)
     opt_state = jax.eval_shape(tx.init, abstract)
     params, opt_state = jax.tree.map(lambda x: shape(x.shape, x.dtype), (abstract, opt_state))
-  data = {"tokens": shape((batch, t), jnp.int32), "mask": shape((batch, t), jnp.bool_),
-          "completion_mask": shape((batch, completion), jnp.bool_),
-          "old_logprobs": shape((batch, completion), jnp.float32),
-          "advantages": shape((batch,), jnp.float32)}
+  data = {
+    "tokens": shape((batch, t), jnp.int32),
+    "mask": shape((batch, t), jnp.bool_),
+    "completion_mask": shape((batch, completion), jnp.bool_),
+    "old_logprobs": shape((batch, completion), jnp.float32),
+    "advantages": shape((batch,), jnp.float32),
+  }
   start = time.perf_counter()
   with mesh_scope(mesh):
-    analysis = step.lower(*rl_step_args(step, params, opt_state, data)).compile(
-    ).memory_analysis()
+    analysis = step.lower(*rl_step_args(step, params, opt_state, data)).compile().memory_analysis()
   seconds = time.perf_counter() - start
   temp = analysis.temp_size_in_bytes / GIB
   arguments = analysis.argument_size_in_bytes / GIB
   # Outputs alias the donated parameters and optimiser state: only the rest adds to the peak.
   extra_out = (analysis.output_size_in_bytes - analysis.alias_size_in_bytes) / GIB
-  return dict(temp=temp, arguments=arguments, total=temp + arguments + max(extra_out, 0.0),
-              compile_s=seconds)
+  return dict(
+    temp=temp, arguments=arguments, total=temp + arguments + max(extra_out, 0.0), compile_s=seconds
+  )
 
 
 def _row(name: str, batch: int, m: dict[str, float]) -> str:
-  return (f"{name:38s}{batch:>6d}{m['temp']:>12.2f}{m['arguments']:>12.2f}{m['total']:>12.2f}"
-          f"{m['compile_s']:>11.0f}s")
+  return (
+    f"{name:38s}{batch:>6d}{m['temp']:>12.2f}{m['arguments']:>12.2f}{m['total']:>12.2f}"
+    f"{m['compile_s']:>11.0f}s"
+  )
 
 
 def largest_batch(measure, budget_gib: float, first: int) -> tuple[int, dict[int, dict]]:
@@ -206,35 +240,61 @@ def main() -> None:
   parser.add_argument("--logprob-chunk", type=int, default=1024)
   parser.add_argument("--mlp-chunk", type=int, default=4096)
   parser.add_argument("--no-baseline", action="store_true", help="skip the old path")
-  parser.add_argument("--target", default="cpu",
-                      help="cpu (this machine's backend) or tpu:<topology>, e.g. tpu:v5p:2x2x1 "
-                      "(ahead-of-time for one chip of that TPU; needs libtpu, see above)")
-  parser.add_argument("--lora-rank", type=int, default=0,
-                      help="also compile a LoRA run's step (rank-R adapters on every projection)")
-  parser.add_argument("--lora-only", action="store_true",
-                      help="with --lora-rank: compile the LoRA step only")
-  parser.add_argument("--chips", type=int, default=1,
-                      help="compile for this many chips of the topology, sharded over fsdp")
-  parser.add_argument("--no-fixed", action="store_true",
-                      help="skip the 1 x (8 + 8) compile of the sequence-independent part")
-  parser.add_argument("--search-gib", type=float, default=0.0,
-                      help="also find the largest minibatch of the new path within this budget")
+  parser.add_argument(
+    "--target",
+    default="cpu",
+    help="cpu (this machine's backend) or tpu:<topology>, e.g. tpu:v5p:2x2x1 "
+    "(ahead-of-time for one chip of that TPU; needs libtpu, see above)",
+  )
+  parser.add_argument(
+    "--lora-rank",
+    type=int,
+    default=0,
+    help="also compile a LoRA run's step (rank-R adapters on every projection)",
+  )
+  parser.add_argument(
+    "--lora-only", action="store_true", help="with --lora-rank: compile the LoRA step only"
+  )
+  parser.add_argument(
+    "--chips",
+    type=int,
+    default=1,
+    help="compile for this many chips of the topology, sharded over fsdp",
+  )
+  parser.add_argument(
+    "--no-fixed",
+    action="store_true",
+    help="skip the 1 x (8 + 8) compile of the sequence-independent part",
+  )
+  parser.add_argument(
+    "--search-gib",
+    type=float,
+    default=0.0,
+    help="also find the largest minibatch of the new path within this budget",
+  )
   add_record_flag(parser)
   args = parser.parse_args()
   devices = compile_devices(args.target, args.chips)
   device = devices if devices is None or len(devices) > 1 else devices[0]
   shapes = dict(prompt=args.prompt, completion=args.completion, dtype=args.dtype, device=device)
-  new = dict(remat=args.remat, attention=args.attention, logprob_chunk=args.logprob_chunk,
-             mlp_chunk=args.mlp_chunk)
+  new = dict(
+    remat=args.remat,
+    attention=args.attention,
+    logprob_chunk=args.logprob_chunk,
+    mlp_chunk=args.mlp_chunk,
+  )
   old = dict(remat=args.remat, attention="dense", logprob_chunk=0, mlp_chunk=0)
 
-  backend = (jax.default_backend() if devices is None
-             else f"{args.target} ({len(devices)} {devices[0].device_kind} chip(s), figures "
-                  "per chip)")
-  print(f"{args.preset}, {args.dtype}, remat={args.remat}, {args.prompt} prompt + "
-        f"{args.completion} completion tokens, compiled for {backend}; GiB")
-  print(f"{'path':38s}{'batch':>6s}{'temp':>12s}{'arguments':>12s}{'total':>12s}"
-        f"{'compile':>12s}")
+  backend = (
+    jax.default_backend()
+    if devices is None
+    else f"{args.target} ({len(devices)} {devices[0].device_kind} chip(s), figures per chip)"
+  )
+  print(
+    f"{args.preset}, {args.dtype}, remat={args.remat}, {args.prompt} prompt + "
+    f"{args.completion} completion tokens, compiled for {backend}; GiB"
+  )
+  print(f"{'path':38s}{'batch':>6s}{'temp':>12s}{'arguments':>12s}{'total':>12s}{'compile':>12s}")
   runs = [] if args.lora_only else [("new: chunked attention/log-probs/MLP", new)]
   if not args.no_baseline:
     runs.append(("old: dense scores + full logits", old))
@@ -252,23 +312,31 @@ def main() -> None:
   fixed = step_memory(args.preset, 1, 8, 8, dtype=args.dtype, device=device, **new)
   print(_row("either: 1 x (8 + 8) tokens", 1, fixed), flush=True)
   for name, m in results.items():
-    print(f"{name.split(':')[0]}: sequence-dependent temporaries "
-          f"{m['temp'] - fixed['temp']:.2f} GiB")
+    print(
+      f"{name.split(':')[0]}: sequence-dependent temporaries {m['temp'] - fixed['temp']:.2f} GiB"
+    )
   if len(results) == 2:
     (_, a), (_, b) = results.items()
-    print(f"temporaries: new / old = {a['temp'] / b['temp']:.3f}; sequence-dependent part: "
-          f"{(b['temp'] - fixed['temp']) / (a['temp'] - fixed['temp']):.1f}x less")
+    print(
+      f"temporaries: new / old = {a['temp'] / b['temp']:.3f}; sequence-dependent part: "
+      f"{(b['temp'] - fixed['temp']) / (a['temp'] - fixed['temp']):.1f}x less"
+    )
   if args.search_gib:
 
     def measure(batch):
-      m = (results[runs[0][0]] if batch == args.batch
-           else step_memory(args.preset, batch, **shapes, **new))
+      m = (
+        results[runs[0][0]]
+        if batch == args.batch
+        else step_memory(args.preset, batch, **shapes, **new)
+      )
       print(_row("new (search)", batch, m), flush=True)
       return m
 
     best, _ = largest_batch(measure, args.search_gib, args.batch)
-    print(f"largest minibatch within {args.search_gib:g} GiB per device (arguments + "
-          f"temporaries): {best} x ({args.prompt} + {args.completion})")
+    print(
+      f"largest minibatch within {args.search_gib:g} GiB per device (arguments + "
+      f"temporaries): {best} x ({args.prompt} + {args.completion})"
+    )
 
 
 if __name__ == "__main__":

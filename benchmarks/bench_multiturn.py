@@ -32,9 +32,17 @@ def _feedback(rng_seed: int, rows: int, turns: int, length: int, vocab: int):
 
 
 def on_cache(model, prompts, samples, turns, new_tokens, feedback):
-  conversation = Conversation(model, prompts, turns=turns, feedback_len=len(feedback[0][0]),
-                              num_samples=samples, max_new_tokens=new_tokens, temperature=0.0,
-                              eos_ids=(), pad_id=0)
+  conversation = Conversation(
+    model,
+    prompts,
+    turns=turns,
+    feedback_len=len(feedback[0][0]),
+    num_samples=samples,
+    max_new_tokens=new_tokens,
+    temperature=0.0,
+    eos_ids=(),
+    pad_id=0,
+  )
   answers = [conversation.first.tokens]
   for turn in range(1, turns):
     answers.append(conversation.reply(feedback[turn - 1]).tokens)
@@ -47,8 +55,11 @@ def re_prefilled(model, prompts, samples, turns, new_tokens, feedback):
   for turn in range(turns):
     if turn:
       history = [h + a + f for h, a, f in zip(history, answers[-1].tolist(), feedback[turn - 1])]
-    answers.append(sample(model, history, max_new_tokens=new_tokens, temperature=0.0,
-                          eos_ids=(), pad_id=0).tokens)
+    answers.append(
+      sample(
+        model, history, max_new_tokens=new_tokens, temperature=0.0, eos_ids=(), pad_id=0
+      ).tokens
+    )
   return answers
 
 
@@ -64,11 +75,16 @@ def compare(name, model, vocab, args):
   rows = args.prompts * args.samples
   feedback = _feedback(1, rows, args.turns, args.feedback, vocab)
   sides = {"on the cache": on_cache, "re-prefilled": re_prefilled}
-  run = {label: (lambda fn=fn: fn(model, prompts, args.samples, args.turns, args.new_tokens,
-                                  feedback)) for label, fn in sides.items()}
-  print(f"{name}: {args.prompts} prompts x {args.samples} samples, prompt {args.prompt}, "
-        f"{args.turns} turns of {args.new_tokens} new tokens, {args.feedback} feedback tokens "
-        "between turns", flush=True)
+  run = {
+    label: (lambda fn=fn: fn(model, prompts, args.samples, args.turns, args.new_tokens, feedback))
+    for label, fn in sides.items()
+  }
+  print(
+    f"{name}: {args.prompts} prompts x {args.samples} samples, prompt {args.prompt}, "
+    f"{args.turns} turns of {args.new_tokens} new tokens, {args.feedback} feedback tokens "
+    "between turns",
+    flush=True,
+  )
   outputs, best = {}, {label: [np.inf, np.inf] for label in run}
   for label, fn in run.items():
     outputs[label], wall, _ = _timed(fn)
@@ -80,11 +96,16 @@ def compare(name, model, vocab, args):
       best[label] = [min(best[label][0], wall), min(best[label][1], cpu)]
   tokens = rows * args.turns * args.new_tokens
   for label, (wall, cpu) in best.items():
-    print(f"  {label:13s} {wall:7.2f} s wall, {cpu:7.2f} s CPU, {tokens / wall:8.1f} answer "
-          f"tokens/s (best of {args.repeats})")
+    print(
+      f"  {label:13s} {wall:7.2f} s wall, {cpu:7.2f} s CPU, {tokens / wall:8.1f} answer "
+      f"tokens/s (best of {args.repeats})"
+    )
   cache, again = best["on the cache"], best["re-prefilled"]
-  print(f"  re-prefilled / on the cache: wall {again[0] / cache[0]:.2f}x, CPU "
-        f"{again[1] / cache[1]:.2f}x; same tokens on both sides: {same}", flush=True)
+  print(
+    f"  re-prefilled / on the cache: wall {again[0] / cache[0]:.2f}x, CPU "
+    f"{again[1] / cache[1]:.2f}x; same tokens on both sides: {same}",
+    flush=True,
+  )
 
 
 @recorded
@@ -97,8 +118,11 @@ def main():
   parser.add_argument("--new-tokens", type=int, default=64)
   parser.add_argument("--feedback", type=int, default=64)
   parser.add_argument("--repeats", type=int, default=2)
-  parser.add_argument("--smollm2", action="store_true",
-                      help="SmolLM2-135M from the bundled GGUF instead of the tiny model")
+  parser.add_argument(
+    "--smollm2",
+    action="store_true",
+    help="SmolLM2-135M from the bundled GGUF instead of the tiny model",
+  )
   add_record_flag(parser)
   args = parser.parse_args()
   enable_compilation_cache()
@@ -107,8 +131,12 @@ def main():
     compare("SmolLM2-135M-Instruct", model, config.vocab_size, args)
   else:
     config = architectures.get("tiny")
-    compare(f"tiny Qwen3 ({config.num_params() / 1e6:.1f}M params)",
-            Decoder(config, rngs=nnx.Rngs(0)), config.vocab_size, args)
+    compare(
+      f"tiny Qwen3 ({config.num_params() / 1e6:.1f}M params)",
+      Decoder(config, rngs=nnx.Rngs(0)),
+      config.vocab_size,
+      args,
+    )
 
 
 if __name__ == "__main__":

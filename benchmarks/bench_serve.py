@@ -60,17 +60,22 @@ def _completions(task: tasks_lib.Task) -> list[str]:
   fix, bug = task.gt_solution.splitlines(), task.buggy_code.splitlines()
   statement = "    _checked = True"
   fence = "```python\n{}\n```"
-  return [fence.format(task.gt_solution),
-          fence.format(task.buggy_code),
-          fence.format("\n".join(fix[:1] + [statement] + fix[1:])),
-          fence.format("\n".join(bug[:1] + [statement] + bug[1:])),
-          fence.format("\n".join(line + "  " for line in fix)),
-          "I do not see a bug here."]
+  return [
+    fence.format(task.gt_solution),
+    fence.format(task.buggy_code),
+    fence.format("\n".join(fix[:1] + [statement] + fix[1:])),
+    fence.format("\n".join(bug[:1] + [statement] + bug[1:])),
+    fence.format("\n".join(line + "  " for line in fix)),
+    "I do not see a bug here.",
+  ]
 
 
 def _items(task_list: list[tasks_lib.Task]) -> list[dict]:
-  return [{"task_id": t.task_id, "completion": c, "sample": k}
-          for t in task_list for k, c in enumerate(_completions(t))]
+  return [
+    {"task_id": t.task_id, "completion": c, "sample": k}
+    for t in task_list
+    for k, c in enumerate(_completions(t))
+  ]
 
 
 class _Window:
@@ -111,21 +116,33 @@ def _in_process(task_list, items, warm_items, workers: int) -> tuple[_Window, li
 
 def _score(scorer, table, items):
   resolved = [predictions.resolve(i) for i in items]
-  return scorer.score_records([table[i["task_id"]] for i in items], [p for p, _ in resolved],
-                              samples=[i["sample"] for i in items],
-                              errors=[e for _, e in resolved])
+  return scorer.score_records(
+    [table[i["task_id"]] for i in items],
+    [p for p, _ in resolved],
+    samples=[i["sample"] for i in items],
+    errors=[e for _, e in resolved],
+  )
 
 
 class _Server:
   """`precisecoder serve` on 127.0.0.1, any free port."""
 
   def __init__(self, task_files: list[pathlib.Path], workers: int):
-    command = [sys.executable, "-m", "precisecoder.cli", "serve", "--port", "0",
-               "--workers", str(workers)]
+    command = [
+      sys.executable,
+      "-m",
+      "precisecoder.cli",
+      "serve",
+      "--port",
+      "0",
+      "--workers",
+      str(workers),
+    ]
     for path in task_files:
       command += ["--tasks", str(path)]
-    self.process = subprocess.Popen(command, stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL, text=True)
+    self.process = subprocess.Popen(
+      command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
     line = self.process.stdout.readline()
     if "listening on http://" not in line:
       raise RuntimeError(f"serve did not start: {line!r}")
@@ -134,8 +151,12 @@ class _Server:
     self.port = int(port)
 
   def post(self, connection: http.client.HTTPConnection, items: list[dict]) -> list[dict]:
-    connection.request("POST", "/score", body=json.dumps({"items": items}),
-                       headers={"Content-Type": "application/json"})
+    connection.request(
+      "POST",
+      "/score",
+      body=json.dumps({"items": items}),
+      headers={"Content-Type": "application/json"},
+    )
     response = connection.getresponse()
     body = json.loads(response.read())
     if response.status != 200:
@@ -158,14 +179,15 @@ class _Server:
     self.process.wait(120)
 
 
-def _through_server(task_files, items, warm_items, workers: int, clients: int,
-                    request_items: int) -> tuple[_Window, list[float], list]:
+def _through_server(
+  task_files, items, warm_items, workers: int, clients: int, request_items: int
+) -> tuple[_Window, list[float], list]:
   server = _Server(task_files, workers)
   try:
     warm = server.connect()
     server.post(warm, warm_items)
     warm.close()
-    requests = [items[i:i + request_items] for i in range(0, len(items), request_items)]
+    requests = [items[i : i + request_items] for i in range(0, len(items), request_items)]
     shares = [requests[c::clients] for c in range(clients)]
 
     def client(share):
@@ -178,15 +200,19 @@ def _through_server(task_files, items, warm_items, workers: int, clients: int,
       return out
 
     executed, batches = server.counts()
-    with concurrent.futures.ThreadPoolExecutor(clients) as executor, \
-         _Window(server.process.pid) as window:
+    with (
+      concurrent.futures.ThreadPoolExecutor(clients) as executor,
+      _Window(server.process.pid) as window,
+    ):
       done = list(executor.map(client, shares))
     now = server.counts()
     window.executed, window.batches = now[0] - executed, now[1] - batches
     # The same requests again: every result is cached, so this pass costs what serving alone
     # costs (HTTP, JSON, the service), with no sandbox and no diff to blur it.
-    with concurrent.futures.ThreadPoolExecutor(clients) as executor, \
-         _Window(server.process.pid) as again:
+    with (
+      concurrent.futures.ThreadPoolExecutor(clients) as executor,
+      _Window(server.process.pid) as again,
+    ):
       list(executor.map(client, shares))
     window.serving = again.coordinating
   finally:
@@ -231,20 +257,28 @@ def main() -> None:
     windows["in-process"].append(window)
     reference = reference or records
     mismatches += records != reference
-    modes = [(f"server, {c} client{'s' if c > 1 else ''}", c, args.request_items)
-             for c in clients] + [("server, whole batch in one request", 1, len(items))]
+    modes = [
+      (f"server, {c} client{'s' if c > 1 else ''}", c, args.request_items) for c in clients
+    ] + [("server, whole batch in one request", 1, len(items))]
     for name, c, request_items in modes:
-      window, lats, records = _through_server(task_files, items, warm_items, args.workers, c,
-                                              request_items)
+      window, lats, records = _through_server(
+        task_files, items, warm_items, args.workers, c, request_items
+      )
       windows.setdefault(name, []).append(window)
       latencies.setdefault(name, []).extend(lats)
       mismatches += [{k: v for k, v in r.items() if k != "terms"} for r in records] != reference
-    print(f"turn {turn + 1}/{args.repeats}: " + ", ".join(
-        f"{k} {w[-1].wall:.2f} s wall, {w[-1].cpu:.2f} s CPU" for k, w in windows.items()),
-        flush=True)
+    print(
+      f"turn {turn + 1}/{args.repeats}: "
+      + ", ".join(
+        f"{k} {w[-1].wall:.2f} s wall, {w[-1].cpu:.2f} s CPU" for k, w in windows.items()
+      ),
+      flush=True,
+    )
   _report(args, windows, latencies, len(items))
-  print(f"score records differing from the first in-process turn: {mismatches} of "
-        f"{args.repeats * (2 + len(clients))} runs (must be 0)")
+  print(
+    f"score records differing from the first in-process turn: {mismatches} of "
+    f"{args.repeats * (2 + len(clients))} runs (must be 0)"
+  )
 
 
 def _report(args, windows, latencies, n_items) -> None:
@@ -256,33 +290,45 @@ def _report(args, windows, latencies, n_items) -> None:
   def paired(name, extra):  # median over turns of extra(server turn, in-process turn)
     return f"{100 * statistics.median(extra(a, b) for a, b in zip(windows[name], base)):+.1f}%"
 
-  print(f"\n{n_items} items ({args.tasks} tasks x 6), {args.workers} workers, requests of "
-        f"{args.request_items} items, {args.repeats} turns; load average "
-        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-  print("| mode | wall s [min, max] | items/s | request p50 / p99 ms | programs run | batches "
-        "| CPU s | of which coordinating | of which sandbox | serving CPU s | overhead: wall "
-        "| CPU | coordinating | serving |")
+  print(
+    f"\n{n_items} items ({args.tasks} tasks x 6), {args.workers} workers, requests of "
+    f"{args.request_items} items, {args.repeats} turns; load average "
+    f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+  )
+  print(
+    "| mode | wall s [min, max] | items/s | request p50 / p99 ms | programs run | batches "
+    "| CPU s | of which coordinating | of which sandbox | serving CPU s | overhead: wall "
+    "| CPU | coordinating | serving |"
+  )
   print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
   for name, turns in windows.items():
     walls, lats = [w.wall for w in turns], latencies.get(name)
-    latency = (f"{1e3 * _percentile(lats, 0.5):.0f} / {1e3 * _percentile(lats, 0.99):.0f}"
-               if lats else "(one call)")
+    latency = (
+      f"{1e3 * _percentile(lats, 0.5):.0f} / {1e3 * _percentile(lats, 0.99):.0f}"
+      if lats
+      else "(one call)"
+    )
     if name == "in-process":
       overheads = "- | - | - | -"
     else:
-      overheads = " | ".join([
+      overheads = " | ".join(
+        [
           paired(name, lambda a, b: a.wall / b.wall - 1),
           paired(name, lambda a, b: a.cpu / b.cpu - 1),
           paired(name, lambda a, b: (a.coordinating - b.coordinating) / b.cpu),
-          paired(name, lambda a, b: a.serving / b.cpu)])
+          paired(name, lambda a, b: a.serving / b.cpu),
+        ]
+      )
     executed = sorted({w.executed for w in turns})
-    print(f"| {name} | {median(name, 'wall'):.2f} [{min(walls):.2f}, {max(walls):.2f}] | "
-          f"{n_items / median(name, 'wall'):.0f} | {latency} | "
-          f"{'/'.join(map(str, executed))} | {median(name, 'batches'):.0f} | "
-          f"{median(name, 'cpu'):.2f} | "
-          f"{median(name, 'coordinating'):.2f} | "
-          f"{statistics.median(w.cpu - w.coordinating for w in turns):.2f} | "
-          f"{median(name, 'serving'):.2f} | {overheads} |")
+    print(
+      f"| {name} | {median(name, 'wall'):.2f} [{min(walls):.2f}, {max(walls):.2f}] | "
+      f"{n_items / median(name, 'wall'):.0f} | {latency} | "
+      f"{'/'.join(map(str, executed))} | {median(name, 'batches'):.0f} | "
+      f"{median(name, 'cpu'):.2f} | "
+      f"{median(name, 'coordinating'):.2f} | "
+      f"{statistics.median(w.cpu - w.coordinating for w in turns):.2f} | "
+      f"{median(name, 'serving'):.2f} | {overheads} |"
+    )
 
 
 if __name__ == "__main__":

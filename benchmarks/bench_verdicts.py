@@ -58,8 +58,14 @@ def _plain(task: tasks_lib.Task, python: str, timeout_s: float) -> bool:
     path.write_text(task.gt_solution + "\n\n" + task.tests["code"])
     env = dict(os.environ, MPLBACKEND="Agg")
     try:
-      done = subprocess.run([python, "-c", _PLAIN_RUNNER, str(path)], cwd=folder, env=env,
-                            capture_output=True, timeout=timeout_s, check=False)
+      done = subprocess.run(
+        [python, "-c", _PLAIN_RUNNER, str(path)],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        timeout=timeout_s,
+        check=False,
+      )
     except subprocess.TimeoutExpired:
       return False
   return done.returncode == 0
@@ -70,38 +76,70 @@ def main() -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
   parser.add_argument("--bigcodebench", default=str(REPO.parent / "shared" / "bigcodebench"))
   default_python = REPO / ".venv-bigcodebench" / "bin" / "python"
-  parser.add_argument("--python", default=str(default_python) if default_python.exists()
-                      else sys.executable, help="the task environment's interpreter")
+  parser.add_argument(
+    "--python",
+    default=str(default_python) if default_python.exists() else sys.executable,
+    help="the task environment's interpreter",
+  )
   parser.add_argument("--workers", type=int, default=2)
   parser.add_argument("--task-timeout", type=float, default=20.0)
-  parser.add_argument("--plain", action="store_true",
-                      help="run every gold plainly here instead of reading plain_pass.json")
+  parser.add_argument(
+    "--plain",
+    action="store_true",
+    help="run every gold plainly here instead of reading plain_pass.json",
+  )
   add_record_flag(parser)
   args = parser.parse_args()
 
   folder = pathlib.Path(args.bigcodebench)
   report = pdb.bigcodebench_clean_tasks(_record_files(folder), timeout_s=args.task_timeout)
   task_list = report.tasks
-  print(f"{len(task_list)} BigCodeBench tasks from {folder} ({json.dumps(report.summary())}); "
-        f"programs under {args.python}")
+  print(
+    f"{len(task_list)} BigCodeBench tasks from {folder} ({json.dumps(report.summary())}); "
+    f"programs under {args.python}"
+  )
   if args.plain:
     with concurrent.futures.ThreadPoolExecutor(args.workers) as ex:
-      plain = dict(zip([t.task_id for t in task_list], ex.map(
-          lambda t: _plain(t, args.python, args.task_timeout), task_list)))
+      plain = dict(
+        zip(
+          [t.task_id for t in task_list],
+          ex.map(lambda t: _plain(t, args.python, args.task_timeout), task_list),
+        )
+      )
   else:
     plain = json.loads((folder / "plain_pass.json").read_text())
 
   with tempfile.TemporaryDirectory() as work:
     work = pathlib.Path(work)
     tasks_lib.write_tasks(work / "tasks.jsonl", task_list)
-    (work / "preds.jsonl").write_text("".join(
-        json.dumps({"task_id": t.task_id, "program": t.gt_solution}) + "\n" for t in task_list))
+    (work / "preds.jsonl").write_text(
+      "".join(
+        json.dumps({"task_id": t.task_id, "program": t.gt_solution}) + "\n" for t in task_list
+      )
+    )
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "precisecoder.cli", "score", "--tasks", str(work / "tasks.jsonl"),
-         "--predictions", str(work / "preds.jsonl"), "--output", str(work / "scores.jsonl"),
-         "--python", args.python, "--workers", str(args.workers), "--json"],
-        capture_output=True, text=True, check=False)
+      [
+        sys.executable,
+        "-m",
+        "precisecoder.cli",
+        "score",
+        "--tasks",
+        str(work / "tasks.jsonl"),
+        "--predictions",
+        str(work / "preds.jsonl"),
+        "--output",
+        str(work / "scores.jsonl"),
+        "--python",
+        args.python,
+        "--workers",
+        str(args.workers),
+        "--json",
+      ],
+      capture_output=True,
+      text=True,
+      check=False,
+    )
     seconds = time.monotonic() - started
     if done.returncode not in (0, 1):
       print(done.stderr[-3000:], file=sys.stderr)
@@ -111,23 +149,32 @@ def main() -> int:
   passed = {task_id: scores[task_id]["error"] is None for task_id in scores}
   plain_ids = [t.task_id for t in task_list if plain.get(t.task_id)]
   false_negatives = [i for i in plain_ids if not passed[i]]
-  plain_failing_passed = [t.task_id for t in task_list
-                          if not plain.get(t.task_id) and passed[t.task_id]]
+  plain_failing_passed = [
+    t.task_id for t in task_list if not plain.get(t.task_id) and passed[t.task_id]
+  ]
   honest = len(plain_ids) - len(false_negatives)
   load = os.getloadavg()
-  print(f"plain interpreter: {len(plain_ids)} of {len(task_list)} golds pass "
-        f"({'run here' if args.plain else 'plain_pass.json'})")
-  print(f"score: {sum(passed.values())} of {len(task_list)} golds pass ({seconds:.0f} s, "
-        f"{args.workers} workers, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f})")
-  print(f"honest pass rate (golds that pass plainly): {honest}/{len(plain_ids)} "
-        f"({100 * honest / max(1, len(plain_ids)):.1f}%); false negatives: {len(false_negatives)}")
+  print(
+    f"plain interpreter: {len(plain_ids)} of {len(task_list)} golds pass "
+    f"({'run here' if args.plain else 'plain_pass.json'})"
+  )
+  print(
+    f"score: {sum(passed.values())} of {len(task_list)} golds pass ({seconds:.0f} s, "
+    f"{args.workers} workers, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f})"
+  )
+  print(
+    f"honest pass rate (golds that pass plainly): {honest}/{len(plain_ids)} "
+    f"({100 * honest / max(1, len(plain_ids)):.1f}%); false negatives: {len(false_negatives)}"
+  )
   for task_id in false_negatives:
     print(f"  FALSE NEGATIVE {task_id}: {scores[task_id]['error'][:300]}")
   for task_id in plain_failing_passed:
     print(f"  passes in score but not plainly: {task_id}")
   screened = [t.task_id for t in task_list if screen.constructs(t.gt_solution)]
-  print(f"static screen: {len(screened)} of {len(task_list)} golds use a screened construct "
-        f"{screened or ''}")
+  print(
+    f"static screen: {len(screened)} of {len(task_list)} golds use a screened construct "
+    f"{screened or ''}"
+  )
   for line in done.stderr.splitlines():
     if line.startswith("precisecoder score:"):
       print(line)

@@ -41,10 +41,14 @@ def main() -> None:
     pool_s = time.perf_counter() - started
   agree = sum(a == b for a, b in zip(trusted, pooled))
   print(f"programs: {len(items)} ({len(sources)} correct + mutants)")
-  print(f"verdict agreement: {agree} / {len(items)}; pass verdicts: trusted {sum(trusted)}, "
-        f"pool {sum(pooled)}")
-  print(f"| checker | runs/s |\n|---|---|\n| in-process trusted | {len(items) / trusted_s:.0f} |\n"
-        f"| sandboxed pool ({args.workers} workers) | {len(items) / pool_s:.0f} |")
+  print(
+    f"verdict agreement: {agree} / {len(items)}; pass verdicts: trusted {sum(trusted)}, "
+    f"pool {sum(pooled)}"
+  )
+  print(
+    f"| checker | runs/s |\n|---|---|\n| in-process trusted | {len(items) / trusted_s:.0f} |\n"
+    f"| sandboxed pool ({args.workers} workers) | {len(items) / pool_s:.0f} |"
+  )
   print(f"speed ratio trusted / pool: {pool_s / trusted_s:.1f}x")
   for i, (a, b) in enumerate(zip(trusted, pooled)):
     if a != b:

@@ -47,13 +47,17 @@ def show(title: str, stats: injection.Yield, with_bug: int, n: int, seconds: flo
   table = stats.table()
   total_a = sum(v["attempted"] for v in table["operator"].values())
   total_k = sum(v["kept"] for v in table["operator"].values())
-  print(f"\n## {title}: {total_k} / {total_a} kept ({total_k / max(total_a, 1):.1%}); "
-        f"{with_bug} / {n} programs have a verified bug; {seconds:.1f} s")
+  print(
+    f"\n## {title}: {total_k} / {total_a} kept ({total_k / max(total_a, 1):.1%}); "
+    f"{with_bug} / {n} programs have a verified bug; {seconds:.1f} s"
+  )
   print("| category / operator | kept | attempted | yield |\n|---|---|---|---|")
   for key in ("category", "operator"):
     for name, v in table[key].items():
-      print(f"| {key}: {name} | {v['kept']} | {v['attempted']} | "
-            f"{v['kept'] / max(v['attempted'], 1):.0%} |")
+      print(
+        f"| {key}: {name} | {v['kept']} | {v['attempted']} | "
+        f"{v['kept'] / max(v['attempted'], 1):.0%} |"
+      )
 
 
 @recorded
@@ -69,17 +73,28 @@ def main() -> None:
     checker = TrustedCallChecker()
     for multi in (False, True):
       stats, with_bug, secs = run(sources, checker, multi)
-      show(f"generator, {'multi-line' if multi else 'single-line'}", stats, with_bug, len(sources),
-           secs)
+      show(
+        f"generator, {'multi-line' if multi else 'single-line'}",
+        stats,
+        with_bug,
+        len(sources),
+        secs,
+      )
     return
   from precisecoder.execution import ExecutionPool  # pylint: disable=import-outside-toplevel
+
   sources = humaneval.sources()
   with ExecutionPool(workers=args.workers) as pool:
     checker = PoolChecker(pool, timeout_s=3.0)
     for multi in (False, True):
       stats, with_bug, secs = run(sources, checker, multi)
-      show(f"HumanEval, {'multi-line' if multi else 'single-line'}", stats, with_bug,
-           len(sources), secs)
+      show(
+        f"HumanEval, {'multi-line' if multi else 'single-line'}",
+        stats,
+        with_bug,
+        len(sources),
+        secs,
+      )
 
 
 if __name__ == "__main__":

@@ -45,8 +45,8 @@ def _padded_batch(batch: int, length: int, vocab: int, seed: int = 0):
   tokens = rng.integers(2, vocab, (batch, length), dtype=np.int32)
   mask = np.ones((batch, length), bool)
   for row in range(batch):  # left-padded prompts, right-padded completions
-    mask[row, :rng.integers(0, length // 4)] = False
-    mask[row, length - rng.integers(0, length // 4):] = False
+    mask[row, : rng.integers(0, length // 4)] = False
+    mask[row, length - rng.integers(0, length // 4) :] = False
   return jnp.asarray(tokens), jnp.asarray(mask)
 
 
@@ -79,12 +79,22 @@ def decode(preset: str, batch: int, prompt: int, new: int, peak_gbs: float) -> d
   weight_bytes = param_count(model) * 2
   kv_per_slot = 2 * config.num_layers * config.num_kv_heads * config.head_dim * 2 * batch
   bytes_per_step = weight_bytes + kv_per_slot * (prompt + new / 2)
-  return {"tokens_per_s": batch * new / seconds, "seconds": seconds,
-          "bandwidth_share": bytes_per_step * new / seconds / (peak_gbs * 1e9)}
+  return {
+    "tokens_per_s": batch * new / seconds,
+    "seconds": seconds,
+    "bandwidth_share": bytes_per_step * new / seconds / (peak_gbs * 1e9),
+  }
 
 
-def train_step(preset: str, batch: int, prompt: int, completion: int, remat: str,
-               peak_tflops: float, steps: int = 3) -> dict:
+def train_step(
+  preset: str,
+  batch: int,
+  prompt: int,
+  completion: int,
+  remat: str,
+  peak_tflops: float,
+  steps: int = 3,
+) -> dict:
   cfg = train_config.default("tiny")
   execution = {k: cfg.model[k] for k in EXECUTION_FIELDS}  # the trainers' defaults
   config = architectures.get(preset, dtype="bfloat16", **dict(execution, remat=remat))
@@ -93,9 +103,13 @@ def train_step(preset: str, batch: int, prompt: int, completion: int, remat: str
   opt_state = tx.init(params)
   step = step_lib.make_rl_step(graphdef, tx, cfg.rl)
   tokens, mask = _padded_batch(batch, prompt + completion, config.vocab_size)
-  data = {"tokens": tokens, "mask": mask, "completion_mask": mask[:, prompt:],
-          "old_logprobs": jnp.full((batch, completion), -2.0, jnp.float32),
-          "advantages": jnp.linspace(-1.0, 1.0, batch, dtype=jnp.float32)}
+  data = {
+    "tokens": tokens,
+    "mask": mask,
+    "completion_mask": mask[:, prompt:],
+    "old_logprobs": jnp.full((batch, completion), -2.0, jnp.float32),
+    "advantages": jnp.linspace(-1.0, 1.0, batch, dtype=jnp.float32),
+  }
   start = time.perf_counter()
   compiled = step.lower(*rl_step_args(step, params, opt_state, data)).compile()
   compile_s = time.perf_counter() - start
@@ -109,11 +123,15 @@ def train_step(preset: str, batch: int, prompt: int, completion: int, remat: str
   seconds = (time.perf_counter() - start) / steps
   flops = 6 * config.num_params() * batch * (prompt + completion)
   stats = jax.devices()[0].memory_stats() or {}
-  return {"seconds_per_step": seconds, "mfu": flops / seconds / (peak_tflops * 1e12),
-          "compile_s": compile_s, "loss": float(metrics["loss"]),
-          "temp_gib": analysis.temp_size_in_bytes / GIB,
-          "arguments_gib": analysis.argument_size_in_bytes / GIB,
-          "peak_in_use_gib": stats.get("peak_bytes_in_use", 0) / GIB}
+  return {
+    "seconds_per_step": seconds,
+    "mfu": flops / seconds / (peak_tflops * 1e12),
+    "compile_s": compile_s,
+    "loss": float(metrics["loss"]),
+    "temp_gib": analysis.temp_size_in_bytes / GIB,
+    "arguments_gib": analysis.argument_size_in_bytes / GIB,
+    "peak_in_use_gib": stats.get("peak_bytes_in_use", 0) / GIB,
+  }
 
 
 @recorded
@@ -122,8 +140,9 @@ def main() -> None:
   parser.add_argument("--quick", action="store_true", help="tiny model and shapes (CPU)")
   parser.add_argument("--peak-tflops", type=float, default=790.0)
   parser.add_argument("--peak-gbs", type=float, default=4300.0)
-  parser.add_argument("--only", default="attention,decode,train,long",
-                      help="comma-separated parts to run")
+  parser.add_argument(
+    "--only", default="attention,decode,train,long", help="comma-separated parts to run"
+  )
   parser.add_argument("--long-batch", type=int, default=4)
   parser.add_argument("--json", default="", help="also write the figures here")
   add_record_flag(parser)
@@ -134,13 +153,20 @@ def main() -> None:
   print(f"backend {jax.default_backend()}: {jax.devices()[0].device_kind}", flush=True)
   figures = {}
   runs = {
-      "attention": lambda: attention_check("tiny" if args.quick else "qwen3-0.6b"),
-      "decode": lambda: decode(small, 64 // scale, 256 // scale, 256 // scale, args.peak_gbs),
-      "train": lambda: train_step(small, 16 // scale, 256 // scale, 256 // scale, "none",
-                                  args.peak_tflops),
-      "long": lambda: train_step(big, args.long_batch if not args.quick else 1,
-                                 1024 // scale, 4096 // scale, "full", args.peak_tflops,
-                                 steps=2),
+    "attention": lambda: attention_check("tiny" if args.quick else "qwen3-0.6b"),
+    "decode": lambda: decode(small, 64 // scale, 256 // scale, 256 // scale, args.peak_gbs),
+    "train": lambda: train_step(
+      small, 16 // scale, 256 // scale, 256 // scale, "none", args.peak_tflops
+    ),
+    "long": lambda: train_step(
+      big,
+      args.long_batch if not args.quick else 1,
+      1024 // scale,
+      4096 // scale,
+      "full",
+      args.peak_tflops,
+      steps=2,
+    ),
   }
   for name, run in runs.items():
     if name not in parts:

@@ -50,7 +50,7 @@ def replace_block(text: str, script: str, block: str) -> str:
     raise ValueError(f"{RESULTS.name}: {begin} has no {end}")
   if text.find(begin, start + len(begin)) >= 0:
     raise ValueError(f"{RESULTS.name}: {begin} appears twice")
-  return text[:start] + block + text[stop + len(end):]
+  return text[:start] + block + text[stop + len(end) :]
 
 
 def _git(*args: str) -> str:
@@ -61,8 +61,9 @@ def _git(*args: str) -> str:
 def commit() -> str:
   """The checked-out commit, marked when the code differs from it (RESULTS.md aside)."""
   head = _git("rev-parse", "--short", "HEAD") or "unknown"
-  changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".",
-                 ":(exclude)benchmarks/RESULTS.md")
+  changed = _git(
+    "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)benchmarks/RESULTS.md"
+  )
   return f"{head} + uncommitted changes" if changed else head
 
 
@@ -95,16 +96,21 @@ def _load() -> str:
   return " / ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def block(script: str, figures: str, command: str, load_start: str, load_end: str,
-          now: datetime.datetime) -> str:
+def block(
+  script: str, figures: str, command: str, load_start: str, load_end: str, now: datetime.datetime
+) -> str:
   begin, end = markers(script)
   facts = textwrap.fill(
-      f"Written by `{command}` on {now:%Y-%m-%d %H:%M} UTC at commit {commit()}. Machine: "
-      f"{os.cpu_count()} CPUs ({_cpu_model()}), accelerator: {accelerator()}; load average "
-      f"(1 / 5 / 15 min) {load_start} at the start, {load_end} at the end.", 100,
-      break_long_words=False, break_on_hyphens=False)
-  return "\n".join([begin, f"### `{script}`", "", facts, "", "```text", figures.rstrip("\n"), "```",
-                    end])
+    f"Written by `{command}` on {now:%Y-%m-%d %H:%M} UTC at commit {commit()}. Machine: "
+    f"{os.cpu_count()} CPUs ({_cpu_model()}), accelerator: {accelerator()}; load average "
+    f"(1 / 5 / 15 min) {load_start} at the start, {load_end} at the end.",
+    100,
+    break_long_words=False,
+    break_on_hyphens=False,
+  )
+  return "\n".join(
+    [begin, f"### `{script}`", "", facts, "", "```text", figures.rstrip("\n"), "```", end]
+  )
 
 
 class _RecordFlag(argparse.Action):
@@ -120,13 +126,17 @@ _requested = False
 
 
 def add_record_flag(parser: argparse.ArgumentParser) -> None:
-  parser.add_argument("--record", action=_RecordFlag, nargs=0, default=False,
-                      help="write what this run prints into benchmarks/RESULTS.md, replacing "
-                           "this script's block there")
+  parser.add_argument(
+    "--record",
+    action=_RecordFlag,
+    nargs=0,
+    default=False,
+    help="write what this run prints into benchmarks/RESULTS.md, replacing "
+    "this script's block there",
+  )
 
 
 class _Tee(io.TextIOBase):
-
   def __init__(self, stream):
     self.stream, self.copy = stream, io.StringIO()
 
@@ -152,8 +162,14 @@ def recording(script_file: str, results: pathlib.Path = RESULTS):
   load_start, tee = _load(), _Tee(sys.stdout)
 
   def record() -> None:
-    text = block(script, tee.copy.getvalue(), command, load_start, _load(),
-                 datetime.datetime.now(datetime.timezone.utc))
+    text = block(
+      script,
+      tee.copy.getvalue(),
+      command,
+      load_start,
+      _load(),
+      datetime.datetime.now(datetime.timezone.utc),
+    )
     # Bytes, not text: reading text would turn the file's other line endings into "\n".
     before = results.read_bytes().decode() if results.exists() else ""
     results.write_bytes(replace_block(before, script, text).encode())

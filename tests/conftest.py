@@ -24,11 +24,17 @@ def pytest_runtest_setup(item):
   suffixes their node ids with the group. Where a pytest release stops that (pytest-xdist#1386),
   the marks are silently ignored and test_multihost's launches would run once per worker, all at
   once: such tests fail instead, before their fixtures start."""
-  if (getattr(item.config.option, "loadgroup", False) and item.get_closest_marker("xdist_group")
-      and "@" not in item.nodeid):
-    pytest.fail("--dist loadgroup ignored this test's xdist_group mark: this pytest and "
-                "pytest-xdist do not group tests (pytest-xdist#1386); install requirements.txt's "
-                "pins", pytrace=False)
+  if (
+    getattr(item.config.option, "loadgroup", False)
+    and item.get_closest_marker("xdist_group")
+    and "@" not in item.nodeid
+  ):
+    pytest.fail(
+      "--dist loadgroup ignored this test's xdist_group mark: this pytest and "
+      "pytest-xdist do not group tests (pytest-xdist#1386); install requirements.txt's "
+      "pins",
+      pytrace=False,
+    )
 
 
 def make_chat_tokenizer(chat_template, corpus):
@@ -40,12 +46,17 @@ def make_chat_tokenizer(chat_template, corpus):
   tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
   tok.decoder = decoders.ByteLevel()
   trainer = trainers.BpeTrainer(
-      vocab_size=400, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    vocab_size=400,
+    special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+    initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+  )
   tok.train_from_iterator(list(corpus) * 20, trainer)
   return transformers.PreTrainedTokenizerFast(
-      tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-      chat_template=chat_template)
+    tokenizer_object=tok,
+    eos_token="<|im_end|>",
+    pad_token="<|endoftext|>",
+    chat_template=chat_template,
+  )
 
 
 def make_tiny_chat_checkpoint(folder, chat_template, corpus, answer=None):
@@ -59,10 +70,17 @@ def make_tiny_chat_checkpoint(folder, chat_template, corpus, answer=None):
 
   tokenizer = make_chat_tokenizer(chat_template, corpus)
   config = transformers.LlamaConfig(
-      vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
-      tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id,
-      pad_token_id=tokenizer.pad_token_id)
+    vocab_size=len(tokenizer),
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    max_position_embeddings=4096,
+    tie_word_embeddings=True,
+    eos_token_id=tokenizer.eos_token_id,
+    pad_token_id=tokenizer.pad_token_id,
+  )
   torch.manual_seed(0)
   model = transformers.LlamaForCausalLM(config)
   if answer is not None:
@@ -107,7 +125,7 @@ def scripted_conversation(conversation, prompt_ids, feedback_for):
       break
     replies = []
     for row, h in enumerate(history):
-      answer = out.tokens[row, :out.lengths[row]].tolist()
+      answer = out.tokens[row, : out.lengths[row]].tolist()
       ids = list(feedback_for(turn, row, answer)) if alive[row] and answer else []
       alive[row] = bool(ids)
       h += answer + ids
@@ -121,11 +139,15 @@ def answerable_tasks(path):
   wants no names defined, the fix (and the policy's usual answer) is `1`."""
   from precisecoder.data import generator
   from precisecoder.tasks import parse_task, task_to_record, write_tasks
+
   tasks = []
   for task in generator.make_tasks("train", "easy", 8, seed=0):
     record = {k: v for k, v in task_to_record(task).items() if k != "gt_diff"}
-    record.update(buggy_code="x = 1\n", gt_solution="1\n", tests={
-        "kind": "assert", "code": "assert [n for n in dir() if n[0] != '_'] == []\n"})
+    record.update(
+      buggy_code="x = 1\n",
+      gt_solution="1\n",
+      tests={"kind": "assert", "code": "assert [n for n in dir() if n[0] != '_'] == []\n"},
+    )
     tasks.append(parse_task(record, task.task_id))
   write_tasks(path, tasks)
 
@@ -137,13 +159,17 @@ def answering_policy(params, garbage_ends=False):
   every other token (the embeddings of all tokens lean towards the end token's), so a
   garbage answer is one token long (a program that fails) and an episode hears feedback."""
   import numpy as np  # pylint: disable=import-outside-toplevel
+
   newline, one, eos = ord("\n") + 2, ord("1") + 2, 1  # ByteTokenizer ids
   embed = np.array(params["embed"].get_value())
   embed[:, :2] = 0.0
   if garbage_ends:
     embed[:, 1] = 0.02
-  for token, (x, y) in ((newline, (0.05, 0.0)), (one, (np.log(1023) / np.sqrt(128), 0.1)),
-                        (eos, (0.0, 10.0))):
+  for token, (x, y) in (
+    (newline, (0.05, 0.0)),
+    (one, (np.log(1023) / np.sqrt(128), 0.1)),
+    (eos, (0.0, 10.0)),
+  ):
     embed[token] = 0.0
     embed[token, :2] = (x, y)
   params["embed"].set_value(embed)
@@ -159,9 +185,15 @@ def save_step_zero(cfg, workdir, **policy):
   from flax import nnx
   from precisecoder.model import run_checkpoints
   from precisecoder.train import policy as policy_lib, run as run_lib, step as step_lib
+
   start = policy_lib.load_policy(cfg)
   _, params = nnx.split(start.model)
   opt_state = step_lib.init_optimizer(step_lib.make_optimizer(cfg.optim), params, None)
   with run_lib.Run(cfg, str(workdir)) as run:
-    run.save(0, answering_policy(params, **policy), opt_state, None,
-             run_checkpoints.model_meta(start.config, start.source))
+    run.save(
+      0,
+      answering_policy(params, **policy),
+      opt_state,
+      None,
+      run_checkpoints.model_meta(start.config, start.source),
+    )

@@ -19,8 +19,9 @@ STARTUP_TIMEOUT_S = 180  # a loaded 2-core host is slow to import and start a po
 
 def make_task_set():
   """Four buggy tasks and one clean program."""
-  return (generator.make_tasks("validation", "easy", 4, seed=3)
-          + generator.make_clean_tasks("validation", 1, seed=3))
+  return generator.make_tasks("validation", "easy", 4, seed=3) + generator.make_clean_tasks(
+    "validation", 1, seed=3
+  )
 
 
 def write_task_file(folder, task_list):
@@ -34,10 +35,12 @@ def completions_for(task):
   the fix plus an edited line (over-edit), and prose that does not compile."""
   fix_lines = task.gt_solution.splitlines()
   over_edit = "\n".join(["# reviewed", *fix_lines])
-  return [f"Here is the fix:\n```python\n{task.gt_solution}\n```",
-          f"<think>maybe the loop</think>\n```python\n{task.buggy_code}\n```",
-          f"```python\n{over_edit}\n```",
-          "I cannot find a bug in this code."]
+  return [
+    f"Here is the fix:\n```python\n{task.gt_solution}\n```",
+    f"<think>maybe the loop</think>\n```python\n{task.buggy_code}\n```",
+    f"```python\n{over_edit}\n```",
+    "I cannot find a bug in this code.",
+  ]
 
 
 def rows_for(task_set):
@@ -68,12 +71,24 @@ def http(url, payload=None, token=None, timeout=120):
 def reward_server(task_file, *args, env=None, log=None):
   """A `precisecoder serve` subprocess on 127.0.0.1, any free port; yields (url, process).
   The URL is read from the line it prints once listening; stopped with SIGTERM (exit 0)."""
-  command = [sys.executable, "-m", "precisecoder.cli", "serve", "--tasks", str(task_file),
-             "--port", "0", "--workers", "1", *args]
+  command = [
+    sys.executable,
+    "-m",
+    "precisecoder.cli",
+    "serve",
+    "--tasks",
+    str(task_file),
+    "--port",
+    "0",
+    "--workers",
+    "1",
+    *args,
+  ]
   log = pathlib.Path(log or os.devnull)
   with open(log, "w") as stderr:
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True,
-                               env={**os.environ, **(env or {})})
+    process = subprocess.Popen(
+      command, stdout=subprocess.PIPE, stderr=stderr, text=True, env={**os.environ, **(env or {})}
+    )
   try:
     selector = selectors.DefaultSelector()
     selector.register(process.stdout, selectors.EVENT_READ)
@@ -98,14 +113,28 @@ def reward_server(task_file, *args, env=None, log=None):
 def score_command(folder, task_file, ids, completions, *flags):
   """`precisecoder score` of these completions: its score records, in order."""
   from precisecoder import cli  # pylint: disable=import-outside-toplevel
+
   folder = pathlib.Path(folder)
   predictions = folder / "predictions.jsonl"
   with open(predictions, "w") as f:
     for k, (task_id, completion) in enumerate(zip(ids, completions)):
       f.write(json.dumps({"task_id": task_id, "sample": k, "completion": completion}) + "\n")
   output = folder / "scores.jsonl"
-  status = cli.main(["score", "--tasks", str(task_file), "--predictions", str(predictions),
-                     "--output", str(output), "--workers", "1", "--json", *flags])
+  status = cli.main(
+    [
+      "score",
+      "--tasks",
+      str(task_file),
+      "--predictions",
+      str(predictions),
+      "--output",
+      str(output),
+      "--workers",
+      "1",
+      "--json",
+      *flags,
+    ]
+  )
   assert status == 0, status
   return [json.loads(line) for line in output.read_text().splitlines()]
 
@@ -131,6 +160,7 @@ def share_backend(backend):
   """Makes `backend` the process's shared scoring service for the default settings (what the
   adapters use when given no workers, slack, PDB mode or servers); returns that service."""
   from precisecoder.integrations import service  # pylint: disable=import-outside-toplevel
+
   shared = service.ScoringService(backend)
   service._shared[(None, None, False, ())] = shared  # pylint: disable=protected-access
   return shared

@@ -43,16 +43,28 @@ class Launch:
       port = s.getsockname()[1]
     self.hosts = []
     for i in range(processes):
-      env = {**os.environ, "PYTHONUNBUFFERED": "1",  # the log keeps the order of events
-             "JAX_PLATFORMS": "cpu", "JAX_COORDINATOR_ADDRESS": f"localhost:{port}",
-             "JAX_NUM_PROCESSES": str(processes), "JAX_PROCESS_ID": str(i),
-             "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices} "
-                          + os.environ.get("XLA_FLAGS", "")}
+      env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",  # the log keeps the order of events
+        "JAX_PLATFORMS": "cpu",
+        "JAX_COORDINATOR_ADDRESS": f"localhost:{port}",
+        "JAX_NUM_PROCESSES": str(processes),
+        "JAX_PROCESS_ID": str(i),
+        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices} "
+        + os.environ.get("XLA_FLAGS", ""),
+      }
       with open(self.folder / "logs" / f"process_{i}.log", "w") as log:
         # A session of its own: a host that hangs is killed with its reward pool's workers.
-        self.hosts.append(subprocess.Popen(
-            [sys.executable, str(_SCRIPT), str(plan)], cwd=_ROOT, env=env, stdout=log,
-            stderr=subprocess.STDOUT, start_new_session=True))
+        self.hosts.append(
+          subprocess.Popen(
+            [sys.executable, str(_SCRIPT), str(plan)],
+            cwd=_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+          )
+        )
 
   def running(self):
     return any(h.poll() is None for h in self.hosts)
@@ -65,8 +77,7 @@ class Launch:
     logs), when one did not end with status 0. Hosts still running after `timeout_s`, or once
     another has failed (they would wait for it until their own timeouts), are killed."""
     deadline = time.monotonic() + timeout_s
-    while (self.running() and time.monotonic() < deadline
-           and not any(h.poll() for h in self.hosts)):
+    while self.running() and time.monotonic() < deadline and not any(h.poll() for h in self.hosts):
       time.sleep(0.5)
     killed = [i for i, host in enumerate(self.hosts) if host.poll() is None]
     for i in killed:
@@ -74,26 +85,41 @@ class Launch:
       self.hosts[i].wait()
     statuses = [h.returncode for h in self.hosts]
     if any(statuses):
-      note = (f" (killed: hosts {killed}, running after {timeout_s:.0f} s or another's failure)"
-              if killed else "")
-      self.error = (f"launch {self.folder.name} ({', '.join(self.names)}) failed: host exit "
-                    f"statuses {statuses}{note}\n{self._tails(self.logs())}")
+      note = (
+        f" (killed: hosts {killed}, running after {timeout_s:.0f} s or another's failure)"
+        if killed
+        else ""
+      )
+      self.error = (
+        f"launch {self.folder.name} ({', '.join(self.names)}) failed: host exit "
+        f"statuses {statuses}{note}\n{self._tails(self.logs())}"
+      )
     return self
 
   def logs(self):
-    return {p.name: p.read_text(errors="replace")
-            for p in sorted((self.folder / "logs").glob("*.log"))}
+    return {
+      p.name: p.read_text(errors="replace") for p in sorted((self.folder / "logs").glob("*.log"))
+    }
 
   def run_logs(self, name):
     """Each host's log lines of run `name`; an AssertionError naming the run (with the
     hosts' logs) unless the launch succeeded and every host ended that run with status 0."""
     logs = self.logs()
-    found = {host: re.search(rf"^== run {re.escape(name)}\n(.*?)^== run {re.escape(name)} "
-                             r"exit (\S+)$", text, re.S | re.M) for host, text in logs.items()}
-    failed = {host: m.group(2) if m else "no end" for host, m in found.items()
-              if not m or m.group(2) != "0"}
+    found = {
+      host: re.search(
+        rf"^== run {re.escape(name)}\n(.*?)^== run {re.escape(name)} "
+        r"exit (\S+)$",
+        text,
+        re.S | re.M,
+      )
+      for host, text in logs.items()
+    }
+    failed = {
+      host: m.group(2) if m else "no end" for host, m in found.items() if not m or m.group(2) != "0"
+    }
     assert not failed and self.error is None, (
-        f"run {name!r}: {failed or 'ended'}; {self.error or self._tails(logs)}")
+      f"run {name!r}: {failed or 'ended'}; {self.error or self._tails(logs)}"
+    )
     return {host: m.group(1) for host, m in found.items()}
 
   @staticmethod
@@ -105,6 +131,7 @@ def _train(args):
   """`precisecoder train ARGS` in this process; its exit status."""
   from absl import flags  # pylint: disable=import-outside-toplevel
   from precisecoder.commands import train  # pylint: disable=import-outside-toplevel
+
   # absl keeps the last run's flags, and ml_collections, which defines a flag for each override
   # it reads (from sys.argv), refuses to define one twice: both start afresh.
   for name in [n for n in flags.FLAGS if n.startswith("config.")]:
@@ -121,6 +148,7 @@ def _train(args):
 def main(plan_path):
   import jax  # pylint: disable=import-outside-toplevel
   from precisecoder import multihost  # pylint: disable=import-outside-toplevel
+
   plan = json.loads(pathlib.Path(plan_path).read_text())
   # Joined once here; each run's own `initialize` then finds the process joined.
   multihost.initialize(**plan["timeouts"])

@@ -68,8 +68,9 @@ def _passing_always_above_failing(lam: float, group_size: int) -> bool:
   f1s = np.array(list(itertools.product([0.0, 0.5, 1.0], repeat=g)))
   unit = np.repeat(units, len(f1s), axis=0)
   f1 = np.tile(f1s, (len(units), 1))
-  adv = advantages.gdpo_advantages({"unit": unit.reshape(-1), "f1": f1.reshape(-1)},
-                                   {"unit": 1 - lam, "f1": lam}, g).reshape(-1, g)
+  adv = advantages.gdpo_advantages(
+    {"unit": unit.reshape(-1), "f1": f1.reshape(-1)}, {"unit": 1 - lam, "f1": lam}, g
+  ).reshape(-1, g)
   worst_pass = np.where(unit == 1, adv, np.inf).min(axis=1)
   best_fail = np.where(unit == 0, adv, -np.inf).max(axis=1)
   return bool(np.all(worst_pass > best_fail))

@@ -31,8 +31,12 @@ def _targets() -> dict[str, dict]:
         reqs.append(ast.literal_eval(element.args[0]))
       else:
         deps.append(ast.literal_eval(element))
-    targets[name] = {"kind": call.func.id, "srcs": ast.literal_eval(kw["srcs"]), "deps": deps,
-                     "reqs": reqs}
+    targets[name] = {
+      "kind": call.func.id,
+      "srcs": ast.literal_eval(kw["srcs"]),
+      "deps": deps,
+      "reqs": reqs,
+    }
   return targets
 
 
@@ -51,13 +55,15 @@ def test_every_file_is_in_exactly_one_target():
   for name, target in _targets().items():
     for src in target["srcs"]:
       owners.setdefault(src, []).append(name)
-  files = [p for folder in ("src", "tests", "benchmarks", "tools")
-           for p in (ROOT / folder).rglob("*.py")]
+  files = [
+    p for folder in ("src", "tests", "benchmarks", "tools") for p in (ROOT / folder).rglob("*.py")
+  ]
   for path in files:
     rel = str(path.relative_to(ROOT))
     assert rel in owners, f"BUILD: {rel} is in no target (run tools/update_build.py)"
     assert len(owners[rel]) == 1 or rel == "src/precisecoder/cli.py", (
-        f"BUILD: {rel} in {owners[rel]}")
+      f"BUILD: {rel} in {owners[rel]}"
+    )
   for src in owners:
     assert (ROOT / src).exists(), f"BUILD: names {src}, which does not exist"
 
@@ -81,6 +87,8 @@ def test_deps_exist_and_cover_imports():
     internal, external = update_build.imports_of(ROOT / src)
     missing = {f":{d}" for d in internal} - set(target["deps"])
     assert not missing, (
-        f"BUILD: {src} imports {sorted(missing)} but its target does not depend on them")
+      f"BUILD: {src} imports {sorted(missing)} but its target does not depend on them"
+    )
     assert external <= set(target["reqs"]), (
-        f"BUILD: {src} lacks requirement(s) {external - set(target['reqs'])}")
+      f"BUILD: {src} lacks requirement(s) {external - set(target['reqs'])}"
+    )

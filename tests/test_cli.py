@@ -21,9 +21,10 @@ def _parsers():
   """(command words, parser) for every command and subcommand, e.g. ("data", "build", "tfds")."""
   out = []
   for name, (module, _) in cli.COMMANDS.items():
-    parser = checks.command_parser(f"precisecoder {name}",
-                                   importlib.import_module(f"precisecoder.commands.{module}")
-                                   .add_arguments)
+    parser = checks.command_parser(
+      f"precisecoder {name}",
+      importlib.import_module(f"precisecoder.commands.{module}").add_arguments,
+    )
 
     def walk(words, p):
       subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
@@ -59,6 +60,7 @@ def test_train_help_names_its_flags_and_exits_0(capsys):
   text = capsys.readouterr().out
   assert "--config FILE[:PRESET]" in text and "--workdir DIR" in text and "--config.a.b=v" in text
   from precisecoder.commands import train
+
   with pytest.raises(SystemExit) as done:  # python -m precisecoder.train --help
     train.main(["--help"])
   assert done.value.code == 0 and "--workdir DIR" in capsys.readouterr().out
@@ -101,11 +103,12 @@ def _synopses():
         continue
       words = tuple(match.group(1).split())
       for candidate, _ in PARSERS:
-        if words[:len(candidate)] == candidate:
+        if words[: len(candidate)] == candidate:
           place = (path.relative_to(ROOT).as_posix(), paragraph)
           # `--config.a.b=v` overrides are the config's fields, not the command's flags.
           found.setdefault(candidate, {}).setdefault(place, set()).update(
-              re.findall(r"--[a-z][a-z0-9-]*(?![\w.-])", joined))
+            re.findall(r"--[a-z][a-z0-9-]*(?![\w.-])", joined)
+          )
   return found
 
 
@@ -116,14 +119,17 @@ def test_synopses_name_every_flag_and_only_real_ones_once_in_readme_or_docs():
     assert words in synopses, f"README.md and docs/*.md have no synopsis of {command}"
     places = synopses[words]
     assert len(places) == 1, f"{command} has a synopsis in more than one place: {sorted(places)}"
-    (place, flags), = places.items()
+    ((place, flags),) = places.items()
     assert flags == _flags(parser), (
-        f"{command} ({place[0]}): the synopsis lacks {sorted(_flags(parser) - flags)}"
-        f", names {sorted(flags - _flags(parser))} that the command has not")
+      f"{command} ({place[0]}): the synopsis lacks {sorted(_flags(parser) - flags)}"
+      f", names {sorted(flags - _flags(parser))} that the command has not"
+    )
 
 
-_CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-           "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+_CHATML = (
+  "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+  "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 _BUGGY, _FIXED = "def inc(x):\n    return x - 1\n", "def inc(x):\n    return x + 1\n"
 
 
@@ -133,10 +139,15 @@ def _training_workdir(hf_folder: pathlib.Path, workdir: pathlib.Path) -> None:
   from precisecoder.model import load_checkpoint
   from precisecoder.model.run_checkpoints import model_meta
   from precisecoder.train.checkpoint_writer import Checkpointer
+
   model, _, config = load_checkpoint(hf_folder, with_tokenizer=False)
   checkpointer = Checkpointer(workdir / "checkpoints", async_save=False)
-  checkpointer.save(1, nnx.state(model, nnx.Param), {"count": np.zeros(())},
-                    {"model": model_meta(config, hf_folder), "step": 1})
+  checkpointer.save(
+    1,
+    nnx.state(model, nnx.Param),
+    {"count": np.zeros(())},
+    {"model": model_meta(config, hf_folder), "step": 1},
+  )
   checkpointer.close()
 
 
@@ -146,24 +157,60 @@ def test_every_path_argument_works_relative(tmp_path, monkeypatch, capsys):
   monkeypatch.chdir(tmp_path)
   make_tiny_chat_checkpoint(tmp_path / "hf", _CHATML, [_BUGGY + _FIXED])
   _training_workdir(pathlib.Path("hf"), pathlib.Path("run"))
-  task = tasks_lib.Task(task_id="inc_0", buggy_code=_BUGGY, gt_solution=_FIXED,
-                        gt_diff=tasks_lib.derive_gt_diff(_BUGGY, _FIXED),
-                        tests={"kind": "call", "entry_point": "inc",
-                               "cases": [{"args": [1], "expected": 2}]})
+  task = tasks_lib.Task(
+    task_id="inc_0",
+    buggy_code=_BUGGY,
+    gt_solution=_FIXED,
+    gt_diff=tasks_lib.derive_gt_diff(_BUGGY, _FIXED),
+    tests={"kind": "call", "entry_point": "inc", "cases": [{"args": [1], "expected": 2}]},
+  )
   tasks_lib.write_tasks("tasks.jsonl", [task])
   commands = [
-      ["generate", "--checkpoint", "run", "--tasks", "tasks.jsonl", "--output", "out/p.jsonl",
-       "--max-new-tokens", "4", "--compile-cache", "cache"],
-      ["score", "--tasks", "tasks.jsonl", "--predictions", "out/p.jsonl", "--output",
-       "out/s.jsonl", "--workers", "1"],
-      ["evaluate", "--checkpoint", "run", "--tasks", "tasks.jsonl", "--output", "ev",
-       "--max-new-tokens", "4", "--workers", "1", "--resamples", "10"],
-      ["analyze", "traces", "--run", "ev", "--output", "out/traces"],
-      ["export", "--checkpoint", "run", "--output", "exported"],
-      ["data", "card", "tasks.jsonl"],
-      ["data", "verify", "tasks.jsonl", "--workers", "1"],
-      ["data", "build", "tfds", "--split", "train=tasks.jsonl", "--data-dir", "tfds"],
-      ["compare", "--report-only", "--workdir", "cmp", "--arms", "grpo", "--preset", "tiny"],
+    [
+      "generate",
+      "--checkpoint",
+      "run",
+      "--tasks",
+      "tasks.jsonl",
+      "--output",
+      "out/p.jsonl",
+      "--max-new-tokens",
+      "4",
+      "--compile-cache",
+      "cache",
+    ],
+    [
+      "score",
+      "--tasks",
+      "tasks.jsonl",
+      "--predictions",
+      "out/p.jsonl",
+      "--output",
+      "out/s.jsonl",
+      "--workers",
+      "1",
+    ],
+    [
+      "evaluate",
+      "--checkpoint",
+      "run",
+      "--tasks",
+      "tasks.jsonl",
+      "--output",
+      "ev",
+      "--max-new-tokens",
+      "4",
+      "--workers",
+      "1",
+      "--resamples",
+      "10",
+    ],
+    ["analyze", "traces", "--run", "ev", "--output", "out/traces"],
+    ["export", "--checkpoint", "run", "--output", "exported"],
+    ["data", "card", "tasks.jsonl"],
+    ["data", "verify", "tasks.jsonl", "--workers", "1"],
+    ["data", "build", "tfds", "--split", "train=tasks.jsonl", "--data-dir", "tfds"],
+    ["compare", "--report-only", "--workdir", "cmp", "--arms", "grpo", "--preset", "tiny"],
   ]
   pathlib.Path("cmp/grpo").mkdir(parents=True)
   pathlib.Path("cmp/grpo/config.json").write_text("{}")  # an arm that has started
@@ -176,9 +223,40 @@ def test_every_path_argument_works_relative(tmp_path, monkeypatch, capsys):
   # The same checkpoint from another folder, through "..".
   (tmp_path / "elsewhere").mkdir()
   monkeypatch.chdir(tmp_path / "elsewhere")
-  assert cli.main(["generate", "--checkpoint", "../run", "--tasks", "../tasks.jsonl",
-                   "--output", "p.jsonl", "--max-new-tokens", "4"]) == 0
+  assert (
+    cli.main(
+      [
+        "generate",
+        "--checkpoint",
+        "../run",
+        "--tasks",
+        "../tasks.jsonl",
+        "--output",
+        "p.jsonl",
+        "--max-new-tokens",
+        "4",
+      ]
+    )
+    == 0
+  )
   # evaluate's settings name the checkpoint by its absolute path: the same evaluation.
-  assert cli.main(["evaluate", "--checkpoint", str(tmp_path / "run"), "--tasks",
-                   "../tasks.jsonl", "--output", "../ev", "--max-new-tokens", "4",
-                   "--workers", "1", "--resamples", "10"]) == 0
+  assert (
+    cli.main(
+      [
+        "evaluate",
+        "--checkpoint",
+        str(tmp_path / "run"),
+        "--tasks",
+        "../tasks.jsonl",
+        "--output",
+        "../ev",
+        "--max-new-tokens",
+        "4",
+        "--workers",
+        "1",
+        "--resamples",
+        "10",
+      ]
+    )
+    == 0
+  )

@@ -21,8 +21,13 @@ def test_library_info_and_harmless_warnings_are_dropped_others_kept():
   assert not quiet.filter(_record(orbax, logging.WARNING, "Metadata file does not exist: %s"))
   assert quiet.filter(_record(orbax, logging.WARNING, "something the user should see"))
   assert quiet.filter(_record(orbax, logging.ERROR, "Metadata file does not exist: %s"))
-  assert not quiet.filter(_record("/x/site-packages/jax/_src/xla_bridge.py", logging.INFO,
-                                  "Unable to initialize backend 'tpu': ..."))
+  assert not quiet.filter(
+    _record(
+      "/x/site-packages/jax/_src/xla_bridge.py",
+      logging.INFO,
+      "Unable to initialize backend 'tpu': ...",
+    )
+  )
   assert quiet.filter(_record("/work/src/precisecoder/train/metrics.py", logging.INFO))
 
 
@@ -47,11 +52,21 @@ logging.getLogger("precisecoder.evaluate").info("ours")
 
 @pytest.mark.parametrize("verbose", [False, True])
 def test_a_command_process_is_quiet_unless_verbose(verbose):
-  env = {k: v for k, v in os.environ.items()
-         if k not in (console.LIBRARY_LOGS_ENV, "JAX_PLATFORMS")}  # JAX tries every backend
-  out = subprocess.run([sys.executable, "-c", _SCRIPT] + (["--verbose"] if verbose else []),
-                       capture_output=True, text=True, env=env, timeout=300, check=True)
+  env = {
+    k: v for k, v in os.environ.items() if k not in (console.LIBRARY_LOGS_ENV, "JAX_PLATFORMS")
+  }  # JAX tries every backend
+  out = subprocess.run(
+    [sys.executable, "-c", _SCRIPT] + (["--verbose"] if verbose else []),
+    capture_output=True,
+    text=True,
+    env=env,
+    timeout=300,
+    check=True,
+  )
   lines = out.stderr.splitlines()
   assert "INFO ours" in lines
-  assert [l for l in lines if not l.startswith("INFO ours")] == [] if not verbose else (
-      len(lines) > 10 and any("Metadata file does not exist" in l for l in lines)), out.stderr
+  assert (
+    [l for l in lines if not l.startswith("INFO ours")] == []
+    if not verbose
+    else (len(lines) > 10 and any("Metadata file does not exist" in l for l in lines))
+  ), out.stderr

@@ -15,14 +15,16 @@ def test_modify_add_delete_and_blank_lines():
   diff = edits.line_diff(BUGGY, after)
   # A line replaced by a blank line stays a Modify: only blank -> blank changes are dropped.
   assert diff == {
-      "2": {"type": "Modify", "original": "    a = 1", "modified": "    a = 10"},
-      "4": {"type": "Add", "original": "", "modified": "    new = 0"},
-      "5": {"type": "Modify", "original": "    d = 4", "modified": ""},
+    "2": {"type": "Modify", "original": "    a = 1", "modified": "    a = 10"},
+    "4": {"type": "Add", "original": "", "modified": "    new = 0"},
+    "5": {"type": "Modify", "original": "    d = 4", "modified": ""},
   }
   assert edits.line_diff(BUGGY, BUGGY.replace("    d = 4\n", "")) == {
-      "5": {"type": "Delete", "original": "    d = 4", "modified": ""}}
-  assert (edits.apply_diff(BUGGY, diff).replace("\n\n", "\n")
-          == after.rstrip("\n").replace("\n\n", "\n"))
+    "5": {"type": "Delete", "original": "    d = 4", "modified": ""}
+  }
+  assert edits.apply_diff(BUGGY, diff).replace("\n\n", "\n") == after.rstrip("\n").replace(
+    "\n\n", "\n"
+  )
 
 
 def test_trailing_space_and_blank_only_changes_vanish():
@@ -36,22 +38,32 @@ def test_indentation_change_is_an_edit():
 
 
 def test_blocks_and_gaps():
-  diff = {"2": {"type": "Modify", "original": "a", "modified": "b"},
-          "3": {"type": "Modify", "original": "a", "modified": "b"},
-          "7": {"type": "Add", "original": "", "modified": "x"},
-          "7 ": {"type": "Add", "original": "", "modified": "y"},
-          "7  ": {"type": "Delete", "original": "z", "modified": ""}}
+  diff = {
+    "2": {"type": "Modify", "original": "a", "modified": "b"},
+    "3": {"type": "Modify", "original": "a", "modified": "b"},
+    "7": {"type": "Add", "original": "", "modified": "x"},
+    "7 ": {"type": "Add", "original": "", "modified": "y"},
+    "7  ": {"type": "Delete", "original": "z", "modified": ""},
+  }
   blocks = edits.parse_blocks(diff)
   assert [(b.start, b.end, len(b)) for b in blocks] == [(2, 3, 2), (7, 7, 3)]
   assert (blocks[0].gap_before, blocks[0].gap_after) == (1, 3)
   assert (blocks[1].gap_before, blocks[1].gap_after) == (3, None)
   # An insert before line 5 belongs to line 5, so a change on line 6 starts a new block;
   # an insert before line 6 does join a change on line 5.
-  split = edits.parse_blocks({"5": {"type": "Add", "original": "", "modified": "x"},
-                              "6": {"type": "Modify", "original": "a", "modified": "b"}})
+  split = edits.parse_blocks(
+    {
+      "5": {"type": "Add", "original": "", "modified": "x"},
+      "6": {"type": "Modify", "original": "a", "modified": "b"},
+    }
+  )
   assert [(b.start, b.end) for b in split] == [(5, 5), (6, 6)]
-  joined = edits.parse_blocks({"5": {"type": "Modify", "original": "a", "modified": "b"},
-                               "6": {"type": "Add", "original": "", "modified": "x"}})
+  joined = edits.parse_blocks(
+    {
+      "5": {"type": "Modify", "original": "a", "modified": "b"},
+      "6": {"type": "Add", "original": "", "modified": "x"},
+    }
+  )
   assert [(b.start, b.end) for b in joined] == [(5, 6)]
 
 
@@ -114,8 +126,9 @@ def test_levenshtein_equals_the_table_on_random_sequences():
   assert edits.line_levenshtein(program, edited) == 3
 
 
-lines = st.lists(st.sampled_from(["a = 1", "b = 2", "  c = 3", "", "return a", "x += 1"]),
-                 max_size=12)
+lines = st.lists(
+  st.sampled_from(["a = 1", "b = 2", "  c = 3", "", "return a", "x += 1"]), max_size=12
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -128,8 +141,12 @@ def test_apply_of_line_diff_reproduces_the_target(before, after):
 
 # Lines that are near each other (ndiff pairs them) and repeat (replace blocks hold identical
 # lines).
-similar_lines = st.lists(st.sampled_from(["a = 1", "a = 2", "b = 2", "  a = 1", "", "return a",
-                                          "return b", "x += 1", "x -= 1"]), max_size=14)
+similar_lines = st.lists(
+  st.sampled_from(
+    ["a = 1", "a = 2", "b = 2", "  a = 1", "", "return a", "return b", "x += 1", "x -= 1"]
+  ),
+  max_size=14,
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -151,8 +168,10 @@ def test_changes_on_long_programs_with_junk_lines_match_ndiff():
       j = rng.randrange(len(new))
       new[j] = rng.choice(["pass", new[j] + " + 1", "y = 2"])
     opcodes = difflib.SequenceMatcher(None, old, new).get_opcodes()
-    slow_path += any(tag == "replace" and not set(old[i1:i2]).isdisjoint(new[j1:j2])
-                     for tag, i1, i2, j1, j2 in opcodes)
+    slow_path += any(
+      tag == "replace" and not set(old[i1:i2]).isdisjoint(new[j1:j2])
+      for tag, i1, i2, j1, j2 in opcodes
+    )
     assert edits._ndiff_changes(old, new) == edits._ndiff_changes_slow(old, new)  # pylint: disable=protected-access
   assert slow_path > 0
 
@@ -169,7 +188,13 @@ def test_many_inserts_before_one_line():
   assert len(blocks) == 1 and len(blocks[0]) == 3000 and list(blocks[0].edits) == list(diff)
   # Inserts before several lines, after a Modify at the same line: each line counts its own.
   assert list(edits.line_diff("a\nb\nc\n", "x\ny\nb\nz\nw\nc\nq\nr\n")) == [
-      "1", "2", "3", "3 ", "4", "4 "]
+    "1",
+    "2",
+    "3",
+    "3 ",
+    "4",
+    "4 ",
+  ]
 
 
 @settings(max_examples=200, deadline=None)
@@ -179,5 +204,10 @@ def test_blocks_partition_the_diff_in_order(old, new):
   blocks = edits.parse_blocks(diff)
   assert [k for b in blocks for k in b.edits] == list(diff)
   assert [b.index for b in blocks] == list(range(len(blocks)))
-  assert all(a.end < b.start or (a.end == b.start and b.first_type == "Add")
-             for a, b in zip(blocks, blocks[1:])) or not blocks
+  assert (
+    all(
+      a.end < b.start or (a.end == b.start and b.first_type == "Add")
+      for a, b in zip(blocks, blocks[1:])
+    )
+    or not blocks
+  )

@@ -14,36 +14,65 @@ from precisecoder.tasks import Task
 SECRET = "HIDDEN-7731"  # only ever in hidden tests
 
 
-def _task(tests, buggy="def f(x):\n    return x\n", fixed="def f(x):\n    return x + 1\n",
-          timeout_s=6.0):
-  return Task(task_id="t", buggy_code=buggy, gt_solution=fixed, gt_diff={}, tests=tests,
-              timeout_s=timeout_s)
+def _task(
+  tests, buggy="def f(x):\n    return x\n", fixed="def f(x):\n    return x + 1\n", timeout_s=6.0
+):
+  return Task(
+    task_id="t", buggy_code=buggy, gt_solution=fixed, gt_diff={}, tests=tests, timeout_s=timeout_s
+  )
 
 
-CALL = _task({"kind": "call", "entry_point": "f", "cases": [
-    {"args": [1], "expected": 2}, {"args": [5], "expected": 6}, {"args": [0], "expected": 1},
-    {"args": [SECRET], "expected": SECRET + "1"}, {"args": [7], "expected": SECRET}]})
-IO = _task({"kind": "io", "cases": [
-    {"stdin": "1\n", "stdout": "2\n"}, {"stdin": SECRET + "\n", "stdout": SECRET + "\n"}]},
-    buggy="print(int(input()))\n", fixed="print(int(input()) + 1)\n")
-ASSERT = _task({"kind": "assert", "code": (
-    "def check(candidate):\n"
-    "    assert candidate(1) == 2\n"
-    f"    assert candidate(2) == 3, '{SECRET}'\n"
-    "    assert candidate(3) == \\\n"
-    "        4\n"
-    f"    for x in range(3):\n        assert candidate(x) == x + 1, '{SECRET}'\n"
-    "check(f)\n")})
-UNITTEST = _task({"kind": "unittest", "code": (
-    "import unittest\n"
-    "class TestF(unittest.TestCase):\n"
-    "    def test_one(self):\n        self.assertEqual(f(1), 2)\n"
-    "    def test_two(self):\n"
-    f"        self.assertEqual(f(2), 3, '{SECRET}')\n"
-    "    @unittest.skipIf(False, 'never')\n"
-    "    def test_three(self):\n        raise ValueError('boom')\n"
-    "    def test_four(self):\n"
-    f"        self.assertEqual(f(4), '{SECRET}')\n")})
+CALL = _task(
+  {
+    "kind": "call",
+    "entry_point": "f",
+    "cases": [
+      {"args": [1], "expected": 2},
+      {"args": [5], "expected": 6},
+      {"args": [0], "expected": 1},
+      {"args": [SECRET], "expected": SECRET + "1"},
+      {"args": [7], "expected": SECRET},
+    ],
+  }
+)
+IO = _task(
+  {
+    "kind": "io",
+    "cases": [{"stdin": "1\n", "stdout": "2\n"}, {"stdin": SECRET + "\n", "stdout": SECRET + "\n"}],
+  },
+  buggy="print(int(input()))\n",
+  fixed="print(int(input()) + 1)\n",
+)
+ASSERT = _task(
+  {
+    "kind": "assert",
+    "code": (
+      "def check(candidate):\n"
+      "    assert candidate(1) == 2\n"
+      f"    assert candidate(2) == 3, '{SECRET}'\n"
+      "    assert candidate(3) == \\\n"
+      "        4\n"
+      f"    for x in range(3):\n        assert candidate(x) == x + 1, '{SECRET}'\n"
+      "check(f)\n"
+    ),
+  }
+)
+UNITTEST = _task(
+  {
+    "kind": "unittest",
+    "code": (
+      "import unittest\n"
+      "class TestF(unittest.TestCase):\n"
+      "    def test_one(self):\n        self.assertEqual(f(1), 2)\n"
+      "    def test_two(self):\n"
+      f"        self.assertEqual(f(2), 3, '{SECRET}')\n"
+      "    @unittest.skipIf(False, 'never')\n"
+      "    def test_three(self):\n        raise ValueError('boom')\n"
+      "    def test_four(self):\n"
+      f"        self.assertEqual(f(4), '{SECRET}')\n"
+    ),
+  }
+)
 
 
 @pytest.fixture(scope="module", name="pool")
@@ -117,8 +146,10 @@ def test_errors_timeouts_compile_errors_passes_and_no_program(pool):
   outcome, message = feedback(pool, CALL, "  \n")
   assert outcome.no_program and not outcome.passed and message == ""
   # A scorer stands in for its pool (its limits and deadline).
-  assert feedback(RewardScorer(pool), CALL, CALL.buggy_code)[1] == \
-      feedback(pool, CALL, CALL.buggy_code)[1]
+  assert (
+    feedback(RewardScorer(pool), CALL, CALL.buggy_code)[1]
+    == feedback(pool, CALL, CALL.buggy_code)[1]
+  )
 
 
 def test_long_values_are_cut_in_the_middle_and_the_message_is_bounded(pool):

@@ -10,8 +10,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def _pins(name: str) -> dict[str, str]:
   pins = {}
   for line in (ROOT / name).read_text().splitlines():
-    match = re.fullmatch(r"([A-Za-z0-9_.-]+(?:\[[a-z0-9,-]+\])?)==(\S+)",
-                         line.split("#")[0].strip())
+    match = re.fullmatch(
+      r"([A-Za-z0-9_.-]+(?:\[[a-z0-9,-]+\])?)==(\S+)", line.split("#")[0].strip()
+    )
     if match:
       pins[match.group(1)] = match.group(2)
   return pins
@@ -33,7 +34,7 @@ def test_tpu_launch_installs_through_the_pinned_file():
   launch = (ROOT / "launch/tpu_vm.sh").read_text()
   assert "PRECISECODER_ACCELERATOR=tpu scripts/bootstrap.sh" in launch
   assert "pip install" not in launch  # nothing unpinned over the pinned jax
-  assert 'requirements-$ACCEL.txt' in (ROOT / "scripts/bootstrap.sh").read_text()
+  assert "requirements-$ACCEL.txt" in (ROOT / "scripts/bootstrap.sh").read_text()
 
 
 def test_tensorboard_is_pinned_and_installed_without_tensorflow():
@@ -41,5 +42,8 @@ def test_tensorboard_is_pinned_and_installed_without_tensorflow():
   stack, and what it pulls in is not TensorFlow."""
   base = _pins("requirements.txt")
   assert base["tensorboard"] == importlib.metadata.version("tensorboard")
-  assert not [r for r in importlib.metadata.requires("tensorboard") or []
-              if r.lower().startswith("tensorflow")]
+  assert not [
+    r
+    for r in importlib.metadata.requires("tensorboard") or []
+    if r.lower().startswith("tensorflow")
+  ]

@@ -19,13 +19,24 @@ SRC = pathlib.Path(__file__).resolve().parents[1] / "src"
 
 # Bottom to top: the modules and packages directly under precisecoder/ in each layer.
 LAYERS = (
-    ("execution", "model", "tasks", "edits", "intmath", "console"),
-    ("rewards", "reward_jobs", "reward_recipes", "advantages", "prompts", "predictions",
-     "sampling", "multihost", "data", "feedback", "episodes"),
-    ("train", "integrations"),
-    ("experiments",),
-    ("analysis",),
-    ("commands", "cli"),
+  ("execution", "model", "tasks", "edits", "intmath", "console"),
+  (
+    "rewards",
+    "reward_jobs",
+    "reward_recipes",
+    "advantages",
+    "prompts",
+    "predictions",
+    "sampling",
+    "multihost",
+    "data",
+    "feedback",
+    "episodes",
+  ),
+  ("train", "integrations"),
+  ("experiments",),
+  ("analysis",),
+  ("commands", "cli"),
 )
 _RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 
@@ -49,7 +60,7 @@ def _imported(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
     return [a.name for a in node.names if a.name.split(".")[0] == "precisecoder"]
   if node.level:
     parts = package.split(".")
-    base = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+    base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
   else:
     base = node.module or ""
   if base.split(".")[0] != "precisecoder":
@@ -69,8 +80,10 @@ def violations(module: str, source: str, filename: str) -> list[str]:
       continue
     for target in _imported(node, package):
       if layer(target) > own:
-        found.append(f"{filename}:{node.lineno}: {module} ({'/'.join(LAYERS[own])}) imports "
-                     f"{target} ({'/'.join(LAYERS[layer(target)])}), a higher layer")
+        found.append(
+          f"{filename}:{node.lineno}: {module} ({'/'.join(LAYERS[own])}) imports "
+          f"{target} ({'/'.join(LAYERS[layer(target)])}), a higher layer"
+        )
   return found
 
 
@@ -94,9 +107,8 @@ def import_graph(sources: dict[str, tuple[str, str]]) -> dict[str, set[str]]:
         base = node.module or ""
         if node.level:
           parts = package.split(".")
-          base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
-        names = [f"{base}.{a.name}" if f"{base}.{a.name}" in sources else base
-                 for a in node.names]
+          base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+        names = [f"{base}.{a.name}" if f"{base}.{a.name}" in sources else base for a in node.names]
       elif isinstance(node, ast.Import):
         names = [a.name for a in node.names]
       else:
@@ -123,7 +135,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         done.add(path.pop())
         stack.pop()
       elif target in path:
-        found.append(path[path.index(target):] + [target])
+        found.append(path[path.index(target) :] + [target])
       elif target not in done:
         path.append(target)
         stack.append(iter(sorted(graph[target])))
@@ -145,17 +157,28 @@ def test_no_modules_import_one_another_in_a_cycle():
 
 def test_a_synthetic_cycle_is_named_lazy_imports_included():
   sources = {
-      "precisecoder.train.policy": ("def load():\n  from precisecoder.train import base\n",
-                                    "src/precisecoder/train/policy.py"),
-      "precisecoder.train.base": ("from precisecoder.train import sft\n",
-                                  "src/precisecoder/train/base.py"),
-      "precisecoder.train.sft": ("from .policy import load\n", "src/precisecoder/train/sft.py"),
-      "precisecoder.train.step": ("from precisecoder.train import sft\n",
-                                  "src/precisecoder/train/step.py"),
+    "precisecoder.train.policy": (
+      "def load():\n  from precisecoder.train import base\n",
+      "src/precisecoder/train/policy.py",
+    ),
+    "precisecoder.train.base": (
+      "from precisecoder.train import sft\n",
+      "src/precisecoder/train/base.py",
+    ),
+    "precisecoder.train.sft": ("from .policy import load\n", "src/precisecoder/train/sft.py"),
+    "precisecoder.train.step": (
+      "from precisecoder.train import sft\n",
+      "src/precisecoder/train/step.py",
+    ),
   }
-  assert cycles(import_graph(sources)) == [[
-      "precisecoder.train.base", "precisecoder.train.sft", "precisecoder.train.policy",
-      "precisecoder.train.base"]]
+  assert cycles(import_graph(sources)) == [
+    [
+      "precisecoder.train.base",
+      "precisecoder.train.sft",
+      "precisecoder.train.policy",
+      "precisecoder.train.base",
+    ]
+  ]
   del sources["precisecoder.train.policy"]
   assert cycles(import_graph(sources)) == []
 
@@ -165,24 +188,35 @@ def test_every_top_level_module_has_a_layer():
     layer(module)  # raises for a module or package missing from LAYERS
 
 
-@pytest.mark.parametrize("module, source, line, target", [
-    ("precisecoder.train.run", "import os\ndef f():\n  from precisecoder.analysis import report\n",
-     3, "precisecoder.analysis"),
+@pytest.mark.parametrize(
+  "module, source, line, target",
+  [
+    (
+      "precisecoder.train.run",
+      "import os\ndef f():\n  from precisecoder.analysis import report\n",
+      3,
+      "precisecoder.analysis",
+    ),
     ("precisecoder.train.run", "from ..analysis import report\n", 1, "precisecoder.analysis"),
     ("precisecoder.sampling", "from precisecoder import train\n", 1, "precisecoder.train"),
     ("precisecoder.tasks", "import precisecoder.rewards as r\n", 1, "precisecoder.rewards"),
-    ("precisecoder.analysis.report", "from precisecoder.cli import main\n", 1,
-     "precisecoder.cli"),
-])
-def test_a_synthetic_upward_import_is_named_with_file_line_and_target(module, source, line,
-                                                                      target):
+    ("precisecoder.analysis.report", "from precisecoder.cli import main\n", 1, "precisecoder.cli"),
+  ],
+)
+def test_a_synthetic_upward_import_is_named_with_file_line_and_target(module, source, line, target):
   (found,) = violations(module, source, "src/x.py")
   assert found.startswith(f"src/x.py:{line}: {module} (") and f"imports {target} (" in found
 
 
 def test_downward_and_same_layer_imports_pass():
-  source = ("from precisecoder.train import metrics\nfrom precisecoder import rewards, tasks\n"
-            "from . import statistics\nimport numpy\n")
+  source = (
+    "from precisecoder.train import metrics\nfrom precisecoder import rewards, tasks\n"
+    "from . import statistics\nimport numpy\n"
+  )
   assert violations("precisecoder.analysis.report", source, "src/x.py") == []
-  assert violations("precisecoder.train.__main__", "from precisecoder.commands import train\n",
-                    "src/x.py") == []
+  assert (
+    violations(
+      "precisecoder.train.__main__", "from precisecoder.commands import train\n", "src/x.py"
+    )
+    == []
+  )

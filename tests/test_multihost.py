@@ -35,21 +35,40 @@ pytestmark = pytest.mark.xdist_group("multihost")
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 STEPS = 3
 # Two prompts of four samples: 8 rows, one minibatch gathered (shuffled) from both hosts.
-OVERRIDES = dict(rl=dict(prompts_per_step=2, group_size=4, max_new_tokens=4, minibatch_size=8,
-                         rollout_chunks=1, prompt_bucket=1024, reward="r_lambda"),
-                 train=dict(steps=STEPS, checkpoint_every=100, eval_every=0, report=False),
-                 model=dict(mesh="2,2,1"), optim=dict(learning_rate=1e-5))
+OVERRIDES = dict(
+  rl=dict(
+    prompts_per_step=2,
+    group_size=4,
+    max_new_tokens=4,
+    minibatch_size=8,
+    rollout_chunks=1,
+    prompt_bucket=1024,
+    reward="r_lambda",
+  ),
+  train=dict(steps=STEPS, checkpoint_every=100, eval_every=0, report=False),
+  model=dict(mesh="2,2,1"),
+  optim=dict(learning_rate=1e-5),
+)
 # The baselines' and agent episodes' 2-step runs: configs/<name>.py:tiny with these overrides.
 # Adam's first steps move every weight by ~lr whatever its gradient's size, so float32 sums in
 # another order can move a near-zero gradient's weight by up to lr: lr stays small (as RL's).
-TWO_STEPS = dict(model=dict(mesh="2,2,1"), optim=dict(learning_rate=1e-5),
-                 train=dict(steps=2, checkpoint_every=100, eval_every=0, report=False))
+TWO_STEPS = dict(
+  model=dict(mesh="2,2,1"),
+  optim=dict(learning_rate=1e-5),
+  train=dict(steps=2, checkpoint_every=100, eval_every=0, report=False),
+)
 RUNS = {  # name: (config file, its overrides beyond TWO_STEPS, the checkpoint it starts from)
-    "sft": ("sft", dict(sft=dict(batch_size=4)), "start"),
-    "dpo": ("dpo", dict(dpo=dict(batch_size=4, samples_per_task=4),
-                        rl=dict(max_new_tokens=4, prompt_bucket=1024)), "start"),
-    "agent": ("precisecoder_agent", dict(rl=dict(OVERRIDES["rl"], turns=2, feedback_tokens=320)),
-              "agent_start"),
+  "sft": ("sft", dict(sft=dict(batch_size=4)), "start"),
+  "dpo": (
+    "dpo",
+    dict(dpo=dict(batch_size=4, samples_per_task=4), rl=dict(max_new_tokens=4, prompt_bucket=1024)),
+    "start",
+  ),
+  "agent": (
+    "precisecoder_agent",
+    dict(rl=dict(OVERRIDES["rl"], turns=2, feedback_tokens=320)),
+    "agent_start",
+  ),
 }
 AGENT_TEST = "test_agent_episodes_on_two_hosts_train_like_one_process"  # slow: its run too
 # What a host may take to join, go silent or reach a barrier, on a loaded 2-core machine.
@@ -59,6 +78,7 @@ RUN_TIMEOUT_S = 600  # per run of a launch
 
 def _config(task_file):
   from precisecoder.train import config as train_config
+
   cfg = train_config.default("tiny")
   for section, values in OVERRIDES.items():
     cfg[section].update(values)
@@ -100,8 +120,11 @@ def _workdir(start, name, checkpoint="start"):
 
 def _run(name, config, workdir, overrides, copy=None):
   """A run of a launch: `precisecoder train --config=configs/<config>.py:tiny` in `workdir`."""
-  return dict(name=name, args=[f"--config=configs/{config}.py:tiny", f"--workdir={workdir}",
-                               *_flags(overrides)], copy=copy and [str(p) for p in copy])
+  return dict(
+    name=name,
+    args=[f"--config=configs/{config}.py:tiny", f"--workdir={workdir}", *_flags(overrides)],
+    copy=copy and [str(p) for p in copy],
+  )
 
 
 @pytest.fixture(scope="module")
@@ -109,23 +132,34 @@ def hosts(request, start):
   """The launch of 2 processes x 2 devices: the RL run, the same run preempted by SIGTERM to
   one host then resumed, the SFT and DPO baselines (and agent episodes when their test runs)."""
   rl = _rl_overrides(start)
-  runs = [_run("rl", "precisecoder", _workdir(start, "rl"), rl),
-          _run("preempted", "precisecoder", _workdir(start, "preempted"), rl),
-          _run("resumed", "precisecoder", start / "resumed", rl,
-               copy=(start / "preempted", start / "resumed"))]
+  runs = [
+    _run("rl", "precisecoder", _workdir(start, "rl"), rl),
+    _run("preempted", "precisecoder", _workdir(start, "preempted"), rl),
+    _run(
+      "resumed",
+      "precisecoder",
+      start / "resumed",
+      rl,
+      copy=(start / "preempted", start / "resumed"),
+    ),
+  ]
   names = ["sft", "dpo"]
   if any(item.name == AGENT_TEST for item in request.session.items):
     _step_zero(start / "tasks.jsonl", start / "agent_start", garbage_ends=True)  # hears feedback
     names.append("agent")
   for name in names:
     config, _, checkpoint = RUNS[name]
-    runs.append(_run(name, config, _workdir(start, f"{name}_two_hosts", checkpoint),
-                     _overrides(start, name)))
+    runs.append(
+      _run(name, config, _workdir(start, f"{name}_two_hosts", checkpoint), _overrides(start, name))
+    )
   launch = Launch(start / "hosts", 2, 2, runs, TIMEOUTS)
   deadline = time.monotonic() + RUN_TIMEOUT_S * len(runs)  # for hosts that hang
   # The preemption: SIGTERM to one host once the run has finished a step (its first metrics).
-  while (not metrics.read_metrics(start / "preempted" / "metrics.jsonl") and launch.running()
-         and time.monotonic() < deadline):
+  while (
+    not metrics.read_metrics(start / "preempted" / "metrics.jsonl")
+    and launch.running()
+    and time.monotonic() < deadline
+  ):
     time.sleep(0.1)
   if launch.running():
     launch.send_signal(1, signal.SIGTERM)
@@ -140,19 +174,24 @@ def one_host(start):
 
 
 def _fingerprints(logs):
-  return {name: re.findall(r"parameters on this host: sha256 (\w+)", text)[-1]
-          for name, text in logs.items()}
+  return {
+    name: re.findall(r"parameters on this host: sha256 (\w+)", text)[-1]
+    for name, text in logs.items()
+  }
 
 
 def _step_metrics(workdir):
-  return [{k: v for k, v in r.items() if not k.startswith(("time/", "reward_exposed"))}
-          for r in metrics.read_metrics(workdir / "metrics.jsonl")]
+  return [
+    {k: v for k, v in r.items() if not k.startswith(("time/", "reward_exposed"))}
+    for r in metrics.read_metrics(workdir / "metrics.jsonl")
+  ]
 
 
 def _params(workdir):
   import jax
   from flax import nnx
   from precisecoder.model import run_checkpoints
+
   model, _, _ = run_checkpoints.load(workdir)
   return [np.asarray(x) for x in jax.tree.leaves(nnx.state(model))]
 
@@ -161,6 +200,7 @@ def test_a_global_batch_does_not_depend_on_the_number_of_hosts():
   """Host i's batch k is the i-th block of one host's batch k: the same tasks in the same
   order for any number of hosts (so the one-process run below sees the same global batch)."""
   from precisecoder.data import generator, pipeline
+
   tasks = generator.make_tasks("train", "easy", 10, seed=0)
   ids = lambda batch: [t.task_id for t in batch]
   one = pipeline.make_iterator(tasks, 4, seed=3)
@@ -171,8 +211,10 @@ def test_a_global_batch_does_not_depend_on_the_number_of_hosts():
 
 def test_a_failed_run_fails_the_tests_that_read_it_and_the_later_runs_with_the_logs(tmp_path):
   args = ["--config=configs/sft.py:tiny", f"--workdir={tmp_path / 'run'}"]
-  runs = [dict(name="bad", args=[*args, "--config.sft.no_such_field=1"]),
-          dict(name="later", args=args)]
+  runs = [
+    dict(name="bad", args=[*args, "--config.sft.no_such_field=1"]),
+    dict(name="later", args=args),
+  ]
   launch = Launch(tmp_path / "launch", 1, 1, runs, TIMEOUTS).wait(RUN_TIMEOUT_S)
   for name, status in (("bad", "'2'"), ("later", "'no end'")):
     with pytest.raises(AssertionError, match=f"run '{name}': {{'process_0.log': {status}}}") as e:
@@ -189,8 +231,10 @@ def test_two_hosts_train_like_one_process_with_the_same_global_batch(start, host
   assert [r["step"] for r in rows] == list(range(1, STEPS + 1))
   # The policy really learns: rewards vary within groups and the parameters move.
   assert all(r["advantage_abs"] > 0 and r["train/grad_norm"] > 0 for r in rows), rows
-  assert not np.allclose(np.concatenate([p.ravel() for p in _params(workdir)]),
-                         np.concatenate([p.ravel() for p in _params(start / "start")]))
+  assert not np.allclose(
+    np.concatenate([p.ravel() for p in _params(workdir)]),
+    np.concatenate([p.ravel() for p in _params(start / "start")]),
+  )
 
   one_host.run_logs("rl")
   single = start / "rl_one_host"
@@ -203,8 +247,10 @@ def test_two_hosts_train_like_one_process_with_the_same_global_batch(start, host
   data = json.loads((workdir / "config.json").read_text())["data"]
   assert data["task_file"].endswith("tasks.jsonl")
   # Only the primary host writes the run's files; each host keeps its own iterator state.
-  assert sorted(p.name for p in (workdir / "checkpoints" / str(STEPS) / "data").glob("*.json")) \
-      == ["process_0-of-2.json", "process_1-of-2.json"]
+  assert sorted(p.name for p in (workdir / "checkpoints" / str(STEPS) / "data").glob("*.json")) == [
+    "process_0-of-2.json",
+    "process_1-of-2.json",
+  ]
   assert len(list((workdir / "tensorboard").glob("events.out.tfevents.*"))) == 1
 
 
@@ -227,6 +273,7 @@ def test_sigterm_to_one_host_then_resume_matches_the_uninterrupted_run(start, ho
 def _config_file(name):
   """configs/<name>.py's get_config, loaded as absl's config flags would."""
   import importlib.util
+
   spec = importlib.util.spec_from_file_location(f"config_{name}", ROOT / "configs" / f"{name}.py")
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
@@ -237,6 +284,7 @@ def _two_hosts_and_one_device(start, hosts, name):
   """The 2-process x 2-device run `name` of `hosts`, and the same config run by the train
   command in this process on its one device, both from the same checkpoint; both workdirs."""
   from precisecoder.commands import train
+
   assert len(set(_fingerprints(hosts.run_logs(name)).values())) == 1  # the hosts' replicas agree
   two = start / f"{name}_two_hosts"
   config, _, checkpoint = RUNS[name]
@@ -245,8 +293,10 @@ def _two_hosts_and_one_device(start, hosts, name):
     cfg[section].update(values)
   one = _workdir(start, f"{name}_one_device", checkpoint)
   assert train.train(cfg, str(one)) == 0
-  assert not np.allclose(np.concatenate([p.ravel() for p in _params(two)]),
-                         np.concatenate([p.ravel() for p in _params(start / checkpoint)]))
+  assert not np.allclose(
+    np.concatenate([p.ravel() for p in _params(two)]),
+    np.concatenate([p.ravel() for p in _params(start / checkpoint)]),
+  )
   for a, b in zip(_params(two), _params(one)):
     np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
   return two, one
@@ -292,10 +342,20 @@ def test_the_local_pod_script_trains_the_tiny_preset_on_two_hosts(tmp_path):
   hosts' devices): both hosts finish every step and the primary writes the run's report."""
   workdir = tmp_path / "run"
   done = subprocess.run(
-      [str(ROOT / "scripts" / "multihost_local.sh"), "2", "configs/precisecoder.py:tiny",
-       str(workdir), "--config.train.steps=2"], cwd=ROOT,
-      env={**os.environ, "PYTHON": sys.executable}, capture_output=True, text=True,
-      timeout=1800, check=False)
+    [
+      str(ROOT / "scripts" / "multihost_local.sh"),
+      "2",
+      "configs/precisecoder.py:tiny",
+      str(workdir),
+      "--config.train.steps=2",
+    ],
+    cwd=ROOT,
+    env={**os.environ, "PYTHON": sys.executable},
+    capture_output=True,
+    text=True,
+    timeout=1800,
+    check=False,
+  )
   logs = {p.name: p.read_text() for p in (workdir / "logs").glob("*.log")}
   assert done.returncode == 0 and "2 processes done (exit 0)" in done.stdout, (done, logs)
   assert sorted(logs) == ["process_0.log", "process_1.log"]

@@ -21,8 +21,9 @@ def test_a_record_without_a_string_program_or_completion_has_none():
 
 def test_the_size_cap_counts_lines_and_characters():
   assert predictions.too_large("x = 1\n" * 9, max_lines=10) is None  # 10 lines with the last
-  assert "11 lines exceeds --max-program-lines 10" in predictions.too_large("x\n" * 10,
-                                                                           max_lines=10)
+  assert "11 lines exceeds --max-program-lines 10" in predictions.too_large(
+    "x\n" * 10, max_lines=10
+  )
   long_line = "x = '" + "a" * 1000 + "'"
   assert predictions.too_large(long_line, max_lines=10) is not None  # 10 x 100 characters
   assert predictions.too_large(long_line[:999], max_lines=10) is None

@@ -4,21 +4,23 @@ import pytest
 
 from precisecoder import prompts, tasks
 
-TASK = tasks.Task(task_id="t", buggy_code="def f(x):\n    return x - 1\n",
-                  gt_solution="def f(x):\n    return x + 1\n",
-                  gt_diff=tasks.derive_gt_diff("def f(x):\n    return x - 1\n",
-                                               "def f(x):\n    return x + 1\n"),
-                  tests={"kind": "call", "entry_point": "f",
-                         "cases": [{"args": [1], "expected": 2}]},
-                  prompt="Return x plus one.")
+TASK = tasks.Task(
+  task_id="t",
+  buggy_code="def f(x):\n    return x - 1\n",
+  gt_solution="def f(x):\n    return x + 1\n",
+  gt_diff=tasks.derive_gt_diff("def f(x):\n    return x - 1\n", "def f(x):\n    return x + 1\n"),
+  tests={"kind": "call", "entry_point": "f", "cases": [{"args": [1], "expected": 2}]},
+  prompt="Return x plus one.",
+)
 
 
 def test_debug_messages_wording_and_parts():
   (message,) = prompts.debug_messages(TASK)
   text = message["content"]
   assert message["role"] == "user"
-  assert text.startswith("Debug the given Python code that contains errors. ONLY fix the bugs. "
-                         "Make minimal edits.\n")
+  assert text.startswith(
+    "Debug the given Python code that contains errors. ONLY fix the bugs. Make minimal edits.\n"
+  )
   assert "PART 2: Buggy Code\n```python\ndef f(x):\n    return x - 1\n```" in text
   assert "PART 3: Unit Tests (context only)\n```python\nassert f(1) == 2\n```" in text
   assert text.rstrip().endswith("Corrected Code Output (use the format above):")
@@ -49,12 +51,16 @@ def test_thinking_removed_before_extraction():
 
 
 def test_thinking_and_no_code_block_gives_raw_text():
-  assert prompts.extract_program("<think>hmm</think>\ndef f(x):\n    return x + 1\n") == \
-      "def f(x):\n    return x + 1"
+  assert (
+    prompts.extract_program("<think>hmm</think>\ndef f(x):\n    return x + 1\n")
+    == "def f(x):\n    return x + 1"
+  )
   assert prompts.extract_program("<think>never closed ```python\nx=1\n```") == ""
 
 
-@pytest.mark.parametrize("completion, program", [
+@pytest.mark.parametrize(
+  "completion, program",
+  [
     ("```python\ndef f(x):\n    return x + 1\n", "def f(x):\n    return x + 1\n"),
     ("Fixed:\n```py\ny = 2", "y = 2"),
     ("<think>the bug</think>\n```\nz = 3\n", "z = 3\n"),
@@ -62,6 +68,7 @@ def test_thinking_and_no_code_block_gives_raw_text():
     ("Input:\n```text\n1 2\n```\nFix:\n```python\nw = 4\n", "w = 4\n"),
     # Closed blocks still win over a later unclosed one.
     ("```python\na = 1\n```\nor\n```python\na = 2\n", "a = 1\n"),
-])
+  ],
+)
 def test_an_answer_cut_before_its_closing_fence_gives_the_open_block(completion, program):
   assert prompts.extract_program(completion) == program

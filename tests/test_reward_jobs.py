@@ -21,8 +21,9 @@ class Pool:
     self.batches.append([job.program for job in jobs])
     if self.status is not None:
       return [Result(self.status, detail="worker died") for _ in jobs]
-    return [Result(Status.PASS if "* 2" in job.program else Status.FAIL, detail="wrong")
-            for job in jobs]
+    return [
+      Result(Status.PASS if "* 2" in job.program else Status.FAIL, detail="wrong") for job in jobs
+    ]
 
 
 class Scheduler:
@@ -42,8 +43,16 @@ class Scheduler:
 
 
 def make_task(task_id="t", tests=None):
-  return tasks.parse_task({"task_id": task_id, "buggy_code": BUGGY, "gt_solution": GOLD,
-                           "tests": tests or TESTS, "is_buggy": True}, "test")
+  return tasks.parse_task(
+    {
+      "task_id": task_id,
+      "buggy_code": BUGGY,
+      "gt_solution": GOLD,
+      "tests": tests or TESTS,
+      "is_buggy": True,
+    },
+    "test",
+  )
 
 
 def test_each_distinct_program_runs_once_per_batch_and_is_remembered_after():

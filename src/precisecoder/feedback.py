@@ -45,13 +45,15 @@ MAX_FAILURES_SHOWN = 3
 @dataclasses.dataclass(frozen=True)
 class Visibility:
   """How many of a task's tests are visible: min(count, floor(fraction x tests)), at least 1."""
+
   count: int = 3
   fraction: float = 0.5
 
   def __post_init__(self):
     if self.count < 1 or not 0 < self.fraction <= 1:
-      raise ValueError(f"Visibility: count {self.count} must be >= 1 and fraction "
-                       f"{self.fraction} in (0, 1]")
+      raise ValueError(
+        f"Visibility: count {self.count} must be >= 1 and fraction {self.fraction} in (0, 1]"
+      )
 
   def visible(self, total: int) -> int:
     return min(total, max(1, min(self.count, math.floor(self.fraction * total))))
@@ -61,6 +63,7 @@ class Visibility:
 class VisibleTest:
   """One visible test: what the message calls it, the spec that runs it alone, and what it
   expects where the spec says (call and io)."""
+
   name: str  # "f(1, 2)", "input #1", "assert f(1) == 2", "TestCases.test_empty"
   tests: dict[str, Any]  # a test spec of the task's kind holding this test only
   expected: str | None = None  # call: the expected value as JSON; io: the expected output
@@ -79,6 +82,7 @@ class Failure:
 @dataclasses.dataclass(frozen=True)
 class Outcome:
   """A program's run on a task's visible tests."""
+
   visible: int  # visible tests run
   hidden: int  # tests the agent does not see
   failures: tuple[Failure, ...] = ()  # every failing visible test, in order
@@ -95,10 +99,15 @@ class Outcome:
     return not self.no_program and not self.failures
 
   def to_json(self) -> dict[str, Any]:
-    return {"visible": self.visible, "hidden": self.hidden, "failed": self.failed,
-            "passed": self.passed, "no_program": self.no_program,
-            "compile_error": self.compile_error,
-            "failures": [dataclasses.asdict(f) for f in self.failures]}
+    return {
+      "visible": self.visible,
+      "hidden": self.hidden,
+      "failed": self.failed,
+      "passed": self.passed,
+      "no_program": self.no_program,
+      "compile_error": self.compile_error,
+      "failures": [dataclasses.asdict(f) for f in self.failures],
+    }
 
 
 # ---------------------------------------------------------------------------
@@ -111,21 +120,34 @@ def _spread(total: int, n: int) -> list[int]:
   return sorted({i * total // n for i in range(n)})
 
 
-def visible_tests(task: Task, visibility: Visibility = Visibility()
-                  ) -> tuple[list[VisibleTest], int]:
+def visible_tests(
+  task: Task, visibility: Visibility = Visibility()
+) -> tuple[list[VisibleTest], int]:
   """(the task's visible tests, how many of its tests are hidden)."""
   tests = task.tests
   kind = tests["kind"]
   if kind in ("call", "io"):
     cases = list(tests["cases"])
-    shown = cases[:visibility.visible(len(cases))]
+    shown = cases[: visibility.visible(len(cases))]
     if kind == "call":
-      out = [VisibleTest(_call_text(tests["entry_point"], case),
-                         {**tests, "cases": [case]}, expected=_json(case["expected"]))
-             for case in shown]
+      out = [
+        VisibleTest(
+          _call_text(tests["entry_point"], case),
+          {**tests, "cases": [case]},
+          expected=_json(case["expected"]),
+        )
+        for case in shown
+      ]
     else:
-      out = [VisibleTest(f"input #{i + 1}", {**tests, "cases": [case]}, expected=case["stdout"],
-                         stdin=case["stdin"]) for i, case in enumerate(shown)]
+      out = [
+        VisibleTest(
+          f"input #{i + 1}",
+          {**tests, "cases": [case]},
+          expected=case["stdout"],
+          stdin=case["stdin"],
+        )
+        for i, case in enumerate(shown)
+      ]
     return out, len(cases) - len(shown)
   units = _assert_units(tests["code"]) if kind == "assert" else _test_methods(tests["code"])
   chosen = _spread(len(units), visibility.visible(len(units))) if units else []
@@ -168,8 +190,9 @@ def _offsets(code: str) -> list[int]:
   return starts
 
 
-def _span(node: ast.AST, starts: list[int], code: str, first_line: int | None = None
-          ) -> tuple[int, int]:
+def _span(
+  node: ast.AST, starts: list[int], code: str, first_line: int | None = None
+) -> tuple[int, int]:
   lines = code.splitlines(keepends=True)
 
   def at(line: int, col: int) -> int:  # ast columns count UTF-8 bytes
@@ -185,10 +208,12 @@ def _assert_units(code: str) -> list[_Unit]:
   except SyntaxError:
     return []
   starts = _offsets(code)
-  nodes = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Assert)),
-                 key=lambda n: (n.lineno, n.col_offset))
-  return [_Unit(ast.unparse(n), _span(n, starts, code), (n.lineno, n.col_offset), "pass")
-          for n in nodes]
+  nodes = sorted(
+    (n for n in ast.walk(tree) if isinstance(n, ast.Assert)), key=lambda n: (n.lineno, n.col_offset)
+  )
+  return [
+    _Unit(ast.unparse(n), _span(n, starts, code), (n.lineno, n.col_offset), "pass") for n in nodes
+  ]
 
 
 def _test_methods(code: str) -> list[_Unit]:
@@ -203,12 +228,19 @@ def _test_methods(code: str) -> list[_Unit]:
   for node in tree.body:
     if isinstance(node, ast.ClassDef) and node.name in classes:
       for item in node.body:
-        if (isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and item.name.startswith("test")):
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith(
+          "test"
+        ):
           first = min([d.lineno for d in item.decorator_list] + [item.lineno])
           # A whole line range: decorators and the def, from the start of their first line.
-          units.append(_Unit(f"{node.name}.{item.name}", _span(item, starts, code, first),
-                             (item.lineno, item.col_offset), " " * item.col_offset + "pass"))
+          units.append(
+            _Unit(
+              f"{node.name}.{item.name}",
+              _span(item, starts, code, first),
+              (item.lineno, item.col_offset),
+              " " * item.col_offset + "pass",
+            )
+          )
   return units
 
 
@@ -244,30 +276,52 @@ def _keep_only(code: str, hidden: Sequence[_Unit]) -> str:
 def _pool_and_limits(pool_or_scorer):
   """(pool, task -> Limits, deadline) from an execution pool or a RewardScorer."""
   if hasattr(pool_or_scorer, "limits_for") and hasattr(pool_or_scorer, "pool"):
-    return (pool_or_scorer.pool, pool_or_scorer.limits_for,
-            getattr(pool_or_scorer, "deadline_s", None))
+    return (
+      pool_or_scorer.pool,
+      pool_or_scorer.limits_for,
+      getattr(pool_or_scorer, "deadline_s", None),
+    )
   return pool_or_scorer, lambda task: Limits(timeout_s=float(task.timeout_s)), None
 
 
-def feedback(pool_or_scorer, task: Task, program: str | None, *,
-             visibility: Visibility = Visibility(), max_chars: int = 3000,
-             max_value_chars: int = 240) -> tuple[Outcome, str]:
+def feedback(
+  pool_or_scorer,
+  task: Task,
+  program: str | None,
+  *,
+  visibility: Visibility = Visibility(),
+  max_chars: int = 3000,
+  max_value_chars: int = 240,
+) -> tuple[Outcome, str]:
   """`program` run on `task`'s visible tests: (outcome, message). The message is "" when every
   visible test passed or there is no program (both end an episode)."""
-  return feedback_many(pool_or_scorer, [task], [program], visibility=visibility,
-                       max_chars=max_chars, max_value_chars=max_value_chars)[0]
+  return feedback_many(
+    pool_or_scorer,
+    [task],
+    [program],
+    visibility=visibility,
+    max_chars=max_chars,
+    max_value_chars=max_value_chars,
+  )[0]
 
 
-def as_json(pool_or_scorer, task: Task, program: str | None, *,
-            visibility: Visibility = Visibility()) -> dict[str, Any]:
+def as_json(
+  pool_or_scorer, task: Task, program: str | None, *, visibility: Visibility = Visibility()
+) -> dict[str, Any]:
   """`feedback` as JSON data (the reward server's POST /feedback): the outcome and message."""
   outcome, text = feedback(pool_or_scorer, task, program, visibility=visibility)
   return {**outcome.to_json(), "message": text}
 
 
-def feedback_many(pool_or_scorer, tasks: Sequence[Task], programs: Sequence[str | None], *,
-                  visibility: Visibility = Visibility(), max_chars: int = 3000,
-                  max_value_chars: int = 240) -> list[tuple[Outcome, str]]:
+def feedback_many(
+  pool_or_scorer,
+  tasks: Sequence[Task],
+  programs: Sequence[str | None],
+  *,
+  visibility: Visibility = Visibility(),
+  max_chars: int = 3000,
+  max_value_chars: int = 240,
+) -> list[tuple[Outcome, str]]:
   """`feedback` for many (task, program) pairs in one pool round."""
   if len(tasks) != len(programs):
     raise ValueError(f"{len(tasks)} tasks but {len(programs)} programs")
@@ -293,13 +347,19 @@ def feedback_many(pool_or_scorer, tasks: Sequence[Task], programs: Sequence[str 
       out.append((Outcome(len(shown), hidden, no_program=True), ""))
       continue
     if problem is not None:  # every test fails the same way: said once, nothing runs
-      outcome = Outcome(len(shown), hidden, tuple(
-          Failure(cut_middle(t.name, limit), error=problem) for t in shown),
-          compile_error=cut_middle(problem, limit))
+      outcome = Outcome(
+        len(shown),
+        hidden,
+        tuple(Failure(cut_middle(t.name, limit), error=problem) for t in shown),
+        compile_error=cut_middle(problem, limit),
+      )
       out.append((outcome, message(outcome, max_chars) if shown else ""))
       continue
-    failures = tuple(_failure(test, result, limit) for test, result
-                     in zip(shown, results[first:first + len(shown)]) if not result.passed)
+    failures = tuple(
+      _failure(test, result, limit)
+      for test, result in zip(shown, results[first : first + len(shown)])
+      if not result.passed
+    )
     outcome = Outcome(len(shown), hidden, failures)
     out.append((outcome, message(outcome, max_chars) if failures else ""))
   return out
@@ -316,7 +376,7 @@ def cut_middle(text: str, limit: int) -> str:
   if len(text) <= limit:
     return text
   keep = max(limit - 30, 2)
-  head, tail = text[:keep - keep // 2], text[len(text) - keep // 2:]
+  head, tail = text[: keep - keep // 2], text[len(text) - keep // 2 :]
   return f"{head}...[{len(text) - len(head) - len(tail)} characters cut]...{tail}"
 
 
@@ -335,8 +395,9 @@ def _failure(test: VisibleTest, result: Result, limit: int) -> Failure:
     got = "a value that is not JSON data" if result.got is None else _json(result.got)
     return dataclasses.replace(failure, expected=cut(test.expected), got=cut(got))
   if kind == "io" and detail == "wrong output":
-    return dataclasses.replace(failure, expected=cut(test.expected.rstrip("\n")),
-                               got=cut(result.stdout.rstrip("\n")))
+    return dataclasses.replace(
+      failure, expected=cut(test.expected.rstrip("\n")), got=cut(result.stdout.rstrip("\n"))
+    )
   detail = _CHECK_PREFIX.sub("", _TEST_PREFIX.sub("", detail))
   lines = [line for line in detail.splitlines() if line.strip()]
   return dataclasses.replace(failure, error=cut(lines[-1] if lines else result.status.value))
@@ -344,13 +405,18 @@ def _failure(test: VisibleTest, result: Result, limit: int) -> Failure:
 
 def message(outcome: Outcome, max_chars: int = 3000) -> str:
   """The feedback text for a program that failed some visible tests."""
-  tail = ("Fix the program. Answer with the whole corrected program in a ```python block, "
-          "making minimal edits to the original buggy code.")
+  tail = (
+    "Fix the program. Answer with the whole corrected program in a ```python block, "
+    "making minimal edits to the original buggy code."
+  )
   if outcome.compile_error is not None:
-    return cut_middle(f"Your program does not compile: {outcome.compile_error}.\n\n{tail}",
-                      max_chars)
-  head = (f"Your program failed {outcome.failed} of {outcome.visible} visible "
-          f"test{'s' if outcome.visible != 1 else ''}.")
+    return cut_middle(
+      f"Your program does not compile: {outcome.compile_error}.\n\n{tail}", max_chars
+    )
+  head = (
+    f"Your program failed {outcome.failed} of {outcome.visible} visible "
+    f"test{'s' if outcome.visible != 1 else ''}."
+  )
   blocks = []
   for i, f in enumerate(outcome.failures[:MAX_FAILURES_SHOWN], 1):
     lines = [f"Test {i}: {f.name}"]

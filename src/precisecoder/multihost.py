@@ -28,8 +28,9 @@ from jax.sharding import Mesh, NamedSharding
 from precisecoder.model.sharding import RULES, logical_to_spec
 
 
-def initialize(initialization_timeout_s: int = 300, heartbeat_timeout_s: int = 100,
-               shutdown_timeout_s: int = 300) -> None:
+def initialize(
+  initialization_timeout_s: int = 300, heartbeat_timeout_s: int = 100, shutdown_timeout_s: int = 300
+) -> None:
   """Joins the other processes of a multi-host run (no-op for a single process, and for a
   process that has joined already: one that runs several trainings in turn joins once).
 
@@ -44,20 +45,30 @@ def initialize(initialization_timeout_s: int = 300, heartbeat_timeout_s: int = 1
   # Cross-process collectives on CPU (the local multi-process runs) need an implementation;
   # the setting is ignored by TPU and GPU backends.
   jax.config.update("jax_cpu_collectives_implementation", "gloo")
-  timeouts = dict(initialization_timeout=int(initialization_timeout_s),
-                  heartbeat_timeout_seconds=int(heartbeat_timeout_s),
-                  shutdown_timeout_seconds=int(shutdown_timeout_s))
+  timeouts = dict(
+    initialization_timeout=int(initialization_timeout_s),
+    heartbeat_timeout_seconds=int(heartbeat_timeout_s),
+    shutdown_timeout_seconds=int(shutdown_timeout_s),
+  )
   if tpu_pod:
     jax.distributed.initialize(**timeouts)
   else:
     missing = [k for k in ("JAX_NUM_PROCESSES", "JAX_PROCESS_ID") if k not in env]
     if missing:
       raise ValueError(f"JAX_COORDINATOR_ADDRESS is set but {', '.join(missing)} is not")
-    jax.distributed.initialize(env["JAX_COORDINATOR_ADDRESS"],
-                               num_processes=int(env["JAX_NUM_PROCESSES"]),
-                               process_id=int(env["JAX_PROCESS_ID"]), **timeouts)
-  logging.info("process %d of %d, %d local devices of %d", jax.process_index(),
-               jax.process_count(), jax.local_device_count(), jax.device_count())
+    jax.distributed.initialize(
+      env["JAX_COORDINATOR_ADDRESS"],
+      num_processes=int(env["JAX_NUM_PROCESSES"]),
+      process_id=int(env["JAX_PROCESS_ID"]),
+      **timeouts,
+    )
+  logging.info(
+    "process %d of %d, %d local devices of %d",
+    jax.process_index(),
+    jax.process_count(),
+    jax.local_device_count(),
+    jax.device_count(),
+  )
 
 
 def barrier(name: str, timeout_s: int) -> None:
@@ -71,6 +82,7 @@ def barrier(name: str, timeout_s: int) -> None:
   if jax.process_count() == 1:
     return
   from jax._src import distributed  # pylint: disable=import-outside-toplevel
+
   # No public API holds the client (jax.experimental.multihost_utils and Orbax read it here).
   distributed.global_state.client.wait_at_barrier(f"precisecoder:{name}", int(timeout_s * 1000))
 
@@ -95,7 +107,8 @@ def batch_sharding(mesh: Mesh, global_shape: tuple[int, ...]) -> NamedSharding:
     for device, index in sharding.devices_indices_map(global_shape).items():
       rows = index[0]
       blocks.setdefault(device.process_index, set()).add(
-          (rows.start or 0, global_shape[0] if rows.stop is None else rows.stop))
+        (rows.start or 0, global_shape[0] if rows.stop is None else rows.stop)
+      )
     count = jax.process_count()
     per_host = global_shape[0] // count
     expected = {p: (p * per_host, (p + 1) * per_host) for p in range(count)}
@@ -103,9 +116,10 @@ def batch_sharding(mesh: Mesh, global_shape: tuple[int, ...]) -> NamedSharding:
       lo, hi = min(s for s, _ in spans), max(e for _, e in spans)
       if (lo, hi) != expected[process] or global_shape[0] % count:
         raise ValueError(
-            f"a batch of {global_shape[0]} rows cannot be split into {count} per-host blocks "
-            f"over mesh {dict(mesh.shape)}: the rows must be a multiple of the devices on "
-            f"the batch axes (data x fsdp), with each host's devices adjacent in the mesh")
+          f"a batch of {global_shape[0]} rows cannot be split into {count} per-host blocks "
+          f"over mesh {dict(mesh.shape)}: the rows must be a multiple of the devices on "
+          f"the batch axes (data x fsdp), with each host's devices adjacent in the mesh"
+        )
   return sharding
 
 
@@ -140,8 +154,9 @@ def allgather_rows(local: Any) -> Any:
   """Every host's rows of a pytree of numpy arrays, concatenated in process order."""
   if jax.process_count() == 1:
     return local
-  return jax.tree.map(lambda x: np.asarray(multihost_utils.process_allgather(
-      np.asarray(x), tiled=True)), local)
+  return jax.tree.map(
+    lambda x: np.asarray(multihost_utils.process_allgather(np.asarray(x), tiled=True)), local
+  )
 
 
 def global_max(value: int) -> int:
@@ -155,7 +170,7 @@ def rows_before(count: int) -> int:
   if jax.process_count() == 1:
     return 0
   counts = multihost_utils.process_allgather(np.int64(count))
-  return int(np.sum(counts[:jax.process_index()]))
+  return int(np.sum(counts[: jax.process_index()]))
 
 
 def allgather_json(value: Any) -> list[Any]:
@@ -165,7 +180,7 @@ def allgather_json(value: Any) -> list[Any]:
   data = np.frombuffer(json.dumps(value).encode(), np.uint8)
   width = global_max(len(data))
   padded = np.zeros(width, np.uint8)
-  padded[:len(data)] = data
+  padded[: len(data)] = data
   lengths = multihost_utils.process_allgather(np.int64(len(data)))
   rows = multihost_utils.process_allgather(padded)
   return [json.loads(bytes(row[:n]).decode()) for row, n in zip(rows, lengths)]

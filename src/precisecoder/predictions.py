@@ -17,8 +17,9 @@ CHARS_PER_LINE = 100
 NO_PROGRAM = "no string 'completion' or 'program'"
 
 
-def resolve(record: Mapping[str, Any], max_lines: int = MAX_PROGRAM_LINES
-            ) -> tuple[str | None, str | None]:
+def resolve(
+  record: Mapping[str, Any], max_lines: int = MAX_PROGRAM_LINES
+) -> tuple[str | None, str | None]:
   """(program, None), or (None, why not): `NO_PROGRAM`, or the size cap's reason.
 
   `program` is taken as it is; from a `completion` the thinking block is removed and the
@@ -41,6 +42,8 @@ def too_large(program: str, max_lines: int = MAX_PROGRAM_LINES) -> str | None:
   if lines > max_lines:
     return f"program of {lines} lines exceeds --max-program-lines {max_lines}: not scored"
   if len(program) > max_lines * CHARS_PER_LINE:
-    return (f"program of {len(program)} characters exceeds {max_lines * CHARS_PER_LINE} "
-            f"(--max-program-lines {max_lines} x {CHARS_PER_LINE}): not scored")
+    return (
+      f"program of {len(program)} characters exceeds {max_lines * CHARS_PER_LINE} "
+      f"(--max-program-lines {max_lines} x {CHARS_PER_LINE}): not scored"
+    )
   return None

@@ -47,8 +47,9 @@ Output format (follow *exactly*):
 ```
 Corrected Code Output (use the format above):"""
 
-_THINK_HINT = ("Reason about where the bug is inside <think> </think> first, then give the "
-               "corrected code.")
+_THINK_HINT = (
+  "Reason about where the bug is inside <think> </think> first, then give the corrected code."
+)
 
 
 def format_tests(tests: Mapping[str, Any], max_cases: int = 10) -> str:
@@ -62,12 +63,15 @@ def format_tests(tests: Mapping[str, Any], max_cases: int = 10) -> str:
     for case in cases:
       args = [json.dumps(a) for a in case.get("args", [])]
       args += [f"{k}={json.dumps(v)}" for k, v in case.get("kwargs", {}).items()]
-      lines.append(f"assert {tests['entry_point']}({', '.join(args)}) == "
-                   f"{json.dumps(case['expected'])}")
+      lines.append(
+        f"assert {tests['entry_point']}({', '.join(args)}) == {json.dumps(case['expected'])}"
+      )
   elif kind == "io":
     for i, case in enumerate(cases, 1):
-      lines.append(f"# Test {i}\n# stdin:\n{_comment(case['stdin'])}\n# expected stdout:\n"
-                   f"{_comment(case['stdout'])}")
+      lines.append(
+        f"# Test {i}\n# stdin:\n{_comment(case['stdin'])}\n# expected stdout:\n"
+        f"{_comment(case['stdout'])}"
+      )
   else:
     raise ValueError(f"unknown test kind {kind!r}")
   return "\n".join(lines)
@@ -80,10 +84,24 @@ def _comment(text: str) -> str:
 def debug_prompt(task: Task, *, thinking: bool = False, include_tests: bool = True) -> str:
   """The user message: PDB's minimal-debug prompt for `task`."""
   with_tests = include_tests and bool(task.tests)
-  parts = [MINIMAL_DEBUG_INSTRUCTION, "",
-           _PARTS_WITH_TESTS if with_tests else _PARTS_WITHOUT_TESTS, "", _RESPONSE, "",
-           "PART 1: Problem Description", "```text", task.prompt.rstrip(), "```", "",
-           "PART 2: Buggy Code", "```python", task.buggy_code.rstrip(), "```", ""]
+  parts = [
+    MINIMAL_DEBUG_INSTRUCTION,
+    "",
+    _PARTS_WITH_TESTS if with_tests else _PARTS_WITHOUT_TESTS,
+    "",
+    _RESPONSE,
+    "",
+    "PART 1: Problem Description",
+    "```text",
+    task.prompt.rstrip(),
+    "```",
+    "",
+    "PART 2: Buggy Code",
+    "```python",
+    task.buggy_code.rstrip(),
+    "```",
+    "",
+  ]
   if with_tests:
     parts += ["PART 3: Unit Tests (context only)", "```python", format_tests(task.tests), "```", ""]
   if thinking:
@@ -92,19 +110,27 @@ def debug_prompt(task: Task, *, thinking: bool = False, include_tests: bool = Tr
   return "\n".join(parts) + "\n"
 
 
-def debug_messages(task: Task, thinking: bool = False,
-                   include_tests: bool = True) -> list[dict[str, str]]:
+def debug_messages(
+  task: Task, thinking: bool = False, include_tests: bool = True
+) -> list[dict[str, str]]:
   """Chat messages asking for a minimal fix of `task`'s buggy code.
 
   Model-specific thinking switches (Qwen3's `enable_thinking`) belong to the
   chat template call; `thinking=True` only asks for the reasoning in words.
   """
-  return [{"role": "user",
-           "content": debug_prompt(task, thinking=thinking, include_tests=include_tests)}]
+  return [
+    {"role": "user", "content": debug_prompt(task, thinking=thinking, include_tests=include_tests)}
+  ]
 
 
-def render_prompt(tokenizer, task: Task, *, thinking: bool = False, include_tests: bool = True,
-                  prefill_thinking: str | None = None) -> str:
+def render_prompt(
+  tokenizer,
+  task: Task,
+  *,
+  thinking: bool = False,
+  include_tests: bool = True,
+  prefill_thinking: str | None = None,
+) -> str:
   """The prompt text the model sees: the chat template applied to `debug_messages(task)`,
   ending with the assistant turn's opening.
 
@@ -116,8 +142,9 @@ def render_prompt(tokenizer, task: Task, *, thinking: bool = False, include_test
   messages = debug_messages(task, thinking=thinking, include_tests=include_tests)
   if prefill_thinking is not None:
     return _prefilled_turn(tokenizer, messages, prefill_thinking)
-  return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
-                                       enable_thinking=thinking)
+  return tokenizer.apply_chat_template(
+    messages, tokenize=False, add_generation_prompt=True, enable_thinking=thinking
+  )
 
 
 # Stands for the answer while a template renders a whole assistant turn; cut off afterwards.
@@ -136,13 +163,20 @@ def _prefilled_turn(tokenizer, messages: list[dict[str, str]], thinking_text: st
   reasoning = thinking_text.strip("\n")
   block = f"<think>\n{reasoning}\n</think>\n\n"
   turn = tokenizer.apply_chat_template(
-      messages + [{"role": "assistant", "content": block + _ANSWER_MARK}], tokenize=False,
-      add_generation_prompt=False, enable_thinking=True)
+    messages + [{"role": "assistant", "content": block + _ANSWER_MARK}],
+    tokenize=False,
+    add_generation_prompt=False,
+    enable_thinking=True,
+  )
   cut = turn.find(_ANSWER_MARK)
   if cut >= 0 and reasoning in turn[:cut]:
     return turn[:cut]
-  return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
-                                       enable_thinking=True) + block
+  return (
+    tokenizer.apply_chat_template(
+      messages, tokenize=False, add_generation_prompt=True, enable_thinking=True
+    )
+    + block
+  )
 
 
 def feedback_turn(tokenizer, message: str, *, thinking: bool = False) -> str:
@@ -152,14 +186,19 @@ def feedback_turn(tokenizer, message: str, *, thinking: bool = False) -> str:
   exactly as the template lays out the whole conversation. `thinking` as in `render_prompt`.
   """
   first = [{"role": "user", "content": "?"}, {"role": "assistant", "content": _ANSWER_MARK}]
-  text = tokenizer.apply_chat_template(first + [{"role": "user", "content": message}],
-                                       tokenize=False, add_generation_prompt=True,
-                                       enable_thinking=thinking)
+  text = tokenizer.apply_chat_template(
+    first + [{"role": "user", "content": message}],
+    tokenize=False,
+    add_generation_prompt=True,
+    enable_thinking=thinking,
+  )
   cut = text.find(_ANSWER_MARK)
   if cut < 0 or message not in text[cut:]:
-    raise ValueError("the chat template does not render an assistant answer and a user reply "
-                     "verbatim; multi-turn episodes need one that does")
-  return text[cut + len(_ANSWER_MARK):]
+    raise ValueError(
+      "the chat template does not render an assistant answer and a user reply "
+      "verbatim; multi-turn episodes need one that does"
+    )
+  return text[cut + len(_ANSWER_MARK) :]
 
 
 def encode_prompt(tokenizer, text: str) -> list[int]:
@@ -184,13 +223,15 @@ def decode_text(tokenizer, ids: Sequence[int]) -> str:
 
 _THINK_CLOSED = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _THINK_OPEN = re.compile(r"<think>.*", re.DOTALL | re.IGNORECASE)
-_PYTHON_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\r?\n(.*?)```",
-                           re.DOTALL | re.IGNORECASE)
+_PYTHON_BLOCK = re.compile(
+  r"```[ \t]*(?:python3?|py)[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE
+)
 _ANY_BLOCK = re.compile(r"```[^\n`]*\r?\n(.*?)```", re.DOTALL)
 # A block whose closing fence never came (the token budget cut the answer): the last fence of
 # the text opens it, and it runs to the end.
-_OPEN_PYTHON_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\r?\n((?:(?!```).)*)\Z",
-                                re.DOTALL | re.IGNORECASE)
+_OPEN_PYTHON_BLOCK = re.compile(
+  r"```[ \t]*(?:python3?|py)[ \t]*\r?\n((?:(?!```).)*)\Z", re.DOTALL | re.IGNORECASE
+)
 _OPEN_ANY_BLOCK = re.compile(r"```[^\n`]*\r?\n((?:(?!```).)*)\Z", re.DOTALL)
 
 
@@ -198,7 +239,7 @@ def strip_thinking(completion: str) -> str:
   """The completion without its thinking block(s); an unclosed block runs to the end."""
   text = _THINK_CLOSED.sub("", completion)
   if "</think>" in text.lower():  # templates that prefill "<think>" leave only the closing tag
-    text = text[text.lower().rindex("</think>") + len("</think>"):]
+    text = text[text.lower().rindex("</think>") + len("</think>") :]
   return _THINK_OPEN.sub("", text)
 
 
@@ -213,7 +254,7 @@ def thinking_block(completion: str) -> str | None:
   if start >= 0 and (end < 0 or start < end):
     body_start = start + len("<think>")
     body_end = lower.find("</think>", body_start)
-    return completion[body_start:body_end if body_end >= 0 else None].strip("\n")
+    return completion[body_start : body_end if body_end >= 0 else None].strip("\n")
   if end >= 0:
     return completion[:end].strip("\n")
   return None

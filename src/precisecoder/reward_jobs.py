@@ -34,8 +34,7 @@ _T = TypeVar("_T")
 
 
 class Pool(Protocol):
-  def run(self, jobs: Sequence[Job], deadline_s: float | None = None) -> list[Result]:
-    ...
+  def run(self, jobs: Sequence[Job], deadline_s: float | None = None) -> list[Result]: ...
 
 
 class Verdicts:
@@ -72,11 +71,9 @@ class Scheduler(Protocol):
   verdicts: Verdicts
   references: ReferenceChecks
 
-  def limits_for(self, task: Task) -> Limits:
-    ...
+  def limits_for(self, task: Task) -> Limits: ...
 
-  def run_identity(self, program: str) -> str:
-    ...
+  def run_identity(self, program: str) -> str: ...
 
 
 class JobBatch:
@@ -150,7 +147,7 @@ class JobBatch:
     def register_more() -> list[Job]:
       nonlocal outcome
       outcome = while_running()
-      return list(self._jobs.values())[len(first):]
+      return list(self._jobs.values())[len(first) :]
 
     pool, deadline_s = self._scorer.pool, self._scorer.deadline_s
     if while_running is not None and first and isinstance(pool, ExecutionPool):
@@ -189,13 +186,15 @@ class JobBatch:
 
 def _output_cap_hit(result: Result, limits: Limits) -> bool:
   """Whether the pool stopped the run because it printed more than the output cap."""
-  return (result.status is Status.FAIL
-          and result.detail.endswith(f"exceeded {limits.max_output_bytes} bytes"))
+  return result.status is Status.FAIL and result.detail.endswith(
+    f"exceeded {limits.max_output_bytes} bytes"
+  )
 
 
 def _spec_json(tests: Mapping[str, Any], limits: Limits) -> str:
-  return json.dumps([tests, _limits_dict(limits)], sort_keys=True, separators=(",", ":"),
-                    default=repr)
+  return json.dumps(
+    [tests, _limits_dict(limits)], sort_keys=True, separators=(",", ":"), default=repr
+  )
 
 
 @functools.lru_cache(maxsize=64)
@@ -231,7 +230,8 @@ class ReferenceChecks:
     if cached is not None and cached[0] is task:
       return cached[1]
     payload = json.dumps([task.gt_solution, task.buggy_code, task.is_buggy]) + _spec_json(
-        task.tests, self._limits_for(task))
+      task.tests, self._limits_for(task)
+    )
     key = hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()
     if len(self._task_keys) >= 65_536:  # RL makes new task objects every step
       self._task_keys.clear()
@@ -258,8 +258,9 @@ class ReferenceChecks:
       return False
     return None
 
-  def register(self, tasks: Sequence[Task], task_keys: dict[int, str],
-               batch: JobBatch) -> dict[str, tuple[Task, str, str | None]]:
+  def register(
+    self, tasks: Sequence[Task], task_keys: dict[int, str], batch: JobBatch
+  ) -> dict[str, tuple[Task, str, str | None]]:
     """Registers the reference and buggy runs of every task content not yet checked."""
     checks: dict[str, tuple[Task, str, str | None]] = {}
     for task in tasks:
@@ -285,5 +286,8 @@ class ReferenceChecks:
       self.problems[key] = problem
       if problem is not None:
         self.broken_tasks.setdefault(task.task_id, problem)
-        logging.warning("broken task %s: %s (its rows score 0 with this reason as their error)",
-                        task.task_id, problem)
+        logging.warning(
+          "broken task %s: %s (its rows score 0 with this reason as their error)",
+          task.task_id,
+          problem,
+        )

@@ -40,16 +40,17 @@ class Recipe:
 
 
 def _ea_grpo(terms: Mapping[str, np.ndarray], settings: Any) -> np.ndarray:
-  return advantages.ea_grpo_rewards(terms["unit"], terms["edit_cost"], settings.group_size,
-                                    settings.ea_alpha, settings.ea_beta)
+  return advantages.ea_grpo_rewards(
+    terms["unit"], terms["edit_cost"], settings.group_size, settings.ea_alpha, settings.ea_beta
+  )
 
 
 RECIPES = {
-    "unit": Recipe(column="unit"),
-    "r_lambda": Recipe(column="reward", x="f1"),
-    "precision_only": Recipe(column="precision_only", x="precision"),
-    "recall_only": Recipe(column="recall_only", x="recall_gated"),
-    "ea_grpo": Recipe(column=None, advantages=("grpo",), group_reward=_ea_grpo),
+  "unit": Recipe(column="unit"),
+  "r_lambda": Recipe(column="reward", x="f1"),
+  "precision_only": Recipe(column="precision_only", x="precision"),
+  "recall_only": Recipe(column="recall_only", x="recall_gated"),
+  "ea_grpo": Recipe(column=None, advantages=("grpo",), group_reward=_ea_grpo),
 }
 # The scorer's blended columns, in table order: {column: X}.
 BLENDS = {r.column: r.x for r in RECIPES.values() if r.x is not None}
@@ -69,8 +70,10 @@ def problem(reward: str, advantage: str, prefix: str = "") -> str | None:
     return f"{prefix}rl.advantage={advantage!r} must be one of {', '.join(ADVANTAGES)}"
   accepted = RECIPES[reward].advantages
   if advantage not in accepted:
-    return (f"{prefix}rl.reward={reward!r} is a single scalar reward: use {prefix}rl.advantage="
-            f"{' or '.join(map(repr, accepted))}")
+    return (
+      f"{prefix}rl.reward={reward!r} is a single scalar reward: use {prefix}rl.advantage="
+      f"{' or '.join(map(repr, accepted))}"
+    )
   return None
 
 
@@ -83,8 +86,7 @@ def scalar_reward(reward: str, terms: Mapping[str, np.ndarray], settings: Any) -
   return np.asarray(terms[recipe.column], np.float32)
 
 
-def compute_advantages(rl: Any, terms: Mapping[str, np.ndarray]
-                       ) -> tuple[np.ndarray, np.ndarray]:
+def compute_advantages(rl: Any, terms: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
   """(advantages [N], the scalar reward [N]) of `rl.reward` by `rl.advantage` for rows grouped
   prompt-major by `rl.group_size`. `rl` is a validated config's (config.validate refuses an
   estimator the recipe does not accept, with `problem`'s message)."""

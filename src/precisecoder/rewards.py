@@ -39,19 +39,30 @@ from precisecoder.execution.types import Limits
 from precisecoder.reward_jobs import Pool, ReferenceChecks, JobBatch, Verdicts
 from precisecoder.tasks import Task
 
-ARRAY_KEYS = ("unit", "precision", "recall", "recall_gated", "f1", *reward_recipes.BLENDS,
-              "edit_lines", "edit_cost", "noop", "damage", "broken_task")
+ARRAY_KEYS = (
+  "unit",
+  "precision",
+  "recall",
+  "recall_gated",
+  "f1",
+  *reward_recipes.BLENDS,
+  "edit_lines",
+  "edit_cost",
+  "noop",
+  "damage",
+  "broken_task",
+)
 BROKEN_TASK = "broken task: "  # how a broken task's rows' `error` starts
 # The paper's columns: name -> (term in score records / reward arrays, rows it averages over).
 # Buggy-task metrics average over buggy tasks; no-op and damage over already-correct programs.
 PAPER_COLUMNS: dict[str, tuple[str, str]] = {
-    "pass": ("unit", "buggy"),
-    "precision": ("precision", "buggy"),
-    "recall": ("recall", "buggy"),
-    "f1": ("f1", "buggy"),
-    "edit_lines": ("edit_lines", "buggy"),
-    "noop": ("noop", "clean"),
-    "damage": ("damage", "clean"),
+  "pass": ("unit", "buggy"),
+  "precision": ("precision", "buggy"),
+  "recall": ("recall", "buggy"),
+  "f1": ("f1", "buggy"),
+  "edit_lines": ("edit_lines", "buggy"),
+  "noop": ("noop", "clean"),
+  "damage": ("damage", "clean"),
 }
 
 
@@ -71,9 +82,15 @@ class MatchScore:
 
   def as_record(self) -> dict[str, Any]:
     m = self.match
-    return {"kind": m.kind, "pred_lines": [m.pred.start, m.pred.end], "pred_edits": len(m.pred),
-            "ref_blocks": sorted(r.index for r in m.refs), "fixed": self.fixed,
-            "slack": self.slack if self.fixed else 0, "ess_size": self.ess_size}
+    return {
+      "kind": m.kind,
+      "pred_lines": [m.pred.start, m.pred.end],
+      "pred_edits": len(m.pred),
+      "ref_blocks": sorted(r.index for r in m.refs),
+      "fixed": self.fixed,
+      "slack": self.slack if self.fixed else 0,
+      "ess_size": self.ess_size,
+    }
 
 
 @dataclasses.dataclass
@@ -129,10 +146,18 @@ class RewardScorer:
     cache_size: verdicts remembered across calls.
   """
 
-  def __init__(self, pool: Pool, epsilon: int | None = None, pdb_compat: bool = False,
-               lam: float = 1 / 3, *, verify_references: bool = True,
-               same_code_same_verdict: bool = True, deadline_s: float | None = None,
-               cache_size: int = 200_000):
+  def __init__(
+    self,
+    pool: Pool,
+    epsilon: int | None = None,
+    pdb_compat: bool = False,
+    lam: float = 1 / 3,
+    *,
+    verify_references: bool = True,
+    same_code_same_verdict: bool = True,
+    deadline_s: float | None = None,
+    cache_size: int = 200_000,
+  ):
     if epsilon is not None and epsilon < 0:
       raise ValueError(f"epsilon must be >= 0, got {epsilon}")
     if not 0 <= lam <= 1:
@@ -163,8 +188,12 @@ class RewardScorer:
 
   def stats(self) -> dict[str, int]:
     v = self.verdicts
-    return {"verdicts_requested": v.requested, "programs_executed": v.executed,
-            "verdicts_without_run": v.skipped, "broken_tasks": len(self.broken_tasks)}
+    return {
+      "verdicts_requested": v.requested,
+      "programs_executed": v.executed,
+      "verdicts_without_run": v.skipped,
+      "broken_tasks": len(self.broken_tasks),
+    }
 
   # -------------------------------------------------------------------------
   # Public API
@@ -174,28 +203,39 @@ class RewardScorer:
     """Per-term float32 arrays of shape [N] (keys: `ARRAY_KEYS`)."""
     return self.to_arrays(self.score_samples(tasks, programs))
 
-  def score_records(self, tasks: Sequence[Task], programs: Sequence[str | None],
-                    samples: Sequence[int] | None = None,
-                    errors: Sequence[str | None] | None = None) -> list[dict[str, Any]]:
+  def score_records(
+    self,
+    tasks: Sequence[Task],
+    programs: Sequence[str | None],
+    samples: Sequence[int] | None = None,
+    errors: Sequence[str | None] | None = None,
+  ) -> list[dict[str, Any]]:
     """One score-file line per pair (DESIGN.md "Contract: predictions and scores")."""
     scores = self.score_samples(tasks, programs, errors)
-    return [self.to_record(s, samples[i] if samples is not None else 0)
-            for i, s in enumerate(scores)]
+    return [
+      self.to_record(s, samples[i] if samples is not None else 0) for i, s in enumerate(scores)
+    ]
 
-  def score_samples(self, tasks: Sequence[Task], programs: Sequence[str | None],
-                    errors: Sequence[str | None] | None = None) -> list[SampleScore]:
+  def score_samples(
+    self,
+    tasks: Sequence[Task],
+    programs: Sequence[str | None],
+    errors: Sequence[str | None] | None = None,
+  ) -> list[SampleScore]:
     """Every term of every pair; `errors[i]` marks a pair as unscorable up front."""
     if len(tasks) != len(programs):
       raise ValueError(f"{len(tasks)} tasks but {len(programs)} programs")
     batch = JobBatch(self)
-    task_keys = ({id(t): self.references.task_key(t) for t in tasks}
-                 if self.verify_references else {})
+    task_keys = (
+      {id(t): self.references.task_key(t) for t in tasks} if self.verify_references else {}
+    )
     checks = self.references.register(tasks, task_keys, batch)
 
     # Round 1: reference checks, full programs and counterfactuals of non-exact matches. The
     # references need no diff: they start first, and the pairs are diffed while they run.
     scores, unit_keys, cf_keys = batch.execute(
-        while_running=lambda: self._first_round(tasks, programs, errors, task_keys, batch))
+      while_running=lambda: self._first_round(tasks, programs, errors, task_keys, batch)
+    )
     for s, unit_key, keys in zip(scores, unit_keys, cf_keys):
       if unit_key is not None:
         s.unit = float(batch.passed(unit_key))
@@ -220,15 +260,21 @@ class RewardScorer:
         s.fixed, s.matches = [0] * len(s.fixed), []
     return scores
 
-  def _first_round(self, tasks: Sequence[Task], programs: Sequence[str | None],
-                   errors: Sequence[str | None] | None, task_keys: dict[int, str],
-                   batch: JobBatch) -> tuple[list[SampleScore], list[str | None],
-                                             list[list[str | None]]]:
+  def _first_round(
+    self,
+    tasks: Sequence[Task],
+    programs: Sequence[str | None],
+    errors: Sequence[str | None] | None,
+    task_keys: dict[int, str],
+    batch: JobBatch,
+  ) -> tuple[list[SampleScore], list[str | None], list[list[str | None]]]:
     """Diffs every pair and registers its full program and the counterfactuals of its non-exact
     matches in `batch`; returns the scores and, per pair, those programs' verdict keys."""
     diffs: dict[tuple[int, str], tuple | str] = {}  # RL groups repeat completions: once each
-    scores = [self._diff(t, p, errors[i] if errors else None, diffs) for i, (t, p) in
-              enumerate(zip(tasks, programs))]
+    scores = [
+      self._diff(t, p, errors[i] if errors else None, diffs)
+      for i, (t, p) in enumerate(zip(tasks, programs))
+    ]
     unit_keys: list[str | None] = []
     cf_keys: list[list[str | None]] = []
     for s in scores:
@@ -237,12 +283,19 @@ class RewardScorer:
         cf_keys.append([])
         continue
       unit_keys.append(self._unit_job(s, batch))
-      cf_keys.append([None if m.match.kind == edits.EXACT else batch.job(
-          self._counterfactual(s.task, m.match.refs, m.match.pred), s.task) for m in s.matches])
+      cf_keys.append(
+        [
+          None
+          if m.match.kind == edits.EXACT
+          else batch.job(self._counterfactual(s.task, m.match.refs, m.match.pred), s.task)
+          for m in s.matches
+        ]
+      )
     return scores, unit_keys, cf_keys
 
-  def _unsound(self, s: SampleScore, task_keys: dict[int, str],
-               unchecked_is_error: bool = True) -> bool:
+  def _unsound(
+    self, s: SampleScore, task_keys: dict[int, str], unchecked_is_error: bool = True
+  ) -> bool:
     """Marks a row of a broken (or, after its round, unverifiable) task as an error, terms 0."""
     key, problems = task_keys.get(id(s.task)), self.references.problems
     if key is None or (key not in problems and not unchecked_is_error):
@@ -262,15 +315,21 @@ class RewardScorer:
   # Steps
   # -------------------------------------------------------------------------
 
-  def _diff(self, task: Task, program: str | None, error: str | None,
-            seen: dict[tuple[int, str], tuple | str]) -> SampleScore:
+  def _diff(
+    self,
+    task: Task,
+    program: str | None,
+    error: str | None,
+    seen: dict[tuple[int, str], tuple | str],
+  ) -> SampleScore:
     s = SampleScore(task=task, program=program, error=error)
     s.fixed = [0] * len(edits.parse_blocks(task.gt_diff))
     if program is None or error is not None:
       s.error = error or "no program"
     elif not isinstance(program, str) or not program.strip():
-      s.error = ("empty program" if isinstance(program, str)
-                 else f"not a string: {type(program).__name__}")
+      s.error = (
+        "empty program" if isinstance(program, str) else f"not a string: {type(program).__name__}"
+      )
     if s.error is not None:
       return self._replaces_everything(s, seen)
     key = (id(task), program)
@@ -293,8 +352,7 @@ class RewardScorer:
     return s
 
   @staticmethod
-  def _replaces_everything(s: SampleScore, seen: dict[tuple[int, str], tuple | str]
-                           ) -> SampleScore:
+  def _replaces_everything(s: SampleScore, seen: dict[tuple[int, str], tuple | str]) -> SampleScore:
     """An unusable prediction's edit size: deleting the whole buggy program (PDB's evaluator
     diffs an empty answer so), never 0 (a junk answer must not pass for a precise one)."""
     key = (id(s.task), "")
@@ -311,21 +369,26 @@ class RewardScorer:
     a fourth item when it refuses the program, or why it cannot be diffed."""
     try:
       pred_diff = edits.line_diff(task.buggy_code, program)
-      cost = (edits.line_levenshtein(task.buggy_code, program)
-              / max(1, len(task.buggy_code.splitlines())))
+      cost = edits.line_levenshtein(task.buggy_code, program) / max(
+        1, len(task.buggy_code.splitlines())
+      )
       refused = screen.introduced(task.buggy_code, program) if program else None
       if refused is not None:
         return pred_diff, cost, None, refused
-      return (pred_diff, cost, edits.align(task.buggy_code, pred_diff, task.gt_diff)
-              if task.is_buggy and align else None)
+      return (
+        pred_diff,
+        cost,
+        edits.align(task.buggy_code, pred_diff, task.gt_diff) if task.is_buggy and align else None,
+      )
     except Exception as e:  # pylint: disable=broad-except  (one odd sample must not stop a run)
       return f"cannot diff: {type(e).__name__}: {e}"
 
   def _initial_slack(self, match: edits.Match) -> int:
     if match.kind == edits.EXACT:
       return 0
-    allowed = sum(self.epsilon if self.epsilon is not None else default_epsilon(r)
-                  for r in match.refs)
+    allowed = sum(
+      self.epsilon if self.epsilon is not None else default_epsilon(r) for r in match.refs
+    )
     return max(min(allowed, len(match.pred) - match.ref_lines), 0)
 
   def _unit_job(self, s: SampleScore, batch: JobBatch) -> str | None:
@@ -354,8 +417,12 @@ class RewardScorer:
 
   def _essential_runs(self, scores: Sequence[SampleScore], batch: JobBatch) -> None:
     """Finds ess sizes, smallest first, one pool round per size across the batch."""
-    pending = [(s, m) for s in scores for m in s.matches if m.fixed and m.slack > 0
-               and m.match.kind != edits.EXACT]
+    pending = [
+      (s, m)
+      for s in scores
+      for m in s.matches
+      if m.fixed and m.slack > 0 and m.match.kind != edits.EXACT
+    ]
     size = 1
     while pending:
       round_keys = []
@@ -363,14 +430,18 @@ class RewardScorer:
         # The released evaluator keeps every reference block in its ess program (its
         # exclusion list is a dict, not the ids); the paper excludes the matched ones.
         excluded = () if self.pdb_compat else m.match.refs
-        programs = [self._counterfactual(s.task, excluded, edits.sub_block(m.match.pred, i, size))
-                    for i in range(len(m.match.pred) - size + 1)]
+        programs = [
+          self._counterfactual(s.task, excluded, edits.sub_block(m.match.pred, i, size))
+          for i in range(len(m.match.pred) - size + 1)
+        ]
         # One sub-block already known to fix the defect (the reference fix itself, say)
         # settles this size: its siblings need no run, wherever they stand in the block.
-        known = next((key for key in (batch.passing_key(p, s.task) for p in programs)
-                      if key is not None), None)
-        round_keys.append([known] if known is not None
-                          else [batch.job(p, s.task) for p in programs])
+        known = next(
+          (key for key in (batch.passing_key(p, s.task) for p in programs) if key is not None), None
+        )
+        round_keys.append(
+          [known] if known is not None else [batch.job(p, s.task) for p in programs]
+        )
       batch.execute()
       still = []
       for (s, m), keys in zip(pending, round_keys):
@@ -408,16 +479,25 @@ class RewardScorer:
   def reward_terms(self, s: SampleScore) -> dict[str, float]:
     """Every blended recipe's reward (reward_recipes.BLENDS: `reward` is r_λ)."""
     return reward_recipes.blended_columns(
-        {"unit": s.unit, "f1": s.f1, "precision": s.precision, "recall_gated": s.recall_gated},
-        self.lam)
+      {"unit": s.unit, "f1": s.f1, "precision": s.precision, "recall_gated": s.recall_gated},
+      self.lam,
+    )
 
   def term_row(self, s: SampleScore) -> dict[str, float]:
     """One pair's value of every reward array (`ARRAY_KEYS`): what the trainer learns from."""
-    row = {"unit": s.unit, "precision": s.precision, "recall": s.recall,
-           "recall_gated": s.recall_gated, "f1": s.f1, "edit_lines": s.edit_lines,
-           "edit_cost": s.edit_cost, "noop": float(s.noop), "damage": float(bool(s.damage)),
-           "broken_task": float((s.error or "").startswith(BROKEN_TASK)),
-           **self.reward_terms(s)}
+    row = {
+      "unit": s.unit,
+      "precision": s.precision,
+      "recall": s.recall,
+      "recall_gated": s.recall_gated,
+      "f1": s.f1,
+      "edit_lines": s.edit_lines,
+      "edit_cost": s.edit_cost,
+      "noop": float(s.noop),
+      "damage": float(bool(s.damage)),
+      "broken_task": float((s.error or "").startswith(BROKEN_TASK)),
+      **self.reward_terms(s),
+    }
     return {k: float(row[k]) for k in ARRAY_KEYS}
 
   def to_arrays(self, scores: Sequence[SampleScore]) -> dict[str, np.ndarray]:
@@ -425,9 +505,20 @@ class RewardScorer:
 
   def to_record(self, s: SampleScore, sample: int = 0) -> dict[str, Any]:
     buggy = s.task.is_buggy
-    return {"task_id": s.task.task_id, "sample": sample, "unit": int(s.unit),
-            "precision": s.precision if buggy else None, "recall": s.recall if buggy else None,
-            "recall_gated": s.recall_gated if buggy else None, "f1": s.f1 if buggy else None,
-            "reward": self.reward_terms(s)["reward"], "edit_lines": s.edit_lines,
-            "noop": s.noop, "damage": s.damage, "fixed": s.fixed, "error": s.error,
-            "note": s.note, "matches": [m.as_record() for m in s.matches]}
+    return {
+      "task_id": s.task.task_id,
+      "sample": sample,
+      "unit": int(s.unit),
+      "precision": s.precision if buggy else None,
+      "recall": s.recall if buggy else None,
+      "recall_gated": s.recall_gated if buggy else None,
+      "f1": s.f1 if buggy else None,
+      "reward": self.reward_terms(s)["reward"],
+      "edit_lines": s.edit_lines,
+      "noop": s.noop,
+      "damage": s.damage,
+      "fixed": s.fixed,
+      "error": s.error,
+      "note": s.note,
+      "matches": [m.as_record() for m in s.matches],
+    }

@@ -37,6 +37,7 @@ PROMPT_BUCKET = 64  # prompts are left-padded to a multiple of this many tokens 
 @dataclasses.dataclass(frozen=True)
 class SampleOutput:
   """Rows are prompt-major: row = prompt_index * num_samples + k."""
+
   prompt_ids: np.ndarray  # int32 [N, P], left-padded with pad_id
   prompt_mask: np.ndarray  # bool [N, P], True on real prompt tokens
   tokens: np.ndarray  # int32 [N, T], pad_id after the end
@@ -48,9 +49,10 @@ class SampleOutput:
   def completion_mask(self) -> np.ndarray:
     return completion_mask(self.lengths, self.tokens.shape[1])
 
-  def completion_ids(self, row: int, *, keep_eos: bool = False, eos_ids: Sequence[int] = ()
-                     ) -> list[int]:
-    ids = self.tokens[row, :self.lengths[row]].tolist()
+  def completion_ids(
+    self, row: int, *, keep_eos: bool = False, eos_ids: Sequence[int] = ()
+  ) -> list[int]:
+    ids = self.tokens[row, : self.lengths[row]].tolist()
     if not keep_eos and ids and ids[-1] in eos_ids:
       ids = ids[:-1]
     return ids
@@ -58,8 +60,11 @@ class SampleOutput:
 
 def enable_compilation_cache(path: str | os.PathLike | None = None) -> pathlib.Path:
   """Persists compiled programs across runs (default ~/.cache/precisecoder/jax)."""
-  path = pathlib.Path(path or os.environ.get("JAX_COMPILATION_CACHE_DIR")
-                      or pathlib.Path.home() / ".cache" / "precisecoder" / "jax")
+  path = pathlib.Path(
+    path
+    or os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    or pathlib.Path.home() / ".cache" / "precisecoder" / "jax"
+  )
   path.mkdir(parents=True, exist_ok=True)
   jax.config.update("jax_compilation_cache_dir", str(path))
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
@@ -73,8 +78,9 @@ def bucket_length(n: int, multiple: int = 64) -> int:
 
 # Padding and masks, shared by the sampler and the trainers' batches (train/rollout.py,
 # train/sequences.py): prompts are left-padded, completions right-padded.
-def pad_rows(rows: Sequence[Sequence[int]], length: int, pad_id: int, *, left: bool
-             ) -> tuple[np.ndarray, np.ndarray]:
+def pad_rows(
+  rows: Sequence[Sequence[int]], length: int, pad_id: int, *, left: bool
+) -> tuple[np.ndarray, np.ndarray]:
   """Token rows of up to `length` ids as int32 [N, length] padded with `pad_id` on the left
   (prompts) or right (answers), and the bool mask of the real tokens."""
   tokens = np.full((len(rows), length), pad_id, np.int32)
@@ -101,8 +107,9 @@ def completion_mask(lengths: np.ndarray, width: int) -> np.ndarray:
   return np.arange(width)[None, :] < np.asarray(lengths)[:, None]
 
 
-def choose_tokens(logits: jax.Array, key: jax.Array, *, temperature: float, top_p: float,
-                  top_k: int) -> tuple[jax.Array, jax.Array]:
+def choose_tokens(
+  logits: jax.Array, key: jax.Array, *, temperature: float, top_p: float, top_k: int
+) -> tuple[jax.Array, jax.Array]:
   """Samples one token per row of float32 logits [N, V] with `key` (one, or one per row [N]);
   returns (tokens, behaviour log-probs)."""
   if temperature == 0.0:
@@ -135,31 +142,52 @@ def choose_tokens(logits: jax.Array, key: jax.Array, *, temperature: float, top_
 
 
 def _constrain_cache(cache: KVCache) -> KVCache:
-  return KVCache(k=tuple(constrain(k, CACHE_AXES) for k in cache.k),
-                 v=tuple(constrain(v, CACHE_AXES) for v in cache.v),
-                 valid=constrain(cache.valid, ("batch", "cache_seq")))
+  return KVCache(
+    k=tuple(constrain(k, CACHE_AXES) for k in cache.k),
+    v=tuple(constrain(v, CACHE_AXES) for v in cache.v),
+    valid=constrain(cache.valid, ("batch", "cache_seq")),
+  )
 
 
-_DECODE_STATICS = ("max_new_tokens", "temperature", "top_p", "top_k", "eos_ids", "pad_id",
-                   "segments")
+_DECODE_STATICS = (
+  "max_new_tokens",
+  "temperature",
+  "top_p",
+  "top_k",
+  "eos_ids",
+  "pad_id",
+  "segments",
+)
 
 
-def _prefill(model: Decoder, layer_params, prompt, prompt_mask, *, num_samples: int,
-             cache_len: int):
+def _prefill(
+  model: Decoder, layer_params, prompt, prompt_mask, *, num_samples: int, cache_len: int
+):
   """Prefills each prompt once into a cache of `cache_len` slots and repeats it for its
   `num_samples` rows; returns (cache, last logits, next position) per row."""
   num_prompts, prompt_len = prompt.shape
   cache = _constrain_cache(KVCache.zeros(model.config, num_prompts, cache_len))
-  logits, cache = model.forward_cached(prompt, positions_from_mask(prompt_mask), prompt_mask,
-                                       cache, jnp.int32(0), layer_params, window=prompt_len,
-                                       last_logits_only=True)
+  logits, cache = model.forward_cached(
+    prompt,
+    positions_from_mask(prompt_mask),
+    prompt_mask,
+    cache,
+    jnp.int32(0),
+    layer_params,
+    window=prompt_len,
+    last_logits_only=True,
+  )
 
   def repeat(x, axis):  # prompt-major rows: each prompt's copies are adjacent
     return jnp.repeat(x, num_samples, axis=axis, total_repeat_length=x.shape[axis] * num_samples)
 
-  cache = _constrain_cache(KVCache(k=tuple(repeat(k, 0) for k in cache.k),
-                                   v=tuple(repeat(v, 0) for v in cache.v),
-                                   valid=repeat(cache.valid, 0)))
+  cache = _constrain_cache(
+    KVCache(
+      k=tuple(repeat(k, 0) for k in cache.k),
+      v=tuple(repeat(v, 0) for v in cache.v),
+      valid=repeat(cache.valid, 0),
+    )
+  )
   last = constrain(repeat(logits[:, -1], 0), ("batch", "vocab"))
   position = repeat(jnp.sum(prompt_mask, axis=-1, dtype=jnp.int32), 0)
   return cache, last, position
@@ -169,67 +197,115 @@ def _row_keys(key, prompt_index, num_samples: int):
   """Row r draws from key(prompt_index, sample): the same numbers wherever the row sits (any
   mesh, any number of hosts, padding rows or not)."""
   num_prompts = prompt_index.shape[0]
-  row_ids = jnp.repeat(prompt_index, num_samples, total_repeat_length=num_prompts * num_samples
-                       ) * num_samples + jnp.tile(jnp.arange(num_samples, dtype=jnp.int32),
-                                                  num_prompts)
+  row_ids = jnp.repeat(
+    prompt_index, num_samples, total_repeat_length=num_prompts * num_samples
+  ) * num_samples + jnp.tile(jnp.arange(num_samples, dtype=jnp.int32), num_prompts)
   return jax.vmap(lambda r: jax.random.fold_in(key, r))(row_ids)
 
 
-def _decode(model: Decoder, layer_params, cache: KVCache, last, position, done, row_keys, *,
-            start, max_new_tokens, temperature, top_p, top_k, eos_ids, pad_id, segments,
-            window: int | None = None):
+def _decode(
+  model: Decoder,
+  layer_params,
+  cache: KVCache,
+  last,
+  position,
+  done,
+  row_keys,
+  *,
+  start,
+  max_new_tokens,
+  temperature,
+  top_p,
+  top_k,
+  eos_ids,
+  pad_id,
+  segments,
+  window: int | None = None,
+):
   """Up to `max_new_tokens` one-token steps written at cache slots start, start + 1, ...;
   rows already `done` stay masked. Returns the loop's final state. Attention reads the cache
   up to where each segment can have filled it, or up to `window` (a traced `start`)."""
   n = last.shape[0]
   eos = jnp.asarray(eos_ids, jnp.int32)
   state0 = dict(
-      step=jnp.int32(0), last=last, cache=cache, position=position, done=done,
-      lengths=jnp.zeros((n,), jnp.int32),
-      tokens=jnp.full((n, max_new_tokens), pad_id, jnp.int32),
-      logprobs=jnp.zeros((n, max_new_tokens), jnp.float32))
+    step=jnp.int32(0),
+    last=last,
+    cache=cache,
+    position=position,
+    done=done,
+    lengths=jnp.zeros((n,), jnp.int32),
+    tokens=jnp.full((n, max_new_tokens), pad_id, jnp.int32),
+    logprobs=jnp.zeros((n, max_new_tokens), jnp.float32),
+  )
 
   def body(s, window):
     step, done = s["step"], s["done"]
     step_keys = jax.vmap(lambda k: jax.random.fold_in(k, step))(row_keys)
-    token, logprob = choose_tokens(s["last"], step_keys,
-                                   temperature=temperature, top_p=top_p, top_k=top_k)
+    token, logprob = choose_tokens(
+      s["last"], step_keys, temperature=temperature, top_p=top_p, top_k=top_k
+    )
     token = jnp.where(done, pad_id, token)
     logprob = jnp.where(done, 0.0, logprob)
     live = ~done
     tokens = jax.lax.dynamic_update_slice(s["tokens"], token[:, None], (0, step))
     logprobs = jax.lax.dynamic_update_slice(s["logprobs"], logprob[:, None], (0, step))
-    logits, cache = model.forward_cached(token[:, None], s["position"][:, None], live[:, None],
-                                         s["cache"], start + step, layer_params,
-                                         window=window)
+    logits, cache = model.forward_cached(
+      token[:, None],
+      s["position"][:, None],
+      live[:, None],
+      s["cache"],
+      start + step,
+      layer_params,
+      window=window,
+    )
     return dict(
-        step=step + 1, last=constrain(logits[:, 0], ("batch", "vocab")),
-        cache=_constrain_cache(cache), position=s["position"] + live.astype(jnp.int32),
-        done=done | (live & jnp.isin(token, eos)), lengths=s["lengths"] + live.astype(jnp.int32),
-        tokens=tokens, logprobs=logprobs)
+      step=step + 1,
+      last=constrain(logits[:, 0], ("batch", "vocab")),
+      cache=_constrain_cache(cache),
+      position=s["position"] + live.astype(jnp.int32),
+      done=done | (live & jnp.isin(token, eos)),
+      lengths=s["lengths"] + live.astype(jnp.int32),
+      tokens=tokens,
+      logprobs=logprobs,
+    )
 
   # Decode in segments, each reading the cache only up to where that segment can have filled
   # it: the attention reads about half the cache on average instead of all of it.
   final = state0
   for end in segment_ends(max_new_tokens, segments):
     final = jax.lax.while_loop(
-        lambda s, end=end: (s["step"] < end) & ~jnp.all(s["done"]),
-        functools.partial(body, window=window or start + end), final)
+      lambda s, end=end: (s["step"] < end) & ~jnp.all(s["done"]),
+      functools.partial(body, window=window or start + end),
+      final,
+    )
   return final
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "num_samples", *_DECODE_STATICS))
-def _generate(graphdef, state, prompt, prompt_mask, prompt_index, key, *, num_samples,
-              **decoding):
+def _generate(graphdef, state, prompt, prompt_mask, prompt_index, key, *, num_samples, **decoding):
   model: Decoder = nnx.merge(graphdef, state)
   prompt_len = prompt.shape[1]
   layer_params = model.layer_params()  # sliced once, outside the decode loop
-  cache, last, position = _prefill(model, layer_params, prompt, prompt_mask,
-                                   num_samples=num_samples,
-                                   cache_len=prompt_len + decoding["max_new_tokens"])
+  cache, last, position = _prefill(
+    model,
+    layer_params,
+    prompt,
+    prompt_mask,
+    num_samples=num_samples,
+    cache_len=prompt_len + decoding["max_new_tokens"],
+  )
   done = jnp.zeros((last.shape[0],), bool)
-  final = _decode(model, layer_params, cache, last, position, done,
-                  _row_keys(key, prompt_index, num_samples), start=prompt_len, **decoding)
+  final = _decode(
+    model,
+    layer_params,
+    cache,
+    last,
+    position,
+    done,
+    _row_keys(key, prompt_index, num_samples),
+    start=prompt_len,
+    **decoding,
+  )
   return final["tokens"], final["logprobs"], final["lengths"]
 
 
@@ -240,8 +316,9 @@ def segment_ends(max_new_tokens: int, segments: int) -> list[int]:
   return sorted({min(max_new_tokens, end) for end in range(size, max_new_tokens + size, size)})
 
 
-def _check(model: Decoder, prompt_ids, num_samples, max_new_tokens, temperature, top_p, top_k,
-           budget: int) -> int:
+def _check(
+  model: Decoder, prompt_ids, num_samples, max_new_tokens, temperature, top_p, top_k, budget: int
+) -> int:
   """Raises ValueError for arguments that cannot work; returns the longest prompt."""
   if not prompt_ids:
     raise ValueError("sample: no prompts")
@@ -249,15 +326,19 @@ def _check(model: Decoder, prompt_ids, num_samples, max_new_tokens, temperature,
     if not len(ids):
       raise ValueError(f"sample: prompt {i} is empty")
   if num_samples < 1 or max_new_tokens < 1:
-    raise ValueError(f"sample: num_samples={num_samples} and max_new_tokens={max_new_tokens} "
-                     "must be positive")
+    raise ValueError(
+      f"sample: num_samples={num_samples} and max_new_tokens={max_new_tokens} must be positive"
+    )
   if temperature < 0 or not 0 < top_p <= 1 or top_k < 0:
     raise ValueError(f"sample: bad temperature={temperature}, top_p={top_p} or top_k={top_k}")
   longest = max(len(ids) for ids in prompt_ids)
   limit = model.config.max_position_embeddings
   if longest + budget > limit:
-    what = (f"max_new_tokens ({max_new_tokens})" if budget == max_new_tokens
-            else f"the conversation's {budget} further tokens")
+    what = (
+      f"max_new_tokens ({max_new_tokens})"
+      if budget == max_new_tokens
+      else f"the conversation's {budget} further tokens"
+    )
     raise ValueError(f"sample: prompt ({longest}) + {what} exceeds the model's {limit} positions")
   return longest
 
@@ -288,8 +369,12 @@ def _to_mesh(arrays, mesh: Mesh | None):
     return arrays
   if multihost.spans_processes(mesh):
     return multihost.global_batch(arrays, mesh)
-  return tuple(jax.device_put(x, NamedSharding(mesh, logical_to_spec(
-      ("batch",) + (None,) * (x.ndim - 1), x.shape, mesh))) for x in arrays)
+  return tuple(
+    jax.device_put(
+      x, NamedSharding(mesh, logical_to_spec(("batch",) + (None,) * (x.ndim - 1), x.shape, mesh))
+    )
+    for x in arrays
+  )
 
 
 def _local(outputs, mesh: Mesh | None, rows: int) -> list[np.ndarray]:
@@ -299,18 +384,37 @@ def _local(outputs, mesh: Mesh | None, rows: int) -> list[np.ndarray]:
   return [multihost.local_rows(x)[:rows] for x in outputs]
 
 
-def _statics(num_samples, max_new_tokens, temperature, top_p, top_k, eos_ids, pad_id,
-             decode_segments) -> dict:
-  return dict(num_samples=int(num_samples), max_new_tokens=int(max_new_tokens),
-              temperature=float(temperature), top_p=float(top_p), top_k=int(top_k),
-              eos_ids=tuple(int(e) for e in eos_ids), pad_id=int(pad_id),
-              segments=int(decode_segments))
+def _statics(
+  num_samples, max_new_tokens, temperature, top_p, top_k, eos_ids, pad_id, decode_segments
+) -> dict:
+  return dict(
+    num_samples=int(num_samples),
+    max_new_tokens=int(max_new_tokens),
+    temperature=float(temperature),
+    top_p=float(top_p),
+    top_k=int(top_k),
+    eos_ids=tuple(int(e) for e in eos_ids),
+    pad_id=int(pad_id),
+    segments=int(decode_segments),
+  )
 
 
-def sample(model: Decoder, prompt_ids: Sequence[Sequence[int]], *, num_samples: int = 1,
-           max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
-           eos_ids: Sequence[int], pad_id: int, seed: int = 0, mesh: Mesh | None = None,
-           prompt_bucket: int = PROMPT_BUCKET, decode_segments: int = 1) -> SampleOutput:
+def sample(
+  model: Decoder,
+  prompt_ids: Sequence[Sequence[int]],
+  *,
+  num_samples: int = 1,
+  max_new_tokens: int,
+  temperature: float = 1.0,
+  top_p: float = 1.0,
+  top_k: int = 0,
+  eos_ids: Sequence[int],
+  pad_id: int,
+  seed: int = 0,
+  mesh: Mesh | None = None,
+  prompt_bucket: int = PROMPT_BUCKET,
+  decode_segments: int = 1,
+) -> SampleOutput:
   """Samples `num_samples` completions per prompt; deterministic for a seed (and any mesh).
 
   On a mesh that spans several processes, every process passes its own prompts (the same
@@ -321,12 +425,14 @@ def sample(model: Decoder, prompt_ids: Sequence[Sequence[int]], *, num_samples: 
   KV cache filled so far. On CPU the window slice costs more than it saves (hence 1, the
   default); on accelerators with long caches it can pay off.
   """
-  longest = _check(model, prompt_ids, num_samples, max_new_tokens, temperature, top_p, top_k,
-                   max_new_tokens)
+  longest = _check(
+    model, prompt_ids, num_samples, max_new_tokens, temperature, top_p, top_k, max_new_tokens
+  )
   prompt, mask, index, _ = _prompt_batch(prompt_ids, longest, mesh, prompt_bucket, pad_id)
   graphdef, state = nnx.split(model)
-  statics = _statics(num_samples, max_new_tokens, temperature, top_p, top_k, eos_ids, pad_id,
-                     decode_segments)
+  statics = _statics(
+    num_samples, max_new_tokens, temperature, top_p, top_k, eos_ids, pad_id, decode_segments
+  )
   key = jax.random.key(seed)
   with mesh_scope(mesh):
     if multihost.spans_processes(mesh):
@@ -337,10 +443,13 @@ def sample(model: Decoder, prompt_ids: Sequence[Sequence[int]], *, num_samples: 
     rows = len(prompt_ids) * num_samples
     tokens, logprobs, lengths = _local(out, mesh, rows)
   return SampleOutput(
-      prompt_ids=np.repeat(prompt[:len(prompt_ids)], num_samples, axis=0),
-      prompt_mask=np.repeat(mask[:len(prompt_ids)], num_samples, axis=0),
-      tokens=tokens, logprobs=logprobs, lengths=lengths,
-      groups=np.repeat(np.arange(len(prompt_ids), dtype=np.int32), num_samples))
+    prompt_ids=np.repeat(prompt[: len(prompt_ids)], num_samples, axis=0),
+    prompt_mask=np.repeat(mask[: len(prompt_ids)], num_samples, axis=0),
+    tokens=tokens,
+    logprobs=logprobs,
+    lengths=lengths,
+    groups=np.repeat(np.arange(len(prompt_ids), dtype=np.int32), num_samples),
+  )
 
 
 # ---------------------------------------------------------------------------
@@ -350,27 +459,33 @@ def sample(model: Decoder, prompt_ids: Sequence[Sequence[int]], *, num_samples: 
 _TURN_SALT = 1 << 30  # turn k > 0 draws from fold_in(row key, salt + k); steps stay below it
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "num_samples", "cache_len",
-                                             *_DECODE_STATICS))
-def _first_turn(graphdef, state, prompt, prompt_mask, prompt_index, key, *, num_samples,
-                cache_len, **decoding):
+@functools.partial(
+  jax.jit, static_argnames=("graphdef", "num_samples", "cache_len", *_DECODE_STATICS)
+)
+def _first_turn(
+  graphdef, state, prompt, prompt_mask, prompt_index, key, *, num_samples, cache_len, **decoding
+):
   """`_generate` into a cache with room for the later turns; also returns what they need."""
   model: Decoder = nnx.merge(graphdef, state)
   layer_params = model.layer_params()
-  cache, last, position = _prefill(model, layer_params, prompt, prompt_mask,
-                                   num_samples=num_samples, cache_len=cache_len)
+  cache, last, position = _prefill(
+    model, layer_params, prompt, prompt_mask, num_samples=num_samples, cache_len=cache_len
+  )
   row_keys = _row_keys(key, prompt_index, num_samples)
   done = jnp.zeros((last.shape[0],), bool)
-  final = _decode(model, layer_params, cache, last, position, done, row_keys,
-                  start=prompt.shape[1], **decoding)
+  final = _decode(
+    model, layer_params, cache, last, position, done, row_keys, start=prompt.shape[1], **decoding
+  )
   carry = dict(cache=final["cache"], position=final["position"], row_keys=row_keys)
   return final["tokens"], final["logprobs"], final["lengths"], carry
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", *_DECODE_STATICS),
-                   donate_argnames=("carry",))
-def _next_turn(graphdef, state, carry, feedback, feedback_mask, turn, feedback_at, start,
-               **decoding):
+@functools.partial(
+  jax.jit, static_argnames=("graphdef", *_DECODE_STATICS), donate_argnames=("carry",)
+)
+def _next_turn(
+  graphdef, state, carry, feedback, feedback_mask, turn, feedback_at, start, **decoding
+):
   """Prefills each row's feedback (left-padded, [N, F]) at cache slots feedback_at.. and
   decodes the next turn from slot `start`; rows without feedback are done from the start.
   Every later turn is one compiled program: `turn` and the slots are traced, and attention
@@ -379,16 +494,28 @@ def _next_turn(graphdef, state, carry, feedback, feedback_mask, turn, feedback_a
   layer_params = model.layer_params()
   position = carry["position"]
   positions = position[:, None] + jnp.maximum(
-      jnp.cumsum(feedback_mask.astype(jnp.int32), axis=-1) - 1, 0)
+    jnp.cumsum(feedback_mask.astype(jnp.int32), axis=-1) - 1, 0
+  )
   cache = carry["cache"]
-  logits, cache = model.forward_cached(feedback, positions, feedback_mask, cache, feedback_at,
-                                       layer_params, last_logits_only=True)
+  logits, cache = model.forward_cached(
+    feedback, positions, feedback_mask, cache, feedback_at, layer_params, last_logits_only=True
+  )
   last = constrain(logits[:, -1], ("batch", "vocab"))
   position = position + jnp.sum(feedback_mask, axis=-1, dtype=jnp.int32)
   done = ~jnp.any(feedback_mask, axis=-1)
   row_keys = jax.vmap(lambda k: jax.random.fold_in(k, _TURN_SALT + turn))(carry["row_keys"])
-  final = _decode(model, layer_params, _constrain_cache(cache), last, position, done, row_keys,
-                  start=start, window=cache.valid.shape[1], **decoding)
+  final = _decode(
+    model,
+    layer_params,
+    _constrain_cache(cache),
+    last,
+    position,
+    done,
+    row_keys,
+    start=start,
+    window=cache.valid.shape[1],
+    **decoding,
+  )
   carry = dict(cache=final["cache"], position=final["position"], row_keys=carry["row_keys"])
   return final["tokens"], final["logprobs"], final["lengths"], carry
 
@@ -413,38 +540,62 @@ class Conversation:
   every process calls `reply` the same number of times (with [] for rows it has ended).
   """
 
-  def __init__(self, model: Decoder, prompt_ids: Sequence[Sequence[int]], *, turns: int,
-               feedback_len: int, num_samples: int = 1, max_new_tokens: int,
-               temperature: float = 1.0, top_p: float = 1.0, top_k: int = 0,
-               eos_ids: Sequence[int], pad_id: int, seed: int = 0, mesh: Mesh | None = None,
-               prompt_bucket: int = 64, decode_segments: int = 1):
+  def __init__(
+    self,
+    model: Decoder,
+    prompt_ids: Sequence[Sequence[int]],
+    *,
+    turns: int,
+    feedback_len: int,
+    num_samples: int = 1,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    eos_ids: Sequence[int],
+    pad_id: int,
+    seed: int = 0,
+    mesh: Mesh | None = None,
+    prompt_bucket: int = 64,
+    decode_segments: int = 1,
+  ):
     if turns < 1 or feedback_len < 1:
-      raise ValueError(f"Conversation: turns={turns} and feedback_len={feedback_len} must be "
-                       "positive")
+      raise ValueError(
+        f"Conversation: turns={turns} and feedback_len={feedback_len} must be positive"
+      )
     self.turns, self.feedback_len, self.mesh = turns, feedback_len, mesh
     self.max_new_tokens, self.prompt_bucket, self.pad_id = max_new_tokens, prompt_bucket, pad_id
     budget = turns * max_new_tokens + (turns - 1) * feedback_len
-    longest = _check(model, prompt_ids, num_samples, max_new_tokens, temperature, top_p, top_k,
-                     budget)
+    longest = _check(
+      model, prompt_ids, num_samples, max_new_tokens, temperature, top_p, top_k, budget
+    )
     prompt, mask, index, extra = _prompt_batch(prompt_ids, longest, mesh, prompt_bucket, pad_id)
     self.prompt_len = prompt.shape[1]
     self.rows = len(prompt_ids) * num_samples
     self._padding_rows = extra * num_samples
     self._graphdef, self._state = nnx.split(model)
-    self._statics = _statics(num_samples, max_new_tokens, temperature, top_p, top_k, eos_ids,
-                             pad_id, decode_segments)
+    self._statics = _statics(
+      num_samples, max_new_tokens, temperature, top_p, top_k, eos_ids, pad_id, decode_segments
+    )
     self.turn = 0
     with self._on_mesh():
       if multihost.spans_processes(mesh):
         prompt_d, mask_d, index_d = _to_mesh((prompt, mask, index), mesh)
       else:
         (prompt_d, mask_d), index_d = _to_mesh((prompt, mask), mesh), index
-      *out, self._carry = _first_turn(self._graphdef, self._state, prompt_d, mask_d, index_d,
-                                      jax.random.key(seed), cache_len=self.prompt_len + budget,
-                                      **self._statics)
+      *out, self._carry = _first_turn(
+        self._graphdef,
+        self._state,
+        prompt_d,
+        mask_d,
+        index_d,
+        jax.random.key(seed),
+        cache_len=self.prompt_len + budget,
+        **self._statics,
+      )
       tokens, logprobs, lengths = _local(out, mesh, self.rows)
-    self._prompt = np.repeat(prompt[:len(prompt_ids)], num_samples, axis=0)
-    self._prompt_mask = np.repeat(mask[:len(prompt_ids)], num_samples, axis=0)
+    self._prompt = np.repeat(prompt[: len(prompt_ids)], num_samples, axis=0)
+    self._prompt_mask = np.repeat(mask[: len(prompt_ids)], num_samples, axis=0)
     self._groups = np.repeat(np.arange(len(prompt_ids), dtype=np.int32), num_samples)
     self.first = self._output(tokens, logprobs, lengths)
 
@@ -452,8 +603,14 @@ class Conversation:
     return mesh_scope(self.mesh)
 
   def _output(self, tokens, logprobs, lengths) -> SampleOutput:
-    return SampleOutput(prompt_ids=self._prompt, prompt_mask=self._prompt_mask, tokens=tokens,
-                        logprobs=logprobs, lengths=lengths, groups=self._groups)
+    return SampleOutput(
+      prompt_ids=self._prompt,
+      prompt_mask=self._prompt_mask,
+      tokens=tokens,
+      logprobs=logprobs,
+      lengths=lengths,
+      groups=self._groups,
+    )
 
   def reply(self, feedback: Sequence[Sequence[int]]) -> SampleOutput:
     """The next turn of every row that gets feedback (one id list per row of this host, []
@@ -464,16 +621,26 @@ class Conversation:
       raise ValueError(f"Conversation.reply: {len(feedback)} feedback rows for {self.rows} rows")
     longest = max(len(ids) for ids in feedback)
     if longest > self.feedback_len:
-      raise ValueError(f"Conversation.reply: feedback of {longest} tokens exceeds "
-                       f"feedback_len={self.feedback_len}")
-    ids, mask = pad_rows(list(feedback) + [[]] * self._padding_rows, self.feedback_len,
-                         self.pad_id, left=True)
+      raise ValueError(
+        f"Conversation.reply: feedback of {longest} tokens exceeds feedback_len={self.feedback_len}"
+      )
+    ids, mask = pad_rows(
+      list(feedback) + [[]] * self._padding_rows, self.feedback_len, self.pad_id, left=True
+    )
     self.turn += 1
     start = self.prompt_len + self.turn * (self.max_new_tokens + self.feedback_len)
     with self._on_mesh():
       ids_d, mask_d = _to_mesh((ids, mask), self.mesh)
       decoding = {k: v for k, v in self._statics.items() if k != "num_samples"}
       *out, self._carry = _next_turn(
-          self._graphdef, self._state, self._carry, ids_d, mask_d, jnp.int32(self.turn),
-          jnp.int32(start - self.feedback_len), jnp.int32(start), **decoding)
+        self._graphdef,
+        self._state,
+        self._carry,
+        ids_d,
+        mask_d,
+        jnp.int32(self.turn),
+        jnp.int32(start - self.feedback_len),
+        jnp.int32(start),
+        **decoding,
+      )
       return self._output(*_local(out, self.mesh, self.rows))

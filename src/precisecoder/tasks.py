@@ -26,8 +26,19 @@ from precisecoder.execution import specs
 
 # Contract field name -> PDB field names that may carry it.
 _ALIASES = {"prompt": ("prompt", "task_prompt")}
-_KNOWN = {"task_id", "buggy_code", "gt_solution", "gt_diff", "tests", "prompt", "task_prompt",
-          "timeout_s", "is_buggy", "bug_count", "source_dataset"}
+_KNOWN = {
+  "task_id",
+  "buggy_code",
+  "gt_solution",
+  "gt_diff",
+  "tests",
+  "prompt",
+  "task_prompt",
+  "timeout_s",
+  "is_buggy",
+  "bug_count",
+  "source_dataset",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,8 +80,9 @@ def _code_lines(code: str) -> list[str]:
   return [line.rstrip() for line in code.splitlines() if line.strip()]
 
 
-def gt_diff_mismatch(buggy: str, fixed: str,
-                     gt_diff: Mapping[str, Mapping[str, str]]) -> str | None:
+def gt_diff_mismatch(
+  buggy: str, fixed: str, gt_diff: Mapping[str, Mapping[str, str]]
+) -> str | None:
   """None if applying `gt_diff` to `buggy` gives `fixed`, else the first differing line."""
   got = _code_lines(edits.apply_diff(buggy, gt_diff))
   want = _code_lines(fixed)
@@ -88,8 +100,11 @@ def gt_diff_mismatch(buggy: str, fixed: str,
 
 
 def _is_raw_pdb(record: Mapping[str, Any]) -> bool:
-  return (isinstance(record.get("is_buggy"), str) or isinstance(record.get("bug_count"), str)
-          or ("task_prompt" in record and "prompt" not in record))
+  return (
+    isinstance(record.get("is_buggy"), str)
+    or isinstance(record.get("bug_count"), str)
+    or ("task_prompt" in record and "prompt" not in record)
+  )
 
 
 def _literal(value: Any) -> Any:
@@ -102,8 +117,9 @@ def _literal(value: Any) -> Any:
     return value
 
 
-def _text(record: Mapping[str, Any], field: str, where: str, raw: bool,
-          required: bool = True) -> str:
+def _text(
+  record: Mapping[str, Any], field: str, where: str, raw: bool, required: bool = True
+) -> str:
   names = _ALIASES.get(field, (field,))
   present = [n for n in names if n in record]
   if not present:
@@ -130,8 +146,12 @@ def _boolean(value: Any, where: str, field: str) -> bool:
 def _number(value: Any, where: str, field: str, kind: type) -> Any:
   if isinstance(value, str):
     value = _literal(value.strip())
-  if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-      or (kind is int and value != int(value))):
+  if (
+    isinstance(value, bool)
+    or not isinstance(value, (int, float))
+    or not math.isfinite(value)
+    or (kind is int and value != int(value))
+  ):
     raise TaskError(f"{where}: field {field!r} must be a {kind.__name__}, got {value!r}")
   if value < 0:
     raise TaskError(f"{where}: field {field!r} must not be negative, got {value!r}")
@@ -168,8 +188,13 @@ def validate_tests(tests: Any, where: str) -> dict[str, Any]:
 TestsFor = Callable[[str, Mapping[str, Any]], "dict[str, Any] | None"]
 
 
-def parse_task(record: Mapping[str, Any], where: str, *, tests_for: TestsFor | None = None,
-               require_tests: bool = True) -> Task:
+def parse_task(
+  record: Mapping[str, Any],
+  where: str,
+  *,
+  tests_for: TestsFor | None = None,
+  require_tests: bool = True,
+) -> Task:
   """A `Task` from a contract or raw PDB record; `where` ("file:line") prefixes errors.
 
   `tests_for(task_id, record)` supplies tests for records that have none (PDB);
@@ -193,15 +218,18 @@ def parse_task(record: Mapping[str, Any], where: str, *, tests_for: TestsFor | N
     gt_diff = _parse_gt_diff(record["gt_diff"], where)
     problem = gt_diff_mismatch(buggy, fixed, gt_diff)
     if problem:
-      raise TaskError(f"{where}: field 'gt_diff' disagrees with buggy_code -> gt_solution "
-                      f"({problem})")
+      raise TaskError(
+        f"{where}: field 'gt_diff' disagrees with buggy_code -> gt_solution ({problem})"
+      )
   else:
     gt_diff = derive_gt_diff(buggy, fixed)
   if is_buggy and not gt_diff:
     raise TaskError(f"{where}: is_buggy is true but buggy_code and gt_solution do not differ")
   if not is_buggy and gt_diff:
-    raise TaskError(f"{where}: is_buggy is false but gt_diff is not empty (a clean task has "
-                    "buggy_code == gt_solution)")
+    raise TaskError(
+      f"{where}: is_buggy is false but gt_diff is not empty (a clean task has "
+      "buggy_code == gt_solution)"
+    )
   default_count = len(edits.parse_blocks(gt_diff)) if is_buggy else 0
   bug_count = _number(record.get("bug_count", default_count), where, "bug_count", int)
   timeout_s = _number(record.get("timeout_s", 6.0), where, "timeout_s", float)
@@ -214,25 +242,45 @@ def parse_task(record: Mapping[str, Any], where: str, *, tests_for: TestsFor | N
     tests = tests_for(task_id, record)
   if tests is None:
     if require_tests:
-      raise TaskError(f"{where}: missing field 'tests' (raw PDB records need tests joined from "
-                      "their source benchmark)")
+      raise TaskError(
+        f"{where}: missing field 'tests' (raw PDB records need tests joined from "
+        "their source benchmark)"
+      )
     tests = {}
   else:
     tests = validate_tests(tests, where)
 
   extra = {k: (_literal(v) if raw else v) for k, v in record.items() if k not in _KNOWN}
-  return Task(task_id=task_id, buggy_code=buggy, gt_solution=fixed, gt_diff=gt_diff, tests=tests,
-              prompt=prompt, timeout_s=timeout_s, is_buggy=is_buggy, bug_count=bug_count,
-              source_dataset=source, extra=extra)
+  return Task(
+    task_id=task_id,
+    buggy_code=buggy,
+    gt_solution=fixed,
+    gt_diff=gt_diff,
+    tests=tests,
+    prompt=prompt,
+    timeout_s=timeout_s,
+    is_buggy=is_buggy,
+    bug_count=bug_count,
+    source_dataset=source,
+    extra=extra,
+  )
 
 
 def task_to_record(task: Task) -> dict[str, Any]:
   """The contract JSON record of a task (extra fields first, contract fields win)."""
   record = dict(task.extra)
-  record.update(task_id=task.task_id, prompt=task.prompt, buggy_code=task.buggy_code,
-                gt_solution=task.gt_solution, gt_diff=task.gt_diff, tests=task.tests,
-                timeout_s=task.timeout_s, is_buggy=task.is_buggy, bug_count=task.bug_count,
-                source_dataset=task.source_dataset)
+  record.update(
+    task_id=task.task_id,
+    prompt=task.prompt,
+    buggy_code=task.buggy_code,
+    gt_solution=task.gt_solution,
+    gt_diff=task.gt_diff,
+    tests=task.tests,
+    timeout_s=task.timeout_s,
+    is_buggy=task.is_buggy,
+    bug_count=task.bug_count,
+    source_dataset=task.source_dataset,
+  )
   return record
 
 
@@ -253,8 +301,9 @@ def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[str, Any]]:
   except OSError as e:  # includes gzip.BadGzipFile
     raise TaskError(f"{path}: cannot read ({e.strerror or e})") from None
   except EOFError:
-    raise TaskError(f"{path}: truncated gzip file "
-                    "(it ends before its end-of-stream marker)") from None
+    raise TaskError(
+      f"{path}: truncated gzip file (it ends before its end-of-stream marker)"
+    ) from None
   except zlib.error as e:
     raise TaskError(f"{path}: corrupt gzip data ({e})") from None
   except UnicodeDecodeError as e:
@@ -292,8 +341,10 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 def _check_unicode(record: Any, where: str) -> None:
   field = _lone_surrogate(record, "")
   if field is not None:
-    raise TaskError(f"{where}: field {field!r} holds a lone UTF-16 surrogate escape (\\ud800-"
-                    "\\udfff without its pair): not valid Unicode")
+    raise TaskError(
+      f"{where}: field {field!r} holds a lone UTF-16 surrogate escape (\\ud800-"
+      "\\udfff without its pair): not valid Unicode"
+    )
 
 
 def _lone_surrogate(value: Any, path: str) -> str | None:
@@ -317,16 +368,18 @@ def _lone_surrogate(value: Any, path: str) -> str | None:
   return None
 
 
-def load_tasks(path: str | os.PathLike[str], *, tests_for: TestsFor | None = None,
-               require_tests: bool = True) -> list[Task]:
+def load_tasks(
+  path: str | os.PathLike[str], *, tests_for: TestsFor | None = None, require_tests: bool = True
+) -> list[Task]:
   """Every task of a task file; the first bad record raises a `TaskError` naming it, and so
   does a file without tasks (nothing can be meant by one)."""
   tasks, seen = [], {}
   for where, record in iter_records(path):
     task = parse_task(record, where, tests_for=tests_for, require_tests=require_tests)
     if task.task_id in seen:
-      raise TaskError(f"{where}: duplicate task_id {task.task_id!r} "
-                      f"(first at {seen[task.task_id]})")
+      raise TaskError(
+        f"{where}: duplicate task_id {task.task_id!r} (first at {seen[task.task_id]})"
+      )
     seen[task.task_id] = where
     tasks.append(task)
   if not tasks:

@@ -13,34 +13,49 @@ def test_comparison_report_tables_correlations_and_pngs(tmp_path, monkeypatch):
   n = 24
   base = _records([0, 1] * (n // 2), [3] * n, [0, 0, 1, 1] * 3)
   # GRPO: more passes, larger edits, fewer no-ops; PreciseCoder: same passes, small edits.
-  evaluations = {("grpo", 0): base, ("precisecoder", 0): base,
-                 ("grpo", 2): _records([1] * n, [6] * n, [0, 0, 0, 1] * 3),
-                 ("precisecoder", 2): _records([1] * n, [1] * n, [1, 1, 1, 0] * 3)}
+  evaluations = {
+    ("grpo", 0): base,
+    ("precisecoder", 0): base,
+    ("grpo", 2): _records([1] * n, [6] * n, [0, 0, 0, 1] * 3),
+    ("precisecoder", 2): _records([1] * n, [1] * n, [1, 1, 1, 0] * 3),
+  }
   for (arm, step), records in evaluations.items():
     _write_eval(tmp_path / arm, step, records)
     # The held-in split holds the same records: its correlations are the validation ones, read
     # from records where the validation ones read the summaries.
     path = tmp_path / arm / "eval" / f"step_{step}.json"
-    path.write_text(json.dumps(dict(json.loads(path.read_text()),
-                                    heldin={"summary": {}, "records": records})))
+    path.write_text(
+      json.dumps(dict(json.loads(path.read_text()), heldin={"summary": {}, "records": records}))
+    )
   for arm, lines in (("grpo", (3.0, 5.0)), ("precisecoder", (3.0, 1.5))):
-    (tmp_path / arm / "metrics.jsonl").write_text("".join(
-        json.dumps({"step": s, "reward": 0.1 * s, "reward/unit": 0.2, "reward/edit_lines": v,
-                    "reward/noop": 0.0, "zero_variance_groups": 0.5}) + "\n"
-        for s, v in zip((1, 2), lines)))
-  path = compare_report.write(tmp_path, ["grpo", "precisecoder"],
-                          {"preset": "tiny", "overrides": [], "wall_s": {"grpo": 3.0}})
+    (tmp_path / arm / "metrics.jsonl").write_text(
+      "".join(
+        json.dumps(
+          {
+            "step": s,
+            "reward": 0.1 * s,
+            "reward/unit": 0.2,
+            "reward/edit_lines": v,
+            "reward/noop": 0.0,
+            "zero_variance_groups": 0.5,
+          }
+        )
+        + "\n"
+        for s, v in zip((1, 2), lines)
+      )
+    )
+  path = compare_report.write(
+    tmp_path, ["grpo", "precisecoder"], {"preset": "tiny", "overrides": [], "wall_s": {"grpo": 3.0}}
+  )
   text = path.read_text()
   assert "| grpo (step 2) | 100.0 [100.0, 100.0] |" in text
-  change = next(line for line in text.splitlines()
-                if line.startswith("| precisecoder − grpo |"))
+  change = next(line for line in text.splitlines() if line.startswith("| precisecoder − grpo |"))
   assert "-5.00 [-5.00, -5.00] *" in change  # edited lines, paired by task
   assert "| precisecoder | 2 |" in text and "3.00 → 1.50" in text
   data = json.loads((tmp_path / "report.json").read_text())
   assert data["changes"]["grpo − base"]["pass"]["mean"] == pytest.approx(0.5)
   points = data["correlations"]["precision_noop_points"]
-  assert [(p["arm"], p["step"]) for p in points] == [("base", 0), ("grpo", 2),
-                                                     ("precisecoder", 2)]
+  assert [(p["arm"], p["step"]) for p in points] == [("base", 0), ("grpo", 2), ("precisecoder", 2)]
   # Precision 0.5, 1, 1 against no-op 0.5, 0.25, 0.75: r = 0 by symmetry.
   assert data["correlations"]["precision_noop"]["r"] == pytest.approx(0.0, abs=1e-9)
   # Edit size vs unit pools the base once and each arm's later evaluations (buggy samples).
@@ -56,8 +71,11 @@ def test_comparison_report_tables_correlations_and_pngs(tmp_path, monkeypatch):
   # Every split's curves are kept at every step, so the plots can be redrawn from report.json.
   assert set(data["heldin"]["evaluations"]["grpo"]) == {"0", "2"}
   drawn = []
-  monkeypatch.setattr(compare_report.plots, "plot_sections",
-                      lambda sections, *a: drawn.append([name for name, _ in sections]))
+  monkeypatch.setattr(
+    compare_report.plots,
+    "plot_sections",
+    lambda sections, *a: drawn.append([name for name, _ in sections]),
+  )
   assert compare_report.plots_from_json(tmp_path)  # compare_train.png, from report.json alone
   assert drawn == [["validation tasks", "Held-in tasks"]]  # tied: validation first
 
@@ -65,11 +83,17 @@ def test_comparison_report_tables_correlations_and_pngs(tmp_path, monkeypatch):
 def test_the_split_that_moved_leads_the_evaluation_plot():
   """The held-in tasks moved beyond noise and the validation tasks did not: held-in first."""
   from precisecoder.analysis import statistics  # pylint: disable=import-outside-toplevel
+
   flat = {"pass": statistics.Interval(0.0, 0.0, 0.0, 64)}
-  up = {"pass": statistics.Interval(0.2, 0.1, 0.3, 64),
-        "precision": statistics.Interval(0.3, 0.2, 0.4, 64)}
-  changes = {"": {"grpo − base": flat}, "heldin": {"grpo − base": up, "grpo − x": flat},
-             "multi": {"grpo − base": {"pass": statistics.Interval(0.1, 0.05, 0.2, 64)}}}
+  up = {
+    "pass": statistics.Interval(0.2, 0.1, 0.3, 64),
+    "precision": statistics.Interval(0.3, 0.2, 0.4, 64),
+  }
+  changes = {
+    "": {"grpo − base": flat},
+    "heldin": {"grpo − base": up, "grpo − x": flat},
+    "multi": {"grpo − base": {"pass": statistics.Interval(0.1, 0.05, 0.2, 64)}},
+  }
   assert compare_report.section_order(changes) == ["heldin", "multi", ""]
 
 
@@ -89,11 +113,15 @@ def test_comparison_over_seeds_and_the_multi_line_split(tmp_path):
   base = _records([0] * n, [3] * n, [0, 1] * 4)
   multi_base = [r for r in _records([0] * n, [6] * n, []) if r["is_buggy"]]
   # Held-in correct programs: the base leaves 1 of 4 alone, grpo 2, precisecoder all 4.
-  heldin_clean = {(arm, step): [r for r in _records([], [], noops) if not r["is_buggy"]]
-                  for arm, step, noops in (("grpo", 0, [1, 0, 0, 0]),
-                                           ("precisecoder", 0, [1, 0, 0, 0]),
-                                           ("grpo", 5, [1, 1, 0, 0]),
-                                           ("precisecoder", 5, [1, 1, 1, 1]))}
+  heldin_clean = {
+    (arm, step): [r for r in _records([], [], noops) if not r["is_buggy"]]
+    for arm, step, noops in (
+      ("grpo", 0, [1, 0, 0, 0]),
+      ("precisecoder", 0, [1, 0, 0, 0]),
+      ("grpo", 5, [1, 1, 0, 0]),
+      ("precisecoder", 5, [1, 1, 1, 1]),
+    )
+  }
   for arm in ("grpo", "precisecoder"):
     for seed in (0, 1):
       workdir = tmp_path / arm / f"seed_{seed}"
@@ -104,28 +132,39 @@ def test_comparison_over_seeds_and_the_multi_line_split(tmp_path):
       for step in (0, 5):
         path = workdir / "eval" / f"step_{step}.json"
         data = json.loads(path.read_text())
-        data["multi"] = {"summary": {}, "records": [
-            dict(r, unit=float(step > 0), edit_lines=6.0 - step // 5 * 2) for r in multi_base]}
-        data["heldin"] = {"summary": {}, "records": [
-            dict(r, edit_lines=5.0 - step // 5 * (3 if arm == "grpo" else 4))
-            for r in multi_base] + heldin_clean[(arm, step)]}
+        data["multi"] = {
+          "summary": {},
+          "records": [
+            dict(r, unit=float(step > 0), edit_lines=6.0 - step // 5 * 2) for r in multi_base
+          ],
+        }
+        data["heldin"] = {
+          "summary": {},
+          "records": [
+            dict(r, edit_lines=5.0 - step // 5 * (3 if arm == "grpo" else 4)) for r in multi_base
+          ]
+          + heldin_clean[(arm, step)],
+        }
         path.write_text(json.dumps(data))
-      (workdir / "metrics.jsonl").write_text(json.dumps(
-          {"step": 5, "reward": 0.5 + seed, "reward/unit": 0.5, "zero_variance_groups": 0.0})
-          + "\n")
+      (workdir / "metrics.jsonl").write_text(
+        json.dumps(
+          {"step": 5, "reward": 0.5 + seed, "reward/unit": 0.5, "zero_variance_groups": 0.0}
+        )
+        + "\n"
+      )
   text = compare_report.write(tmp_path, ["grpo", "precisecoder"], seeds=[0, 1]).read_text()
   data = json.loads((tmp_path / "report.json").read_text())
   # Pooled over seeds: 4 tasks pass at both seeds, 1 at seed 1 only (0.5), 3 never.
   assert data["paper_table"]["grpo (step 5)"]["pass"]["mean"] == pytest.approx(4.5 / 8)
   assert data["paper_table"]["grpo (step 5)"]["pass"]["n"] == n
   seeds = data["seeds"]
-  assert {k: v["pass"] for k, v in seeds["per_seed"]["grpo"].items()} == {"0": 0.5,
-                                                                          "1": 0.625}
+  assert {k: v["pass"] for k, v in seeds["per_seed"]["grpo"].items()} == {"0": 0.5, "1": 0.625}
   assert seeds["tables"]["grpo"]["pass"]["mean"] == pytest.approx(4.5 / 8)
   assert seeds["tables"]["grpo"]["pass"]["n"] == 2
   # Seed means 0.5 and 0.625: t(0.975, 1) = 12.706, sd/sqrt(2) = 0.0625.
-  assert seeds["tables"]["grpo"]["pass"]["high"] == pytest.approx(4.5 / 8 + 12.706 * 0.0625,
-                                                                   abs=1e-3)
+  assert seeds["tables"]["grpo"]["pass"]["high"] == pytest.approx(
+    4.5 / 8 + 12.706 * 0.0625, abs=1e-3
+  )
   edit = seeds["changes"]["precisecoder − grpo"]["edit_lines"]
   assert edit["mean"] == pytest.approx(-3.0) and edit["low"] == pytest.approx(-3.0)
   multi = data["multi"]
@@ -141,11 +180,10 @@ def test_comparison_over_seeds_and_the_multi_line_split(tmp_path):
   heldin_seeds = data["heldin"]["seeds"]
   assert heldin_seeds["tables"]["grpo"]["noop"]["mean"] == pytest.approx(0.5)
   assert heldin_seeds["changes"]["precisecoder − grpo"]["noop"]["mean"] == pytest.approx(0.5)
-  assert heldin_seeds["changes"]["precisecoder − grpo"]["edit_lines"]["low"] == pytest.approx(
-      -1.0)
+  assert heldin_seeds["changes"]["precisecoder − grpo"]["edit_lines"]["low"] == pytest.approx(-1.0)
   assert data["heldin"]["paper_table"]["base (step 0)"]["noop"]["mean"] == pytest.approx(0.25)
   assert "## Over seeds" in text and "## Multi-line split (generalisation)" in text
-  section = text[text.index("## Held-in tasks"):text.index("## Multi-line split")]
+  section = text[text.index("## Held-in tasks") : text.index("## Multi-line split")]
   assert "| model | pass | precision | recall | f1 | edit_lines | noop | damage |" in section
-  multi_section = text[text.index("## Multi-line split"):]
+  multi_section = text[text.index("## Multi-line split") :]
   assert "| model | pass | precision | recall | f1 | edit_lines |\n" in multi_section

@@ -8,9 +8,11 @@ import pytest
 
 from precisecoder.analysis import plots
 
-RECORDS = [{"step": 1, "reward": 0.5, "time/step": 2.0},
-           {"step": 2, "reward": 0.75, "time/step": 2.0, "eval/pass": 0.25},
-           {"step": 3, "reward": None, "time/step": 2.0}]
+RECORDS = [
+  {"step": 1, "reward": 0.5, "time/step": 2.0},
+  {"step": 2, "reward": 0.75, "time/step": 2.0, "eval/pass": 0.25},
+  {"step": 3, "reward": None, "time/step": 2.0},
+]
 
 
 def _png_size(path):
@@ -24,7 +26,8 @@ def test_series_and_constant_series_read_only_recorded_steps():
   assert plots.series(RECORDS, "eval/pass") == ([2], [0.25], None, None)
   # One point is not a constant curve; a metric at the same value at every step is.
   assert plots.constant_series(RECORDS, plots.TRAIN_PANELS + plots.EVAL_PANELS) == {
-      "time/step": 2.0}
+    "time/step": 2.0
+  }
 
 
 def test_plots_keep_the_recorded_panels_or_write_nothing(tmp_path):
@@ -34,8 +37,10 @@ def test_plots_keep_the_recorded_panels_or_write_nothing(tmp_path):
   path = plots.plot_panels(RECORDS, plots.TRAIN_PANELS, "run", tmp_path / "train.png")
   assert _png_size(path) == (1200, 300)
   band = ([1, 2], [0.5, 0.6], [0.4, 0.5], [0.6, 0.7])
-  curves = {"grpo": {key: band for key, _ in plots.EVAL_PANELS[:2]},
-            "precisecoder": {"eval/noop": band, "eval/damage": ([], [], None, None)}}
+  curves = {
+    "grpo": {key: band for key, _ in plots.EVAL_PANELS[:2]},
+    "precisecoder": {"eval/noop": band, "eval/damage": ([], [], None, None)},
+  }
   path = plots.plot_arms(curves, plots.EVAL_PANELS, "arms", tmp_path / "arms.png")
   assert _png_size(path) == (1200, 300)  # 3 of the 6 panels recorded by either arm: one row
 
@@ -46,10 +51,14 @@ def test_arms_that_overlap_stay_apart_in_percent_on_whole_steps_with_bands():
   intervals drawn as bands."""
   same = ([0, 10, 20], [0.0, 0.001, 0.002], [0.0, 0.0, 0.0], [0.0, 0.002, 0.003])
   lines = ([0, 10, 20], [5.5, 6.0, 5.5], [5.0, 5.5, 5.0], [6.0, 6.5, 6.0])
-  fig = plots.figure([("precision", "eval/precision", {"grpo": same, "precisecoder": same}),
-                      ("edited lines", "eval/edit_lines", {"grpo": lines, "precisecoder": lines}),
-                      ("train pass", "reward/unit", {"grpo": ([1, 2, 3], [0.2, 0.3, 0.4],
-                                                              None, None)})], "t")
+  fig = plots.figure(
+    [
+      ("precision", "eval/precision", {"grpo": same, "precisecoder": same}),
+      ("edited lines", "eval/edit_lines", {"grpo": lines, "precisecoder": lines}),
+      ("train pass", "reward/unit", {"grpo": ([1, 2, 3], [0.2, 0.3, 0.4], None, None)}),
+    ],
+    "t",
+  )
   precision, edited, train = fig.axes[:3]
   grpo, pc = precision.get_lines()
   assert (grpo.get_marker(), grpo.get_linestyle()) != (pc.get_marker(), pc.get_linestyle())
@@ -65,8 +74,10 @@ def test_arms_that_overlap_stay_apart_in_percent_on_whole_steps_with_bands():
 
 def test_sections_make_rows_and_a_panel_nobody_evaluated_says_so(tmp_path):
   band = ([0, 40], [0.5, 0.9], [0.4, 0.8], [0.6, 1.0])
-  sections = [("Held-in tasks", {"a": {"eval/pass": band, "eval/noop": band}}),
-              ("Multi-line split", {"a": {"eval/pass": band}})]
+  sections = [
+    ("Held-in tasks", {"a": {"eval/pass": band, "eval/noop": band}}),
+    ("Multi-line split", {"a": {"eval/pass": band}}),
+  ]
   panels = [("eval/pass", "pass"), ("eval/noop", "no-op"), ("eval/damage", "damage")]
   path = plots.plot_sections(sections, panels, "t", tmp_path / "s.png")
   assert _png_size(path) == (2 * 330, 2 * 300)  # damage: no section has it, so no column

@@ -40,24 +40,69 @@ def test_pearson_matches_hand_worked_example():
   z = math.atanh(c.r)
   assert c.low == pytest.approx(math.tanh(z - 1.959964 / math.sqrt(2)), abs=1e-5)
   assert c.high == pytest.approx(math.tanh(z + 1.959964 / math.sqrt(2)), abs=1e-5)
-  assert math.isnan(statistics.pearson([1, 1, 1], [1, 2, 3]).r)   # constant side: undefined
+  assert math.isnan(statistics.pearson([1, 1, 1], [1, 2, 3]).r)  # constant side: undefined
 
 
 def test_paper_table_splits_buggy_and_clean_and_groups_by_task():
   rows = [
-      {"task_id": "a", "is_buggy": True, "unit": 1, "precision": 1.0, "recall": 1.0, "f1": 1.0,
-       "edit_lines": 1, "noop": False, "damage": None},
-      {"task_id": "a", "is_buggy": True, "unit": 0, "precision": 0.0, "recall": 0.0, "f1": 0.0,
-       "edit_lines": 5, "noop": False, "damage": None},
-      {"task_id": "b", "is_buggy": True, "unit": 1, "precision": 0.5, "recall": 1.0, "f1": 2 / 3,
-       "edit_lines": 2, "noop": False, "damage": None},
-      {"task_id": "c", "is_buggy": False, "unit": 1, "precision": None, "recall": None, "f1": None,
-       "edit_lines": 0, "noop": True, "damage": False},
-      {"task_id": "d", "is_buggy": False, "unit": 0, "precision": None, "recall": None, "f1": None,
-       "edit_lines": 3, "noop": False, "damage": True},
+    {
+      "task_id": "a",
+      "is_buggy": True,
+      "unit": 1,
+      "precision": 1.0,
+      "recall": 1.0,
+      "f1": 1.0,
+      "edit_lines": 1,
+      "noop": False,
+      "damage": None,
+    },
+    {
+      "task_id": "a",
+      "is_buggy": True,
+      "unit": 0,
+      "precision": 0.0,
+      "recall": 0.0,
+      "f1": 0.0,
+      "edit_lines": 5,
+      "noop": False,
+      "damage": None,
+    },
+    {
+      "task_id": "b",
+      "is_buggy": True,
+      "unit": 1,
+      "precision": 0.5,
+      "recall": 1.0,
+      "f1": 2 / 3,
+      "edit_lines": 2,
+      "noop": False,
+      "damage": None,
+    },
+    {
+      "task_id": "c",
+      "is_buggy": False,
+      "unit": 1,
+      "precision": None,
+      "recall": None,
+      "f1": None,
+      "edit_lines": 0,
+      "noop": True,
+      "damage": False,
+    },
+    {
+      "task_id": "d",
+      "is_buggy": False,
+      "unit": 0,
+      "precision": None,
+      "recall": None,
+      "f1": None,
+      "edit_lines": 3,
+      "noop": False,
+      "damage": True,
+    },
   ]
   table = statistics.paper_table(rows)
-  assert table["pass"].mean == pytest.approx((0.5 + 1) / 2)       # task a: 1/2, task b: 1
+  assert table["pass"].mean == pytest.approx((0.5 + 1) / 2)  # task a: 1/2, task b: 1
   assert table["edit_lines"].mean == pytest.approx((3 + 2) / 2)
   assert table["precision"].n == 2
   assert table["noop"].mean == 0.5 and table["damage"].mean == 0.5 and table["noop"].n == 2
@@ -66,24 +111,29 @@ def test_paper_table_splits_buggy_and_clean_and_groups_by_task():
 
 
 def test_edit_size_unit_correlation_uses_negative_edit_size():
-  rows = [{"task_id": str(i), "is_buggy": True, "edit_lines": n, "unit": u}
-          for i, (n, u) in enumerate([(1, 1), (2, 1), (8, 0), (9, 0)])]
-  assert statistics.edit_size_unit_correlation(rows).r > 0.9   # smaller edits pass here
+  rows = [
+    {"task_id": str(i), "is_buggy": True, "edit_lines": n, "unit": u}
+    for i, (n, u) in enumerate([(1, 1), (2, 1), (8, 0), (9, 0)])
+  ]
+  assert statistics.edit_size_unit_correlation(rows).r > 0.9  # smaller edits pass here
 
 
 def test_paired_differences_pair_by_task_and_ignore_unshared_tasks():
   def rows(units, noops):
-    return ([{"task_id": f"b{i}", "is_buggy": True, "unit": u, "edit_lines": 2}
-             for i, u in enumerate(units)]
-            + [{"task_id": f"c{i}", "is_buggy": False, "noop": n, "damage": 0}
-               for i, n in enumerate(noops)])
+    return [
+      {"task_id": f"b{i}", "is_buggy": True, "unit": u, "edit_lines": 2}
+      for i, u in enumerate(units)
+    ] + [
+      {"task_id": f"c{i}", "is_buggy": False, "noop": n, "damage": 0} for i, n in enumerate(noops)
+    ]
+
   before = rows([0, 0, 1, 0], [1, 0, 0])
-  after = rows([1, 1, 1, 0, 1], [1, 1, 1])      # b4 has no "before": left out of the pairs
+  after = rows([1, 1, 1, 0, 1], [1, 1, 1])  # b4 has no "before": left out of the pairs
   diff = statistics.paired_differences(before, after)
   assert diff["pass"].mean == pytest.approx(0.5) and diff["pass"].n == 4
   assert diff["noop"].mean == pytest.approx(2 / 3)
   assert diff["edit_lines"].format(sign=True) == "+0.00 [+0.00, +0.00]"
-  assert not diff["pass"].excludes(0)            # 2 of 4 tasks improved: could be noise
+  assert not diff["pass"].excludes(0)  # 2 of 4 tasks improved: could be noise
   # The same tasks, every one improved: the paired interval excludes zero.
   assert statistics.paired_differences(rows([0] * 8, []), rows([1] * 8, []))["pass"].excludes(0)
-  assert math.isnan(diff["precision"].mean)      # no precision values at all
+  assert math.isnan(diff["precision"].mean)  # no precision values at all

@@ -15,29 +15,56 @@ TESTS = {"kind": "call", "entry_point": "total", "cases": [{"args": [[1, 2]], "e
 
 def _task(task_id, buggy=True, source="total"):
   code = BUGGY if buggy else FIXED
-  return tasks_lib.Task(task_id=task_id, buggy_code=code, gt_solution=FIXED,
-                        gt_diff=tasks_lib.derive_gt_diff(code, FIXED), tests=TESTS,
-                        is_buggy=buggy, bug_count=int(buggy), extra={"family": source})
+  return tasks_lib.Task(
+    task_id=task_id,
+    buggy_code=code,
+    gt_solution=FIXED,
+    gt_diff=tasks_lib.derive_gt_diff(code, FIXED),
+    tests=TESTS,
+    is_buggy=buggy,
+    bug_count=int(buggy),
+    extra={"family": source},
+  )
 
 
-QUOTING = ("<think>\nThe loop reads `for x in xs[1:]:` which skips the first element. Maybe the "
-           "bug is the slice. It might also be the initial value, but that seems fine.\n</think>\n"
-           "```python\n" + FIXED + "```")
-PRESUMING = ("<think>The task says there is a bug, so there must be a bug somewhere. I need to fix "
-             "the bug with minimal edits and not reformat anything. The instructions say only fix "
-             "the bugs.</think>```python\n" + FIXED + "```")
+QUOTING = (
+  "<think>\nThe loop reads `for x in xs[1:]:` which skips the first element. Maybe the "
+  "bug is the slice. It might also be the initial value, but that seems fine.\n</think>\n"
+  "```python\n" + FIXED + "```"
+)
+PRESUMING = (
+  "<think>The task says there is a bug, so there must be a bug somewhere. I need to fix "
+  "the bug with minimal edits and not reformat anything. The instructions say only fix "
+  "the bugs.</think>```python\n" + FIXED + "```"
+)
 
 
 def test_lexicons_count_hand_written_phrases():
   assert traces.count("hedges", "Maybe it is fine. It might be; I'm not sure, perhaps.") == 4
   assert traces.count("hedges", "The mayor said nothing.") == 0  # whole words only
-  assert traces.count("restatements", "I must make minimal edits and not reformat lines. "
-                      "The instructions say to only fix the bugs.") == 4
-  assert traces.count("prompt_presumption", "Since the prompt says there is a bug, there must "
-                      "be a bug here.") == 2
+  assert (
+    traces.count(
+      "restatements",
+      "I must make minimal edits and not reformat lines. "
+      "The instructions say to only fix the bugs.",
+    )
+    == 4
+  )
+  assert (
+    traces.count(
+      "prompt_presumption", "Since the prompt says there is a bug, there must be a bug here."
+    )
+    == 2
+  )
   assert traces.count("prompt_presumption", "The tests fail, so the code has a bug.") == 0
-  assert traces.count("hypotheses", "Maybe the bug is the slice. What if the loop is off by one? "
-                      "Another possibility: the constant.") == 4
+  assert (
+    traces.count(
+      "hypotheses",
+      "Maybe the bug is the slice. What if the loop is off by one? "
+      "Another possibility: the constant.",
+    )
+    == 4
+  )
   assert traces.count("hypotheses", "The function returns the sum.") == 0
 
 
@@ -54,26 +81,38 @@ def test_quoting_needs_the_buggy_line_verbatim():
   assert traces.quotes_buggy_line("look at `for x in xs[1:]:` here", task) is True
   assert traces.quotes_buggy_line("look at for x in xs[1 :]:", task) is False
   assert traces.quotes_buggy_line("anything", _task("c", buggy=False)) is None
-  short = tasks_lib.Task(task_id="s", buggy_code="def f(x):\n    return x\n",
-                         gt_solution="def f(x):\n    return -x\n",
-                         gt_diff=tasks_lib.derive_gt_diff("def f(x):\n    return x\n",
-                                                          "def f(x):\n    return -x\n"),
-                         tests=TESTS)
+  short = tasks_lib.Task(
+    task_id="s",
+    buggy_code="def f(x):\n    return x\n",
+    gt_solution="def f(x):\n    return -x\n",
+    gt_diff=tasks_lib.derive_gt_diff("def f(x):\n    return x\n", "def f(x):\n    return -x\n"),
+    tests=TESTS,
+  )
   assert traces.quotes_buggy_line("return x", short) is None  # too short to identify a quote
 
 
 def test_summary_on_hand_written_traces():
-  tasks = {t.task_id: t for t in [_task("a"), _task("b"), _task("c"), _task("d"),
-                                  *[_task(f"clean{i}", buggy=False) for i in range(8)]]}
+  tasks = {
+    t.task_id: t
+    for t in [
+      _task("a"),
+      _task("b"),
+      _task("c"),
+      _task("d"),
+      *[_task(f"clean{i}", buggy=False) for i in range(8)],
+    ]
+  }
   predictions = [
-      {"task_id": "a", "sample": 0, "completion": QUOTING},
-      {"task_id": "b", "sample": 0, "completion": PRESUMING},
-      {"task_id": "c", "sample": 0, "completion": QUOTING},
-      {"task_id": "d", "sample": 0, "completion": "no thinking at all"},
+    {"task_id": "a", "sample": 0, "completion": QUOTING},
+    {"task_id": "b", "sample": 0, "completion": PRESUMING},
+    {"task_id": "c", "sample": 0, "completion": QUOTING},
+    {"task_id": "d", "sample": 0, "completion": "no thinking at all"},
   ]
-  scores = [{"task_id": "a", "sample": 0, "f1": 1.0, "precision": 1.0},
-            {"task_id": "b", "sample": 0, "f1": 0.0, "precision": 0.5},
-            {"task_id": "c", "sample": 0, "f1": 0.5, "precision": 1.0}]
+  scores = [
+    {"task_id": "a", "sample": 0, "f1": 1.0, "precision": 1.0},
+    {"task_id": "b", "sample": 0, "f1": 0.0, "precision": 0.5},
+    {"task_id": "c", "sample": 0, "f1": 0.5, "precision": 1.0},
+  ]
   # Clean traces: more hypotheses, more no-ops.
   for i in range(8):
     trace = "<think>" + " ".join(["Maybe the bug is here."] * i + ["Looks right."]) + "</think>"
@@ -89,7 +128,11 @@ def test_summary_on_hand_written_traces():
   quartiles = summary["noop_by_hypothesis_quartile"]
   assert [q["noop_rate"] for q in quartiles] == [0.0, 0.0, 1.0, 1.0]
   assert [(q["hypotheses_min"], q["hypotheses_max"]) for q in quartiles] == [
-      (0, 1), (2, 3), (4, 5), (6, 7)]
+    (0, 1),
+    (2, 3),
+    (4, 5),
+    (6, 7),
+  ]
   # Quoting tasks a, c (F1 1.0, 0.5) vs non-quoting b (0.0): z = ±, slope = cov/var of z.
   effect = summary["quoting_effect"]["f1"]
   x = [1, 0, 1]
@@ -107,15 +150,33 @@ def test_analyze_traces_command(tmp_path, capsys):
   task_file = tmp_path / "tasks.jsonl"
   tasks_lib.write_tasks(task_file, [_task("a"), _task("b")])
   preds = tmp_path / "preds.jsonl"
-  preds.write_text(json.dumps({"task_id": "a", "sample": 0, "completion": QUOTING}) + "\n"
-                   + json.dumps({"task_id": "b", "sample": 0, "completion": PRESUMING}) + "\n")
+  preds.write_text(
+    json.dumps({"task_id": "a", "sample": 0, "completion": QUOTING})
+    + "\n"
+    + json.dumps({"task_id": "b", "sample": 0, "completion": PRESUMING})
+    + "\n"
+  )
   out = tmp_path / "traces"
-  assert cli.main(["analyze", "traces", "--predictions", str(preds), "--tasks", str(task_file),
-                   "--output", str(out)]) == 0
+  assert (
+    cli.main(
+      [
+        "analyze",
+        "traces",
+        "--predictions",
+        str(preds),
+        "--tasks",
+        str(task_file),
+        "--output",
+        str(out),
+      ]
+    )
+    == 0
+  )
   summary = json.loads(out.with_suffix(".json").read_text())
   assert summary["traces"] == 2 and summary["quote_share"]["mean"] == 0.5
   assert "per 1,000 words" in capsys.readouterr().out
   preds.write_text(json.dumps({"task_id": "zzz", "completion": QUOTING}) + "\n")
-  assert cli.main(["analyze", "traces", "--predictions", str(preds),
-                   "--tasks", str(task_file)]) == 2
+  assert (
+    cli.main(["analyze", "traces", "--predictions", str(preds), "--tasks", str(task_file)]) == 2
+  )
   assert "zzz" in capsys.readouterr().err

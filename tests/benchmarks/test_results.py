@@ -13,19 +13,26 @@ _spec = importlib.util.spec_from_file_location("benchmarks_results", ROOT / "ben
 results = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(results)
 
-_FILE = ("# Measured figures\n\nHand-written: 3.2 s, load 9.\n\n"
-         "<!-- begin: bench_a.py -->\nold figures of a\n<!-- end: bench_a.py -->\n"
-         "between the blocks \u2014 kept\r\n\n"
-         "<!-- begin: bench_b.py -->\nold figures of b\n<!-- end: bench_b.py -->\ntrailing")
+_FILE = (
+  "# Measured figures\n\nHand-written: 3.2 s, load 9.\n\n"
+  "<!-- begin: bench_a.py -->\nold figures of a\n<!-- end: bench_a.py -->\n"
+  "between the blocks \u2014 kept\r\n\n"
+  "<!-- begin: bench_b.py -->\nold figures of b\n<!-- end: bench_b.py -->\ntrailing"
+)
 
 
 def test_replaces_only_its_own_block_byte_for_byte():
-  new = results.replace_block(_FILE, "bench_a.py",
-                              "<!-- begin: bench_a.py -->\nNEW\n<!-- end: bench_a.py -->")
+  new = results.replace_block(
+    _FILE, "bench_a.py", "<!-- begin: bench_a.py -->\nNEW\n<!-- end: bench_a.py -->"
+  )
   assert new == _FILE.replace("old figures of a", "NEW")
   # Run again: the same file, however many times it is recorded.
-  assert results.replace_block(new, "bench_a.py",
-                               "<!-- begin: bench_a.py -->\nNEW\n<!-- end: bench_a.py -->") == new
+  assert (
+    results.replace_block(
+      new, "bench_a.py", "<!-- begin: bench_a.py -->\nNEW\n<!-- end: bench_a.py -->"
+    )
+    == new
+  )
 
 
 def test_a_script_without_a_block_appends_one_and_keeps_the_rest():
@@ -61,7 +68,8 @@ def _script(status=None, fail=False):
 
 
 def test_record_writes_what_the_script_printed_with_date_commit_and_machine(
-    tmp_path, monkeypatch, capsys):
+  tmp_path, monkeypatch, capsys
+):
   target = tmp_path / "RESULTS.md"
   target.write_bytes(_FILE.encode())
   monkeypatch.setattr(results, "RESULTS", target)
@@ -78,18 +86,29 @@ def test_record_writes_what_the_script_printed_with_date_commit_and_machine(
   assert "| pool | 281.5 | repeats 2" in body and "old figures" not in body
   flat = " ".join(body.split())  # the facts are wrapped at 100 columns
   assert "Written by `python benchmarks/bench_b.py --repeats 2 --record` on 20" in flat
-  for fact in (" UTC at commit ", f"Machine: {os.cpu_count()} CPUs (", "accelerator: ",
-               "load average (1 / 5 / 15 min) ", " at the start, ", " at the end."):
+  for fact in (
+    " UTC at commit ",
+    f"Machine: {os.cpu_count()} CPUs (",
+    "accelerator: ",
+    "load average (1 / 5 / 15 min) ",
+    " at the start, ",
+    " at the end.",
+  ):
     assert fact in flat, fact
 
 
-@pytest.mark.parametrize("argv, status, fail", [
-    (["--record"], None, True),      # raised: a failed run
-    (["--record"], 1, False),        # returned a failing status
-    ([], None, False),               # no --record
-], ids=["raised", "failing-status", "not-asked"])
-def test_nothing_is_recorded_unless_asked_and_the_run_succeeded(tmp_path, monkeypatch, argv,
-                                                                 status, fail):
+@pytest.mark.parametrize(
+  "argv, status, fail",
+  [
+    (["--record"], None, True),  # raised: a failed run
+    (["--record"], 1, False),  # returned a failing status
+    ([], None, False),  # no --record
+  ],
+  ids=["raised", "failing-status", "not-asked"],
+)
+def test_nothing_is_recorded_unless_asked_and_the_run_succeeded(
+  tmp_path, monkeypatch, argv, status, fail
+):
   target = tmp_path / "RESULTS.md"
   target.write_bytes(_FILE.encode())
   monkeypatch.setattr(results, "RESULTS", target)

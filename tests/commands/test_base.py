@@ -10,9 +10,13 @@ from precisecoder.experiments import base_model
 from precisecoder.train import config as config_lib
 
 
-@pytest.mark.parametrize("argv,message", [
+@pytest.mark.parametrize(
+  "argv,message",
+  [
     (["--preset", "nope"], "unknown base preset 'nope'"),
-    (["--preset", "tiny", "--config.sft.nope=1"], "nope")])
+    (["--preset", "tiny", "--config.sft.nope=1"], "nope"),
+  ],
+)
 def test_the_command_refuses_in_one_line(argv, message, capsys):
   assert base_command.main(argv) == 2
   err = capsys.readouterr().err.strip()
@@ -22,6 +26,7 @@ def test_the_command_refuses_in_one_line(argv, message, capsys):
 @pytest.mark.slow
 def test_a_tiny_base_builds_measures_and_loads(monkeypatch, tmp_path, capsys):
   import transformers  # pylint: disable=import-outside-toplevel
+
   monkeypatch.setenv("PRECISECODER_CACHE", str(tmp_path))
   assert base_command.main(["--preset", "tiny"]) == 0
   cfg = config_lib.base_config("tiny")

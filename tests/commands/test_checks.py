@@ -15,7 +15,9 @@ import pytest
 from precisecoder.commands import checks
 
 
-@pytest.mark.parametrize("check, text, message", [
+@pytest.mark.parametrize(
+  "check, text, message",
+  [
     (checks.positive_int, "0", "must be a positive integer, got 0"),
     (checks.positive_int, "1.5", "not an integer: '1.5'"),
     (checks.non_negative_int, "-1", "must not be negative, got -1"),
@@ -24,7 +26,9 @@ from precisecoder.commands import checks
     (checks.fraction, "nan", "must be in [0, 1], got nan"),
     (checks.fraction, "1.01", "must be in [0, 1], got 1.01"),
     (checks.fraction, "half", "not a number: 'half'"),
-    (checks.python, "no-such-python-here", "no such executable: 'no-such-python-here'")])
+    (checks.python, "no-such-python-here", "no such executable: 'no-such-python-here'"),
+  ],
+)
 def test_argument_types_refuse_bad_values_naming_them(check, text, message):
   with pytest.raises(argparse.ArgumentTypeError) as e:
     check(text)
@@ -98,11 +102,18 @@ def test_a_killed_writer_leaves_the_output_free(tmp_path):
   """The lock is the kernel's: a writer killed with SIGKILL holds nothing."""
   path = tmp_path / "out.jsonl"
   holder = subprocess.Popen(
-      [sys.executable, "-c", "import pathlib, sys\n"
-       "from precisecoder.commands import outputs\n"
-       f"outputs.OutputLock(pathlib.Path({str(path)!r})).acquire()\n"
-       "print('held', flush=True)\nsys.stdin.read()\n"],
-      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    [
+      sys.executable,
+      "-c",
+      "import pathlib, sys\n"
+      "from precisecoder.commands import outputs\n"
+      f"outputs.OutputLock(pathlib.Path({str(path)!r})).acquire()\n"
+      "print('held', flush=True)\nsys.stdin.read()\n",
+    ],
+    stdin=subprocess.PIPE,
+    stdout=subprocess.PIPE,
+    text=True,
+  )
   try:
     assert holder.stdout.readline() == "held\n"
     with pytest.raises(checks.InputError, match=f"pid {holder.pid}, started"):
@@ -120,11 +131,13 @@ def test_resumable_rows_keep_the_whole_lines_of_a_killed_run(tmp_path, capsys):
   """A kill mid-write leaves a torn last line: it is dropped, the whole lines before it are
   kept; a file that is not a partial file is started over."""
   from precisecoder.commands import outputs
+
   path = tmp_path / "out.jsonl"
   partial = tmp_path / "out.jsonl.partial"
   key = {"tasks": "abc", "seed": (1, 2)}
-  partial.write_text('{"resume_key": {"tasks": "abc", "seed": [1, 2]}}\n{"n": 0}\n{"n": 1}\n'
-                     '{"n": 2, "tor')
+  partial.write_text(
+    '{"resume_key": {"tasks": "abc", "seed": [1, 2]}}\n{"n": 0}\n{"n": 1}\n{"n": 2, "tor'
+  )
   with outputs.resumable_rows(path, key, "x") as rows:
     assert rows.kept == [{"n": 0}, {"n": 1}]
     rows.write([{"n": 2}])
@@ -134,4 +147,5 @@ def test_resumable_rows_keep_the_whole_lines_of_a_killed_run(tmp_path, capsys):
   with outputs.resumable_rows(path, key, "x") as rows:
     assert rows.kept == []
   assert "holds rows of another command (changed: its format); starting over" in (
-      capsys.readouterr().err)
+    capsys.readouterr().err
+  )

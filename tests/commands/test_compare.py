@@ -30,8 +30,10 @@ def test_help_points_at_pages_that_say_what_it_promises():
   import pathlib  # pylint: disable=import-outside-toplevel
   import re  # pylint: disable=import-outside-toplevel
   from precisecoder.commands import checks  # pylint: disable=import-outside-toplevel
-  text = " ".join(checks.command_parser("precisecoder compare", compare.add_arguments)
-                  .format_help().split())
+
+  text = " ".join(
+    checks.command_parser("precisecoder compare", compare.add_arguments).format_help().split()
+  )
   assert "README" not in text
   root = pathlib.Path(__file__).parents[2]
   pages = re.findall(r"docs/[a-z_-]+\.md", text)
@@ -42,15 +44,17 @@ def test_help_points_at_pages_that_say_what_it_promises():
 def test_an_unknown_preset_is_one_line(tmp_path, capsys):
   assert compare.main(["--preset", "nope", "--workdir", str(tmp_path)]) == 2
   assert _one_line(capsys).startswith(
-      "precisecoder compare: error: unknown run preset 'nope'; known: ")
+    "precisecoder compare: error: unknown run preset 'nope'; known: "
+  )
 
 
 def test_report_only_on_a_workdir_without_arms_is_refused(tmp_path, capsys):
   """A mistyped --workdir: no report of "None"s."""
   assert compare.main([*TINY, "--report-only", "--workdir", str(tmp_path / "typo")]) == 2
   assert _one_line(capsys) == (
-      f"precisecoder compare: error: --workdir {tmp_path / 'typo'}: no arm has run there (no "
-      f"{tmp_path / 'typo'}/<arm>/config.json for any of grpo, precisecoder); nothing to report")
+    f"precisecoder compare: error: --workdir {tmp_path / 'typo'}: no arm has run there (no "
+    f"{tmp_path / 'typo'}/<arm>/config.json for any of grpo, precisecoder); nothing to report"
+  )
   assert not (tmp_path / "typo").exists()
 
 
@@ -69,8 +73,10 @@ def test_two_tiny_arms_train_evaluate_report_and_resume(tmp_path):
     # Per-task records are kept (the intervals need them): 2 validation + 2 clean tasks.
     assert [r["is_buggy"] for r in final["records"]] == [True, True, False, False]
     assert {"unit", "precision", "edit_lines", "noop", "completion"} <= set(final["records"][0])
-  base = [json.loads((tmp_path / arm / "eval" / "step_0.json").read_text())["records"]
-          for arm in ("grpo", "precisecoder")]
+  base = [
+    json.loads((tmp_path / arm / "eval" / "step_0.json").read_text())["records"]
+    for arm in ("grpo", "precisecoder")
+  ]
   assert [r["task_id"] for r in base[0]] == [r["task_id"] for r in base[1]]
   data = json.loads((tmp_path / "report.json").read_text())
   assert list(data["paper_table"]) == ["base (step 0)", "grpo (step 1)", "precisecoder (step 1)"]
@@ -97,13 +103,23 @@ def test_two_tiny_arms_train_evaluate_report_and_resume(tmp_path):
 def test_a_failing_arm_exits_1_and_still_reports(tmp_path, capsys):
   """Both arms' trainers refuse the config (exit 2 before loading a model): compare says which
   arms failed, shows their logs' tails, exits 1 and writes a report naming what is missing."""
-  code = compare.main([*TINY, "--workdir", str(tmp_path), "--parallel", "2",
-                       "--config.data.task_file=/nonexistent/tasks.jsonl"])
+  code = compare.main(
+    [
+      *TINY,
+      "--workdir",
+      str(tmp_path),
+      "--parallel",
+      "2",
+      "--config.data.task_file=/nonexistent/tasks.jsonl",
+    ]
+  )
   assert code == 1
   assert "arms failed: grpo, precisecoder" in capsys.readouterr().err
   assert "no such file" in (tmp_path / "grpo" / "train.log").read_text()
-  assert "No evaluation after training yet for: grpo, precisecoder." in (
-      tmp_path / "report.md").read_text()
+  assert (
+    "No evaluation after training yet for: grpo, precisecoder."
+    in (tmp_path / "report.md").read_text()
+  )
 
 
 def test_ctrl_c_is_one_line_and_exit_130(tmp_path, capsys, monkeypatch):
@@ -113,9 +129,11 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path, capsys, monkeypatch):
 
   def interrupted(runs, preset, parallel):
     raise KeyboardInterrupt
+
   monkeypatch.setattr(compare_arms, "run_arms", interrupted)
   monkeypatch.setattr(compare_arms, "prepare_base", lambda cfg: None)
   assert compare.main([*TINY, "--workdir", str(tmp_path)]) == 130
   assert _one_line(capsys) == (
-      f"precisecoder compare: interrupted; each running arm saved a checkpoint of its last step "
-      f"in {tmp_path}: rerun the same command to resume")
+    f"precisecoder compare: interrupted; each running arm saved a checkpoint of its last step "
+    f"in {tmp_path}: rerun the same command to resume"
+  )

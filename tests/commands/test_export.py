@@ -42,8 +42,12 @@ def _tiny_run(workdir):
 
   policy = load_policy(config_lib.default("tiny"))
   checkpointer = Checkpointer(workdir / "checkpoints", async_save=False)
-  checkpointer.save(1, nnx.state(policy.model, nnx.Param), {"count": np.zeros(())},
-                    {"model": model_meta(policy.config, policy.source), "step": 1})
+  checkpointer.save(
+    1,
+    nnx.state(policy.model, nnx.Param),
+    {"count": np.zeros(())},
+    {"model": model_meta(policy.config, policy.source), "step": 1},
+  )
   checkpointer.close()
   return workdir
 
@@ -55,6 +59,7 @@ def test_the_tiny_model_exports_with_a_tokenizer_transformers_loads(tmp_path):
   from transformers import AutoModelForCausalLM, AutoTokenizer
 
   from precisecoder.train.policy import ByteTokenizer
+
   run = _tiny_run(tmp_path / "run")
   out = tmp_path / "hf"
   assert cli.main(["export", "--checkpoint", str(run), "--output", str(out)]) == 0
@@ -66,14 +71,16 @@ def test_the_tiny_model_exports_with_a_tokenizer_transformers_loads(tmp_path):
   assert ids == ByteTokenizer().encode(text) and tokenizer.decode(ids) == text
   messages = [{"role": "user", "content": "Fix it."}]
   assert tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False) == (
-      ByteTokenizer().apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
-  generated = hf_model.generate(torch.tensor([ids]), max_new_tokens=4, do_sample=False,
-                                pad_token_id=tokenizer.pad_token_id)[0, len(ids):].tolist()
+    ByteTokenizer().apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+  )
+  generated = hf_model.generate(
+    torch.tensor([ids]), max_new_tokens=4, do_sample=False, pad_token_id=tokenizer.pad_token_id
+  )[0, len(ids) :].tolist()
   ours, _, _ = load_checkpoint(run)
   tokens = list(ids)
   for _ in range(4):  # our greedy continuation, one token at a time
     tokens.append(int(np.argmax(np.asarray(ours(np.asarray([tokens], np.int32)))[0, -1])))
-  assert generated == tokens[len(ids):]
+  assert generated == tokens[len(ids) :]
 
 
 def test_export_refuses_a_non_empty_folder_unless_overwrite(checkpoint, tmp_path, capsys):
@@ -83,15 +90,17 @@ def test_export_refuses_a_non_empty_folder_unless_overwrite(checkpoint, tmp_path
   (out / "tokenizer.json").write_text("{}")  # another model's, left behind
   assert cli.main(["export", "--checkpoint", str(folder), "--output", str(out)]) == 2
   assert f"--output {out}: is not empty (1 entries: tokenizer.json)" in (
-      _one_line_error(capsys, "export"))
+    _one_line_error(capsys, "export")
+  )
   assert (out / "tokenizer.json").read_text() == "{}"  # untouched
   (out / "stale.bin").write_text("x")
-  assert cli.main(["export", "--checkpoint", str(folder), "--output", str(out),
-                   "--overwrite"]) == 0
+  assert cli.main(["export", "--checkpoint", str(folder), "--output", str(out), "--overwrite"]) == 0
   assert not (out / "stale.bin").exists()
   _, tok_a, _ = load_checkpoint(folder)
   _, tok_b, _ = load_checkpoint(out)
   assert tok_b.encode("def neg(x)") == tok_a.encode("def neg(x)")
+
+
 def test_export_merges_a_lora_run_into_weights_transformers_reads(tmp_path):
   """A LoRA run's checkpoint (adapters only, on an HF base of the tiny preset's shape) exports
   merged: transformers' Qwen3 gives the logits of our decoder running the adapters unmerged."""
@@ -109,18 +118,24 @@ def test_export_merges_a_lora_run_into_weights_transformers_reads(tmp_path):
 
   config = architectures.get("tiny")
   base_dir = tmp_path / "base"
-  export_hf(Decoder(config, rngs=nnx.Rngs(0)), config,
-            make_chat_tokenizer(None, ["def f(x): return x + 1"]), base_dir)
-  lora = lora_lib.LoraConfig(rank=4, alpha=8.0, targets=lora_lib.parse_targets(
-      "q,k,v,o,gate,up,down"))
+  export_hf(
+    Decoder(config, rngs=nnx.Rngs(0)),
+    config,
+    make_chat_tokenizer(None, ["def f(x): return x + 1"]),
+    base_dir,
+  )
+  lora = lora_lib.LoraConfig(
+    rank=4, alpha=8.0, targets=lora_lib.parse_targets("q,k,v,o,gate,up,down")
+  )
   model, _, _ = load_checkpoint(base_dir)
   lora_lib.attach(model, lora, seed=1)
   for i, name in enumerate(lora.targets):  # adapters as after training: B no longer zero
     b = getattr(model.layers, name + "_lora_b")
     b.set_value(0.05 * jax.random.normal(jax.random.key(i), b[...].shape))
   _, params = nnx.split(model)
-  writer = checkpoint_writer.Checkpointer(tmp_path / "run" / "checkpoints", async_save=False,
-                                          adapters_only=True)
+  writer = checkpoint_writer.Checkpointer(
+    tmp_path / "run" / "checkpoints", async_save=False, adapters_only=True
+  )
   tx = step_lib.make_optimizer(config_lib.default("tiny").optim, adapters_only=True)
   meta = {"step": 3, "model": model_meta(config, base_dir, lora=lora, base=base_dir)}
   writer.save(3, params, tx.init(params), meta)

@@ -14,20 +14,26 @@ from integration_helpers import http, reward_server
 from precisecoder import feedback, tasks
 
 SLOW_TASK = {
-    "task_id": "slow_inc", "buggy_code": "def inc(x):\n    return x\n",
-    "gt_solution": "def inc(x):\n    return x + 1\n", "timeout_s": 30,
-    "tests": {"kind": "call", "entry_point": "inc", "cases": [{"args": [1], "expected": 2}]}}
+  "task_id": "slow_inc",
+  "buggy_code": "def inc(x):\n    return x\n",
+  "gt_solution": "def inc(x):\n    return x + 1\n",
+  "timeout_s": 30,
+  "tests": {"kind": "call", "entry_point": "inc", "cases": [{"args": [1], "expected": 2}]},
+}
 SLOW_FIX = "import time\n\n\ndef inc(x):\n    time.sleep(2)\n    return x + 1\n"
 
 
 def test_sigterm_finishes_the_request_in_flight_and_exits_zero(tmp_path):
   task_file = tmp_path / "slow.jsonl"
   task_file.write_text(json.dumps(SLOW_TASK) + "\n")
-  with reward_server(task_file, log=tmp_path / "serve.log") as (url, process), \
-       concurrent.futures.ThreadPoolExecutor(1) as executor:
+  with (
+    reward_server(task_file, log=tmp_path / "serve.log") as (url, process),
+    concurrent.futures.ThreadPoolExecutor(1) as executor,
+  ):
     assert url.startswith("http://127.0.0.1:")  # loopback unless told
-    pending = executor.submit(http, url + "/score",
-                              {"items": [{"task_id": "slow_inc", "program": SLOW_FIX}]})
+    pending = executor.submit(
+      http, url + "/score", {"items": [{"task_id": "slow_inc", "program": SLOW_FIX}]}
+    )
     waiting = threading.Event()
     for _ in range(30000):  # until the server holds the request (a condition, 300 s at most)
       if http(url + "/health")[1]["pending_items"] > 0 or pending.done():
@@ -57,14 +63,19 @@ def test_feedback_runs_the_visible_tests_and_says_what_the_agent_would_hear(tmp_
     names = [f"inc({x})" for x in (1, 2, 30, 40)]
     assert "failed 2 of 2 visible tests" in body["message"]
     assert [n in body["message"] for n in names] == [n in {t.name for t in shown} for n in names]
-    status, body = http(url + "/feedback", {
-        "task_id": "inc", "completion": f"```python\n{task['gt_solution']}```"})
+    status, body = http(
+      url + "/feedback", {"task_id": "inc", "completion": f"```python\n{task['gt_solution']}```"}
+    )
     assert status == 200 and body["passed"] and body["message"] == ""
 
 
 def _serve(*args):
-  return subprocess.run([sys.executable, "-m", "precisecoder.cli", "serve", *args],
-                        capture_output=True, text=True, timeout=300)
+  return subprocess.run(
+    [sys.executable, "-m", "precisecoder.cli", "serve", *args],
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
 
 
 def test_unusable_task_file_token_file_or_address_exit_2(tmp_path):

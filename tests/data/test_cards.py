@@ -7,34 +7,60 @@ TESTS = {"kind": "assert", "code": "assert f(1) == 2\n"}
 
 
 def _task(task_id, buggy, fixed, **fields):
-  return tasks_lib.Task(task_id=task_id, buggy_code=buggy, gt_solution=fixed,
-                        gt_diff=tasks_lib.derive_gt_diff(buggy, fixed), tests=TESTS, **fields)
+  return tasks_lib.Task(
+    task_id=task_id,
+    buggy_code=buggy,
+    gt_solution=fixed,
+    gt_diff=tasks_lib.derive_gt_diff(buggy, fixed),
+    tests=TESTS,
+    **fields,
+  )
 
 
 FIXED = "def f(x):\n\n    y = x + 1\n    return y\n"
 SET = [
-    _task("a", FIXED.replace("x + 1", "x - 1"), FIXED, source_dataset="gen",
-          extra={"bug_type": "operator", "bug_subtype": "arith_swap"}),
-    _task("b", FIXED.replace("x + 1", "x * 1").replace("return y", "return -y"), FIXED,
-          bug_count=2, source_dataset="gen",
-          extra={"bug_type": ["operator", "sign"], "bug_subtype": ["arith_swap", "negate"],
-                 "multi_line": True, "editable_lines": 7}),
-    _task("c", FIXED, FIXED, is_buggy=False, bug_count=0, source_dataset="clean"),
+  _task(
+    "a",
+    FIXED.replace("x + 1", "x - 1"),
+    FIXED,
+    source_dataset="gen",
+    extra={"bug_type": "operator", "bug_subtype": "arith_swap"},
+  ),
+  _task(
+    "b",
+    FIXED.replace("x + 1", "x * 1").replace("return y", "return -y"),
+    FIXED,
+    bug_count=2,
+    source_dataset="gen",
+    extra={
+      "bug_type": ["operator", "sign"],
+      "bug_subtype": ["arith_swap", "negate"],
+      "multi_line": True,
+      "editable_lines": 7,
+    },
+  ),
+  _task("c", FIXED, FIXED, is_buggy=False, bug_count=0, source_dataset="clean"),
 ]
 
 
 def test_card_counts_a_hand_built_set():
   card = cards.data_card(SET, "hand")
   assert card == {
-      "name": "hand", "tasks": 3, "buggy": 2, "clean": 1,
-      "by_bug_count": {"1": 1, "2": 1}, "multi_line_tasks": 1,
-      "by_category": {"operator": 2, "sign": 1},
-      "by_operator": {"arith_swap": 2, "negate": 1},
-      "by_source": {"clean": 1, "gen": 2}, "by_test_kind": {"assert": 3},
-      "program_lines_mean": 3.0, "program_lines_min_max": [3, 3],  # blank lines not counted
-      # Two editable lines in the body (the def line is frozen); "b" says 7 itself.
-      "editable_lines_mean": round((2 + 7 + 2) / 3, 2),
-      "changed_lines_mean": 1.5,
+    "name": "hand",
+    "tasks": 3,
+    "buggy": 2,
+    "clean": 1,
+    "by_bug_count": {"1": 1, "2": 1},
+    "multi_line_tasks": 1,
+    "by_category": {"operator": 2, "sign": 1},
+    "by_operator": {"arith_swap": 2, "negate": 1},
+    "by_source": {"clean": 1, "gen": 2},
+    "by_test_kind": {"assert": 3},
+    "program_lines_mean": 3.0,
+    "program_lines_min_max": [3, 3],  # blank lines not counted
+    # Two editable lines in the body (the def line is frozen); "b" says 7 itself.
+    "editable_lines_mean": round((2 + 7 + 2) / 3, 2),
+    "changed_lines_mean": 1.5,
   }
 
 

@@ -10,13 +10,16 @@ from precisecoder.data import families, generator
 def test_apply_renames_changes_name_tokens_only():
   code = "def f(xs):\n    total = xs.total  # total\n    return total + len('total')\n"
   assert families.apply_renames(code, {"total": "acc"}) == (
-      "def f(xs):\n    acc = xs.total  # total\n    return acc + len('total')\n")
+    "def f(xs):\n    acc = xs.total  # total\n    return acc + len('total')\n"
+  )
   assert families.apply_renames(code, {}) is code
 
 
 def test_rename_locals_keeps_parameters_used_names_and_behaviour():
-  code = ("def f(x, items):\n    total = 0\n    acc = 1\n    for i in items:\n"
-          "        total += i * x * acc\n    return total\n")
+  code = (
+    "def f(x, items):\n    total = 0\n    acc = 1\n    for i in items:\n"
+    "        total += i * x * acc\n    return total\n"
+  )
   renamed = {families.rename_locals(code, random.Random(seed)) for seed in range(20)}
   assert code in renamed and len(renamed) > 1  # some seeds rename, some keep the names
   for new in renamed:

@@ -60,8 +60,9 @@ def test_medium_and_hard_tiers():
   for t in hard:  # every multi-line block is atomic
     for block in edits.parse_blocks(t.gt_diff):
       if len(block.edits) > 1:
-        fixed_others = edits.apply_diff(t.buggy_code, {
-            k: v for k, v in t.gt_diff.items() if k not in block.edits})
+        fixed_others = edits.apply_diff(
+          t.buggy_code, {k: v for k, v in t.gt_diff.items() if k not in block.edits}
+        )
         only_this = edits.parse_blocks(edits.line_diff(fixed_others, t.gt_solution))[0].edits
         for partial in injection.partial_reverts(fixed_others, only_this):
           assert not CHECKER.passes_one(partial, t.tests)

@@ -66,6 +66,7 @@ def test_shipped_buggy_sets(kind):
   from precisecoder.data import verification
   from precisecoder.data.checking import PoolChecker
   from precisecoder.execution import ExecutionPool
+
   sample = tasks[::16]
   with ExecutionPool(workers=2) as pool:
     report = verification.verify_tasks(sample, PoolChecker(pool))

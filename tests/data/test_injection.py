@@ -12,17 +12,20 @@ from precisecoder.data.checking import TrustedCallChecker
 from precisecoder.tasks import apply_gt_diff
 
 
-ADD = '''def add_up(xs):
+ADD = """def add_up(xs):
     total = 0
     unused = 1
     for x in xs:
         total += x
     return total
-'''
+"""
 
 
-TESTS = {"kind": "call", "entry_point": "add_up",
-         "cases": [{"args": [[1, 2, 3]], "expected": 6}, {"args": [[]], "expected": 0}]}
+TESTS = {
+  "kind": "call",
+  "entry_point": "add_up",
+  "cases": [{"args": [[1, 2, 3]], "expected": 6}, {"args": [[]], "expected": 0}],
+}
 
 
 def test_verify_keeps_failing_bugs_and_rejects_equivalent_ones():
@@ -38,11 +41,13 @@ def test_verify_keeps_failing_bugs_and_rejects_equivalent_ones():
 def test_multi_line_bug_must_be_atomic():
   source = injection.Source("add", ADD, TESTS)
   # Line 3's change is harmless, so reverting line 2 alone passes: not atomic.
-  not_atomic = mutation.Mutation("block_rewrite", mutation.ASSIGNMENT, 2, 3,
-                                 ("    total = 1", "    unused = 2"))
+  not_atomic = mutation.Mutation(
+    "block_rewrite", mutation.ASSIGNMENT, 2, 3, ("    total = 1", "    unused = 2")
+  )
   # Each line alone breaks the sum, so no partial revert passes.
-  atomic = mutation.Mutation("block_rewrite", mutation.ASSIGNMENT, 4, 5,
-                             ("    for x in xs + [1]:", "        total += x - 1"))
+  atomic = mutation.Mutation(
+    "block_rewrite", mutation.ASSIGNMENT, 4, 5, ("    for x in xs + [1]:", "        total += x - 1")
+  )
   kept = injection.verify([source], [[not_atomic, atomic]], TrustedCallChecker())
   buggy = mutation.apply_mutations(ADD, [atomic])
   partial = injection.partial_reverts(buggy, injection.bug_diff(ADD, atomic))
@@ -54,8 +59,9 @@ def test_multi_line_bug_must_be_atomic():
 def test_compose_keeps_the_minimum_stride_and_round_trips():
   code = "\n".join(["def f(x):"] + [f"    x = x + {i}" for i in range(1, 13)] + ["    return x"])
   editable = mutation.editable_lines(code)
-  bugs = [m for m in mutation.single_line_mutations(code, editable)
-          if m.operator == "arithmetic_swap"]
+  bugs = [
+    m for m in mutation.single_line_mutations(code, editable) if m.operator == "arithmetic_swap"
+  ]
   rng = random.Random(0)
   for k in (2, 3, 4):
     chosen = injection.compose(bugs, k, rng)

@@ -27,7 +27,16 @@ def test_editable_lines_skip_frozen_kinds():
   editable = mutation.editable_lines(PROGRAM)
   lines = PROGRAM.splitlines()
   assert [lines[i - 1].strip().split()[0] for i in editable] == [
-      "count", "label", "for", "if", "count", "elif", "continue", "top", "return"]
+    "count",
+    "label",
+    "for",
+    "if",
+    "count",
+    "elif",
+    "continue",
+    "top",
+    "return",
+  ]
   assert mutation.editable_lines(PROGRAM, first_editable=9) == [n for n in editable if n >= 9]
 
 
@@ -43,11 +52,29 @@ def test_single_line_mutations_change_exactly_one_line_and_parse():
   categories = {m.category for m in muts}
   assert categories == set(mutation.CATEGORIES)
   operators = {m.operator for m in muts}
-  for op in ("boundary_shift", "comparison_swap", "boolean_flip", "negation_added",
-             "negation_dropped", "arithmetic_swap", "constant_off_by_one", "wrong_constant",
-             "wrong_variable", "index_shift", "slice_change", "range_bound", "argument_swap",
-             "function_swap", "library_function_swap", "conversion_change", "line_deleted",
-             "line_inserted", "loop_control_swap", "augassign_swap", "order_change"):
+  for op in (
+    "boundary_shift",
+    "comparison_swap",
+    "boolean_flip",
+    "negation_added",
+    "negation_dropped",
+    "arithmetic_swap",
+    "constant_off_by_one",
+    "wrong_constant",
+    "wrong_variable",
+    "index_shift",
+    "slice_change",
+    "range_bound",
+    "argument_swap",
+    "function_swap",
+    "library_function_swap",
+    "conversion_change",
+    "line_deleted",
+    "line_inserted",
+    "loop_control_swap",
+    "augassign_swap",
+    "order_change",
+  ):
     assert op in operators, op
 
 

@@ -27,6 +27,7 @@ def test_load_pdb_joins_tests_and_reports_every_problem(name, tmp_path):
   if name == "parquet":
     import pyarrow as pa
     import pyarrow.parquet as pq
+
     rows = [json.loads(line) for line in (DATA / "data_pdb_single.jsonl").read_text().splitlines()]
     path = tmp_path / "pdb.parquet"
     pq.write_table(pa.Table.from_pylist(rows), path)
@@ -42,8 +43,14 @@ def test_load_pdb_joins_tests_and_reports_every_problem(name, tmp_path):
     assert report.missing_tests == ["BigCodeBench/77_0"]
     assert len(report.duplicates) == 1 and report.duplicates[0].startswith("9901_0")
     assert len(report.malformed) == 1 and "gt_diff" in report.malformed[0]
-    assert report.summary() == {"records": 7, "loaded": 4, "missing_tests": 1, "duplicates": 1,
-                                "malformed": 1, "source_errors": 0}
+    assert report.summary() == {
+      "records": 7,
+      "loaded": 4,
+      "missing_tests": 1,
+      "duplicates": 1,
+      "malformed": 1,
+      "source_errors": 0,
+    }
 
 
 def test_failing_gold_is_found():

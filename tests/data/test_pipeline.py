@@ -38,8 +38,9 @@ def test_epochs_cover_every_task_and_reshuffle(tasks):
 def test_shards_are_disjoint_and_equal(tasks):
   seen = []
   for shard in range(3):
-    it = pipeline.make_iterator(tasks, batch_size=4, seed=0, shuffle=False, repeat=False,
-                                shard_index=shard, shard_count=3)
+    it = pipeline.make_iterator(
+      tasks, batch_size=4, seed=0, shuffle=False, repeat=False, shard_index=shard, shard_count=3
+    )
     shard_ids = [i for batch in it for i in _ids(batch)]
     assert len(shard_ids) == 4
     seen += shard_ids
@@ -53,5 +54,6 @@ def test_jsonl_and_gz_files_give_identical_records(tasks, tmp_path):
     write_tasks(tmp_path / name, tasks)
     from_file = pipeline.make_iterator(tmp_path / name, 12, seed=1, repeat=False)
     from_list = pipeline.make_iterator(tasks, 12, seed=1, repeat=False)
-    assert [task_to_record(t) for t in next(from_file)] == \
-        [task_to_record(t) for t in next(from_list)]
+    assert [task_to_record(t) for t in next(from_file)] == [
+      task_to_record(t) for t in next(from_list)
+    ]

@@ -49,8 +49,10 @@ def test_a_program_that_fails_or_leaves_a_line_unrun_is_rejected():
   rng = random.Random(0)
   with pytest.raises(programs._Reject, match="fails on"):  # pylint: disable=protected-access
     programs.make_tests("f", "def f(xs):\n    return xs[0]\n", ["ints"], rng)
-  dead = "def f(xs):\n    t = 0\n    for x in xs:\n        if x > 99:\n            t += x\n" \
-         "        t += 1\n    return t\n"
+  dead = (
+    "def f(xs):\n    t = 0\n    for x in xs:\n        if x > 99:\n            t += x\n"
+    "        t += 1\n    return t\n"
+  )
   with pytest.raises(programs._Reject, match="no test runs"):  # pylint: disable=protected-access
     programs.make_tests("f", dead, ["ints"], rng)
 
@@ -86,10 +88,18 @@ def test_program_tasks_verify_in_the_sandboxed_pool():
 
 
 def test_the_skeleton_ignores_names_constants_and_operators_but_not_structure():
-  code = "def f(xs, k):\n    t = 0\n    for x in xs:\n        if x > k:\n            t += 2\n" \
-         "    return t\n"
-  renamed = code.replace("xs", "vals").replace("t ", "acc ").replace("t\n", "acc\n") \
-      .replace(" f(", " g(").replace("> k", "<= k").replace("+= 2", "-= 7")
+  code = (
+    "def f(xs, k):\n    t = 0\n    for x in xs:\n        if x > k:\n            t += 2\n"
+    "    return t\n"
+  )
+  renamed = (
+    code.replace("xs", "vals")
+    .replace("t ", "acc ")
+    .replace("t\n", "acc\n")
+    .replace(" f(", " g(")
+    .replace("> k", "<= k")
+    .replace("+= 2", "-= 7")
+  )
   assert renamed != code
   assert programs.skeleton(renamed) == programs.skeleton(code)
   reshaped = code.replace("            t += 2\n", "            t += 2\n            t += x\n")
@@ -99,8 +109,9 @@ def test_the_skeleton_ignores_names_constants_and_operators_but_not_structure():
 
 
 def test_splits_share_no_program_structure():
-  shapes = {split: {programs.draw(split, 0, i).skeleton for i in range(40)}
-            for split in programs.SPLITS}
+  shapes = {
+    split: {programs.draw(split, 0, i).skeleton for i in range(40)} for split in programs.SPLITS
+  }
   assert not shapes["train"] & shapes["validation"]
   assert not shapes["train"] & shapes["test"]
   assert not shapes["validation"] & shapes["test"]
@@ -133,8 +144,22 @@ def test_nearest_distance_finds_the_nearest_program():
   assert nearest == 17
   assert distance == pytest.approx(2 / len(programs.code_tokens(edited)), abs=1e-4)
   abstract = programs.code_tokens("def f(a):\n    return a + 1\n", abstract=True)
-  assert abstract == ["def", "<v0>", "(", "<v1>", ")", ":", "NEWLINE", "INDENT", "return",
-                      "<v1>", "+", "<num>", "NEWLINE", "DEDENT"]
+  assert abstract == [
+    "def",
+    "<v0>",
+    "(",
+    "<v1>",
+    ")",
+    ":",
+    "NEWLINE",
+    "INDENT",
+    "return",
+    "<v1>",
+    "+",
+    "<num>",
+    "NEWLINE",
+    "DEDENT",
+  ]
 
 
 def test_held_out_tasks_carry_their_distance_and_the_card_reports_it():
@@ -147,7 +172,8 @@ def test_held_out_tasks_carry_their_distance_and_the_card_reports_it():
     assert t.extra["train_shape_distance"] <= t.extra["train_distance"] + 0.2
   reference = [programs.draw("train", 0, i).code for i in range(program_tasks.REFERENCE_PROGRAMS)]
   assert [t.extra["train_distance"] for t in held_out] == programs.nearest_distances(
-      [t.gt_solution for t in held_out], reference)
+    [t.gt_solution for t in held_out], reference
+  )
   card = cards.data_card(held_out + clean, "programs_validation")
   assert card["distinct_skeletons"] == len({t.extra["skeleton"] for t in held_out + clean})
   values = sorted(t.extra["train_distance"] for t in held_out + clean)
@@ -158,9 +184,30 @@ def test_held_out_tasks_carry_their_distance_and_the_card_reports_it():
 
 def test_build_generator_programs_tier_command(tmp_path, capsys):
   out = tmp_path / "programs"
-  assert cli.main(["data", "build", "generator", "--tier", "programs", "--train", "3",
-                   "--validation", "2", "--test", "0", "--clean", "1", "--out", str(out),
-                   "--workers", "1"]) == 0
+  assert (
+    cli.main(
+      [
+        "data",
+        "build",
+        "generator",
+        "--tier",
+        "programs",
+        "--train",
+        "3",
+        "--validation",
+        "2",
+        "--test",
+        "0",
+        "--clean",
+        "1",
+        "--out",
+        str(out),
+        "--workers",
+        "1",
+      ]
+    )
+    == 0
+  )
   assert "programs_validation: verified 2 tasks" in capsys.readouterr().out
   assert len(load_tasks(out / "programs_train.jsonl")) == 3
   found = {c["name"]: c for c in json.loads((out / "card.json").read_text())}
@@ -172,6 +219,7 @@ def test_the_programs_base_presets_train_and_measure_on_the_program_space():
   # pylint: disable-next=import-outside-toplevel
   from precisecoder.experiments import base_model
   from precisecoder.train import config as config_lib  # pylint: disable=import-outside-toplevel
+
   for name in ("cpu-programs", "tiny-programs"):
     cfg = config_lib.base_config(name)
     assert [t for t in base_model._TIERS if base_model._count(cfg, t)] == ["programs"]  # pylint: disable=protected-access

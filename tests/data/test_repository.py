@@ -49,8 +49,26 @@ def test_repository_tasks_verify_in_the_pool():
 
 def test_build_repository_command(tmp_path, capsys):
   out = tmp_path / "repo"
-  assert cli.main(["data", "build", "repository", "--validation", "2", "--test", "2",
-                   "--clean", "1", "--out", str(out), "--workers", "1"]) == 0
+  assert (
+    cli.main(
+      [
+        "data",
+        "build",
+        "repository",
+        "--validation",
+        "2",
+        "--test",
+        "2",
+        "--clean",
+        "1",
+        "--out",
+        str(out),
+        "--workers",
+        "1",
+      ]
+    )
+    == 0
+  )
   assert "repository_test: verified 2 tasks" in capsys.readouterr().out
   assert len(load_tasks(out / "repository_test.jsonl")) == 2
   cards = {c["name"]: c for c in json.loads((out / "card.json").read_text())}

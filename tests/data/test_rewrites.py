@@ -15,10 +15,16 @@ FIXED = """def total_len(words):
     return total
 """
 BUGGY = FIXED.replace("total > 10", "total >= 10")
-TESTS = {"kind": "call", "entry_point": "total_len",
-         "cases": [{"args": [["ab", "c"]], "expected": 3},
-                   {"args": [["abcdef", "ghijk"]], "expected": 22},
-                   {"args": [["abcde", "fghij"]], "expected": 10}, {"args": [[]], "expected": 0}]}
+TESTS = {
+  "kind": "call",
+  "entry_point": "total_len",
+  "cases": [
+    {"args": [["ab", "c"]], "expected": 3},
+    {"args": [["abcdef", "ghijk"]], "expected": 22},
+    {"args": [["abcde", "fghij"]], "expected": 10},
+    {"args": [[]], "expected": 0},
+  ],
+}
 
 
 def _passes(program: str, tests) -> bool:
@@ -28,8 +34,7 @@ def _passes(program: str, tests) -> bool:
 
 
 def test_rewrites_at_rate_one_edit_untouched_lines_and_keep_the_tests_passing():
-  program, applied = rewrites.rewrite(FIXED, TESTS, random.Random(0), rate=1.0,
-                                      avoid_like=BUGGY)
+  program, applied = rewrites.rewrite(FIXED, TESTS, random.Random(0), rate=1.0, avoid_like=BUGGY)
   assert applied and program != FIXED
   assert _passes(program, TESTS)
   # The fixed line is the one the reference changed: no rewrite may touch it.
@@ -46,8 +51,7 @@ def test_rate_zero_changes_nothing_and_the_same_seed_gives_the_same_program():
 
 def test_a_candidate_that_changes_behaviour_is_refused():
   code = "def join(a, b):\n    return a + b\n"
-  tests = {"kind": "call", "entry_point": "join",
-           "cases": [{"args": ["x", "y"], "expected": "xy"}]}
+  tests = {"kind": "call", "entry_point": "join", "cases": [{"args": ["x", "y"], "expected": "xy"}]}
   assert any("b + a" in new for _, _, new in rewrites.candidates(code, random.Random(0)))
   program, _ = rewrites.rewrite(code, tests, random.Random(0), rate=1.0)
   assert "b + a" not in program and _passes(program, tests)

@@ -27,13 +27,18 @@ def test_livecodebench_public_and_pickled_private_cases():
   assert stdin["kind"] == "io"
   assert [c["stdin"] for c in stdin["cases"]] == ["3\n1 2 3\n", "1\n5\n", "4\n-1 -2 3 10\n"]
   functional = tests["9901"]
-  assert functional == {"kind": "call", "entry_point": "Solution().addToAll", "cases": [
-      {"args": [[1, 2, 3], 2], "expected": [3, 4, 5]}, {"args": [[], 7], "expected": []},
-      {"args": [[-1], 1], "expected": [0]}]}
+  assert functional == {
+    "kind": "call",
+    "entry_point": "Solution().addToAll",
+    "cases": [
+      {"args": [[1, 2, 3], 2], "expected": [3, 4, 5]},
+      {"args": [[], 7], "expected": []},
+      {"args": [[-1], 1], "expected": [0]},
+    ],
+  }
 
 
 class _Evil:
-
   def __reduce__(self):
     return (print, ("pwned",))
 

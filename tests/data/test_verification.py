@@ -15,8 +15,15 @@ TESTS = {"kind": "call", "entry_point": "f", "cases": [{"args": [1], "expected":
 
 
 def _task(task_id, buggy, bug_count=2, **fields):
-  return Task(task_id=task_id, buggy_code=buggy, gt_solution=GOLD,
-              gt_diff=edits.line_diff(buggy, GOLD), tests=TESTS, bug_count=bug_count, **fields)
+  return Task(
+    task_id=task_id,
+    buggy_code=buggy,
+    gt_solution=GOLD,
+    gt_diff=edits.line_diff(buggy, GOLD),
+    tests=TESTS,
+    bug_count=bug_count,
+    **fields,
+  )
 
 
 def test_two_necessary_bugs_verify_and_each_broken_promise_is_named():
@@ -24,16 +31,23 @@ def test_two_necessary_bugs_verify_and_each_broken_promise_is_named():
   harmless = _task("harmless", GOLD.replace("x + 1", "x + 2").replace("a * 2", "a * 2 + 0"))
   miscounted = _task("miscounted", GOLD.replace("x + 1", "x + 2"))
   wrong_diff = dataclasses.replace(  # a diff that fixes another line than the bug's
-      _task("wrong_diff", GOLD.replace("x + 1", "x - 1"), bug_count=1),
-      gt_diff=edits.line_diff(GOLD.replace("p = 0", "p = 1"), GOLD))
+    _task("wrong_diff", GOLD.replace("x + 1", "x - 1"), bug_count=1),
+    gt_diff=edits.line_diff(GOLD.replace("p = 0", "p = 1"), GOLD),
+  )
   clean = _task("clean", GOLD, bug_count=0, is_buggy=False)
   assert [w for w, _, _ in verification.runs_for(good)] == [
-      "gold passes", "buggy fails", "bug 1 alone fails", "bug 2 alone fails"]
+    "gold passes",
+    "buggy fails",
+    "bug 1 alone fails",
+    "bug 2 alone fails",
+  ]
   report = verification.verify_tasks([good], TrustedCallChecker(), batch_size=3)
   assert report.ok and report.summary() == {"tasks": 1, "checks": 4, "failures": 0}
-  report = verification.verify_tasks([harmless, miscounted, wrong_diff, clean],
-                                     TrustedCallChecker())
+  report = verification.verify_tasks(
+    [harmless, miscounted, wrong_diff, clean], TrustedCallChecker()
+  )
   assert report.failures == [
-      "miscounted: bug_count 2 but 1 diff blocks",
-      "wrong_diff: gt_diff does not turn buggy_code into gt_solution",
-      "harmless: expected 'bug 2 alone fails'"]
+    "miscounted: bug_count 2 but 1 diff blocks",
+    "wrong_diff: gt_diff does not turn buggy_code into gt_solution",
+    "harmless: expected 'bug 2 alone fails'",
+  ]

@@ -9,8 +9,11 @@ needs_tags = pytest.mark.skipif(not TAGS, reason="needs dict version tags (CPyth
 
 @needs_tags
 def test_any_write_moves_the_tag_and_reads_do_not():
-  for write in (lambda d: d.__setitem__("a", 2), lambda d: d.__setitem__("new", 0),
-                lambda d: d.pop("a")):
+  for write in (
+    lambda d: d.__setitem__("a", 2),
+    lambda d: d.__setitem__("new", 0),
+    lambda d: d.pop("a"),
+  ):
     scratch = {"a": 1}
     versions = DictVersions([scratch, {}])
     assert not versions.changed()

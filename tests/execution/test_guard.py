@@ -84,8 +84,9 @@ def test_authored_names_the_programs_behaviour_and_only_it(guard, program):
 
 
 def test_only_trusted_test_code_registers_classes_and_a_changed_test_class_is_named(program):
-  test_code = compile("@register\nclass Expected:\n  def value(self):\n    return 1\n",
-                      "<tests>", "exec")
+  test_code = compile(
+    "@register\nclass Expected:\n  def value(self):\n    return 1\n", "<tests>", "exec"
+  )
   guard = guard_lib.Guard(provenance.code_ids(test_code))
   namespace = {"register": guard.register_class}
   exec(test_code, namespace)  # pylint: disable=exec-used

@@ -36,11 +36,14 @@ def _named(found: list[str]) -> list[str]:
   return [item.split(" (")[0] for item in found]
 
 
-@pytest.mark.parametrize("tamper, named", [
+@pytest.mark.parametrize(
+  "tamper, named",
+  [
     (lambda m: setattr(m, "compare", lambda a, b: True), "precisecoder_scratch.compare"),
     (lambda m: setattr(m, "compare", operator.ne), "precisecoder_scratch.compare"),
     (lambda m: delattr(m, "compare"), "precisecoder_scratch.compare"),
-])
+  ],
+)
 def test_a_rebound_or_removed_callable_is_named(scratch_module, tamper, named):
   integrity = integrity_lib.Integrity()
   tamper(scratch_module)
@@ -64,11 +67,13 @@ def test_data_holding_the_program_s_code_is_named(scratch_module):
   assert _named(integrity.violations()) == ["precisecoder_scratch.PI"]
 
 
-def test_a_library_installing_its_own_function_as_it_loads_is_allowed(scratch_module, tmp_path,
-                                                                      monkeypatch):
+def test_a_library_installing_its_own_function_as_it_loads_is_allowed(
+  scratch_module, tmp_path, monkeypatch
+):
   (tmp_path / "precisecoder_patcher.py").write_text(
-      "import precisecoder_scratch\ndef compare(a, b):\n  return a == b\n"
-      "precisecoder_scratch.compare = compare\n")
+    "import precisecoder_scratch\ndef compare(a, b):\n  return a == b\n"
+    "precisecoder_scratch.compare = compare\n"
+  )
   monkeypatch.syspath_prepend(str(tmp_path))
   monkeypatch.setattr(provenance, "LIBRARY_ROOTS", (*provenance.LIBRARY_ROOTS, f"{tmp_path}/"))
   provenance.library_file.cache_clear()
@@ -85,14 +90,17 @@ def test_classes_and_tables_the_tests_reach_are_watched(scratch_module):
   class Library:
     def method(self):
       return 1
+
   scratch_module.Library = Library
   scratch_module.dispatch = {list: scratch_module.compare}
   integrity = integrity_lib.Integrity().watch_reached(["precisecoder_scratch"])
   Library.method = lambda self: 2  # a class attribute: pd.Series.equals, _AssertRaisesContext
   scratch_module.dispatch[list] = eval(compile("lambda a, b: True", PROGRAM_FILENAME, "eval"))
   found = _named(integrity.violations())
-  assert found == ["test_classes_and_tables_the_tests_reach_are_watched.<locals>.Library.method",
-                   f"precisecoder_scratch.dispatch.{list!r}"]
+  assert found == [
+    "test_classes_and_tables_the_tests_reach_are_watched.<locals>.Library.method",
+    f"precisecoder_scratch.dispatch.{list!r}",
+  ]
   assert _named(integrity.quick()) == found
 
 
@@ -108,6 +116,7 @@ def test_tables_may_grow_and_other_libraries_may_update_them(scratch_module):
 def test_the_harness_and_keyword_defaults_may_not_change_at_all(scratch_module):
   def check(value, *, tolerance=1e-9):
     return value < tolerance
+
   scratch_module.check = check
   integrity = integrity_lib.Integrity().watch_reached(["precisecoder_scratch"])
   check.__kwdefaults__["tolerance"] = 1e9  # widened in place: no setattr, no new object
@@ -125,8 +134,9 @@ def test_allowed_changes_become_the_snapshot(scratch_module):
   assert _named(integrity.violations()) == ["precisecoder_scratch.compare"]
 
 
-@pytest.mark.skipif(not DictVersions.available(),
-                    reason="needs dict version tags (CPython <= 3.13)")
+@pytest.mark.skipif(
+  not DictVersions.available(), reason="needs dict version tags (CPython <= 3.13)"
+)
 def test_a_patch_put_back_is_seen(scratch_module):
   integrity = integrity_lib.Integrity()
   real = scratch_module.compare
@@ -195,13 +205,23 @@ def _nodes(code: str) -> list[ast.AST]:
 
 
 def test_test_imports_follow_aliases_from_imports_and_attribute_chains():
-  code = ("import numpy as np\nimport os.path\nfrom math import isclose\n"
-          "import numpy.testing as npt\n"
-          "def check(candidate):\n  np.testing.assert_array_equal(candidate(), np.array([1]))\n"
-          "  npt.assert_allclose(1, 1)\n  assert os.path.sep\n")
+  code = (
+    "import numpy as np\nimport os.path\nfrom math import isclose\n"
+    "import numpy.testing as npt\n"
+    "def check(candidate):\n  np.testing.assert_array_equal(candidate(), np.array([1]))\n"
+    "  npt.assert_allclose(1, 1)\n  assert os.path.sep\n"
+  )
   names = integrity_lib.test_imports(_nodes(code))
-  for name in ("numpy", "os.path", "math", "math.isclose", "numpy.testing",
-               "numpy.testing.assert_array_equal", "numpy.testing.assert_allclose", "os.path.sep"):
+  for name in (
+    "numpy",
+    "os.path",
+    "math",
+    "math.isclose",
+    "numpy.testing",
+    "numpy.testing.assert_array_equal",
+    "numpy.testing.assert_allclose",
+    "os.path.sep",
+  ):
     assert name in names
   assert len(names) == len(set(names))
 
@@ -214,7 +234,8 @@ def test_import_quietly_imports_a_submodule_whose_parent_is_not_loaded(tmp_path,
   monkeypatch.syspath_prepend(str(tmp_path))
   try:
     integrity_lib.import_quietly(
-        integrity_lib.test_imports(_nodes("from precisecoder_scratch_pkg.sub import helper\n")))
+      integrity_lib.test_imports(_nodes("from precisecoder_scratch_pkg.sub import helper\n"))
+    )
     assert "precisecoder_scratch_pkg.sub" in sys.modules
   finally:
     for name in ("precisecoder_scratch_pkg.sub", "precisecoder_scratch_pkg"):
@@ -233,15 +254,21 @@ def test_import_quietly_imports_modules_and_skips_everything_else():
     del sys.modules["json"].__dict__["tool"]
 
 
-@pytest.mark.parametrize("code, writes", [
+@pytest.mark.parametrize(
+  "code, writes",
+  [
     ("import unittest\nfrom unittest.mock import patch\n", True),
-    ("import unittest\nclass T(unittest.TestCase):\n  @mock.patch('os.getcwd')\n"
-     "  def test(self, m): pass\n", True),
+    (
+      "import unittest\nclass T(unittest.TestCase):\n  @mock.patch('os.getcwd')\n"
+      "  def test(self, m): pass\n",
+      True,
+    ),
     ("import os\nos.environ['X'] = '1'\n", True),
     ("import random\nrandom.random = lambda: 0.5\n", True),
     ("setattr(thing, 'x', 1)\n", True),
     ("import math\nassert math.isclose(f(1), 2.0)\nxs = [1]\nxs[0] = 2\n", False),
     ("class Box:\n  pass\nb = Box()\nb.value = 3\nassert f(b) == 3\n", False),
-])
+  ],
+)
 def test_tests_that_write_the_library_are_recognised(code, writes):
   assert integrity_lib.tests_write_library(_nodes(code)) is writes

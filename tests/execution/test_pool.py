@@ -17,22 +17,32 @@ from precisecoder.execution import pool as pool_module
 
 ADD = "def add(a, b):\n  return a + b\n"
 WRONG_ADD = "def add(a, b):\n  return a - b\n"
-CALL = {"kind": "call", "entry_point": "add",
-        "cases": [{"args": [2, 3], "expected": 5},
-                  {"args": [-1], "kwargs": {"b": 1}, "expected": 0}]}
-ASSERT = {"kind": "assert",
-          "code": "def check(candidate):\n  assert candidate(2, 3) == 5\n"
-                  "  assert candidate(-1, 1) == 0\n"
-                  "check(add)\n"}
-UNITTEST = {"kind": "unittest", "code": (
+CALL = {
+  "kind": "call",
+  "entry_point": "add",
+  "cases": [{"args": [2, 3], "expected": 5}, {"args": [-1], "kwargs": {"b": 1}, "expected": 0}],
+}
+ASSERT = {
+  "kind": "assert",
+  "code": "def check(candidate):\n  assert candidate(2, 3) == 5\n"
+  "  assert candidate(-1, 1) == 0\n"
+  "check(add)\n",
+}
+UNITTEST = {
+  "kind": "unittest",
+  "code": (
     "import unittest\n"
     "class Base(unittest.TestCase):\n"
     "  def setUp(self):\n    self.pair = (2, 3)\n"
     "  def test_pair(self):\n    self.assertEqual(add(*self.pair), 5)\n"
     "class More(Base):\n"
-    "  def test_negative(self):\n    self.assertEqual(add(-1, 1), 0)\n")}
-IO = {"kind": "io",
-      "cases": [{"stdin": "2 3\n", "stdout": "5\n"}, {"stdin": "-1 1", "stdout": "0"}]}
+    "  def test_negative(self):\n    self.assertEqual(add(-1, 1), 0)\n"
+  ),
+}
+IO = {
+  "kind": "io",
+  "cases": [{"stdin": "2 3\n", "stdout": "5\n"}, {"stdin": "-1 1", "stdout": "0"}],
+}
 IO_PROGRAM = "a, b = map(int, input().split())\nprint(a + b, '  ')\n\n"
 # Jobs meant to end on their own get a wall-clock limit no loaded host reaches, so that their
 # verdict never depends on its speed; those meant to time out get a short one of their own.
@@ -45,8 +55,9 @@ def pool():
     yield p
 
 
-@pytest.mark.parametrize("program, tests", [(ADD, CALL), (ADD, ASSERT), (ADD, UNITTEST),
-                                            (IO_PROGRAM, IO)])
+@pytest.mark.parametrize(
+  "program, tests", [(ADD, CALL), (ADD, ASSERT), (ADD, UNITTEST), (IO_PROGRAM, IO)]
+)
 def test_every_kind_passes_right_and_fails_wrong(pool, program, tests):
   wrong = program.replace("a + b", "a - b")
   right_result, wrong_result = pool.run([Job(program, tests, FAST), Job(wrong, tests, FAST)])
@@ -68,8 +79,11 @@ def test_results_keep_order_and_duplicates_run_once(pool):
 
 def test_solution_method_entry_point(pool):
   program = "class Solution:\n  def twice(self, x):\n    return [x, x]\n"
-  tests = {"kind": "call", "entry_point": "Solution().twice",
-           "cases": [{"args": [[1, "a"]], "expected": [[1, "a"], [1, "a"]]}]}
+  tests = {
+    "kind": "call",
+    "entry_point": "Solution().twice",
+    "cases": [{"args": [[1, "a"]], "expected": [[1, "a"], [1, "a"]]}],
+  }
   assert pool.run([Job(program, tests, FAST)])[0].passed
 
 
@@ -83,15 +97,20 @@ def test_programs_compile_as_written_without_the_harness_future_flags(pool):
 
 def test_call_compares_after_a_json_round_trip(pool):
   program = "def pair(x):\n  return (x, {1: x})\n"
-  tests = {"kind": "call", "entry_point": "pair",
-           "cases": [{"args": [2], "expected": [2, {"1": 2}]}]}
+  tests = {
+    "kind": "call",
+    "entry_point": "pair",
+    "cases": [{"args": [2], "expected": [2, {"1": 2}]}],
+  }
   assert pool.run([Job(program, tests, FAST)])[0].passed
 
 
 def test_timeout_memory_and_crash_statuses(pool):
-  jobs = [Job("while True:\n  pass\n", ASSERT, Limits(timeout_s=0.5)),
-          Job("x = bytearray(2 << 30)\n", ASSERT, Limits(timeout_s=60, memory_mb=256)),
-          Job("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", ASSERT, FAST)]
+  jobs = [
+    Job("while True:\n  pass\n", ASSERT, Limits(timeout_s=0.5)),
+    Job("x = bytearray(2 << 30)\n", ASSERT, Limits(timeout_s=60, memory_mb=256)),
+    Job("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", ASSERT, FAST),
+  ]
   deaths = pool.stats()["worker_deaths"]
   timeout, memory, crash = pool.run(jobs)
   # Cut by its own limit, not by the watchdog that replaces a stuck worker.
@@ -107,8 +126,11 @@ def test_more_adds_jobs_to_the_running_batch(pool, monkeypatch):
   first = [Job(ADD, CALL, FAST), Job(WRONG_ADD, ASSERT, FAST)]
   events = []
   send = pool_module._Worker.send  # pylint: disable=protected-access
-  monkeypatch.setattr(pool_module._Worker, "send",  # pylint: disable=protected-access
-                      lambda worker, ids, jobs: (events.append(len(ids)), send(worker, ids, jobs)))
+  monkeypatch.setattr(
+    pool_module._Worker,
+    "send",  # pylint: disable=protected-access
+    lambda worker, ids, jobs: (events.append(len(ids)), send(worker, ids, jobs)),
+  )
 
   def more():
     events.append("more")
@@ -116,7 +138,7 @@ def test_more_adds_jobs_to_the_running_batch(pool, monkeypatch):
 
   before = pool.stats()
   results = pool.run(first, more=more)
-  assert sum(events[:events.index("more")]) == len(first), events
+  assert sum(events[: events.index("more")]) == len(first), events
   assert [r.passed for r in results] == [True, False, False, True, True]
   after = pool.stats()
   assert (after["jobs"] - before["jobs"], after["duplicates"] - before["duplicates"]) == (5, 1)
@@ -147,10 +169,13 @@ def test_a_failing_more_leaves_the_pool_working(pool):
     raise KeyError("diffing failed")
 
   with pytest.raises(KeyError, match="diffing failed"):
-    pool.run([Job(f"import time\ntime.sleep(1)\nx = {i}\n", ASSERT, FAST) for i in range(4)],
-             more=more)
+    pool.run(
+      [Job(f"import time\ntime.sleep(1)\nx = {i}\n", ASSERT, FAST) for i in range(4)], more=more
+    )
   assert [r.passed for r in pool.run([Job(ADD, CALL, FAST), Job(WRONG_ADD, CALL, FAST)])] == [
-      True, False]
+    True,
+    False,
+  ]
 
 
 class _RecordingWorker:
@@ -172,8 +197,10 @@ def test_chunks_spread_the_longest_jobs_and_hold_little_expected_work():
     pool._workers = workers = [_RecordingWorker(), _RecordingWorker()]  # pylint: disable=protected-access
     seconds = {"long": 0.5, "short": 0.004}
     pool._spec_seconds.update(seconds)  # pylint: disable=protected-access
-    prepared = [pool_module._Prepared({}, None, FAST, 61.0, spec)  # pylint: disable=protected-access
-                for spec in ["long"] * 3 + ["short"] * 60 + ["new"]]
+    prepared = [
+      pool_module._Prepared({}, None, FAST, 61.0, spec)  # pylint: disable=protected-access
+      for spec in ["long"] * 3 + ["short"] * 60 + ["new"]
+    ]
     queue = collections.deque(pool._longest_first(prepared, range(len(prepared))))  # pylint: disable=protected-access
     pool._dispatch(queue, prepared)  # pylint: disable=protected-access
     first, second = ([prepared[i].spec for i in ids] for ids in workers[0].sent)
@@ -201,9 +228,12 @@ def test_the_watchdog_gives_a_worker_its_whole_chunk(monkeypatch):
     sleep = "import time\ntime.sleep({})\ndef add(a, b):\n  return a + b\n"
     # Four jobs: two chunks of two. The first chunk takes ~2.4 s, past its first job's budget
     # (its limit of 0.5 s + 1 s) but well within the two jobs' budgets together.
-    jobs = [Job(sleep.format(0.4), ASSERT, Limits(timeout_s=0.5)),
-            Job(sleep.format(2.0), ASSERT, FAST), Job(ADD, ASSERT, FAST),
-            Job(ADD.replace("+", "-"), ASSERT, FAST)]
+    jobs = [
+      Job(sleep.format(0.4), ASSERT, Limits(timeout_s=0.5)),
+      Job(sleep.format(2.0), ASSERT, FAST),
+      Job(ADD, ASSERT, FAST),
+      Job(ADD.replace("+", "-"), ASSERT, FAST),
+    ]
     results = pool.run(jobs)
     assert pool.stats()["worker_deaths"] == 0
   assert [r.status for r in results[1:]] == [Status.PASS, Status.PASS, Status.FAIL], results
@@ -211,8 +241,9 @@ def test_the_watchdog_gives_a_worker_its_whole_chunk(monkeypatch):
 
 
 def test_batch_deadline_times_out_what_is_left(pool):
-  jobs = [Job(f"import time\ntime.sleep(3)\nx = {i}\n", ASSERT, Limits(timeout_s=5))
-          for i in range(4)]
+  jobs = [
+    Job(f"import time\ntime.sleep(3)\nx = {i}\n", ASSERT, Limits(timeout_s=5)) for i in range(4)
+  ]
   restarts = pool.stats()["worker_restarts"]
   results = pool.run(jobs, deadline_s=0.5)
   assert all(r.status is Status.TIMEOUT and r.detail == "batch deadline" for r in results)
@@ -254,9 +285,6 @@ def test_a_dead_worker_is_replaced_and_its_job_rerun_once():
     assert result.status is Status.INFRA_ERROR and "twice" in result.detail, result
 
 
-
-
-
 def test_stats_and_idempotent_close():
   pool = ExecutionPool(workers=1)
   pool.run([Job(ADD, CALL, FAST), Job(WRONG_ADD, CALL, FAST)])
@@ -273,31 +301,44 @@ def test_stats_and_idempotent_close():
     pool.run([Job(ADD, CALL, FAST)])
 
 
-@pytest.mark.parametrize("program, passes", [
+@pytest.mark.parametrize(
+  "program, passes",
+  [
     ("def f(x):\n  return x + 1\ndef g(x):\n  return x / 2 + 1e-9\n", True),
     ("def f(x):\n  return x + 2\ndef g(x):\n  return x / 2\n", False),
     ("def f(x):\n  return x + 1\ndef g(x):\n  return x / 2 + 1e-6\n", False),  # 7 places
-    ("import numpy as np\ndef f(x):\n  return np.int64(x + 1)\n"
-     "def g(x):\n  return np.float64(x / 2)\n", True),
-])
+    (
+      "import numpy as np\ndef f(x):\n  return np.int64(x + 1)\n"
+      "def g(x):\n  return np.float64(x / 2)\n",
+      True,
+    ),
+  ],
+)
 def test_unittest_held_checks_keep_unittest_semantics(pool, program, passes):
-  code = ("import unittest\nclass T(unittest.TestCase):\n  def test_a(self):\n"
-          "    self.assertEqual(f(1), 2)\n    self.assertAlmostEqual(g(1), 0.5)\n"
-          "    self.assertTrue(f(0))\n    self.assertIsNotNone(f(2))\n")
+  code = (
+    "import unittest\nclass T(unittest.TestCase):\n  def test_a(self):\n"
+    "    self.assertEqual(f(1), 2)\n    self.assertAlmostEqual(g(1), 0.5)\n"
+    "    self.assertTrue(f(0))\n    self.assertIsNotNone(f(2))\n"
+  )
   result = pool.run([Job(program, {"kind": "unittest", "code": code}, FAST)])[0]
   assert result.passed == passes, result
 
 
-@pytest.mark.parametrize("program, passes", [
+@pytest.mark.parametrize(
+  "program, passes",
+  [
     ("def f():\n  return True\n", True),
     ("import numpy as np\ndef f():\n  return np.True_\n", False),  # equal to True, not True
-])
+  ],
+)
 def test_is_true_needs_the_singleton(pool, program, passes):
   tests = {"kind": "assert", "code": "assert f() is True\nassert f() == True\n"}
   assert pool.run([Job(program, tests, FAST)])[0].passed == passes
 
 
-@pytest.mark.parametrize("program, passes", [
+@pytest.mark.parametrize(
+  "program, passes",
+  [
     ("def f(x):\n  return x / 4\n", True),
     ("def f(x):\n  return x / 4 + 1e-3\n", False),
     ("import fractions\ndef f(x):\n  return fractions.Fraction(x, 4)\n", True),
@@ -305,34 +346,43 @@ def test_is_true_needs_the_singleton(pool, program, passes):
     ("import decimal\ndef f(x):\n  return decimal.Decimal(x) / 4\n", False),
     ("def f(x):\n  return str(x / 4)\n", False),
     ("def abs(x):\n  return 0\ndef f(x):\n  return 99.0\n", False),  # its own abs is not asked
-])
+  ],
+)
 def test_tolerance_asserts_are_computed_in_the_pool(pool, program, passes):
   code = "assert abs(f(2) - 0.5) < 1e-6\nassert math.fabs(0.25 - f(1)) <= 1e-9\n"
   result = pool.run([Job("import math\n" + program, {"kind": "assert", "code": code}, FAST)])[0]
   assert result.passed == passes, result
 
 
-@pytest.mark.parametrize("program, passes", [
+@pytest.mark.parametrize(
+  "program, passes",
+  [
     ("def f(x):\n  return x > 2\n", True),
     ("def f(x):\n  return [0] * (x - 1)\n", True),  # truthiness of a list, as in the child
     ("class Box:\n  pass\ndef f(x):\n  return Box() if x > 2 else None\n", True),  # not plain data
     ("def f(x):\n  return True\n", False),
-])
+  ],
+)
 def test_truth_asserts_are_judged_in_the_pool(pool, program, passes):
   code = "assert f(3)\nassert not f(1)\n"
   result = pool.run([Job(program, {"kind": "assert", "code": code}, FAST)])[0]
   assert result.passed == passes, result
 
 
-@pytest.mark.parametrize("body, passes", [
+@pytest.mark.parametrize(
+  "body, passes",
+  [
     ("return (x, 2) if x == 1 else ([] if x == 2 else (None if x == 3 else 0.5))", True),
     ("return [x, 2] if x == 1 else ([] if x == 2 else (None if x == 3 else 0.5))", False),
     ("return (x, 2) if x == 1 else ([3] if x == 2 else (None if x == 3 else 0.5))", False),
     ("return (x, 2) if x == 1 else ([] if x == 2 else (0 if x == 3 else 0.5))", False),
-])
+  ],
+)
 def test_assert_values_compare_with_python_semantics(pool, body, passes):
-  code = ("def check(candidate):\n  assert candidate(1) == (1, 2)\n  assert [3] != candidate(2)\n"
-          "  assert candidate(3) is None\n  assert abs(candidate(4) - 0.5) < 1e-6\ncheck(f)\n")
+  code = (
+    "def check(candidate):\n  assert candidate(1) == (1, 2)\n  assert [3] != candidate(2)\n"
+    "  assert candidate(3) is None\n  assert abs(candidate(4) - 0.5) < 1e-6\ncheck(f)\n"
+  )
   result = pool.run([Job(f"def f(x):\n  {body}\n", {"kind": "assert", "code": code}, FAST)])[0]
   assert result.passed == passes, result
 
@@ -356,14 +406,16 @@ def test_a_pool_driven_from_short_lived_threads_keeps_its_workers():
 def test_sigterm_stops_the_pool_and_its_workers(tmp_path):
   script = tmp_path / "serve.py"
   script.write_text(
-      "import sys, time\n"
-      "from precisecoder.execution import ExecutionPool, Job\n"
-      "pool = ExecutionPool(workers=2)\n"
-      f"pool.run([Job({ADD!r}, {CALL!r})])\n"
-      "print(*[w.process.pid for w in pool._workers], flush=True)\n"
-      "time.sleep(3600)\n")  # until the signal
+    "import sys, time\n"
+    "from precisecoder.execution import ExecutionPool, Job\n"
+    "pool = ExecutionPool(workers=2)\n"
+    f"pool.run([Job({ADD!r}, {CALL!r})])\n"
+    "print(*[w.process.pid for w in pool._workers], flush=True)\n"
+    "time.sleep(3600)\n"
+  )  # until the signal
   import subprocess  # pylint: disable=import-outside-toplevel
   import sys  # pylint: disable=import-outside-toplevel
+
   server = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
   worker_pids = [int(pid) for pid in server.stdout.readline().split()]
   assert len(worker_pids) == 2
@@ -382,40 +434,65 @@ def test_a_worker_count_outside_1_to_max_is_refused_before_any_worker_starts(wor
 
 
 # What a program may write to its channel (fd 3) and stdout: never a pass, never the batch's end.
-_NONCE = ("import gc\n"
-          "channel = next(o for o in gc.get_objects() if type(o).__name__ == 'Channel')\n"
-          "nonce = channel._nonce\n")
+_NONCE = (
+  "import gc\n"
+  "channel = next(o for o in gc.get_objects() if type(o).__name__ == 'Channel')\n"
+  "nonce = channel._nonce\n"
+)
 _DEEP = "'{\"l\": [' * 100000 + '1' + ']}' * 100000"
 HOSTILE_CHANNEL = [
-    ("deep nesting", ASSERT, "import os\nos.write(3, b'\\n' + b'[' * 200000 + b'\\n')\n"),
-    ("a deeply nested signed value the pool decodes", ASSERT,
-     _NONCE + f"import os\nos.write(3, ('\\n{{\"expect\": 0, \"value\": ' + {_DEEP} + "
-     "', \"nonce\": \"' + nonce + '\"}\\n').encode())\n"),
-    ("a deeply nested call value", CALL,
-     "import os\nnested = b'[' * 50000 + b']' * 50000\n"
-     "os.write(3, b'\\n{\"case\": 0, \"value\": ' + nested + b'}\\n')\nos._exit(0)\n"),
-    ("a huge line", UNITTEST,
-     "import os\nos.write(3, b'\\n{\"error\": \"' + b'x' * 900000 + b'\"}\\n')\n"),
-    ("invalid UTF-8", UNITTEST, "import os\nos.write(3, b'\\xff\\xfe{\"error\": \"\\xc3\"}\\n')\n"
-                                "os.write(1, b'\\xff\\xc3(')\n"),
-    ("lone surrogates, signed", UNITTEST,
-     _NONCE + "import os\nfor name in ('Base.test_pair', 'More.test_negative', '\\\\ud800'):\n"
-     "  os.write(3, ('\\n{\"test\": \"' + name + '\", \"outcome\": \"fail\", '\n"
-     "               '\"detail\": \"\\\\udfff\", \"nonce\": \"' + nonce + '\"}\\n').encode())\n"),
-    ("forged frames", CALL,
-     "import os, struct\nframe = b'{\"id\": 0, \"runs\": []}'\n"
-     "for fd in (1, 2, 3):\n  os.write(fd, struct.pack('<I', len(frame)) + frame + b'\\n')\n"),
-    ("NaN, infinities and huge numbers", CALL,
-     "import os\nos.write(3, b'\\n{\"case\": 0, \"value\": NaN}\\n'\n"
-     "         b'{\"case\": 1, \"value\": 1e999999}\\n'\n"
-     "         b'{\"end\": \"call\", \"nonce\": 1' + b'0' * 5000 + b'}\\n')\n"),
-    ("a real-time signal", IO, "import os, signal\nos.kill(os.getpid(), signal.SIGRTMIN + 3)\n"),
+  ("deep nesting", ASSERT, "import os\nos.write(3, b'\\n' + b'[' * 200000 + b'\\n')\n"),
+  (
+    "a deeply nested signed value the pool decodes",
+    ASSERT,
+    _NONCE + f'import os\nos.write(3, (\'\\n{{"expect": 0, "value": \' + {_DEEP} + '
+    "', \"nonce\": \"' + nonce + '\"}\\n').encode())\n",
+  ),
+  (
+    "a deeply nested call value",
+    CALL,
+    "import os\nnested = b'[' * 50000 + b']' * 50000\n"
+    "os.write(3, b'\\n{\"case\": 0, \"value\": ' + nested + b'}\\n')\nos._exit(0)\n",
+  ),
+  (
+    "a huge line",
+    UNITTEST,
+    "import os\nos.write(3, b'\\n{\"error\": \"' + b'x' * 900000 + b'\"}\\n')\n",
+  ),
+  (
+    "invalid UTF-8",
+    UNITTEST,
+    "import os\nos.write(3, b'\\xff\\xfe{\"error\": \"\\xc3\"}\\n')\nos.write(1, b'\\xff\\xc3(')\n",
+  ),
+  (
+    "lone surrogates, signed",
+    UNITTEST,
+    _NONCE + "import os\nfor name in ('Base.test_pair', 'More.test_negative', '\\\\ud800'):\n"
+    '  os.write(3, (\'\\n{"test": "\' + name + \'", "outcome": "fail", \'\n'
+    '               \'"detail": "\\\\udfff", "nonce": "\' + nonce + \'"}\\n\').encode())\n',
+  ),
+  (
+    "forged frames",
+    CALL,
+    'import os, struct\nframe = b\'{"id": 0, "runs": []}\'\n'
+    "for fd in (1, 2, 3):\n  os.write(fd, struct.pack('<I', len(frame)) + frame + b'\\n')\n",
+  ),
+  (
+    "NaN, infinities and huge numbers",
+    CALL,
+    'import os\nos.write(3, b\'\\n{"case": 0, "value": NaN}\\n\'\n'
+    '         b\'{"case": 1, "value": 1e999999}\\n\'\n'
+    "         b'{\"end\": \"call\", \"nonce\": 1' + b'0' * 5000 + b'}\\n')\n",
+  ),
+  ("a real-time signal", IO, "import os, signal\nos.kill(os.getpid(), signal.SIGRTMIN + 3)\n"),
 ]
 
 
 def test_hostile_channel_output_fails_its_own_run_and_nothing_else(pool):
-  jobs = [Job(program + "def add(a, b):\n  return a * b\n", tests, FAST)
-          for _, tests, program in HOSTILE_CHANNEL]
+  jobs = [
+    Job(program + "def add(a, b):\n  return a * b\n", tests, FAST)
+    for _, tests, program in HOSTILE_CHANNEL
+  ]
   results = pool.run(jobs + [Job(ADD, ASSERT, FAST)])
   for (name, _, _), result in zip(HOSTILE_CHANNEL, results):
     assert result.status in (Status.FAIL, Status.CRASH), (name, result)
@@ -431,8 +508,9 @@ def test_a_run_that_fails_a_check_is_stopped_there():
   hangs = "def add(a, b):\n  if a < 0:\n    while True:\n      pass\n  return a - b\n"
   slow = "def add(a, b):\n  for _ in range(2_000_000):\n    pass\n  return a + b\n"
   with ExecutionPool(workers=2) as pool:
-    results = pool.run([Job(hangs, ASSERT, FAST), Job(hangs, UNITTEST, FAST),
-                        Job(slow, ASSERT, FAST)])
+    results = pool.run(
+      [Job(hangs, ASSERT, FAST), Job(hangs, UNITTEST, FAST), Job(slow, ASSERT, FAST)]
+    )
     stopped = pool.stats()["stopped"]
   assert [r.status for r in results] == [Status.FAIL, Status.FAIL, Status.PASS], results
   assert results[0].detail == "assert #0 failed: got -1, expected == 5", results[0]
@@ -443,8 +521,11 @@ def test_a_run_that_fails_a_check_is_stopped_there():
 def test_hostile_lines_of_a_running_check_run_fail_it_alone(pool):
   """What a run writes to its channel before a tick reaches the pool while it runs."""
   wait = "for _ in range(3_000_000):\n  pass\n"
-  jobs = [Job(program + wait + "def add(a, b):\n  return a * b\n", tests, FAST)
-          for _, tests, program in HOSTILE_CHANNEL if tests["kind"] in ("assert", "unittest")]
+  jobs = [
+    Job(program + wait + "def add(a, b):\n  return a * b\n", tests, FAST)
+    for _, tests, program in HOSTILE_CHANNEL
+    if tests["kind"] in ("assert", "unittest")
+  ]
   results = pool.run(jobs + [Job(ADD, ASSERT, FAST)])
   assert all(r.status is Status.FAIL for r in results[:-1]), results
   assert results[-1].passed
@@ -472,8 +553,9 @@ def test_a_venv_reached_through_a_link_keeps_its_name_and_libraries(tmp_path):
   link = tmp_path / "linked-venv"
   link.symlink_to("elsewhere")  # a chain of links, the second one relative
   python = str(link / "bin" / os.path.basename(sys.executable))
-  program = ("import sys\nimport numpy\n"
-             "def where():\n  return [sys.executable, int(numpy.int64(2))]\n")
+  program = (
+    "import sys\nimport numpy\ndef where():\n  return [sys.executable, int(numpy.int64(2))]\n"
+  )
   tests = {"kind": "call", "entry_point": "where", "cases": [{"args": [], "expected": [python, 2]}]}
   with ExecutionPool(workers=1, python=python) as pool:
     result = pool.run([Job(program, tests, Limits(timeout_s=60))])[0]

@@ -5,7 +5,7 @@ import warnings
 
 from precisecoder.execution import programs
 
-BASE = "def f(x):\n    \"\"\"Add one.\"\"\"\n    return x + 1\n"
+BASE = 'def f(x):\n    """Add one."""\n    return x + 1\n'
 
 
 def test_comments_and_trailing_space_do_not_change_identity():
@@ -14,10 +14,12 @@ def test_comments_and_trailing_space_do_not_change_identity():
 
 
 def test_anything_a_run_can_observe_changes_identity():
-  different = [BASE.replace("x + 1", "x+1"),  # column positions
-               BASE.replace("def f", "\ndef f"),  # line numbers
-               BASE.replace("Add one.", "Add 1."),  # docstring
-               BASE.replace("x + 1", "x + 2")]
+  different = [
+    BASE.replace("x + 1", "x+1"),  # column positions
+    BASE.replace("def f", "\ndef f"),  # line numbers
+    BASE.replace("Add one.", "Add 1."),  # docstring
+    BASE.replace("x + 1", "x + 2"),
+  ]
   digests = {programs.identity(s)[0] for s in different} | {programs.identity(BASE)[0]}
   assert len(digests) == len(different) + 1
 

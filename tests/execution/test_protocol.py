@@ -7,8 +7,12 @@ import pytest
 
 from precisecoder.execution import protocol
 
-MESSAGES = [{"jobs": [{"id": 0, "program": "x = 'é'\n", "tests": {"kind": "io"}}]}, [1, None],
-            "text", {"nested": {"deep": [1.5, True]}}]
+MESSAGES = [
+  {"jobs": [{"id": 0, "program": "x = 'é'\n", "tests": {"kind": "io"}}]},
+  [1, None],
+  "text",
+  {"nested": {"deep": [1.5, True]}},
+]
 
 
 def test_messages_cross_a_pipe_whole_and_in_order():
@@ -38,7 +42,7 @@ def test_the_incremental_reader_returns_each_message_once_it_is_whole():
   reader = protocol.MessageReader()
   got = []
   for i in range(0, len(data), 3):  # three bytes at a time: headers and bodies split anywhere
-    got += reader.feed(data[i:i + 3])
+    got += reader.feed(data[i : i + 3])
   assert got == MESSAGES
   assert reader.feed(b"") == []
 

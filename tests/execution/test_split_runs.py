@@ -23,8 +23,13 @@ def _d(text: str) -> str:
 
 
 def _unittest(body: str, prelude: str = "") -> dict:
-  return {"kind": "unittest", "code": "import unittest\n" + _d(prelude) +
-          "class TestTask(unittest.TestCase):\n" + textwrap.indent(_d(body), "  ")}
+  return {
+    "kind": "unittest",
+    "code": "import unittest\n"
+    + _d(prelude)
+    + "class TestTask(unittest.TestCase):\n"
+    + textwrap.indent(_d(body), "  "),
+  }
 
 
 ADD_UNITTEST = _unittest("""
@@ -33,53 +38,82 @@ ADD_UNITTEST = _unittest("""
     def test_large(self):
       self.assertEqual(add(40, 2), 42)
     """)
-ADD_ASSERT = {"kind": "assert", "code": "def check(candidate):\n  assert candidate(2, 3) == 5\n"
-              "  assert candidate(40, 2) == 42\ncheck(add)\n"}
+ADD_ASSERT = {
+  "kind": "assert",
+  "code": "def check(candidate):\n  assert candidate(2, 3) == 5\n"
+  "  assert candidate(40, 2) == 42\ncheck(add)\n",
+}
 
 HONEST = [
-    ("a mock the program calls", _d("""
+  (
+    "a mock the program calls",
+    _d("""
         import json, urllib.request
         def fetch(url):
           with urllib.request.urlopen(url) as response:
             return json.loads(response.read())['value'] * 2
-        """), _unittest("""
+        """),
+    _unittest(
+      """
         @patch('urllib.request.urlopen')
         def test_fetch(self, urlopen):
           urlopen.return_value.__enter__.return_value.read.return_value = b'{"value": 21}'
           self.assertEqual(fetch('http://x'), 42)
           urlopen.assert_called_once_with('http://x')
-        """, "from unittest.mock import patch\n")),
-    ("a patch of the program's own module", _d("""
+        """,
+      "from unittest.mock import patch\n",
+    ),
+  ),
+  (
+    "a patch of the program's own module",
+    _d("""
         def helper():
           return 1
         def total():
           return helper() + 1
-        """), _unittest("""
+        """),
+    _unittest(
+      """
         def test_total(self):
           with patch(__name__ + '.helper', return_value=41):
             self.assertEqual(total(), 42)
           self.assertEqual(total(), 2)
-        """, "from unittest.mock import patch\n")),
-    ("seeded generators", _d("""
+        """,
+      "from unittest.mock import patch\n",
+    ),
+  ),
+  (
+    "seeded generators",
+    _d("""
         import random
         import numpy as np
         def draw():
           return random.randint(0, 10 ** 6), float(np.random.rand())
-        """), _unittest("""
+        """),
+    _unittest(
+      """
         def test_draw(self):
           random.seed(7); np.random.seed(7)
           got = draw()
           random.seed(7); np.random.seed(7)
           self.assertEqual(got, (random.randint(0, 10 ** 6), float(np.random.rand())))
-        """, "import random\nimport numpy as np\n")),
-    ("in-place mutation", "def sort_in_place(xs):\n  xs.sort()\n",
-     _unittest("""
+        """,
+      "import random\nimport numpy as np\n",
+    ),
+  ),
+  (
+    "in-place mutation",
+    "def sort_in_place(xs):\n  xs.sort()\n",
+    _unittest("""
         def test_sort(self):
           xs = [3, 1, 2]
           self.assertIsNone(sort_in_place(xs))
           self.assertEqual(xs, [1, 2, 3])
-        """)),
-    ("pyplot's figures", _d("""
+        """),
+  ),
+  (
+    "pyplot's figures",
+    _d("""
         import matplotlib
         matplotlib.use('Agg')
         import matplotlib.pyplot as plt
@@ -88,15 +122,22 @@ HONEST = [
           ax.plot(xs)
           ax.set_title('xs')
           return ax
-        """), _unittest("""
+        """),
+    _unittest(
+      """
         def test_draw(self):
           ax = draw([1, 2, 3])
           self.assertIsInstance(ax, plt.Axes)
           self.assertEqual(ax.get_title(), 'xs')
           self.assertEqual(list(ax.lines[0].get_ydata()), [1, 2, 3])
           self.assertEqual(plt.gca().get_title(), 'xs')
-        """, "import matplotlib.pyplot as plt\n")),
-    ("the program's classes and generators", _d("""
+        """,
+      "import matplotlib.pyplot as plt\n",
+    ),
+  ),
+  (
+    "the program's classes and generators",
+    _d("""
         import dataclasses
         @dataclasses.dataclass(frozen=True)
         class Pt:
@@ -106,17 +147,22 @@ HONEST = [
           return Pt((a.x + b.x) // 2, (a.y + b.y) // 2)
         def evens(n):
           yield from range(0, n, 2)
-        """), _unittest("""
+        """),
+    _unittest("""
         def test_mid(self):
           self.assertEqual(mid(Pt(0, 0), Pt(2, 2)), Pt(1, 1))
           self.assertEqual(list(evens(5)), [0, 2, 4])
-        """)),
-    ("an exception the tests expect", "def parse(text):\n  return int(text)\n",
-     _unittest("""
+        """),
+  ),
+  (
+    "an exception the tests expect",
+    "def parse(text):\n  return int(text)\n",
+    _unittest("""
         def test_parse(self):
           with self.assertRaises(ValueError):
             parse('x')
-        """)),
+        """),
+  ),
 ]
 
 WRONG_ADD = "def add(a, b):\n  return a - b\n"
@@ -127,8 +173,10 @@ def _hostile(name: str, body: str, tests: dict = ADD_UNITTEST) -> tuple[str, str
 
 
 HOSTILE = [
-    # Families of the third red team (issue 39).
-    _hostile("a library of the program's making through __builtins__", """
+  # Families of the third red team (issue 39).
+  _hostile(
+    "a library of the program's making through __builtins__",
+    """
         import builtins, sys, types
         fake = types.ModuleType('math')
         fake.isclose = lambda *args, **kwargs: True
@@ -137,12 +185,16 @@ HOSTILE = [
         sys.modules['math'] = fake
         def add(a, b):
           return 0
-        """, _unittest("""
+        """,
+    _unittest("""
         def test_add(self):
           import math
           self.assertTrue(math.isclose(add(2, 3), 5))
-        """)),
-    _hostile("a hijacked __build_class__", """
+        """),
+  ),
+  _hostile(
+    "a hijacked __build_class__",
+    """
         import builtins
         real = builtins.__build_class__
         def build(function, name, *bases, **kwargs):
@@ -154,8 +206,11 @@ HOSTILE = [
         builtins.__build_class__ = build
         def add(a, b):
           return 0
-        """),
-    _hostile("the tests' helpers and classes rebound from the program", """
+        """,
+  ),
+  _hostile(
+    "the tests' helpers and classes rebound from the program",
+    """
         import gc, sys, unittest
         unittest.TestCase.assertEqual = lambda self, *args, **kwargs: None
         def add(a, b):
@@ -167,8 +222,11 @@ HOSTILE = [
             frame.f_globals['check'] = lambda candidate: None
             frame = frame.f_back
           return 0
-        """),
-    _hostile("a lazily imported module planted where the program can write", """
+        """,
+  ),
+  _hostile(
+    "a lazily imported module planted where the program can write",
+    """
         import os, sys
         for folder in (os.getcwd(), os.path.expanduser('~'), '/tmp'):
           try:
@@ -178,25 +236,33 @@ HOSTILE = [
             pass
         def add(a, b):
           return 0
-        """, _unittest("""
+        """,
+    _unittest("""
         def test_add(self):
           import statistics
           self.assertEqual(add(2, 3), statistics.mean([5, 5]))
-        """)),
-    _hostile("a decimal context and the regex cache", """
+        """),
+  ),
+  _hostile(
+    "a decimal context and the regex cache",
+    """
         import decimal, re
         decimal.getcontext().prec = 1
         re.purge()
         re._cache[(str, r'\\d+', 0)] = re.compile(r'.*')
         def add(a, b):
           return decimal.Decimal(1) / decimal.Decimal(3) if a == 1 else 'x'
-        """, _unittest("""
+        """,
+    _unittest("""
         def test_add(self):
           import decimal, re
           self.assertEqual(add(1, 2), decimal.Decimal(1) / decimal.Decimal(3) * 1)
           self.assertTrue(re.fullmatch(r'\\d+', add(2, 3)))
-        """)),
-    _hostile("a checked value spoiled after the call", """
+        """),
+  ),
+  _hostile(
+    "a checked value spoiled after the call",
+    """
         import threading, time
         def add(a, b):
           out = [0]
@@ -205,14 +271,18 @@ HOSTILE = [
             out[0] = a + b
           threading.Thread(target=spoil).start()
           return out
-        """, _unittest("""
+        """,
+    _unittest("""
         def test_add(self):
           import time
           got = add(2, 3)
           time.sleep(0.3)
           self.assertEqual(got, [5])
-        """)),
-    _hostile("right only with a test on the stack", """
+        """),
+  ),
+  _hostile(
+    "right only with a test on the stack",
+    """
         import sys
         def add(a, b):
           frame = sys._getframe(1)
@@ -221,8 +291,11 @@ HOSTILE = [
               return a + b
             frame = frame.f_back
           return 0
-        """),
-    _hostile("Unicode names folded to ASCII, and the channel's nonce found in memory", """
+        """,
+  ),
+  _hostile(
+    "Unicode names folded to ASCII, and the channel's nonce found in memory",
+    """
         import gc, os, re
         ｎｏｎｃｅｓ = set()
         for obj in gc.get_objects():
@@ -243,9 +316,12 @@ HOSTILE = [
                 except OSError:
                   pass
           return 0
-        """),
-    # Aimed at the split design.
-    _hostile("an object equal to everything", """
+        """,
+  ),
+  # Aimed at the split design.
+  _hostile(
+    "an object equal to everything",
+    """
         class Anything:
           def __eq__(self, other):
             return True
@@ -254,8 +330,11 @@ HOSTILE = [
           pass
         def add(a, b):
           return int()
-        """),
-    _hostile("a decoder bomb: deep, then huge", """
+        """,
+  ),
+  _hostile(
+    "a decoder bomb: deep, then huge",
+    """
         def add(a, b):
           if a == 2:
             value = 5
@@ -263,8 +342,11 @@ HOSTILE = [
               value = [value]
             return value
           return 'x' * (80 << 20)
-        """),
-    _hostile("forged tags from the program's own encoder", """
+        """,
+  ),
+  _hostile(
+    "forged tags from the program's own encoder",
+    """
         import sys
         def add(a, b):
           codec = sys.modules.get('precisecoder.execution.codec')
@@ -273,8 +355,11 @@ HOSTILE = [
                          {'r': [1, 'class', ['builtins', 'int']]}):
               codec.Codec.tree = lambda self, value, depth=0, tree=tree: tree
           return 0
-        """),
-    _hostile("the mock bridge: a recorded call erased", """
+        """,
+  ),
+  _hostile(
+    "the mock bridge: a recorded call erased",
+    """
         import urllib.request
         def add(a, b):
           urllib.request.urlopen('http://x')
@@ -288,13 +373,20 @@ HOSTILE = [
           except Exception:
             pass
           return a + b
-        """, _unittest("""
+        """,
+    _unittest(
+      """
         @patch('urllib.request.urlopen')
         def test_add(self, urlopen):
           self.assertEqual(add(2, 3), 5)
           urlopen.assert_not_called()
-        """, "from unittest.mock import patch\n")),
-    _hostile("a flood of forged frames on the socket", """
+        """,
+      "from unittest.mock import patch\n",
+    ),
+  ),
+  _hostile(
+    "a flood of forged frames on the socket",
+    """
         import os, socket, struct, stat
         def add(a, b):
           for fd in range(3, 64):
@@ -305,8 +397,11 @@ HOSTILE = [
             except OSError:
               pass
           return 0
-        """),
-    _hostile("the test process killed, stopped or interrupted", """
+        """,
+  ),
+  _hostile(
+    "the test process killed, stopped or interrupted",
+    """
         import os, signal
         def add(a, b):
           parent = os.getppid()
@@ -316,8 +411,11 @@ HOSTILE = [
             except OSError:
               pass
           return 0
-        """),
-    _hostile("the test process's memory and fds through /proc", """
+        """,
+  ),
+  _hostile(
+    "the test process's memory and fds through /proc",
+    """
         import os
         def add(a, b):
           parent = os.getppid()
@@ -328,7 +426,8 @@ HOSTILE = [
             except OSError:
               pass
           return 0
-        """),
+        """,
+  ),
 ]
 
 
@@ -340,8 +439,11 @@ def pool():
 
 def test_honest_programs_pass_split(pool):
   results = pool.run([Job(program, tests, LIMITS) for _, program, tests in HONEST])
-  failed = [f"{name}: {r.status.value} {r.detail} {r.stderr[-300:]}"
-            for (name, _, _), r in zip(HONEST, results) if not r.passed]
+  failed = [
+    f"{name}: {r.status.value} {r.detail} {r.stderr[-300:]}"
+    for (name, _, _), r in zip(HONEST, results)
+    if not r.passed
+  ]
   assert not failed, "\n".join(failed)
 
 
@@ -349,8 +451,13 @@ def test_hostile_programs_never_pass_split(pool):
   jobs = [Job(program, tests, LIMITS) for _, program, tests in HOSTILE]
   jobs += [Job(program, ADD_ASSERT, LIMITS) for _, program, _ in HOSTILE[1:3]]
   names = [name for name, _, _ in HOSTILE] + [f"{n} [assert]" for n, _, _ in HOSTILE[1:3]]
-  results = pool.run(jobs + [Job(WRONG_ADD, ADD_UNITTEST, LIMITS),
-                             Job("def add(a, b):\n  return a + b\n", ADD_UNITTEST, LIMITS)])
+  results = pool.run(
+    jobs
+    + [
+      Job(WRONG_ADD, ADD_UNITTEST, LIMITS),
+      Job("def add(a, b):\n  return a + b\n", ADD_UNITTEST, LIMITS),
+    ]
+  )
   *hostile, wrong, right = results
   assert wrong.status is Status.FAIL and right.passed, (wrong, right)
   forged = [f"{name}: {r.detail}" for name, r in zip(names, hostile) if r.passed]

@@ -8,10 +8,12 @@ TESTS = {"kind": "assert", "code": "assert f() == 1\n"}
 def test_equal_jobs_share_a_key_and_any_difference_changes_it():
   job = Job("def f():\n  return 1\n", TESTS, Limits(timeout_s=2))
   assert job.key() == Job("def f():\n  return 1\n", dict(TESTS), Limits(timeout_s=2)).key()
-  others = [Job("def f():\n  return 2\n", TESTS, Limits(timeout_s=2)),
-            Job(job.program, {"kind": "assert", "code": "assert f() == 2\n"}, job.limits),
-            Job(job.program, TESTS, Limits(timeout_s=3)),
-            Job(job.program, TESTS, Limits(timeout_s=2, memory_mb=512))]
+  others = [
+    Job("def f():\n  return 2\n", TESTS, Limits(timeout_s=2)),
+    Job(job.program, {"kind": "assert", "code": "assert f() == 2\n"}, job.limits),
+    Job(job.program, TESTS, Limits(timeout_s=3)),
+    Job(job.program, TESTS, Limits(timeout_s=2, memory_mb=512)),
+  ]
   assert len({job.key(), *(other.key() for other in others)}) == 5
 
 

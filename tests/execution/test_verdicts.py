@@ -11,9 +11,25 @@ from precisecoder.execution.types import Limits
 LIMITS = Limits(timeout_s=60.0)
 
 
-@pytest.mark.parametrize("line", [
-    '{"a":1}', '{"a":1} ', ' {"a":1}', '{"a":1}{"b":2}', '{"a":1},', '[1]', '"x"', '\ufeff{"a":1}',
-    '{"a":NaN}', '{"a":1', '', '{"a":"\\u00e9"}', '1 2', '{"a":[1,{"b":null}]}\t'])
+@pytest.mark.parametrize(
+  "line",
+  [
+    '{"a":1}',
+    '{"a":1} ',
+    ' {"a":1}',
+    '{"a":1}{"b":2}',
+    '{"a":1},',
+    "[1]",
+    '"x"',
+    '\ufeff{"a":1}',
+    '{"a":NaN}',
+    '{"a":1',
+    "",
+    '{"a":"\\u00e9"}',
+    "1 2",
+    '{"a":[1,{"b":null}]}\t',
+  ],
+)
 def test_channel_lines_read_exactly_as_json_loads_reads_them(line):
   """The fast path for whole lines the harness wrote keeps json.loads' reading of any other."""
   try:
@@ -34,12 +50,25 @@ def test_a_run_that_skips_a_reached_assert_fails():
   child_code, expected = expectations.split({"kind": "assert", "code": code})
   signed = {"nonce": "n" * 32}
   channel = '{"ready":"' + "n" * 32 + '"}\n' + json.dumps({"end": "assert", "expects": 0, **signed})
-  run = {"ready": True, "exit": 0, "signal": None, "timeout": False, "overflow": None,
-         "stdout": "", "stderr": "", "channel": channel, "nonce": "n" * 32, "duration_s": 0.0}
+  run = {
+    "ready": True,
+    "exit": 0,
+    "signal": None,
+    "timeout": False,
+    "overflow": None,
+    "stdout": "",
+    "stderr": "",
+    "channel": channel,
+    "nonce": "n" * 32,
+    "duration_s": 0.0,
+  }
   result = verdicts.judge(expected, [run], LIMITS)
   assert not result.passed and "never reported" in result.detail
-  run["channel"] = channel.replace('"expects": 0', '"expects": 1') + "\n" + json.dumps(
-      {"expect": 0, "value": 2, **signed})
+  run["channel"] = (
+    channel.replace('"expects": 0', '"expects": 1')
+    + "\n"
+    + json.dumps({"expect": 0, "value": 2, **signed})
+  )
   assert verdicts.judge(expected, [run], LIMITS).passed
 
 
@@ -49,14 +78,16 @@ def test_lines_that_already_fail_a_check_fix_the_verdict_at_fail():
   nonce = "n" * 32
 
   def lines(*values, sign=nonce):
-    return "".join(json.dumps({"expect": k, "value": v, "nonce": sign}) + "\n"
-                   for k, v in enumerate(values))
+    return "".join(
+      json.dumps({"expect": k, "value": v, "nonce": sign}) + "\n" for k, v in enumerate(values)
+    )
 
   assert verdicts.fails_already(expected, lines(2, 4), nonce)
   assert verdicts.fails_already(expected, lines(5), nonce)
   assert not verdicts.fails_already(expected, lines(2), nonce)  # holds so far
   assert not verdicts.fails_already(expected, lines(5, sign="f" * 32), nonce)  # not signed
   assert not verdicts.fails_already(expected, '{"expect": 0, "value": [[[[\n' + "[" * 10**5, nonce)
-  _, call = expectations.split({"kind": "call", "entry_point": "f", "cases": [
-      {"args": [1], "expected": 2}]})
+  _, call = expectations.split(
+    {"kind": "call", "entry_point": "f", "cases": [{"args": [1], "expected": 2}]}
+  )
   assert not verdicts.fails_already(call, lines(5), nonce)  # call runs end on their own

@@ -13,8 +13,11 @@ from precisecoder.execution import expectations, protocol, worker
 from precisecoder.execution import pool as pool_module
 
 ADD = "def add(a, b):\n  return a + b\n"
-CALL = {"kind": "call", "entry_point": "add",
-        "cases": [{"args": [2, 3], "expected": 5}, {"args": [-1, 1], "expected": 0}]}
+CALL = {
+  "kind": "call",
+  "entry_point": "add",
+  "cases": [{"args": [2, 3], "expected": 5}, {"args": [-1, 1], "expected": 0}],
+}
 # Jobs meant to end on their own get a wall-clock limit no loaded host reaches.
 FAST = Limits(timeout_s=60.0)
 
@@ -37,13 +40,14 @@ def test_workers_are_pinned_to_cpus_of_their_own_unless_told_not_to():
     assert all(len(m) == 1 for m in masks) and masks[0] != masks[1]
   with ExecutionPool(workers=2, pin_workers=False) as pool:
     assert pool.run([Job(ADD, CALL, FAST)])[0].passed
-    assert all(_cpus_of(w.process.pid) == os.sched_getaffinity(0)
-               for w in pool._workers)  # pylint: disable=protected-access
+    assert all(_cpus_of(w.process.pid) == os.sched_getaffinity(0) for w in pool._workers)  # pylint: disable=protected-access
 
 
 def test_workers_never_import_jax(pool):
-  program = ("import sys\ndef loaded():\n"
-             "  return sorted(m for m in ('jax', 'flax', 'torch') if m in sys.modules)\n")
+  program = (
+    "import sys\ndef loaded():\n"
+    "  return sorted(m for m in ('jax', 'flax', 'torch') if m in sys.modules)\n"
+  )
   tests = {"kind": "call", "entry_point": "loaded", "cases": [{"args": [], "expected": []}]}
   assert pool.run([Job(program, tests, FAST)])[0].passed
 
@@ -51,9 +55,11 @@ def test_workers_never_import_jax(pool):
 def test_runs_draw_fresh_random_numbers_from_workers_without_fork_hooks(pool):
   # random and threading act after every fork, in Python: a worker that loaded them would slow
   # every run (and threading's hook rebinds its own globals, which the integrity check sees).
-  program = ("import sys\nloaded = sorted({'random', 'tempfile', 'threading'} & set(sys.modules))\n"
-             "import random\n"
-             "print(loaded, random.getrandbits(64))\n# run ")
+  program = (
+    "import sys\nloaded = sorted({'random', 'tempfile', 'threading'} & set(sys.modules))\n"
+    "import random\n"
+    "print(loaded, random.getrandbits(64))\n# run "
+  )
   tests = {"kind": "io", "cases": [{"stdin": "", "stdout": "?"}]}
   results = pool.run([Job(program + str(i), tests, FAST) for i in range(2)])
   lines = [result.stdout.split() for result in results]
@@ -71,10 +77,13 @@ def test_large_outputs_are_read_whole_and_floods_stopped_at_the_cap():
   flood = "import sys\nwhile True:\n  sys.stdout.write('y' * 1000)\n"
   copy = "import sys\nsys.stdout.write(sys.stdin.read())\n"
   with ExecutionPool(workers=1) as pool:
-    whole, flooded, copied = pool.run([
+    whole, flooded, copied = pool.run(
+      [
         Job(echo, {"kind": "io", "cases": [{"stdin": "", "stdout": expected}]}, big),
         Job(flood, {"kind": "io", "cases": [{"stdin": "", "stdout": ""}]}, big),
-        Job(copy, {"kind": "io", "cases": [{"stdin": expected, "stdout": expected}]}, big)])
+        Job(copy, {"kind": "io", "cases": [{"stdin": expected, "stdout": expected}]}, big),
+      ]
+    )
   assert whole.passed and copied.passed, (whole, copied)
   assert flooded.status is Status.FAIL, flooded
   assert flooded.detail.endswith("stdout exceeded 3145728 bytes"), flooded
@@ -83,18 +92,22 @@ def test_large_outputs_are_read_whole_and_floods_stopped_at_the_cap():
 def test_a_worker_answers_its_protocol_directly():
   """Hello, then one reply per job in order, over framed messages on fds 0 and 1."""
   src_root = os.path.dirname(os.path.dirname(os.path.dirname(worker.__file__)))
-  process = subprocess.Popen([sys.executable, "-E", "-s", "-m", "precisecoder.execution.worker",
-                              "0", "plain", "-1"], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, cwd=src_root)
+  process = subprocess.Popen(
+    [sys.executable, "-E", "-s", "-m", "precisecoder.execution.worker", "0", "plain", "-1"],
+    stdin=subprocess.PIPE,
+    stdout=subprocess.PIPE,
+    cwd=src_root,
+  )
   try:
     inbox, outbox = process.stdin.fileno(), process.stdout.fileno()
     hello = protocol.read_message(outbox)
     assert hello["hello"] == "plain" and hello["run_uid"] is None and hello["magic"]
     child_tests, _ = expectations.split(CALL)
     limits = pool_module._limits_payload(FAST)  # pylint: disable=protected-access
-    jobs = [{"id": 7, "program": ADD, "tests": child_tests, "limits": limits},
-            {"id": 8, "program": "import os\nos._exit(3)\n", "tests": child_tests,
-             "limits": limits}]
+    jobs = [
+      {"id": 7, "program": ADD, "tests": child_tests, "limits": limits},
+      {"id": 8, "program": "import os\nos._exit(3)\n", "tests": child_tests, "limits": limits},
+    ]
     protocol.write_all(inbox, protocol.encode({"jobs": jobs}))
     first, second = protocol.read_message(outbox), protocol.read_message(outbox)
   finally:
@@ -112,9 +125,12 @@ def test_a_running_check_run_reports_its_lines_and_stops_when_the_pool_says_so()
   """A run of assert tests still going at a tick sends the lines it wrote; a stop naming its
   nonce ends it, and the worker goes on to the next job."""
   src_root = os.path.dirname(os.path.dirname(os.path.dirname(worker.__file__)))
-  process = subprocess.Popen([sys.executable, "-E", "-s", "-m", "precisecoder.execution.worker",
-                              "0", "plain", "-1"], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, cwd=src_root)
+  process = subprocess.Popen(
+    [sys.executable, "-E", "-s", "-m", "precisecoder.execution.worker", "0", "plain", "-1"],
+    stdin=subprocess.PIPE,
+    stdout=subprocess.PIPE,
+    cwd=src_root,
+  )
   hangs = "def add(a, b):\n  if a < 0:\n    while True:\n      pass\n  return a - b\n"
   tests = {"kind": "assert", "code": "assert add(2, 3) == 5\nassert add(-1, 1) == 0\n"}
   try:
@@ -122,8 +138,10 @@ def test_a_running_check_run_reports_its_lines_and_stops_when_the_pool_says_so()
     assert protocol.read_message(outbox)["hello"] == "plain"
     child_tests, _ = expectations.split(tests)
     limits = pool_module._limits_payload(FAST)  # pylint: disable=protected-access
-    jobs = [{"id": 3, "program": hangs, "tests": child_tests, "limits": limits},
-            {"id": 4, "program": ADD, "tests": expectations.split(CALL)[0], "limits": limits}]
+    jobs = [
+      {"id": 3, "program": hangs, "tests": child_tests, "limits": limits},
+      {"id": 4, "program": ADD, "tests": expectations.split(CALL)[0], "limits": limits},
+    ]
     protocol.write_all(inbox, protocol.encode({"jobs": jobs}))
     reported = ""
     while '"expect":0' not in reported:  # a slow host may tick before the child wrote it
@@ -166,8 +184,10 @@ def test_the_channel_is_read_whole_at_each_tick_and_never_polled():
   """Output that showed up at a tick is polled from then on; the channel, written once per
   check, is not (each write would wake the worker), and a tick reads all it holds, in lines."""
   pipes = {name: os.pipe() for name in ("stdout", "stderr", "channel")}
-  streams = {name: worker._Stream(name, r, cap=1 << 20)  # pylint: disable=protected-access
-             for name, (r, _) in pipes.items()}
+  streams = {
+    name: worker._Stream(name, r, cap=1 << 20)  # pylint: disable=protected-access
+    for name, (r, _) in pipes.items()
+  }
   worker._grow(pipes["channel"][1], worker._CHANNEL_PIPE_BYTES)  # pylint: disable=protected-access
   if fcntl.fcntl(pipes["channel"][1], fcntl.F_GETPIPE_SZ) < 1 << 17:
     for fd in [fd for pair in pipes.values() for fd in pair]:

@@ -12,9 +12,12 @@ from precisecoder.train import config as config_lib
 
 
 def test_group_variance_counts_groups_whose_reward_varies():
-  terms = {"unit": np.array([1, 0, 0, 0, 1, 1, 0, 0, 0]),  # groups of 3: varies, no, varies
-           "reward": np.array([1, .2, 0, 0, 0, 0, .5, .5, .5]),  # varies, no, no
-           "edit_lines": np.arange(9), "noop": np.zeros(9)}
+  terms = {
+    "unit": np.array([1, 0, 0, 0, 1, 1, 0, 0, 0]),  # groups of 3: varies, no, varies
+    "reward": np.array([1, 0.2, 0, 0, 0, 0, 0.5, 0.5, 0.5]),  # varies, no, no
+    "edit_lines": np.arange(9),
+    "noop": np.zeros(9),
+  }
   out = base_model.group_variance(terms, 3)
   assert out["num_groups"] == 3
   assert out["unit_varies"] == pytest.approx(2 / 3)
@@ -31,13 +34,19 @@ def test_the_cache_key_follows_the_whole_config(monkeypatch, tmp_path):
   same.mixture.noop = 0.5
   assert base_model.key(cfg) != base_model.key(same)
   # RL presets carry their base's config: the main job and compare-cpu share one base.
-  assert base_model.key(config_lib.default("local").base) == base_model.key(
-      config_lib.default("compare-cpu").base) == base_model.key(config_lib.base_config("cpu"))
+  assert (
+    base_model.key(config_lib.default("local").base)
+    == base_model.key(config_lib.default("compare-cpu").base)
+    == base_model.key(config_lib.base_config("cpu"))
+  )
   # The architecture is named in the config: resizing it is a new base, not the cached one.
   before = base_model.key(cfg)
   old = architectures.ARCHITECTURES[cfg.model]
-  monkeypatch.setitem(architectures.ARCHITECTURES, cfg.model,
-                      dataclasses.replace(old, hidden_size=2 * old.hidden_size))
+  monkeypatch.setitem(
+    architectures.ARCHITECTURES,
+    cfg.model,
+    dataclasses.replace(old, hidden_size=2 * old.hidden_size),
+  )
   assert base_model.key(cfg) != before
 
 
@@ -49,8 +58,10 @@ def test_a_field_at_its_neutral_value_leaves_the_cache_keys_as_they_were():
   without = config_lib.base_config("tiny")
   del without.mixture["fresh_names"]
   assert base_model.key(cfg) == base_model.key(without)
-  data = {k: cfg[k].to_dict() if hasattr(cfg[k], "to_dict") else cfg[k]
-          for k in ("data", "mixture", "seed")}
+  data = {
+    k: cfg[k].to_dict() if hasattr(cfg[k], "to_dict") else cfg[k]
+    for k in ("data", "mixture", "seed")
+  }
   assert base_model._hashed(data) == {**data, "mixture": without.mixture.to_dict()}
   cfg.mixture.fresh_names = 0.5
   assert base_model.key(cfg) != base_model.key(without)

@@ -8,8 +8,10 @@ from precisecoder.experiments import compare_arms
 
 def _configs(*overrides, arms=("grpo", "precisecoder")):
   configs_dir = compare_arms.default_configs_dir()
-  return {arm: compare_arms.resolve_config(configs_dir / f"{arm}.py", "tiny", list(overrides))
-          for arm in arms}
+  return {
+    arm: compare_arms.resolve_config(configs_dir / f"{arm}.py", "tiny", list(overrides))
+    for arm in arms
+  }
 
 
 def test_arms_share_all_but_the_reward_recipe():
@@ -29,7 +31,7 @@ def test_agent_arms_stand_beside_single_turn_arms():
   configs = _configs(arms=compare_arms.KNOWN_ARMS)
   compare_arms.check_same_budget(configs)
   assert {arm: c.rl.turns for arm, c in configs.items()} == {
-      arm: 5 if arm.endswith("_agent") else 1 for arm in compare_arms.KNOWN_ARMS}
+    arm: 5 if arm.endswith("_agent") else 1 for arm in compare_arms.KNOWN_ARMS
+  }
   assert configs["precisecoder_agent"].rl.reward == "r_lambda"
   assert configs["grpo_agent"].rl.reward == "unit"
-

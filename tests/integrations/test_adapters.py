@@ -11,8 +11,9 @@ from precisecoder.integrations import adapters
 def test_completion_text_reads_conversational_completions():
   assert adapters.completion_text("plain") == "plain"
   assert adapters.completion_text([{"role": "assistant", "content": "fixed"}]) == "fixed"
-  parts = [{"role": "assistant", "content": [{"type": "text", "text": "a"},
-                                             {"type": "text", "text": "b"}]}]
+  parts = [
+    {"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}
+  ]
   assert adapters.completion_text(parts) == "ab"
   with pytest.raises(TypeError):
     adapters.completion_text(3)

@@ -9,8 +9,14 @@ import socket
 import numpy as np
 import pytest
 
-from integration_helpers import (http, make_task_set, reward_server, rows_for, score_command,
-                                 write_task_file)
+from integration_helpers import (
+  http,
+  make_task_set,
+  reward_server,
+  rows_for,
+  score_command,
+  write_task_file,
+)
 from precisecoder import predictions, rewards
 from precisecoder.execution import ExecutionPool
 from precisecoder.integrations import client
@@ -33,8 +39,10 @@ def servers(tmp_path_factory, task_set):
   """Two servers that know only the first task: the client sends the others inline."""
   folder = tmp_path_factory.mktemp("servers")
   task_file = write_task_file(folder, task_set[:1])
-  with reward_server(task_file, log=folder / "a.log") as (a, _), \
-       reward_server(task_file, log=folder / "b.log") as (b, _):
+  with (
+    reward_server(task_file, log=folder / "a.log") as (a, _),
+    reward_server(task_file, log=folder / "b.log") as (b, _),
+  ):
     yield a, b
 
 
@@ -77,8 +85,10 @@ def test_other_settings_or_a_refused_token_are_configuration_errors(tmp_path, ta
   remote.close()
   token_file = tmp_path / "token"
   token_file.write_text("s3cret\n")
-  with reward_server(write_task_file(tmp_path, task_set[:1]), "--token-file",
-                     str(token_file)) as (url, _):
+  with reward_server(write_task_file(tmp_path, task_set[:1]), "--token-file", str(token_file)) as (
+    url,
+    _,
+  ):
     with pytest.raises(ConfigurationError, match="HTTP 401"):
       client.RemoteScorer([url], token="").score([task], [task.gt_solution])
     good = client.RemoteScorer([url], token="s3cret")
@@ -90,8 +100,7 @@ def test_score_command_on_servers_writes_what_local_scoring_writes(tmp_path, tas
   task_file = write_task_file(tmp_path, task_set)
   ids, completions = rows_for(task_set)
   local = score_command(tmp_path, task_file, ids, completions)
-  remote = score_command(tmp_path, task_file, ids, completions, "--reward-urls",
-                         ",".join(servers))
+  remote = score_command(tmp_path, task_file, ids, completions, "--reward-urls", ",".join(servers))
   assert remote == local
 
 
@@ -100,6 +109,7 @@ def test_rl_trainer_scores_on_two_servers_as_it_scores_locally(tmp_path, servers
   """One tiny RL step with rl.reward_urls = both servers: every batch the trainer scored
   remotely has exactly the terms a local RewardScorer gives the same programs."""
   from precisecoder.train import config as train_config, rl  # pylint: disable=import-outside-toplevel
+
   seen = []
   real_score = client.RemoteScorer.score
 
@@ -107,6 +117,7 @@ def test_rl_trainer_scores_on_two_servers_as_it_scores_locally(tmp_path, servers
     terms = real_score(self, tasks, programs)
     seen.append((list(tasks), list(programs), terms))
     return terms
+
   monkeypatch.setattr(client.RemoteScorer, "score", spy)
   cfg = train_config.default("tiny")
   cfg.rl.max_new_tokens = 16

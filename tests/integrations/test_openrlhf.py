@@ -8,8 +8,13 @@ import math
 
 import pytest
 
-from integration_helpers import (DownBackend, completions_for, make_task_set, share_backend,
-                                 write_task_file)
+from integration_helpers import (
+  DownBackend,
+  completions_for,
+  make_task_set,
+  share_backend,
+  write_task_file,
+)
 from precisecoder.integrations import openrlhf
 
 
@@ -30,9 +35,12 @@ def test_reward_file_called_as_openrlhf_calls_it(tmp_path, monkeypatch):
   answers = completions_for(task)
 
   async def rollouts():  # one sample per call, concurrently, as the executor's rollouts run
-    calls = [asyncio.to_thread(reward_func, [prompt + a + "<|im_end|>"], [prompt], [task.task_id])
-             for a in answers]
+    calls = [
+      asyncio.to_thread(reward_func, [prompt + a + "<|im_end|>"], [prompt], [task.task_id])
+      for a in answers
+    ]
     return await asyncio.gather(*calls)
+
   infos = asyncio.run(rollouts())
   assert [info["rewards"] for info in infos] == [[1.0], [0.0], [1.0], [0.0]]
   assert all(info["scores"] == info["rewards"] for info in infos)
@@ -64,9 +72,10 @@ _OPENRLHF_FLAGS = {"--reward.remote_url", "--data.label_key"}
 def test_the_instructions_name_openrlhf_flags_as_it_spells_them():
   import pathlib  # pylint: disable=import-outside-toplevel
   import re  # pylint: disable=import-outside-toplevel
+
   docs = (pathlib.Path(__file__).parents[2] / "docs" / "integrations.md").read_text()
-  paragraph = docs[docs.index("**OpenRLHF**"):]
-  paragraph = paragraph[:paragraph.index("\n\n")]
+  paragraph = docs[docs.index("**OpenRLHF**") :]
+  paragraph = paragraph[: paragraph.index("\n\n")]
   for text in (paragraph, openrlhf.__doc__):
     flags = set(re.findall(r"--[a-z_.]+", text))
     assert flags == _OPENRLHF_FLAGS, text

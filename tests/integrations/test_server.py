@@ -10,8 +10,14 @@ import threading
 import pytest
 import uvicorn
 
-from integration_helpers import (completions_for, http, make_task_set, rows_for, score_command,
-                                 write_task_file)
+from integration_helpers import (
+  completions_for,
+  http,
+  make_task_set,
+  rows_for,
+  score_command,
+  write_task_file,
+)
 from precisecoder import prompts, rewards, tasks as tasks_lib
 from precisecoder.execution import ExecutionPool
 from precisecoder.integrations import server as server_lib, service as service_lib
@@ -46,8 +52,12 @@ def pool():
 
 def _server(task_set, backend, **options):
   service = service_lib.ScoringService(backend)
-  return server_lib.RewardServer(service, {t.task_id: t for t in task_set[:-1]},
-                                 settings={"epsilon": None, "pdb_compat": False}, **options)
+  return server_lib.RewardServer(
+    service,
+    {t.task_id: t for t in task_set[:-1]},
+    settings={"epsilon": None, "pdb_compat": False},
+    **options,
+  )
 
 
 def test_score_equals_precisecoder_score_and_takes_tasks_inline(tmp_path, task_set, pool):
@@ -55,8 +65,9 @@ def test_score_equals_precisecoder_score_and_takes_tasks_inline(tmp_path, task_s
   ids, completions = rows_for(task_set)
   records = score_command(tmp_path, task_file, ids, completions)
   app = _server(task_set, service_lib.LocalBackend(pool=pool)).app
-  items = [{"task_id": i, "completion": c, "sample": k}
-           for k, (i, c) in enumerate(zip(ids, completions))]
+  items = [
+    {"task_id": i, "completion": c, "sample": k} for k, (i, c) in enumerate(zip(ids, completions))
+  ]
   inline = [tasks_lib.task_to_record(task_set[-1])]  # the server was not started with it
   with running(app) as url:
     status, body = http(url + "/score", {"items": items, "tasks": inline})
@@ -70,7 +81,9 @@ def test_score_equals_precisecoder_score_and_takes_tasks_inline(tmp_path, task_s
     assert health["tasks"] == len(task_set) - 1 and health["pending_items"] == 0
 
 
-@pytest.mark.parametrize("payload,status,field", [
+@pytest.mark.parametrize(
+  "payload,status,field",
+  [
     ([1, 2], 422, "body"),
     ({"items": {}}, 422, "items: must be a list"),
     ({"items": [{"task_id": "nope", "program": "x"}]}, 422, "items[0].task_id"),
@@ -82,7 +95,8 @@ def test_score_equals_precisecoder_score_and_takes_tasks_inline(tmp_path, task_s
     ({"items": [], "terms": 1}, 422, "terms"),
     ({"items": [], "tasks": [{"task_id": "z"}]}, 422, "tasks[0]"),
     ({"items": [{"task_id": "T0", "program": "x"}] * 5}, 413, "items: 5 items exceed"),
-])
+  ],
+)
 def test_bad_input_is_a_4xx_naming_the_field(task_set, payload, status, field):
   class Never:
     def results(self, items):
@@ -90,6 +104,7 @@ def test_bad_input_is_a_4xx_naming_the_field(task_set, payload, status, field):
 
     def close(self):
       pass
+
   server = _server(task_set, Never(), max_items=4)
   server.tasks["T0"] = task_set[0]
   with running(server.app) as url:
@@ -98,8 +113,9 @@ def test_bad_input_is_a_4xx_naming_the_field(task_set, payload, status, field):
 
 
 def test_body_limits_bad_json_and_tokens(task_set, pool):
-  server = _server(task_set, service_lib.LocalBackend(pool=pool), token="s3cret",
-                   max_body_bytes=2048)
+  server = _server(
+    task_set, service_lib.LocalBackend(pool=pool), token="s3cret", max_body_bytes=2048
+  )
   item = {"task_id": task_set[0].task_id, "program": task_set[0].gt_solution}
   with running(server.app) as url:
     assert http(url + "/score", {"items": [item]})[0] == 401
@@ -110,8 +126,10 @@ def test_body_limits_bad_json_and_tokens(task_set, pool):
     status, body = http(url + "/score", {"items": [item] * 40}, token="s3cret")
     assert status == 413 and "body" in body["error"]
     import urllib.request
-    request = urllib.request.Request(url + "/score", data=b"{nope", method="POST",
-                                     headers={"Authorization": "Bearer s3cret"})
+
+    request = urllib.request.Request(
+      url + "/score", data=b"{nope", method="POST", headers={"Authorization": "Bearer s3cret"}
+    )
     with pytest.raises(urllib.error.HTTPError) as error:
       urllib.request.urlopen(request, timeout=60)
     assert error.value.code == 400
@@ -129,8 +147,17 @@ class Gate:
     self.sizes.append(len(items))
     self.entered.set()
     assert self.release.wait(120)
-    return [{"task_id": i.task.task_id, "sample": i.sample, "unit": 1, "reward": 1.0,
-             "error": None, "terms": {k: 1.0 for k in rewards.ARRAY_KEYS}} for i in items]
+    return [
+      {
+        "task_id": i.task.task_id,
+        "sample": i.sample,
+        "unit": 1,
+        "reward": 1.0,
+        "error": None,
+        "terms": {k: 1.0 for k in rewards.ARRAY_KEYS},
+      }
+      for i in items
+    ]
 
   def close(self):
     pass
@@ -143,9 +170,10 @@ def test_concurrent_requests_are_scored_as_one_batch(task_set):
   with running(server.app) as url, concurrent.futures.ThreadPoolExecutor(9) as executor:
     first = executor.submit(http, url + "/score", {"items": [item]})
     assert gate.entered.wait(120)
-    later = [executor.submit(http, url + "/score",
-                             {"items": [dict(item, program=f"x = {k + 10}")] * 2})
-             for k in range(8)]
+    later = [
+      executor.submit(http, url + "/score", {"items": [dict(item, program=f"x = {k + 10}")] * 2})
+      for k in range(8)
+    ]
     # Wait until all eight are queued in the service (a condition, not a sleep).
     deadline = threading.Event()
     for _ in range(12000):  # 120 s at most
@@ -178,8 +206,11 @@ def test_get_reward_takes_openrlhf_payload(task_set, pool):
   task = task_set[0]
   prompt = f"<|im_start|>user\n{task.buggy_code}<|im_end|>\n<|im_start|>assistant\n"
   answers = completions_for(task)
-  payload = {"query": [prompt + a + "<|im_end|>" for a in answers],
-             "prompts": [prompt] * len(answers), "labels": [task.task_id] * len(answers)}
+  payload = {
+    "query": [prompt + a + "<|im_end|>" for a in answers],
+    "prompts": [prompt] * len(answers),
+    "labels": [task.task_id] * len(answers),
+  }
   with running(server.app) as url:
     status, body = http(url + "/get_reward", payload)
     assert status == 200
@@ -202,6 +233,7 @@ def test_feedback_answers_501_until_wired_and_calls_the_wired_function(task_set,
   def feedback(p, t, program):  # a stand-in for the agent's visible-test feedback
     calls.append((p, t.task_id, program))
     return {"visible": [], "message": "ok"}
+
   server = _server(task_set, service_lib.LocalBackend(pool=pool), feedback=feedback)
   with running(server.app) as url:
     status, body = http(url + "/feedback", request)

@@ -26,8 +26,17 @@ class GateBackend:
     assert self.gate.wait(60)
     if self.fail_first and len(self.sizes) == 1:
       raise ConnectionError("pool lost")
-    return [{"task_id": i.task.task_id, "sample": i.sample, "unit": 1, "reward": 1.0,
-             "error": None, "terms": {k: 1.0 for k in rewards.ARRAY_KEYS}} for i in items]
+    return [
+      {
+        "task_id": i.task.task_id,
+        "sample": i.sample,
+        "unit": 1,
+        "reward": 1.0,
+        "error": None,
+        "terms": {k: 1.0 for k in rewards.ARRAY_KEYS},
+      }
+      for i in items
+    ]
 
   def close(self):
     self.closed = True
@@ -39,8 +48,9 @@ def tasks():
 
 
 def _items(task_list, n=1):
-  return [service_lib.Item(t, f"def f():\n  return {k}\n", None, k) for t in task_list
-          for k in range(n)]
+  return [
+    service_lib.Item(t, f"def f():\n  return {k}\n", None, k) for t in task_list for k in range(n)
+  ]
 
 
 def test_callers_waiting_while_a_batch_scores_are_joined_into_the_next(tasks):
@@ -75,6 +85,7 @@ def test_a_configuration_error_reaches_the_caller(tasks):
   class Refusing(GateBackend):
     def results(self, items):
       raise service_lib.ConfigurationError("server scores with epsilon=1")
+
   service = service_lib.ScoringService(Refusing())
   with pytest.raises(service_lib.ConfigurationError, match="epsilon=1"):
     service.score(_items(tasks[:1]))
@@ -142,8 +153,7 @@ def test_a_not_scored_pair_is_none_for_trl_and_nan_for_tunix(tasks):
   assert value == [1.0]  # the backend works again: a fresh pair is scored
   backend.fail_first = True
   backend.sizes.clear()
-  assert math.isnan(tunix_unit(prompts=["p"], completions=["x = 3"],
-                               task_id=[tasks[0].task_id])[0])
+  assert math.isnan(tunix_unit(prompts=["p"], completions=["x = 3"], task_id=[tasks[0].task_id])[0])
 
 
 def test_unknown_terms_and_task_ids_are_errors_not_scores(tasks):

@@ -27,9 +27,13 @@ def _compute_rewards(reward_fns, prompts, completions, **kwargs):
   rewards = np.zeros((len(prompts), len(reward_fns)))
   names = []
   for i, fn in enumerate(reward_fns):
-    extra = {name: algo[name] for name in inspect.signature(fn).parameters
-             if name not in ("self", "prompts", "completions", "kwargs")
-             and name in algo and name not in kwargs}
+    extra = {
+      name: algo[name]
+      for name in inspect.signature(fn).parameters
+      if name not in ("self", "prompts", "completions", "kwargs")
+      and name in algo
+      and name not in kwargs
+    }
     r = fn(prompts=prompts, completions=completions, **{**kwargs, **extra})
     assert r is not None and len(r) == len(prompts)
     rewards[:, i] = np.array(r)
@@ -43,8 +47,9 @@ def test_called_as_tunix_calls_them_equal_precisecoder_score(tmp_path):
   ids, completions = rows_for(task_set)
   records = score_command(tmp_path, task_file, ids, completions)
   fns = tunix.reward_functions(task_set, terms=("r_lambda", "unit", "edit_lines"))
-  rewards, names = _compute_rewards(fns, ["prompt"] * len(ids), completions,
-                                    task_id=ids, mode="train")
+  rewards, names = _compute_rewards(
+    fns, ["prompt"] * len(ids), completions, task_id=ids, mode="train"
+  )
   assert names == ["r_lambda", "unit", "edit_lines"]
   for i, name in enumerate(names):
     assert rewards[:, i] == pytest.approx([term_of_record(r, name) for r in records], abs=1e-9)
@@ -58,6 +63,7 @@ def test_through_tunix_itself_where_it_imports(tmp_path):
   task_set = make_task_set()
   ids, completions = rows_for(task_set)
   manager = reward_manager.SequenceRewardManager(
-      tunix.reward_functions(task_set, terms=("unit",)), algorithm_config.AlgorithmConfig())
+    tunix.reward_functions(task_set, terms=("unit",)), algorithm_config.AlgorithmConfig()
+  )
   info = manager(prompts=["p"] * len(ids), completions=completions, task_id=ids, mode="train")
   assert len(info["rewards"]) == len(ids)

@@ -16,8 +16,10 @@ from precisecoder.integrations import verl
 
 def _with_reward_kwargs(raw_fn, reward_kwargs):
   """verl's wrapper: the config's reward_kwargs win over the call's keywords."""
+
   def call(*args, **kwargs):
     return raw_fn(*args, **{**kwargs, **reward_kwargs})
+
   return functools.partial(call)
 
 
@@ -38,8 +40,12 @@ def test_batch_and_per_sample_forms_equal_precisecoder_score(tmp_path):
   records = score_command(tmp_path, task_file, ids, completions)
   reward_kwargs = {"tasks": str(task_file), "lam": 1 / 3}
   batch_fn = _with_reward_kwargs(verl.compute_score_batch, reward_kwargs)
-  scores = batch_fn(data_sources=["precisecoder"] * len(ids), solution_strs=completions,
-                    ground_truths=ids, extra_infos=[{"index": i} for i in range(len(ids))])
+  scores = batch_fn(
+    data_sources=["precisecoder"] * len(ids),
+    solution_strs=completions,
+    ground_truths=ids,
+    extra_infos=[{"index": i} for i in range(len(ids))],
+  )
   rewards, extra = _collect(scores)
   assert rewards == pytest.approx([r["reward"] for r in records], abs=1e-9)
   for term in verl.DEFAULT_TERMS:
@@ -48,9 +54,12 @@ def test_batch_and_per_sample_forms_equal_precisecoder_score(tmp_path):
 
   sample_fn = _with_reward_kwargs(verl.compute_score, {**reward_kwargs, "reward": "unit"})
   for k in (0, 2, 3):
-    score = sample_fn(data_source="precisecoder", solution_str=completions[k],
-                      ground_truth=ids[k], extra_info={"num_turns": None,
-                                                       "rollout_reward_scores": {}})
+    score = sample_fn(
+      data_source="precisecoder",
+      solution_str=completions[k],
+      ground_truth=ids[k],
+      extra_info={"num_turns": None, "rollout_reward_scores": {}},
+    )
     assert score["score"] == term_of_record(records[k], "unit")
     assert set(score) == {"score", *verl.DEFAULT_TERMS}
 
@@ -59,8 +68,9 @@ def test_not_scored_is_nan_in_every_key(tmp_path, monkeypatch):
   task_set = make_task_set()[:1]
 
   share_backend(DownBackend())
-  [score] = verl.compute_score_batch(["x"], ["```python\nx = 1\n```"], [task_set[0].task_id],
-                                     tasks=task_set)
+  [score] = verl.compute_score_batch(
+    ["x"], ["```python\nx = 1\n```"], [task_set[0].task_id], tasks=task_set
+  )
   assert set(score) == {"score", *verl.DEFAULT_TERMS}
   assert all(math.isnan(v) for v in score.values())
 

@@ -47,8 +47,11 @@ def test_chunked_equals_dense_values_and_gradients(block_q, block_k):
 
   real = np.asarray(key_mask)[:, :, None, None]
   want = attention.dense(q, k, v, dense_mask)
-  got = jax.jit(lambda q, k, v: attention.chunked(q, k, v, jnp.arange(T), key_mask,
-                                                  block_q=block_q, block_k=block_k))(q, k, v)
+  got = jax.jit(
+    lambda q, k, v: attention.chunked(
+      q, k, v, jnp.arange(T), key_mask, block_q=block_q, block_k=block_k
+    )
+  )(q, k, v)
   np.testing.assert_allclose(np.where(real, got, 0), np.where(real, want, 0), atol=1e-5)
   grads_want = jax.grad(dense, argnums=(0, 1, 2))(q, k, v)
   grads_got = jax.jit(jax.grad(chunked, argnums=(0, 1, 2)))(q, k, v)
@@ -123,8 +126,9 @@ def test_decoder_chunked_matches_dense_logits_gradients_and_prefill():
   dense = _decoder(attention="dense")
   chunked = _decoder(attention="chunked", attention_block=16)
   real = np.asarray(mask)
-  np.testing.assert_allclose(np.asarray(chunked(tokens, mask))[real],
-                             np.asarray(dense(tokens, mask))[real], atol=1e-4)
+  np.testing.assert_allclose(
+    np.asarray(chunked(tokens, mask))[real], np.asarray(dense(tokens, mask))[real], atol=1e-4
+  )
 
   loss = lambda model: jnp.sum(jax.nn.log_softmax(model(tokens, mask))[..., 5] * mask)
   _assert_same(_gradients(dense, loss), _gradients(chunked, loss), atol=1e-4)
@@ -133,8 +137,9 @@ def test_decoder_chunked_matches_dense_logits_gradients_and_prefill():
   cache = KVCache.zeros(chunked.config, B, T + 4)
   positions = jnp.maximum(jnp.cumsum(mask, axis=1) - 1, 0)
   graphdef, params = nnx.split(chunked)
-  logits, _ = jax.jit(lambda p: nnx.merge(graphdef, p).forward_cached(
-      tokens, positions, mask, cache, jnp.int32(0)))(params)
+  logits, _ = jax.jit(
+    lambda p: nnx.merge(graphdef, p).forward_cached(tokens, positions, mask, cache, jnp.int32(0))
+  )(params)
   want = dense(tokens, mask)
   np.testing.assert_allclose(np.asarray(logits)[real], np.asarray(want)[real], atol=1e-4)
 
@@ -165,8 +170,12 @@ def test_cudnn_path_left_aligns_rows_and_restores_them(monkeypatch):
 
   def causal_only(q, k, v):  # what cuDNN computes with is_causal=True and no padding mask
     t = q.shape[1]
-    return attention.dense(q, k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3),
-                           jnp.broadcast_to(jnp.tril(jnp.ones((t, t), bool)), (q.shape[0], t, t)))
+    return attention.dense(
+      q,
+      k.transpose(0, 2, 1, 3),
+      v.transpose(0, 2, 1, 3),
+      jnp.broadcast_to(jnp.tril(jnp.ones((t, t), bool)), (q.shape[0], t, t)),
+    )
 
   monkeypatch.setattr(attention, "cudnn_causal", causal_only)
   got = _decoder(attention="cudnn")(tokens, mask)

@@ -5,9 +5,13 @@ import transformers
 
 from precisecoder.model import bpe
 
-CORPUS = [bpe.chat_text("Fix the bug.\n```python\ndef f(xs):\n    return sum(xs) + 1\n```\n",
-                        f"```python\ndef f(xs):\n    return sum(xs) + {i}\n```")
-          for i in range(50)]
+CORPUS = [
+  bpe.chat_text(
+    "Fix the bug.\n```python\ndef f(xs):\n    return sum(xs) + 1\n```\n",
+    f"```python\ndef f(xs):\n    return sum(xs) + {i}\n```",
+  )
+  for i in range(50)
+]
 
 
 def test_round_trip_lines_and_transformers_load(tmp_path):
@@ -20,6 +24,7 @@ def test_round_trip_lines_and_transformers_load(tmp_path):
   loaded = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "tok"))
   messages = [{"role": "user", "content": "Fix the bug."}]
   assert loaded.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) == (
-      bpe.chat_text("Fix the bug."))
+    bpe.chat_text("Fix the bug.")
+  )
   assert loaded.eos_token == bpe.IM_END and loaded.pad_token == bpe.PAD
   assert loaded.convert_tokens_to_ids(list(bpe.SPECIAL_TOKENS)) == [0, 1, 2]

@@ -8,8 +8,11 @@ from precisecoder.model import ModelConfig, architectures
 
 
 def test_from_hf_reads_defaults_and_refuses_what_the_decoder_cannot_run():
-  hf = {k: v for k, v in architectures.get("tiny").to_hf().items()
-        if k not in ("num_key_value_heads", "head_dim", "rope_parameters", "rope_theta")}
+  hf = {
+    k: v
+    for k, v in architectures.get("tiny").to_hf().items()
+    if k not in ("num_key_value_heads", "head_dim", "rope_parameters", "rope_theta")
+  }
   config = ModelConfig.from_hf(dict(hf, eos_token_id=[3, 4]), dtype="bfloat16")
   assert config.num_kv_heads == config.num_heads  # no GQA field: plain multi-head attention
   assert config.head_dim == config.hidden_size // config.num_heads

@@ -40,9 +40,11 @@ def test_padding_on_either_side_leaves_the_real_tokens_logits(model):
   real = jnp.ones((1, 9), bool)
   no = jnp.zeros((1, 3), bool)
   np.testing.assert_allclose(
-      np.asarray(model(left, jnp.concatenate([no, real], axis=1)))[0, 3:], plain, **TOL)
+    np.asarray(model(left, jnp.concatenate([no, real], axis=1)))[0, 3:], plain, **TOL
+  )
   np.testing.assert_allclose(
-      np.asarray(model(right, jnp.concatenate([real, no], axis=1)))[0, :9], plain, **TOL)
+    np.asarray(model(right, jnp.concatenate([real, no], axis=1)))[0, :9], plain, **TOL
+  )
   # Padding that is not masked is attended to: the logits change.
   assert not np.allclose(np.asarray(model(left))[0, 3:], plain, **TOL)
 
@@ -59,8 +61,9 @@ def test_a_prefill_then_one_token_at_a_time_gives_the_full_pass_logits(model):
   logits, cache = model.forward_cached(prompt, positions[:, :6], prompt_valid, cache, 0)
   got = [np.asarray(logits)]
   for i in range(2):
-    logits, cache = model.forward_cached(steps[:, i:i + 1], positions[:, 6 + i:7 + i],
-                                         jnp.ones((2, 1), bool), cache, 6 + i)
+    logits, cache = model.forward_cached(
+      steps[:, i : i + 1], positions[:, 6 + i : 7 + i], jnp.ones((2, 1), bool), cache, 6 + i
+    )
     got.append(np.asarray(logits))
   got = np.concatenate(got, axis=1)
   np.testing.assert_allclose(got[0], want[0], **TOL)

@@ -8,8 +8,11 @@ from precisecoder.model import bundled_smollm2_gguf, gguf_import, load_checkpoin
 from precisecoder.sampling import sample
 
 GGUF = bundled_smollm2_gguf()
-PROMPTS = ["def add(a, b):", "Write a Python function that reverses a string.",
-           "Fix the bug: def inc(x): return x - 1"]
+PROMPTS = [
+  "def add(a, b):",
+  "Write a Python function that reverses a string.",
+  "Fix the bug: def inc(x): return x - 1",
+]
 # Thirty float32 layers with logits of magnitude ~40: measured max |diff| 1.2e-4.
 LOGIT_TOL = 5e-4
 
@@ -23,16 +26,23 @@ def models():
 
 
 def _prompt_ids(tokenizer, text):
-  ids = tokenizer.apply_chat_template([{"role": "user", "content": text}],
-                                      add_generation_prompt=True, tokenize=True)
+  ids = tokenizer.apply_chat_template(
+    [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
+  )
   return list(ids if isinstance(ids, list) else ids["input_ids"])
 
 
 @pytest.mark.slow
 def test_config_from_gguf_metadata(models):
   _, _, config, _, _ = models
-  assert (config.arch, config.num_layers, config.hidden_size, config.num_heads,
-          config.num_kv_heads, config.vocab_size) == ("llama", 30, 576, 9, 3, 49152)
+  assert (
+    config.arch,
+    config.num_layers,
+    config.hidden_size,
+    config.num_heads,
+    config.num_kv_heads,
+    config.vocab_size,
+  ) == ("llama", 30, 576, 9, 3, 49152)
   assert config.tie_embeddings and config.rope_theta == 100000.0
 
 
@@ -50,10 +60,14 @@ def test_logits_and_greedy_match_transformers(models):
   reference.generation_config.eos_token_id = None
   for row, ids in enumerate(prompts):
     with torch.no_grad():
-      want = reference.generate(torch.tensor([ids]), max_new_tokens=32, do_sample=False,
-                                attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                                pad_token_id=2)
-    assert out.tokens[row].tolist() == want[0, len(ids):].tolist(), tokenizer.decode(ids)
+      want = reference.generate(
+        torch.tensor([ids]),
+        max_new_tokens=32,
+        do_sample=False,
+        attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+        pad_token_id=2,
+      )
+    assert out.tokens[row].tolist() == want[0, len(ids) :].tolist(), tokenizer.decode(ids)
 
 
 def test_unpermute_inverts_llama_cpp_rope_permutation():

@@ -19,6 +19,7 @@ def _fake_cache(root, repo_id, revision="0123abcd"):
 
 def test_cached_hub_id_resolves_offline_and_paths_stay_paths(tmp_path, monkeypatch):
   from huggingface_hub import constants
+
   monkeypatch.setenv("HF_HUB_OFFLINE", "1")
   monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
   snapshot = _fake_cache(tmp_path / "cache", "Qwen/Qwen3-0.6B")
@@ -31,6 +32,7 @@ def test_cached_hub_id_resolves_offline_and_paths_stay_paths(tmp_path, monkeypat
 
 def test_uncached_hub_id_offline_is_a_clear_error(tmp_path, monkeypatch):
   from huggingface_hub import constants
+
   monkeypatch.setenv("HF_HUB_OFFLINE", "1")
   monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty"))
   with pytest.raises(CheckpointError, match=r"Qwen/Qwen3-4B: .*not in the cache.*HF_HUB_OFFLINE"):

@@ -1,6 +1,5 @@
 """`load_checkpoint` on a training run's checkpoints (model/run_checkpoints.py) and its errors."""
 
-
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -17,8 +16,10 @@ def test_a_training_runs_checkpoint_loads(tmp_path):
   config = architectures.get("tiny", num_layers=2)
   model = Decoder(config, rngs=nnx.Rngs(3))
   tokens = jnp.asarray([[4, 5, 6, 7]])
-  for form, params in (("state", nnx.state(model, nnx.Param)),
-                       ("pure", nnx.to_pure_dict(nnx.state(model, nnx.Param)))):
+  for form, params in (
+    ("state", nnx.state(model, nnx.Param)),
+    ("pure", nnx.to_pure_dict(nnx.state(model, nnx.Param))),
+  ):
     checkpointer = Checkpointer(tmp_path / form / "checkpoints", async_save=False)
     meta = {"model": model_meta(config, tmp_path / "no-tokenizer"), "step": 7}
     checkpointer.save(7, params, {"count": jnp.zeros(())}, meta)

@@ -12,8 +12,7 @@ from precisecoder.model.decoder import KVCache, positions_from_mask
 from precisecoder.train import checkpoint_writer, config as config_lib, step as step_lib
 
 CONFIG = architectures.get("tiny", num_layers=2)
-ALL = lora_lib.LoraConfig(rank=4, alpha=8.0, targets=lora_lib.parse_targets(
-    "q,k,v,o,gate,up,down"))
+ALL = lora_lib.LoraConfig(rank=4, alpha=8.0, targets=lora_lib.parse_targets("q,k,v,o,gate,up,down"))
 
 
 def _tokens(batch=2, length=12, seed=1):
@@ -63,17 +62,20 @@ def test_training_sampling_and_merged_weights_agree():
   trained = np.asarray(model(tokens))  # unmerged factors (the train step's path)
   assert np.abs(trained - np.asarray(base(tokens))).max() > 1e-2  # the adapters do something
   mask = jnp.ones(tokens.shape, bool)
-  sampled, _ = model.forward_cached(tokens, positions_from_mask(mask), mask,
-                                    KVCache.zeros(CONFIG, 2, 12), jnp.int32(0))  # merged
+  sampled, _ = model.forward_cached(
+    tokens, positions_from_mask(mask), mask, KVCache.zeros(CONFIG, 2, 12), jnp.int32(0)
+  )  # merged
   np.testing.assert_allclose(np.asarray(sampled), trained, atol=2e-5)
   shared = model.shared_prefix_hidden(tokens[:1, :5], mask[:1, :5], tokens[:, 5:], mask[:, 5:])
-  full = model.hidden_states(jnp.concatenate([jnp.repeat(tokens[:1, :5], 2, 0), tokens[:, 5:]],
-                                             axis=1))[:, 4:-1]
+  full = model.hidden_states(
+    jnp.concatenate([jnp.repeat(tokens[:1, :5], 2, 0), tokens[:, 5:]], axis=1)
+  )[:, 4:-1]
   np.testing.assert_allclose(np.asarray(shared), np.asarray(full), atol=2e-5)
   graphdef, state = nnx.split(model)
   merged = lora_lib.merged(nnx.merge(graphdef, state))
-  assert merged.lora is None and not any(lora_lib.is_adapter(p) for p, _ in
-                                         nnx.to_flat_state(nnx.state(merged)))
+  assert merged.lora is None and not any(
+    lora_lib.is_adapter(p) for p, _ in nnx.to_flat_state(nnx.state(merged))
+  )
   np.testing.assert_allclose(np.asarray(merged(tokens)), trained, atol=2e-5)
 
 
@@ -109,6 +111,7 @@ def test_only_adapters_get_gradients_and_optimiser_state():
 
 def optax_apply(params, updates):
   import optax  # pylint: disable=import-outside-toplevel
+
   return optax.apply_updates(params, updates)
 
 
@@ -117,8 +120,7 @@ def test_checkpoints_hold_the_adapters_only_and_restore_onto_the_base(tmp_path):
   _, params = nnx.split(model)
   tx = step_lib.make_optimizer(config_lib.default("tiny").optim, adapters_only=True)
   opt_state = tx.init(params)
-  writer = checkpoint_writer.Checkpointer(tmp_path / "ckpt", async_save=False,
-                                          adapters_only=True)
+  writer = checkpoint_writer.Checkpointer(tmp_path / "ckpt", async_save=False, adapters_only=True)
   writer.save(1, params, opt_state, {"step": 1})
   writer.wait()
   # What a resume starts from: the base reloaded, fresh adapters.
@@ -127,8 +129,10 @@ def test_checkpoints_hold_the_adapters_only_and_restore_onto_the_base(tmp_path):
   writer.close()
   assert meta["step"] == 1
   for (path, want), (_, got) in zip(nnx.to_flat_state(params), nnx.to_flat_state(restored)):
-    np.testing.assert_array_equal(np.asarray(got.get_value()), np.asarray(want.get_value()),
-                                  err_msg=str(path))
-  saved = sum(f.stat().st_size for f in (tmp_path / "ckpt" / "1" / "params").rglob("*")
-              if f.is_file())
+    np.testing.assert_array_equal(
+      np.asarray(got.get_value()), np.asarray(want.get_value()), err_msg=str(path)
+    )
+  saved = sum(
+    f.stat().st_size for f in (tmp_path / "ckpt" / "1" / "params").rglob("*") if f.is_file()
+  )
   assert saved < _adapter_bytes(params) / 4  # the base (most of the bytes) is not written

@@ -13,9 +13,17 @@ from precisecoder.model.decoder import KVCache, positions_from_mask
 from precisecoder.sampling import Conversation, sample
 
 TOL = 1e-4
-_COMMON = dict(vocab_size=320, hidden_size=64, intermediate_size=112, num_hidden_layers=2,
-               num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-               max_position_embeddings=512, rms_norm_eps=1e-6)
+_COMMON = dict(
+  vocab_size=320,
+  hidden_size=64,
+  intermediate_size=112,
+  num_hidden_layers=2,
+  num_attention_heads=4,
+  num_key_value_heads=2,
+  head_dim=16,
+  max_position_embeddings=512,
+  rms_norm_eps=1e-6,
+)
 
 
 def _randomise(model: torch.nn.Module, seed: int):
@@ -51,9 +59,11 @@ def pair(request, tmp_path_factory):
 def _torch_logits(model, tokens, mask):
   positions = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
   with torch.no_grad():
-    out = model(input_ids=torch.tensor(tokens, dtype=torch.long),
-                attention_mask=torch.tensor(mask, dtype=torch.long),
-                position_ids=torch.tensor(positions, dtype=torch.long))
+    out = model(
+      input_ids=torch.tensor(tokens, dtype=torch.long),
+      attention_mask=torch.tensor(mask, dtype=torch.long),
+      position_ids=torch.tensor(positions, dtype=torch.long),
+    )
   return out.logits.float().numpy()
 
 
@@ -94,12 +104,14 @@ def test_cached_decode_matches_full_logits(pair):
   cache = KVCache.zeros(config, 3, 20)
   positions = np.asarray(positions_from_mask(jnp.asarray(mask)))
   step = jax.jit(lambda t, p, v, c, i: ours.forward_cached(t, p, v, c, i))
-  logits, cache = step(tokens[:, :prefill], positions[:, :prefill], mask[:, :prefill], cache,
-                       jnp.int32(0))
+  logits, cache = step(
+    tokens[:, :prefill], positions[:, :prefill], mask[:, :prefill], cache, jnp.int32(0)
+  )
   got = [np.asarray(logits)]
   for i in range(prefill, 20):
-    logits, cache = step(tokens[:, i:i + 1], positions[:, i:i + 1], mask[:, i:i + 1], cache,
-                         jnp.int32(i))
+    logits, cache = step(
+      tokens[:, i : i + 1], positions[:, i : i + 1], mask[:, i : i + 1], cache, jnp.int32(i)
+    )
     got.append(np.asarray(logits))
   got = np.concatenate(got, axis=1)
   np.testing.assert_allclose(got[mask], want[mask], atol=TOL, rtol=0)
@@ -108,15 +120,20 @@ def test_cached_decode_matches_full_logits(pair):
 def test_greedy_generation_is_token_identical(pair):
   torch_model, ours, _, _ = pair
   prompts = [[5, 17, 99, 42, 7, 230], [11, 12, 13], [300, 4, 250, 250, 9, 8, 77, 31, 2]]
-  out = sample(ours, prompts, num_samples=1, max_new_tokens=32, temperature=0.0, eos_ids=(),
-               pad_id=0, seed=0)
+  out = sample(
+    ours, prompts, num_samples=1, max_new_tokens=32, temperature=0.0, eos_ids=(), pad_id=0, seed=0
+  )
   torch_model.generation_config.eos_token_id = None
   torch_model.generation_config.pad_token_id = 0
   for row, prompt in enumerate(prompts):
     with torch.no_grad():
-      want = torch_model.generate(torch.tensor([prompt]), max_new_tokens=32, do_sample=False,
-                                  attention_mask=torch.ones(1, len(prompt), dtype=torch.long))
-    assert out.tokens[row].tolist() == want[0, len(prompt):].tolist()
+      want = torch_model.generate(
+        torch.tensor([prompt]),
+        max_new_tokens=32,
+        do_sample=False,
+        attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+      )
+    assert out.tokens[row].tolist() == want[0, len(prompt) :].tolist()
     assert out.lengths[row] == 32
 
 
@@ -127,8 +144,9 @@ def test_export_round_trips_through_transformers(pair, tmp_path):
   reloaded.eval()
   tokens, mask = _batch(seed=3)
   want = np.asarray(ours(jnp.asarray(tokens), jnp.asarray(mask)))
-  np.testing.assert_allclose(_torch_logits(reloaded, tokens, mask)[mask], want[mask], atol=TOL,
-                             rtol=0)
+  np.testing.assert_allclose(
+    _torch_logits(reloaded, tokens, mask)[mask], want[mask], atol=TOL, rtol=0
+  )
   again, again_config = load_hf(tmp_path / "export")
   assert again_config == config
   np.testing.assert_array_equal(np.asarray(again.embed[...]), np.asarray(ours.embed[...]))
@@ -141,15 +159,33 @@ def test_every_turn_of_a_conversation_is_what_transformers_generates_from_it(pai
   if config.arch != "qwen3":
     pytest.skip("the Qwen3 pair is enough here")
   prompts = [[5, 17, 99, 42, 7, 230], [11, 12, 13]]
-  conversation = Conversation(ours, prompts, turns=3, feedback_len=8, max_new_tokens=10,
-                              temperature=0.0, eos_ids=(), pad_id=0, prompt_bucket=8)
-  played = scripted_conversation(conversation, prompts, lambda turn, row, answer: [
-      (31 * row + 17 * turn + 5 * i) % 300 + 3 for i in range(2 + 3 * row + turn)])
+  conversation = Conversation(
+    ours,
+    prompts,
+    turns=3,
+    feedback_len=8,
+    max_new_tokens=10,
+    temperature=0.0,
+    eos_ids=(),
+    pad_id=0,
+    prompt_bucket=8,
+  )
+  played = scripted_conversation(
+    conversation,
+    prompts,
+    lambda turn, row, answer: [
+      (31 * row + 17 * turn + 5 * i) % 300 + 3 for i in range(2 + 3 * row + turn)
+    ],
+  )
   torch_model.generation_config.eos_token_id = None
   torch_model.generation_config.pad_token_id = 0
   for out, conversations in played:
     for row, so_far in enumerate(conversations):
       with torch.no_grad():
-        want = torch_model.generate(torch.tensor([so_far]), max_new_tokens=10, do_sample=False,
-                                    attention_mask=torch.ones(1, len(so_far), dtype=torch.long))
-      assert out.tokens[row].tolist() == want[0, len(so_far):].tolist()
+        want = torch_model.generate(
+          torch.tensor([so_far]),
+          max_new_tokens=10,
+          do_sample=False,
+          attention_mask=torch.ones(1, len(so_far), dtype=torch.long),
+        )
+      assert out.tokens[row].tolist() == want[0, len(so_far) :].tolist()

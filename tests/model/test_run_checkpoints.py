@@ -17,8 +17,12 @@ def _save(workdir, models, config, tokenizer):
   """Checkpoints of {step: model}, as the trainers write them."""
   checkpointer = Checkpointer(workdir / "checkpoints", async_save=False)
   for step, model in models.items():
-    checkpointer.save(step, nnx.state(model, nnx.Param), {"count": jnp.zeros(())},
-                      {"model": run_checkpoints.model_meta(config, tokenizer), "step": step})
+    checkpointer.save(
+      step,
+      nnx.state(model, nnx.Param),
+      {"count": jnp.zeros(())},
+      {"model": run_checkpoints.model_meta(config, tokenizer), "step": step},
+    )
   checkpointer.close()
 
 

@@ -30,8 +30,9 @@ def _check() -> dict:
   mask = np.ones_like(tokens, bool)
   mask[::2, :5] = False
   prompts = [rng.integers(2, config.vocab_size, n).tolist() for n in (5, 9, 14, 3)]
-  kwargs = dict(num_samples=2, max_new_tokens=16, temperature=1.0, top_p=0.9, eos_ids=(1,),
-                pad_id=0, seed=7)
+  kwargs = dict(
+    num_samples=2, max_new_tokens=16, temperature=1.0, top_p=0.9, eos_ids=(1,), pad_id=0, seed=7
+  )
 
   def forward(model):
     graphdef, state = nnx.split(model)
@@ -52,20 +53,21 @@ def _check() -> dict:
       got_logits = forward(model)
     got = sample(model, prompts, mesh=mesh, **kwargs)
     report[str(shape)] = dict(
-        q_proj_spec=str(q_spec.spec),
-        logits_max_diff=float(np.abs(got_logits - want_logits).max()),
-        tokens_equal=bool((got.tokens == want.tokens).all()),
-        lengths_equal=bool((got.lengths == want.lengths).all()),
-        logprobs_max_diff=float(np.abs(got.logprobs - want.logprobs).max()))
+      q_proj_spec=str(q_spec.spec),
+      logits_max_diff=float(np.abs(got_logits - want_logits).max()),
+      tokens_equal=bool((got.tokens == want.tokens).all()),
+      lengths_equal=bool((got.lengths == want.lengths).all()),
+      logprobs_max_diff=float(np.abs(got.logprobs - want.logprobs).max()),
+    )
   return report
 
 
 def test_sharded_logits_and_samples_match_one_device():
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-             JAX_PLATFORMS="cpu")
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
   # The timeout only turns a hang into a failure: a loaded host may take many minutes.
-  proc = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True,
-                        timeout=3600)
+  proc = subprocess.run(
+    [sys.executable, __file__], env=env, capture_output=True, text=True, timeout=3600
+  )
   assert proc.returncode == 0, proc.stderr[-4000:]
   report = json.loads(proc.stdout.strip().splitlines()[-1])
   assert set(report) == {str(m) for m in MESH_SHAPES}

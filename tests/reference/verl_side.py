@@ -21,19 +21,35 @@ def policy(case):
   logp = _t(case["logp"]).requires_grad_(True)
   mask = _t(case["mask"])
   adv = _t(case["advantages"])[:, None].expand_as(mask)
-  config = ActorConfig(strategy="fsdp", clip_ratio=case["clip_low"],
-                       clip_ratio_low=case["clip_low"], clip_ratio_high=case["clip_high"],
-                       # Dual-clip's bound, out of reach of the cases' ratios (ours has none).
-                       clip_ratio_c=1e9, rollout_n=1, ppo_mini_batch_size=1,
-                       ppo_micro_batch_size_per_gpu=1, use_dynamic_bsz=False)
+  config = ActorConfig(
+    strategy="fsdp",
+    clip_ratio=case["clip_low"],
+    clip_ratio_low=case["clip_low"],
+    clip_ratio_high=case["clip_high"],
+    # Dual-clip's bound, out of reach of the cases' ratios (ours has none).
+    clip_ratio_c=1e9,
+    rollout_n=1,
+    ppo_mini_batch_size=1,
+    ppo_micro_batch_size_per_gpu=1,
+    use_dynamic_bsz=False,
+  )
   fn = core_algos.get_policy_loss_fn(case["verl_loss"])
   weights = None if case["weights"] is None else _t(case["weights"])
-  loss, metrics = fn(old_log_prob=_t(case["old"]), log_prob=logp, advantages=adv,
-                     response_mask=mask, loss_agg_mode=case["aggregation"], config=config,
-                     rollout_is_weights=weights)
+  loss, metrics = fn(
+    old_log_prob=_t(case["old"]),
+    log_prob=logp,
+    advantages=adv,
+    response_mask=mask,
+    loss_agg_mode=case["aggregation"],
+    config=config,
+    rollout_is_weights=weights,
+  )
   loss.backward()
-  return {"loss": loss.item(), "clip_fraction": metrics["actor/pg_clipfrac"],
-          "grad": logp.grad.tolist()}
+  return {
+    "loss": loss.item(),
+    "clip_fraction": metrics["actor/pg_clipfrac"],
+    "grad": logp.grad.tolist(),
+  }
 
 
 def kl(case):
@@ -54,8 +70,12 @@ def grpo(case):
   rewards = _t(case["rewards"])[:, None]
   index = np.repeat(np.arange(len(case["rewards"]) // case["group"]), case["group"])
   adv, _ = core_algos.compute_grpo_outcome_advantage(
-      rewards, torch.ones_like(rewards), index, epsilon=case["eps"],
-      norm_adv_by_std_in_grpo=case["scale_std"])
+    rewards,
+    torch.ones_like(rewards),
+    index,
+    epsilon=case["eps"],
+    norm_adv_by_std_in_grpo=case["scale_std"],
+  )
   return {"advantages": adv[:, 0].tolist()}
 
 
@@ -63,14 +83,24 @@ def gdpo(case):
   """GDPO from per-term rewards, each on the response's one token."""
   n = len(next(iter(case["terms"].values())))
   index = np.repeat(np.arange(n // case["group"]), case["group"])
-  config = {"gdpo_reward_keys": list(case["terms"]),
-            "gdpo_reward_weights": [case["weights"][k] for k in case["terms"]]}
-  batch = {"prompts": torch.zeros(n, 1, dtype=torch.long),
-           "attention_mask": torch.ones(n, 2, dtype=torch.long)}
+  config = {
+    "gdpo_reward_keys": list(case["terms"]),
+    "gdpo_reward_weights": [case["weights"][k] for k in case["terms"]],
+  }
+  batch = {
+    "prompts": torch.zeros(n, 1, dtype=torch.long),
+    "attention_mask": torch.ones(n, 2, dtype=torch.long),
+  }
   response_mask = torch.ones(n, 1)
   adv, _ = core_algos.compute_gdpo_outcome_advantage(
-      torch.zeros(n, 1), response_mask, index, epsilon=case["eps"], config=config,
-      non_tensor_batch={k: np.asarray(v) for k, v in case["terms"].items()}, batch=batch)
+    torch.zeros(n, 1),
+    response_mask,
+    index,
+    epsilon=case["eps"],
+    config=config,
+    non_tensor_batch={k: np.asarray(v) for k, v in case["terms"].items()},
+    batch=batch,
+  )
   return {"advantages": adv[:, 0].tolist()}
 
 
@@ -79,12 +109,19 @@ def is_weights(case):
   mask = _t(case["mask"])
   log_ratio = (_t(case["learner"]) - _t(case["behaviour"])) * mask
   weights, _ = rollout_corr_helper.compute_rollout_correction_weights(
-      log_ratio, mask, rollout_is=case["level"], rollout_is_threshold=case["cap"])
+    log_ratio, mask, rollout_is=case["level"], rollout_is_threshold=case["cap"]
+  )
   return {"weights": weights.tolist()}
 
 
-KINDS = {"policy": policy, "kl": kl, "aggregate": aggregate, "grpo": grpo, "gdpo": gdpo,
-         "is_weights": is_weights}
+KINDS = {
+  "policy": policy,
+  "kl": kl,
+  "aggregate": aggregate,
+  "grpo": grpo,
+  "gdpo": gdpo,
+  "is_weights": is_weights,
+}
 
 if __name__ == "__main__":
   cases = json.load(sys.stdin)

@@ -43,12 +43,14 @@ def test_data_state_is_a_file_per_process(tmp_path):
   ckpt = checkpoint_writer.Checkpointer(tmp_path, async_save=False)
   ckpt.save(1, params, opt_state, {"step": 1}, {"next_index": 7})
   ckpt.save(2, params, opt_state, {"step": 2})  # no iterator state (e.g. a seeded start)
-  assert json.loads((tmp_path / "1" / "data" / "process_0-of-1.json").read_text()) == \
-      {"next_index": 7}
+  assert json.loads((tmp_path / "1" / "data" / "process_0-of-1.json").read_text()) == {
+    "next_index": 7
+  }
   assert ckpt.restore(1, params, opt_state)[2]["data_state"] == {"next_index": 7}
   assert "data_state" not in ckpt.restore(2, params, opt_state)[2]
   (tmp_path / "1" / "data" / "process_0-of-1.json").rename(
-      tmp_path / "1" / "data" / "process_0-of-2.json")  # written by two hosts
+    tmp_path / "1" / "data" / "process_0-of-2.json"
+  )  # written by two hosts
   with pytest.raises(FileNotFoundError, match=r"process_0-of-1.json: no data-iterator state"):
     ckpt.restore(1, params, opt_state)
   ckpt.close()

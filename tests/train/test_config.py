@@ -17,23 +17,27 @@ def test_workdir_of_another_config_is_not_resumed(tmp_path):
   cfg = config_lib.load_file(f"{CONFIGS / 'grpo.py'}:tiny")
   (tmp_path / "config.json").write_text(cfg.to_json())
   config_lib.check_resumable(tmp_path, cfg)
-  cfg.train.steps = 50          # a longer budget resumes
-  cfg.model.remat = "full"      # so do other execution options
+  cfg.train.steps = 50  # a longer budget resumes
+  cfg.model.remat = "full"  # so do other execution options
   config_lib.check_resumable(tmp_path, cfg)
   with cfg.unlocked():
-    cfg.rl.added_since = 1      # a field the code gained after the workdir was written
+    cfg.rl.added_since = 1  # a field the code gained after the workdir was written
   config_lib.check_resumable(tmp_path, cfg)
   cfg.rl.group_size = 8
   cfg.seed = 3
-  with pytest.raises(config_lib.ConfigError, match=r"\(rl.group_size: 4 -> 8; seed: 0 -> 3\); "
-                     "a workdir resumes only the run that made it"):
+  with pytest.raises(
+    config_lib.ConfigError,
+    match=r"\(rl.group_size: 4 -> 8; seed: 0 -> 3\); "
+    "a workdir resumes only the run that made it",
+  ):
     config_lib.check_resumable(tmp_path, cfg)
 
 
 def test_the_old_name_of_a_renamed_field_is_told_its_new_one(tmp_path):
   cfg = config_lib.default("tiny")
   assert config_lib.unknown_field(cfg, "model.preset") == (
-      "config.model.preset is now config.model.arch")
+    "config.model.preset is now config.model.arch"
+  )
   with cfg.unlocked():
     cfg.model.preset = "tiny"  # a config file that sets the old name
   with pytest.raises(config_lib.ConfigError, match="config.model.preset is now config.model.arch"):

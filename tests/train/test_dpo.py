@@ -12,18 +12,36 @@ from precisecoder.train.policy import ByteTokenizer
 
 
 def _terms(unit, precision, edit_lines):
-  return {"unit": np.float32(unit), "precision": np.float32(precision),
-          "edit_lines": np.float32(edit_lines)}
+  return {
+    "unit": np.float32(unit),
+    "precision": np.float32(precision),
+    "edit_lines": np.float32(edit_lines),
+  }
 
 
 def test_pairs_prefer_the_most_precise_pass_over_a_failure_or_an_over_edit():
   terms = _terms(
-      unit=[1, 1, 0, 0,  # chosen: the more precise pass; rejected: the failure editing most
-            1, 1, 1, 1,  # all pass: rejected is the widest over-edit
-            0, 0, 0, 0,  # none pass: the reference fix is chosen
-            1, 1, 1, 1],  # all pass with equal edits: nothing to prefer, skipped
-      precision=[0.5, 1.0, 0.0, 0.0, 1.0, 0.2, 0.5, 1.0, 0, 0, 0, 0, 1, 1, 1, 1],
-      edit_lines=[2, 1, 3, 5, 1, 6, 2, 1, 1, 4, 2, 0, 1, 1, 1, 1])
+    unit=[
+      1,
+      1,
+      0,
+      0,  # chosen: the more precise pass; rejected: the failure editing most
+      1,
+      1,
+      1,
+      1,  # all pass: rejected is the widest over-edit
+      0,
+      0,
+      0,
+      0,  # none pass: the reference fix is chosen
+      1,
+      1,
+      1,
+      1,
+    ],  # all pass with equal edits: nothing to prefer, skipped
+    precision=[0.5, 1.0, 0.0, 0.0, 1.0, 0.2, 0.5, 1.0, 0, 0, 0, 0, 1, 1, 1, 1],
+    edit_lines=[2, 1, 3, 5, 1, 6, 2, 1, 1, 4, 2, 0, 1, 1, 1, 1],
+  )
   assert dpo.choose_pairs(terms, 4) == [(0, 1, 3), (1, 4, 5), (2, None, 9)]
 
 
@@ -67,10 +85,15 @@ def test_dpo_steps_raise_the_chosen_answer_over_the_rejected_one():
 
 
 def test_preference_batches_interleave_pairs_and_pad_with_weight_0():
-  batch = dpo.preference_batch([[5, 6], [7]], [[1, 2, 3], [4]], [[8], [9, 9]], pad_id=0,
-                               pairs=3, max_len=None)
-  answers = [row[mask].tolist() for row, mask in zip(
-      batch["tokens"][:, -batch["completion_mask"].shape[1]:], batch["completion_mask"])]
+  batch = dpo.preference_batch(
+    [[5, 6], [7]], [[1, 2, 3], [4]], [[8], [9, 9]], pad_id=0, pairs=3, max_len=None
+  )
+  answers = [
+    row[mask].tolist()
+    for row, mask in zip(
+      batch["tokens"][:, -batch["completion_mask"].shape[1] :], batch["completion_mask"]
+    )
+  ]
   assert answers == [[1, 2, 3], [8], [4], [9, 9], [1, 2, 3], [8]]  # chosen, rejected, ...
   np.testing.assert_array_equal(batch["pair_weights"], [1, 1, 0])
   unweighted = dpo.preference_batch([[5]], [[1]], [[2]], 0, pairs=2, weighted=0)

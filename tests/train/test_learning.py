@@ -25,15 +25,23 @@ from precisecoder.train import config as config_lib, metrics, policy as policy_l
 
 
 def _task(i: int) -> tasks_lib.Task:
-  fixed = (f"def f(xs):\n    total = 0\n    for x in xs:\n        total += x * {i + 2}\n"
-           "    return total\n")
+  fixed = (
+    f"def f(xs):\n    total = 0\n    for x in xs:\n        total += x * {i + 2}\n    return total\n"
+  )
   buggy = fixed.replace("total += x", "total -= x")
-  tests = {"kind": "call", "entry_point": "f",
-           "cases": [{"args": [[1, 2, 3]], "expected": 6 * (i + 2)},
-                     {"args": [[]], "expected": 0}]}
-  return tasks_lib.Task(task_id=f"t{i}", buggy_code=buggy, gt_solution=fixed,
-                        gt_diff=tasks_lib.derive_gt_diff(buggy, fixed), tests=tests,
-                        prompt="Return the scaled sum.")
+  tests = {
+    "kind": "call",
+    "entry_point": "f",
+    "cases": [{"args": [[1, 2, 3]], "expected": 6 * (i + 2)}, {"args": [[]], "expected": 0}],
+  }
+  return tasks_lib.Task(
+    task_id=f"t{i}",
+    buggy_code=buggy,
+    gt_solution=fixed,
+    gt_diff=tasks_lib.derive_gt_diff(buggy, fixed),
+    tests=tests,
+    prompt="Return the scaled sum.",
+  )
 
 
 TASKS = [_task(i) for i in range(2)]
@@ -41,8 +49,9 @@ _LOAD_POLICY = policy_lib.load_policy  # as imported (the LoRA arm wraps it)
 
 
 def _answers(task: tasks_lib.Task) -> list[str]:
-  over_edited = (task.gt_solution.replace("total", "acc")
-                 .replace("return acc", "result = acc\n    return result"))
+  over_edited = task.gt_solution.replace("total", "acc").replace(
+    "return acc", "result = acc\n    return result"
+  )
   wrong = task.buggy_code.replace("total = 0", "total = 1")
   return [task.gt_solution, over_edited, task.buggy_code, wrong]
 
@@ -67,19 +76,30 @@ class AnswerTokenizer:
     del skip_special_tokens, kwargs
     return "".join(self.answers[i - 2] for i in map(int, ids) if 2 <= i < 2 + len(self.answers))
 
-  def apply_chat_template(self, messages, *, tokenize=True, add_generation_prompt=False,
-                          **kwargs):
+  def apply_chat_template(self, messages, *, tokenize=True, add_generation_prompt=False, **kwargs):
     del add_generation_prompt, kwargs
     text = messages[-1]["content"]
     return self.encode(text) if tokenize else text
 
 
-def _train(tmp_path, monkeypatch, config_file_arm: str, workdir_name: str = "", **train
-           ) -> list[dict]:
+def _train(
+  tmp_path, monkeypatch, config_file_arm: str, workdir_name: str = "", **train
+) -> list[dict]:
   monkeypatch.setattr(policy_lib, "ByteTokenizer", AnswerTokenizer)
-  monkeypatch.setitem(architectures.ARCHITECTURES, "answers", architectures.get(
-      "tiny", vocab_size=len(AnswerTokenizer()), num_layers=1, hidden_size=32, num_heads=2,
-      num_kv_heads=1, head_dim=16, intermediate_size=64))
+  monkeypatch.setitem(
+    architectures.ARCHITECTURES,
+    "answers",
+    architectures.get(
+      "tiny",
+      vocab_size=len(AnswerTokenizer()),
+      num_layers=1,
+      hidden_size=32,
+      num_heads=2,
+      num_kv_heads=1,
+      head_dim=16,
+      intermediate_size=64,
+    ),
+  )
   task_file = tmp_path / "tasks.jsonl"
   tasks_lib.write_tasks(task_file, TASKS)
   cfg = config_lib.default("tiny")
@@ -91,14 +111,20 @@ def _train(tmp_path, monkeypatch, config_file_arm: str, workdir_name: str = "", 
     def load_scaled(cfg, mesh=None, **kwargs):
       policy = _LOAD_POLICY(cfg, mesh, **kwargs)
       embed = policy.model.embed
-      embed.set_value(embed[...].at[2:2 + len(AnswerTokenizer.answers)].multiply(5.0))
+      embed.set_value(embed[...].at[2 : 2 + len(AnswerTokenizer.answers)].multiply(5.0))
       return policy
 
     monkeypatch.setattr(policy_lib, "load_policy", load_scaled)
   cfg.model.arch = "answers"
   cfg.data.update(task_file=str(task_file), include_tests_in_prompt=False)
-  cfg.rl.update(prompts_per_step=2, group_size=8, max_new_tokens=2, minibatch_size=16,
-                shared_prompt=True, prompt_bucket=8)
+  cfg.rl.update(
+    prompts_per_step=2,
+    group_size=8,
+    max_new_tokens=2,
+    minibatch_size=16,
+    shared_prompt=True,
+    prompt_bucket=8,
+  )
   # Adapters take a third of full fine-tuning's step: their update is scaled by alpha / r = 4.
   cfg.optim.learning_rate = 1e-2 if config_file_arm == "lora" else 3e-2
   cfg.train.update(steps=12, eval_every=0, checkpoint_every=12, report=False)
@@ -120,9 +146,16 @@ LAST = lambda rows: rows[-3:]  # noqa: E731
 def test_rl_raises_reward_on_its_training_tasks(tmp_path, monkeypatch, arm):
   rows = _train(tmp_path, monkeypatch, arm)
   first, last = _mean(rows, "reward", FIRST), _mean(rows, "reward", LAST)
-  print(arm, json.dumps({"reward": [round(r["reward"], 3) for r in rows],
-                         "pass": [round(r["reward/unit"], 3) for r in rows],
-                         "edit_lines": [round(r["reward/edit_lines"], 2) for r in rows]}))
+  print(
+    arm,
+    json.dumps(
+      {
+        "reward": [round(r["reward"], 3) for r in rows],
+        "pass": [round(r["reward/unit"], 3) for r in rows],
+        "edit_lines": [round(r["reward/edit_lines"], 2) for r in rows],
+      }
+    ),
+  )
   assert first < 0.6  # near-uniform start: half the answers pass
   assert last > first + 0.2, (first, last)
   assert _mean(rows, "reward/unit", LAST) > _mean(rows, "reward/unit", FIRST) + 0.2
@@ -146,9 +179,12 @@ def test_a_lora_run_resumes_exactly(tmp_path, monkeypatch):
   resumed = run("resumed")
   drop = ("time/", "reward_exposed_fraction")
   assert [{k: v for k, v in r.items() if not k.startswith(drop)} for r in straight] == [
-      {k: v for k, v in r.items() if not k.startswith(drop)} for r in resumed]
+    {k: v for k, v in r.items() if not k.startswith(drop)} for r in resumed
+  ]
   assert any(r["train/grad_norm"] > 0 for r in straight)  # the adapters did move
-  a, b = (jax.tree.leaves(nnx.state(run_checkpoints.load(tmp_path / n)[0]))
-          for n in ("straight", "resumed"))
+  a, b = (
+    jax.tree.leaves(nnx.state(run_checkpoints.load(tmp_path / n)[0]))
+    for n in ("straight", "resumed")
+  )
   for x, y in zip(a, b):
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y))

@@ -44,8 +44,12 @@ def test_a_local_workdir_has_one_holder_named_in_the_refusal(tmp_path):
 
 def test_a_killed_holder_does_not_block_the_workdir(tmp_path):
   """SIGKILL leaves the lock file behind; the kernel has dropped the lock itself."""
-  process = subprocess.Popen([sys.executable, "-c", _HOLD, str(tmp_path)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+  process = subprocess.Popen(
+    [sys.executable, "-c", _HOLD, str(tmp_path)],
+    stdin=subprocess.PIPE,
+    stdout=subprocess.PIPE,
+    text=True,
+  )
   try:
     assert process.stdout.readline() == "held\n"
     with pytest.raises(lock_lib.WorkdirError, match=f"pid {process.pid}, started"):
@@ -66,13 +70,15 @@ def _bucket_lock(bucket, **kwargs):
   return lock_lib.BucketLock(workdir.remote / lock_lib.LOCK_NAME, str(bucket), **kwargs)
 
 
-def test_a_bucket_lock_refuses_while_its_heartbeat_is_fresh_and_is_taken_over_when_stale(
-    tmp_path):
+def test_a_bucket_lock_refuses_while_its_heartbeat_is_fresh_and_is_taken_over_when_stale(tmp_path):
   first = _bucket_lock(tmp_path / "bucket", heartbeat_s=3600)
   first.acquire()
-  with pytest.raises(lock_lib.WorkdirError, match=r"in use by another run: host .*; its last "
-                     r"heartbeat was \d+ s ago \(a lock is taken over once it has none "
-                     r"for 300 s\)"):
+  with pytest.raises(
+    lock_lib.WorkdirError,
+    match=r"in use by another run: host .*; its last "
+    r"heartbeat was \d+ s ago \(a lock is taken over once it has none "
+    r"for 300 s\)",
+  ):
     _bucket_lock(tmp_path / "bucket").acquire()
   # The holder died (its heartbeat stopped) on another host 10 minutes ago.
   record = dict(first.record, host="another-host", heartbeat=time.time() - 600)
@@ -83,8 +89,7 @@ def test_a_bucket_lock_refuses_while_its_heartbeat_is_fresh_and_is_taken_over_wh
   with pytest.raises(lock_lib.WorkdirError, match="another run took over this workdir"):
     first.check()  # ... and the run stops at its next step
   first.release()  # leaves the new holder's lock alone
-  assert json.loads((tmp_path / "bucket" / "lock").read_text())["token"] == (
-      second.record["token"])
+  assert json.loads((tmp_path / "bucket" / "lock").read_text())["token"] == (second.record["token"])
   second.beat()
   second.check()
   second.release()
@@ -92,8 +97,12 @@ def test_a_bucket_lock_refuses_while_its_heartbeat_is_fresh_and_is_taken_over_wh
 
 
 def test_a_bucket_lock_of_a_dead_process_on_this_host_is_taken_over_at_once(tmp_path):
-  process = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                           capture_output=True, text=True, check=True)
+  process = subprocess.run(
+    [sys.executable, "-c", "import os; print(os.getpid())"],
+    capture_output=True,
+    text=True,
+    check=True,
+  )
   dead = dict(lock_lib.holder_record(), pid=int(process.stdout))  # fresh heartbeat, gone
   (tmp_path / "bucket").mkdir()
   (tmp_path / "bucket" / "lock").write_text(json.dumps(dead))
@@ -105,6 +114,8 @@ def test_a_bucket_lock_of_a_dead_process_on_this_host_is_taken_over_at_once(tmp_
 
 def test_a_workdir_that_takes_no_files_is_one_line(tmp_path):
   folder = read_only_folder(tmp_path)
-  with pytest.raises(lock_lib.WorkdirError, match=f"--workdir={folder}: cannot write its lock "
-                     f"file {folder / 'lock'} "):
+  with pytest.raises(
+    lock_lib.WorkdirError,
+    match=f"--workdir={folder}: cannot write its lock file {folder / 'lock'} ",
+  ):
     Workdir(str(folder)).lock().acquire()

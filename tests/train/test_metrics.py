@@ -25,6 +25,7 @@ def test_metrics_resume_drops_records_after_the_checkpoint(tmp_path):
   assert [r["step"] for r in rows] == [1, 2, 3] and rows[-1]["loss"] == 30.0
   assert rows[0]["x"] == 0.5
 
+
 def _events(folder):
   """Every scalar event of `folder`'s event files, read back with tensorboardX's protos as
   TensorBoard reads them: files in name order, frames checked, and a SessionLog START at step
@@ -33,11 +34,12 @@ def _events(folder):
   for path in sorted(folder.glob("events.out.tfevents.*")):
     data, i = path.read_bytes(), 0
     while i < len(data):
-      (length,) = struct.unpack("<Q", data[i:i + 8])
-      assert struct.unpack("<I", data[i + 8:i + 12])[0] == masked_crc32c(data[i:i + 8])
-      payload = data[i + 12:i + 12 + length]
-      assert struct.unpack("<I", data[i + 12 + length:i + 16 + length])[0] == (
-          masked_crc32c(payload))
+      (length,) = struct.unpack("<Q", data[i : i + 8])
+      assert struct.unpack("<I", data[i + 8 : i + 12])[0] == masked_crc32c(data[i : i + 8])
+      payload = data[i + 12 : i + 12 + length]
+      assert struct.unpack("<I", data[i + 12 + length : i + 16 + length])[0] == (
+        masked_crc32c(payload)
+      )
       i += 16 + length
       event = event_pb2.Event.FromString(payload)
       if event.HasField("session_log") and event.session_log.status == SessionLog.START:
@@ -63,7 +65,11 @@ def test_resumed_event_file_purges_the_steps_after_the_checkpoint(tmp_path, monk
   resumed.close()
   assert len(list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))) == 2
   assert _events(tmp_path / "tensorboard") == [
-      ("loss", 1, 1.0), ("loss", 2, 2.0), ("eval/loss", 3, 30.0), ("eval/loss", 4, 40.0)]
+    ("loss", 1, 1.0),
+    ("loss", 2, 2.0),
+    ("eval/loss", 3, 30.0),
+    ("eval/loss", 4, 40.0),
+  ]
   rows = metrics.read_metrics(tmp_path / "metrics.jsonl")
   assert [r["step"] for r in rows] == [1, 2, 3, 4] and metrics.last_step(tmp_path) == 4
 
@@ -78,6 +84,7 @@ def test_tensorboard_itself_reads_the_event_files(tmp_path):
   """The documented way to look at a run: TensorBoard (pinned in requirements.txt) loads the
   scalars tensorboardX wrote."""
   from tensorboard.backend.event_processing import event_accumulator  # pylint: disable=import-outside-toplevel
+
   writer = metrics.MetricsWriter(tmp_path)
   for step in (1, 2):
     writer.write(step, {"reward": step / 4})
@@ -92,6 +99,7 @@ def _wandb_history(workdir):
   (LevelDB log framing: 32 KiB blocks of records [crc32 u32, length u16, type u8]; types
   1 full, 2 first, 3 middle, 4 last) with wandb's own Record proto."""
   from wandb.proto import wandb_internal_pb2  # pylint: disable=import-outside-toplevel
+
   (path,) = (workdir / "wandb").glob("offline-run-*/run-*.wandb")
   data = path.read_bytes()
   assert data[:4] == b":W&B"
@@ -100,21 +108,23 @@ def _wandb_history(workdir):
     if 32768 - pos % 32768 < 7:  # a block's tail too short for a header is padding
       pos += 32768 - pos % 32768
       continue
-    _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
-    pending += data[pos + 7:pos + 7 + length]
+    _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+    pending += data[pos + 7 : pos + 7 + length]
     pos += 7 + length
     if kind in (1, 4):
       record = wandb_internal_pb2.Record()
       record.ParseFromString(pending)
       pending = b""
       if record.WhichOneof("record_type") == "history":
-        rows.append({i.key or "/".join(i.nested_key): json.loads(i.value_json)
-                     for i in record.history.item})
+        rows.append(
+          {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in record.history.item}
+        )
   return rows
 
 
 def test_wandb_logs_the_metrics_beside_tensorboard_only_when_asked(tmp_path, monkeypatch):
   from precisecoder.train import config as config_lib  # pylint: disable=import-outside-toplevel
+
   monkeypatch.setenv("WANDB_MODE", "offline")
   monkeypatch.setenv("WANDB_SILENT", "true")
   cfg = config_lib.default("tiny")

@@ -16,8 +16,9 @@ def test_byte_tokenizer_round_trips_utf8_and_reserves_pad_and_end():
   ids = tok.encode("é\n")
   assert ids == [0xC3 + 2, 0xA9 + 2, ord("\n") + 2] and len(tok) == 258
   assert tok.decode([0] + ids + [1]) == "é\n"  # pad and end are not text
-  chat = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False,
-                                 add_generation_prompt=True)
+  chat = tok.apply_chat_template(
+    [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
+  )
   assert chat == "<user>\nhi\n<assistant>\n"
 
 

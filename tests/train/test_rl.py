@@ -27,14 +27,17 @@ def _params(workdir: pathlib.Path):
   import jax
   from flax import nnx
   from precisecoder.model import run_checkpoints
+
   model, _, _ = run_checkpoints.load(workdir)
   return jax.tree.leaves(nnx.state(model))
 
 
 def _step_metrics(workdir: pathlib.Path):
   drop = ("time/", "reward_exposed_fraction")
-  return [{k: v for k, v in r.items() if not k.startswith(drop)}
-          for r in metrics.read_metrics(workdir / "metrics.jsonl")]
+  return [
+    {k: v for k, v in r.items() if not k.startswith(drop)}
+    for r in metrics.read_metrics(workdir / "metrics.jsonl")
+  ]
 
 
 def test_minibatch_order_shuffles_whole_groups_by_seed():
@@ -72,6 +75,7 @@ def test_precisecoder_main_path_with_eval_and_report(tmp_path, monkeypatch):
   it runs. Step 2's advantages are all 0: it skips the update, so Adam's momentum from step 1
   does not move the weights (fed a zero gradient, it would)."""
   from precisecoder import reward_recipes
+
   real, calls = reward_recipes.compute_advantages, []
 
   def first_step_only(rl_cfg, terms):
@@ -94,8 +98,14 @@ def test_precisecoder_main_path_with_eval_and_report(tmp_path, monkeypatch):
   rows = metrics.read_metrics(workdir / "metrics.jsonl")
   step_rows = [r for r in rows if "reward" in r]
   assert [r["skipped_update"] for r in step_rows] == [0.0, 1.0]
-  for key in ("time/sample", "time/reward", "time/reward_exposed", "time/train",
-              "reward/unit", "zero_variance_groups"):
+  for key in (
+    "time/sample",
+    "time/reward",
+    "time/reward_exposed",
+    "time/train",
+    "reward/unit",
+    "zero_variance_groups",
+  ):
     assert all(key in r for r in step_rows), key
   assert step_rows[0]["train/grad_norm"] > 0 and "train/entropy" in step_rows[0]
   assert step_rows[1]["train/grad_norm"] == 0.0 and "train/entropy" not in step_rows[1]
@@ -131,8 +141,16 @@ def _agent_config(task_file, **train):
   """configs/precisecoder_agent.py's recipe at the tiny size: episodes of up to 2 answers."""
   cfg = _config(**train)
   cfg.data.task_file = str(task_file)
-  cfg.rl.update(turns=2, feedback_tokens=320, max_new_tokens=4, prompts_per_step=2,
-                group_size=4, minibatch_size=8, rollout_chunks=1, prompt_bucket=128)
+  cfg.rl.update(
+    turns=2,
+    feedback_tokens=320,
+    max_new_tokens=4,
+    prompts_per_step=2,
+    group_size=4,
+    minibatch_size=8,
+    rollout_chunks=1,
+    prompt_bucket=128,
+  )
   cfg.optim.learning_rate = 1e-5
   return cfg
 

@@ -9,16 +9,28 @@ from precisecoder.train import metrics, rl
 
 def test_one_run_with_every_variant_logs_their_metrics(tmp_path):
   cfg = train_config.default("tiny")
-  cfg.rl.update(max_new_tokens=16, policy_loss="gspo", kl_beta=0.05, kl_estimator="k3+",
-                is_correction="token_tis", is_cap=2.0, overlong="filter")
+  cfg.rl.update(
+    max_new_tokens=16,
+    policy_loss="gspo",
+    kl_beta=0.05,
+    kl_estimator="k3+",
+    is_correction="token_tis",
+    is_cap=2.0,
+    overlong="filter",
+  )
   cfg.train.update(steps=1, eval_every=0, report=False)
   train_config.validate(cfg)
   assert rl.train(cfg, str(tmp_path)) == 0
   (record,) = metrics.read_metrics(tmp_path / "metrics.jsonl")
   # kl_beta > 0: the update runs whatever the rewards (the KL term has a gradient).
   assert record["skipped_update"] == 0
-  for key in ("train/kl", "train/is_log_ratio_mean", "train/is_log_ratio_max_abs",
-              "train/is_truncated_fraction", "truncated_fraction"):
+  for key in (
+    "train/kl",
+    "train/is_log_ratio_mean",
+    "train/is_log_ratio_max_abs",
+    "train/is_truncated_fraction",
+    "truncated_fraction",
+  ):
     assert key in record, sorted(record)
   # The sampler and the learner hold the same weights: their log-probs differ by numerics.
   assert abs(record["train/is_log_ratio_mean"]) < 1e-3
@@ -28,8 +40,9 @@ def test_one_run_with_every_variant_logs_their_metrics(tmp_path):
 
 def _dynamic_config(**train):
   cfg = train_config.default("tiny")
-  cfg.rl.update(max_new_tokens=8, kl_beta=0.05, dynamic_sampling=True,
-                dynamic_sampling_max_rounds=1)
+  cfg.rl.update(
+    max_new_tokens=8, kl_beta=0.05, dynamic_sampling=True, dynamic_sampling_max_rounds=1
+  )
   cfg.train.update(eval_every=0, report=False, **train)
   return cfg
 
@@ -43,8 +56,13 @@ def test_dynamic_sampling_resumes_exactly(tmp_path):
   assert rl.train(_dynamic_config(steps=2, stop_after=1), str(resumed)) == 0
   assert rl.train(_dynamic_config(steps=2), str(resumed)) == 0
   drop = ("time/", "reward_exposed_fraction")
-  records = [[{k: v for k, v in r.items() if not k.startswith(drop)}
-              for r in metrics.read_metrics(d / "metrics.jsonl")] for d in (straight, resumed)]
+  records = [
+    [
+      {k: v for k, v in r.items() if not k.startswith(drop)}
+      for r in metrics.read_metrics(d / "metrics.jsonl")
+    ]
+    for d in (straight, resumed)
+  ]
   assert records[0] == records[1]
   first = records[0][0]
   quota = _dynamic_config().rl.prompts_per_step

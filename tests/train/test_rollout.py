@@ -13,23 +13,34 @@ PAD = 0
 
 
 def _task(task_id):
-  return tasks_lib.parse_task({"task_id": task_id, "buggy_code": "x = 1\n",
-                               "gt_solution": "x = 2\n",
-                               "tests": {"kind": "assert", "code": "assert x == 2\n"},
-                               "is_buggy": True}, "test")
+  return tasks_lib.parse_task(
+    {
+      "task_id": task_id,
+      "buggy_code": "x = 1\n",
+      "gt_solution": "x = 2\n",
+      "tests": {"kind": "assert", "code": "assert x == 2\n"},
+      "is_buggy": True,
+    },
+    "test",
+  )
 
 
 def _part(task_ids, prompt, tokens, lengths, model_mask=None):
   n = len(task_ids)
   prompt_ids = np.asarray(prompt, np.int32)
   return rollout.Rollout(
-      tasks=[_task(t) for t in task_ids], prompt_ids=prompt_ids, prompt_mask=prompt_ids != PAD,
-      tokens=np.asarray(tokens, np.int32),
-      logprobs=-np.ones_like(np.asarray(tokens), dtype=np.float32),
-      lengths=np.asarray(lengths, np.int32), completions=[f"c{t}" for t in task_ids],
-      programs=[f"p{t}" for t in task_ids], model_mask=model_mask,
-      turns=None if model_mask is None else [[] for _ in range(n)],
-      stops=None if model_mask is None else ["eos"] * n)
+    tasks=[_task(t) for t in task_ids],
+    prompt_ids=prompt_ids,
+    prompt_mask=prompt_ids != PAD,
+    tokens=np.asarray(tokens, np.int32),
+    logprobs=-np.ones_like(np.asarray(tokens), dtype=np.float32),
+    lengths=np.asarray(lengths, np.int32),
+    completions=[f"c{t}" for t in task_ids],
+    programs=[f"p{t}" for t in task_ids],
+    model_mask=model_mask,
+    turns=None if model_mask is None else [[] for _ in range(n)],
+    stops=None if model_mask is None else ["eos"] * n,
+  )
 
 
 def test_chunks_join_with_prompts_padded_left_and_completions_right():
@@ -41,8 +52,9 @@ def test_chunks_join_with_prompts_padded_left_and_completions_right():
   np.testing.assert_array_equal(joined.prompt_mask, joined.prompt_ids != PAD)
   np.testing.assert_array_equal(joined.tokens, [[7, 8, 9], [9, 0, 0], [9, 0, 0]])
   np.testing.assert_array_equal(joined.logprobs, [[-1, -1, -1], [-1, 0, 0], [-1, 0, 0]])
-  np.testing.assert_array_equal(joined.completion_mask,
-                                [[True] * 3, [True, False, False], [True, False, False]])
+  np.testing.assert_array_equal(
+    joined.completion_mask, [[True] * 3, [True, False, False], [True, False, False]]
+  )
   assert joined.programs == ["pa", "pb", "pc"] and joined.model_mask is None
 
 
@@ -58,10 +70,13 @@ def test_training_arrays_pad_to_a_fixed_width_and_mask_only_the_models_tokens():
   part = _part(["a", "b"], [[0, 5], [5, 6]], [[7, 8, 9], [7, 0, 0]], [3, 1])
   arrays = rollout.training_arrays(part, PAD, completion_len=4)
   np.testing.assert_array_equal(arrays["tokens"], [[0, 5, 7, 8, 9, 0], [5, 6, 7, 0, 0, 0]])
-  np.testing.assert_array_equal(arrays["mask"], [[False, True, True, True, True, False],
-                                                 [True, True, True, False, False, False]])
-  np.testing.assert_array_equal(arrays["completion_mask"], [[True, True, True, False],
-                                                            [True, False, False, False]])
+  np.testing.assert_array_equal(
+    arrays["mask"],
+    [[False, True, True, True, True, False], [True, True, True, False, False, False]],
+  )
+  np.testing.assert_array_equal(
+    arrays["completion_mask"], [[True, True, True, False], [True, False, False, False]]
+  )
   np.testing.assert_array_equal(arrays["old_logprobs"], [[-1, -1, -1, 0], [-1, -1, -1, 0]])
   assert arrays["tokens"].dtype == np.int32 and arrays["old_logprobs"].dtype == np.float32
   episode = _part(["a"], [[5]], [[7, 8, 9]], [3], model_mask=np.asarray([[True, False, True]]))
@@ -86,8 +101,9 @@ def tiny_policy():
 
 def test_sampled_rows_are_grouped_by_task_and_their_programs_extracted(policy):
   tasks = [_task("a"), _task("b")]
-  out = rollout.sample_rollout(policy, tasks, num_samples=2, max_new_tokens=3, temperature=1.0,
-                               seed=0)
+  out = rollout.sample_rollout(
+    policy, tasks, num_samples=2, max_new_tokens=3, temperature=1.0, seed=0
+  )
   assert [t.task_id for t in out.tasks] == ["a", "a", "b", "b"]
   assert out.tokens.shape == (4, 3) and out.logprobs.shape == (4, 3)
   assert np.all((1 <= out.lengths) & (out.lengths <= 3))
@@ -96,6 +112,7 @@ def test_sampled_rows_are_grouped_by_task_and_their_programs_extracted(policy):
     want = rollout.encode_prompts(policy, [out.tasks[row]])[0]
     assert out.prompt_ids[row][out.prompt_mask[row]].tolist() == want
   assert out.programs == [prompts.extract_program(c) for c in out.completions]
-  again = rollout.sample_rollout(policy, tasks, num_samples=2, max_new_tokens=3, temperature=1.0,
-                                 seed=0)
+  again = rollout.sample_rollout(
+    policy, tasks, num_samples=2, max_new_tokens=3, temperature=1.0, seed=0
+  )
   np.testing.assert_array_equal(again.tokens, out.tokens)  # the seed decides the samples

@@ -11,15 +11,22 @@ from precisecoder.train import sequences
 
 
 def test_the_reference_answer_is_the_fixed_program_in_a_python_block():
-  task = tasks_lib.Task(task_id="t", prompt="p", buggy_code="x = 0\n", gt_solution="x = 1\n\n",
-                        gt_diff={}, tests={"kind": "call", "entry_point": "f", "cases": []})
+  task = tasks_lib.Task(
+    task_id="t",
+    prompt="p",
+    buggy_code="x = 0\n",
+    gt_solution="x = 1\n\n",
+    gt_diff={},
+    tests={"kind": "call", "entry_point": "f", "cases": []},
+  )
   assert sequences.reference_answer(task) == "```python\nx = 1\n```"
 
 
 def test_sequence_batches_pad_prompts_left_answers_right_and_mask_the_answers():
   batch = sequences.sequence_batch([[5, 6, 7], [8]], [[1], [2, 3]], pad_id=0, multiple=4)
-  np.testing.assert_array_equal(batch["tokens"], [[0, 5, 6, 7, 1, 0, 0, 0],
-                                                  [0, 0, 0, 8, 2, 3, 0, 0]])
+  np.testing.assert_array_equal(
+    batch["tokens"], [[0, 5, 6, 7, 1, 0, 0, 0], [0, 0, 0, 8, 2, 3, 0, 0]]
+  )
   np.testing.assert_array_equal(batch["mask"], batch["tokens"] != 0)
   np.testing.assert_array_equal(batch["completion_mask"], [[1, 0, 0, 0], [1, 1, 0, 0]])
   # A power of two times `multiple`: answers of 9 tokens take 16 columns, not 12.

@@ -14,23 +14,33 @@ from precisecoder.train.policy import ByteTokenizer, Policy
 def _task(i: int) -> tasks_lib.Task:
   fixed = f"def f(x):\n    return x + {i}"
   buggy = f"def f(x):\n    return x - {i}"
-  return tasks_lib.Task(task_id=f"t{i}", buggy_code=buggy, gt_solution=fixed,
-                        gt_diff=tasks_lib.derive_gt_diff(buggy, fixed),
-                        tests={"kind": "call", "entry_point": "f",
-                               "cases": [{"args": [1], "expected": 1 + i}]})
+  return tasks_lib.Task(
+    task_id=f"t{i}",
+    buggy_code=buggy,
+    gt_solution=fixed,
+    gt_diff=tasks_lib.derive_gt_diff(buggy, fixed),
+    tests={"kind": "call", "entry_point": "f", "cases": [{"args": [1], "expected": 1 + i}]},
+  )
 
 
 def test_sft_overfits_a_handful_of_examples():
   config = architectures.get("tiny", num_layers=1)
-  policy = Policy(model=Decoder(config, rngs=nnx.Rngs(0)), tokenizer=ByteTokenizer(),
-                  config=config, eos_ids=[1], pad_id=0)
+  policy = Policy(
+    model=Decoder(config, rngs=nnx.Rngs(0)),
+    tokenizer=ByteTokenizer(),
+    config=config,
+    eos_ids=[1],
+    pad_id=0,
+  )
   batch = sft.sft_batch(policy, [_task(i) for i in range(4)], include_tests=False)
   # Only the answer is supervised: prompt positions carry no loss.
   assert batch["completion_mask"].sum() == sum(
-      len(ByteTokenizer().encode(f"```python\ndef f(x):\n    return x + {i}\n```")) + 1
-      for i in range(4))
-  optim = ml_collections.ConfigDict(dict(learning_rate=1e-2, warmup_steps=0, weight_decay=0.0,
-                                         b1=0.9, b2=0.99, grad_clip=1.0))
+    len(ByteTokenizer().encode(f"```python\ndef f(x):\n    return x + {i}\n```")) + 1
+    for i in range(4)
+  )
+  optim = ml_collections.ConfigDict(
+    dict(learning_rate=1e-2, warmup_steps=0, weight_decay=0.0, b1=0.9, b2=0.99, grad_clip=1.0)
+  )
   graphdef, params = nnx.split(policy.model)
   tx = step_lib.make_optimizer(optim)
   opt_state = tx.init(params)
@@ -39,8 +49,10 @@ def test_sft_overfits_a_handful_of_examples():
   tok = ByteTokenizer()
   demos = [_task(i) for i in range(4)]
   short = sequences.sequence_batch(
-      [tok.encode(t.buggy_code) for t in demos],
-      [tok.encode(sequences.reference_answer(t)) + [1] for t in demos], pad_id=0)
+    [tok.encode(t.buggy_code) for t in demos],
+    [tok.encode(sequences.reference_answer(t)) + [1] for t in demos],
+    pad_id=0,
+  )
   device_batch = step_lib.to_device(short)
   losses = []
   for _ in range(60):

@@ -30,11 +30,11 @@ def _grouped_batch(groups=2, group=3, prompt=13, completion=7, vocab=1024, seed=
     length = prompt - 3 * g  # prompts of different lengths: left padding differs by group
     ids = rng.integers(3, vocab, length)
     for r in range(g * group, (g + 1) * group):
-      tokens[r, p - length:p] = ids
-      mask[r, p - length:p] = True
+      tokens[r, p - length : p] = ids
+      mask[r, p - length : p] = True
       n = rng.integers(1, completion + 1)
-      tokens[r, p:p + n] = rng.integers(3, vocab, n)
-      mask[r, p:p + n] = True
+      tokens[r, p : p + n] = rng.integers(3, vocab, n)
+      mask[r, p : p + n] = True
   return tokens, mask, mask[:, p:]
 
 
@@ -58,9 +58,17 @@ def test_shared_prompt_equals_per_row_values_and_gradients(attention, logprob_ch
 
 
 def _rl_config(shared_prompt):
-  return ml_collections.ConfigDict(dict(
-      temperature=1.0, clip_low=0.2, clip_high=0.28, aggregation="seq-mean-token-sum-norm",
-      kl_beta=0.0, group_size=3, shared_prompt=shared_prompt))
+  return ml_collections.ConfigDict(
+    dict(
+      temperature=1.0,
+      clip_low=0.2,
+      clip_high=0.28,
+      aggregation="seq-mean-token-sum-norm",
+      kl_beta=0.0,
+      group_size=3,
+      shared_prompt=shared_prompt,
+    )
+  )
 
 
 @pytest.mark.parametrize("shared_prompt", [False, True])
@@ -72,15 +80,23 @@ def test_one_rl_step_raises_positive_and_lowers_negative_advantage_samples(share
   logp_fn = step_lib.make_logprob_fn(graphdef)
   before = np.asarray(logp_fn(params, tokens, mask, cmask)).sum(-1)
   advantages = np.array([1.0, -1.0, 0.5, -0.5, 1.0, -1.0], np.float32)
-  optim = ml_collections.ConfigDict(dict(learning_rate=1e-3, warmup_steps=0, weight_decay=0.0,
-                                         b1=0.9, b2=0.999, grad_clip=0.0))
+  optim = ml_collections.ConfigDict(
+    dict(learning_rate=1e-3, warmup_steps=0, weight_decay=0.0, b1=0.9, b2=0.999, grad_clip=0.0)
+  )
   tx = step_lib.make_optimizer(optim)
   step = step_lib.make_rl_step(graphdef, tx, _rl_config(shared_prompt))
-  batch = step_lib.to_device({"tokens": tokens, "mask": mask, "completion_mask": cmask,
-                              "old_logprobs": np.asarray(logp_fn(params, tokens, mask, cmask)),
-                              "advantages": advantages})
-  params, _, metrics = step(params, step_lib.init_optimizer(tx, params), batch,
-                            np.arange(len(tokens), dtype=np.int32))
+  batch = step_lib.to_device(
+    {
+      "tokens": tokens,
+      "mask": mask,
+      "completion_mask": cmask,
+      "old_logprobs": np.asarray(logp_fn(params, tokens, mask, cmask)),
+      "advantages": advantages,
+    }
+  )
+  params, _, metrics = step(
+    params, step_lib.init_optimizer(tx, params), batch, np.arange(len(tokens), dtype=np.int32)
+  )
   after = np.asarray(logp_fn(params, tokens, mask, cmask)).sum(-1)
   change = after - before
   assert float(metrics["ratio_mean"]) == pytest.approx(1.0, abs=1e-4)  # on-policy
@@ -101,8 +117,15 @@ def policy():
 
   @functools.cache
   def rl_step(**rl):
-    cfg = dict(temperature=1.0, clip_low=0.2, clip_high=0.28, aggregation="token-mean",
-               kl_beta=0.0, group_size=3, shared_prompt=False)
+    cfg = dict(
+      temperature=1.0,
+      clip_low=0.2,
+      clip_high=0.28,
+      aggregation="token-mean",
+      kl_beta=0.0,
+      group_size=3,
+      shared_prompt=False,
+    )
     return step_lib.make_rl_step(graphdef, _SGD, ml_collections.ConfigDict({**cfg, **rl}))
 
   return params, step_lib.make_logprob_fn(graphdef), rl_step
@@ -114,18 +137,27 @@ def _rl_batch(logprob_fn, params, advantages, shift=0.0, **extra):
   tokens, mask, cmask = _grouped_batch(seed=1)
   logp = np.asarray(logprob_fn(params, tokens, mask, cmask))
   old = (logp + np.asarray(shift, np.float32).reshape(-1, 1)) * cmask
-  return {"tokens": tokens, "mask": mask, "completion_mask": cmask, "old_logprobs": old,
-          "advantages": np.asarray(advantages, np.float32), **extra}
+  return {
+    "tokens": tokens,
+    "mask": mask,
+    "completion_mask": cmask,
+    "old_logprobs": old,
+    "advantages": np.asarray(advantages, np.float32),
+    **extra,
+  }
 
 
 def _gradient(step, params, batch, rows=None):
   """(the step's gradient as a flat float64 vector, its metrics) on `batch[rows]`."""
   rows = np.arange(len(batch["tokens"])) if rows is None else rows
   fresh = jax.tree.map(jnp.array, params)  # the step donates what it is given
-  after, _, metrics = step(fresh, _SGD.init(fresh), step_lib.to_device(batch),
-                           np.asarray(rows, np.int32))
-  grad = [np.asarray(a, np.float64) - np.asarray(b, np.float64)
-          for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(after), strict=True)]
+  after, _, metrics = step(
+    fresh, _SGD.init(fresh), step_lib.to_device(batch), np.asarray(rows, np.int32)
+  )
+  grad = [
+    np.asarray(a, np.float64) - np.asarray(b, np.float64)
+    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(after), strict=True)
+  ]
   return np.concatenate([g.ravel() for g in grad]), jax.device_get(metrics)
 
 
@@ -140,15 +172,19 @@ def test_rl_step_gives_no_gradient_to_a_ratio_clipped_in_its_advantage_direction
   params, logprob_fn, rl_step = policy
   first = np.arange(6) == 0
   advantages = np.array([1.0, -1.0, 0.5, -0.5, 1.0, -1.0])
-  for a0, shift0, clipped in ((1.0, -1.0, True),    # ratio e > 1.28, A > 0
-                              (-1.0, 1.0, True),    # ratio 1/e < 0.8, A < 0
-                              (1.0, 1.0, False),    # ratio 1/e, A > 0: still pushed up
-                              (1.0, -0.1, False)):  # ratio 1.11, inside the range
+  for a0, shift0, clipped in (
+    (1.0, -1.0, True),  # ratio e > 1.28, A > 0
+    (-1.0, 1.0, True),  # ratio 1/e < 0.8, A < 0
+    (1.0, 1.0, False),  # ratio 1/e, A > 0: still pushed up
+    (1.0, -0.1, False),
+  ):  # ratio 1.11, inside the range
     shift = np.where(first, shift0, 0.0)
-    grad, metrics = _gradient(rl_step(), params, _rl_batch(
-        logprob_fn, params, np.where(first, a0, advantages), shift))
-    without, _ = _gradient(rl_step(), params, _rl_batch(
-        logprob_fn, params, np.where(first, 0.0, advantages), shift))
+    grad, metrics = _gradient(
+      rl_step(), params, _rl_batch(logprob_fn, params, np.where(first, a0, advantages), shift)
+    )
+    without, _ = _gradient(
+      rl_step(), params, _rl_batch(logprob_fn, params, np.where(first, 0.0, advantages), shift)
+    )
     assert _close(grad, without) == clipped, (a0, shift0)
     assert (float(metrics["clip_fraction"]) > 0) == clipped, (a0, shift0)
 
@@ -161,16 +197,18 @@ def test_rl_step_kl_term_off_at_zero_beta_and_pulls_towards_the_reference(policy
   plain = _rl_batch(logprob_fn, params, [1.0, -1.0, 0.5, -0.5, 1.0, -1.0])
   ref = plain["old_logprobs"] + 0.5 * plain["completion_mask"]
   with_ref = {**plain, "ref_logprobs": ref}
-  np.testing.assert_array_equal(_gradient(rl_step(), params, with_ref)[0],
-                                _gradient(rl_step(), params, plain)[0])
+  np.testing.assert_array_equal(
+    _gradient(rl_step(), params, with_ref)[0], _gradient(rl_step(), params, plain)[0]
+  )
   idle = {**with_ref, "advantages": np.zeros(6, np.float32)}
   assert not np.any(_gradient(rl_step(), params, idle)[0])  # no advantage, no KL: nothing
   grad, metrics = _gradient(rl_step(kl_beta=0.5), params, idle)
   assert float(metrics["kl"]) > 0 and np.linalg.norm(grad) > 0
   tokens, mask, cmask = plain["tokens"], plain["mask"], plain["completion_mask"]
   before = np.asarray(logprob_fn(params, tokens, mask, cmask))
-  after = np.asarray(logprob_fn(_shifted(params, -1e-2 * grad / np.linalg.norm(grad)), tokens,
-                             mask, cmask))
+  after = np.asarray(
+    logprob_fn(_shifted(params, -1e-2 * grad / np.linalg.norm(grad)), tokens, mask, cmask)
+  )
   assert (after - before).sum() > 0
   kl = lambda logp: float(np.sum(losses.kl_k3(logp, ref) * cmask))
   assert kl(after) < kl(before)
@@ -180,21 +218,26 @@ def _shifted(params, flat):
   """`params` plus the flat vector `flat` (in tree-leaf order)."""
   leaves, treedef = jax.tree.flatten(params)
   sizes = np.cumsum([0] + [leaf.size for leaf in leaves])
-  return jax.tree.unflatten(treedef, [
+  return jax.tree.unflatten(
+    treedef,
+    [
       jnp.asarray(np.asarray(leaf) + flat[a:b].reshape(leaf.shape), leaf.dtype)
-      for leaf, a, b in zip(leaves, sizes[:-1], sizes[1:])])
+      for leaf, a, b in zip(leaves, sizes[:-1], sizes[1:])
+    ],
+  )
 
 
-@pytest.mark.parametrize("shared_prompt, rows, other", [
-    (False, [4, 1, 3], [0, 2, 5]),
-    (True, [3, 4, 5], [0, 1, 2])])  # whole groups, in order
+@pytest.mark.parametrize(
+  "shared_prompt, rows, other", [(False, [4, 1, 3], [0, 2, 5]), (True, [3, 4, 5], [0, 1, 2])]
+)  # whole groups, in order
 def test_rl_step_minibatch_is_the_gathered_rows(policy, shared_prompt, rows, other):
   """The update on `batch[rows]` (gathered inside the step) equals the update on a batch made
   of those rows by hand, and differs from another selection's."""
   params, logprob_fn, rl_step = policy
   step = rl_step(shared_prompt=shared_prompt)
-  batch = _rl_batch(logprob_fn, params, [1.0, -1.0, 0.5, -0.5, 1.0, -0.25],
-                    shift=[0.0, 0.1, -0.1, 0.2, 0.0, -0.3])
+  batch = _rl_batch(
+    logprob_fn, params, [1.0, -1.0, 0.5, -0.5, 1.0, -0.25], shift=[0.0, 0.1, -0.1, 0.2, 0.0, -0.3]
+  )
   gathered, _ = _gradient(step, params, batch, rows)
   by_hand, _ = _gradient(step, params, {k: v[rows] for k, v in batch.items()})
   np.testing.assert_allclose(gathered, by_hand, rtol=1e-5, atol=1e-7 * np.abs(by_hand).max())
@@ -227,7 +270,8 @@ def test_rl_step_tis_weighs_each_row_by_its_truncated_importance_ratio(policy, c
   # Float32 noise of two differently fused computations (weights up to 2, as large as 1/30).
   np.testing.assert_allclose(grad, want, rtol=1e-4, atol=1e-6 * np.abs(want).max())
   assert float(metrics["is_log_ratio_mean"]) == pytest.approx(
-      float(np.sum(-shift[:, None] * cmask) / cmask.sum()), abs=1e-5)
+    float(np.sum(-shift[:, None] * cmask) / cmask.sum()), abs=1e-5
+  )
   assert float(metrics["is_log_ratio_max_abs"]) == pytest.approx(1.2, abs=1e-5)
 
 
@@ -241,15 +285,17 @@ def test_rl_step_without_correction_still_measures_the_mismatch(policy):
   _, metrics = _gradient(rl_step(), params, batch)
   assert float(metrics["is_log_ratio_max_abs"]) == pytest.approx(1.0, abs=1e-5)
   assert float(metrics["is_truncated_fraction"]) == pytest.approx(
-      cmask[0].sum() / cmask.sum(), abs=1e-6)  # e^1 > 2 on row 0's tokens only
+    cmask[0].sum() / cmask.sum(), abs=1e-6
+  )  # e^1 > 2 on row 0's tokens only
   # The step's helpers: the learner's log-probs before the updates, metrics over them all.
   rl = ml_collections.ConfigDict(dict(kl_beta=0.0, is_correction="token_tis", is_cap=2.0))
   assert step_lib.needs_logprob_fn(rl)
   device_batch = step_lib.to_device(batch)
   step_lib.add_step_logprobs(logprob_fn, params, None, device_batch, rl)
   assert "ref_logprobs" not in device_batch
-  np.testing.assert_allclose(device_batch["learner_logprobs"],
-                             batch["old_logprobs"] - shift[:, None] * cmask, atol=1e-5)
+  np.testing.assert_allclose(
+    device_batch["learner_logprobs"], batch["old_logprobs"] - shift[:, None] * cmask, atol=1e-5
+  )
   whole = step_lib.mismatch_metrics([metrics], device_batch, rl)
   assert whole["is_log_ratio_max_abs"] == pytest.approx(1.0, abs=1e-5)
   assert whole["is_truncated_fraction"] == pytest.approx(cmask[0].sum() / cmask.sum())
@@ -268,8 +314,7 @@ def test_rl_step_gspo_clips_the_sequence_ratio_in_its_own_range(policy):
   grad, metrics = _gradient(gspo, params, batch)
   assert _close(grad, _gradient(gspo, params, silent)[0])
   assert float(metrics["clip_fraction"]) > 0
-  assert not _close(_gradient(rl_step(), params, batch)[0],
-                    _gradient(rl_step(), params, silent)[0])
+  assert not _close(_gradient(rl_step(), params, batch)[0], _gradient(rl_step(), params, silent)[0])
 
 
 def test_default_rl_step_is_the_step_before_the_loss_variants_bit_for_bit(policy):
@@ -280,8 +325,9 @@ def test_default_rl_step_is_the_step_before_the_loss_variants_bit_for_bit(policy
 
   def old_loss_fn(params, batch):
     t = batch["completion_mask"].shape[1]
-    logp, entropy = step_lib.completion_logprobs(graphdef, params, batch["tokens"],
-                                                 batch["mask"], t, 1.0, 1)
+    logp, entropy = step_lib.completion_logprobs(
+      graphdef, params, batch["tokens"], batch["mask"], t, 1.0, 1
+    )
     old, mask = batch["old_logprobs"], batch["completion_mask"]
     ratio = jnp.exp(logp - old)
     adv = batch["advantages"][:, None]
@@ -290,8 +336,12 @@ def test_default_rl_step_is_the_step_before_the_loss_variants_bit_for_bit(policy
     kl = losses.aggregate(losses.kl_k3(logp, batch["ref_logprobs"]), mask, "token-mean")
     fmask = mask.astype(jnp.float32)
     n = jnp.maximum(jnp.sum(fmask), 1.0)
-    return pg + 0.1 * kl, {"pg_loss": pg, "kl": kl, "entropy": jnp.sum(entropy * fmask) / n,
-                           "clip_fraction": jnp.sum((clipped < unclipped) * fmask) / n}
+    return pg + 0.1 * kl, {
+      "pg_loss": pg,
+      "kl": kl,
+      "entropy": jnp.sum(entropy * fmask) / n,
+      "clip_fraction": jnp.sum((clipped < unclipped) * fmask) / n,
+    }
 
   @jax.jit
   def old_step(params, opt_state, batch):
@@ -299,13 +349,15 @@ def test_default_rl_step_is_the_step_before_the_loss_variants_bit_for_bit(policy
     updates, opt_state = _SGD.update(grads, opt_state, params)
     return optax.apply_updates(params, updates), out
 
-  batch = _rl_batch(logprob_fn, params, [1.0, -1.0, 0.5, -0.5, 1.0, -0.25],
-                    shift=[0.0, 0.3, -0.3, 0.2, 0.0, -0.1])
+  batch = _rl_batch(
+    logprob_fn, params, [1.0, -1.0, 0.5, -0.5, 1.0, -0.25], shift=[0.0, 0.3, -0.3, 0.2, 0.0, -0.1]
+  )
   batch["ref_logprobs"] = batch["old_logprobs"] + 0.2 * batch["completion_mask"]
   device = step_lib.to_device(batch)
   fresh = jax.tree.map(jnp.array, params)
-  new_params, _, new = rl_step(kl_beta=0.1)(fresh, _SGD.init(fresh), device,
-                                            np.arange(6, dtype=np.int32))
+  new_params, _, new = rl_step(kl_beta=0.1)(
+    fresh, _SGD.init(fresh), device, np.arange(6, dtype=np.int32)
+  )
   before, old = old_step(params, _SGD.init(params), device)
   for a, b in zip(jax.tree.leaves(new_params), jax.tree.leaves(before), strict=True):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -10,8 +10,17 @@ from precisecoder.train import tasksets
 
 
 def _cfg(**data):
-  fields = dict(task_file="", validation_file="", clean_file="", tier="easy", num_train=6,
-                num_validation=3, num_clean=2, num_multi=1, seed=5)
+  fields = dict(
+    task_file="",
+    validation_file="",
+    clean_file="",
+    tier="easy",
+    num_train=6,
+    num_validation=3,
+    num_clean=2,
+    num_multi=1,
+    seed=5,
+  )
   return ml_collections.ConfigDict(dict(seed=9, data={**fields, **data}))
 
 
@@ -39,8 +48,7 @@ def test_held_in_tasks_are_new_instances_of_the_training_families(tmp_path, monk
   heldin = tasksets.heldin_tasks(cfg)
   train = tasksets.train_tasks(cfg)
   assert [t.is_buggy for t in heldin] == [True] * 12 + [False] * 6
-  assert {t.extra["family"] for t in heldin} <= {f.key for f in families.families("easy",
-                                                                                 "train")}
+  assert {t.extra["family"] for t in heldin} <= {f.key for f in families.families("easy", "train")}
   assert not {t.buggy_code for t in heldin} & {t.buggy_code for t in train}
   clean = heldin[12:]
   assert all(t.buggy_code == t.gt_solution for t in clean)
@@ -54,11 +62,13 @@ def test_held_in_tasks_are_new_instances_of_the_training_families(tmp_path, monk
 def test_files_replace_the_generator(tmp_path):
   buggy = generator.make_tasks("validation", "medium", 4, 1)
   clean = generator.make_clean_tasks("validation", 1, 1)
-  for name, items in (("train.jsonl", buggy[:2]), ("val.jsonl", buggy[2:]),
-                      ("clean.jsonl", clean)):
+  for name, items in (("train.jsonl", buggy[:2]), ("val.jsonl", buggy[2:]), ("clean.jsonl", clean)):
     tasks_lib.write_tasks(tmp_path / name, items)
-  cfg = _cfg(task_file=str(tmp_path / "train.jsonl"), validation_file=str(tmp_path / "val.jsonl"),
-             clean_file=str(tmp_path / "clean.jsonl"))
+  cfg = _cfg(
+    task_file=str(tmp_path / "train.jsonl"),
+    validation_file=str(tmp_path / "val.jsonl"),
+    clean_file=str(tmp_path / "clean.jsonl"),
+  )
   assert tasksets.train_tasks(cfg) == buggy[:2]
   assert tasksets.eval_tasks(cfg) == buggy[2:] + clean
 
@@ -71,8 +81,7 @@ def test_batches_resume_where_the_state_was_saved():
   expected = [[t.task_id for t in tasksets.as_tasks(next(iterator), "b")] for _ in range(4)]
   resumed = tasksets.task_iterator(train, 2, seed=3)
   resumed.set_state(state)
-  assert [[t.task_id for t in tasksets.as_tasks(next(resumed), "b")]
-          for _ in range(4)] == expected
+  assert [[t.task_id for t in tasksets.as_tasks(next(resumed), "b")] for _ in range(4)] == expected
   assert all(len(batch) == 2 for batch in expected)
   seen = {task_id for batch in expected for task_id in batch}
   assert seen <= {t.task_id for t in train}

@@ -37,8 +37,11 @@ def _jsonable(tables: Mapping[str, Mapping[str, statistics.Interval]]) -> dict[s
 
 
 def _seeds_json(seeds: Mapping[str, Any]) -> dict[str, Any]:
-  return {"tables": _jsonable(seeds["tables"]), "changes": _jsonable(seeds["changes"]),
-          "per_seed": seeds["per_seed"]}
+  return {
+    "tables": _jsonable(seeds["tables"]),
+    "changes": _jsonable(seeds["changes"]),
+    "per_seed": seeds["per_seed"],
+  }
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -70,8 +73,9 @@ class Arm:
 
   def split_curves(self, name: str) -> dict[str, plots.Curve]:
     """The evaluation curves of split `name` (report.SPLITS) at every step it was evaluated."""
-    return report.eval_curves({e["step"]: report.intervals(e)
-                               for e in report.split_evals(self.evals, name)})
+    return report.eval_curves(
+      {e["step"]: report.intervals(e) for e in report.split_evals(self.evals, name)}
+    )
 
   def train_summary(self, key: str, window: int = 3) -> tuple[float, float]:
     """Mean of `key` over the first and over the last `window` training steps (fewer when the
@@ -95,8 +99,10 @@ class SeededArm(Arm):
     self.runs = [Arm(f"{name}/seed_{seed}", workdir / f"seed_{seed}") for seed in seeds]
     self.config = next((r.config for r in self.runs if r.config), {})
     steps = set.intersection(*[{e["step"] for e in r.evals} for r in self.runs])
-    self.evals = [pool_evaluations([next(e for e in r.evals if e["step"] == step)
-                                    for r in self.runs]) for step in sorted(steps)]
+    self.evals = [
+      pool_evaluations([next(e for e in r.evals if e["step"] == step) for r in self.runs])
+      for step in sorted(steps)
+    ]
     self.metrics = [r for run in self.runs for r in run.metrics]
     self.train_rows = _mean_rows([run.train_rows for run in self.runs])
     self.tables = {e["step"]: report.intervals(e) for e in self.evals}
@@ -106,12 +112,15 @@ def pool_evaluations(evals: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
   """Several seeds' evaluations at one step as one: records concatenated (a task's samples
   are averaged first by the statistics, so a task counts once, at its mean over seeds), the
   summary's numbers averaged; the splits evaluated apart (report.SPLITS) likewise."""
-  out: dict[str, Any] = {"step": evals[0]["step"], "records": [r for e in evals
-                                                                for r in e["records"]]}
+  out: dict[str, Any] = {
+    "step": evals[0]["step"],
+    "records": [r for e in evals for r in e["records"]],
+  }
   for key in evals[0]:
     values = [e.get(key) for e in evals]
-    if (key not in ("step", "records", *report.SPLITS)
-        and all(isinstance(v, (int, float)) for v in values)):
+    if key not in ("step", "records", *report.SPLITS) and all(
+      isinstance(v, (int, float)) for v in values
+    ):
       out[key] = _mean(values)
   for name in report.SPLITS:
     if all(e.get(name) for e in evals):
@@ -127,8 +136,10 @@ def _mean_rows(runs: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, An
   for step in steps:
     rows = [b[step] for b in by_step]
     keys = [k for k, v in rows[0].items() if isinstance(v, (int, float))]
-    out.append({k: _mean([r[k] for r in rows if isinstance(r.get(k), (int, float))])
-                for k in keys} | {"step": step})
+    out.append(
+      {k: _mean([r[k] for r in rows if isinstance(r.get(k), (int, float))]) for k in keys}
+      | {"step": step}
+    )
   return out
 
 
@@ -145,23 +156,29 @@ def seed_tables(arms: Sequence[Arm], split: str | None = None) -> dict[str, Any]
       if final:
         per_seed[arm.name][seed] = {c: iv.mean for c, iv in report.intervals(final).items()}
   columns = list(statistics.PAPER_COLUMNS)
-  tables = {name: {c: statistics.seed_interval([m[c] for m in means.values()])
-                   for c in columns} for name, means in per_seed.items() if means}
+  tables = {
+    name: {c: statistics.seed_interval([m[c] for m in means.values()]) for c in columns}
+    for name, means in per_seed.items()
+    if means
+  }
   changes = {}
   reference = seeded[0].name if seeded else None
   for arm in seeded[1:]:
     shared = [s for s in per_seed[arm.name] if s in per_seed[reference]]
     if shared:
-      changes[f"{arm.name} − {reference}"] = {c: statistics.seed_interval(
-          [per_seed[arm.name][s][c] - per_seed[reference][s][c] for s in shared])
-          for c in columns}
+      changes[f"{arm.name} − {reference}"] = {
+        c: statistics.seed_interval(
+          [per_seed[arm.name][s][c] - per_seed[reference][s][c] for s in shared]
+        )
+        for c in columns
+      }
   return {"tables": tables, "changes": changes, "per_seed": per_seed}
 
 
-def split_tables(arms: Sequence[Arm], base: Mapping[str, Any] | None, split: str
-                 ) -> dict[str, Any]:
+def split_tables(arms: Sequence[Arm], base: Mapping[str, Any] | None, split: str) -> dict[str, Any]:
   """A split evaluated apart (report.SPLITS): the paper's table for the base and each arm's
   last evaluation; each arm − base and − the first arm, paired by task; the tables over seeds."""
+
   def records(evaluation):
     return ((evaluation or {}).get(split) or {}).get("records")
 
@@ -169,8 +186,11 @@ def split_tables(arms: Sequence[Arm], base: Mapping[str, Any] | None, split: str
   base_records = records(base)
   if base_records:
     paper["base (step 0)"] = statistics.paper_table(base_records)
-  finals = {f"{arm.name} (step {arm.final['step']})": (arm.name, records(arm.final))
-            for arm in arms if records(arm.final)}
+  finals = {
+    f"{arm.name} (step {arm.final['step']})": (arm.name, records(arm.final))
+    for arm in arms
+    if records(arm.final)
+  }
   for label, (name, rows) in finals.items():
     paper[label] = statistics.paper_table(rows)
     if base_records:
@@ -178,8 +198,12 @@ def split_tables(arms: Sequence[Arm], base: Mapping[str, Any] | None, split: str
   reference = next(iter(finals.values()), None)
   for name, rows in list(finals.values())[1:]:
     changes[f"{name} − {reference[0]}"] = statistics.paired_differences(reference[1], rows)
-  return {"paper_table": paper, "changes": changes, "seeds": seed_tables(arms, split),
-          "correlations": _correlations(arms, base, split)}
+  return {
+    "paper_table": paper,
+    "changes": changes,
+    "seeds": seed_tables(arms, split),
+    "correlations": _correlations(arms, base, split),
+  }
 
 
 def _base(arms: Sequence[Arm]) -> tuple[dict[str, Any] | None, list[str]]:
@@ -192,20 +216,26 @@ def _base(arms: Sequence[Arm]) -> tuple[dict[str, Any] | None, list[str]]:
   notes = []
   for arm in with_base[1:]:
     other = arm.evals[0]
-    differ = [c for c in CURVE_COLUMNS
-              if other.get(c) is not None and base.get(c) is not None
-              and abs(other[c] - base[c]) > 1e-9]
+    differ = [
+      c
+      for c in CURVE_COLUMNS
+      if other.get(c) is not None and base.get(c) is not None and abs(other[c] - base[c]) > 1e-9
+    ]
     if differ:
-      notes.append(f"`{arm.name}`'s base evaluation differs from `{with_base[0].name}`'s in "
-                   f"{', '.join(differ)}: the arms did not start from the same model or tasks.")
+      notes.append(
+        f"`{arm.name}`'s base evaluation differs from `{with_base[0].name}`'s in "
+        f"{', '.join(differ)}: the arms did not start from the same model or tasks."
+      )
   return base, notes
 
 
-def _correlations(arms: Sequence[Arm], base: dict[str, Any] | None,
-                  split: str | None = None) -> dict[str, Any]:
+def _correlations(
+  arms: Sequence[Arm], base: dict[str, Any] | None, split: str | None = None
+) -> dict[str, Any]:
   """The paper's two correlations on the validation tasks, or on `split` (report.SPLITS):
   edit size vs unit over every evaluated buggy sample, and precision vs no-op across the
   evaluation points (each arm's, the base once)."""
+
   def part(evaluation):
     return evaluation if split is None else (evaluation or {}).get(split) or {}
 
@@ -225,30 +255,39 @@ def _correlations(arms: Sequence[Arm], base: dict[str, Any] | None,
     pooled += [r for e in arm.evals if e["step"] > 0 for r in part(e).get("records") or []]
   edit_unit["all arms"] = statistics.edit_size_unit_correlation(pooled)
   points = ([("base", 0, point(base))] if base else []) + [
-      (arm.name, e["step"], point(e)) for arm in arms for e in arm.evals if e["step"] > 0]
+    (arm.name, e["step"], point(e)) for arm in arms for e in arm.evals if e["step"] > 0
+  ]
   precision_noop = statistics.pearson([p[0] for *_, p in points], [p[1] for *_, p in points])
-  return {"edit_size_unit": edit_unit, "precision_noop": precision_noop,
-          "precision_noop_points": [
-              {"arm": a, "step": s, "precision": _finite(p[0]), "noop": _finite(p[1])}
-              for a, s, p in points]}
+  return {
+    "edit_size_unit": edit_unit,
+    "precision_noop": precision_noop,
+    "precision_noop_points": [
+      {"arm": a, "step": s, "precision": _finite(p[0]), "noop": _finite(p[1])} for a, s, p in points
+    ],
+  }
 
 
 def _correlations_json(correlations: Mapping[str, Any]) -> dict[str, Any]:
-  return {"edit_size_unit": {k: c.to_json() for k, c in correlations["edit_size_unit"].items()},
-          "precision_noop": correlations["precision_noop"].to_json(),
-          "precision_noop_points": correlations["precision_noop_points"]}
+  return {
+    "edit_size_unit": {k: c.to_json() for k, c in correlations["edit_size_unit"].items()},
+    "precision_noop": correlations["precision_noop"].to_json(),
+    "precision_noop_points": correlations["precision_noop_points"],
+  }
 
 
 def _finite(value: float) -> float | None:
   return None if math.isnan(value) else value
 
 
-def build(workdir: str | os.PathLike, arm_names: Sequence[str], seeds: Sequence[int] = ()
-          ) -> dict[str, Any]:
+def build(
+  workdir: str | os.PathLike, arm_names: Sequence[str], seeds: Sequence[int] = ()
+) -> dict[str, Any]:
   """Everything the report says, as Interval/Correlation objects and plain values."""
   workdir = pathlib.Path(workdir)
-  arms = [SeededArm(name, workdir / name, seeds) if seeds else Arm(name, workdir / name)
-          for name in arm_names]
+  arms = [
+    SeededArm(name, workdir / name, seeds) if seeds else Arm(name, workdir / name)
+    for name in arm_names
+  ]
   base, notes = _base(arms)
   final = {a.name: a.final for a in arms if a.final is not None}
   missing = [a.name for a in arms if a.final is None]
@@ -268,38 +307,62 @@ def build(workdir: str | os.PathLike, arm_names: Sequence[str], seeds: Sequence[
   for name, e in final.items():
     if name != reference and e["records"] and final[reference]["records"]:
       changes[f"{name} − {reference}"] = statistics.paired_differences(
-          final[reference]["records"], e["records"])
-  return {"workdir": workdir, "arms": arms, "base": base, "paper": paper, "changes": changes,
-          "correlations": _correlations(arms, base), "notes": notes,
-          "seeds": seed_tables(arms),
-          "splits": {name: split_tables(arms, base, name) for name in report.SPLITS}}
+        final[reference]["records"], e["records"]
+      )
+  return {
+    "workdir": workdir,
+    "arms": arms,
+    "base": base,
+    "paper": paper,
+    "changes": changes,
+    "correlations": _correlations(arms, base),
+    "notes": notes,
+    "seeds": seed_tables(arms),
+    "splits": {name: split_tables(arms, base, name) for name in report.SPLITS},
+  }
 
 
 def _setup(arms: Sequence[Arm], run: Mapping[str, Any]) -> list[str]:
   cfg = next((a.config for a in arms if a.config), {})
   model, rl, data, train = (cfg.get(k, {}) for k in ("model", "rl", "data", "train"))
-  seeds = (f"seeds {', '.join(map(str, run['seeds']))}" if run and run.get("seeds")
-           else f"seed {cfg.get('seed')}")
-  recipes = ", ".join(f"`{a.name}` ({a.config.get('rl', {}).get('reward')}, "
-                      f"{a.config.get('rl', {}).get('advantage')})" for a in arms)
-  lines = [f"Arms: {recipes}. Shared: model `{model.get('arch')}` from "
-           f"`{model.get('checkpoint') or 'random init'}`, {rl.get('prompts_per_step')} tasks x "
-           f"G = {rl.get('group_size')} samples per step, "
-           f"{train.get('steps')} steps, {rl.get('max_new_tokens')} new tokens, learning rate "
-           f"{cfg.get('optim', {}).get('learning_rate')}, {seeds}, "
-           f"`{data.get('tier')}` tier; greedy evaluation every {train.get('eval_every')} steps on "
-           f"{data.get('num_validation')} validation tasks (families held out of training), "
-           f"{data.get('num_clean')} clean programs" + "".join(
-               f", {data[key]} {what}" for key, what in (
-                   ("num_heldin", "held-in tasks"), ("num_heldin_clean", "held-in clean programs"),
-                   ("num_multi", "multi-line tasks"))
-               if data.get(key)) + "."]
+  seeds = (
+    f"seeds {', '.join(map(str, run['seeds']))}"
+    if run and run.get("seeds")
+    else f"seed {cfg.get('seed')}"
+  )
+  recipes = ", ".join(
+    f"`{a.name}` ({a.config.get('rl', {}).get('reward')}, "
+    f"{a.config.get('rl', {}).get('advantage')})"
+    for a in arms
+  )
+  lines = [
+    f"Arms: {recipes}. Shared: model `{model.get('arch')}` from "
+    f"`{model.get('checkpoint') or 'random init'}`, {rl.get('prompts_per_step')} tasks x "
+    f"G = {rl.get('group_size')} samples per step, "
+    f"{train.get('steps')} steps, {rl.get('max_new_tokens')} new tokens, learning rate "
+    f"{cfg.get('optim', {}).get('learning_rate')}, {seeds}, "
+    f"`{data.get('tier')}` tier; greedy evaluation every {train.get('eval_every')} steps on "
+    f"{data.get('num_validation')} validation tasks (families held out of training), "
+    f"{data.get('num_clean')} clean programs"
+    + "".join(
+      f", {data[key]} {what}"
+      for key, what in (
+        ("num_heldin", "held-in tasks"),
+        ("num_heldin_clean", "held-in clean programs"),
+        ("num_multi", "multi-line tasks"),
+      )
+      if data.get(key)
+    )
+    + "."
+  ]
   if run:
     walls = ", ".join(f"`{a}` {s:.0f} s" for a, s in run.get("wall_s", {}).items())
     parallel = sorted({i["parallel"] for i in run.get("invocations", []) if i["trained"]})
-    lines.append(f"Preset `{run.get('preset')}`, overrides `{' '.join(run.get('overrides', []))}`"
-                 f"; arms trained {' or '.join(map(str, parallel)) or '?'} at a time; wall time "
-                 f"per arm (all its runs) {walls or '?'}.")
+    lines.append(
+      f"Preset `{run.get('preset')}`, overrides `{' '.join(run.get('overrides', []))}`"
+      f"; arms trained {' or '.join(map(str, parallel)) or '?'} at a time; wall time "
+      f"per arm (all its runs) {walls or '?'}."
+    )
   return lines
 
 
@@ -308,8 +371,11 @@ def _curve_table(arms: Sequence[Arm]) -> str:
   rows = [head, "|---|---|---|---|---|---|"]
   for arm in arms:
     for step, t in arm.tables.items():
-      rows.append(f"| {arm.name} | {step} | " + " | ".join(
-          statistics.cell(t[c], c) for c in ("pass", "edit_lines", "noop", "precision")) + " |")
+      rows.append(
+        f"| {arm.name} | {step} | "
+        + " | ".join(statistics.cell(t[c], c) for c in ("pass", "edit_lines", "noop", "precision"))
+        + " |"
+      )
   return "\n".join(rows)
 
 
@@ -326,16 +392,23 @@ def _train_table(arms: Sequence[Arm]) -> str:
 
 
 def _significant(changes: Mapping[str, Mapping[str, statistics.Interval]]) -> str:
-  found = [f"{name}: {c} {iv.format(percent=c in statistics.PERCENT_COLUMNS, sign=True)}"
-           for name, table in changes.items() for c, iv in table.items() if iv.excludes(0.0)]
+  found = [
+    f"{name}: {c} {iv.format(percent=c in statistics.PERCENT_COLUMNS, sign=True)}"
+    for name, table in changes.items()
+    for c, iv in table.items()
+    if iv.excludes(0.0)
+  ]
   if not found:
-    return ("No change's interval excludes 0: at this size every difference in the tables is "
-            "within task-to-task noise.")
+    return (
+      "No change's interval excludes 0: at this size every difference in the tables is "
+      "within task-to-task noise."
+    )
   return "Changes whose interval excludes 0: " + "; ".join(found) + "."
 
 
-def _seed_lines(seeds: Mapping[str, Any], columns: Sequence[str] | None = None,
-                heading: bool = True) -> list[str]:
+def _seed_lines(
+  seeds: Mapping[str, Any], columns: Sequence[str] | None = None, heading: bool = True
+) -> list[str]:
   """The over-seeds tables: under their own heading (the validation tasks), or as the last
   part of a split's section."""
   if not seeds["tables"]:
@@ -343,13 +416,21 @@ def _seed_lines(seeds: Mapping[str, Any], columns: Sequence[str] | None = None,
   n = max(len(m) for m in seeds["per_seed"].values())
   columns = tuple(columns or statistics.PAPER_COLUMNS)
   lines = ["## Over seeds", ""] if heading else []
-  lines += [f"Each seed's mean over tasks at its last evaluation, then the mean over {n} seeds "
-            "with a 95% Student-t interval over seeds (the spread from RL's own randomness: "
-            "sampling, task order):", "",
-            statistics.markdown_table(seeds["tables"], columns, label="arm"), ""]
+  lines += [
+    f"Each seed's mean over tasks at its last evaluation, then the mean over {n} seeds "
+    "with a 95% Student-t interval over seeds (the spread from RL's own randomness: "
+    "sampling, task order):",
+    "",
+    statistics.markdown_table(seeds["tables"], columns, label="arm"),
+    "",
+  ]
   if seeds["changes"]:
-    lines += ["Differences paired by seed (same seed, same tasks), t-interval over seeds:", "",
-              statistics.markdown_table(seeds["changes"], columns, difference=True), ""]
+    lines += [
+      "Differences paired by seed (same seed, same tasks), t-interval over seeds:",
+      "",
+      statistics.markdown_table(seeds["changes"], columns, difference=True),
+      "",
+    ]
   return lines
 
 
@@ -358,53 +439,76 @@ def _split_lines(name: str, split: Mapping[str, Any]) -> list[str]:
     return []
   title, _, description = report.SPLITS[name]
   has_clean = any(t["noop"].n for t in split["paper_table"].values())  # the split's programs
-  columns = [c for c, (_, kind) in statistics.PAPER_COLUMNS.items()
-             if kind == "buggy" or has_clean]
-  lines = [f"## {title}", "", f"{description[0].upper()}{description[1:]} Greedy, 95% "
-           "intervals over tasks.", "",
-           statistics.markdown_table(split["paper_table"], columns, label="model"), ""]
+  columns = [c for c, (_, kind) in statistics.PAPER_COLUMNS.items() if kind == "buggy" or has_clean]
+  lines = [
+    f"## {title}",
+    "",
+    f"{description[0].upper()}{description[1:]} Greedy, 95% intervals over tasks.",
+    "",
+    statistics.markdown_table(split["paper_table"], columns, label="model"),
+    "",
+  ]
   if split["changes"]:
-    lines += ["Paired by task:", "", statistics.markdown_table(split["changes"], columns,
-                                                              difference=True), ""]
+    lines += [
+      "Paired by task:",
+      "",
+      statistics.markdown_table(split["changes"], columns, difference=True),
+      "",
+    ]
   return lines + _seed_lines(split["seeds"], columns, heading=False)
 
 
 EVAL_PANELS = [(f"eval/{c}", t) for (_, t), c in zip(plots.EVAL_PANELS, CURVE_COLUMNS)]
 
 
-def section_order(changes: Mapping[str, Mapping[str, Mapping[str, statistics.Interval]]]
-                  ) -> list[str]:
+def section_order(
+  changes: Mapping[str, Mapping[str, Mapping[str, statistics.Interval]]],
+) -> list[str]:
   """Sections (validation "", then the splits) ordered by how many of the paper's columns
   moved beyond noise from the base in some arm, most first (ties keep their order): the split
   where the result is leads the plot."""
+
   def moved(name):
-    return max((report.moved(change) for label, change in changes[name].items()
-                if label.endswith("− base")), default=0)
+    return max(
+      (report.moved(change) for label, change in changes[name].items() if label.endswith("− base")),
+      default=0,
+    )
+
   return sorted(changes, key=lambda name: -moved(name))
 
 
-def plot_evaluations(result: Mapping[str, Any],
-                     split_curves: Mapping[str, Mapping[str, Mapping[str, plots.Curve]]],
-                     curves: Mapping[str, Mapping[str, plots.Curve]],
-                     path: pathlib.Path) -> pathlib.Path | None:
+def plot_evaluations(
+  result: Mapping[str, Any],
+  split_curves: Mapping[str, Mapping[str, Mapping[str, plots.Curve]]],
+  curves: Mapping[str, Mapping[str, plots.Curve]],
+  path: pathlib.Path,
+) -> pathlib.Path | None:
   """compare_eval.png: a row per evaluated split (validation tasks and each split evaluated
   apart), the one that moved first."""
-  changes = {"": result["changes"], **{name: split["changes"]
-                                       for name, split in result["splits"].items()
-                                       if split["paper_table"]}}
-  titles = {"": "validation tasks" if len(changes) > 1 else "",
-            **{name: report.SPLITS[name][0] for name in report.SPLITS}}
-  sections = [(titles[name], curves if name == "" else split_curves[name])
-              for name in section_order(changes)]
-  return plots.plot_sections(sections, EVAL_PANELS, "greedy evaluation (bands: 95% intervals)",
-                             path)
+  changes = {
+    "": result["changes"],
+    **{name: split["changes"] for name, split in result["splits"].items() if split["paper_table"]},
+  }
+  titles = {
+    "": "validation tasks" if len(changes) > 1 else "",
+    **{name: report.SPLITS[name][0] for name in report.SPLITS},
+  }
+  sections = [
+    (titles[name], curves if name == "" else split_curves[name]) for name in section_order(changes)
+  ]
+  return plots.plot_sections(
+    sections, EVAL_PANELS, "greedy evaluation (bands: 95% intervals)", path
+  )
 
 
-def _curves_of(tables: Mapping[str, Mapping[str, Mapping[str, float]]]
-               ) -> dict[str, plots.Curve]:
+def _curves_of(tables: Mapping[str, Mapping[str, Mapping[str, float]]]) -> dict[str, plots.Curve]:
   """report.json's evaluations of one arm ({step: {column: interval}}) as eval curves."""
-  return report.eval_curves({int(step): {c: statistics.Interval(**iv) for c, iv in t.items()}
-                             for step, t in sorted(tables.items(), key=lambda x: int(x[0]))})
+  return report.eval_curves(
+    {
+      int(step): {c: statistics.Interval(**iv) for c, iv in t.items()}
+      for step, t in sorted(tables.items(), key=lambda x: int(x[0]))
+    }
+  )
 
 
 def _split_tables_of(data: Mapping[str, Any], arm: str) -> Mapping[str, Any]:
@@ -427,85 +531,163 @@ def plots_from_json(folder: str | os.PathLike) -> list[pathlib.Path]:
   data = json.loads((folder / "report.json").read_text())
 
   def intervals(tables):
-    return {label: {c: statistics.Interval(**iv) for c, iv in t.items()}
-            for label, t in tables.items()}
+    return {
+      label: {c: statistics.Interval(**iv) for c, iv in t.items()} for label, t in tables.items()
+    }
 
   arms = data["arms"]
-  curves = {arm: {**_curves_of(data["evaluations"][arm]),
-                  **{k: (v["steps"], v["values"], None, None)
-                     for k, v in data["train"].get(arm, {}).items()}} for arm in arms}
+  curves = {
+    arm: {
+      **_curves_of(data["evaluations"][arm]),
+      **{k: (v["steps"], v["values"], None, None) for k, v in data["train"].get(arm, {}).items()},
+    }
+    for arm in arms
+  }
   splits = [name for name in report.SPLITS if data.get(name, {}).get("paper_table")]
-  result = {"changes": intervals(data["changes"]),
-            "splits": {name: {"paper_table": data[name]["paper_table"],
-                              "changes": intervals(data[name]["changes"])} for name in splits}}
-  split_curves = {name: {arm: _curves_of(_split_tables_of(data[name], arm)) for arm in arms}
-                  for name in splits}
-  written = [plot_evaluations(result, split_curves, curves, folder / "compare_eval.png"),
-             plots.plot_arms(curves, plots.COMPARE_TRAIN_PANELS, "training samples",
-                             folder / "compare_train.png")]
+  result = {
+    "changes": intervals(data["changes"]),
+    "splits": {
+      name: {"paper_table": data[name]["paper_table"], "changes": intervals(data[name]["changes"])}
+      for name in splits
+    },
+  }
+  split_curves = {
+    name: {arm: _curves_of(_split_tables_of(data[name], arm)) for arm in arms} for name in splits
+  }
+  written = [
+    plot_evaluations(result, split_curves, curves, folder / "compare_eval.png"),
+    plots.plot_arms(
+      curves, plots.COMPARE_TRAIN_PANELS, "training samples", folder / "compare_train.png"
+    ),
+  ]
   return [path for path in written if path is not None]
 
 
-def write(workdir: str | os.PathLike, arm_names: Sequence[str],
-          run: Mapping[str, Any] | None = None, seeds: Sequence[int] = ()) -> pathlib.Path:
+def write(
+  workdir: str | os.PathLike,
+  arm_names: Sequence[str],
+  run: Mapping[str, Any] | None = None,
+  seeds: Sequence[int] = (),
+) -> pathlib.Path:
   """Writes report.md, report.json and the PNGs into `workdir`; returns report.md's path."""
   result = build(workdir, arm_names, seeds)
   workdir, arms = result["workdir"], result["arms"]
   run = dict(run or {})
   curves = {a.name: a.curves() for a in arms}
-  eval_png = plot_evaluations(result, {name: {a.name: a.split_curves(name) for a in arms}
-                                       for name in result["splits"]},
-                              curves, workdir / "compare_eval.png")
-  train_png = plots.plot_arms(curves, plots.COMPARE_TRAIN_PANELS, "training samples",
-                              workdir / "compare_train.png")
+  eval_png = plot_evaluations(
+    result,
+    {name: {a.name: a.split_curves(name) for a in arms} for name in result["splits"]},
+    curves,
+    workdir / "compare_eval.png",
+  )
+  train_png = plots.plot_arms(
+    curves, plots.COMPARE_TRAIN_PANELS, "training samples", workdir / "compare_train.png"
+  )
   corr = result["correlations"]
   lines = [f"# Comparison: {' vs '.join(a.name for a in arms)}", "", *_setup(arms, run), ""]
   lines += [f"> {note}" for note in result["notes"]] + ([""] if result["notes"] else [])
-  lines += ["## The paper's table (greedy, last evaluation)", "", report.INTERVAL_NOTE, "",
-            statistics.markdown_table(result["paper"], label="model"), ""]
+  lines += [
+    "## The paper's table (greedy, last evaluation)",
+    "",
+    report.INTERVAL_NOTE,
+    "",
+    statistics.markdown_table(result["paper"], label="model"),
+    "",
+  ]
   if result["changes"]:
-    lines += ["## Changes, paired by task", "", report.DIFFERENCE_NOTE, "",
-              statistics.markdown_table(result["changes"], difference=True), "",
-              _significant(result["changes"]), ""]
+    lines += [
+      "## Changes, paired by task",
+      "",
+      report.DIFFERENCE_NOTE,
+      "",
+      statistics.markdown_table(result["changes"], difference=True),
+      "",
+      _significant(result["changes"]),
+      "",
+    ]
   lines += _seed_lines(result["seeds"])
   for name, split in result["splits"].items():
     lines += _split_lines(name, split)
-  lines += ["## Correlations (Pearson r, 95% Fisher-z interval)", "",
-            "The paper's: 0.13 at 4B and 0.14 at 9B for edit size (−ℓ) vs unit over greedy "
-            "samples of buggy tasks; 0.87 across sizes for precision vs no-op on clean programs "
-            "across evaluation points (here each arm's evaluations, the base once). A dash: "
-            "one side never varies (no task passes, say).", ""]
-  for where, correlations in [("validation tasks", corr), *(
+  lines += [
+    "## Correlations (Pearson r, 95% Fisher-z interval)",
+    "",
+    "The paper's: 0.13 at 4B and 0.14 at 9B for edit size (−ℓ) vs unit over greedy "
+    "samples of buggy tasks; 0.87 across sizes for precision vs no-op on clean programs "
+    "across evaluation points (here each arm's evaluations, the base once). A dash: "
+    "one side never varies (no task passes, say).",
+    "",
+  ]
+  for where, correlations in [
+    ("validation tasks", corr),
+    *(
       (report.SPLITS[name][1], tables["correlations"])
-      for name, tables in result["splits"].items() if tables["paper_table"])]:
-    lines += [f"- On {where}: edit size vs unit " + "; ".join(
-        f"{name} {c.format()}" for name, c in correlations["edit_size_unit"].items())
-              + f"; precision vs no-op {correlations['precision_noop'].format()}."]
+      for name, tables in result["splits"].items()
+      if tables["paper_table"]
+    ),
+  ]:
+    lines += [
+      f"- On {where}: edit size vs unit "
+      + "; ".join(f"{name} {c.format()}" for name, c in correlations["edit_size_unit"].items())
+      + f"; precision vs no-op {correlations['precision_noop'].format()}."
+    ]
   lines += [""]
-  lines += ["## Curves", "", "Greedy evaluation at each step (95% intervals; bands in "
-            "compare_eval.png):", "", _curve_table(arms), "",
-            "Training samples (means over up to three steps at each end of the run; "
-            "`reward/noop` is the share of samples on buggy tasks that changed nothing):", "",
-            _train_table(arms), ""]
+  lines += [
+    "## Curves",
+    "",
+    "Greedy evaluation at each step (95% intervals; bands in compare_eval.png):",
+    "",
+    _curve_table(arms),
+    "",
+    "Training samples (means over up to three steps at each end of the run; "
+    "`reward/noop` is the share of samples on buggy tasks that changed nothing):",
+    "",
+    _train_table(arms),
+    "",
+  ]
   for png in (eval_png, train_png):
     if png is not None:
       lines += [f"![{png.stem}]({png.name})", ""]
   path = workdir / "report.md"
   path.write_text("\n".join(lines))
-  (workdir / "report.json").write_text(json.dumps({
-      "arms": [a.name for a in arms], "run": run, "notes": result["notes"],
-      "paper_table": _jsonable(result["paper"]), "changes": _jsonable(result["changes"]),
-      "evaluations": {a.name: _jsonable({str(s): t for s, t in a.tables.items()}) for a in arms},
-      "train": {a.name: {k: {"steps": v[0], "values": v[1]} for k, v in curves[a.name].items()
-                         if not k.startswith("eval/")} for a in arms},
-      "seeds": _seeds_json(result["seeds"]),
-      **{name: {"paper_table": _jsonable(split["paper_table"]),
-                "changes": _jsonable(split["changes"]), "seeds": _seeds_json(split["seeds"]),
-                "evaluations": {a.name: _jsonable({
-                    str(e["step"]): report.intervals(e)
-                    for e in report.split_evals(a.evals, name)}) for a in arms},
-                "correlations": _correlations_json(split["correlations"])}
-         for name, split in result["splits"].items() if split["paper_table"]},
-      "correlations": _correlations_json(corr),
-  }, indent=1, default=float) + "\n")
+  (workdir / "report.json").write_text(
+    json.dumps(
+      {
+        "arms": [a.name for a in arms],
+        "run": run,
+        "notes": result["notes"],
+        "paper_table": _jsonable(result["paper"]),
+        "changes": _jsonable(result["changes"]),
+        "evaluations": {a.name: _jsonable({str(s): t for s, t in a.tables.items()}) for a in arms},
+        "train": {
+          a.name: {
+            k: {"steps": v[0], "values": v[1]}
+            for k, v in curves[a.name].items()
+            if not k.startswith("eval/")
+          }
+          for a in arms
+        },
+        "seeds": _seeds_json(result["seeds"]),
+        **{
+          name: {
+            "paper_table": _jsonable(split["paper_table"]),
+            "changes": _jsonable(split["changes"]),
+            "seeds": _seeds_json(split["seeds"]),
+            "evaluations": {
+              a.name: _jsonable(
+                {str(e["step"]): report.intervals(e) for e in report.split_evals(a.evals, name)}
+              )
+              for a in arms
+            },
+            "correlations": _correlations_json(split["correlations"]),
+          }
+          for name, split in result["splits"].items()
+          if split["paper_table"]
+        },
+        "correlations": _correlations_json(corr),
+      },
+      indent=1,
+      default=float,
+    )
+    + "\n"
+  )
   return path

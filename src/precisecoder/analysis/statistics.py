@@ -18,8 +18,7 @@ import numpy as np
 
 from precisecoder.rewards import PAPER_COLUMNS  # the columns are means of reward terms
 
-PERCENT_COLUMNS = frozenset({"pass", "precision", "recall", "f1", "noop", "damage",
-                             "noop_buggy"})
+PERCENT_COLUMNS = frozenset({"pass", "precision", "recall", "f1", "noop", "damage", "noop_buggy"})
 # Beside the paper's columns: how many buggy programs come back unchanged. Fewer edited lines
 # are a gain only if they do not come from returning the bug untouched.
 NOOP_BUGGY = {"noop_buggy": ("noop", "buggy")}
@@ -28,6 +27,7 @@ NOOP_BUGGY = {"noop_buggy": ("noop", "buggy")}
 @dataclasses.dataclass(frozen=True)
 class Interval:
   """A mean over `n` tasks with its bootstrap interval [low, high]."""
+
   mean: float
   low: float
   high: float
@@ -41,8 +41,10 @@ class Interval:
     plus = "+" if sign else ""
     if math.isnan(self.low):  # a mean known without its samples: no interval to give
       return f"{scale * self.mean:{plus}.{digits}f}"
-    return (f"{scale * self.mean:{plus}.{digits}f} "
-            f"[{scale * self.low:{plus}.{digits}f}, {scale * self.high:{plus}.{digits}f}]")
+    return (
+      f"{scale * self.mean:{plus}.{digits}f} "
+      f"[{scale * self.low:{plus}.{digits}f}, {scale * self.high:{plus}.{digits}f}]"
+    )
 
   def excludes(self, value: float = 0.0) -> bool:
     """Whether `value` lies outside the interval (for a difference: not explained by noise)."""
@@ -55,6 +57,7 @@ class Interval:
 @dataclasses.dataclass(frozen=True)
 class Correlation:
   """Pearson r over `n` pairs with a Fisher-z interval (nan where undefined)."""
+
   r: float
   low: float
   high: float
@@ -94,8 +97,13 @@ def task_mean_map(task_ids: Sequence[str], values: Iterable[Any]) -> dict[str, f
   return {t: sums[t] / counts[t] for t in sums if counts[t]}
 
 
-def bootstrap_interval(values: Sequence[float] | np.ndarray, *, confidence: float = 0.95,
-                       resamples: int = 2000, seed: int = 0) -> Interval:
+def bootstrap_interval(
+  values: Sequence[float] | np.ndarray,
+  *,
+  confidence: float = 0.95,
+  resamples: int = 2000,
+  seed: int = 0,
+) -> Interval:
   """Mean of `values` (one per task) with a percentile bootstrap interval."""
   x = np.asarray(values, np.float64)
   x = x[~np.isnan(x)]
@@ -108,8 +116,9 @@ def bootstrap_interval(values: Sequence[float] | np.ndarray, *, confidence: floa
   return Interval(float(x.mean()), float(low), float(high), int(x.size))
 
 
-def pearson(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, *,
-            confidence: float = 0.95) -> Correlation:
+def pearson(
+  x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, *, confidence: float = 0.95
+) -> Correlation:
   """Pearson r of the pairs where both values are finite; nan when either side is constant."""
   a, b = np.asarray(x, np.float64), np.asarray(y, np.float64)
   if a.shape != b.shape:
@@ -175,9 +184,14 @@ def _normal_quantile(p: float) -> float:
   return (lo + hi) / 2
 
 
-def paper_table(rows: Sequence[Mapping[str, Any]], *, confidence: float = 0.95,
-                resamples: int = 2000, seed: int = 0,
-                columns: Mapping[str, tuple[str, str]] = PAPER_COLUMNS) -> dict[str, Interval]:
+def paper_table(
+  rows: Sequence[Mapping[str, Any]],
+  *,
+  confidence: float = 0.95,
+  resamples: int = 2000,
+  seed: int = 0,
+  columns: Mapping[str, tuple[str, str]] = PAPER_COLUMNS,
+) -> dict[str, Interval]:
   """The paper's columns (or `columns`: name -> (term, buggy|clean)) with bootstrap intervals
   over tasks.
 
@@ -192,10 +206,15 @@ def paper_table(rows: Sequence[Mapping[str, Any]], *, confidence: float = 0.95,
   return out
 
 
-def paired_differences(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]],
-                       *, confidence: float = 0.95, resamples: int = 2000, seed: int = 0,
-                       columns: Mapping[str, tuple[str, str]] = PAPER_COLUMNS
-                       ) -> dict[str, Interval]:
+def paired_differences(
+  before: Sequence[Mapping[str, Any]],
+  after: Sequence[Mapping[str, Any]],
+  *,
+  confidence: float = 0.95,
+  resamples: int = 2000,
+  seed: int = 0,
+  columns: Mapping[str, tuple[str, str]] = PAPER_COLUMNS,
+) -> dict[str, Interval]:
   """`after` − `before` in the paper's columns (or `columns`), paired by task: each task's mean
   difference, resampled by task. Pairing removes the spread of task difficulty that two separate
   intervals carry, so a change can be real while the two intervals still overlap."""
@@ -204,19 +223,23 @@ def paired_differences(before: Sequence[Mapping[str, Any]], after: Sequence[Mapp
     means = []
     for rows in (before, after):
       selected = [r for r in rows if bool(r["is_buggy"]) == (kind == "buggy")]
-      means.append(task_mean_map([r["task_id"] for r in selected],
-                                 [r.get(term) for r in selected]))
+      means.append(task_mean_map([r["task_id"] for r in selected], [r.get(term) for r in selected]))
     shared = [t for t in means[0] if t in means[1]]
-    out[column] = bootstrap_interval([means[1][t] - means[0][t] for t in shared],
-                                     confidence=confidence, resamples=resamples, seed=seed)
+    out[column] = bootstrap_interval(
+      [means[1][t] - means[0][t] for t in shared],
+      confidence=confidence,
+      resamples=resamples,
+      seed=seed,
+    )
   return out
 
 
 def edit_size_unit_correlation(rows: Sequence[Mapping[str, Any]]) -> Correlation:
   """The paper's diagnosis: Pearson r between edit size (−ℓ) and unit over buggy samples."""
   buggy = [r for r in rows if r["is_buggy"]]
-  return pearson([-_as_float(r.get("edit_lines")) for r in buggy],
-                 [_as_float(r.get("unit")) for r in buggy])
+  return pearson(
+    [-_as_float(r.get("edit_lines")) for r in buggy], [_as_float(r.get("unit")) for r in buggy]
+  )
 
 
 def cell(interval: Interval, column: str, *, difference: bool = False) -> str:
@@ -226,14 +249,21 @@ def cell(interval: Interval, column: str, *, difference: bool = False) -> str:
   return text + (" *" if difference and interval.excludes(0.0) else "")
 
 
-def markdown_table(tables: Mapping[str, Mapping[str, Interval]],
-                   columns: Sequence[str] = tuple(PAPER_COLUMNS), label: str = "", *,
-                   difference: bool = False) -> str:
+def markdown_table(
+  tables: Mapping[str, Mapping[str, Interval]],
+  columns: Sequence[str] = tuple(PAPER_COLUMNS),
+  label: str = "",
+  *,
+  difference: bool = False,
+) -> str:
   """Rows of `tables` (name -> paper_table, or paired_differences with `difference`) as
   Markdown; percent except edited lines."""
   head = f"| {label} | " + " | ".join(columns) + " |"
   rule = "|---|" + "---|" * len(columns)
-  body = [f"| {name} | " + " | ".join(
-      cell(table[c], c, difference=difference) if c in table else "–" for c in columns) + " |"
-          for name, table in tables.items()]
+  body = [
+    f"| {name} | "
+    + " | ".join(cell(table[c], c, difference=difference) if c in table else "–" for c in columns)
+    + " |"
+    for name, table in tables.items()
+  ]
   return "\n".join([head, rule, *body])

@@ -102,8 +102,11 @@ def quotes_buggy_line(trace: str, task: Task) -> bool | None:
   return any(line in trace for line in lines)
 
 
-def trace_rows(predictions: Sequence[Mapping[str, Any]], tasks: Mapping[str, Task],
-               scores: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+def trace_rows(
+  predictions: Sequence[Mapping[str, Any]],
+  tasks: Mapping[str, Task],
+  scores: Sequence[Mapping[str, Any]] = (),
+) -> list[dict[str, Any]]:
   """One row per completion with a thinking block: its counts, quoting and scores."""
   by_key = {(s["task_id"], s.get("sample", 0)): s for s in scores}
   rows = []
@@ -113,11 +116,17 @@ def trace_rows(predictions: Sequence[Mapping[str, Any]], tasks: Mapping[str, Tas
       continue
     task = tasks[p["task_id"]]
     score = by_key.get((p["task_id"], p.get("sample", 0)), {})
-    rows.append({"task_id": task.task_id, "sample": p.get("sample", 0),
-                 "is_buggy": task.is_buggy, "words": word_count(trace),
-                 "quotes": quotes_buggy_line(trace, task),
-                 **{name: count(name, trace) for name in LEXICONS},
-                 **{term: score.get(term) for term in ("f1", "precision", "noop", "unit")}})
+    rows.append(
+      {
+        "task_id": task.task_id,
+        "sample": p.get("sample", 0),
+        "is_buggy": task.is_buggy,
+        "words": word_count(trace),
+        "quotes": quotes_buggy_line(trace, task),
+        **{name: count(name, trace) for name in LEXICONS},
+        **{term: score.get(term) for term in ("f1", "precision", "noop", "unit")},
+      }
+    )
   return rows
 
 
@@ -127,8 +136,9 @@ def _buggy_task_means(rows: Sequence[Mapping[str, Any]], field: str) -> dict[str
   return statistics.task_mean_map([r["task_id"] for r in buggy], [r.get(field) for r in buggy])
 
 
-def quoting_effect(rows: Sequence[Mapping[str, Any]], metric: str, *, resamples: int = 2000,
-                   seed: int = 0) -> dict[str, float]:
+def quoting_effect(
+  rows: Sequence[Mapping[str, Any]], metric: str, *, resamples: int = 2000, seed: int = 0
+) -> dict[str, float]:
   """Least-squares slope of per-task `metric` on standardised per-task quoting, with a 95%
   bootstrap interval over tasks; nan where quoting does not vary."""
   quoting = _buggy_task_means(rows, "quotes")
@@ -136,8 +146,12 @@ def quoting_effect(rows: Sequence[Mapping[str, Any]], metric: str, *, resamples:
   shared = [t for t in quoting if t in outcome]
   x = np.array([quoting[t] for t in shared])
   y = np.array([outcome[t] for t in shared])
-  nan = {"slope_per_sd": float("nan"), "low": float("nan"), "high": float("nan"),
-         "tasks": len(shared)}
+  nan = {
+    "slope_per_sd": float("nan"),
+    "low": float("nan"),
+    "high": float("nan"),
+    "tasks": len(shared),
+  }
   if len(shared) < 3 or np.std(x) == 0:
     return nan
 
@@ -153,8 +167,7 @@ def quoting_effect(rows: Sequence[Mapping[str, Any]], metric: str, *, resamples:
   boot = np.array([slope(x[i], y[i]) for i in picks])
   boot = boot[~np.isnan(boot)]
   low, high = np.percentile(boot, [2.5, 97.5]) if boot.size else (float("nan"),) * 2
-  return {"slope_per_sd": slope(x, y), "low": float(low), "high": float(high),
-          "tasks": len(shared)}
+  return {"slope_per_sd": slope(x, y), "low": float(low), "high": float(high), "tasks": len(shared)}
 
 
 def noop_by_hypothesis_quartile(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -167,52 +180,79 @@ def noop_by_hypothesis_quartile(rows: Sequence[Mapping[str, Any]]) -> list[dict[
   for q, part in enumerate(np.array_split(np.array(order), 4), 1):
     group = [clean[i] for i in part]
     counts = [r["hypotheses"] for r in group]
-    out.append({"quartile": q, "traces": len(group), "hypotheses_min": min(counts),
-                "hypotheses_max": max(counts),
-                "noop_rate": float(np.mean([float(r["noop"]) for r in group]))})
+    out.append(
+      {
+        "quartile": q,
+        "traces": len(group),
+        "hypotheses_min": min(counts),
+        "hypotheses_max": max(counts),
+        "noop_rate": float(np.mean([float(r["noop"]) for r in group])),
+      }
+    )
   return out
 
 
-def summarize(rows: Sequence[Mapping[str, Any]], *, completions: int, resamples: int = 2000,
-              seed: int = 0) -> dict[str, Any]:
+def summarize(
+  rows: Sequence[Mapping[str, Any]], *, completions: int, resamples: int = 2000, seed: int = 0
+) -> dict[str, Any]:
   """The trace statistics (see the module docstring) as one JSON-ready dict."""
   words = sum(r["words"] for r in rows)
   quoting = _buggy_task_means(rows, "quotes")
   return {
-      "completions": completions, "traces": len(rows), "words": words,
-      "quote_share": statistics.bootstrap_interval(list(quoting.values()), resamples=resamples,
-                                                   seed=seed).to_json(),
-      "per_1000_words": {name: (1000 * sum(r[name] for r in rows) / words if words else None)
-                         for name in LEXICONS},
-      "noop_by_hypothesis_quartile": noop_by_hypothesis_quartile(rows),
-      "quoting_effect": {metric: quoting_effect(rows, metric, resamples=resamples, seed=seed)
-                         for metric in ("f1", "precision")},
+    "completions": completions,
+    "traces": len(rows),
+    "words": words,
+    "quote_share": statistics.bootstrap_interval(
+      list(quoting.values()), resamples=resamples, seed=seed
+    ).to_json(),
+    "per_1000_words": {
+      name: (1000 * sum(r[name] for r in rows) / words if words else None) for name in LEXICONS
+    },
+    "noop_by_hypothesis_quartile": noop_by_hypothesis_quartile(rows),
+    "quoting_effect": {
+      metric: quoting_effect(rows, metric, resamples=resamples, seed=seed)
+      for metric in ("f1", "precision")
+    },
   }
 
 
 def markdown(summary: Mapping[str, Any]) -> str:
   """`summarize(...)` as Markdown."""
   share = statistics.Interval(**summary["quote_share"])
-  lines = [f"{summary['traces']} of {summary['completions']} completions have a thinking block "
-           f"({summary['words']} words).", "",
-           "- share of buggy tasks whose reasoning quotes the buggy line verbatim, %: "
-           f"{share.format(percent=True)} ({share.n} tasks)", "",
-           "| per 1,000 words | rate |", "|---|---|"]
+  lines = [
+    f"{summary['traces']} of {summary['completions']} completions have a thinking block "
+    f"({summary['words']} words).",
+    "",
+    "- share of buggy tasks whose reasoning quotes the buggy line verbatim, %: "
+    f"{share.format(percent=True)} ({share.n} tasks)",
+    "",
+    "| per 1,000 words | rate |",
+    "|---|---|",
+  ]
   for name, rate in summary["per_1000_words"].items():
     lines.append(f"| {name.replace('_', ' ')} | {'–' if rate is None else f'{rate:.2f}'} |")
   if summary["noop_by_hypothesis_quartile"]:
-    lines += ["", "| hypothesis quartile (clean tasks) | hypotheses | traces | no-op rate |",
-              "|---|---|---|---|"]
+    lines += [
+      "",
+      "| hypothesis quartile (clean tasks) | hypotheses | traces | no-op rate |",
+      "|---|---|---|---|",
+    ]
     for q in summary["noop_by_hypothesis_quartile"]:
-      lines.append(f"| Q{q['quartile']} | {q['hypotheses_min']}–{q['hypotheses_max']} | "
-                   f"{q['traces']} | {100 * q['noop_rate']:.1f}% |")
+      lines.append(
+        f"| Q{q['quartile']} | {q['hypotheses_min']}–{q['hypotheses_max']} | "
+        f"{q['traces']} | {100 * q['noop_rate']:.1f}% |"
+      )
   lines.append("")
   for metric, effect in summary["quoting_effect"].items():
     if np.isnan(effect["slope_per_sd"]):
-      lines.append(f"- {metric} per +1 SD of quoting: – ({effect['tasks']} tasks; quoting does "
-                   "not vary or no scores)")
+      lines.append(
+        f"- {metric} per +1 SD of quoting: – ({effect['tasks']} tasks; quoting does "
+        "not vary or no scores)"
+      )
     else:
-      lines.append(f"- {metric} per +1 SD of quoting: {100 * effect['slope_per_sd']:+.1f} points "
-                   f"[{100 * effect['low']:+.1f}, {100 * effect['high']:+.1f}] "
-                   f"({effect['tasks']} tasks)")
+      lines.append(
+        f"- {metric} per +1 SD of quoting: {100 * effect['slope_per_sd']:+.1f} points "
+        f"[{100 * effect['low']:+.1f}, {100 * effect['high']:+.1f}] "
+        f"({effect['tasks']} tasks)"
+      )
   return "\n".join(lines) + "\n"

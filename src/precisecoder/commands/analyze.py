@@ -32,12 +32,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   traces.add_argument("--clean", default="", help="clean task file (for no-op by quartile)")
   traces.add_argument("--scores", default="", help="score lines of the predictions")
   traces.add_argument("--output", default="", help="write OUTPUT.json and OUTPUT.md")
-  traces.add_argument("--resamples", type=checks.positive_int, default=2000,
-                      help="bootstrap resamples")
+  traces.add_argument(
+    "--resamples", type=checks.positive_int, default=2000, help="bootstrap resamples"
+  )
 
 
 def _records(path: str) -> list[dict[str, Any]]:
   from precisecoder import tasks as tasks_lib
+
   try:
     return [r for _, r in tasks_lib.iter_records(path)]
   except tasks_lib.TaskError as e:
@@ -47,6 +49,7 @@ def _records(path: str) -> list[dict[str, Any]]:
 def _inputs(args: argparse.Namespace):
   """(predictions, tasks by id, scores) from --run or the separate files."""
   from precisecoder import tasks as tasks_lib
+
   predictions, task_files, scores = args.predictions, [args.tasks, args.clean], args.scores
   if args.run:
     run = pathlib.Path(args.run)
@@ -72,18 +75,33 @@ def _inputs(args: argparse.Namespace):
   for n, r in enumerate(rows, 1):
     task_id = r.get("task_id") if isinstance(r, dict) else None
     if task_id not in tasks:
-      raise checks.InputError(f"{predictions}: record {n}: task_id {task_id!r} is not in the "
-                              "task files")
+      raise checks.InputError(
+        f"{predictions}: record {n}: task_id {task_id!r} is not in the task files"
+      )
   return rows, tasks, _records(scores) if scores else []
 
 
 def main(args: argparse.Namespace) -> int:
   from precisecoder.analysis import traces
+
   try:
     predictions, tasks, scores = _inputs(args)
-    outputs = [checks.output_file(str(pathlib.Path(args.output).with_suffix(suffix)), inputs=[
-        ("--predictions", args.predictions), ("--tasks", args.tasks), ("--clean", args.clean),
-        ("--scores", args.scores)]) for suffix in (".json", ".md")] if args.output else []
+    outputs = (
+      [
+        checks.output_file(
+          str(pathlib.Path(args.output).with_suffix(suffix)),
+          inputs=[
+            ("--predictions", args.predictions),
+            ("--tasks", args.tasks),
+            ("--clean", args.clean),
+            ("--scores", args.scores),
+          ],
+        )
+        for suffix in (".json", ".md")
+      ]
+      if args.output
+      else []
+    )
   except checks.InputError as e:
     print(f"precisecoder analyze: error: {e}", file=sys.stderr)
     return 2

@@ -25,14 +25,19 @@ PROG = "precisecoder base"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.description = (
-      "Build (once; cached by its config) a small base policy: a BPE tokenizer trained on the "
-      "generator's training tasks, SFT from scratch on a mixture of answers; print its "
-      "measurements and folder.")
+    "Build (once; cached by its config) a small base policy: a BPE tokenizer trained on the "
+    "generator's training tasks, SFT from scratch on a mixture of answers; print its "
+    "measurements and folder."
+  )
   parser.epilog = "Extra --config.a.b=v arguments override configs/base.py's fields."
-  parser.add_argument("--preset", default="cpu",
-                      help="tiny, cpu, gpu, tiny-programs or cpu-programs (configs/base.py)")
-  parser.add_argument("--rebuild", action="store_true",
-                      help="delete the cached base of this config first")
+  parser.add_argument(
+    "--preset",
+    default="cpu",
+    help="tiny, cpu, gpu, tiny-programs or cpu-programs (configs/base.py)",
+  )
+  parser.add_argument(
+    "--rebuild", action="store_true", help="delete the cached base of this config first"
+  )
   parser.add_argument("--verbose", action="store_true", help=console.VERBOSE_HELP)
 
 
@@ -40,6 +45,7 @@ def main(argv: Sequence[str]) -> int:
   args, overrides = checks.parse_with_overrides(checks.command_parser(PROG, add_arguments), argv)
   from precisecoder.experiments import base_model, compare_arms  # pylint: disable=import-outside-toplevel
   from precisecoder.train import config as config_lib  # pylint: disable=import-outside-toplevel
+
   config_file = compare_arms.default_configs_dir() / "base.py"
   try:
     cfg = compare_arms.resolve_config(config_file, args.preset, overrides)

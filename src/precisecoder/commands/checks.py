@@ -21,32 +21,38 @@ from typing import IO, Callable, Iterator, Sequence
 from precisecoder.execution.pool import MAX_WORKERS, check_python
 
 
-
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
   """Every command's --help: each option's default after its help, except where there is
   nothing to say (a required option, a switch, an empty or unset default)."""
 
   def _get_help_string(self, action: argparse.Action) -> str:
     text = action.help or ""
-    if (action.required or action.default in (None, False, "", argparse.SUPPRESS)
-        or "%(default)" in text or not action.option_strings):
+    if (
+      action.required
+      or action.default in (None, False, "", argparse.SUPPRESS)
+      or "%(default)" in text
+      or not action.option_strings
+    ):
       return text
     return f"{text} (default: %(default)s)" if text else "default: %(default)s"
 
 
-def command_parser(prog: str, add_arguments: Callable[[argparse.ArgumentParser], None],
-                   description: str = "") -> argparse.ArgumentParser:
+def command_parser(
+  prog: str, add_arguments: Callable[[argparse.ArgumentParser], None], description: str = ""
+) -> argparse.ArgumentParser:
   """The parser of one `precisecoder` command, with its defaults shown in --help."""
-  parser = argparse.ArgumentParser(prog=prog, description=description,
-                                   formatter_class=HelpFormatter)
+  parser = argparse.ArgumentParser(
+    prog=prog, description=description, formatter_class=HelpFormatter
+  )
   add_arguments(parser)
   for sub in subparsers(parser):  # `data build generator`, `analyze traces`, ...
     sub.formatter_class = HelpFormatter
   return parser
 
 
-def parse_with_overrides(parser: argparse.ArgumentParser, argv: Sequence[str]
-                         ) -> tuple[argparse.Namespace, list[str]]:
+def parse_with_overrides(
+  parser: argparse.ArgumentParser, argv: Sequence[str]
+) -> tuple[argparse.Namespace, list[str]]:
   """The parser's own flags, and the `--config.a.b=v` overrides it passes through (anything
   else is a usage error)."""
   args, rest = parser.parse_known_args(argv)
@@ -99,8 +105,10 @@ def python(text: str) -> str:
     raise argparse.ArgumentTypeError(f"no such executable: {text!r}") from None
 
 
-PYTHON_HELP = ("interpreter that runs the programs, with the task set's libraries (e.g. "
-               ".venv-bigcodebench/bin/python from scripts/bigcodebench_env.sh; default: this one)")
+PYTHON_HELP = (
+  "interpreter that runs the programs, with the task set's libraries (e.g. "
+  ".venv-bigcodebench/bin/python from scripts/bigcodebench_env.sh; default: this one)"
+)
 
 
 def positive_float(text: str) -> float:
@@ -141,8 +149,9 @@ def _same_file(a: pathlib.Path, b: pathlib.Path) -> bool:
     return False
 
 
-def output_file(path: str, flag: str = "--output",
-                inputs: Sequence[tuple[str, str]] = ()) -> pathlib.Path:
+def output_file(
+  path: str, flag: str = "--output", inputs: Sequence[tuple[str, str]] = ()
+) -> pathlib.Path:
   """`path` checked as a file to write: not a folder, not one of the `(flag, path)` inputs, in a
   folder that exists or can be made (`atomic_output` makes it). Raises InputError."""
   out = pathlib.Path(path)
@@ -150,21 +159,24 @@ def output_file(path: str, flag: str = "--output",
     raise InputError(f"{flag} {path}: is a folder; give a file name")
   for input_flag, input_path in inputs:
     if input_path and _same_file(out, pathlib.Path(input_path)):
-      raise InputError(f"{flag} {path}: is the {input_flag} file; writing it would destroy "
-                       "the input")
+      raise InputError(
+        f"{flag} {path}: is the {input_flag} file; writing it would destroy the input"
+      )
   _check_folder(out.parent, f"{flag} {path}")
   return out
 
 
-def output_folder(path: str, flag: str = "--output",
-                  inputs: Sequence[tuple[str, str]] = (), *, make: bool = True) -> pathlib.Path:
+def output_folder(
+  path: str, flag: str = "--output", inputs: Sequence[tuple[str, str]] = (), *, make: bool = True
+) -> pathlib.Path:
   """`path` checked as a folder to write into, and made unless `make` is False (the writer makes
   it once there is something to write). Raises InputError."""
   out = pathlib.Path(path)
   for input_flag, input_path in inputs:
     if input_path and _same_file(out, pathlib.Path(input_path)):
-      raise InputError(f"{flag} {path}: is the {input_flag}; writing into it would change the "
-                       "input")
+      raise InputError(
+        f"{flag} {path}: is the {input_flag}; writing into it would change the input"
+      )
   if out.exists() and not out.is_dir():
     raise InputError(f"{flag} {path}: exists and is not a folder")
   if make:
@@ -225,6 +237,7 @@ def atomic_output(path: pathlib.Path, flag: str = "--output") -> Iterator[IO[str
   `path`'s lock (commands/outputs.py): a second command writing the same file is refused
   (InputError) rather than corrupting it."""
   from precisecoder.commands import outputs  # pylint: disable=import-outside-toplevel
+
   lock = outputs.OutputLock(path, flag, busy=InputError)
   lock.acquire()
   try:

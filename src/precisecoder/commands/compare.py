@@ -33,44 +33,68 @@ PROG = "precisecoder compare"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.description = (
-      "Train reward recipes side by side from the same base, tasks, seed and budget; evaluate "
-      "each every train.eval_every steps on the same validation tasks, clean programs and "
-      "held-in tasks; write WORKDIR/report.md (+ report.json, PNGs). Rerunning resumes "
-      "unfinished arms. Ctrl-C stops the arms as a preemption does (each checkpoints its step) "
-      "and exits 130.")
+    "Train reward recipes side by side from the same base, tasks, seed and budget; evaluate "
+    "each every train.eval_every steps on the same validation tasks, clean programs and "
+    "held-in tasks; write WORKDIR/report.md (+ report.json, PNGs). Rerunning resumes "
+    "unfinished arms. Ctrl-C stops the arms as a preemption does (each checkpoints its step) "
+    "and exits 130."
+  )
   parser.epilog = "Extra --config.a.b=v arguments override every arm's config."
-  parser.add_argument("--arms", default=",".join(compare_arms.DEFAULT_ARMS),
-                      help=f"comma-separated config names in --configs (known: "
-                      f"{', '.join(compare_arms.KNOWN_ARMS)})")
-  parser.add_argument("--preset", default="compare-cpu",
-                      help="run preset (RUN_PRESETS in precisecoder/train/config.py), e.g. "
-                      "compare-cpu, compare-h200, tiny")
-  parser.add_argument("--workdir", default="runs/compare",
-                      help="folder of the comparison: one workdir per arm, the report")
-  parser.add_argument("--parallel", type=checks.positive_int, default=1,
-                      help="arms trained at once, each its own process (memory adds up); "
-                      "docs/compare.md says when it helps")
-  parser.add_argument("--configs", type=pathlib.Path, default=None,
-                      help="directory of the arms' config files (default: the repository's "
-                      "configs/)")
-  parser.add_argument("--seeds", default="",
-                      help="comma-separated run seeds (--config.seed), each arm trained once "
-                      "per seed in WORKDIR/<arm>/seed_<k> (default: one run per arm in "
-                      "WORKDIR/<arm> at the config's seed)")
-  parser.add_argument("--report-only", action="store_true",
-                      help="rebuild the report from the arms' workdirs without training")
+  parser.add_argument(
+    "--arms",
+    default=",".join(compare_arms.DEFAULT_ARMS),
+    help=f"comma-separated config names in --configs (known: {', '.join(compare_arms.KNOWN_ARMS)})",
+  )
+  parser.add_argument(
+    "--preset",
+    default="compare-cpu",
+    help="run preset (RUN_PRESETS in precisecoder/train/config.py), e.g. "
+    "compare-cpu, compare-h200, tiny",
+  )
+  parser.add_argument(
+    "--workdir",
+    default="runs/compare",
+    help="folder of the comparison: one workdir per arm, the report",
+  )
+  parser.add_argument(
+    "--parallel",
+    type=checks.positive_int,
+    default=1,
+    help="arms trained at once, each its own process (memory adds up); "
+    "docs/compare.md says when it helps",
+  )
+  parser.add_argument(
+    "--configs",
+    type=pathlib.Path,
+    default=None,
+    help="directory of the arms' config files (default: the repository's configs/)",
+  )
+  parser.add_argument(
+    "--seeds",
+    default="",
+    help="comma-separated run seeds (--config.seed), each arm trained once "
+    "per seed in WORKDIR/<arm>/seed_<k> (default: one run per arm in "
+    "WORKDIR/<arm> at the config's seed)",
+  )
+  parser.add_argument(
+    "--report-only",
+    action="store_true",
+    help="rebuild the report from the arms' workdirs without training",
+  )
   parser.add_argument("--verbose", action="store_true", help=console.VERBOSE_HELP)
 
 
-def _arms(names: Sequence[str], configs_dir: pathlib.Path, preset: str,
-          overrides: Sequence[str]) -> dict[str, tuple[pathlib.Path, Any]]:
+def _arms(
+  names: Sequence[str], configs_dir: pathlib.Path, preset: str, overrides: Sequence[str]
+) -> dict[str, tuple[pathlib.Path, Any]]:
   """Each arm's config file and resolved config. Raises InputError."""
   arms = {}
   for name in names:
     config_file = configs_dir / f"{name}.py"
     if not config_file.is_file():
-      raise checks.InputError(f"--arms: no config {config_file} (known arms: "
-                              f"{', '.join(compare_arms.KNOWN_ARMS)})")
+      raise checks.InputError(
+        f"--arms: no config {config_file} (known arms: {', '.join(compare_arms.KNOWN_ARMS)})"
+      )
     try:
       arms[name] = (config_file, compare_arms.resolve_config(config_file, preset, overrides))
     except (ValueError, config_lib.ConfigError) as e:
@@ -85,9 +109,10 @@ def _check_workdir(args: argparse.Namespace, runs: Sequence[compare_arms.RunSpec
     if not any((spec.workdir / "config.json").exists() for spec in runs):
       arm_dir = "<arm>/seed_<k>" if args.seeds.strip() else "<arm>"
       raise checks.InputError(
-          f"--workdir {args.workdir}: no arm has run there (no {workdir}/{arm_dir}/config.json "
-          f"for any of {', '.join(dict.fromkeys(spec.arm for spec in runs))}); nothing to "
-          "report")
+        f"--workdir {args.workdir}: no arm has run there (no {workdir}/{arm_dir}/config.json "
+        f"for any of {', '.join(dict.fromkeys(spec.arm for spec in runs))}); nothing to "
+        "report"
+      )
   else:
     for spec in runs:
       try:
@@ -135,21 +160,32 @@ def main(argv: Sequence[str]) -> int:
       compare_arms.prepare_base(next(iter(arms.values()))[1])
       codes, walls = compare_arms.run_arms(runs, args.preset, args.parallel)
     except KeyboardInterrupt:  # the arms were stopped with SIGTERM: each saved its last step
-      print(f"{PROG}: interrupted; each running arm saved a checkpoint of its last step in "
-            f"{workdir}: rerun the same command to resume", file=sys.stderr, flush=True)
+      print(
+        f"{PROG}: interrupted; each running arm saved a checkpoint of its last step in "
+        f"{workdir}: rerun the same command to resume",
+        file=sys.stderr,
+        flush=True,
+      )
       return 130
     for name, seconds in walls.items():  # a resumed arm's time adds to its earlier runs'
       run["wall_s"][name] = run["wall_s"].get(name, 0.0) + seconds
     run.setdefault("invocations", []).append(
-        {"time": time.strftime("%Y-%m-%d %H:%M:%S"), "parallel": args.parallel,
-         "trained": sorted(walls), "wall_s": time.perf_counter() - t0})
+      {
+        "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "parallel": args.parallel,
+        "trained": sorted(walls),
+        "wall_s": time.perf_counter() - t0,
+      }
+    )
     run_path.write_text(json.dumps(run, indent=1) + "\n")
   from precisecoder.analysis import compare_report  # matplotlib only once training is over
+
   path = compare_report.write(workdir, names, run, seeds=seeds)
   print(f"Report: {path}", flush=True)
   failed = sorted(name for name, code in codes.items() if code)
   if failed:
-    print(f"{PROG}: arms failed: {', '.join(failed)} (see WORKDIR/<arm>/train.log)",
-          file=sys.stderr)
+    print(
+      f"{PROG}: arms failed: {', '.join(failed)} (see WORKDIR/<arm>/train.log)", file=sys.stderr
+    )
     return 1
   return 0

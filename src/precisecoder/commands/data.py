@@ -43,28 +43,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   what = build.add_subparsers(dest="what", required=True, metavar="SET")
 
   gen = what.add_parser("generator", help="seeded small-function tasks (train/validation/test)")
-  gen.add_argument("--tier", choices=generator.TIERS, default="easy",
-                   help="bug difficulty (docs/data.md)")
+  gen.add_argument(
+    "--tier", choices=generator.TIERS, default="easy", help="bug difficulty (docs/data.md)"
+  )
   gen.add_argument("--train", type=checks.non_negative_int, default=2000, help="buggy train tasks")
-  gen.add_argument("--validation", type=checks.non_negative_int, default=200,
-                   help="buggy validation tasks")
+  gen.add_argument(
+    "--validation", type=checks.non_negative_int, default=200, help="buggy validation tasks"
+  )
   gen.add_argument("--test", type=checks.non_negative_int, default=200, help="buggy test tasks")
-  gen.add_argument("--clean", type=checks.non_negative_int, default=100,
-                   help="clean tasks per validation/test split")
+  gen.add_argument(
+    "--clean",
+    type=checks.non_negative_int,
+    default=100,
+    help="clean tasks per validation/test split",
+  )
   gen.add_argument("--seed", type=int, default=0, help="generation seed")
 
   he = what.add_parser("humaneval", help="HumanEval single-line, multi-line and clean sets")
-  he.add_argument("--kinds", default="single,multi,clean",
-                  help="comma-separated sets to build: single, multi, clean")
+  he.add_argument(
+    "--kinds",
+    default="single,multi,clean",
+    help="comma-separated sets to build: single, multi, clean",
+  )
   he.add_argument("--seed", type=int, default=0, help="bug-injection seed")
 
-  repo = what.add_parser("repository",
-                         help="modules of 3-5 functions with one buggy function (evaluation)")
-  repo.add_argument("--validation", type=checks.non_negative_int, default=50,
-                    help="buggy validation modules")
+  repo = what.add_parser(
+    "repository", help="modules of 3-5 functions with one buggy function (evaluation)"
+  )
+  repo.add_argument(
+    "--validation", type=checks.non_negative_int, default=50, help="buggy validation modules"
+  )
   repo.add_argument("--test", type=checks.non_negative_int, default=200, help="buggy test modules")
-  repo.add_argument("--clean", type=checks.non_negative_int, default=50,
-                    help="clean modules per split")
+  repo.add_argument(
+    "--clean", type=checks.non_negative_int, default=50, help="clean modules per split"
+  )
   repo.add_argument("--seed", type=int, default=0, help="generation seed")
 
   pdb = what.add_parser("pdb", help="PDB records joined with local source-benchmark tests")
@@ -73,17 +85,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   pdb.add_argument("--livecodebench", help="local LiveCodeBench code_generation_lite copy")
   pdb.add_argument("--name", default="pdb", help="output file stem")
 
-  bcb = what.add_parser("bigcodebench",
-                        help="clean tasks from BigCodeBench records: each gold program as is")
-  bcb.add_argument("--records", required=True, nargs="+",
-                   help="BigCodeBench JSON / JSONL / parquet files or folders (PDB's data files)")
+  bcb = what.add_parser(
+    "bigcodebench", help="clean tasks from BigCodeBench records: each gold program as is"
+  )
+  bcb.add_argument(
+    "--records",
+    required=True,
+    nargs="+",
+    help="BigCodeBench JSON / JSONL / parquet files or folders (PDB's data files)",
+  )
   bcb.add_argument("--name", default="bigcodebench_clean", help="output file stem")
-  bcb.add_argument("--task-timeout", type=checks.positive_float, default=20.0,
-                   help="the tasks' timeout_s (BigCodeBench's own harness allows 20 s)")
+  bcb.add_argument(
+    "--task-timeout",
+    type=checks.positive_float,
+    default=20.0,
+    help="the tasks' timeout_s (BigCodeBench's own harness allows 20 s)",
+  )
 
   tfds = what.add_parser("tfds", help="TFDS ArrayRecord dataset from task files")
-  tfds.add_argument("--split", action="append", required=True, metavar="NAME=PATH",
-                    help="a split and its task file (repeat for several)")
+  tfds.add_argument(
+    "--split",
+    action="append",
+    required=True,
+    metavar="NAME=PATH",
+    help="a split and its task file (repeat for several)",
+  )
   tfds.add_argument("--data-dir", required=True, help="TFDS data directory to write into")
   tfds.add_argument("--config", default="default", help="TFDS builder config name")
 
@@ -92,11 +118,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   for b in (gen, he, repo, pdb, bcb, ver):
     if b is not ver:
       b.add_argument("--out", required=True, help="output folder")
-    b.add_argument("--workers", type=checks.workers, default=None,
-                   help=f"execution workers, 1 to {checks.MAX_WORKERS} (default: CPUs)")
+    b.add_argument(
+      "--workers",
+      type=checks.workers,
+      default=None,
+      help=f"execution workers, 1 to {checks.MAX_WORKERS} (default: CPUs)",
+    )
     b.add_argument("--python", type=checks.python, default=None, help=checks.PYTHON_HELP)
-    b.add_argument("--timeout", type=checks.positive_float, default=3.0,
-                   help="seconds per verification run (mutants that loop forever time out)")
+    b.add_argument(
+      "--timeout",
+      type=checks.positive_float,
+      default=3.0,
+      help="seconds per verification run (mutants that loop forever time out)",
+    )
 
   card = sub.add_parser("card", help="print the data card of task files")
   card.add_argument("paths", nargs="+", metavar="TASKS.jsonl", help="task files")
@@ -110,11 +144,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _pool(args: argparse.Namespace):
   from precisecoder.execution import ExecutionPool  # pylint: disable=import-outside-toplevel
+
   return ExecutionPool(workers=args.workers, python=args.python)
 
 
 def _checker(pool, timeout_s: float):
   from precisecoder.data.checking import PoolChecker  # pylint: disable=import-outside-toplevel
+
   return PoolChecker(pool, timeout_s=timeout_s)
 
 
@@ -150,8 +186,10 @@ def _finish(out: pathlib.Path, summary: dict[str, Any], card_list: list[dict[str
   (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
   failures = sum(v["failures"] for v in summary.get("verification", {}).values())
   for c in card_list:
-    print(f"{c['name']:>28}: {c['tasks']:6d} tasks ({c['buggy']} buggy, {c['clean']} clean), "
-          f"{c['program_lines_mean']:.1f} lines, bugs/task {c['by_bug_count']}")
+    print(
+      f"{c['name']:>28}: {c['tasks']:6d} tasks ({c['buggy']} buggy, {c['clean']} clean), "
+      f"{c['program_lines_mean']:.1f} lines, bugs/task {c['by_bug_count']}"
+    )
   for name, v in summary.get("verification", {}).items():
     status = "OK" if not v["failures"] else f"{v['failures']} FAILED"
     print(f"{name:>28}: verified {v['tasks']} tasks with {v['checks']} runs: {status}")
@@ -173,41 +211,56 @@ def _build_generator(args: argparse.Namespace, out: pathlib.Path) -> int:
   for split in ("train", "validation", "test"):
     n = getattr(args, split)
     if n:
-      sets[f"{args.tier}_{split}"] = generator.make_tasks(split, args.tier, n, args.seed,
-                                                               progress=True)
+      sets[f"{args.tier}_{split}"] = generator.make_tasks(
+        split, args.tier, n, args.seed, progress=True
+      )
     if split != "train" and args.clean:
-      sets[f"clean_{split}"] = generator.make_clean_tasks(split, args.clean, args.seed,
-                                                          tier=args.tier)
+      sets[f"clean_{split}"] = generator.make_clean_tasks(
+        split, args.clean, args.seed, tier=args.tier
+      )
   generated_s = time.time() - started
   card_list = [_write_set(out, name, tasks) for name, tasks in sets.items()]
   with _pool(args) as pool:
     checker = _checker(pool, args.timeout)
-    summary = {"set": "generator", "tier": args.tier, "seed": args.seed,
-               "generation_seconds": round(generated_s, 2),
-               "verification": _verify(sets, checker), "environment": _environment(checker)}
+    summary = {
+      "set": "generator",
+      "tier": args.tier,
+      "seed": args.seed,
+      "generation_seconds": round(generated_s, 2),
+      "verification": _verify(sets, checker),
+      "environment": _environment(checker),
+    }
   return _finish(out, summary, card_list)
 
 
 def _build_repository(args: argparse.Namespace, out: pathlib.Path) -> int:
   from precisecoder.data import repository  # pylint: disable=import-outside-toplevel
+
   sets: dict[str, list[Task]] = {}
   for split in ("validation", "test"):
     if getattr(args, split):
-      sets[f"repository_{split}"] = repository.make_tasks(split, getattr(args, split), args.seed,
-                                                          progress=True)
+      sets[f"repository_{split}"] = repository.make_tasks(
+        split, getattr(args, split), args.seed, progress=True
+      )
     if args.clean:
-      sets[f"repository_clean_{split}"] = repository.make_tasks(split, args.clean, args.seed,
-                                                                buggy=False, progress=True)
+      sets[f"repository_clean_{split}"] = repository.make_tasks(
+        split, args.clean, args.seed, buggy=False, progress=True
+      )
   card_list = [_write_set(out, name, tasks) for name, tasks in sets.items()]
   with _pool(args) as pool:
     checker = _checker(pool, args.timeout)
-    summary = {"set": "repository", "seed": args.seed,
-               "verification": _verify(sets, checker), "environment": _environment(checker)}
+    summary = {
+      "set": "repository",
+      "seed": args.seed,
+      "verification": _verify(sets, checker),
+      "environment": _environment(checker),
+    }
   return _finish(out, summary, card_list)
 
 
 def _build_humaneval(args: argparse.Namespace, out: pathlib.Path) -> int:
   from precisecoder.data import humaneval  # pylint: disable=import-outside-toplevel
+
   kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
   for kind in kinds:
     if kind not in humaneval.KINDS:
@@ -219,8 +272,13 @@ def _build_humaneval(args: argparse.Namespace, out: pathlib.Path) -> int:
       tasks, report = humaneval.build(kind, checker, seed=args.seed, progress=True)
       sets[f"humaneval_{kind}"] = tasks
       reports[kind] = report
-    summary = {"set": "humaneval", "seed": args.seed, "injection": reports,
-               "verification": _verify(sets, checker), "environment": _environment(checker)}
+    summary = {
+      "set": "humaneval",
+      "seed": args.seed,
+      "injection": reports,
+      "verification": _verify(sets, checker),
+      "environment": _environment(checker),
+    }
   card_list = [_write_set(out, name, tasks) for name, tasks in sets.items()]
   for kind, report in reports.items():
     _print_yield(f"humaneval {kind}", report.get("yield"))
@@ -239,17 +297,25 @@ def _print_yield(title: str, table: dict[str, Any] | None) -> None:
 
 def _build_pdb(args: argparse.Namespace, out: pathlib.Path) -> int:
   from precisecoder.data import pdb  # pylint: disable=import-outside-toplevel
-  report = pdb.load_pdb(args.records, bigcodebench=args.bigcodebench,
-                        livecodebench=args.livecodebench)
+
+  report = pdb.load_pdb(
+    args.records, bigcodebench=args.bigcodebench, livecodebench=args.livecodebench
+  )
   with _pool(args) as pool:
     checker = _checker(pool, args.timeout)
     failing = set(pdb.failing_gold(report.tasks, checker))
     kept = [t for t in report.tasks if t.task_id not in failing]
-    summary = {"set": "pdb", "load": report.summary(), "gold_failing": sorted(failing),
-               "missing_tests": report.missing_tests, "duplicates": report.duplicates,
-               "malformed": report.malformed, "source_errors": report.source_errors,
-               "verification": _verify({args.name: kept}, checker),
-               "environment": _environment(checker)}
+    summary = {
+      "set": "pdb",
+      "load": report.summary(),
+      "gold_failing": sorted(failing),
+      "missing_tests": report.missing_tests,
+      "duplicates": report.duplicates,
+      "malformed": report.malformed,
+      "source_errors": report.source_errors,
+      "verification": _verify({args.name: kept}, checker),
+      "environment": _environment(checker),
+    }
   print(f"PDB records: {json.dumps(report.summary())}, gold failing its tests: {len(failing)}")
   card_list = [_write_set(out, args.name, kept)]
   return _finish(out, summary, card_list)
@@ -257,14 +323,20 @@ def _build_pdb(args: argparse.Namespace, out: pathlib.Path) -> int:
 
 def _build_bigcodebench(args: argparse.Namespace, out: pathlib.Path) -> int:
   from precisecoder.data import pdb  # pylint: disable=import-outside-toplevel
+
   report = pdb.bigcodebench_clean_tasks(args.records, timeout_s=args.task_timeout)
   with _pool(args) as pool:
     checker = _checker(pool, args.timeout)
-    summary = {"set": "bigcodebench", "load": report.summary(),
-               "missing_tests": report.missing_tests, "duplicates": report.duplicates,
-               "malformed": report.malformed, "source_errors": report.source_errors,
-               "verification": _verify({args.name: report.tasks}, checker),
-               "environment": _environment(checker)}
+    summary = {
+      "set": "bigcodebench",
+      "load": report.summary(),
+      "missing_tests": report.missing_tests,
+      "duplicates": report.duplicates,
+      "malformed": report.malformed,
+      "source_errors": report.source_errors,
+      "verification": _verify({args.name: report.tasks}, checker),
+      "environment": _environment(checker),
+    }
   print(f"BigCodeBench records: {json.dumps(report.summary())}")
   card_list = [_write_set(out, args.name, report.tasks)]
   return _finish(out, summary, card_list)
@@ -272,6 +344,7 @@ def _build_bigcodebench(args: argparse.Namespace, out: pathlib.Path) -> int:
 
 def _build_tfds(args: argparse.Namespace) -> int:
   from precisecoder.data import tfds_builder  # pylint: disable=import-outside-toplevel
+
   splits = {}
   for item in args.split:
     name, sep, path = item.partition("=")
@@ -298,8 +371,11 @@ def main(args: argparse.Namespace) -> int:
   try:
     if args.action == "card":
       card_list = [cards.data_card(tasks, name) for name, tasks in _load(args.paths).items()]
-      print(json.dumps(card_list, indent=1) if args.json
-            else "\n".join(cards.card_markdown(c) for c in card_list))
+      print(
+        json.dumps(card_list, indent=1)
+        if args.json
+        else "\n".join(cards.card_markdown(c) for c in card_list)
+      )
       return 0
     if args.action == "verify":
       named = _load(args.paths)
@@ -311,9 +387,13 @@ def main(args: argparse.Namespace) -> int:
     if args.what == "tfds":
       return _build_tfds(args)
     out = checks.output_folder(args.out, "--out")
-    build = {"generator": _build_generator, "humaneval": _build_humaneval,
-             "repository": _build_repository, "pdb": _build_pdb,
-             "bigcodebench": _build_bigcodebench}
+    build = {
+      "generator": _build_generator,
+      "humaneval": _build_humaneval,
+      "repository": _build_repository,
+      "pdb": _build_pdb,
+      "bigcodebench": _build_bigcodebench,
+    }
     return build[args.what](args, out)
   except (TaskError, ValueError, FileNotFoundError, OSError, checks.InputError) as e:
     print(f"precisecoder data: error: {e}", file=sys.stderr)

@@ -40,72 +40,131 @@ from precisecoder.commands import checks, generate
 log = logging.getLogger("precisecoder.evaluate")
 
 # Options passed through to `generate` / `score`: (flag, destination in our arguments).
-_GENERATE_OPTIONS = (("--samples", "samples"), ("--temperature", "temperature"),
-                     ("--top-p", "top_p"), ("--top-k", "top_k"),
-                     ("--max-new-tokens", "max_new_tokens"), ("--seed", "seed"),
-                     ("--batch-size", "batch_size"), ("--dtype", "dtype"), ("--mesh", "mesh"),
-                     ("--compile-cache", "compile_cache"),
-                     ("--prefill-thinking", "prefill_thinking"), ("--turns", "turns"),
-                     ("--visible-tests", "visible_tests"),
-                     ("--visible-fraction", "visible_fraction"),
-                     ("--feedback-tokens", "feedback_tokens"), ("--workers", "workers"))
+_GENERATE_OPTIONS = (
+  ("--samples", "samples"),
+  ("--temperature", "temperature"),
+  ("--top-p", "top_p"),
+  ("--top-k", "top_k"),
+  ("--max-new-tokens", "max_new_tokens"),
+  ("--seed", "seed"),
+  ("--batch-size", "batch_size"),
+  ("--dtype", "dtype"),
+  ("--mesh", "mesh"),
+  ("--compile-cache", "compile_cache"),
+  ("--prefill-thinking", "prefill_thinking"),
+  ("--turns", "turns"),
+  ("--visible-tests", "visible_tests"),
+  ("--visible-fraction", "visible_fraction"),
+  ("--feedback-tokens", "feedback_tokens"),
+  ("--workers", "workers"),
+)
 _GENERATE_SWITCHES = (("--thinking", "thinking"), ("--no-tests-in-prompt", "no_tests_in_prompt"))
-_SCORE_OPTIONS = (("--epsilon", "epsilon"), ("--lam", "lam"), ("--workers", "workers"),
-                  ("--python", "python"))
+_SCORE_OPTIONS = (
+  ("--epsilon", "epsilon"),
+  ("--lam", "lam"),
+  ("--workers", "workers"),
+  ("--python", "python"),
+)
 _SCORE_SWITCHES = (("--pdb-compat", "pdb_compat"),)
 # Settings that change results: a rerun must match them to reuse finished shards.
-_RESULT_SETTINGS = ("checkpoint", "samples", "temperature", "top_p", "top_k", "max_new_tokens",
-                    "seed", "dtype", "thinking", "no_tests_in_prompt", "shard_size", "epsilon",
-                    "lam", "pdb_compat", "limit", "turns", "visible_tests", "visible_fraction",
-                    "feedback_tokens")
+_RESULT_SETTINGS = (
+  "checkpoint",
+  "samples",
+  "temperature",
+  "top_p",
+  "top_k",
+  "max_new_tokens",
+  "seed",
+  "dtype",
+  "thinking",
+  "no_tests_in_prompt",
+  "shard_size",
+  "epsilon",
+  "lam",
+  "pdb_compat",
+  "limit",
+  "turns",
+  "visible_tests",
+  "visible_fraction",
+  "feedback_tokens",
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-  parser.add_argument("--checkpoint", required=True,
-                      help="Hugging Face folder, .gguf file or training checkpoint directory")
+  parser.add_argument(
+    "--checkpoint",
+    required=True,
+    help="Hugging Face folder, .gguf file or training checkpoint directory",
+  )
   parser.add_argument("--tasks", required=True, help="buggy task file (JSON Lines)")
   parser.add_argument("--clean", default="", help="already-correct programs (no-op and damage)")
-  parser.add_argument("--output", required=True,
-                      help="directory for the results: resumable (finished shards, and the "
-                      "finished batches of the one under way, are kept after Ctrl-C or a kill)")
-  parser.add_argument("--samples", type=checks.positive_int, default=1,
-                      help="completions per task")
-  parser.add_argument("--temperature", type=float, default=None,
-                      help="0 means greedy (default: greedy for --samples 1, "
-                      f"{generate.SAMPLES_TEMPERATURE} for more)")
+  parser.add_argument(
+    "--output",
+    required=True,
+    help="directory for the results: resumable (finished shards, and the "
+    "finished batches of the one under way, are kept after Ctrl-C or a kill)",
+  )
+  parser.add_argument("--samples", type=checks.positive_int, default=1, help="completions per task")
+  parser.add_argument(
+    "--temperature",
+    type=float,
+    default=None,
+    help="0 means greedy (default: greedy for --samples 1, "
+    f"{generate.SAMPLES_TEMPERATURE} for more)",
+  )
   parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (1: off)")
-  parser.add_argument("--top-k", type=checks.non_negative_int, default=0,
-                      help="0 disables top-k")
-  parser.add_argument("--max-new-tokens", type=checks.positive_int, default=512,
-                      help="tokens generated per completion at most")
-  parser.add_argument("--seed", type=int, default=0,
-                      help="sampling seed (shard k uses seed + 1000 k)")
-  parser.add_argument("--batch-size", type=checks.positive_int, default=8,
-                      help="prompts per sampler call")
-  parser.add_argument("--shard-size", type=checks.positive_int, default=64,
-                      help="tasks per resumable unit of work")
-  parser.add_argument("--limit", type=checks.non_negative_int, default=0,
-                      help="only the first N tasks of each file")
+  parser.add_argument("--top-k", type=checks.non_negative_int, default=0, help="0 disables top-k")
+  parser.add_argument(
+    "--max-new-tokens",
+    type=checks.positive_int,
+    default=512,
+    help="tokens generated per completion at most",
+  )
+  parser.add_argument(
+    "--seed", type=int, default=0, help="sampling seed (shard k uses seed + 1000 k)"
+  )
+  parser.add_argument(
+    "--batch-size", type=checks.positive_int, default=8, help="prompts per sampler call"
+  )
+  parser.add_argument(
+    "--shard-size", type=checks.positive_int, default=64, help="tasks per resumable unit of work"
+  )
+  parser.add_argument(
+    "--limit", type=checks.non_negative_int, default=0, help="only the first N tasks of each file"
+  )
   parser.add_argument("--thinking", action="store_true", help="ask for reasoning")
-  parser.add_argument("--no-tests-in-prompt", action="store_true",
-                      help="leave the unit tests out of the prompt")
-  parser.add_argument("--prefill-thinking", default="", metavar="FROM.jsonl",
-                      help="open each assistant turn with FROM's thinking block (generate)")
+  parser.add_argument(
+    "--no-tests-in-prompt", action="store_true", help="leave the unit tests out of the prompt"
+  )
+  parser.add_argument(
+    "--prefill-thinking",
+    default="",
+    metavar="FROM.jsonl",
+    help="open each assistant turn with FROM's thinking block (generate)",
+  )
   generate.add_episode_arguments(parser)
-  parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
-                      help="dtype the weights are loaded in")
-  parser.add_argument("--mesh", default="",
-                      help="named mesh (cpu, fsdp, v5p-32, ...) or data,fsdp,tensor shape")
+  parser.add_argument(
+    "--dtype",
+    choices=("float32", "bfloat16"),
+    default="float32",
+    help="dtype the weights are loaded in",
+  )
+  parser.add_argument(
+    "--mesh", default="", help="named mesh (cpu, fsdp, v5p-32, ...) or data,fsdp,tensor shape"
+  )
   parser.add_argument("--compile-cache", default="", help="persistent JAX compilation cache")
-  parser.add_argument("--epsilon", type=checks.non_negative_int, default=None,
-                      help="slack lines (score)")
-  parser.add_argument("--lam", type=checks.fraction, default=1 / 3,
-                      help="lambda of r_lambda (score)")
+  parser.add_argument(
+    "--epsilon", type=checks.non_negative_int, default=None, help="slack lines (score)"
+  )
+  parser.add_argument(
+    "--lam", type=checks.fraction, default=1 / 3, help="lambda of r_lambda (score)"
+  )
   parser.add_argument("--pdb-compat", action="store_true", help="PDB's released evaluator")
   parser.add_argument("--workers", type=checks.workers, default=None, help="execution workers")
   parser.add_argument("--python", type=checks.python, default=None, help=checks.PYTHON_HELP)
-  parser.add_argument("--resamples", type=checks.positive_int, default=2000,
-                      help="bootstrap resamples")
+  parser.add_argument(
+    "--resamples", type=checks.positive_int, default=2000, help="bootstrap resamples"
+  )
   parser.add_argument("--verbose", action="store_true", help=console.VERBOSE_HELP)
 
 
@@ -134,13 +193,15 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
 def _finished_work(out: pathlib.Path) -> list[pathlib.Path]:
   """The shard files generate or score completed (written whole, by a rename)."""
   shards = out / "shards"
-  return sorted(p for pattern in ("*.predictions.jsonl", "*.scores.jsonl")
-                for p in shards.glob(pattern)) if shards.is_dir() else []
+  return (
+    sorted(p for pattern in ("*.predictions.jsonl", "*.scores.jsonl") for p in shards.glob(pattern))
+    if shards.is_dir()
+    else []
+  )
 
 
 # Settings added since evaluations were first written, with the value an older one had.
-_ADDED_SETTINGS = {"turns": 1, "visible_tests": 3, "visible_fraction": 0.5,
-                   "feedback_tokens": 1024}
+_ADDED_SETTINGS = {"turns": 1, "visible_tests": 3, "visible_fraction": 0.5, "feedback_tokens": 1024}
 
 
 def _check_settings(out: pathlib.Path, settings: dict[str, Any]) -> None:
@@ -150,15 +211,24 @@ def _check_settings(out: pathlib.Path, settings: dict[str, Any]) -> None:
   path = out / "settings.json"
   if path.exists():
     before = json.loads(path.read_text())
-    changed = [k for k in settings if k not in ("tasks", "clean", "prefill_thinking")
-               and before.get(k, _ADDED_SETTINGS.get(k)) != settings[k]]
+    changed = [
+      k
+      for k in settings
+      if k not in ("tasks", "clean", "prefill_thinking")
+      and before.get(k, _ADDED_SETTINGS.get(k)) != settings[k]
+    ]
     if not changed:
       return
     if _finished_work(out):
-      raise checks.InputError(f"{out} holds an evaluation with other settings "
-                              f"({', '.join(changed)}); pick a new --output or remove it")
-    log.info("%s: replacing the settings of an evaluation that finished no shard (%s)", out,
-             ", ".join(changed))
+      raise checks.InputError(
+        f"{out} holds an evaluation with other settings "
+        f"({', '.join(changed)}); pick a new --output or remove it"
+      )
+    log.info(
+      "%s: replacing the settings of an evaluation that finished no shard (%s)",
+      out,
+      ", ".join(changed),
+    )
     for stale in (out / "shards").glob("*.tasks.jsonl"):  # the old tasks of unfinished shards
       stale.unlink()
   path.write_text(json.dumps(settings, indent=1) + "\n")
@@ -189,11 +259,16 @@ def _run_shard(stem: pathlib.Path, tasks, args: argparse.Namespace, shard_seed: 
     tasks_lib.write_tasks(task_file, tasks)
   # Both commands write through a temporary file renamed at the end: a file that exists is whole.
   if not predictions.exists():
-    gen_args = _sub_args(generate, ["--checkpoint", args.checkpoint, "--tasks", str(task_file),
-                                    "--output", str(predictions)], args, _GENERATE_OPTIONS,
-                         _GENERATE_SWITCHES)
+    gen_args = _sub_args(
+      generate,
+      ["--checkpoint", args.checkpoint, "--tasks", str(task_file), "--output", str(predictions)],
+      args,
+      _GENERATE_OPTIONS,
+      _GENERATE_SWITCHES,
+    )
     gen_args.seed = shard_seed
     from precisecoder.model.loading import CheckpointError  # pylint: disable=import-outside-toplevel
+
     try:
       # Ctrl-C: its finished batches are kept, and resumed on a rerun.
       generate.write_predictions(gen_args)
@@ -201,9 +276,13 @@ def _run_shard(stem: pathlib.Path, tasks, args: argparse.Namespace, shard_seed: 
       print(f"precisecoder generate: error: {e}", file=sys.stderr)
       raise checks.InputError(f"generate failed on {task_file} (its error is above)") from None
   if not scores.exists():
-    score_args = _sub_args(score, ["--tasks", str(task_file), "--predictions", str(predictions),
-                                   "--output", str(scores)], args, _SCORE_OPTIONS,
-                           _SCORE_SWITCHES)
+    score_args = _sub_args(
+      score,
+      ["--tasks", str(task_file), "--predictions", str(predictions), "--output", str(scores)],
+      args,
+      _SCORE_OPTIONS,
+      _SCORE_SWITCHES,
+    )
     summary = score.score_files(score_args)
     log.info("%s: scored %d predictions", stem.name, summary.get("predictions", 0))
   for turn in range(1, args.turns):  # episodes: the program after each earlier turn
@@ -211,11 +290,22 @@ def _run_shard(stem: pathlib.Path, tasks, args: argparse.Namespace, shard_seed: 
     if turn_scores.exists():
       continue
     programs = _turn_file(stem, turn, "predictions")
-    _write_jsonl(programs, ({"task_id": r["task_id"], "sample": r["sample"],
-                             "program": _program_after(r, turn)} for r in _read_jsonl(predictions)))
-    score.score_files(_sub_args(score, ["--tasks", str(task_file), "--predictions", str(programs),
-                                "--output", str(turn_scores)], args, _SCORE_OPTIONS,
-                        _SCORE_SWITCHES))
+    _write_jsonl(
+      programs,
+      (
+        {"task_id": r["task_id"], "sample": r["sample"], "program": _program_after(r, turn)}
+        for r in _read_jsonl(predictions)
+      ),
+    )
+    score.score_files(
+      _sub_args(
+        score,
+        ["--tasks", str(task_file), "--predictions", str(programs), "--output", str(turn_scores)],
+        args,
+        _SCORE_OPTIONS,
+        _SCORE_SWITCHES,
+      )
+    )
 
 
 def _turn_file(stem: pathlib.Path, turn: int, kind: str) -> pathlib.Path:
@@ -253,21 +343,21 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     except tasks_lib.TaskError as e:
       raise checks.InputError(str(e)) from None
     if args.limit:
-      loaded = loaded[:args.limit]
+      loaded = loaded[: args.limit]
     sets.append((kind, loaded))
   everything = {t.task_id: t for _, loaded in sets for t in loaded}
   if len(everything) != sum(len(loaded) for _, loaded in sets):
     raise checks.InputError(f"{args.tasks} and {args.clean} share task ids")
-  out = checks.output_folder(args.output, inputs=[("--tasks", args.tasks),
-                                                  ("--clean", args.clean)])
+  out = checks.output_folder(args.output, inputs=[("--tasks", args.tasks), ("--clean", args.clean)])
   # Sizes the machine cannot hold fail now, not in the first shard's sampler.
-  generate.check_memory(args, min(args.shard_size, max(len(t) for _, t in sets)),
-                        devices=_devices(args.mesh))
+  generate.check_memory(
+    args, min(args.shard_size, max(len(t) for _, t in sets)), devices=_devices(args.mesh)
+  )
   _check_settings(out, _settings(args))
   shards = []
   for kind, loaded in sets:
     for n, lo in enumerate(range(0, len(loaded), args.shard_size)):
-      shards.append((out / "shards" / f"{kind}-{n:04d}", loaded[lo:lo + args.shard_size]))
+      shards.append((out / "shards" / f"{kind}-{n:04d}", loaded[lo : lo + args.shard_size]))
   (out / "shards").mkdir(parents=True, exist_ok=True)
   started = time.perf_counter()
   for k, (stem, chunk) in enumerate(shards):
@@ -278,24 +368,28 @@ def evaluate(args: argparse.Namespace) -> dict[str, Any]:
     elapsed = time.perf_counter() - started
     log.info("shard %d/%d %s finished (%.0f s so far)", k + 1, len(shards), stem.name, elapsed)
 
-  predictions = [r for stem, _ in shards
-                 for r in _read_jsonl(stem.with_name(stem.name + ".predictions.jsonl"))]
+  predictions = [
+    r for stem, _ in shards for r in _read_jsonl(stem.with_name(stem.name + ".predictions.jsonl"))
+  ]
   rows = score_tables.with_task_fields(
-      [r for stem, _ in shards for r in _read_jsonl(stem.with_name(stem.name + ".scores.jsonl"))],
-      everything)
+    [r for stem, _ in shards for r in _read_jsonl(stem.with_name(stem.name + ".scores.jsonl"))],
+    everything,
+  )
   _write_jsonl(out / "predictions.jsonl", predictions)
   _write_jsonl(out / "scores.jsonl", rows)
   _write_jsonl(out / "per_task.jsonl", score_tables.per_task(rows))
   summary = score_tables.results(rows, resamples=args.resamples, seed=args.seed)
   if args.turns > 1:
-    by_turn = [score_tables.with_task_fields(
-        [r for stem, _ in shards for r in _read_jsonl(_turn_file(stem, turn, "scores"))],
-        everything) for turn in range(1, args.turns)] + [rows]
+    by_turn = [
+      score_tables.with_task_fields(
+        [r for stem, _ in shards for r in _read_jsonl(_turn_file(stem, turn, "scores"))], everything
+      )
+      for turn in range(1, args.turns)
+    ] + [rows]
     summary["by_turn"] = score_tables.by_turn(by_turn, resamples=args.resamples, seed=args.seed)
   summary["checkpoint"] = args.checkpoint
   (out / "table.json").write_text(json.dumps(summary, indent=1) + "\n")
-  (out / "table.md").write_text(
-      score_tables.markdown(summary, pathlib.Path(args.checkpoint).name))
+  (out / "table.md").write_text(score_tables.markdown(summary, pathlib.Path(args.checkpoint).name))
   return summary
 
 
@@ -306,6 +400,7 @@ def _devices(mesh: str) -> int:
 
 def main(args: argparse.Namespace) -> int:
   from precisecoder.model.loading import CheckpointError
+
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
   console.quiet_libraries(args.verbose)
   try:
@@ -314,9 +409,11 @@ def main(args: argparse.Namespace) -> int:
     print(f"precisecoder evaluate: error: {e}", file=sys.stderr)
     return 2
   except KeyboardInterrupt:
-    print(f"precisecoder evaluate: interrupted; the finished shards, and the batches of the one "
-          f"under way, are kept in {args.output}: rerun the same command to resume",
-          file=sys.stderr)
+    print(
+      f"precisecoder evaluate: interrupted; the finished shards, and the batches of the one "
+      f"under way, are kept in {args.output}: rerun the same command to resume",
+      file=sys.stderr,
+    )
     return 130
   print((pathlib.Path(args.output) / "table.md").read_text())
   return 0

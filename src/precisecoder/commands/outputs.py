@@ -43,8 +43,9 @@ def _sidecar(path: pathlib.Path, suffix: str) -> pathlib.Path:
 class OutputLock:
   """flock(2) on `OUT.lock`; see the module docstring."""
 
-  def __init__(self, path: pathlib.Path, flag: str = "--output",
-               busy: type[Exception] = OutputBusy):
+  def __init__(
+    self, path: pathlib.Path, flag: str = "--output", busy: type[Exception] = OutputBusy
+  ):
     self.output = path
     self.path = _sidecar(path, LOCK_SUFFIX)
     self.flag = flag
@@ -59,9 +60,11 @@ class OutputLock:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
       except BlockingIOError:
         os.close(fd)
-        raise self.busy(f"{self.flag} {self.output}: another command is writing it "
-                         f"({_holder(self.path)}; lock {self.path}); wait for it to end or "
-                         "pick another file") from None
+        raise self.busy(
+          f"{self.flag} {self.output}: another command is writing it "
+          f"({_holder(self.path)}; lock {self.path}); wait for it to end or "
+          "pick another file"
+        ) from None
       except OSError:  # a filesystem without flock(2): nothing to hold
         os.close(fd)
         return
@@ -73,8 +76,12 @@ class OutputLock:
         pass
       os.close(fd)
     now = datetime.datetime.now().astimezone().isoformat("T", "seconds")
-    record = {"host": socket.gethostname(), "pid": os.getpid(), "started": now,
-              "command": " ".join(["precisecoder", *sys.argv[1:2]])}
+    record = {
+      "host": socket.gethostname(),
+      "pid": os.getpid(),
+      "started": now,
+      "command": " ".join(["precisecoder", *sys.argv[1:2]]),
+    }
     os.ftruncate(fd, 0)
     os.write(fd, (json.dumps(record) + "\n").encode())
     self._fd = fd
@@ -99,8 +106,10 @@ def _holder(path: pathlib.Path) -> str:
     holder = json.loads(path.read_text())
   except (OSError, ValueError):
     return "a command that is just starting"
-  return (f"{holder.get('command', 'a command')}, host {holder.get('host', '?')}, "
-          f"pid {holder.get('pid', '?')}, started {holder.get('started', '?')}")
+  return (
+    f"{holder.get('command', 'a command')}, host {holder.get('host', '?')}, "
+    f"pid {holder.get('pid', '?')}, started {holder.get('started', '?')}"
+  )
 
 
 @contextlib.contextmanager
@@ -172,10 +181,14 @@ def _read_partial(path: pathlib.Path) -> tuple[dict[str, Any] | None, list[dict[
 
 
 @contextlib.contextmanager
-def resumable_rows(path: pathlib.Path, key: dict[str, Any], command: str,
-                   keep: Callable[[list[dict[str, Any]]], int] = len,
-                   flag: str = "--output", busy: type[Exception] = OutputBusy
-                   ) -> Iterator[Rows]:
+def resumable_rows(
+  path: pathlib.Path,
+  key: dict[str, Any],
+  command: str,
+  keep: Callable[[list[dict[str, Any]]], int] = len,
+  flag: str = "--output",
+  busy: type[Exception] = OutputBusy,
+) -> Iterator[Rows]:
   """Holds `path`'s lock and yields its Rows; see the module docstring. `keep(rows)` says how
   many of an interrupted run's rows (a prefix) stand; `key` is JSON-ready; `busy` is raised
   when another command holds the lock."""
@@ -186,19 +199,34 @@ def resumable_rows(path: pathlib.Path, key: dict[str, Any], command: str,
     if partial.exists():
       old_key, rows = _read_partial(partial)
       if old_key == key:
-        kept = rows[:keep(rows)]
+        kept = rows[: keep(rows)]
         if kept:
-          print(f"precisecoder {command}: resuming: {len(kept)} rows kept from an interrupted "
-                f"run ({partial})", file=sys.stderr, flush=True)
+          print(
+            f"precisecoder {command}: resuming: {len(kept)} rows kept from an interrupted "
+            f"run ({partial})",
+            file=sys.stderr,
+            flush=True,
+          )
       else:
-        changed = ("its format" if old_key is None else ", ".join(
-            sorted(k for k in {*key, *old_key} if old_key.get(k) != key.get(k))))
-        print(f"precisecoder {command}: {partial} holds rows of another command (changed: "
-              f"{changed}); starting over", file=sys.stderr, flush=True)
+        changed = (
+          "its format"
+          if old_key is None
+          else ", ".join(sorted(k for k in {*key, *old_key} if old_key.get(k) != key.get(k)))
+        )
+        print(
+          f"precisecoder {command}: {partial} holds rows of another command (changed: "
+          f"{changed}); starting over",
+          file=sys.stderr,
+          flush=True,
+        )
     # The kept rows are rewritten whole (a torn line or a part batch after them is dropped).
-    write_replacing(partial, lambda f: f.writelines(
+    write_replacing(
+      partial,
+      lambda f: f.writelines(
         [json.dumps({"resume_key": key}) + "\n"]
-        + [json.dumps(r, ensure_ascii=False) + "\n" for r in kept]))
+        + [json.dumps(r, ensure_ascii=False) + "\n" for r in kept]
+      ),
+    )
     with partial.open("a", encoding="utf-8") as out:
       rows = Rows(kept, out)
       try:
@@ -213,5 +241,6 @@ def resumable_rows(path: pathlib.Path, key: dict[str, Any], command: str,
         next(source)  # the key
         for line in source:
           f.write(line)
+
     write_replacing(path, copy_rows)
     partial.unlink()

@@ -49,36 +49,66 @@ from precisecoder.data import environments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-  parser.add_argument("--tasks", required=True,
-                      help="task file (contract JSON Lines or PDB records)")
-  parser.add_argument("--predictions", required=True,
-                      help='JSON Lines: {"task_id", "completion" | "program", ["sample"]}')
-  parser.add_argument("--output", required=True,
-                      help="score file to write (JSON Lines); scored batches go to OUTPUT.partial "
-                      "first, and the same command resumes them after Ctrl-C or a kill")
-  parser.add_argument("--pdb-compat", action="store_true",
-                      help="reproduce the released PDB evaluator (its ess quirk, ungated F1)")
-  parser.add_argument("--epsilon", type=checks.non_negative_int, default=None,
-                      help="slack lines per reference block (default: 2 single-line, 1 multi-line)")
-  parser.add_argument("--lam", type=checks.fraction, default=1 / 3,
-                      help="lambda of r = (1-l)*unit + l*F1, in [0, 1]")
-  parser.add_argument("--workers", type=checks.workers, default=None,
-                      help=f"execution workers, 1 to {checks.MAX_WORKERS} (default: CPUs)")
+  parser.add_argument(
+    "--tasks", required=True, help="task file (contract JSON Lines or PDB records)"
+  )
+  parser.add_argument(
+    "--predictions",
+    required=True,
+    help='JSON Lines: {"task_id", "completion" | "program", ["sample"]}',
+  )
+  parser.add_argument(
+    "--output",
+    required=True,
+    help="score file to write (JSON Lines); scored batches go to OUTPUT.partial "
+    "first, and the same command resumes them after Ctrl-C or a kill",
+  )
+  parser.add_argument(
+    "--pdb-compat",
+    action="store_true",
+    help="reproduce the released PDB evaluator (its ess quirk, ungated F1)",
+  )
+  parser.add_argument(
+    "--epsilon",
+    type=checks.non_negative_int,
+    default=None,
+    help="slack lines per reference block (default: 2 single-line, 1 multi-line)",
+  )
+  parser.add_argument(
+    "--lam", type=checks.fraction, default=1 / 3, help="lambda of r = (1-l)*unit + l*F1, in [0, 1]"
+  )
+  parser.add_argument(
+    "--workers",
+    type=checks.workers,
+    default=None,
+    help=f"execution workers, 1 to {checks.MAX_WORKERS} (default: CPUs)",
+  )
   parser.add_argument("--python", type=checks.python, default=None, help=checks.PYTHON_HELP)
-  parser.add_argument("--batch-size", type=checks.positive_int, default=512,
-                      help="predictions per scoring round (progress granularity)")
-  parser.add_argument("--max-program-lines", type=checks.positive_int,
-                      default=predictions.MAX_PROGRAM_LINES,
-                      help=f"a longer program (or one over {predictions.CHARS_PER_LINE} "
-                      "characters a line on average) scores 0 with the reason in 'error'")
-  parser.add_argument("--reward-urls", default="",
-                      help="score on these reward servers (`precisecoder serve`), comma-separated, "
-                      "round-robin with retries; --workers is then unused")
+  parser.add_argument(
+    "--batch-size",
+    type=checks.positive_int,
+    default=512,
+    help="predictions per scoring round (progress granularity)",
+  )
+  parser.add_argument(
+    "--max-program-lines",
+    type=checks.positive_int,
+    default=predictions.MAX_PROGRAM_LINES,
+    help=f"a longer program (or one over {predictions.CHARS_PER_LINE} "
+    "characters a line on average) scores 0 with the reason in 'error'",
+  )
+  parser.add_argument(
+    "--reward-urls",
+    default="",
+    help="score on these reward servers (`precisecoder serve`), comma-separated, "
+    "round-robin with retries; --workers is then unused",
+  )
   parser.add_argument("--json", action="store_true", help="print the summary as JSON only")
 
 
-def read_predictions(path: str, known: dict[str, tasks_lib.Task],
-                     max_lines: int = predictions.MAX_PROGRAM_LINES) -> list[dict[str, Any]]:
+def read_predictions(
+  path: str, known: dict[str, tasks_lib.Task], max_lines: int = predictions.MAX_PROGRAM_LINES
+) -> list[dict[str, Any]]:
   """Prediction lines with `program` (or an `error`) resolved; raises InputError if unusable.
 
   Reads JSON Lines (or a JSON array), gzipped if the name ends in .gz, like task files.
@@ -98,8 +128,10 @@ def read_predictions(path: str, known: dict[str, tasks_lib.Task],
       if type(sample) is not int or sample < 0:  # bool is an int to isinstance; 1.0 is not
         raise InputError(f"{where}: field 'sample' must be a non-negative integer, got {sample!r}")
       if (task_id, sample) in seen:
-        raise InputError(f"{where}: duplicate (task_id, sample) ({task_id!r}, {sample}); first at "
-                         f"{seen[task_id, sample]}")
+        raise InputError(
+          f"{where}: duplicate (task_id, sample) ({task_id!r}, {sample}); first at "
+          f"{seen[task_id, sample]}"
+        )
       seen[task_id, sample] = where
       if "program" not in record and "completion" not in record:
         keyless += 1
@@ -114,13 +146,16 @@ def read_predictions(path: str, known: dict[str, tasks_lib.Task],
     raise InputError(f"{path}: no predictions (the file is empty)")
   if first_keyless is not None and keyless == len(out):  # not one prediction to score
     where, keys = first_keyless
-    raise InputError(f"{where}: no 'completion' or 'program' field (it has {', '.join(keys)}); "
-                     f"no line of {path} has one")
+    raise InputError(
+      f"{where}: no 'completion' or 'program' field (it has {', '.join(keys)}); "
+      f"no line of {path} has one"
+    )
   return out
 
 
-def summarize(records: Sequence[dict[str, Any]], tasks: dict[str, tasks_lib.Task]
-              ) -> dict[str, Any]:
+def summarize(
+  records: Sequence[dict[str, Any]], tasks: dict[str, tasks_lib.Task]
+) -> dict[str, Any]:
   """Means over tasks (a task's samples averaged first), as PDB reports them."""
   per_task: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
   for r in records:
@@ -135,37 +170,51 @@ def summarize(records: Sequence[dict[str, Any]], tasks: dict[str, tasks_lib.Task
 
   n_buggy = sum(tasks[t].is_buggy for t in per_task)
   return {
-      "predictions": len(records), "tasks": len(per_task), "buggy_tasks": n_buggy,
-      "clean_tasks": len(per_task) - n_buggy,
-      "unit": task_mean("unit", True), "precision": task_mean("precision", True),
-      "recall": task_mean("recall", True), "f1": task_mean("f1", True),
-      "reward": task_mean("reward", True), "edit_lines": task_mean("edit_lines", True),
-      "noop_rate": task_mean("noop", False), "damage_rate": task_mean("damage", False),
-      # Not scored (every term 0): the rows with an `error`. Scored, unit 0, with a `note`: a
-      # program that does not compile (or whose run hit the output cap).
-      "errors": sum(r["error"] is not None for r in records),
-      "noted": sum(r.get("note") is not None for r in records),
+    "predictions": len(records),
+    "tasks": len(per_task),
+    "buggy_tasks": n_buggy,
+    "clean_tasks": len(per_task) - n_buggy,
+    "unit": task_mean("unit", True),
+    "precision": task_mean("precision", True),
+    "recall": task_mean("recall", True),
+    "f1": task_mean("f1", True),
+    "reward": task_mean("reward", True),
+    "edit_lines": task_mean("edit_lines", True),
+    "noop_rate": task_mean("noop", False),
+    "damage_rate": task_mean("damage", False),
+    # Not scored (every term 0): the rows with an `error`. Scored, unit 0, with a `note`: a
+    # program that does not compile (or whose run hit the output cap).
+    "errors": sum(r["error"] is not None for r in records),
+    "noted": sum(r.get("note") is not None for r in records),
   }
 
 
 def format_table(summary: dict[str, Any]) -> str:
-  rows = [("predictions", summary["predictions"]), ("tasks (buggy / clean)",
-          f"{summary['buggy_tasks']} / {summary['clean_tasks']}")]
-  for label, key, pct in [("unit (pass)", "unit", True), ("precision", "precision", True),
-                          ("recall", "recall", True), ("F1", "f1", True),
-                          ("reward r_lambda", "reward", False),
-                          ("edited lines", "edit_lines", False),
-                          ("no-op rate (clean)", "noop_rate", True),
-                          ("damage rate (clean)", "damage_rate", True)]:
+  rows = [
+    ("predictions", summary["predictions"]),
+    ("tasks (buggy / clean)", f"{summary['buggy_tasks']} / {summary['clean_tasks']}"),
+  ]
+  for label, key, pct in [
+    ("unit (pass)", "unit", True),
+    ("precision", "precision", True),
+    ("recall", "recall", True),
+    ("F1", "f1", True),
+    ("reward r_lambda", "reward", False),
+    ("edited lines", "edit_lines", False),
+    ("no-op rate (clean)", "noop_rate", True),
+    ("damage rate (clean)", "damage_rate", True),
+  ]:
     value = summary[key]
     text = "-" if value is None else (f"{100 * value:.1f}%" if pct else f"{value:.3f}")
     rows.append((label, text))
   broken = summary.get("broken", {})
-  rows += [("unscorable predictions", summary["errors"]),
-           ("scored with a note (no compile, output cap)", summary.get("noted", 0)),
-           ("broken tasks", len(broken)),
-           ("programs executed", summary.get("programs_executed", "-")),
-           ("predictions / s", f"{summary.get('predictions_per_s', 0):.1f}")]
+  rows += [
+    ("unscorable predictions", summary["errors"]),
+    ("scored with a note (no compile, output cap)", summary.get("noted", 0)),
+    ("broken tasks", len(broken)),
+    ("programs executed", summary.get("programs_executed", "-")),
+    ("predictions / s", f"{summary.get('predictions_per_s', 0):.1f}"),
+  ]
   width = max(len(label) for label, _ in rows)
   lines = [f"{label:<{width}}  {value}" for label, value in rows]
   lines += [f"broken task {task_id}: {why}" for task_id, why in sorted(broken.items())]
@@ -174,6 +223,7 @@ def format_table(summary: dict[str, Any]) -> str:
 
 def _make_pool(workers: int | None, python: str | None = None):
   from precisecoder.execution import ExecutionPool  # pylint: disable=import-outside-toplevel
+
   return ExecutionPool(workers=workers, python=python)
 
 
@@ -182,9 +232,11 @@ def _scorer(args: argparse.Namespace) -> Iterator[Any]:
   """This machine's pool and a RewardScorer, or the reward servers of --reward-urls."""
   if args.reward_urls:
     from precisecoder.integrations import client  # pylint: disable=import-outside-toplevel
+
     try:
-      remote = client.RemoteScorer(args.reward_urls, epsilon=args.epsilon,
-                                   pdb_compat=args.pdb_compat, lam=args.lam)
+      remote = client.RemoteScorer(
+        args.reward_urls, epsilon=args.epsilon, pdb_compat=args.pdb_compat, lam=args.lam
+      )
     except ValueError as e:
       raise InputError(f"--reward-urls: {e}") from None
     try:
@@ -193,8 +245,7 @@ def _scorer(args: argparse.Namespace) -> Iterator[Any]:
       remote.close()
     return
   with _make_pool(args.workers, args.python) as pool:
-    yield rewards.RewardScorer(pool, epsilon=args.epsilon, pdb_compat=args.pdb_compat,
-                               lam=args.lam)
+    yield rewards.RewardScorer(pool, epsilon=args.epsilon, pdb_compat=args.pdb_compat, lam=args.lam)
 
 
 # The flags a score row depends on: a resumed run keeps rows only when they are unchanged.
@@ -211,21 +262,35 @@ def _scored_prefix(rows: list[dict[str, Any]], predictions: list[dict[str, Any]]
   return n
 
 
-def _score_rest(args: argparse.Namespace, known: dict[str, tasks_lib.Task],
-                predictions: list[dict[str, Any]], rows: outputs.Rows
-                ) -> tuple[list[dict[str, Any]], Any]:
+def _score_rest(
+  args: argparse.Namespace,
+  known: dict[str, tasks_lib.Task],
+  predictions: list[dict[str, Any]],
+  rows: outputs.Rows,
+) -> tuple[list[dict[str, Any]], Any]:
   """(every row, the scorer): scores the predictions after the kept rows, writing each
   batch's rows as it finishes."""
   records = list(rows.kept)
-  rest = predictions[len(rows.kept):]
-  with _scorer(args) as scorer, tqdm.tqdm(
-      total=len(predictions), initial=len(rows.kept), unit="pred", desc="score",
-      file=sys.stderr, disable=None) as progress:
+  rest = predictions[len(rows.kept) :]
+  with (
+    _scorer(args) as scorer,
+    tqdm.tqdm(
+      total=len(predictions),
+      initial=len(rows.kept),
+      unit="pred",
+      desc="score",
+      file=sys.stderr,
+      disable=None,
+    ) as progress,
+  ):
     for lo in range(0, len(rest), args.batch_size):
-      chunk = rest[lo:lo + args.batch_size]
+      chunk = rest[lo : lo + args.batch_size]
       chunk_records = scorer.score_records(
-          [known[p["task_id"]] for p in chunk], [p["program"] for p in chunk],
-          samples=[p["sample"] for p in chunk], errors=[p["error"] for p in chunk])
+        [known[p["task_id"]] for p in chunk],
+        [p["program"] for p in chunk],
+        samples=[p["sample"] for p in chunk],
+        errors=[p["error"] for p in chunk],
+      )
       rows.write(chunk_records)
       records.extend(chunk_records)
       progress.update(len(chunk))
@@ -235,8 +300,9 @@ def _score_rest(args: argparse.Namespace, known: dict[str, tasks_lib.Task],
 
 def score_files(args: argparse.Namespace) -> dict[str, Any]:
   """Scores the files named in `args`; returns the summary. Raises InputError."""
-  output = checks.output_file(args.output, inputs=[("--tasks", args.tasks),
-                                                    ("--predictions", args.predictions)])
+  output = checks.output_file(
+    args.output, inputs=[("--tasks", args.tasks), ("--predictions", args.predictions)]
+  )
   try:
     task_list = tasks_lib.load_tasks(args.tasks)
   except tasks_lib.TaskError as e:
@@ -245,23 +311,34 @@ def score_files(args: argparse.Namespace) -> dict[str, Any]:
   predictions = read_predictions(args.predictions, known, args.max_program_lines)
 
   start = time.perf_counter()
-  key = {"tasks": outputs.file_digest(args.tasks),
-         "predictions": outputs.file_digest(args.predictions),
-         **{flag: getattr(args, flag) for flag in _SCORING_FLAGS}}
-  with outputs.resumable_rows(output, key, "score", busy=InputError,
-                              keep=lambda rows: _scored_prefix(rows, predictions)) as rows:
+  key = {
+    "tasks": outputs.file_digest(args.tasks),
+    "predictions": outputs.file_digest(args.predictions),
+    **{flag: getattr(args, flag) for flag in _SCORING_FLAGS},
+  }
+  with outputs.resumable_rows(
+    output, key, "score", busy=InputError, keep=lambda rows: _scored_prefix(rows, predictions)
+  ) as rows:
     records, scorer = _score_rest(args, known, predictions, rows)
   elapsed = time.perf_counter() - start
   summary = summarize(records, known)
-  broken = {r["task_id"]: r["error"][len(rewards.BROKEN_TASK):] for r in records
-            if (r.get("error") or "").startswith(rewards.BROKEN_TASK)}  # kept rows' too
+  broken = {
+    r["task_id"]: r["error"][len(rewards.BROKEN_TASK) :]
+    for r in records
+    if (r.get("error") or "").startswith(rewards.BROKEN_TASK)
+  }  # kept rows' too
   broken.update(scorer.broken_tasks)
-  summary.update(scorer.stats(), seconds=round(elapsed, 3),
-                 predictions_per_s=len(records) / elapsed if elapsed > 0 else 0.0,
-                 broken=broken)
-  missing = [(environments.dataset_of(task_id, known[task_id].source_dataset), module)
-             for task_id, why in broken.items()
-             if (module := environments.missing_module(why)) is not None]
+  summary.update(
+    scorer.stats(),
+    seconds=round(elapsed, 3),
+    predictions_per_s=len(records) / elapsed if elapsed > 0 else 0.0,
+    broken=broken,
+  )
+  missing = [
+    (environments.dataset_of(task_id, known[task_id].source_dataset), module)
+    for task_id, why in broken.items()
+    if (module := environments.missing_module(why)) is not None
+  ]
   summary["environment"] = environments.advice(missing, args.python or sys.executable)
   return summary
 
@@ -276,17 +353,22 @@ def main(args: argparse.Namespace) -> int:
     print(f"precisecoder score: error: {e}", file=sys.stderr)
     return 1
   except KeyboardInterrupt:
-    print(f"precisecoder score: interrupted; the scored batches are kept in "
-          f"{args.output}{outputs.PARTIAL_SUFFIX}: rerun the same command to resume",
-          file=sys.stderr)
+    print(
+      f"precisecoder score: interrupted; the scored batches are kept in "
+      f"{args.output}{outputs.PARTIAL_SUFFIX}: rerun the same command to resume",
+      file=sys.stderr,
+    )
     return 130
   if args.json:
     print(json.dumps(summary))
   else:
     print(format_table(summary))
   if summary["broken"]:
-    print(f"precisecoder score: {len(summary['broken'])} broken task(s): their rows scored 0, "
-          "see 'error' in the score file", file=sys.stderr)
+    print(
+      f"precisecoder score: {len(summary['broken'])} broken task(s): their rows scored 0, "
+      "see 'error' in the score file",
+      file=sys.stderr,
+    )
     for line in summary["environment"]:
       print(f"precisecoder score: {line}", file=sys.stderr)
     return 1

@@ -27,39 +27,92 @@ from precisecoder.integrations.client import TOKEN_ENV
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-  parser.add_argument("--tasks", required=True, action="append",
-                      help="task file served by task_id (repeat for several)")
-  parser.add_argument("--host", default="127.0.0.1",
-                      help="address to listen on (default 127.0.0.1: this machine only)")
-  parser.add_argument("--port", type=checks.non_negative_int, default=8000,
-                      help="port (0: any free port, printed on start)")
-  parser.add_argument("--workers", type=checks.workers, default=None,
-                      help=f"execution workers, 1 to {checks.MAX_WORKERS} (default: CPUs)")
+  parser.add_argument(
+    "--tasks",
+    required=True,
+    action="append",
+    help="task file served by task_id (repeat for several)",
+  )
+  parser.add_argument(
+    "--host",
+    default="127.0.0.1",
+    help="address to listen on (default 127.0.0.1: this machine only)",
+  )
+  parser.add_argument(
+    "--port",
+    type=checks.non_negative_int,
+    default=8000,
+    help="port (0: any free port, printed on start)",
+  )
+  parser.add_argument(
+    "--workers",
+    type=checks.workers,
+    default=None,
+    help=f"execution workers, 1 to {checks.MAX_WORKERS} (default: CPUs)",
+  )
   parser.add_argument("--python", type=checks.python, default=None, help=checks.PYTHON_HELP)
-  parser.add_argument("--lam", type=checks.fraction, default=1 / 3,
-                      help="λ of r = (1-λ)·unit + λ·F1 for requests that name none")
-  parser.add_argument("--epsilon", type=checks.non_negative_int, default=None,
-                      help="slack lines per reference block (default: 2 single-line, 1 multi)")
-  parser.add_argument("--pdb-compat", action="store_true",
-                      help="reproduce the released PDB evaluator (its ess quirk, ungated F1)")
-  parser.add_argument("--reward", default="r_lambda", choices=tuple(adapters.TERMS),
-                      help="the term /get_reward (OpenRLHF) returns as rewards")
-  parser.add_argument("--token-file", default=None,
-                      help=f"file holding a bearer token every request must carry (default: "
-                      f"${TOKEN_ENV} if set, else no auth); /health stays open")
-  parser.add_argument("--max-items", type=checks.positive_int, default=4096,
-                      help="items per request (more: HTTP 413)")
-  parser.add_argument("--max-request-mb", type=checks.positive_float, default=64.0,
-                      help="request body size limit in MiB (more: HTTP 413)")
-  parser.add_argument("--deadline-s", type=checks.positive_float, default=600.0,
-                      help="a request still waiting for results after this long gets HTTP 504")
-  parser.add_argument("--max-program-lines", type=checks.positive_int,
-                      default=predictions.MAX_PROGRAM_LINES,
-                      help="a longer program scores 0 with the reason in 'error' (as score)")
-  parser.add_argument("--visible-tests", type=checks.positive_int, default=3,
-                      help="POST /feedback: visible tests per task, at most this many")
-  parser.add_argument("--visible-fraction", type=checks.fraction, default=0.5,
-                      help="... and at most this fraction of its tests, at least one")
+  parser.add_argument(
+    "--lam",
+    type=checks.fraction,
+    default=1 / 3,
+    help="λ of r = (1-λ)·unit + λ·F1 for requests that name none",
+  )
+  parser.add_argument(
+    "--epsilon",
+    type=checks.non_negative_int,
+    default=None,
+    help="slack lines per reference block (default: 2 single-line, 1 multi)",
+  )
+  parser.add_argument(
+    "--pdb-compat",
+    action="store_true",
+    help="reproduce the released PDB evaluator (its ess quirk, ungated F1)",
+  )
+  parser.add_argument(
+    "--reward",
+    default="r_lambda",
+    choices=tuple(adapters.TERMS),
+    help="the term /get_reward (OpenRLHF) returns as rewards",
+  )
+  parser.add_argument(
+    "--token-file",
+    default=None,
+    help=f"file holding a bearer token every request must carry (default: "
+    f"${TOKEN_ENV} if set, else no auth); /health stays open",
+  )
+  parser.add_argument(
+    "--max-items", type=checks.positive_int, default=4096, help="items per request (more: HTTP 413)"
+  )
+  parser.add_argument(
+    "--max-request-mb",
+    type=checks.positive_float,
+    default=64.0,
+    help="request body size limit in MiB (more: HTTP 413)",
+  )
+  parser.add_argument(
+    "--deadline-s",
+    type=checks.positive_float,
+    default=600.0,
+    help="a request still waiting for results after this long gets HTTP 504",
+  )
+  parser.add_argument(
+    "--max-program-lines",
+    type=checks.positive_int,
+    default=predictions.MAX_PROGRAM_LINES,
+    help="a longer program scores 0 with the reason in 'error' (as score)",
+  )
+  parser.add_argument(
+    "--visible-tests",
+    type=checks.positive_int,
+    default=3,
+    help="POST /feedback: visible tests per task, at most this many",
+  )
+  parser.add_argument(
+    "--visible-fraction",
+    type=checks.fraction,
+    default=0.5,
+    help="... and at most this fraction of its tests, at least one",
+  )
 
 
 def _token(path: str | None) -> str | None:
@@ -88,6 +141,7 @@ def _stop(signum, frame) -> None:  # pylint: disable=unused-argument
 
 def main(args: argparse.Namespace) -> int:
   from precisecoder.tasks import TaskError  # pylint: disable=import-outside-toplevel
+
   try:
     try:
       tasks = adapters.task_table(",".join(args.tasks))
@@ -106,23 +160,40 @@ def main(args: argparse.Namespace) -> int:
   from precisecoder import feedback as feedback_lib
   from precisecoder.integrations import server as server_lib, service as service_lib
 
-  backend = service_lib.LocalBackend(args.workers, epsilon=args.epsilon,
-                                     pdb_compat=args.pdb_compat, lam=args.lam,
-                                     python=args.python)
+  backend = service_lib.LocalBackend(
+    args.workers, epsilon=args.epsilon, pdb_compat=args.pdb_compat, lam=args.lam, python=args.python
+  )
   service = service_lib.ScoringService(backend, max_batch_items=max(8192, args.max_items))
   reward_server = server_lib.RewardServer(
-      service, tasks, settings=backend.settings(), lam=args.lam, reward=args.reward,
-      token=token, max_items=args.max_items,
-      max_body_bytes=int(args.max_request_mb * (1 << 20)), deadline_s=args.deadline_s,
-      max_program_lines=args.max_program_lines,
-      feedback=functools.partial(feedback_lib.as_json, visibility=feedback_lib.Visibility(
-          args.visible_tests, args.visible_fraction)))
-  config = uvicorn.Config(reward_server.app, log_level="info", access_log=False,
-                          lifespan="on", timeout_graceful_shutdown=int(args.deadline_s) + 30)
+    service,
+    tasks,
+    settings=backend.settings(),
+    lam=args.lam,
+    reward=args.reward,
+    token=token,
+    max_items=args.max_items,
+    max_body_bytes=int(args.max_request_mb * (1 << 20)),
+    deadline_s=args.deadline_s,
+    max_program_lines=args.max_program_lines,
+    feedback=functools.partial(
+      feedback_lib.as_json,
+      visibility=feedback_lib.Visibility(args.visible_tests, args.visible_fraction),
+    ),
+  )
+  config = uvicorn.Config(
+    reward_server.app,
+    log_level="info",
+    access_log=False,
+    lifespan="on",
+    timeout_graceful_shutdown=int(args.deadline_s) + 30,
+  )
   host, port = sock.getsockname()[:2]
   shown = f"[{host}]" if ":" in host else host
-  print(f"precisecoder serve: listening on http://{shown}:{port} ({len(tasks)} tasks, "
-        f"{backend.pool.num_workers} workers{', bearer token' if token else ''})", flush=True)
+  print(
+    f"precisecoder serve: listening on http://{shown}:{port} ({len(tasks)} tasks, "
+    f"{backend.pool.num_workers} workers{', bearer token' if token else ''})",
+    flush=True,
+  )
   try:
     uvicorn.Server(config).run(sockets=[sock])
   except KeyboardInterrupt:

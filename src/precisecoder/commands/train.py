@@ -34,8 +34,8 @@ from precisecoder.train.lock import WorkdirError
 PASSTHROUGH = True  # absl parses the flags (`--config.a.b=v` overrides among them)
 
 _CONFIG = config_flags.DEFINE_config_file(
-    "config", None, "ml_collections config file, e.g. configs/precisecoder.py:local",
-    lock_config=True)
+  "config", None, "ml_collections config file, e.g. configs/precisecoder.py:local", lock_config=True
+)
 _WORKDIR = flags.DEFINE_string("workdir", None, "run directory (checkpoints, metrics, report)")
 _VERBOSE = flags.DEFINE_bool("verbose", False, console.VERBOSE_HELP)
 flags.mark_flags_as_required(["config", "workdir"])
@@ -43,21 +43,33 @@ flags.mark_flags_as_required(["config", "workdir"])
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
   """For --help only: absl parses the flags (defined above)."""
-  parser.usage = ("%(prog)s --config=FILE[:PRESET] --workdir=DIR [--config.a.b=v ...]\n"
-                  "       python -m precisecoder.train (the same flags)")
-  parser.add_argument("--config", metavar="FILE[:PRESET]", required=True,
-                      help="ml_collections config file and run preset, e.g. "
-                      "configs/precisecoder.py:local (run presets: "
-                      f"{', '.join(config_lib.RUN_PRESETS)})")
-  parser.add_argument("--workdir", metavar="DIR", required=True,
-                      help="the run's folder (or gs://...): checkpoints, metrics, evaluations, "
-                      "report; a workdir holding a checkpoint resumes it")
+  parser.usage = (
+    "%(prog)s --config=FILE[:PRESET] --workdir=DIR [--config.a.b=v ...]\n"
+    "       python -m precisecoder.train (the same flags)"
+  )
+  parser.add_argument(
+    "--config",
+    metavar="FILE[:PRESET]",
+    required=True,
+    help="ml_collections config file and run preset, e.g. "
+    "configs/precisecoder.py:local (run presets: "
+    f"{', '.join(config_lib.RUN_PRESETS)})",
+  )
+  parser.add_argument(
+    "--workdir",
+    metavar="DIR",
+    required=True,
+    help="the run's folder (or gs://...): checkpoints, metrics, evaluations, "
+    "report; a workdir holding a checkpoint resumes it",
+  )
   parser.add_argument("--verbose", action="store_true", help=console.VERBOSE_HELP)
-  parser.epilog = ("--config.a.b=v overrides any field of the config (e.g. "
-                   "--config.rl.lam=0.5 --config.train.steps=300); the resolved config is saved "
-                   "as DIR/config.json. Rerun on a workdir: a larger train.steps trains on, the "
-                   "same says 'finished at step N' (exit 0), a smaller one is refused. Ctrl-C "
-                   "saves the step under way and exits 130 (twice: at once).")
+  parser.epilog = (
+    "--config.a.b=v overrides any field of the config (e.g. "
+    "--config.rl.lam=0.5 --config.train.steps=300); the resolved config is saved "
+    "as DIR/config.json. Rerun on a workdir: a larger train.steps trains on, the "
+    "same says 'finished at step N' (exit 0), a smaller one is refused. Ctrl-C "
+    "saves the step under way and exits 130 (twice: at once)."
+  )
 
 
 def train(cfg, workdir: str) -> int:
@@ -84,11 +96,13 @@ def train(cfg, workdir: str) -> int:
   # pylint: disable-next=import-outside-toplevel
   from precisecoder.experiments import base_model
   from precisecoder.train.workdir import Finished  # pylint: disable=import-outside-toplevel
+
   # model.checkpoint "base": the base policy's folder, built here on first use.
   checkpoint, seen = base_model.resolve(cfg)
   try:
-    status = _interrupted_status(trainer.train(cfg, workdir, checkpoint=checkpoint, seen=seen),
-                                 workdir)
+    status = _interrupted_status(
+      trainer.train(cfg, workdir, checkpoint=checkpoint, seen=seen), workdir
+    )
   except Finished as e:  # nothing to train; the report is (re)written below
     print(e, flush=True)
     status = 0
@@ -106,18 +120,27 @@ def _interrupted_status(status: int, workdir: str) -> int:
   """130 with one line when a Ctrl-C stopped the trainer after a step (it saved a checkpoint
   of that step, as on SIGTERM); else `status`."""
   from precisecoder.train import checkpoint_writer, metrics, workdir as workdir_lib
+
   if status != 0 or not checkpoint_writer.interrupted():
     return status
   step = metrics.last_step(workdir_lib.Workdir(workdir).local)
-  print(f"precisecoder train: interrupted: checkpoint of step {step} saved in {workdir}; "
-        "rerun the same command to resume", file=sys.stderr, flush=True)
+  print(
+    f"precisecoder train: interrupted: checkpoint of step {step} saved in {workdir}; "
+    "rerun the same command to resume",
+    file=sys.stderr,
+    flush=True,
+  )
   return 130
 
 
 def _stopped_at_once(workdir: str) -> int:
   """A Ctrl-C before training began, or a second one during a step: one line, status 130."""
-  print(f"precisecoder train: interrupted; {workdir} resumes from its last checkpoint when the "
-        "same command is run again", file=sys.stderr, flush=True)
+  print(
+    f"precisecoder train: interrupted; {workdir} resumes from its last checkpoint when the "
+    "same command is run again",
+    file=sys.stderr,
+    flush=True,
+  )
   return 130
 
 
@@ -126,6 +149,7 @@ def _check_memory(cfg, hosts: int, devices: int) -> None:
   # pylint: disable=import-outside-toplevel  # JAX and the model code only when a run starts
   from precisecoder.model import loading, memory
   from precisecoder.train import footprint
+
   try:
     footprint.check(cfg, hosts=hosts, devices=devices)
   except memory.BatchTooLarge as e:
@@ -171,7 +195,7 @@ def _check_config_flags(args: Sequence[str]) -> None:
     _fail(f"--config={spec}: {e}")
   for arg in args:
     if arg.startswith("--config."):
-      problem = config_lib.unknown_field(base, arg.split("=", 1)[0][len("--config."):])
+      problem = config_lib.unknown_field(base, arg.split("=", 1)[0][len("--config.") :])
       if problem:
         _fail(f"{arg}: unknown override: {problem}")
 
@@ -188,6 +212,7 @@ def _check_task_files(cfg) -> None:
   """The config's task files, read once before anything loads: a malformed record or an empty
   file is one line naming the file, line and field."""
   from precisecoder import tasks as tasks_lib  # pylint: disable=import-outside-toplevel
+
   for field in ("task_file", "validation_file", "clean_file"):
     path = cfg.data[field]
     if path and "://" not in path:
@@ -231,6 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   args = sys.argv[1:] if argv is None else list(argv)
   if "-h" in args or "--help" in args:  # absl's own help names no flag of ours and exits 1
     from precisecoder.commands import checks  # pylint: disable=import-outside-toplevel
+
     checks.command_parser("precisecoder train", add_arguments).print_help()
     sys.exit(0)
   app.run(_main, argv=None if argv is None else [sys.argv[0], *argv], flags_parser=_parse_flags)

@@ -9,8 +9,16 @@ from precisecoder.data import injection
 from precisecoder.data.checking import TrustedCallChecker
 from precisecoder.data.mutation import Mutation
 
-EASY_OPERATORS = ("boundary_shift", "comparison_swap", "arithmetic_swap", "constant_off_by_one",
-                  "wrong_constant", "range_bound", "boolean_flip", "augassign_swap")
+EASY_OPERATORS = (
+  "boundary_shift",
+  "comparison_swap",
+  "arithmetic_swap",
+  "constant_off_by_one",
+  "wrong_constant",
+  "range_bound",
+  "boolean_flip",
+  "augassign_swap",
+)
 
 
 class GeneratorError(RuntimeError):
@@ -38,8 +46,9 @@ def _bug_plan(tier: str, rng: random.Random) -> tuple[int, bool]:
   return rng.choice((2, 2, 3, 4)), False
 
 
-def choose_bugs(source: injection.Source, tier: str, rng: random.Random,
-                checker: TrustedCallChecker) -> list[Mutation] | None:
+def choose_bugs(
+  source: injection.Source, tier: str, rng: random.Random, checker: TrustedCallChecker
+) -> list[Mutation] | None:
   """`tier`'s bugs for `source`, each verified to fail its tests, or None if this program
   has none that fit."""
   k, multi = _bug_plan(tier, rng)

@@ -26,7 +26,6 @@ MAX_CPU_S = 2.0
 
 
 class Checker(Protocol):
-
   def passes(self, items: Sequence[Item], task_sets: Sequence[str] | None = None) -> list[bool]:
     """Whether each program passes its tests (`task_sets`: where each item comes from, for
     advice on a missing environment; `environments.dataset_of`)."""
@@ -41,6 +40,7 @@ class PoolChecker:
 
   def __init__(self, pool: Any, timeout_s: float = 6.0, memory_mb: int = 1024):
     from precisecoder.execution import Job, Limits  # imported late: the pool lands separately
+
     self._pool = pool
     self._job = Job
     self._limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb)
@@ -49,8 +49,9 @@ class PoolChecker:
 
   def passes(self, items: Sequence[Item], task_sets: Sequence[str] | None = None) -> list[bool]:
     """`task_sets`: where each item comes from (`environments.dataset_of`), for the advice."""
-    jobs = [self._job(program=program, tests=dict(tests), limits=self._limits)
-            for program, tests in items]
+    jobs = [
+      self._job(program=program, tests=dict(tests), limits=self._limits) for program, tests in items
+    ]
     results = self._pool.run(jobs)
     for i, result in enumerate(results):
       module = None if result.passed else environments.missing_module(result.detail)
@@ -79,8 +80,13 @@ def load_trusted(program: str, entry_point: str) -> Any:
   return namespace[entry_point]
 
 
-def call_trusted(target: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None,
-                 max_lines: int = 200_000, max_cpu_s: float = MAX_CPU_S) -> Any:
+def call_trusted(
+  target: Any,
+  args: Sequence[Any],
+  kwargs: Mapping[str, Any] | None = None,
+  max_lines: int = 200_000,
+  max_cpu_s: float = MAX_CPU_S,
+) -> Any:
   """Calls `target` on JSON copies of the arguments, under a budget of traced lines and of
   CPU seconds: a mutant that keeps squaring a number runs few lines, each slower than the last
   (a loop that appends to the list it walks, `xs.append(x * x)`, never ends and its numbers
@@ -116,8 +122,9 @@ class TrustedCallChecker:
     try:
       target = load_trusted(program, tests["entry_point"])
       for case in tests["cases"]:
-        got = call_trusted(target, case.get("args", []), case.get("kwargs"), self._max_lines,
-                           self._max_cpu_s)
+        got = call_trusted(
+          target, case.get("args", []), case.get("kwargs"), self._max_lines, self._max_cpu_s
+        )
         if _json_round_trip(got) != case["expected"]:
           return False
     except (Exception, _Budget):  # pylint: disable=broad-except  # any error fails the tests

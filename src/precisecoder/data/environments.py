@@ -26,8 +26,12 @@ class Environment:
 
 
 ENVIRONMENTS = {
-    "bigcodebench": Environment("BigCodeBench", "requirements-bigcodebench.txt",
-                                "scripts/bigcodebench_env.sh", ".venv-bigcodebench/bin/python"),
+  "bigcodebench": Environment(
+    "BigCodeBench",
+    "requirements-bigcodebench.txt",
+    "scripts/bigcodebench_env.sh",
+    ".venv-bigcodebench/bin/python",
+  ),
 }
 _MISSING = re.compile(r"No module named '([\w.]+)'")
 
@@ -55,12 +59,16 @@ def advice(missing: Iterable[tuple[str, str]], python: str) -> list[str]:
   lines = []
   for dataset, counts in sorted(modules.items()):
     names = ", ".join(name for name, _ in counts.most_common(6))
-    what = f"{sum(counts.values())} run(s) of {dataset or 'this task set'} could not import " \
-           f"{names} under {python}"
+    what = (
+      f"{sum(counts.values())} run(s) of {dataset or 'this task set'} could not import "
+      f"{names} under {python}"
+    )
     env = ENVIRONMENTS.get(dataset)
     if env is not None:
-      lines.append(f"{what}: these tasks need the {env.name} environment ({env.requirements}); "
-                   f"build it with {env.script}, then pass --python {env.python}")
+      lines.append(
+        f"{what}: these tasks need the {env.name} environment ({env.requirements}); "
+        f"build it with {env.script}, then pass --python {env.python}"
+      )
     else:
       lines.append(f"{what}: pass --python with an interpreter that has these libraries")
   return lines

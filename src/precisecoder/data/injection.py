@@ -82,8 +82,9 @@ def partial_reverts(buggy: str, diff: Mapping[str, Mapping[str, str]]) -> list[s
   return out
 
 
-def candidates(source: Source, *, operators: Iterable[str] | None = None,
-               multi_line: bool = False) -> list[Mutation]:
+def candidates(
+  source: Source, *, operators: Iterable[str] | None = None, multi_line: bool = False
+) -> list[Mutation]:
   """Every candidate bug of a source (single-line, or 2-4-line when `multi_line`)."""
   editable = mutation.editable_lines(source.code, source.first_editable)
   singles = mutation.single_line_mutations(source.code, editable)
@@ -113,9 +114,15 @@ def balanced_order(muts: Sequence[Mutation], rng: random.Random) -> list[Mutatio
   return out
 
 
-def verify(sources: Sequence[Source], proposals: Sequence[Sequence[Mutation]], checker: Checker,
-           *, batch_size: int = 512, progress: Callable[[int], None] | None = None,
-           stats: Yield | None = None) -> list[list[Mutation]]:
+def verify(
+  sources: Sequence[Source],
+  proposals: Sequence[Sequence[Mutation]],
+  checker: Checker,
+  *,
+  batch_size: int = 512,
+  progress: Callable[[int], None] | None = None,
+  stats: Yield | None = None,
+) -> list[list[Mutation]]:
   """The proposals (per source) that are verified bugs; multi-line ones must be atomic."""
   plan = []  # (source index, mutation, programs to run: [buggy, *partial reverts])
   for i, (source, muts) in enumerate(zip(sources, proposals)):
@@ -130,7 +137,7 @@ def verify(sources: Sequence[Source], proposals: Sequence[Sequence[Mutation]], c
       plan.append((i, m, programs))
   kept: list[list[Mutation]] = [[] for _ in sources]
   for start in range(0, len(plan), batch_size):
-    chunk = plan[start:start + batch_size]
+    chunk = plan[start : start + batch_size]
     items = [(p, sources[i].tests) for i, _, programs in chunk for p in programs]
     verdicts = iter(checker.passes(items))
     for i, m, programs in chunk:
@@ -153,12 +160,15 @@ def gap(a: Mutation, b: Mutation) -> int:
 def well_separated(bugs: Sequence[Mutation]) -> bool:
   """Whether bugs keep PDB's minimum stride (2 lines, 4 next to a multi-line bug)."""
   ordered = sorted(bugs, key=lambda m: m.span)
-  return all(gap(a, b) >= (MULTI_STRIDE if max(a.size, b.size) > 1 else SINGLE_STRIDE)
-             for a, b in zip(ordered, ordered[1:]))
+  return all(
+    gap(a, b) >= (MULTI_STRIDE if max(a.size, b.size) > 1 else SINGLE_STRIDE)
+    for a, b in zip(ordered, ordered[1:])
+  )
 
 
-def compose(bugs: Sequence[Mutation], k: int, rng: random.Random,
-            tries: int = 16) -> list[Mutation] | None:
+def compose(
+  bugs: Sequence[Mutation], k: int, rng: random.Random, tries: int = 16
+) -> list[Mutation] | None:
   """k of `bugs` on well-separated lines (PDB's minimum stride), or None.
 
   Bugs are taken in operator-balanced order, so an operator with many sites
@@ -186,7 +196,8 @@ def buggy_program(code: str, bugs: Sequence[Mutation]) -> tuple[str, dict[str, d
   blocks = edits.parse_blocks(diff)
   if len(blocks) != len(bugs):
     raise ValueError(f"{len(bugs)} bugs gave {len(blocks)} diff blocks")
-  if edits.rstrip_lines(apply_gt_diff(buggy, diff)).strip("\n") != \
-      edits.rstrip_lines(code).strip("\n"):
+  if edits.rstrip_lines(apply_gt_diff(buggy, diff)).strip("\n") != edits.rstrip_lines(code).strip(
+    "\n"
+  ):
     raise ValueError("gt_diff does not turn the buggy program back into the correct one")
   return buggy, diff

@@ -29,7 +29,8 @@ TIMING = "Timing/Serialization"
 CATEGORIES = (ASSIGNMENT, CHECKING, ALGORITHM, BUILD, TIMING)
 
 _FROZEN_START = re.compile(
-    r"^\s*(def|class|import|from|try|except|finally|async|@)\b|^\s*(try|finally)\s*:")
+  r"^\s*(def|class|import|from|try|except|finally|async|@)\b|^\s*(try|finally)\s*:"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +61,7 @@ def apply_mutations(code: str, mutations: Sequence[Mutation]) -> str:
   """`code` with non-overlapping mutations applied (bottom-up so line numbers hold)."""
   lines = code.splitlines()
   for m in sorted(mutations, key=lambda m: m.start, reverse=True):
-    lines[m.start - 1:m.end] = list(m.replacement)
+    lines[m.start - 1 : m.end] = list(m.replacement)
   return "\n".join(lines) + ("\n" if code.endswith("\n") else "")
 
 
@@ -75,8 +76,12 @@ def editable_lines(code: str, first_editable: int = 1) -> list[int]:
   for node in ast.walk(tree):
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)):
       body = node.body
-      if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-          and isinstance(body[0].value.value, str):
+      if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+      ):
         docstring_lines.update(range(body[0].lineno, body[0].end_lineno + 1))
   out = []
   for no, text in enumerate(lines, 1):
@@ -94,41 +99,116 @@ def editable_lines(code: str, first_editable: int = 1) -> list[int]:
 # ---------------------------------------------------------------------------
 
 _BOUNDARY = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt}
-_COMPARE_SWAP = {ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Lt: ast.Gt, ast.Gt: ast.Lt,
-                 ast.LtE: ast.GtE, ast.GtE: ast.LtE, ast.In: ast.NotIn, ast.NotIn: ast.In,
-                 ast.Is: ast.IsNot, ast.IsNot: ast.Is}
-_ARITH = {ast.Add: (ast.Sub,), ast.Sub: (ast.Add,), ast.Mult: (ast.Add, ast.FloorDiv),
-          ast.Div: (ast.Mult, ast.FloorDiv), ast.FloorDiv: (ast.Div, ast.Mod),
-          ast.Mod: (ast.FloorDiv,), ast.Pow: (ast.Mult,), ast.BitAnd: (ast.BitOr,),
-          ast.BitOr: (ast.BitAnd,)}
-_AUG = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Add, ast.FloorDiv: ast.Mod,
-        ast.Div: ast.Mult, ast.Mod: ast.FloorDiv}
-_BUILTIN_SWAP = {"min": "max", "max": "min", "any": "all", "all": "any", "sum": "len",
-                 "sorted": "reversed", "abs": "int"}
-_METHOD_SWAP = {"lower": "upper", "upper": "lower", "startswith": "endswith",
-                "endswith": "startswith", "isdigit": "isalpha", "isalpha": "isdigit",
-                "isupper": "islower", "islower": "isupper", "append": "extend", "pop": "copy",
-                "index": "count", "find": "rfind", "rfind": "find", "split": "rsplit",
-                "strip": "lstrip", "lstrip": "rstrip", "rstrip": "lstrip", "keys": "values",
-                "values": "keys", "remove": "discard", "insert": "append", "get": "setdefault"}
-_LIBRARY_SWAP = {("math", "floor"): "ceil", ("math", "ceil"): "floor", ("math", "sqrt"): "log",
-                 ("math", "log"): "log2", ("math", "log2"): "log10", ("math", "gcd"): "lcm",
-                 ("math", "lcm"): "gcd", ("math", "factorial"): "comb", ("math", "prod"): "fsum",
-                 ("itertools", "permutations"): "combinations",
-                 ("itertools", "combinations"): "permutations",
-                 ("itertools", "accumulate"): "chain", ("heapq", "nlargest"): "nsmallest",
-                 ("heapq", "nsmallest"): "nlargest", ("heapq", "heappop"): "heappush",
-                 ("bisect", "bisect_left"): "bisect_right",
-                 ("bisect", "bisect_right"): "bisect_left",
-                 ("re", "match"): "search", ("re", "search"): "match", ("re", "sub"): "subn",
-                 ("re", "findall"): "split", ("statistics", "mean"): "median",
-                 ("statistics", "median"): "mean", ("string", "ascii_lowercase"): "ascii_uppercase",
-                 ("collections", "Counter"): "defaultdict", ("random", "choice"): "sample",
-                 ("os", "path"): "sep", ("np", "mean"): "median", ("np", "sum"): "prod",
-                 ("np", "max"): "min", ("np", "min"): "max", ("np", "argmax"): "argmin",
-                 ("np", "argmin"): "argmax", ("pd", "concat"): "merge"}
-_CONVERSIONS = {"str": "repr", "repr": "str", "int": "round", "float": "int", "list": "sorted",
-                "set": "list", "tuple": "list", "round": "int"}
+_COMPARE_SWAP = {
+  ast.Eq: ast.NotEq,
+  ast.NotEq: ast.Eq,
+  ast.Lt: ast.Gt,
+  ast.Gt: ast.Lt,
+  ast.LtE: ast.GtE,
+  ast.GtE: ast.LtE,
+  ast.In: ast.NotIn,
+  ast.NotIn: ast.In,
+  ast.Is: ast.IsNot,
+  ast.IsNot: ast.Is,
+}
+_ARITH = {
+  ast.Add: (ast.Sub,),
+  ast.Sub: (ast.Add,),
+  ast.Mult: (ast.Add, ast.FloorDiv),
+  ast.Div: (ast.Mult, ast.FloorDiv),
+  ast.FloorDiv: (ast.Div, ast.Mod),
+  ast.Mod: (ast.FloorDiv,),
+  ast.Pow: (ast.Mult,),
+  ast.BitAnd: (ast.BitOr,),
+  ast.BitOr: (ast.BitAnd,),
+}
+_AUG = {
+  ast.Add: ast.Sub,
+  ast.Sub: ast.Add,
+  ast.Mult: ast.Add,
+  ast.FloorDiv: ast.Mod,
+  ast.Div: ast.Mult,
+  ast.Mod: ast.FloorDiv,
+}
+_BUILTIN_SWAP = {
+  "min": "max",
+  "max": "min",
+  "any": "all",
+  "all": "any",
+  "sum": "len",
+  "sorted": "reversed",
+  "abs": "int",
+}
+_METHOD_SWAP = {
+  "lower": "upper",
+  "upper": "lower",
+  "startswith": "endswith",
+  "endswith": "startswith",
+  "isdigit": "isalpha",
+  "isalpha": "isdigit",
+  "isupper": "islower",
+  "islower": "isupper",
+  "append": "extend",
+  "pop": "copy",
+  "index": "count",
+  "find": "rfind",
+  "rfind": "find",
+  "split": "rsplit",
+  "strip": "lstrip",
+  "lstrip": "rstrip",
+  "rstrip": "lstrip",
+  "keys": "values",
+  "values": "keys",
+  "remove": "discard",
+  "insert": "append",
+  "get": "setdefault",
+}
+_LIBRARY_SWAP = {
+  ("math", "floor"): "ceil",
+  ("math", "ceil"): "floor",
+  ("math", "sqrt"): "log",
+  ("math", "log"): "log2",
+  ("math", "log2"): "log10",
+  ("math", "gcd"): "lcm",
+  ("math", "lcm"): "gcd",
+  ("math", "factorial"): "comb",
+  ("math", "prod"): "fsum",
+  ("itertools", "permutations"): "combinations",
+  ("itertools", "combinations"): "permutations",
+  ("itertools", "accumulate"): "chain",
+  ("heapq", "nlargest"): "nsmallest",
+  ("heapq", "nsmallest"): "nlargest",
+  ("heapq", "heappop"): "heappush",
+  ("bisect", "bisect_left"): "bisect_right",
+  ("bisect", "bisect_right"): "bisect_left",
+  ("re", "match"): "search",
+  ("re", "search"): "match",
+  ("re", "sub"): "subn",
+  ("re", "findall"): "split",
+  ("statistics", "mean"): "median",
+  ("statistics", "median"): "mean",
+  ("string", "ascii_lowercase"): "ascii_uppercase",
+  ("collections", "Counter"): "defaultdict",
+  ("random", "choice"): "sample",
+  ("os", "path"): "sep",
+  ("np", "mean"): "median",
+  ("np", "sum"): "prod",
+  ("np", "max"): "min",
+  ("np", "min"): "max",
+  ("np", "argmax"): "argmin",
+  ("np", "argmin"): "argmax",
+  ("pd", "concat"): "merge",
+}
+_CONVERSIONS = {
+  "str": "repr",
+  "repr": "str",
+  "int": "round",
+  "float": "int",
+  "list": "sorted",
+  "set": "list",
+  "tuple": "list",
+  "round": "int",
+}
 
 
 def _num(value: int) -> ast.expr:
@@ -179,8 +259,11 @@ def _expression_rewrites(node: ast.AST, names: Sequence[str]) -> Iterator[tuple[
     if op in _BOUNDARY:
       yield "boundary_shift", CHECKING, ast.Compare(node.left, [_BOUNDARY[op]()], node.comparators)
     if op in _COMPARE_SWAP:
-      yield "comparison_swap", CHECKING, ast.Compare(node.left, [_COMPARE_SWAP[op]()],
-                                                      node.comparators)
+      yield (
+        "comparison_swap",
+        CHECKING,
+        ast.Compare(node.left, [_COMPARE_SWAP[op]()], node.comparators),
+      )
   elif isinstance(node, ast.BoolOp):
     other = ast.Or() if isinstance(node.op, ast.And) else ast.And()
     yield "boolean_flip", CHECKING, ast.BoolOp(other, node.values)
@@ -196,24 +279,39 @@ def _expression_rewrites(node: ast.AST, names: Sequence[str]) -> Iterator[tuple[
       if other != node.id:
         yield "wrong_variable", ASSIGNMENT, ast.Name(other, ast.Load())
         break
-  elif isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Slice) \
-      and isinstance(node.ctx, ast.Load):
+  elif (
+    isinstance(node, ast.Subscript)
+    and not isinstance(node.slice, ast.Slice)
+    and isinstance(node.ctx, ast.Load)
+  ):
     for delta in (1, -1):
       yield "index_shift", ALGORITHM, ast.Subscript(node.value, _plus(node.slice, delta), node.ctx)
   elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
     s = node.slice
     if s.step is not None and isinstance(s.step, ast.UnaryOp):
-      yield "slice_change", ALGORITHM, ast.Subscript(
-          node.value, ast.Slice(s.lower, s.upper, None), node.ctx)
+      yield (
+        "slice_change",
+        ALGORITHM,
+        ast.Subscript(node.value, ast.Slice(s.lower, s.upper, None), node.ctx),
+      )
     if s.upper is not None:
-      yield "slice_change", ALGORITHM, ast.Subscript(
-          node.value, ast.Slice(s.lower, _plus(s.upper, 1), s.step), node.ctx)
+      yield (
+        "slice_change",
+        ALGORITHM,
+        ast.Subscript(node.value, ast.Slice(s.lower, _plus(s.upper, 1), s.step), node.ctx),
+      )
     if s.lower is not None:
-      yield "slice_change", ALGORITHM, ast.Subscript(
-          node.value, ast.Slice(_plus(s.lower, 1), s.upper, s.step), node.ctx)
+      yield (
+        "slice_change",
+        ALGORITHM,
+        ast.Subscript(node.value, ast.Slice(_plus(s.lower, 1), s.upper, s.step), node.ctx),
+      )
     elif s.upper is not None:
-      yield "slice_change", ALGORITHM, ast.Subscript(
-          node.value, ast.Slice(None, _plus(s.upper, -1), s.step), node.ctx)
+      yield (
+        "slice_change",
+        ALGORITHM,
+        ast.Subscript(node.value, ast.Slice(None, _plus(s.upper, -1), s.step), node.ctx),
+      )
   elif isinstance(node, ast.Call):
     yield from _call_rewrites(node)
 
@@ -226,18 +324,30 @@ def _call_rewrites(node: ast.Call) -> Iterator[tuple[str, str, ast.AST]]:
       yield "range_bound", ALGORITHM, ast.Call(node.func, [_plus(args[0], 1)], node.keywords)
       yield "range_bound", ALGORITHM, ast.Call(node.func, [ast.Constant(1), args[0]], node.keywords)
     else:
-      yield "range_bound", ALGORITHM, ast.Call(node.func, [args[0], _plus(args[1], 1), *args[2:]],
-                                               node.keywords)
-      yield "range_bound", ALGORITHM, ast.Call(node.func, [_plus(args[0], 1), *args[1:]],
-                                               node.keywords)
+      yield (
+        "range_bound",
+        ALGORITHM,
+        ast.Call(node.func, [args[0], _plus(args[1], 1), *args[2:]], node.keywords),
+      )
+      yield (
+        "range_bound",
+        ALGORITHM,
+        ast.Call(node.func, [_plus(args[0], 1), *args[1:]], node.keywords),
+      )
   if name in _BUILTIN_SWAP and args:
-    yield "function_swap", ALGORITHM, ast.Call(ast.Name(_BUILTIN_SWAP[name], ast.Load()), args,
-                                               node.keywords)
+    yield (
+      "function_swap",
+      ALGORITHM,
+      ast.Call(ast.Name(_BUILTIN_SWAP[name], ast.Load()), args, node.keywords),
+    )
   if name in _CONVERSIONS and len(args) == 1 and not node.keywords:
     yield "conversion_change", TIMING, ast.Call(ast.Name(_CONVERSIONS[name], ast.Load()), args, [])
   if name == "sorted" and not any(k.arg == "reverse" for k in node.keywords):
-    yield "order_change", TIMING, ast.Call(node.func, args, [
-        *node.keywords, ast.keyword("reverse", ast.Constant(True))])
+    yield (
+      "order_change",
+      TIMING,
+      ast.Call(node.func, args, [*node.keywords, ast.keyword("reverse", ast.Constant(True))]),
+    )
   if isinstance(node.func, ast.Attribute):
     attr, owner = node.func.attr, node.func.value
     if isinstance(owner, ast.Name) and (owner.id, attr) in _LIBRARY_SWAP:
@@ -246,10 +356,16 @@ def _call_rewrites(node: ast.Call) -> Iterator[tuple[str, str, ast.AST]]:
     elif attr in _METHOD_SWAP:
       new_func = ast.Attribute(owner, _METHOD_SWAP[attr], ast.Load())
       yield "method_swap", ALGORITHM, ast.Call(new_func, args, node.keywords)
-  if len(args) >= 2 and not any(isinstance(a, ast.Starred) for a in args[:2]) \
-      and ast.dump(args[0]) != ast.dump(args[1]):
-    yield "argument_swap", ALGORITHM, ast.Call(node.func, [args[1], args[0], *args[2:]],
-                                               node.keywords)
+  if (
+    len(args) >= 2
+    and not any(isinstance(a, ast.Starred) for a in args[:2])
+    and ast.dump(args[0]) != ast.dump(args[1])
+  ):
+    yield (
+      "argument_swap",
+      ALGORITHM,
+      ast.Call(node.func, [args[1], args[0], *args[2:]], node.keywords),
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -315,8 +431,15 @@ def _scope_names(tree: ast.AST) -> dict[int, list[str]]:
   return out
 
 
-_SIMPLE_STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return, ast.Break,
-                      ast.Continue)
+_SIMPLE_STATEMENTS = (
+  ast.Assign,
+  ast.AugAssign,
+  ast.AnnAssign,
+  ast.Expr,
+  ast.Return,
+  ast.Break,
+  ast.Continue,
+)
 
 
 def _one_line(node: ast.AST) -> bool:
@@ -339,8 +462,9 @@ def expression_edits(code: str, editable: Sequence[int], propose: Proposer) -> l
   return _single_line_edits(code, editable, propose, statements=False)
 
 
-def _single_line_edits(code: str, editable: Sequence[int], propose: Proposer, *,
-                       statements: bool) -> list[Mutation]:
+def _single_line_edits(
+  code: str, editable: Sequence[int], propose: Proposer, *, statements: bool
+) -> list[Mutation]:
   tree = ast.parse(code)
   reference = ast.dump(tree)
   parents = _parents(tree)
@@ -398,10 +522,12 @@ def _render(new: ast.AST, line: str, line_no: int) -> str | None:
   segments: list[str] = []
 
   class _Keep(ast.NodeTransformer):
-
     def visit(self, node: ast.AST) -> ast.AST:
-      if isinstance(node, ast.expr) and getattr(node, "lineno", None) == line_no \
-          and node.end_lineno == line_no:
+      if (
+        isinstance(node, ast.expr)
+        and getattr(node, "lineno", None) == line_no
+        and node.end_lineno == line_no
+      ):
         start = _line_offsets(line, node.col_offset)
         end = _line_offsets(line, node.end_col_offset)
         segments.append(line[start:end])
@@ -422,8 +548,9 @@ def _render(new: ast.AST, line: str, line_no: int) -> str | None:
   return text
 
 
-def _spliced_line(lines: list[str], node: ast.AST, new: ast.AST, tree: ast.AST, parents,
-                  reference: str) -> str | None:
+def _spliced_line(
+  lines: list[str], node: ast.AST, new: ast.AST, tree: ast.AST, parents, reference: str
+) -> str | None:
   """The line with `node` rewritten to `new`, or None if no rendering parses as intended."""
   original = lines[node.lineno - 1]
   for text in (_render(new, original, node.lineno), _safe_unparse(new)):
@@ -431,8 +558,9 @@ def _spliced_line(lines: list[str], node: ast.AST, new: ast.AST, tree: ast.AST, 
       continue
     for candidate in (text, f"({text})"):
       new_line = _splice(lines, node, candidate)
-      if new_line != original and _same_as_intended(lines, node.lineno, new_line, tree, parents,
-                                                    node, new, reference):
+      if new_line != original and _same_as_intended(
+        lines, node.lineno, new_line, tree, parents, node, new, reference
+      ):
         return new_line
   return None
 
@@ -451,28 +579,38 @@ def _same_as_intended(lines, line_no, new_line, tree, parents, node, new, refere
 
 def _statement_mutations(node: ast.stmt, lines: list[str]) -> Iterator[Mutation]:
   line = lines[node.lineno - 1]
-  indent = line[:len(line) - len(line.lstrip())]
+  indent = line[: len(line) - len(line.lstrip())]
   if isinstance(node, (ast.Break, ast.Continue)) and _one_line(node):
     other = "continue" if isinstance(node, ast.Break) else "break"
     yield Mutation("loop_control_swap", ALGORITHM, node.lineno, node.lineno, (indent + other,))
   if isinstance(node, (ast.If, ast.While)):
     test = node.test
-    if _one_line(test) and test.lineno == node.lineno and not (
-        isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)):
+    if (
+      _one_line(test)
+      and test.lineno == node.lineno
+      and not (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not))
+    ):
       text = _safe_unparse(ast.UnaryOp(ast.Not(), test))
       if text is not None:
-        yield Mutation("negation_added", CHECKING, node.lineno, node.lineno,
-                       (_splice(lines, test, text),))
+        yield Mutation(
+          "negation_added", CHECKING, node.lineno, node.lineno, (_splice(lines, test, text),)
+        )
   if isinstance(node, ast.AugAssign) and type(node.op) in _AUG and _one_line(node):
     new = ast.AugAssign(node.target, _AUG[type(node.op)](), node.value)
     text = _safe_unparse(new)
     if text is not None:
       yield Mutation("augassign_swap", ASSIGNMENT, node.lineno, node.lineno, (indent + text,))
-  if isinstance(node, _SIMPLE_STATEMENTS) and _one_line(node) and not isinstance(node, ast.Return) \
-      and line.rstrip().endswith(line.strip()) and ";" not in line:
+  if (
+    isinstance(node, _SIMPLE_STATEMENTS)
+    and _one_line(node)
+    and not isinstance(node, ast.Return)
+    and line.rstrip().endswith(line.strip())
+    and ";" not in line
+  ):
     yield Mutation("line_deleted", ALGORITHM, node.lineno, node.lineno, ())
-    if isinstance(node, ast.AugAssign) or (isinstance(node, ast.Expr)
-                                           and isinstance(node.value, ast.Call)):
+    if isinstance(node, ast.AugAssign) or (
+      isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+    ):
       yield Mutation("line_inserted", ALGORITHM, node.lineno, node.lineno - 1, (line.rstrip(),))
 
 
@@ -484,8 +622,9 @@ def _body_lists(tree: ast.AST) -> Iterator[list[ast.stmt]]:
         yield body
 
 
-def multi_line_mutations(code: str, editable: Sequence[int],
-                         singles: Sequence[Mutation]) -> list[Mutation]:
+def multi_line_mutations(
+  code: str, editable: Sequence[int], singles: Sequence[Mutation]
+) -> list[Mutation]:
   """Contiguous 2-4-line candidate bugs: statement swaps, removed guards, combined rewrites."""
   tree = ast.parse(code)
   lines = code.splitlines()
@@ -493,12 +632,21 @@ def multi_line_mutations(code: str, editable: Sequence[int],
   out: list[Mutation] = []
   for body in _body_lists(tree):
     for a, b in zip(body, body[1:]):
-      if (isinstance(a, _SIMPLE_STATEMENTS) and isinstance(b, _SIMPLE_STATEMENTS)
-          and _one_line(a) and _one_line(b) and b.lineno == a.lineno + 1
-          and {a.lineno, b.lineno} <= allowed and not isinstance(b, ast.Return)
-          and lines[a.lineno - 1].strip() != lines[b.lineno - 1].strip()):
-        out.append(Mutation("statement_swap", TIMING, a.lineno, b.lineno,
-                            (lines[b.lineno - 1], lines[a.lineno - 1])))
+      if (
+        isinstance(a, _SIMPLE_STATEMENTS)
+        and isinstance(b, _SIMPLE_STATEMENTS)
+        and _one_line(a)
+        and _one_line(b)
+        and b.lineno == a.lineno + 1
+        and {a.lineno, b.lineno} <= allowed
+        and not isinstance(b, ast.Return)
+        and lines[a.lineno - 1].strip() != lines[b.lineno - 1].strip()
+      ):
+        out.append(
+          Mutation(
+            "statement_swap", TIMING, a.lineno, b.lineno, (lines[b.lineno - 1], lines[a.lineno - 1])
+          )
+        )
     for stmt in body:
       if isinstance(stmt, ast.If) and not stmt.orelse and len(body) > 1:
         span = range(stmt.lineno, stmt.end_lineno + 1)
@@ -518,6 +666,13 @@ def multi_line_mutations(code: str, editable: Sequence[int],
       combos = {tuple(options[v % len(options)] for options in run) for v in range(3)}
       for combo in sorted(combos, key=lambda c: [m.replacement for m in c]):
         category = collections.Counter(m.category for m in combo).most_common(1)[0][0]
-        out.append(Mutation("block_rewrite", category, start, start + size - 1,
-                            tuple(m.replacement[0] for m in combo)))
+        out.append(
+          Mutation(
+            "block_rewrite",
+            category,
+            start,
+            start + size - 1,
+            tuple(m.replacement[0] for m in combo),
+          )
+        )
   return [m for m in out if _parses(code, m)]

@@ -39,18 +39,29 @@ class LoadReport:
   source_errors: list[str] = dataclasses.field(default_factory=list)
 
   def summary(self) -> dict[str, int]:
-    return {"records": self.records, "loaded": len(self.tasks),
-            "missing_tests": len(self.missing_tests), "duplicates": len(self.duplicates),
-            "malformed": len(self.malformed), "source_errors": len(self.source_errors)}
+    return {
+      "records": self.records,
+      "loaded": len(self.tasks),
+      "missing_tests": len(self.missing_tests),
+      "duplicates": len(self.duplicates),
+      "malformed": len(self.malformed),
+      "source_errors": len(self.source_errors),
+    }
 
 
-def load_pdb(path: str | os.PathLike[str], *, bigcodebench: str | os.PathLike[str] | None = None,
-             livecodebench: str | os.PathLike[str] | None = None) -> LoadReport:
+def load_pdb(
+  path: str | os.PathLike[str],
+  *,
+  bigcodebench: str | os.PathLike[str] | None = None,
+  livecodebench: str | os.PathLike[str] | None = None,
+) -> LoadReport:
   """PDB records from `path` (parquet, JSON or JSON Lines; file or folder) with tests joined."""
   index: dict[str, dict[str, Any]] = {}
   source_errors: list[str] = []
-  for folder, read in ((bigcodebench, sources.bigcodebench_tests),
-                       (livecodebench, sources.livecodebench_tests)):
+  for folder, read in (
+    (bigcodebench, sources.bigcodebench_tests),
+    (livecodebench, sources.livecodebench_tests),
+  ):
     if folder is not None:
       tests, errors = read(folder)
       index.update(tests)
@@ -80,8 +91,9 @@ def load_pdb(path: str | os.PathLike[str], *, bigcodebench: str | os.PathLike[st
   return report
 
 
-def bigcodebench_clean_tasks(paths: Sequence[str | os.PathLike[str]], *,
-                             timeout_s: float = 20.0) -> LoadReport:
+def bigcodebench_clean_tasks(
+  paths: Sequence[str | os.PathLike[str]], *, timeout_s: float = 20.0
+) -> LoadReport:
   """Clean tasks from BigCodeBench records (files or folders): each gold program as both
   buggy_code and gt_solution (`is_buggy` false), with its unittest tests. A task id seen twice
   (PDB's files repeat some) is kept once if the records agree, else reported as a duplicate."""
@@ -96,8 +108,9 @@ def bigcodebench_clean_tasks(paths: Sequence[str | os.PathLike[str]], *,
     report.records += 1
     task_id, gold = record.get("task_id"), sources.bigcodebench_gold(record)
     if not isinstance(task_id, str) or gold is None:
-      report.malformed.append(f"{where}: a BigCodeBench record needs 'task_id', 'code_prompt' "
-                              "and 'canonical_solution'")
+      report.malformed.append(
+        f"{where}: a BigCodeBench record needs 'task_id', 'code_prompt' and 'canonical_solution'"
+      )
       continue
     if task_id in seen:
       if seen[task_id][1] != gold:
@@ -108,10 +121,20 @@ def bigcodebench_clean_tasks(paths: Sequence[str | os.PathLike[str]], *,
       report.missing_tests.append(task_id)
       continue
     try:
-      report.tasks.append(parse_task(
-          {"task_id": task_id, "buggy_code": gold, "gt_solution": gold, "is_buggy": False,
-           "tests": index[task_id], "timeout_s": timeout_s, "source_dataset": "bigcodebench"},
-          where))
+      report.tasks.append(
+        parse_task(
+          {
+            "task_id": task_id,
+            "buggy_code": gold,
+            "gt_solution": gold,
+            "is_buggy": False,
+            "tests": index[task_id],
+            "timeout_s": timeout_s,
+            "source_dataset": "bigcodebench",
+          },
+          where,
+        )
+      )
     except TaskError as e:
       report.malformed.append(str(e))
   return report
@@ -119,6 +142,8 @@ def bigcodebench_clean_tasks(paths: Sequence[str | os.PathLike[str]], *,
 
 def failing_gold(tasks: Sequence[Task], checker: Checker) -> list[str]:
   """Ids of tasks whose gold program fails its own tests."""
-  verdicts = checker.passes([(t.gt_solution, t.tests) for t in tasks],
-                            [environments.dataset_of(t.task_id, t.source_dataset) for t in tasks])
+  verdicts = checker.passes(
+    [(t.gt_solution, t.tests) for t in tasks],
+    [environments.dataset_of(t.task_id, t.source_dataset) for t in tasks],
+  )
   return [t.task_id for t, ok in zip(tasks, verdicts) if not ok]

@@ -31,17 +31,30 @@ def _source(tasks: TaskSource, split: str) -> Any:
   path = pathlib.Path(tasks)
   if path.is_dir():
     from precisecoder.data import tfds_builder  # pylint: disable=import-outside-toplevel  # slow
-    found = [path] if tfds_builder.is_tfds_dir(path) else sorted(
-        p.parent for p in path.rglob("dataset_info.json"))
+
+    found = (
+      [path]
+      if tfds_builder.is_tfds_dir(path)
+      else sorted(p.parent for p in path.rglob("dataset_info.json"))
+    )
     if len(found) != 1:
       raise FileNotFoundError(f"{path}: expected one built TFDS task set, found {len(found)}")
     return tfds_builder.tfds_source(found[0], split)
   return load_tasks(path)
 
 
-def make_dataset(tasks: TaskSource, batch_size: int, seed: int, *, shuffle: bool = True,
-                 repeat: bool = True, shard_index: int = 0, shard_count: int = 1,
-                 drop_remainder: bool | None = None, split: str = "train") -> grain.MapDataset:
+def make_dataset(
+  tasks: TaskSource,
+  batch_size: int,
+  seed: int,
+  *,
+  shuffle: bool = True,
+  repeat: bool = True,
+  shard_index: int = 0,
+  shard_count: int = 1,
+  drop_remainder: bool | None = None,
+  split: str = "train",
+) -> grain.MapDataset:
   """The batched `MapDataset` behind `make_iterator`."""
   if batch_size < 1:
     raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -61,13 +74,30 @@ def make_dataset(tasks: TaskSource, batch_size: int, seed: int, *, shuffle: bool
     # Host i takes batches i, i + n, i + 2n, ... of one stream shuffled alike on every host:
     # step k's global batch is the same contiguous run of the stream for any number of hosts,
     # and every host takes the same number of steps.
-    ds = ds[:len(ds) // shard_count * shard_count][shard_index::shard_count]
+    ds = ds[: len(ds) // shard_count * shard_count][shard_index::shard_count]
   return ds
 
 
-def make_iterator(tasks: TaskSource, batch_size: int, seed: int, shuffle: bool = True,
-                  repeat: bool = True, shard_index: int = 0, shard_count: int = 1,
-                  **kwargs: Any) -> grain.DatasetIterator:
+def make_iterator(
+  tasks: TaskSource,
+  batch_size: int,
+  seed: int,
+  shuffle: bool = True,
+  repeat: bool = True,
+  shard_index: int = 0,
+  shard_count: int = 1,
+  **kwargs: Any,
+) -> grain.DatasetIterator:
   """An iterator of `list[Task]` batches with checkpointable `get_state()`/`set_state()`."""
-  return iter(make_dataset(tasks, batch_size, seed, shuffle=shuffle, repeat=repeat,
-                           shard_index=shard_index, shard_count=shard_count, **kwargs))
+  return iter(
+    make_dataset(
+      tasks,
+      batch_size,
+      seed,
+      shuffle=shuffle,
+      repeat=repeat,
+      shard_index=shard_index,
+      shard_count=shard_count,
+      **kwargs,
+    )
+  )

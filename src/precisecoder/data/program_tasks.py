@@ -36,27 +36,35 @@ def _bug_tier(tier: str) -> str:
 
 
 def _extra(program: programs.Program, split: str, tier: str) -> dict:
-  return {"family": "programs", "skeleton": program.skeleton, "split": split, "tier": tier,
-          "editable_lines": len(mutation.editable_lines(program.code))}
+  return {
+    "family": "programs",
+    "skeleton": program.skeleton,
+    "split": split,
+    "tier": tier,
+    "editable_lines": len(mutation.editable_lines(program.code)),
+  }
 
 
-def make_tasks(split: str, tier: str, n: int, seed: int = 0, *, progress: bool = False
-               ) -> list[Task]:
+def make_tasks(
+  split: str, tier: str, n: int, seed: int = 0, *, progress: bool = False
+) -> list[Task]:
   """`n` verified buggy tasks of a program tier from the programs of `split`."""
   if tier not in TIERS:
     raise ValueError(f"unknown program tier {tier!r}; expected one of {TIERS}")
   rng = random.Random(f"precisecoder-program-tasks:{split}:{tier}:{seed}")
   checker = TrustedCallChecker()
   tasks: list[Task] = []
-  bar = tqdm.tqdm(total=n, desc=f"generate {tier}/{split}", unit="task", disable=not progress,
-                  file=sys.stderr)
+  bar = tqdm.tqdm(
+    total=n, desc=f"generate {tier}/{split}", unit="task", disable=not progress, file=sys.stderr
+  )
   stream_name = "multi" if tier == "programs-multi" else "buggy"
   for index, program in programs.stream(split, seed, stream_name):
     if len(tasks) >= n:
       break
     if index >= _MAX_PROGRAMS_PER_TASK * max(n, 1):
       raise bug_choice.GeneratorError(
-          f"only {len(tasks)} of {n} {tier}/{split} tasks from {index} programs")
+        f"only {len(tasks)} of {n} {tier}/{split} tasks from {index} programs"
+      )
     source = injection.Source(key=program.skeleton, code=program.code, tests=program.tests)
     bugs = bug_choice.choose_bugs(source, _bug_tier(tier), rng, checker)
     if bugs is None:
@@ -65,14 +73,26 @@ def make_tasks(split: str, tier: str, n: int, seed: int = 0, *, progress: bool =
       buggy, gt_diff = injection.buggy_program(program.code, bugs)
     except ValueError:  # a diff that does not round-trip: next program
       continue
-    tasks.append(Task(
-        task_id=f"gen-{tier}-{split}-{seed}-{len(tasks):06d}", buggy_code=buggy,
-        gt_solution=program.code, gt_diff=gt_diff, tests=program.tests,
-        prompt=bug_choice.function_prompt(program.code, program.description), timeout_s=6.0,
-        is_buggy=True, bug_count=len(bugs), source_dataset="generator",
-        extra={**_extra(program, split, tier), "bug_type": [m.category for m in bugs],
-               "bug_subtype": [m.operator for m in bugs],
-               "multi_line": any(m.size > 1 for m in bugs)}))
+    tasks.append(
+      Task(
+        task_id=f"gen-{tier}-{split}-{seed}-{len(tasks):06d}",
+        buggy_code=buggy,
+        gt_solution=program.code,
+        gt_diff=gt_diff,
+        tests=program.tests,
+        prompt=bug_choice.function_prompt(program.code, program.description),
+        timeout_s=6.0,
+        is_buggy=True,
+        bug_count=len(bugs),
+        source_dataset="generator",
+        extra={
+          **_extra(program, split, tier),
+          "bug_type": [m.category for m in bugs],
+          "bug_subtype": [m.operator for m in bugs],
+          "multi_line": any(m.size > 1 for m in bugs),
+        },
+      )
+    )
     bar.update()
   bar.close()
   return with_distances(tasks, seed)
@@ -84,11 +104,20 @@ def make_clean_tasks(split: str, n: int, seed: int = 0) -> list[Task]:
   for _, program in programs.stream(split, seed, "clean"):
     if len(tasks) >= n:
       break
-    tasks.append(Task(
-        task_id=f"gen-clean-programs-{split}-{seed}-{len(tasks):06d}", buggy_code=program.code,
-        gt_solution=program.code, gt_diff={}, tests=program.tests,
-        prompt=bug_choice.function_prompt(program.code, program.description), is_buggy=False,
-        bug_count=0, source_dataset="generator", extra=_extra(program, split, "programs")))
+    tasks.append(
+      Task(
+        task_id=f"gen-clean-programs-{split}-{seed}-{len(tasks):06d}",
+        buggy_code=program.code,
+        gt_solution=program.code,
+        gt_diff={},
+        tests=program.tests,
+        prompt=bug_choice.function_prompt(program.code, program.description),
+        is_buggy=False,
+        bug_count=0,
+        source_dataset="generator",
+        extra=_extra(program, split, "programs"),
+      )
+    )
   return with_distances(tasks, seed)
 
 
@@ -103,7 +132,14 @@ def with_distances(tasks: list[Task], seed: int) -> list[Task]:
   if not tasks or tasks[0].extra["split"] == "train":
     return tasks
   raw, shape = _reference(seed, REFERENCE_PROGRAMS)
-  return [dataclasses.replace(t, extra={**t.extra,
-                                        "train_distance": raw.nearest(t.gt_solution)[0],
-                                        "train_shape_distance": shape.nearest(t.gt_solution)[0]})
-          for t in tasks]
+  return [
+    dataclasses.replace(
+      t,
+      extra={
+        **t.extra,
+        "train_distance": raw.nearest(t.gt_solution)[0],
+        "train_shape_distance": shape.nearest(t.gt_solution)[0],
+      },
+    )
+    for t in tasks
+  ]

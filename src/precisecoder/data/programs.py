@@ -54,22 +54,71 @@ _MIN_DISTINCT_OUTPUTS = 3
 _MAX_DRAWS = 400  # draws for one program of a split before giving up (train keeps 3 in 4)
 
 INT, INTS, STR, WORDS, COUNTS = "int", "ints", "str", "words", "counts"  # COUNTS: dict[str, int]
-_DESCRIBE = {INT: "an integer", INTS: "a list of integers", STR: "a string",
-             WORDS: "a list of words", COUNTS: "a dict of counts"}
-_SIGNATURES = ((INTS,), (INTS,), (INTS, INT), (STR,), (STR,), (STR, INT), (WORDS,),
-               (WORDS, INT), (INTS, INTS), (INT,))
-_ROLES = {
-    INT: ("total", "count", "acc", "score", "best", "n", "steps", "result", "size", "tally",
-          "level", "worst", "gap", "limit", "k", "m", "amount", "weight"),
-    INTS: ("nums", "values", "items", "data", "xs", "scores", "heights", "readings", "out",
-           "picked", "kept", "result", "prices", "marks"),
-    STR: ("s", "text", "word", "phrase", "line", "label", "out", "name", "code", "message"),
-    WORDS: ("words", "names", "tokens", "tags", "keys", "labels", "parts", "terms"),
-    COUNTS: ("counts", "freq", "seen", "tally", "by_key", "histogram"),
+_DESCRIBE = {
+  INT: "an integer",
+  INTS: "a list of integers",
+  STR: "a string",
+  WORDS: "a list of words",
+  COUNTS: "a dict of counts",
 }
-_ELEMENT_ROLES = {INTS: ("x", "v", "item", "value", "num", "n", "cur", "amount"),
-                  STR: ("ch", "c", "letter", "char", "symbol"),
-                  WORDS: ("w", "word", "token", "name", "term", "part")}
+_SIGNATURES = (
+  (INTS,),
+  (INTS,),
+  (INTS, INT),
+  (STR,),
+  (STR,),
+  (STR, INT),
+  (WORDS,),
+  (WORDS, INT),
+  (INTS, INTS),
+  (INT,),
+)
+_ROLES = {
+  INT: (
+    "total",
+    "count",
+    "acc",
+    "score",
+    "best",
+    "n",
+    "steps",
+    "result",
+    "size",
+    "tally",
+    "level",
+    "worst",
+    "gap",
+    "limit",
+    "k",
+    "m",
+    "amount",
+    "weight",
+  ),
+  INTS: (
+    "nums",
+    "values",
+    "items",
+    "data",
+    "xs",
+    "scores",
+    "heights",
+    "readings",
+    "out",
+    "picked",
+    "kept",
+    "result",
+    "prices",
+    "marks",
+  ),
+  STR: ("s", "text", "word", "phrase", "line", "label", "out", "name", "code", "message"),
+  WORDS: ("words", "names", "tokens", "tags", "keys", "labels", "parts", "terms"),
+  COUNTS: ("counts", "freq", "seen", "tally", "by_key", "histogram"),
+}
+_ELEMENT_ROLES = {
+  INTS: ("x", "v", "item", "value", "num", "n", "cur", "amount"),
+  STR: ("ch", "c", "letter", "char", "symbol"),
+  WORDS: ("w", "word", "token", "name", "term", "part"),
+}
 _CHARS = "abcdexyzABDE 019"
 _BUILTIN_NAMES = frozenset(dir(builtins))
 
@@ -102,8 +151,10 @@ def _sample(rng: random.Random, kind: str) -> Any:
   if kind == STR:
     return "".join(rng.choice(_CHARS) for _ in range(rng.randint(0, 10)))
   if kind == WORDS:
-    return ["".join(rng.choice("abcdeo") for _ in range(rng.randint(1, 5)))
-            for _ in range(rng.randint(0, 6))]
+    return [
+      "".join(rng.choice("abcdeo") for _ in range(rng.randint(1, 5)))
+      for _ in range(rng.randint(0, 6))
+    ]
   raise ValueError(f"no sampler for {kind!r}")
 
 
@@ -255,9 +306,17 @@ def _int_of(b: _Builder, e: str, kind: str) -> str:
   rng = b.rng
   if kind in (INT, INTS):
     k = b.pick(INT)
-    forms = [e, e, f"{e} * {_const(rng, 2, 4)}", f"{e} + {_const(rng, 1, 5)}", f"abs({e})",
-             f"{e} % {_const(rng, 2, 5)}", f"{e} // {_const(rng, 2, 3)}", f"{e} * {e}",
-             f"-{e}"]
+    forms = [
+      e,
+      e,
+      f"{e} * {_const(rng, 2, 4)}",
+      f"{e} + {_const(rng, 1, 5)}",
+      f"abs({e})",
+      f"{e} % {_const(rng, 2, 5)}",
+      f"{e} // {_const(rng, 2, 3)}",
+      f"{e} * {e}",
+      f"-{e}",
+    ]
     if k is not None and k.name != e:
       forms.append(f"{e} - {k.name}")
     expr = rng.choice(forms)
@@ -266,8 +325,14 @@ def _int_of(b: _Builder, e: str, kind: str) -> str:
     return expr
   if kind == STR:
     return rng.choice(("1", "2", f"ord({e}) % {_const(rng, 3, 9)}", f"int({e}.isupper())"))
-  return rng.choice((f"len({e})", "1", f"{e}.count({json.dumps(rng.choice('abeo'))})",
-                     f"len({e}) * {_const(rng, 2, 3)}"))
+  return rng.choice(
+    (
+      f"len({e})",
+      "1",
+      f"{e}.count({json.dumps(rng.choice('abeo'))})",
+      f"len({e}) * {_const(rng, 2, 3)}",
+    )
+  )
 
 
 def _update(b: _Builder, acc: _Var, e: str, kind: str) -> tuple[str, str]:
@@ -283,8 +348,10 @@ def _update(b: _Builder, acc: _Var, e: str, kind: str) -> tuple[str, str]:
       return f"{a} -= {x}", f"subtract `{x}` from `{a}`"
     if choice == 2:
       f = rng.choice(("max", "min"))
-      return (f"{a} = {f}({a}, {x})",
-              f"set `{a}` to the {'larger' if f == 'max' else 'smaller'} of itself and `{x}`")
+      return (
+        f"{a} = {f}({a}, {x})",
+        f"set `{a}` to the {'larger' if f == 'max' else 'smaller'} of itself and `{x}`",
+      )
     if choice == 3:
       return f"{a} += 1", f"add 1 to `{a}`"
     c = _const(rng, 2, 3)
@@ -297,20 +364,24 @@ def _update(b: _Builder, acc: _Var, e: str, kind: str) -> tuple[str, str]:
   if acc.kind == STR:
     if kind in (INT, INTS):
       return f"{a} += str({e})", f"append the digits of `{e}` to `{a}`"
-    x = rng.choice((e, e, f"{e}.upper()", f"{e}.lower()", f"{e} * 2")
-                   + ((f"{e}[0]", f"{e}[::-1]") if kind == WORDS else ()))
+    x = rng.choice(
+      (e, e, f"{e}.upper()", f"{e}.lower()", f"{e} * 2")
+      + ((f"{e}[0]", f"{e}[::-1]") if kind == WORDS else ())
+    )
     if rng.random() < 0.25:
       return f"{a} = {x} + {a}", f"put `{x}` in front of `{a}`"
     return f"{a} += {x}", f"append `{x}` to `{a}`"
   if acc.kind == WORDS:
-    x = rng.choice({WORDS: (e, e, f"{e}.upper()", f"{e}[::-1]"),
-                    STR: (e, f"{e} * 2", f"{e}.upper()")}.get(kind, (f"str({e})",)))
+    x = rng.choice(
+      {WORDS: (e, e, f"{e}.upper()", f"{e}[::-1]"), STR: (e, f"{e} * 2", f"{e}.upper()")}.get(
+        kind, (f"str({e})",)
+      )
+    )
     return f"{a}.append({x})", f"append `{x}` to `{a}`"
   # COUNTS
   key = e if kind in (STR, WORDS) else f"str({e} % {_const(rng, 2, 4)})"
   x = rng.choice(("1", "1", _int_of(b, e, kind)))
-  return (f"{a}[{key}] = {a}.get({key}, 0) + {x}",
-          f"add `{x}` to the count of `{key}` in `{a}`")
+  return (f"{a}[{key}] = {a}.get({key}, 0) + {x}", f"add `{x}` to the count of `{key}` in `{a}`")
 
 
 def _init(b: _Builder, depth: int, kind: str) -> _Var:
@@ -372,8 +443,7 @@ def _loop_block(b: _Builder) -> bool:
   if coll is None:
     return False
   coll.used = True
-  accs = [_init(b, 0, k) for k in
-          rng.sample(_acc_kinds(coll.kind), rng.choice((1, 1, 1, 2)))]
+  accs = [_init(b, 0, k) for k in rng.sample(_acc_kinds(coll.kind), rng.choice((1, 1, 1, 2)))]
   shape = rng.randrange(6)
   if shape <= 3:
     e = b.name(coll.kind, element=True)
@@ -415,8 +485,7 @@ def _while_block(b: _Builder) -> bool:
     x = rng.choice((f"{n.name} % {base}", "1"))
     b.emit(1, f"{acc.name} += {x}")
     b.emit(1, f"{n.name} //= {base}")
-    b.say(f"While `{n.name}` > 0, add `{x}` to `{acc.name}` and floor-divide `{n.name}` by "
-          f"{base}.")
+    b.say(f"While `{n.name}` > 0, add `{x}` to `{acc.name}` and floor-divide `{n.name}` by {base}.")
     return True
   if coll is None:
     return False
@@ -441,29 +510,49 @@ def _derive_block(b: _Builder) -> bool:
   src.used = True
   if src.kind == INTS:
     e = b.name(INTS, element=True)
-    forms = [(INTS, f"sorted({s})", f"`{s}` sorted"), (INTS, f"{s}[::-1]", f"`{s}` reversed"),
-             (INT, f"sum({s})", f"the sum of `{s}`"),
-             (INT, f"max({s}, default={_const(rng, -1, 3)})", "the largest element or a default"),
-             (INT, f"min({s}, default={_const(rng, -1, 3)})", "the smallest element or a default")]
+    forms = [
+      (INTS, f"sorted({s})", f"`{s}` sorted"),
+      (INTS, f"{s}[::-1]", f"`{s}` reversed"),
+      (INT, f"sum({s})", f"the sum of `{s}`"),
+      (INT, f"max({s}, default={_const(rng, -1, 3)})", "the largest element or a default"),
+      (INT, f"min({s}, default={_const(rng, -1, 3)})", "the smallest element or a default"),
+    ]
     e_int = _int_of(b, e, INTS)
     cond = _int_cond(b, e)
-    forms.append((INTS, f"[{e_int} for {e} in {s} if {cond}]",
-                  f"`{e_int}` for each `{e}` of `{s}` with `{cond}`"))
-    forms.append((INT, f"len([{e} for {e} in {s} if {cond}])",
-                  f"how many `{e}` of `{s}` have `{cond}`"))
+    forms.append(
+      (
+        INTS,
+        f"[{e_int} for {e} in {s} if {cond}]",
+        f"`{e_int}` for each `{e}` of `{s}` with `{cond}`",
+      )
+    )
+    forms.append(
+      (INT, f"len([{e} for {e} in {s} if {cond}])", f"how many `{e}` of `{s}` have `{cond}`")
+    )
   elif src.kind == STR:
-    forms = [(STR, f"{s}.lower()", f"`{s}` in lower case"),
-             (STR, f"{s}.upper()", f"`{s}` in upper case"),
-             (STR, f"{s}.strip()", f"`{s}` without surrounding spaces"),
-             (STR, f"{s}[::-1]", f"`{s}` reversed"), (WORDS, f"{s}.split()", f"the words of `{s}`"),
-             (INT, f"{s}.count({json.dumps(rng.choice('abeA 0'))})", "a count of one character")]
+    forms = [
+      (STR, f"{s}.lower()", f"`{s}` in lower case"),
+      (STR, f"{s}.upper()", f"`{s}` in upper case"),
+      (STR, f"{s}.strip()", f"`{s}` without surrounding spaces"),
+      (STR, f"{s}[::-1]", f"`{s}` reversed"),
+      (WORDS, f"{s}.split()", f"the words of `{s}`"),
+      (INT, f"{s}.count({json.dumps(rng.choice('abeA 0'))})", "a count of one character"),
+    ]
   else:
-    forms = [(WORDS, f"sorted({s})", f"`{s}` sorted"),
-             (STR, f"{json.dumps(rng.choice(('', ' ', '-', ',')))}.join({s})",
-              f"the words of `{s}` joined"),
-             (INT, f"len({s})", f"the number of words in `{s}`"),
-             (WORDS, f"[w.upper() for w in {s} if len(w) > {_const(rng, 1, 3)}]",
-              f"the longer words of `{s}` in upper case")]
+    forms = [
+      (WORDS, f"sorted({s})", f"`{s}` sorted"),
+      (
+        STR,
+        f"{json.dumps(rng.choice(('', ' ', '-', ',')))}.join({s})",
+        f"the words of `{s}` joined",
+      ),
+      (INT, f"len({s})", f"the number of words in `{s}`"),
+      (
+        WORDS,
+        f"[w.upper() for w in {s} if len(w) > {_const(rng, 1, 3)}]",
+        f"the longer words of `{s}` in upper case",
+      ),
+    ]
   kind, expr, what = rng.choice(forms)
   var = b.new_local(kind)
   b.emit(0, f"{var.name} = {expr}")
@@ -478,8 +567,11 @@ def _guard_block(b: _Builder) -> bool:
   if coll is not None and not b.locals and rng.random() < 0.6:
     coll.used = True
     cond = rng.choice((f"not {coll.name}", f"len({coll.name}) < {_const(rng, 1, 3)}"))
-    value = {INTS: rng.choice(("[]", "0", "-1")), STR: rng.choice(('""', "0")),
-             WORDS: rng.choice(("[]", "0", '""'))}[coll.kind]
+    value = {
+      INTS: rng.choice(("[]", "0", "-1")),
+      STR: rng.choice(('""', "0")),
+      WORDS: rng.choice(("[]", "0", '""')),
+    }[coll.kind]
     b.emit(0, f"if {cond}:")
     b.emit(1, f"return {value}")
     b.say(f"If `{cond}`, return `{value}`.")
@@ -489,10 +581,14 @@ def _guard_block(b: _Builder) -> bool:
     return False
   cond = _int_cond(b, acc.name)
   a, c = acc.name, _const(rng, 1, 5)
-  code, sentence = rng.choice(((f"{a} = -{a}", f"negate `{a}`"),
-                               (f"{a} += {c}", f"add {c} to `{a}`"),
-                               (f"{a} //= {int(c) + 1}", f"divide `{a}` by {int(c) + 1}"),
-                               (f"{a} = {c}", f"set `{a}` to {c}")))
+  code, sentence = rng.choice(
+    (
+      (f"{a} = -{a}", f"negate `{a}`"),
+      (f"{a} += {c}", f"add {c} to `{a}`"),
+      (f"{a} //= {int(c) + 1}", f"divide `{a}` by {int(c) + 1}"),
+      (f"{a} = {c}", f"set `{a}` to {c}"),
+    )
+  )
   b.emit(0, f"if {cond}:")
   b.emit(1, code)
   b.say(f"If `{cond}`, {sentence}.")
@@ -500,7 +596,11 @@ def _guard_block(b: _Builder) -> bool:
 
 
 _BLOCKS: tuple[tuple[Callable[[_Builder], bool], int], ...] = (
-    (_loop_block, 6), (_derive_block, 3), (_while_block, 1), (_guard_block, 2))
+  (_loop_block, 6),
+  (_derive_block, 3),
+  (_while_block, 1),
+  (_guard_block, 2),
+)
 
 
 def _return(b: _Builder) -> None:
@@ -540,9 +640,31 @@ def _compose(rng: random.Random) -> tuple[str, str, list[str]]:
   b = _Builder(rng)
   kinds = rng.choice(_SIGNATURES)
   b.params = [_Var(b.name(k), k) for k in kinds]
-  fn = b.name(INT) if rng.random() < 0.5 else "_".join(
-      (rng.choice(("count", "sum", "scan", "fold", "pick", "build", "tally", "mix", "walk",
-                   "score", "collect", "measure")), fresh_name(rng, b.taken)))
+  fn = (
+    b.name(INT)
+    if rng.random() < 0.5
+    else "_".join(
+      (
+        rng.choice(
+          (
+            "count",
+            "sum",
+            "scan",
+            "fold",
+            "pick",
+            "build",
+            "tally",
+            "mix",
+            "walk",
+            "score",
+            "collect",
+            "measure",
+          )
+        ),
+        fresh_name(rng, b.taken),
+      )
+    )
+  )
   b.taken.add(fn)
   blocks = rng.choice((1, 1, 2, 2, 2, 3))
   funcs = [f for f, _ in _BLOCKS]
@@ -571,8 +693,7 @@ class _Budget(BaseException):  # not an Exception: the program's own `except` ca
   """The program ran more lines than any of ours should (a loop that does not end)."""
 
 
-def _covered_lines(target: Any, args: list[Any], lines: set[int], max_lines: int = 20_000
-                   ) -> Any:
+def _covered_lines(target: Any, args: list[Any], lines: set[int], max_lines: int = 20_000) -> Any:
   """`target(*args)` on JSON copies of the arguments, adding the lines it runs to `lines`."""
   code = target.__code__
   budget = [max_lines]
@@ -643,11 +764,15 @@ def make_tests(fn: str, code: str, kinds: Sequence[str], rng: random.Random) -> 
 # Structure: skeletons and splits
 # ---------------------------------------------------------------------------
 
-_OP_CLASS = {**{op: "Cmp" for op in (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)},
-             **{op: "Member" for op in (ast.In, ast.NotIn)},
-             **{op: "Arith" for op in (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod,
-                                       ast.Div, ast.Pow)},
-             ast.And: "Bool", ast.Or: "Bool", ast.USub: "Unary", ast.Not: "Unary"}
+_OP_CLASS = {
+  **{op: "Cmp" for op in (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)},
+  **{op: "Member" for op in (ast.In, ast.NotIn)},
+  **{op: "Arith" for op in (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.Div, ast.Pow)},
+  ast.And: "Bool",
+  ast.Or: "Bool",
+  ast.USub: "Unary",
+  ast.Not: "Unary",
+}
 
 
 def skeleton_text(code: str) -> str:
@@ -671,8 +796,11 @@ def skeleton_text(code: str) -> str:
 
 
 def _abstract(dump: str) -> str:
-  dump = re.sub(r"Constant\((?:'[^']*'|\"[^\"]*\"|-?\d+|True|False|None)\)",
-                lambda m: "Constant(str)" if m.group()[9] in "'\"" else "Constant(num)", dump)
+  dump = re.sub(
+    r"Constant\((?:'[^']*'|\"[^\"]*\"|-?\d+|True|False|None)\)",
+    lambda m: "Constant(str)" if m.group()[9] in "'\"" else "Constant(num)",
+    dump,
+  )
   for op, cls in _OP_CLASS.items():
     dump = dump.replace(f"{op.__name__}()", f"{cls}()")
   return dump
@@ -714,8 +842,9 @@ def draw(split: str, seed: int, index: int, stream_name: str = "buggy") -> Progr
   raise ProgramError(f"no {split} program in {_MAX_DRAWS} draws (seed {seed}, index {index})")
 
 
-def stream(split: str, seed: int, stream_name: str = "buggy", start: int = 0
-           ) -> Iterator[tuple[int, Program]]:
+def stream(
+  split: str, seed: int, stream_name: str = "buggy", start: int = 0
+) -> Iterator[tuple[int, Program]]:
   """(index, program) of `split` at `seed` in `stream_name`, from `start` on."""
   index = start
   while True:
@@ -743,8 +872,13 @@ def code_tokens(code: str, abstract: bool = False) -> list[str]:
       text = "<num>"
     elif abstract and tok.type == tokenize.STRING:
       text = "<str>"
-    elif abstract and tok.type == tokenize.NAME and not keyword.iskeyword(text) \
-        and text not in _BUILTIN_NAMES and (not out or out[-1] != "."):
+    elif (
+      abstract
+      and tok.type == tokenize.NAME
+      and not keyword.iskeyword(text)
+      and text not in _BUILTIN_NAMES
+      and (not out or out[-1] != ".")
+    ):
       text = names.setdefault(text, f"<v{len(names)}>")
     out.append(text)
   return out
@@ -780,7 +914,7 @@ def levenshtein(a: Sequence[Any], b: Sequence[Any]) -> int:
 
 
 def _shingles(tokens: Sequence[str], n: int = 3) -> set[tuple[str, ...]]:
-  return {tuple(tokens[i:i + n]) for i in range(max(1, len(tokens) - n + 1))}
+  return {tuple(tokens[i : i + n]) for i in range(max(1, len(tokens) - n + 1))}
 
 
 class NearestIndex:
@@ -812,14 +946,16 @@ class NearestIndex:
     for shingle in _shingles(toks):
       for i in self._index.get(shingle, ()):
         overlap[i] = overlap.get(i, 0) + 1
-    pool = sorted(overlap, key=lambda i: (-overlap[i], i))[:self._candidates] or [0]
-    best = min((levenshtein(toks, self._tokens[i]) / max(len(toks), len(self._tokens[i])), i)
-               for i in pool)
+    pool = sorted(overlap, key=lambda i: (-overlap[i], i))[: self._candidates] or [0]
+    best = min(
+      (levenshtein(toks, self._tokens[i]) / max(len(toks), len(self._tokens[i])), i) for i in pool
+    )
     return round(best[0], 4), best[1]
 
 
-def nearest_distances(programs: Sequence[str], training: Sequence[str], candidates: int = 32,
-                      abstract: bool = False) -> list[float]:
+def nearest_distances(
+  programs: Sequence[str], training: Sequence[str], candidates: int = 32, abstract: bool = False
+) -> list[float]:
   """Each program's normalised token edit distance to its nearest of `training`."""
   index = NearestIndex(training, candidates, abstract)
   return [index.nearest(p)[0] for p in programs]

@@ -53,8 +53,9 @@ def _assert_lines(fn: str, code: str, cases: list[dict[str, Any]]) -> list[str]:
   return lines
 
 
-def _draw(pool: tuple[Family, ...], split: str, rng: random.Random,
-          checker: TrustedCallChecker, buggy: bool):
+def _draw(
+  pool: tuple[Family, ...], split: str, rng: random.Random, checker: TrustedCallChecker, buggy: bool
+):
   """One attempt: ([(fn, prompt, code)], target index, bugs, assert lines) or None when the
   draw has no usable bug or two functions share a name."""
   k = min(rng.randint(*FUNCTIONS), len(pool))
@@ -81,8 +82,9 @@ def _draw(pool: tuple[Family, ...], split: str, rng: random.Random,
   return functions, target, bugs, asserts
 
 
-def make_tasks(split: str, n: int, seed: int = 0, *, buggy: bool = True,
-               progress: bool = False) -> list[Task]:
+def make_tasks(
+  split: str, n: int, seed: int = 0, *, buggy: bool = True, progress: bool = False
+) -> list[Task]:
   """`n` module tasks of `split`: one function buggy (or, with `buggy=False`, none)."""
   pool = _pool(split)
   kind = "buggy" if buggy else "clean"
@@ -91,13 +93,15 @@ def make_tasks(split: str, n: int, seed: int = 0, *, buggy: bool = True,
   tasks: list[Task] = []
   seen: set[str] = set()
   attempts = 0
-  bar = tqdm.tqdm(total=n, desc=f"repository {kind}/{split}", unit="task", disable=not progress,
-                  file=sys.stderr)
+  bar = tqdm.tqdm(
+    total=n, desc=f"repository {kind}/{split}", unit="task", disable=not progress, file=sys.stderr
+  )
   while len(tasks) < n:
     attempts += 1
     if attempts > _MAX_ATTEMPTS_PER_TASK * max(n, 1):
       raise generator.GeneratorError(
-          f"only {len(tasks)} of {n} repository {kind}/{split} tasks after {attempts} tries")
+        f"only {len(tasks)} of {n} repository {kind}/{split} tasks after {attempts} tries"
+      )
     drawn = _draw(pool, split, rng, checker, buggy)
     if drawn is None:
       continue
@@ -105,8 +109,9 @@ def make_tasks(split: str, n: int, seed: int = 0, *, buggy: bool = True,
     correct = "\n\n".join(code for _, _, code in functions)
     if buggy:
       buggy_fn, _ = injection.buggy_program(functions[target][2], bugs)
-      program = "\n\n".join(buggy_fn if i == target else code
-                             for i, (_, _, code) in enumerate(functions))
+      program = "\n\n".join(
+        buggy_fn if i == target else code for i, (_, _, code) in enumerate(functions)
+      )
     else:
       program = correct
     if program in seen:
@@ -116,22 +121,39 @@ def make_tasks(split: str, n: int, seed: int = 0, *, buggy: bool = True,
       gt_diff = derive_gt_diff(program, correct) if buggy else {}
     except ValueError:
       continue
-    extra: dict[str, Any] = {"split": split, "functions": [fn for fn, _, _ in functions],
-                             "editable_lines": len(mutation.editable_lines(correct))}
+    extra: dict[str, Any] = {
+      "split": split,
+      "functions": [fn for fn, _, _ in functions],
+      "editable_lines": len(mutation.editable_lines(correct)),
+    }
     if buggy:
-      extra.update(edited_function=functions[target][0],
-                   bug_type=[m.category for m in bugs], bug_subtype=[m.operator for m in bugs],
-                   multi_line=any(m.size > 1 for m in bugs))
-    tasks.append(Task(
-        task_id=f"repo-{kind}-{split}-{seed}-{len(tasks):06d}", buggy_code=program,
-        gt_solution=correct, gt_diff=gt_diff, tests={"kind": "assert", "code": "\n".join(asserts)},
-        prompt=_module_prompt([prompt for _, prompt, _ in functions]), timeout_s=6.0,
-        is_buggy=buggy, bug_count=1 if buggy else 0, source_dataset="repository", extra=extra))
+      extra.update(
+        edited_function=functions[target][0],
+        bug_type=[m.category for m in bugs],
+        bug_subtype=[m.operator for m in bugs],
+        multi_line=any(m.size > 1 for m in bugs),
+      )
+    tasks.append(
+      Task(
+        task_id=f"repo-{kind}-{split}-{seed}-{len(tasks):06d}",
+        buggy_code=program,
+        gt_solution=correct,
+        gt_diff=gt_diff,
+        tests={"kind": "assert", "code": "\n".join(asserts)},
+        prompt=_module_prompt([prompt for _, prompt, _ in functions]),
+        timeout_s=6.0,
+        is_buggy=buggy,
+        bug_count=1 if buggy else 0,
+        source_dataset="repository",
+        extra=extra,
+      )
+    )
     bar.update()
   bar.close()
   return tasks
 
 
 def _module_prompt(prompts: list[str]) -> str:
-  return ("A module of several functions; each must do what its description says.\n"
-          + "\n".join(f"- {p}" for p in prompts))
+  return "A module of several functions; each must do what its description says.\n" + "\n".join(
+    f"- {p}" for p in prompts
+  )

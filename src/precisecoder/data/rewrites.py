@@ -31,24 +31,48 @@ from precisecoder.data import families, mutation
 from precisecoder.data.checking import TrustedCallChecker
 
 KINDS = ("rename", "reformat", "equivalent", "redundant")
-_NEW_NAMES = ("value", "item", "acc", "res", "tmp", "current", "output", "temp", "val", "cur",
-              "entry", "elem", "result_value", "running", "counter", "k", "j")
-_MIRROR = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE, ast.Eq: ast.Eq,
-           ast.NotEq: ast.NotEq}
+_NEW_NAMES = (
+  "value",
+  "item",
+  "acc",
+  "res",
+  "tmp",
+  "current",
+  "output",
+  "temp",
+  "val",
+  "cur",
+  "entry",
+  "elem",
+  "result_value",
+  "running",
+  "counter",
+  "k",
+  "j",
+)
+_MIRROR = {
+  ast.Lt: ast.Gt,
+  ast.Gt: ast.Lt,
+  ast.LtE: ast.GtE,
+  ast.GtE: ast.LtE,
+  ast.Eq: ast.Eq,
+  ast.NotEq: ast.NotEq,
+}
 _SPACED_OPERATOR = re.compile(r" (\+|-|\*|//|/|%|==|!=|<=|>=|<|>) ")
 _MAX_TRIES = 8  # renames tried before giving up
 
 
 def _stored_locals(tree: ast.AST) -> list[str]:
-  params = {a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments)
-            for a in n.args + n.kwonlyargs}
-  stored = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
-            and isinstance(n.ctx, ast.Store)}
+  params = {
+    a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments) for a in n.args + n.kwonlyargs
+  }
+  stored = {
+    n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+  }
   return sorted(stored - params)
 
 
-def _renames(code: str, tree: ast.AST, rng: random.Random
-             ) -> Iterator[tuple[str, int | None, str]]:
+def _renames(code: str, tree: ast.AST, rng: random.Random) -> Iterator[tuple[str, int | None, str]]:
   used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
   used |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments) for a in n.args}
   used |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
@@ -63,38 +87,69 @@ def _equivalents(node: ast.AST, names: Sequence[str]) -> Iterator[tuple[str, str
   del names
   if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _MIRROR:
     left, right = node.left, node.comparators[0]
-    if (isinstance(left, ast.Call) and isinstance(left.func, ast.Name)
-        and left.func.id == "len" and len(left.args) == 1 and isinstance(right, ast.Constant)
-        and right.value == 0 and type(node.ops[0]) in (ast.Eq, ast.NotEq, ast.Gt)):
+    if (
+      isinstance(left, ast.Call)
+      and isinstance(left.func, ast.Name)
+      and left.func.id == "len"
+      and len(left.args) == 1
+      and isinstance(right, ast.Constant)
+      and right.value == 0
+      and type(node.ops[0]) in (ast.Eq, ast.NotEq, ast.Gt)
+    ):
       seq = left.args[0]
-      yield "equivalent", "", (ast.UnaryOp(ast.Not(), seq) if isinstance(node.ops[0], ast.Eq)
-                               else ast.Call(ast.Name("bool", ast.Load()), [seq], []))
+      yield (
+        "equivalent",
+        "",
+        (
+          ast.UnaryOp(ast.Not(), seq)
+          if isinstance(node.ops[0], ast.Eq)
+          else ast.Call(ast.Name("bool", ast.Load()), [seq], [])
+        ),
+      )
     yield "equivalent", "", ast.Compare(right, [_MIRROR[type(node.ops[0])]()], [left])
   elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
     if ast.dump(node.left) != ast.dump(node.right):
       yield "equivalent", "", ast.BinOp(node.right, node.op, node.left)
-    if (isinstance(node.op, ast.Mult) and isinstance(node.left, ast.Name)
-        and isinstance(node.right, ast.Constant) and node.right.value == 2):
+    if (
+      isinstance(node.op, ast.Mult)
+      and isinstance(node.left, ast.Name)
+      and isinstance(node.right, ast.Constant)
+      and node.right.value == 2
+    ):
       yield "equivalent", "", ast.BinOp(node.left, ast.Add(), node.left)
-  elif (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
-        and isinstance(node.value, ast.Name) and isinstance(node.slice, ast.UnaryOp)
-        and isinstance(node.slice.op, ast.USub) and isinstance(node.slice.operand, ast.Constant)
-        and node.slice.operand.value == 1):
+  elif (
+    isinstance(node, ast.Subscript)
+    and isinstance(node.ctx, ast.Load)
+    and isinstance(node.value, ast.Name)
+    and isinstance(node.slice, ast.UnaryOp)
+    and isinstance(node.slice.op, ast.USub)
+    and isinstance(node.slice.operand, ast.Constant)
+    and node.slice.operand.value == 1
+  ):
     length = ast.Call(ast.Name("len", ast.Load()), [node.value], [])
-    yield "equivalent", "", ast.Subscript(
-        node.value, ast.BinOp(length, ast.Sub(), ast.Constant(1)), ast.Load())
-  elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-        and node.func.id == "range" and len(node.args) == 1 and not node.keywords):
+    yield (
+      "equivalent",
+      "",
+      ast.Subscript(node.value, ast.BinOp(length, ast.Sub(), ast.Constant(1)), ast.Load()),
+    )
+  elif (
+    isinstance(node, ast.Call)
+    and isinstance(node.func, ast.Name)
+    and node.func.id == "range"
+    and len(node.args) == 1
+    and not node.keywords
+  ):
     yield "reformat", "", ast.Call(node.func, [ast.Constant(0), node.args[0]], [])
 
 
-def _line_edits(code: str, tree: ast.AST, lines: list[str], editable: set[int]
-                ) -> Iterator[tuple[str, int, str]]:
+def _line_edits(
+  code: str, tree: ast.AST, lines: list[str], editable: set[int]
+) -> Iterator[tuple[str, int, str]]:
   """Statement-level reformats and redundant statements, as (kind, line, new program)."""
   reference = ast.dump(tree)
 
   def replaced(start: int, end: int, new: Sequence[str]) -> str:
-    return "\n".join(lines[:start - 1] + list(new) + lines[end:]) + "\n"
+    return "\n".join(lines[: start - 1] + list(new) + lines[end:]) + "\n"
 
   used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
   temp = next((n for n in ("result", "answer", "out", "res", "ret") if n not in used), None)
@@ -103,17 +158,26 @@ def _line_edits(code: str, tree: ast.AST, lines: list[str], editable: set[int]
     if not isinstance(node, ast.stmt) or line_no not in editable:
       continue
     line = lines[line_no - 1]
-    indent = line[:len(line) - len(line.lstrip())]
+    indent = line[: len(line) - len(line.lstrip())]
     one_line = node.end_lineno == line_no
     if isinstance(node, ast.AugAssign) and one_line and isinstance(node.target, ast.Name):
       value = ast.BinOp(ast.Name(node.target.id, ast.Load()), node.op, node.value)
-      yield "reformat", line_no, replaced(line_no, line_no, [
-          f"{indent}{node.target.id} = {ast.unparse(value)}"])
-    if isinstance(node, (ast.If, ast.While)) and line.rstrip().endswith(":") and not (
-        line.lstrip().split(None, 1)[1].startswith("(")):
+      yield (
+        "reformat",
+        line_no,
+        replaced(line_no, line_no, [f"{indent}{node.target.id} = {ast.unparse(value)}"]),
+      )
+    if (
+      isinstance(node, (ast.If, ast.While))
+      and line.rstrip().endswith(":")
+      and not (line.lstrip().split(None, 1)[1].startswith("("))
+    ):
       keyword, condition = line.lstrip().split(None, 1)
-      yield "reformat", line_no, replaced(line_no, line_no, [
-          f"{indent}{keyword} ({condition.rstrip()[:-1].rstrip()}):"])
+      yield (
+        "reformat",
+        line_no,
+        replaced(line_no, line_no, [f"{indent}{keyword} ({condition.rstrip()[:-1].rstrip()}):"]),
+      )
     if one_line and _SPACED_OPERATOR.search(line):
       tight = _SPACED_OPERATOR.sub(r"\1", line, count=1)
       try:
@@ -122,19 +186,38 @@ def _line_edits(code: str, tree: ast.AST, lines: list[str], editable: set[int]
         same = False
       if same:
         yield "reformat", line_no, replaced(line_no, line_no, [tight])
-    if (isinstance(node, ast.Return) and one_line and temp and node.value is not None
-        and not isinstance(node.value, (ast.Name, ast.Constant))):
-      yield "redundant", line_no, replaced(line_no, line_no, [
-          f"{indent}{temp} = {ast.unparse(node.value)}", f"{indent}return {temp}"])
-    if (isinstance(node, ast.Assign) and one_line and len(node.targets) == 1
-        and isinstance(node.targets[0], ast.Name)
-        and isinstance(node.value, (ast.Constant, ast.List, ast.Dict, ast.Set))
-        and not getattr(node.value, "elts", getattr(node.value, "keys", None))):
+    if (
+      isinstance(node, ast.Return)
+      and one_line
+      and temp
+      and node.value is not None
+      and not isinstance(node.value, (ast.Name, ast.Constant))
+    ):
+      yield (
+        "redundant",
+        line_no,
+        replaced(
+          line_no,
+          line_no,
+          [f"{indent}{temp} = {ast.unparse(node.value)}", f"{indent}return {temp}"],
+        ),
+      )
+    if (
+      isinstance(node, ast.Assign)
+      and one_line
+      and len(node.targets) == 1
+      and isinstance(node.targets[0], ast.Name)
+      and isinstance(node.value, (ast.Constant, ast.List, ast.Dict, ast.Set))
+      and not getattr(node.value, "elts", getattr(node.value, "keys", None))
+    ):
       yield "redundant", line_no, replaced(line_no, line_no, [line, line])
-    if isinstance(node, (ast.For, ast.While)) and not node.orelse and not isinstance(
-        node.body[-1], (ast.Return, ast.Break, ast.Continue, ast.Raise)):
+    if (
+      isinstance(node, (ast.For, ast.While))
+      and not node.orelse
+      and not isinstance(node.body[-1], (ast.Return, ast.Break, ast.Continue, ast.Raise))
+    ):
       body_line = lines[node.body[0].lineno - 1]
-      body_indent = body_line[:len(body_line) - len(body_line.lstrip())]
+      body_indent = body_line[: len(body_line) - len(body_line.lstrip())]
       end = node.body[-1].end_lineno
       yield "redundant", line_no, replaced(end + 1, end, [f"{body_indent}continue"])
 
@@ -149,8 +232,9 @@ def _untouched_lines(code: str, avoid_like: str) -> set[int]:
   return out
 
 
-def candidates(code: str, rng: random.Random, avoid_like: str | None = None
-               ) -> list[tuple[str, int | None, str]]:
+def candidates(
+  code: str, rng: random.Random, avoid_like: str | None = None
+) -> list[tuple[str, int | None, str]]:
   """(kind, line, rewritten program) proposals for `code`, unverified; `line` is the line a
   line edit rewrites (None for renames). Line edits only on editable lines that match
   `avoid_like` (when given); renames anywhere."""
@@ -171,9 +255,16 @@ def candidates(code: str, rng: random.Random, avoid_like: str | None = None
 STYLE_ORDER = ("reformat", "redundant", "equivalent")
 
 
-def rewrite(code: str, tests: Mapping[str, Any], rng: random.Random, *, rate: float,
-            rename_rate: float = 0.0, avoid_like: str | None = None,
-            checker: TrustedCallChecker | None = None) -> tuple[str, list[str]]:
+def rewrite(
+  code: str,
+  tests: Mapping[str, Any],
+  rng: random.Random,
+  *,
+  rate: float,
+  rename_rate: float = 0.0,
+  avoid_like: str | None = None,
+  checker: TrustedCallChecker | None = None,
+) -> tuple[str, list[str]]:
   """`code` with a local variable renamed (with probability `rename_rate`) and each line that
   has a rewrite rewritten, top to bottom, with probability `rate`, in STYLE_ORDER's style;
   every rewrite is kept only if the tests still pass. A habit rather than noise: a model
@@ -201,8 +292,15 @@ def rewrite(code: str, tests: Mapping[str, Any], rng: random.Random, *, rate: fl
     decided.add(lines[line - 1])
     if rng.random() >= rate:
       continue
-    found = next(((kind, new) for kind in STYLE_ORDER for k, new in sites[line]
-                  if k == kind and checker.passes_one(new, tests)), None)
+    found = next(
+      (
+        (kind, new)
+        for kind in STYLE_ORDER
+        for k, new in sites[line]
+        if k == kind and checker.passes_one(new, tests)
+      ),
+      None,
+    )
     if found is not None:
       code = found[1]
       applied.append(found[0])

@@ -70,16 +70,29 @@ def _wrong_edit(task: Task, rng: random.Random, checker: TrustedCallChecker) -> 
   return None
 
 
-def make_target(task: Task, kind: str, rng: random.Random, *, extra_rate: float = 0.9,
-                rename_rate: float = 0.3, checker: TrustedCallChecker | None = None) -> Target:
+def make_target(
+  task: Task,
+  kind: str,
+  rng: random.Random,
+  *,
+  extra_rate: float = 0.9,
+  rename_rate: float = 0.3,
+  checker: TrustedCallChecker | None = None,
+) -> Target:
   """One target of `kind` for a buggy task (the reference fix when `kind` cannot be made)."""
   checker = checker or TrustedCallChecker()
   if kind == "noop":
     return Target("noop", task.buggy_code)
   if kind == "extra_edits":
-    program, applied = rewrites.rewrite(task.gt_solution, task.tests, rng, rate=extra_rate,
-                                        rename_rate=rename_rate, avoid_like=task.buggy_code,
-                                        checker=checker)
+    program, applied = rewrites.rewrite(
+      task.gt_solution,
+      task.tests,
+      rng,
+      rate=extra_rate,
+      rename_rate=rename_rate,
+      avoid_like=task.buggy_code,
+      checker=checker,
+    )
     if applied:
       return Target("extra_edits", program)
   elif kind == "wrong_edit":
@@ -91,9 +104,16 @@ def make_target(task: Task, kind: str, rng: random.Random, *, extra_rate: float 
   return Target("reference", task.gt_solution)
 
 
-def draw_targets(tasks: Sequence[Task], weights: Mapping[str, float], *, draws: int, seed: int,
-                 extra_rate: float = 0.9, rename_rate: float = 0.3, first_index: int = 0
-                 ) -> list[list[Target]]:
+def draw_targets(
+  tasks: Sequence[Task],
+  weights: Mapping[str, float],
+  *,
+  draws: int,
+  seed: int,
+  extra_rate: float = 0.9,
+  rename_rate: float = 0.3,
+  first_index: int = 0,
+) -> list[list[Target]]:
   """`draws` targets per task, kinds drawn from `weights`; deterministic for (tasks, seed).
   Task i draws from its own generator (seed, first_index + i, task id), so a list can be cut
   into parts drawn apart (in parallel) with the same result."""
@@ -104,8 +124,14 @@ def draw_targets(tasks: Sequence[Task], weights: Mapping[str, float], *, draws: 
   for i, task in enumerate(tasks, start=first_index):
     rng = random.Random(f"precisecoder-sft-mixture:{seed}:{i}:{task.task_id}")
     drawn = rng.choices(kinds, [weights[k] for k in kinds], k=draws)
-    out.append([make_target(task, kind, rng, extra_rate=extra_rate, rename_rate=rename_rate,
-                            checker=checker) for kind in drawn])
+    out.append(
+      [
+        make_target(
+          task, kind, rng, extra_rate=extra_rate, rename_rate=rename_rate, checker=checker
+        )
+        for kind in drawn
+      ]
+    )
   return out
 
 
@@ -118,8 +144,10 @@ def fresh_name(rng: random.Random, taken: set[str]) -> str:
   """A made-up identifier of one or two pronounceable words (`kobu`, `tra_lise`), not in
   `taken`, not a keyword or builtin."""
   while True:
-    words = ["".join(rng.choice(_ONSETS) + rng.choice(_VOWELS)
-                     for _ in range(rng.randint(1, 3))) for _ in range(rng.choice((1, 1, 2)))]
+    words = [
+      "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) for _ in range(rng.randint(1, 3)))
+      for _ in range(rng.choice((1, 1, 2)))
+    ]
     name = "_".join(words)
     if name not in taken and name not in _RESERVED:
       return name
@@ -139,23 +167,32 @@ def own_names(code: str) -> list[str]:
   return [n for n in names if n not in _RESERVED]
 
 
-def with_fresh_names(task: Task, programs: Sequence[str], rng: random.Random
-                     ) -> tuple[Task, list[str]]:
+def with_fresh_names(
+  task: Task, programs: Sequence[str], rng: random.Random
+) -> tuple[Task, list[str]]:
   """`task` and its target `programs` with the buggy program's own identifiers renamed to
   fresh ones, consistently (an alpha-renaming: every program keeps its behaviour; a name only
   a target introduces keeps its spelling). Names in the description's `code` spans follow; the
   tests do not (the variant is an SFT example, never run)."""
   names = own_names(task.buggy_code)
-  taken = {n.id for p in (task.buggy_code, *programs) for n in ast.walk(ast.parse(p))
-           if isinstance(n, ast.Name)} | set(names)
+  taken = {
+    n.id
+    for p in (task.buggy_code, *programs)
+    for n in ast.walk(ast.parse(p))
+    if isinstance(n, ast.Name)
+  } | set(names)
   renames = {}
   for name in names:
     renames[name] = fresh_name(rng, taken)
     taken.add(renames[name])
-  prompt = re.sub(r"`[^`]*`", lambda code: re.sub(
-      r"\w+", lambda word: renames.get(word.group(), word.group()), code.group()), task.prompt)
+  prompt = re.sub(
+    r"`[^`]*`",
+    lambda code: re.sub(r"\w+", lambda word: renames.get(word.group(), word.group()), code.group()),
+    task.prompt,
+  )
   buggy = families.apply_renames(task.buggy_code, renames)
   fixed = families.apply_renames(task.gt_solution, renames)
-  renamed = dataclasses.replace(task, prompt=prompt, buggy_code=buggy, gt_solution=fixed,
-                                gt_diff=derive_gt_diff(buggy, fixed))
+  renamed = dataclasses.replace(
+    task, prompt=prompt, buggy_code=buggy, gt_solution=fixed, gt_diff=derive_gt_diff(buggy, fixed)
+  )
   return renamed, [families.apply_renames(p, renames) for p in programs]

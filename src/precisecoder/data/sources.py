@@ -35,8 +35,9 @@ def read_records(path: str | os.PathLike[str]) -> Iterator[tuple[str, dict[str, 
   """(where, record) from a .json (array), .jsonl or .parquet file, or a folder of them."""
   path = pathlib.Path(path)
   if path.is_dir():
-    found = sorted(p for p in path.rglob("*")
-                   if p.suffix in (".json", ".jsonl", ".parquet") and p.is_file())
+    found = sorted(
+      p for p in path.rglob("*") if p.suffix in (".json", ".jsonl", ".parquet") and p.is_file()
+    )
     if not found:
       raise SourceError(f"{path}: no .json, .jsonl or .parquet files")
     for p in found:
@@ -44,6 +45,7 @@ def read_records(path: str | os.PathLike[str]) -> Iterator[tuple[str, dict[str, 
     return
   if path.suffix == ".parquet":
     import pyarrow.parquet as pq  # pylint: disable=import-outside-toplevel
+
     try:
       rows = pq.read_table(path).to_pylist()
     except Exception as e:  # pylint: disable=broad-except  # pyarrow raises many kinds
@@ -130,8 +132,9 @@ def decode_test_cases(text: str, where: str) -> list[dict[str, Any]]:
       payload = _NoGlobalsUnpickler(io.BytesIO(raw)).load()
       cases = json.loads(payload) if isinstance(payload, (str, bytes)) else payload
     except (ValueError, zlib.error, pickle.UnpicklingError, EOFError) as e:
-      raise SourceError(f"{where}: test cases are neither JSON nor base64+zlib+pickle "
-                        f"({type(e).__name__}: {e})") from None
+      raise SourceError(
+        f"{where}: test cases are neither JSON nor base64+zlib+pickle ({type(e).__name__}: {e})"
+      ) from None
   if not isinstance(cases, list) or not all(isinstance(c, Mapping) for c in cases):
     raise SourceError(f"{where}: test cases must be a list of objects")
   return cases
@@ -149,15 +152,19 @@ def _json_field(record: Mapping[str, Any], field: str, where: str) -> Any:
 
 def livecodebench_record_tests(record: Mapping[str, Any], where: str) -> dict[str, Any]:
   """Contract tests (io or call) of one code_generation_lite record."""
-  cases = (decode_test_cases(record.get("public_test_cases") or "", f"{where}.public_test_cases")
-           + decode_test_cases(record.get("private_test_cases") or "",
-                               f"{where}.private_test_cases"))
+  cases = decode_test_cases(
+    record.get("public_test_cases") or "", f"{where}.public_test_cases"
+  ) + decode_test_cases(record.get("private_test_cases") or "", f"{where}.private_test_cases")
   if not cases:
     raise SourceError(f"{where}: no test cases")
   kinds = {c.get("testtype") for c in cases}
   if kinds == {"stdin"}:
-    return {"kind": "io", "cases": [{"stdin": str(c.get("input", "")),
-                                     "stdout": str(c.get("output", ""))} for c in cases]}
+    return {
+      "kind": "io",
+      "cases": [
+        {"stdin": str(c.get("input", "")), "stdout": str(c.get("output", ""))} for c in cases
+      ],
+    }
   if kinds == {"functional"}:
     metadata = _json_field(record, "metadata", where)
     func_name = metadata.get("func_name") if isinstance(metadata, Mapping) else None

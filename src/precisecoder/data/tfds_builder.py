@@ -39,39 +39,55 @@ class PreciseCoderTasks(tfds.core.GeneratorBasedBuilder):
 
   def _info(self) -> tfds.core.DatasetInfo:
     return self.dataset_info_from_configs(
-        features=tfds.features.FeaturesDict({
-            "task_id": tfds.features.Text(),
-            "source_dataset": tfds.features.Text(),
-            "is_buggy": tfds.features.Scalar(dtype=np.bool_),
-            "bug_count": tfds.features.Scalar(dtype=np.int32),
-            "record": tfds.features.Text(),  # the contract JSON of the task
-        }),
-        disable_shuffling=True,
-        description="Debugging tasks in PreciseCoder's task-file contract (DESIGN.md).")
+      features=tfds.features.FeaturesDict(
+        {
+          "task_id": tfds.features.Text(),
+          "source_dataset": tfds.features.Text(),
+          "is_buggy": tfds.features.Scalar(dtype=np.bool_),
+          "bug_count": tfds.features.Scalar(dtype=np.int32),
+          "record": tfds.features.Text(),  # the contract JSON of the task
+        }
+      ),
+      disable_shuffling=True,
+      description="Debugging tasks in PreciseCoder's task-file contract (DESIGN.md).",
+    )
 
   def _split_generators(self, dl_manager: Any) -> dict[str, Any]:
     del dl_manager  # everything is local
-    return {split: self._generate_examples(path)
-            for split, path in self.builder_config.split_files.items()}
+    return {
+      split: self._generate_examples(path)
+      for split, path in self.builder_config.split_files.items()
+    }
 
   def _generate_examples(self, path: str):
     for index, task in enumerate(load_tasks(path)):
-      yield f"{index:09d}", {
-          "task_id": task.task_id, "source_dataset": task.source_dataset,
-          "is_buggy": task.is_buggy, "bug_count": task.bug_count,
-          "record": json.dumps(task_to_record(task), ensure_ascii=False)}
+      yield (
+        f"{index:09d}",
+        {
+          "task_id": task.task_id,
+          "source_dataset": task.source_dataset,
+          "is_buggy": task.is_buggy,
+          "bug_count": task.bug_count,
+          "record": json.dumps(task_to_record(task), ensure_ascii=False),
+        },
+      )
 
 
-def build_tfds(split_files: Mapping[str, str | os.PathLike[str]], data_dir: str | os.PathLike[str],
-               config: str = "default") -> pathlib.Path:
+def build_tfds(
+  split_files: Mapping[str, str | os.PathLike[str]],
+  data_dir: str | os.PathLike[str],
+  config: str = "default",
+) -> pathlib.Path:
   """Writes the splits as ArrayRecord TFDS data; returns the builder's version folder."""
   for split, path in split_files.items():
     if not pathlib.Path(path).is_file():
       raise FileNotFoundError(f"split {split!r}: task file {path} not found")
-  builder_config = TaskSetConfig(name=config, split_files={k: str(pathlib.Path(v).resolve())
-                                                           for k, v in split_files.items()})
-  builder = PreciseCoderTasks(config=builder_config, data_dir=os.fspath(data_dir),
-                              file_format="array_record")
+  builder_config = TaskSetConfig(
+    name=config, split_files={k: str(pathlib.Path(v).resolve()) for k, v in split_files.items()}
+  )
+  builder = PreciseCoderTasks(
+    config=builder_config, data_dir=os.fspath(data_dir), file_format="array_record"
+  )
   builder.download_and_prepare()
   return pathlib.Path(builder.data_dir)
 

@@ -56,23 +56,32 @@ def runs_for(task: Task) -> list[tuple[str, str, bool]]:
   return runs
 
 
-def verify_tasks(tasks: Sequence[Task], checker: Checker, *, batch_size: int = 512,
-                 progress: Callable[[int], None] | None = None) -> VerificationReport:
+def verify_tasks(
+  tasks: Sequence[Task],
+  checker: Checker,
+  *,
+  batch_size: int = 512,
+  progress: Callable[[int], None] | None = None,
+) -> VerificationReport:
   report = VerificationReport(tasks=len(tasks))
   plan = []
   for task in tasks:
-    if task.is_buggy and _normalized(apply_gt_diff(task.buggy_code, task.gt_diff)) != \
-        _normalized(task.gt_solution):
+    if task.is_buggy and _normalized(apply_gt_diff(task.buggy_code, task.gt_diff)) != _normalized(
+      task.gt_solution
+    ):
       report.failures.append(f"{task.task_id}: gt_diff does not turn buggy_code into gt_solution")
     if task.is_buggy and len(edits.parse_blocks(task.gt_diff)) != task.bug_count:
-      report.failures.append(f"{task.task_id}: bug_count {task.bug_count} but "
-                             f"{len(edits.parse_blocks(task.gt_diff))} diff blocks")
+      report.failures.append(
+        f"{task.task_id}: bug_count {task.bug_count} but "
+        f"{len(edits.parse_blocks(task.gt_diff))} diff blocks"
+      )
     plan += [(task, what, program, should) for what, program, should in runs_for(task)]
   for start in range(0, len(plan), batch_size):
-    chunk = plan[start:start + batch_size]
-    verdicts = checker.passes([(program, task.tests) for task, _, program, _ in chunk],
-                              [environments.dataset_of(task.task_id, task.source_dataset)
-                               for task, _, _, _ in chunk])
+    chunk = plan[start : start + batch_size]
+    verdicts = checker.passes(
+      [(program, task.tests) for task, _, program, _ in chunk],
+      [environments.dataset_of(task.task_id, task.source_dataset) for task, _, _, _ in chunk],
+    )
     for (task, what, _, should), passed in zip(chunk, verdicts):
       report.checks += 1
       if passed != should:

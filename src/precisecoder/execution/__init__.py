@@ -300,5 +300,6 @@ def __getattr__(name: str):
   # subprocess or threading state to copy into every forked run).
   if name == "ExecutionPool":
     from precisecoder.execution.pool import ExecutionPool  # pylint: disable=import-outside-toplevel
+
     return ExecutionPool
   raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -55,10 +55,20 @@ def test_side_lendable(obj: Any) -> bool:
   function, or a builtin: through those the program would run library code of its choosing here
   (`os.write` to the pool's channel)."""
   kind = _type(obj)
-  if issubclass(kind, (types.ModuleType, types.BuiltinFunctionType, types.BuiltinMethodType,
-                       types.MethodWrapperType, types.WrapperDescriptorType,
-                       types.MethodDescriptorType, types.ClassMethodDescriptorType,
-                       types.GetSetDescriptorType, types.MemberDescriptorType)):
+  if issubclass(
+    kind,
+    (
+      types.ModuleType,
+      types.BuiltinFunctionType,
+      types.BuiltinMethodType,
+      types.MethodWrapperType,
+      types.WrapperDescriptorType,
+      types.MethodDescriptorType,
+      types.ClassMethodDescriptorType,
+      types.GetSetDescriptorType,
+      types.MemberDescriptorType,
+    ),
+  ):
     return False
   if issubclass(kind, type) or issubclass(kind, (types.FunctionType, types.MethodType)):
     function = getattr(obj, "__func__", obj)
@@ -78,25 +88,50 @@ def test_side_policy(obj: Any, op: str, name: str | None) -> bool:
     if mock is not None and isinstance(obj, mock.NonCallableMock):
       global _MOCK_API  # pylint: disable=global-statement
       if not _MOCK_API:
-        _MOCK_API = frozenset(name for cls in (mock.NonCallableMock, mock.CallableMixin,
-                                               mock.MagicMixin) for name in dir(cls))
+        _MOCK_API = frozenset(
+          name
+          for cls in (mock.NonCallableMock, mock.CallableMixin, mock.MagicMixin)
+          for name in dir(cls)
+        )
       return name not in _MOCK_API
     return True
   if op == "setattr":  # in-place work on the tests' own plain objects (linked-list nodes)
     kind = type(obj)
-    return (name is not None and not name.startswith("_") and not issubclass(kind, type) and
-            not isinstance(obj, (types.ModuleType, unittest.TestCase)) and
-            kind.__module__ not in ("unittest.mock", "builtins") and
-            not callable(getattr(kind, name, None)))
-  return op in ("call", "getitem", "len", "iter", "next", "bool", "str", "repr", "enter", "exit",
-                "contains", "float", "int", "operator")
+    return (
+      name is not None
+      and not name.startswith("_")
+      and not issubclass(kind, type)
+      and not isinstance(obj, (types.ModuleType, unittest.TestCase))
+      and kind.__module__ not in ("unittest.mock", "builtins")
+      and not callable(getattr(kind, name, None))
+    )
+  return op in (
+    "call",
+    "getitem",
+    "len",
+    "iter",
+    "next",
+    "bool",
+    "str",
+    "repr",
+    "enter",
+    "exit",
+    "contains",
+    "float",
+    "int",
+    "operator",
+  )
 
 
 class Endpoint:
   """One end of the socket: lends objects, makes requests, serves the other end's."""
 
-  def __init__(self, sock, policy: Callable[[Any, str, str | None], bool],
-               resolve_name: Callable[[str, Any], Any] | None = None):
+  def __init__(
+    self,
+    sock,
+    policy: Callable[[Any, str, str | None], bool],
+    resolve_name: Callable[[str, Any], Any] | None = None,
+  ):
     self._sock = sock
     self._policy = policy
     self._lent: dict[int, Any] = {}
@@ -119,7 +154,8 @@ class Endpoint:
     # What this side lends; the rest it names only (reference 0: the other side may resolve the
     # name to its own module or class, and can do nothing else with it).
     self.lendable: Callable[[Any], bool] = (
-        test_side_lendable if policy is test_side_policy else lambda obj: True)
+      test_side_lendable if policy is test_side_policy else lambda obj: True
+    )
     # Arithmetic on references: only the program's side forwards it (`Remote._pc_operator`).
     self.forward_operators = policy is program_policy
     self.codec.records = policy is program_policy
@@ -175,11 +211,20 @@ class Endpoint:
       raise codec_lib.DecodeError("malformed reference")
     ref, what, name = body[:3]
     class_ref = body[3] if len(body) == 4 and _type(body[3]) is int else None
-    if _type(ref) is not int or ref < 0 or what not in _KINDS or _type(name) is not list or len(
-        name) != 2 or not all(_type(n) is str for n in name):
+    if (
+      _type(ref) is not int
+      or ref < 0
+      or what not in _KINDS
+      or _type(name) is not list
+      or len(name) != 2
+      or not all(_type(n) is str for n in name)
+    ):
       raise codec_lib.DecodeError("malformed reference")
-    local = self._resolve_name(what, name) if (
-        self._resolve_name is not None and self.resolving) else None
+    local = (
+      self._resolve_name(what, name)
+      if (self._resolve_name is not None and self.resolving)
+      else None
+    )
     if local is not None:
       return local
     remote = self._remotes.get(ref) if ref else None  # one per object: `is` holds as it does there
@@ -382,7 +427,6 @@ class Endpoint:
       return target.__exit__(*fields)
     raise ValueError(f"unknown request {op!r:.20}")
 
-
   def _trees(self, args, kwargs, mutable) -> dict:
     """The encoded form of the mutable arguments, by position or keyword."""
     trees = {}
@@ -397,8 +441,11 @@ class Endpoint:
   def _changed(self, args, kwargs, before: dict) -> dict:
     """The mutable arguments the call changed, to be copied back into the caller's originals:
     {position or keyword: new value}."""
-    return {where: _argument(args, kwargs, where) for where, tree in before.items()
-            if self._trees(args, kwargs, [where]).get(where) != tree}
+    return {
+      where: _argument(args, kwargs, where)
+      for where, tree in before.items()
+      if self._trees(args, kwargs, [where]).get(where) != tree
+    }
 
   def close(self) -> None:
     if not self.closed:
@@ -415,14 +462,17 @@ def _text(value) -> str:
 
 def error_names(error: BaseException) -> list:
   """The error's classes, most derived first, by (module, qualified name)."""
-  return [[_text(getattr(c, "__module__", "")), _text(getattr(c, "__qualname__", ""))]
-          for c in _type(error).__mro__]
+  return [
+    [_text(getattr(c, "__module__", "")), _text(getattr(c, "__qualname__", ""))]
+    for c in _type(error).__mro__
+  ]
 
 
 def _error_args(error: BaseException) -> Any:
   args = error.args
-  return args if all(_type(a) in (str, int, float, bool, _type(None)) for a in args) else (
-      str(error),)
+  return (
+    args if all(_type(a) in (str, int, float, bool, _type(None)) for a in args) else (str(error),)
+  )
 
 
 def rebuild_error(names: Any, args: Any) -> BaseException:
@@ -448,8 +498,9 @@ def rebuild_error(names: Any, args: Any) -> BaseException:
 
 # Types of the interpreter that builtins does not name, that a reference may claim (`inspect.
 # isgenerator`). Not functions or methods: inspect would then read their code.
-_BUILTIN_TYPES = {t.__name__: t for t in (types.GeneratorType, types.CoroutineType,
-                                          types.AsyncGeneratorType)}
+_BUILTIN_TYPES = {
+  t.__name__: t for t in (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
+}
 
 
 def _named_class(module: Any, qualname: Any) -> type | None:
@@ -470,11 +521,44 @@ def _named_class(module: Any, qualname: Any) -> type | None:
 
 
 _OPERATORS = frozenset(
-    [f"__{n}__" for n in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul",
-                         "and", "or", "xor", "lshift", "rshift")] +
-    [f"__r{n}__" for n in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul",
-                          "and", "or", "xor", "lshift", "rshift")] +
-    ["__neg__", "__pos__", "__abs__", "__invert__"])
+  [
+    f"__{n}__"
+    for n in (
+      "add",
+      "sub",
+      "mul",
+      "truediv",
+      "floordiv",
+      "mod",
+      "pow",
+      "matmul",
+      "and",
+      "or",
+      "xor",
+      "lshift",
+      "rshift",
+    )
+  ]
+  + [
+    f"__r{n}__"
+    for n in (
+      "add",
+      "sub",
+      "mul",
+      "truediv",
+      "floordiv",
+      "mod",
+      "pow",
+      "matmul",
+      "and",
+      "or",
+      "xor",
+      "lshift",
+      "rshift",
+    )
+  ]
+  + ["__neg__", "__pos__", "__abs__", "__invert__"]
+)
 
 
 class ByName:
@@ -544,8 +628,11 @@ class Remote:
     return self._pc_ask("getattr", name)
 
   def __setattr__(self, name: str, value) -> None:
-    if name.startswith("__") and name.endswith("__") and (
-        _object_getattribute(self, "_pc_end").forward_operators):
+    if (
+      name.startswith("__")
+      and name.endswith("__")
+      and (_object_getattribute(self, "_pc_end").forward_operators)
+    ):
       # the program's side: metadata a library writes on what it wraps (pyplot sets a patched
       # show's __signature__) stays here
       local = _object_getattribute(self, "_pc_local")
@@ -657,9 +744,16 @@ def _remote_class(module: str, qualname: str, factory: "Remote | None") -> type:
   kind = _REMOTE_CLASSES.get(key)
   if kind is None:
     name = qualname.rsplit(".", 1)[-1] or "Remote"
-    kind = _REMOTE_CLASSES[key] = _type(name, (Remote,), {
-        "__slots__": (), "__module__": module, "__qualname__": qualname or name,
-        "_pc_factory": factory})
+    kind = _REMOTE_CLASSES[key] = _type(
+      name,
+      (Remote,),
+      {
+        "__slots__": (),
+        "__module__": module,
+        "__qualname__": qualname or name,
+        "_pc_factory": factory,
+      },
+    )
   return kind
 
 
@@ -670,6 +764,7 @@ def is_remote(value) -> bool:
 def _forwarding(name: str):
   def method(self, *operands):
     return self._pc_operator(name, *operands)  # pylint: disable=protected-access
+
   method.__name__ = name
   return method
 
@@ -690,8 +785,9 @@ def _mutable(value) -> bool:
     return True
   module = getattr(kind, "__module__", "")
   return _type(module) is str and (
-      (module.startswith("numpy") and kind.__name__ == "ndarray") or
-      (module.startswith("pandas") and kind.__name__ in ("DataFrame", "Series")))
+    (module.startswith("numpy") and kind.__name__ == "ndarray")
+    or (module.startswith("pandas") and kind.__name__ in ("DataFrame", "Series"))
+  )
 
 
 def _copy_into(original, value) -> None:

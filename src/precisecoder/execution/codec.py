@@ -36,15 +36,42 @@ class NotData(Exception):
   """Raised by `make_ref` callers that want data only."""
 
 
-_BUILTIN_FACTORIES = {list: "list", int: "int", set: "set", dict: "dict", str: "str",
-                      float: "float", tuple: "tuple"}
+_BUILTIN_FACTORIES = {
+  list: "list",
+  int: "int",
+  set: "set",
+  dict: "dict",
+  str: "str",
+  float: "float",
+  tuple: "tuple",
+}
 _FACTORIES_BY_NAME = {name: kind for kind, name in _BUILTIN_FACTORIES.items()}
 # Subclasses of these (IntEnum, namedtuple) cross as the base value they hold, read by the base
 # type's own C method: what the subclass overrides never runs here.
-_BASES = ((bool, None), (int, int.__int__), (float, float.__float__), (str, str.__str__),
-          (tuple, lambda value: tuple(tuple.__iter__(value))))
-_EXTENSION_DTYPES = frozenset({"Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32",
-                               "UInt64", "Float32", "Float64", "boolean", "string", "str"})
+_BASES = (
+  (bool, None),
+  (int, int.__int__),
+  (float, float.__float__),
+  (str, str.__str__),
+  (tuple, lambda value: tuple(tuple.__iter__(value))),
+)
+_EXTENSION_DTYPES = frozenset(
+  {
+    "Int8",
+    "Int16",
+    "Int32",
+    "Int64",
+    "UInt8",
+    "UInt16",
+    "UInt32",
+    "UInt64",
+    "Float32",
+    "Float64",
+    "boolean",
+    "string",
+    "str",
+  }
+)
 
 
 # Bound now: the tests may patch base64 or json (`patch('base64.b64decode')`), and the program's
@@ -116,12 +143,22 @@ class Codec:
     if kind in (datetime.datetime, datetime.date, datetime.time, datetime.timedelta):
       return self._time(value, kind)
     if kind is collections.OrderedDict or kind is collections.Counter:
-      return {"od" if kind is collections.OrderedDict else "ct":
-              [[self.tree(k, d), self.tree(v, d)] for k, v in dict.items(value)]}
-    if kind is collections.defaultdict and _type(value.default_factory) is type and (
-        value.default_factory in _BUILTIN_FACTORIES or value.default_factory is None):
-      return {"dd": [_BUILTIN_FACTORIES.get(value.default_factory),
-                     [[self.tree(k, d), self.tree(v, d)] for k, v in dict.items(value)]]}
+      return {
+        "od" if kind is collections.OrderedDict else "ct": [
+          [self.tree(k, d), self.tree(v, d)] for k, v in dict.items(value)
+        ]
+      }
+    if (
+      kind is collections.defaultdict
+      and _type(value.default_factory) is type
+      and (value.default_factory in _BUILTIN_FACTORIES or value.default_factory is None)
+    ):
+      return {
+        "dd": [
+          _BUILTIN_FACTORIES.get(value.default_factory),
+          [[self.tree(k, d), self.tree(v, d)] for k, v in dict.items(value)],
+        ]
+      }
     if kind is collections.deque:
       return {"dq": [[self.tree(v, d) for v in value], value.maxlen]}
     wrapped = _WRAPPERS.get(kind)
@@ -132,16 +169,31 @@ class Codec:
     view = _VIEWS.get(kind)
     if view is not None:
       return {view: [self.tree(v, d) for v in value]}
-    if issubclass(kind, BaseException) and kind.__module__ == "builtins" and (
-        getattr(builtins, kind.__name__, None) is kind):
+    if (
+      issubclass(kind, BaseException)
+      and kind.__module__ == "builtins"
+      and (getattr(builtins, kind.__name__, None) is kind)
+    ):
       return {"ex": [kind.__name__, self.tree(value.args, d)]}
-    if issubclass(kind, tuple) and _type(getattr(kind, "_fields", None)) is tuple and all(
-        _type(f) is str for f in kind._fields):  # a namedtuple: its fields and items
-      return {"ntu": [_text(kind.__name__), list(kind._fields),
-                      [self.tree(v, d) for v in tuple.__iter__(value)]]}
+    if (
+      issubclass(kind, tuple)
+      and _type(getattr(kind, "_fields", None)) is tuple
+      and all(_type(f) is str for f in kind._fields)
+    ):  # a namedtuple: its fields and items
+      return {
+        "ntu": [
+          _text(kind.__name__),
+          list(kind._fields),
+          [self.tree(v, d) for v in tuple.__iter__(value)],
+        ]
+      }
     params = getattr(kind, "__dataclass_params__", None)
-    if params is not None and getattr(kind, "__dataclass_fields__", None) is not None and (
-        not issubclass(kind, type)) and self.records:
+    if (
+      params is not None
+      and getattr(kind, "__dataclass_fields__", None) is not None
+      and (not issubclass(kind, type))
+      and self.records
+    ):
       return self._record(value, kind, params, d)
     module = kind.__module__ if _type(kind.__module__) is str else ""
     if module.startswith("numpy"):
@@ -160,13 +212,22 @@ class Codec:
   def _record(self, value, kind, params, d):
     """An instance of a dataclass: its fields as data, with references to it and its class (the
     receiver compares records as dataclasses do: same class, equal compared fields)."""
-    fields = [f for f in kind.__dataclass_fields__.values()
-              if _type(f.name) is str and getattr(f, "_field_type", None) is not None and
-              f._field_type.name == "_FIELD"]  # pylint: disable=protected-access
-    return {"rec": [self._make_ref(value), self._make_ref(kind), _text(kind.__name__),
-                    [[f.name, bool(f.compare), self.tree(getattr(value, f.name), d)]
-                     for f in fields],
-                    [bool(params.eq), bool(params.order), bool(params.frozen)]]}
+    fields = [
+      f
+      for f in kind.__dataclass_fields__.values()
+      if _type(f.name) is str
+      and getattr(f, "_field_type", None) is not None
+      and f._field_type.name == "_FIELD"
+    ]  # pylint: disable=protected-access
+    return {
+      "rec": [
+        self._make_ref(value),
+        self._make_ref(kind),
+        _text(kind.__name__),
+        [[f.name, bool(f.compare), self.tree(getattr(value, f.name), d)] for f in fields],
+        [bool(params.eq), bool(params.order), bool(params.frozen)],
+      ]
+    }
 
   def _time(self, value, kind):
     if kind is datetime.timedelta:
@@ -179,8 +240,9 @@ class Codec:
       key = getattr(zone, "key", None) if _type(zone).__name__ == "ZoneInfo" else None
       if key is None:  # pytz and others: the fixed offset and name they give this moment
         offset = value.utcoffset() if kind is datetime.datetime else zone.utcoffset(None)
-        value = value.replace(tzinfo=datetime.timezone(offset, value.tzname()) if offset is not None
-                              else None)
+        value = value.replace(
+          tzinfo=datetime.timezone(offset, value.tzname()) if offset is not None else None
+        )
     if key is not None:
       value = value.replace(tzinfo=None)
     return {"dtm" if kind is datetime.datetime else "tm": [value.isoformat(), key, value.fold]}
@@ -188,8 +250,9 @@ class Codec:
   def _numpy(self, value, kind, d):
     numpy = sys.modules["numpy"]
     if kind is numpy.ma.MaskedArray:
-      return {"ma": [self.tree(numpy.ma.getdata(value), d),
-                     self.tree(numpy.ma.getmaskarray(value), d)]}
+      return {
+        "ma": [self.tree(numpy.ma.getdata(value), d), self.tree(numpy.ma.getmaskarray(value), d)]
+      }
     if kind is numpy.ndarray:
       dtype = value.dtype
       if dtype.fields is None and dtype.kind in "biufcmM" and not dtype.hasobject:
@@ -242,8 +305,11 @@ class Codec:
     pandas = sys.modules["pandas"]
     dtype = series.dtype
     if isinstance(dtype, pandas.CategoricalDtype):
-      return self._pandas(series.array, pandas.Categorical, d) if _type(
-          series.array) is pandas.Categorical else None
+      return (
+        self._pandas(series.array, pandas.Categorical, d)
+        if _type(series.array) is pandas.Categorical
+        else None
+      )
     if isinstance(dtype, pandas.DatetimeTZDtype):
       return {"dtz": [self.tree(series.array.asi8, d), dtype.unit, str(dtype.tz)]}
     if str(dtype) in _EXTENSION_DTYPES:
@@ -261,11 +327,18 @@ class Codec:
     if kind is pandas.RangeIndex:
       return {"ri": [index.start, index.stop, index.step, name]}
     if kind is pandas.MultiIndex:
-      return {"mi": [[self._index(level, d) for level in index.levels],
-                     [self.tree(codes, d) for codes in index.codes],
-                     [self.tree(n, d) for n in index.names]]}
-    values = self._values(pandas.Series(index, copy=False), d) if kind is not pandas.Index or (
-        index.dtype != object) else self.tree(index.to_numpy(), d)
+      return {
+        "mi": [
+          [self._index(level, d) for level in index.levels],
+          [self.tree(codes, d) for codes in index.codes],
+          [self.tree(n, d) for n in index.names],
+        ]
+      }
+    values = (
+      self._values(pandas.Series(index, copy=False), d)
+      if kind is not pandas.Index or (index.dtype != object)
+      else self.tree(index.to_numpy(), d)
+    )
     if values is None:
       return self._make_ref(index)
     freq = getattr(index, "freqstr", None) if kind is pandas.DatetimeIndex else None
@@ -291,7 +364,7 @@ class Codec:
       return tree
     if kind is not dict or len(tree) != 1:
       raise DecodeError("untagged container")
-    (tag, body), = tree.items()
+    ((tag, body),) = tree.items()
     d = depth + 1
     build = self.build
     if tag == "l":
@@ -366,10 +439,12 @@ class Codec:
     if tag == "rec":
       obj, cls, name, fields, flags = _list(body, 5)
       obj, cls = build(obj, d), build(cls, d)
-      fields = [(_str(f, 100), c, build(v, d)) for f, c, v in (_list(item, 3) for item in
-                                                                  _list(fields))]
+      fields = [
+        (_str(f, 100), c, build(v, d)) for f, c, v in (_list(item, 3) for item in _list(fields))
+      ]
       if not all(_type(c) is bool for _, c, _ in fields) or not all(
-          _type(b) is bool for b in _list(flags, 3)):
+        _type(b) is bool for b in _list(flags, 3)
+      ):
         raise DecodeError("record")
       return Record(obj, cls, _str(name, 100), fields, *flags)
     if tag == "I":
@@ -426,8 +501,11 @@ class Codec:
       return numpy.frombuffer(raw, dtype=kind).reshape(shape).copy()
     if tag == "ma":
       data, mask = (self.build(part, d) for part in _pair(body))
-      if _type(data) is not numpy.ndarray or _type(mask) is not numpy.ndarray or (
-          mask.shape != data.shape or mask.dtype != bool):
+      if (
+        _type(data) is not numpy.ndarray
+        or _type(mask) is not numpy.ndarray
+        or (mask.shape != data.shape or mask.dtype != bool)
+      ):
         raise DecodeError("masked array")
       return numpy.ma.array(data, mask=mask)
     if tag == "nt":
@@ -466,8 +544,11 @@ class Codec:
       arrays = [self._build_values(c, d) for c in _list(columns)]
       if len(arrays) != len(names) or any(len(a) != len(index) for a in arrays):
         raise DecodeError("frame shape")
-      frame = pandas.DataFrame(dict(enumerate(arrays)), index=index) if arrays else (
-          pandas.DataFrame(index=index))
+      frame = (
+        pandas.DataFrame(dict(enumerate(arrays)), index=index)
+        if arrays
+        else (pandas.DataFrame(index=index))
+      )
       frame.columns = names
       return frame
     if tag == "sr":
@@ -499,11 +580,15 @@ class Codec:
     if tag == "cat":
       categories, codes, ordered = _list(tree[tag], 3)
       codes = self.build(codes, d)
-      if _type(ordered) is not bool or getattr(codes, "dtype", None) is None or (
-          codes.dtype.kind != "i"):
+      if (
+        _type(ordered) is not bool
+        or getattr(codes, "dtype", None) is None
+        or (codes.dtype.kind != "i")
+      ):
         raise DecodeError("categorical")
-      return pandas.Categorical.from_codes(codes, categories=self._build_index(categories, d),
-                                           ordered=ordered)
+      return pandas.Categorical.from_codes(
+        codes, categories=self._build_index(categories, d), ordered=ordered
+      )
     if tag == "dtz":
       stamps, unit, tz = _list(tree[tag], 3)
       stamps = self.build(stamps, d)
@@ -526,16 +611,17 @@ class Codec:
     pandas = _library("pandas")
     if _type(tree) is not dict or len(tree) != 1:
       raise DecodeError("index")
-    (tag, body), = tree.items()
+    ((tag, body),) = tree.items()
     if tag == "ri":
       start, stop, step, name = _list(body, 4)
-      return pandas.RangeIndex(*_ints([start, stop, step], 3),
-                               name=_hashable(self.build(name, d)))
+      return pandas.RangeIndex(*_ints([start, stop, step], 3), name=_hashable(self.build(name, d)))
     if tag == "mi":
       levels, codes, names = _list(body, 3)
-      return pandas.MultiIndex(levels=[self._build_index(level, d) for level in _list(levels)],
-                               codes=[self.build(c, d) for c in _list(codes)],
-                               names=[_hashable(self.build(n, d)) for n in _list(names)])
+      return pandas.MultiIndex(
+        levels=[self._build_index(level, d) for level in _list(levels)],
+        codes=[self.build(c, d) for c in _list(codes)],
+        names=[_hashable(self.build(n, d)) for n in _list(names)],
+      )
     if tag == "ix":
       values, name, freq = _list(body, 3)
       values = self._build_values(values, d)
@@ -549,8 +635,11 @@ class Codec:
     raise DecodeError("index")
 
 
-_WRAPPERS = {collections.UserDict: (dict, "ud"), collections.UserList: (list, "ul"),
-             collections.UserString: (str, "us")}
+_WRAPPERS = {
+  collections.UserDict: (dict, "ud"),
+  collections.UserList: (list, "ul"),
+  collections.UserString: (str, "us"),
+}
 _WRAPPED_TAGS = {tag: (kind, base) for kind, (base, tag) in _WRAPPERS.items()}
 _VIEWS = {_type({}.keys()): "ks", _type({}.items()): "is", _type({}.values()): "vs"}
 
@@ -570,8 +659,9 @@ def _text(value) -> str:
 
 
 _NUMPY_TAGS = frozenset({"ma", "nd", "nt", "no", "ns", "nst", "dt"})
-_PANDAS_TAGS = frozenset({"df", "sr", "ri", "mi", "ix", "ts", "pt", "nat", "na", "cat", "dtz",
-                          "ext"})
+_PANDAS_TAGS = frozenset(
+  {"df", "sr", "ri", "mi", "ix", "ts", "pt", "nat", "na", "cat", "dtz", "ext"}
+)
 
 
 def _library(name: str):
@@ -585,8 +675,11 @@ def _library(name: str):
 
 
 def _numpy_scalar_types(numpy) -> frozenset:
-  return frozenset(t for t in numpy.sctypeDict.values()
-                   if t not in (numpy.object_, numpy.void) and issubclass(t, numpy.generic))
+  return frozenset(
+    t
+    for t in numpy.sctypeDict.values()
+    if t not in (numpy.object_, numpy.void) and issubclass(t, numpy.generic)
+  )
 
 
 def _dtype(numpy, text, kinds: str):
@@ -604,6 +697,7 @@ def _clock(tag, body):
     raise DecodeError("fold")
   if key is not None:
     import zoneinfo  # pylint: disable=import-outside-toplevel
+
     value = value.replace(tzinfo=zoneinfo.ZoneInfo(_str(key, 64)))
   return value.replace(fold=fold)
 
@@ -660,7 +754,8 @@ class Record:
 
   def _rec_peer(self, other) -> bool:
     return _type(other) is Record and (
-        object.__getattribute__(other, "_rec_cls") is object.__getattribute__(self, "_rec_cls"))
+      object.__getattribute__(other, "_rec_cls") is object.__getattribute__(self, "_rec_cls")
+    )
 
   def __getattr__(self, name: str):
     fields = object.__getattribute__(self, "_rec_fields")

@@ -39,11 +39,14 @@ def split(tests: Mapping[str, Any]) -> tuple[dict, Expected]:
   if kind == "call":
     child_cases, values = [], []
     for case in tests["cases"]:
-      child_cases.append(_round_trip({"args": case.get("args", []),
-                                      "kwargs": dict(case.get("kwargs", {}))}))
+      child_cases.append(
+        _round_trip({"args": case.get("args", []), "kwargs": dict(case.get("kwargs", {}))})
+      )
       values.append(_round_trip(case["expected"]))
-    return ({"kind": kind, "entry_point": tests["entry_point"], "cases": child_cases},
-            Expected(kind, values=tuple(values)))
+    return (
+      {"kind": kind, "entry_point": tests["entry_point"], "cases": child_cases},
+      Expected(kind, values=tuple(values)),
+    )
   if kind == "io":
     child_cases = [{"stdin": case["stdin"]} for case in tests["cases"]]
     outputs = tuple(case["stdout"] for case in tests["cases"])
@@ -51,12 +54,16 @@ def split(tests: Mapping[str, Any]) -> tuple[dict, Expected]:
   code = tests["code"]
   if kind == "assert":
     child_code, checks, required = hide_expected_literals(code)
-    return ({"kind": kind, "code": child_code},
-            Expected(kind, checks=tuple(checks), required=required))
+    return (
+      {"kind": kind, "code": child_code},
+      Expected(kind, checks=tuple(checks), required=required),
+    )
   classes, names = specs.test_names(code)
   child_code, checks, required = hide_expected_literals(code, classes)
-  return ({"kind": kind, "code": child_code, "classes": classes},
-          Expected(kind, test_names=frozenset(names), checks=tuple(checks), required=required))
+  return (
+    {"kind": kind, "code": child_code, "classes": classes},
+    Expected(kind, test_names=frozenset(names), checks=tuple(checks), required=required),
+  )
 
 
 def _round_trip(value: Any) -> Any:
@@ -117,14 +124,17 @@ def _inline_constants(tree: ast.Module) -> None:
   scopes = [node for node in nodes if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
   for scope in scopes:
     for position, statement in enumerate(scope.body):
-      if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
-              and isinstance(statement.targets[0], ast.Name)):
+      if not (
+        isinstance(statement, ast.Assign)
+        and len(statement.targets) == 1
+        and isinstance(statement.targets[0], ast.Name)
+      ):
         continue
       name = statement.targets[0].id
       known, value = _literal(statement.value)
       if not known or bindings[name] != 1 or not loads[name]:
         continue
-      later = {id(node) for rest in scope.body[position + 1:] for node in _same_scope(rest)}
+      later = {id(node) for rest in scope.body[position + 1 :] for node in _same_scope(rest)}
       reads = loads[name]
       if not all(id(read) in later for read in reads):
         continue  # read before, elsewhere, or from a nested function
@@ -156,8 +166,9 @@ def _same_scope(statement: ast.stmt):
   stack = [statement]
   while stack:
     node = stack.pop()
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
-                         ast.comprehension)):
+    if isinstance(
+      node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.comprehension)
+    ):
       continue
     yield node
     stack.extend(ast.iter_child_nodes(node))
@@ -170,8 +181,12 @@ def _compared(read: ast.Name, parents: dict[int, ast.AST]) -> bool:
     node, parent = parent, parents.get(id(parent))
   if isinstance(parent, ast.Compare):
     return all(isinstance(op, (ast.Eq, ast.NotEq)) for op in parent.ops)
-  return (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Attribute)
-          and parent.func.attr in ("assertEqual", "assertNotEqual") and node in parent.args)
+  return (
+    isinstance(parent, ast.Call)
+    and isinstance(parent.func, ast.Attribute)
+    and parent.func.attr in ("assertEqual", "assertNotEqual")
+    and node in parent.args
+  )
 
 
 def _replace(parent: ast.AST, old: ast.AST, new: ast.AST) -> None:
@@ -207,8 +222,9 @@ class _AssertRewriter(ast.NodeTransformer):
       return node
     expression, operator, literal = held
     self.checks.append((operator, literal))
-    call = ast.Call(ast.Name(EXPECT_NAME, ast.Load()),
-                    [ast.Constant(len(self.checks) - 1), expression], [])
+    call = ast.Call(
+      ast.Name(EXPECT_NAME, ast.Load()), [ast.Constant(len(self.checks) - 1), expression], []
+    )
     return ast.copy_location(ast.Expr(call), node)
 
 
@@ -239,13 +255,22 @@ def _tolerance(test: ast.expr) -> tuple[ast.expr, str, Any] | None:
 
   The pool computes the distance with the real abs: in the child, `abs` is looked up in the
   namespace the program shares."""
-  if not (isinstance(test, ast.Compare) and len(test.ops) == 1
-          and isinstance(test.ops[0], (ast.Lt, ast.LtE))):
+  if not (
+    isinstance(test, ast.Compare)
+    and len(test.ops) == 1
+    and isinstance(test.ops[0], (ast.Lt, ast.LtE))
+  ):
     return None
   call, (is_number, tolerance) = test.left, _number(test.comparators[0])
-  if not (is_number and isinstance(call, ast.Call) and len(call.args) == 1 and not call.keywords
-          and ast.unparse(call.func) in ("abs", "math.fabs")
-          and isinstance(call.args[0], ast.BinOp) and isinstance(call.args[0].op, ast.Sub)):
+  if not (
+    is_number
+    and isinstance(call, ast.Call)
+    and len(call.args) == 1
+    and not call.keywords
+    and ast.unparse(call.func) in ("abs", "math.fabs")
+    and isinstance(call.args[0], ast.BinOp)
+    and isinstance(call.args[0].op, ast.Sub)
+  ):
     return None
   difference = call.args[0]
   (left_number, left), (right_number, right) = _number(difference.left), _number(difference.right)
@@ -269,8 +294,9 @@ def _truth(test: ast.expr) -> tuple[ast.expr, str, Any] | None:
   return test, operator, None
 
 
-def hide_expected_literals(code: str, classes: Sequence[str] | None = None
-                           ) -> tuple[str, list[tuple[str, Any]], frozenset[int]]:
+def hide_expected_literals(
+  code: str, classes: Sequence[str] | None = None
+) -> tuple[str, list[tuple[str, Any]], frozenset[int]]:
   """Test code without its expected literals, those literals, and which of them every run
   reaches. `classes`: the code is unittest code with these TestCase classes.
 
@@ -304,10 +330,14 @@ class _UnittestRewriter(_AssertRewriter):
 
 def _unittest_check(call: ast.expr) -> tuple[ast.expr, str, Any] | None:
   """`self.assertEqual(X, LITERAL)` (and `_UNITTEST_CHECKS`) -> (X, operator, literal)."""
-  if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-          and isinstance(call.func.value, ast.Name) and call.func.value.id == "self"
-          and call.func.attr in _UNITTEST_CHECKS
-          and not any(isinstance(a, ast.Starred) for a in call.args)):
+  if not (
+    isinstance(call, ast.Call)
+    and isinstance(call.func, ast.Attribute)
+    and isinstance(call.func.value, ast.Name)
+    and call.func.value.id == "self"
+    and call.func.attr in _UNITTEST_CHECKS
+    and not any(isinstance(a, ast.Starred) for a in call.args)
+  ):
     return None
   method, args = call.func.attr, call.args
   keywords = {k.arg: k.value for k in call.keywords}
@@ -321,8 +351,12 @@ def _unittest_check(call: ast.expr) -> tuple[ast.expr, str, Any] | None:
   if method in ("assertTrue", "assertFalse", "assertIsNone", "assertIsNotNone"):
     if options or _literal(args[0])[0]:
       return None
-    operator = {"assertTrue": "truthy", "assertFalse": "falsy", "assertIsNone": "is",
-                "assertIsNotNone": "is not"}[method]
+    operator = {
+      "assertTrue": "truthy",
+      "assertFalse": "falsy",
+      "assertIsNone": "is",
+      "assertIsNotNone": "is not",
+    }[method]
     return args[0], operator, None
   if method == "assertAlmostEqual":
     known = [_number(node) for node in args]
@@ -336,17 +370,26 @@ def _unittest_check(call: ast.expr) -> tuple[ast.expr, str, Any] | None:
     return expression, "almost", (centre, 7 if places is None else places, delta)
   if options:
     return None
-  operator = {"assertEqual": ast.Eq, "assertNotEqual": ast.NotEq, "assertIs": ast.Is,
-              "assertIsNot": ast.IsNot}[method]
+  operator = {
+    "assertEqual": ast.Eq,
+    "assertNotEqual": ast.NotEq,
+    "assertIs": ast.Is,
+    "assertIsNot": ast.IsNot,
+  }[method]
   return _comparison(ast.Compare(args[0], [operator()], [args[1]]))
 
 
 # method -> (positional arguments it compares, further arguments it takes, in order)
 _UNITTEST_CHECKS = {
-    "assertEqual": (2, ("msg",)), "assertNotEqual": (2, ("msg",)), "assertIs": (2, ("msg",)),
-    "assertIsNot": (2, ("msg",)), "assertTrue": (1, ("msg",)), "assertFalse": (1, ("msg",)),
-    "assertIsNone": (1, ("msg",)), "assertIsNotNone": (1, ("msg",)),
-    "assertAlmostEqual": (2, ("places", "msg", "delta")),
+  "assertEqual": (2, ("msg",)),
+  "assertNotEqual": (2, ("msg",)),
+  "assertIs": (2, ("msg",)),
+  "assertIsNot": (2, ("msg",)),
+  "assertTrue": (1, ("msg",)),
+  "assertFalse": (1, ("msg",)),
+  "assertIsNone": (1, ("msg",)),
+  "assertIsNotNone": (1, ("msg",)),
+  "assertAlmostEqual": (2, ("places", "msg", "delta")),
 }
 
 
@@ -362,18 +405,23 @@ def _reached_in_tests(tree: ast.Module, classes: Sequence[str]) -> frozenset[int
     if any(_skips(methods[name]) for name in ("setUp", "setUpClass") if name in methods):
       continue
     for name, method in methods.items():
-      if (name.startswith("test") and not method.decorator_list and not _skips(method)
-          and not _may_leave_early(method)):
+      if (
+        name.startswith("test")
+        and not method.decorator_list
+        and not _skips(method)
+        and not _may_leave_early(method)
+      ):
         reached |= _top_level_checks(method.body)
   return frozenset(reached)
 
 
 def _skips(function: ast.FunctionDef) -> bool:
   """Whether the function mentions skipping (self.skipTest, raise SkipTest, unittest.skip)."""
-  return any(isinstance(node, (ast.Name, ast.Attribute))
-             and (node.id if isinstance(node, ast.Name) else node.attr)
-             in ("skipTest", "SkipTest", "skip")
-             for node in ast.walk(function))
+  return any(
+    isinstance(node, (ast.Name, ast.Attribute))
+    and (node.id if isinstance(node, ast.Name) else node.attr) in ("skipTest", "SkipTest", "skip")
+    for node in ast.walk(function)
+  )
 
 
 def _reached_checks(tree: ast.Module) -> frozenset[int]:
@@ -390,24 +438,37 @@ def _reached_checks(tree: ast.Module) -> frozenset[int]:
   for node in tree.body:
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
       bodies[node.name] = node
-    elif (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
-          and isinstance(node.value.func, ast.Name)):
+    elif (
+      isinstance(node, ast.Expr)
+      and isinstance(node.value, ast.Call)
+      and isinstance(node.value.func, ast.Name)
+    ):
       calls.add(node.value.func.id)
     for part in ast.walk(node) if not isinstance(node, ast.FunctionDef) else [node]:
       bound.update(_bound_names(part))
   reached = _top_level_checks(tree.body)
   for name in calls:
     function = bodies.get(name)
-    if (function is not None and bound[name] == 1 and not function.decorator_list
-        and isinstance(function, ast.FunctionDef) and not _may_leave_early(function)):
+    if (
+      function is not None
+      and bound[name] == 1
+      and not function.decorator_list
+      and isinstance(function, ast.FunctionDef)
+      and not _may_leave_early(function)
+    ):
       reached |= _top_level_checks(function.body)
   return frozenset(reached)
 
 
 def _top_level_checks(body: list[ast.stmt]) -> set[int]:
-  return {node.value.args[0].value for node in body
-          if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
-          and isinstance(node.value.func, ast.Name) and node.value.func.id == EXPECT_NAME}
+  return {
+    node.value.args[0].value
+    for node in body
+    if isinstance(node, ast.Expr)
+    and isinstance(node.value, ast.Call)
+    and isinstance(node.value.func, ast.Name)
+    and node.value.func.id == EXPECT_NAME
+  }
 
 
 def _may_leave_early(function: ast.FunctionDef) -> bool:

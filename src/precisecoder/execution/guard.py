@@ -36,10 +36,19 @@ import types
 from typing import Callable, Container
 
 from precisecoder.execution.dict_versions import TAGS, DictVersions, own_dict
-from precisecoder.execution.provenance import (LRU_WRAPPER, PYTHON_WRAPPERS, UNWRAP,
-                                               compiled_here, held, inherited,
-                                               is_dataclass_method, is_namedtuple_new,
-                                               library_class, library_file, own_members)
+from precisecoder.execution.provenance import (
+  LRU_WRAPPER,
+  PYTHON_WRAPPERS,
+  UNWRAP,
+  compiled_here,
+  held,
+  inherited,
+  is_dataclass_method,
+  is_namedtuple_new,
+  library_class,
+  library_file,
+  own_members,
+)
 
 # Bound before any program runs: the program may patch builtins, the checks must not see it.
 _type = type
@@ -63,29 +72,83 @@ _setlimit = sys.setrecursionlimit
 _HEAPTYPE = 1 << 9
 _SCALARS = frozenset({_type(None), bool, int, float, str, complex, bytes})
 _CONTAINERS = frozenset({list, tuple, set, frozenset})
-_C_CALLABLES = (types.BuiltinFunctionType, types.WrapperDescriptorType, types.MethodDescriptorType,
-                types.ClassMethodDescriptorType, types.MethodWrapperType)
-_WRAPPED_CALLABLES = (types.FunctionType, types.MethodType, types.BuiltinFunctionType,
-                      functools.partial)
+_C_CALLABLES = (
+  types.BuiltinFunctionType,
+  types.WrapperDescriptorType,
+  types.MethodDescriptorType,
+  types.ClassMethodDescriptorType,
+  types.MethodWrapperType,
+)
+_WRAPPED_CALLABLES = (
+  types.FunctionType,
+  types.MethodType,
+  types.BuiltinFunctionType,
+  functools.partial,
+)
 # Program-written methods that may sit on a class whose objects reach the tests: they run when
 # the object is made, never when the tests compare, print, convert or iterate it.
-_CONSTRUCTION = frozenset({"__init__", "__new__", "__post_init__", "__init_subclass__",
-                           "__set_name__", "__del__", "__class_getitem__"})
+_CONSTRUCTION = frozenset(
+  {
+    "__init__",
+    "__new__",
+    "__post_init__",
+    "__init_subclass__",
+    "__set_name__",
+    "__del__",
+    "__class_getitem__",
+  }
+)
 # Program-written dunders that hand the tests a value, as a method does (`str(obj)`, `len(obj)`,
 # `list(obj)`, `obj[i]`, `obj()`, `bool(obj)`): in a class the program left at module level they
 # are guarded as its methods are. The others (__eq__, __lt__, __contains__, __sub__, __rsub__,
 # ...) are handed the tests' expected value and decide the comparison with it: refused.
-_VALUE_DUNDERS = frozenset({
-    "__call__", "__repr__", "__str__", "__format__", "__bytes__", "__iter__", "__next__",
-    "__reversed__", "__getitem__", "__getattr__", "__len__", "__length_hint__", "__bool__",
-    "__hash__", "__int__", "__float__", "__complex__", "__index__", "__round__", "__trunc__",
-    "__floor__", "__ceil__", "__abs__", "__neg__", "__pos__", "__fspath__", "__get__",
-    "__getattribute__"})
+_VALUE_DUNDERS = frozenset(
+  {
+    "__call__",
+    "__repr__",
+    "__str__",
+    "__format__",
+    "__bytes__",
+    "__iter__",
+    "__next__",
+    "__reversed__",
+    "__getitem__",
+    "__getattr__",
+    "__len__",
+    "__length_hint__",
+    "__bool__",
+    "__hash__",
+    "__int__",
+    "__float__",
+    "__complex__",
+    "__index__",
+    "__round__",
+    "__trunc__",
+    "__floor__",
+    "__ceil__",
+    "__abs__",
+    "__neg__",
+    "__pos__",
+    "__fspath__",
+    "__get__",
+    "__getattribute__",
+  }
+)
 # Dunders that never decide a comparison: Cython classes alias them (`__reduce__ =
 # __reduce_cython__`), which the alias rule in `_member_problem` must not mistake for a forgery.
-_INERT = _CONSTRUCTION | {"__reduce__", "__reduce_ex__", "__getstate__", "__setstate__",
-                          "__copy__", "__deepcopy__", "__sizeof__", "__dir__", "__getnewargs__",
-                          "__getnewargs_ex__", "__subclasshook__"}
+_INERT = _CONSTRUCTION | {
+  "__reduce__",
+  "__reduce_ex__",
+  "__getstate__",
+  "__setstate__",
+  "__copy__",
+  "__deepcopy__",
+  "__sizeof__",
+  "__dir__",
+  "__getnewargs__",
+  "__getnewargs_ex__",
+  "__subclasshook__",
+}
 
 
 # Objects of each argument looked at before and after a call from the tests: enough for the
@@ -108,8 +171,19 @@ def _dunder(name: str) -> bool:
 
 # The comparisons (and the subtraction assertAlmostEqual makes) whose library code, borrowed into
 # a class the program made, would decide a check for it (`_member_problem`).
-_BORROWABLE = frozenset({"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
-                         "__contains__", "__sub__", "__rsub__"})
+_BORROWABLE = frozenset(
+  {
+    "__eq__",
+    "__ne__",
+    "__lt__",
+    "__le__",
+    "__gt__",
+    "__ge__",
+    "__contains__",
+    "__sub__",
+    "__rsub__",
+  }
+)
 
 
 class Guard:
@@ -180,8 +254,12 @@ class Guard:
       return
     self._handed_kinds.add(_id(kind))
     for klass in kind.__mro__:
-      if (_id(klass) not in self._handed and klass.__flags__ & _HEAPTYPE
-          and _id(klass) not in self._test_classes and not library_class(klass)):
+      if (
+        _id(klass) not in self._handed
+        and klass.__flags__ & _HEAPTYPE
+        and _id(klass) not in self._test_classes
+        and not library_class(klass)
+      ):
         tag = DictVersions.view(own_dict(klass)) if TAGS else None
         self._handed[_id(klass)] = [klass, tag, tag.value if tag is not None else None]
 
@@ -237,8 +315,11 @@ class Guard:
     kind = _type(self._instance)
     for name, value in _list(_dict_items(attributes)):
       member = _class_member(kind, name) if _type(name) is str else None
-      if (member is not None and (callable(member) or _hasattr(_type(member), "__get__"))
-          and not self._test_code(value)):
+      if (
+        member is not None
+        and (callable(member) or _hasattr(_type(member), "__get__"))
+        and not self._test_code(value)
+      ):
         return f"{name} shadows its class's {name}"
     funcs = attributes.get("_type_equality_funcs")
     if _type(funcs) is not dict:
@@ -258,8 +339,9 @@ class Guard:
     inner = value.__func__ if _type(value) is types.MethodType else value
     return _type(inner) is types.FunctionType and _id(inner.__code__) in self._trusted_codes
 
-  def may_rewrite(self, function: types.FunctionType, writer: types.CodeType,
-                  loaded: Container[str]) -> bool:
+  def may_rewrite(
+    self, function: types.FunctionType, writer: types.CodeType, loaded: Container[str]
+  ) -> bool:
     """Whether code `writer` may set `function`'s code or defaults: the program its own
     functions; a library those of a module not `loaded` before the program ran (its own, as
     it loads)."""
@@ -344,15 +426,18 @@ class Guard:
         return None
       function = self.guarded(held(member, "func"), method=True)
       if kind is functools.partialmethod:
-        return functools.partialmethod(function, *held(member, "args"),
-                                       **held(member, "keywords"))
+        return functools.partialmethod(function, *held(member, "args"), **held(member, "keywords"))
       replacement = functools.cached_property(function)
       replacement.attrname = held(member, "attrname")
       return replacement
     if not callable(member) or issubclass(kind, type):
       return None
-    if (kind is not types.FunctionType and kind not in UNWRAP and kind is not LRU_WRAPPER
-        and kind.__flags__ & _HEAPTYPE):
+    if (
+      kind is not types.FunctionType
+      and kind not in UNWRAP
+      and kind is not LRU_WRAPPER
+      and kind.__flags__ & _HEAPTYPE
+    ):
       self._guard_class(kind)  # a callable object: its class's __call__ (and __get__) guarded
       return None
     if not self._runs_untrusted(member):
@@ -382,9 +467,14 @@ class Guard:
     return True  # wrapped deeper than any library does
 
   def _class_runs_untrusted(self, cls: type) -> bool:
-    return any(klass.__flags__ & _HEAPTYPE and any(
+    return any(
+      klass.__flags__ & _HEAPTYPE
+      and any(
         _type(m) is types.FunctionType and not self._trusted(m.__code__)
-        for _, m in own_members(klass).items()) for klass in cls.__mro__)
+        for _, m in own_members(klass).items()
+      )
+      for klass in cls.__mro__
+    )
 
   def guarded(self, function, method: bool = False):
     """`function`, with what it returns checked (and wrapped: generators, functions).
@@ -392,7 +482,12 @@ class Guard:
     `method`: its first argument is the program's own object (self or cls), not the tests'.
     """
     checked, intact, clean_arguments, check, running = (
-        self.checked, self._intact, self._clean_arguments, self.check, self._running)
+      self.checked,
+      self._intact,
+      self._clean_arguments,
+      self.check,
+      self._running,
+    )
 
     def guarded(*args, **kwargs):
       # This wrapper adds a frame to every call, recursive ones included: the recursion limit
@@ -466,13 +561,19 @@ class Guard:
   def _lazy(self, value) -> bool:
     """A value handed over lazily (a generator, an iterator, a coroutine), checked as it runs."""
     kind = _type(value)
-    return (kind is types.GeneratorType or kind is types.CoroutineType
-            or (kind not in _SCALARS and self._is_iterator(value)))
+    return (
+      kind is types.GeneratorType
+      or kind is types.CoroutineType
+      or (kind not in _SCALARS and self._is_iterator(value))
+    )
 
   def _is_iterator(self, value) -> bool:
     kind = _type(value)
-    return (_hasattr(kind, "__next__") and _hasattr(kind, "__iter__")
-            and not (_id(kind) in self._test_classes or _is_file(value) or _is_double(kind)))
+    return (
+      _hasattr(kind, "__next__")
+      and _hasattr(kind, "__iter__")
+      and not (_id(kind) in self._test_classes or _is_file(value) or _is_double(kind))
+    )
 
   def _checked_items(self, iterator):
     checked, intact, running = self.checked, self._intact, self._running
@@ -574,7 +675,7 @@ class Guard:
         continue
       if kind is dict:
         items = _dict_items(value)
-        for key, item in (items if budget is None else _islice(items, budget)):
+        for key, item in items if budget is None else _islice(items, budget):
           stack.append(key)
           stack.append(item)
         continue
@@ -582,10 +683,13 @@ class Guard:
       if problem is not None:
         raise PlainDataError(f"returned a {kind_name(value)}: {problem}")
       self._hand_over(kind)
-      if value is not root and (kind is types.GeneratorType or kind is types.CoroutineType
-                                or self._is_iterator(value)):
-        raise PlainDataError(f"returned a {kind_name(value)} inside another value "
-                             "(only a returned or yielded one can be checked as it runs)")
+      if value is not root and (
+        kind is types.GeneratorType or kind is types.CoroutineType or self._is_iterator(value)
+      ):
+        raise PlainDataError(
+          f"returned a {kind_name(value)} inside another value "
+          "(only a returned or yielded one can be checked as it runs)"
+        )
       if issubclass(kind, type):
         # A class handed over (a handler class made inside the function): the tests call it and
         # its methods as they call the program's module-level classes, whose methods are guarded
@@ -599,8 +703,9 @@ class Guard:
         continue
       stack.extend(self._contents(value, kind, verdicts, budget))
 
-  def _contents(self, value, kind: type, verdicts: dict[int, str | None],
-                budget: int | None = None) -> list:
+  def _contents(
+    self, value, kind: type, verdicts: dict[int, str | None], budget: int | None = None
+  ) -> list:
     """The parts of `value` the tests can reach and compare, to be checked in turn.
 
     Data containers, numpy object arrays and pandas object columns give their
@@ -632,8 +737,11 @@ class Guard:
       item_kind = _type(item)
       if item_kind in _SCALARS or item_kind in _CONTAINERS or item_kind is dict:
         continue
-      problem = (self._code_problem("the function", item) if item_kind in _WRAPPED_CALLABLES
-                 else self._class_problem(item_kind, verdicts))
+      problem = (
+        self._code_problem("the function", item)
+        if item_kind in _WRAPPED_CALLABLES
+        else self._class_problem(item_kind, verdicts)
+      )
       if problem is not None:
         raise PlainDataError(f"returned a {kind_name(value)} holding {problem}")
     return parts
@@ -644,8 +752,9 @@ class Guard:
       if _id(klass) in self._test_classes:
         return True
       if klass.__flags__ & _HEAPTYPE and any(
-          _type(m) is types.FunctionType and not self._trusted(m.__code__)
-          for _, m in own_members(klass).items()):
+        _type(m) is types.FunctionType and not self._trusted(m.__code__)
+        for _, m in own_members(klass).items()
+      ):
         return True
     return False
 
@@ -680,8 +789,9 @@ class Guard:
         return f"{klass.__qualname__}.{name} {problem}"
     return None
 
-  def _member_problem(self, klass: type, name: str, member,
-                      verdicts: dict[int, str | None]) -> str | None:
+  def _member_problem(
+    self, klass: type, name: str, member, verdicts: dict[int, str | None]
+  ) -> str | None:
     kind = _type(member)
     if kind is types.FunctionType:
       if self._trusted(member.__code__):
@@ -716,8 +826,12 @@ class Guard:
       # A C method in a Python class: harmless as itself (`__hash__ = object.__hash__`), or
       # where it only hands a value over (IntEnum's `__str__ = int.__repr__`), but
       # `__eq__ = int.__ne__` would let the program choose what equality means.
-      if (_dunder(name) and name not in _INERT and name not in _VALUE_DUNDERS
-          and _getattr(member, "__name__", None) != name):
+      if (
+        _dunder(name)
+        and name not in _INERT
+        and name not in _VALUE_DUNDERS
+        and _getattr(member, "__name__", None) != name
+      ):
         return f"is {_getattr(member, '__qualname__', '?')} under another name"
       return None
     if kind.__flags__ & _HEAPTYPE and _hasattr(kind, "__get__"):  # a descriptor a class wrote
@@ -737,8 +851,9 @@ class Guard:
     if kind in _SCALARS:
       return None
     if kind in _CONTAINERS or kind is dict:
-      items = (_dict_items(value) if kind is dict
-               else ((None, item) for item in _head(value, kind, None)))
+      items = (
+        _dict_items(value) if kind is dict else ((None, item) for item in _head(value, kind, None))
+      )
       for key, item in items:
         why = (key is not None and self.authored(key)) or self._authored_one(item)
         if why:
@@ -751,15 +866,19 @@ class Guard:
     if kind in _SCALARS or kind in _CONTAINERS or kind is dict:
       return None
     if kind is types.FunctionType or kind in UNWRAP or kind is LRU_WRAPPER:
-      return f"the program's function {_getattr(value, '__qualname__', '?')}" if (
-          self._runs_untrusted(value)) else None
+      return (
+        f"the program's function {_getattr(value, '__qualname__', '?')}"
+        if (self._runs_untrusted(value))
+        else None
+      )
     if issubclass(kind, type):
       problem = self._class_problem(kind, {}) if kind is not type else None
       if problem is None and self._class_runs_untrusted(value):
         problem = "its methods are the program's code"
       return f"the class {_getattr(value, '__qualname__', '?')}: {problem}" if problem else None
-    if kind.__flags__ & _HEAPTYPE and (self._class_runs_untrusted(kind)
-                                       or self._holds_untrusted(value)):
+    if kind.__flags__ & _HEAPTYPE and (
+      self._class_runs_untrusted(kind) or self._holds_untrusted(value)
+    ):
       return f"a {kind_name(value)}, which runs the program's code"
     return None
 
@@ -817,10 +936,12 @@ def _double_problem(value, kind: type) -> str | None:
     returned = state.get("_mock_return_value", mock.DEFAULT)
     effect = state.get("_mock_side_effect")
     default = mock._return_values.get(name, mock.DEFAULT)  # pylint: disable=protected-access
-    if (returned is not mock.DEFAULT and returned is not default) or (
-        effect is not None and _type(effect) is not types.FunctionType) or (
-            effect is not None and effect.__code__ is not _default_effect_code(mock, name)) or (
-                state.get("_mock_wraps") is not None):
+    if (
+      (returned is not mock.DEFAULT and returned is not default)
+      or (effect is not None and _type(effect) is not types.FunctionType)
+      or (effect is not None and effect.__code__ is not _default_effect_code(mock, name))
+      or (state.get("_mock_wraps") is not None)
+    ):
       return f"its {name} was configured"
   return None
 
@@ -889,8 +1010,11 @@ def _behaviour(members) -> list[tuple[str, object]]:
 
   Plain data attributes (a counter the tests keep on their class) may change.
   """
-  return [(name, member) for name, member in members.items()
-          if _dunder(name) or callable(member) or _hasattr(_type(member), "__get__")]
+  return [
+    (name, member)
+    for name, member in members.items()
+    if _dunder(name) or callable(member) or _hasattr(_type(member), "__get__")
+  ]
 
 
 def _same_members(now, saved: list[tuple[str, object]]) -> bool:
@@ -934,4 +1058,3 @@ def _array_items(value, kind: type) -> list:
   if issubclass(kind, pandas.Index):
     return _list(value) if value.dtype == object else []
   return []
-

@@ -38,8 +38,12 @@ from typing import Sequence
 
 from precisecoder.execution import hooks
 from precisecoder.execution.guard import Guard, PlainDataError, kind_name
-from precisecoder.execution.integrity import (Integrity, import_quietly, test_imports,
-                                                tests_write_library)
+from precisecoder.execution.integrity import (
+  Integrity,
+  import_quietly,
+  test_imports,
+  tests_write_library,
+)
 from precisecoder.execution.programs import PROGRAM_FILENAME, compile_program, marshalled
 from precisecoder.execution.provenance import code_ids
 from precisecoder.execution.protocol import compact_encoder
@@ -78,12 +82,18 @@ _WRAPPERS = {collections.UserDict: dict, collections.UserList: list, collections
 # Subclasses of these (IntEnum, namedtuple, a str enum) are sent as the base value they hold,
 # read by the base type's own C method: what a subclass overrides never runs. The pool then
 # compares that value, as the base type's comparison would.
-_BASE_VALUES = ((int, int.__int__), (float, float.__float__), (str, str.__str__),
-                (tuple, lambda value: tuple(tuple.__iter__(value))))
+_BASE_VALUES = (
+  (int, int.__int__),
+  (float, float.__float__),
+  (str, str.__str__),
+  (tuple, lambda value: tuple(tuple.__iter__(value))),
+)
 # Library numbers, read through descriptors bound now, before any program can patch the classes.
 _FRACTION, _DECIMAL = fractions.Fraction, decimal.Decimal
-_FRACTION_PARTS = (_FRACTION.__dict__["_numerator"].__get__,
-                   _FRACTION.__dict__["_denominator"].__get__)
+_FRACTION_PARTS = (
+  _FRACTION.__dict__["_numerator"].__get__,
+  _FRACTION.__dict__["_denominator"].__get__,
+)
 _decimal_text = decimal.Decimal.__str__
 _MAX_DEPTH = 64
 TESTS_FILENAME = "<tests>"
@@ -127,8 +137,11 @@ def _numpy_array(value, kind: type) -> list | None:
 
 @functools.lru_cache(maxsize=1)
 def _numpy_scalar_types(numpy) -> frozenset:
-  return frozenset(t for t in numpy.sctypeDict.values()
-                   if t not in (numpy.object_, numpy.void) and issubclass(t, numpy.generic))
+  return frozenset(
+    t
+    for t in numpy.sctypeDict.values()
+    if t not in (numpy.object_, numpy.void) and issubclass(t, numpy.generic)
+  )
 
 
 def _base_value(value, kind: type):
@@ -176,8 +189,9 @@ def to_tagged(value, depth: int = 0):
   if kind is set or kind is frozenset:
     return {"s" if kind is set else "fs": [to_tagged(v, depth + 1) for v in value]}
   if kind in _DICT_TYPES:
-    return {"d": [[to_tagged(k, depth + 1), to_tagged(v, depth + 1)]
-                  for k, v in _dict_items(value)]}
+    return {
+      "d": [[to_tagged(k, depth + 1), to_tagged(v, depth + 1)] for k, v in _dict_items(value)]
+    }
   if kind is bytes:
     return {"b": value.hex()}
   if kind is complex:
@@ -250,7 +264,7 @@ class Channel:
   def _write(self, text: str) -> None:
     data = text.encode()
     while data:
-      data = data[_write(self._fd, data):]
+      data = data[_write(self._fd, data) :]
 
 
 # The worker's snapshot, made by `prepare`, and the next run's plan, made by `warm`. Lists,
@@ -261,11 +275,18 @@ _PLAN: list["_Plan"] = []
 
 
 # The harness's own modules: no run may change them at all (`Integrity.watch_reached`).
-HARNESS_MODULES = ("precisecoder", "precisecoder.execution", __name__,
-                   "precisecoder.execution.dict_versions", "precisecoder.execution.guard",
-                   "precisecoder.execution.hooks", "precisecoder.execution.integrity",
-                   "precisecoder.execution.programs", "precisecoder.execution.protocol",
-                   "precisecoder.execution.provenance")
+HARNESS_MODULES = (
+  "precisecoder",
+  "precisecoder.execution",
+  __name__,
+  "precisecoder.execution.dict_versions",
+  "precisecoder.execution.guard",
+  "precisecoder.execution.hooks",
+  "precisecoder.execution.integrity",
+  "precisecoder.execution.programs",
+  "precisecoder.execution.protocol",
+  "precisecoder.execution.provenance",
+)
 _UNITTEST_MODULES = ("unittest", "unittest.case", "unittest.util")
 
 
@@ -281,8 +302,9 @@ def prepare() -> None:
 
 def _reached_modules(kind: str, test_imports: Sequence[str]) -> tuple[str, ...]:
   """The loaded modules a run's tests reach: those they import, and unittest's own."""
-  loaded = tuple(name for name in test_imports
-                 if issubclass(_type(sys.modules.get(name)), types.ModuleType))
+  loaded = tuple(
+    name for name in test_imports if issubclass(_type(sys.modules.get(name)), types.ModuleType)
+  )
   return tuple(dict.fromkeys((*_UNITTEST_MODULES, *loaded))) if kind == "unittest" else loaded
 
 
@@ -290,12 +312,16 @@ def _reached_modules(kind: str, test_imports: Sequence[str]) -> tuple[str, ...]:
 # makes them.
 _REHEARSAL_PROGRAM = "def f(x):\n  return x + 1\n"
 _REHEARSAL_TESTS = (
-    {"kind": "call", "entry_point": "f", "cases": [{"args": [1], "kwargs": {}}]},
-    {"kind": "assert", "code": "__precisecoder_expect__(0, f(1))\nassert f(1) > 1\n"},
-    {"kind": "unittest", "classes": ["Rehearsal"],
-     "code": "import unittest\nclass Rehearsal(unittest.TestCase):\n"
-             "  def test_f(self, *, __precisecoder_expect__=__precisecoder_expect__):\n"
-             "    __precisecoder_expect__(0, f(1))\n    self.assertGreater(f(1), 1)\n"})
+  {"kind": "call", "entry_point": "f", "cases": [{"args": [1], "kwargs": {}}]},
+  {"kind": "assert", "code": "__precisecoder_expect__(0, f(1))\nassert f(1) > 1\n"},
+  {
+    "kind": "unittest",
+    "classes": ["Rehearsal"],
+    "code": "import unittest\nclass Rehearsal(unittest.TestCase):\n"
+    "  def test_f(self, *, __precisecoder_expect__=__precisecoder_expect__):\n"
+    "    __precisecoder_expect__(0, f(1))\n    self.assertGreater(f(1), 1)\n",
+  },
+)
 _REHEARSAL_CODE = base64.b64encode(marshalled(_REHEARSAL_PROGRAM)[0]).decode("ascii")
 _PROGRAM_MODULE = "__precisecoder_program__"
 
@@ -376,8 +402,9 @@ def warm(job: dict) -> None:
 
 
 @functools.lru_cache(maxsize=256)
-def _planned_tests(code: str) -> tuple[types.CodeType, tuple[str, ...], bool, frozenset[int],
-                                       frozenset[str]]:
+def _planned_tests(
+  code: str,
+) -> tuple[types.CodeType, tuple[str, ...], bool, frozenset[int], frozenset[str]]:
   """The part of a plan that the test code alone decides (`_Plan` from `tests` on), worked out
   once per test code: RL scores many programs against one spec."""
   tree = ast.parse(code, TESTS_FILENAME)
@@ -418,9 +445,9 @@ def top_level_names(tree, given: tuple[str, ...] = ()) -> frozenset[str]:
   return frozenset(name for name in loads if name not in bound and not hasattr(builtins, name))
 
 
-
-def _load_module(name: str, job: dict, integrity: Integrity | None = None,
-                 guard: Guard | None = None) -> types.ModuleType:
+def _load_module(
+  name: str, job: dict, integrity: Integrity | None = None, guard: Guard | None = None
+) -> types.ModuleType:
   module = types.ModuleType(name)
   module.__builtins__ = builtins
   sys.modules[name] = module
@@ -428,8 +455,9 @@ def _load_module(name: str, job: dict, integrity: Integrity | None = None,
     integrity.watch_new_modules(skip=name)
   if guard is not None:
     loaded = integrity.loaded_modules() if integrity is not None else frozenset()
-    hooks.arm(lambda function, writer: guard.may_rewrite(function, writer, loaded),
-              guard.comparison_problem)
+    hooks.arm(
+      lambda function, writer: guard.may_rewrite(function, writer, loaded), guard.comparison_problem
+    )
   code = _PLAN[0].program
   if code is None:  # the pool could not compile it: the run reports why
     code = compile_program(job["program"])
@@ -483,8 +511,9 @@ def run_call(channel: Channel, module: types.ModuleType, tests: dict) -> None:
 EXPECT_NAME = "__precisecoder_expect__"
 
 
-def run_assert(channel: Channel, module: types.ModuleType, integrity: Integrity,
-               guard: Guard) -> None:
+def run_assert(
+  channel: Channel, module: types.ModuleType, integrity: Integrity, guard: Guard
+) -> None:
   namespace = module.__dict__
   _guard(guard, namespace)
   reported = _install_reports(channel, namespace)
@@ -532,12 +561,16 @@ def _violations(integrity: Integrity, guard: Guard) -> list[str]:
 
 
 def _test_methods(case_class: type) -> list[str]:
-  return _sorted(name for name in dir(case_class)
-                 if name.startswith("test") and callable(_getattr(case_class, name)))
+  return _sorted(
+    name
+    for name in dir(case_class)
+    if name.startswith("test") and callable(_getattr(case_class, name))
+  )
 
 
-def run_unittest(channel: Channel, module: types.ModuleType, tests: dict,
-                 integrity: Integrity, guard: Guard) -> None:
+def run_unittest(
+  channel: Channel, module: types.ModuleType, tests: dict, integrity: Integrity, guard: Guard
+) -> None:
   namespace = module.__dict__
   _guard(guard, namespace)
   reported = _install_reports(channel, namespace)
@@ -636,8 +669,9 @@ def _session(channel: Channel, job: dict, integrity: Integrity) -> int:
       integrity.see_put_back = not plan.tests_write_library
       guard = Guard(plan.trusted_codes)
       integrity.judge = guard.authored
-      integrity.watch_reached(_reached_modules(kind, plan.test_imports), frozen=HARNESS_MODULES,
-                              names=plan.test_imports)
+      integrity.watch_reached(
+        _reached_modules(kind, plan.test_imports), frozen=HARNESS_MODULES, names=plan.test_imports
+      )
       guard.after_call = integrity.quick
     module = _load_module(_PROGRAM_MODULE, job, integrity if watched else None, guard)
     _run_tests(channel, module, job["tests"], integrity, guard)
@@ -674,8 +708,9 @@ def _run_split(channel: Channel, job: dict) -> None:
   split_tests.finish(end)
 
 
-def _run_tests(channel: Channel, module: types.ModuleType, tests: dict,
-               integrity: Integrity, guard: Guard | None) -> None:
+def _run_tests(
+  channel: Channel, module: types.ModuleType, tests: dict, integrity: Integrity, guard: Guard | None
+) -> None:
   kind = tests["kind"]
   if kind == "call":
     run_call(channel, module, tests)

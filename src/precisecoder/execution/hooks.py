@@ -43,8 +43,9 @@ class Refused(RuntimeError):
 # The armed run's judges, or empty: (whether `writer` code may set a function's code or defaults,
 # why a class's comparisons are the program's or None). A list filled in place, so that the
 # hook, bound once, sees it.
-_ARMED: list[tuple[Callable[[types.FunctionType, types.CodeType], bool],
-                   Callable[[type], str | None]]] = []
+_ARMED: list[
+  tuple[Callable[[types.FunctionType, types.CodeType], bool], Callable[[type], str | None]]
+] = []
 _installed: list[bool] = []
 
 
@@ -55,8 +56,10 @@ def install() -> None:
     _installed.append(True)
 
 
-def arm(may_rewrite: Callable[[types.FunctionType, types.CodeType], bool],
-        class_problem: Callable[[type], str | None]) -> None:
+def arm(
+  may_rewrite: Callable[[types.FunctionType, types.CodeType], bool],
+  class_problem: Callable[[type], str | None],
+) -> None:
   """From now on, refuse (module docstring); `may_rewrite(function, writer)` says whether code
   `writer` may set the function's code or defaults, `class_problem(cls)` why objects of `cls`
   compare by the program's code."""
@@ -76,8 +79,11 @@ def _audit(event: str, args: tuple, _events=_EVENTS, _armed=_ARMED) -> None:
     raise Refused(f"{event} is not allowed while tests run")
   target, name = args[0], args[1]
   may_rewrite, class_problem = _armed[0]
-  if (name in _FUNCTION_STATE and _type(target) is _FunctionType
-      and not may_rewrite(target, _getframe(1).f_code)):
+  if (
+    name in _FUNCTION_STATE
+    and _type(target) is _FunctionType
+    and not may_rewrite(target, _getframe(1).f_code)
+  ):
     raise Refused(f"cannot set {name} of {target.__qualname__}: it is not the program's function")
   if name == "__class__" and len(args) > 2:
     problem = class_problem(args[2])

@@ -86,12 +86,30 @@ _MISSING = object()
 _IGNORED_NAMES = frozenset({"__warningregistry__"})
 # Modules that honest runs write, and the names they rebind (only lasting changes to the others
 # count there): sys's streams and exception state, warnings.catch_warnings, time.tzset (pandas).
-_VOLATILE = {"sys": frozenset({"stdout", "stderr", "stdin", "exc_info", "_git",
-                               "path_importer_cache", "last_exc", "last_value", "last_type",
-                               "last_traceback", "ps1", "ps2", "displayhook", "excepthook",
-                               "__stdout__", "__stderr__"}),
-             "warnings": frozenset(),
-             "time": frozenset({"tzname", "timezone", "altzone", "daylight"})}  # time.tzset()
+_VOLATILE = {
+  "sys": frozenset(
+    {
+      "stdout",
+      "stderr",
+      "stdin",
+      "exc_info",
+      "_git",
+      "path_importer_cache",
+      "last_exc",
+      "last_value",
+      "last_type",
+      "last_traceback",
+      "ps1",
+      "ps2",
+      "displayhook",
+      "excepthook",
+      "__stdout__",
+      "__stderr__",
+    }
+  ),
+  "warnings": frozenset(),
+  "time": frozenset({"tzname", "timezone", "altzone", "daylight"}),
+}  # time.tzset()
 # What a watched dict is, and so which changes count (module docstring).
 MODULE, CLASS, TABLE, FROZEN = "module", "class", "table", "frozen"
 _TABLE_TYPES = (dict,)  # exact types: a dict subclass may run its own code when read
@@ -150,7 +168,7 @@ class Integrity:
     if self._registry is not None:
       # Made together, so that they share a few pages: every run reads them all, and a forked
       # run copies each page whose objects it touches.
-      views = [DictVersions.view(d) for d in self._dicts[len(self._tags):]]
+      views = [DictVersions.view(d) for d in self._dicts[len(self._tags) :]]
       self._tags += views
       self._tag_values += [view.value for view in views]
 
@@ -158,14 +176,19 @@ class Integrity:
     """Adds the modules loaded since the snapshot (in a child: what the tests' imports loaded),
     all but `skip` (the program's own module, which the program writes)."""
     if self._registry is not None and (
-        self._registry.value == self._registry_value  # nothing loaded since
-        or (len(_modules) == self._module_count + 1 and skip in _modules)):  # only `skip`
+      self._registry.value == self._registry_value  # nothing loaded since
+      or (len(_modules) == self._module_count + 1 and skip in _modules)
+    ):  # only `skip`
       self._registry_value = self._registry.value
       return self  # skip touching every module: in a forked run each touch copies a page
     self._rebase()  # what the loading changed (typing_extensions patching typing) is trusted
     for name, module in list(_modules.items()):
-      if (name not in self._modules and name != skip and issubclass(_type(module), _ModuleType)
-          and _type(getattr(module, "__dict__", None)) is dict):
+      if (
+        name not in self._modules
+        and name != skip
+        and issubclass(_type(module), _ModuleType)
+        and _type(getattr(module, "__dict__", None)) is dict
+      ):
         self._modules[name] = module
         self._watch(name, module.__dict__, MODULE)
     self._tag_new()
@@ -186,8 +209,9 @@ class Integrity:
         if _TAGS:
           self._tag_values[index] = self._tags[index].value
 
-  def watch_reached(self, modules: Iterable[str], frozen: Iterable[str] = (),
-                    names: Iterable[str] = ()) -> "Integrity":
+  def watch_reached(
+    self, modules: Iterable[str], frozen: Iterable[str] = (), names: Iterable[str] = ()
+  ) -> "Integrity":
     """Watches, besides every module, what the tests reach through `modules` (names of loaded
     modules): the dicts of the classes each holds (and of their bases) and the dicts it holds;
     `frozen` modules (the harness's own) may not change at all. `names`: the module attributes
@@ -213,8 +237,9 @@ class Integrity:
 
   def _watch_module(self, name: str, kind: str) -> list[int]:
     module = _modules.get(name)
-    namespace = (_getattr(module, "__dict__", None) if issubclass(_type(module), _ModuleType)
-                 else None)
+    namespace = (
+      _getattr(module, "__dict__", None) if issubclass(_type(module), _ModuleType) else None
+    )
     if _type(namespace) is not dict:
       return []
     frozen = kind == FROZEN
@@ -224,8 +249,9 @@ class Integrity:
         for klass in value.__mro__:
           if klass.__flags__ & _HEAPTYPE:
             members = own_dict(klass)
-            positions.append(self._watch(klass.__qualname__, members,
-                                         FROZEN if frozen else CLASS, force=frozen))
+            positions.append(
+              self._watch(klass.__qualname__, members, FROZEN if frozen else CLASS, force=frozen)
+            )
             self._classes[positions[-1]] = klass
             positions += self._watch_defaults(klass.__qualname__, members.values())
       elif _type(value) in _TABLE_TYPES and not key.startswith("__") and value is not _modules:
@@ -235,8 +261,11 @@ class Integrity:
   def _watch_defaults(self, label: str, members: Iterable) -> list[int]:
     """The keyword defaults of the functions among `members`, which may not change (a program
     could widen a library check's tolerance in place)."""
-    return [self._watch(f"{label}.{f.__name__}.__kwdefaults__", f.__kwdefaults__, FROZEN)
-            for f in list(members) if _type(f) is _FunctionType and f.__kwdefaults__]
+    return [
+      self._watch(f"{label}.{f.__name__}.__kwdefaults__", f.__kwdefaults__, FROZEN)
+      for f in list(members)
+      if _type(f) is _FunctionType and f.__kwdefaults__
+    ]
 
   def violations(self) -> list[str]:
     """What the run changed (empty if nothing), most telling first; at most a few.
@@ -262,7 +291,7 @@ class Integrity:
     tests make into the program, so that a patch that puts itself back when the tests call it
     is seen while it is in place."""
     lenient = not self.see_put_back  # the tests patch the library too: only what the program
-    if not _TAGS:                     # wrote counts until the lasting changes at the end
+    if not _TAGS:  # wrote counts until the lasting changes at the end
       return self._describe(self._quick, False, lenient)
     tags, values = self._tags, self._tag_values
     moved = [i for i in self._quick if tags[i].value != values[i]]
@@ -280,8 +309,13 @@ class Integrity:
         found.append(f"{label}.{changed[0]}")
       elif lenient:
         continue
-      elif (_TAGS and self.see_put_back and label not in _VOLATILE
-            and self._kinds[index] != TABLE and _identical(namespace, saved)):
+      elif (
+        _TAGS
+        and self.see_put_back
+        and label not in _VOLATILE
+        and self._kinds[index] != TABLE
+        and _identical(namespace, saved)
+      ):
         found.append(f"{label} (patched, then put back)")  # its tag moved: it was written
       else:
         self._saved[index] = dict(namespace)
@@ -290,8 +324,11 @@ class Integrity:
       if len(found) >= 3:
         break
     if swapped:
-      found += [f"sys.modules[{name!r}]" for name, module in self._modules.items()
-                if _modules.get(name) is not module][:3]
+      found += [
+        f"sys.modules[{name!r}]"
+        for name, module in self._modules.items()
+        if _modules.get(name) is not module
+      ][:3]
     if sys.gettrace() is not None or sys.getprofile() is not None:
       found.append("a trace or profile hook")
     return found
@@ -299,8 +336,12 @@ class Integrity:
   def _changed_names(self, index: int, lenient: bool = False) -> list[str]:
     """The names of watched dict `index` whose change is tampering (module docstring), each
     with why."""
-    label, kind, namespace, saved = (self._labels[index], self._kinds[index], self._dicts[index],
-                                     self._saved[index])
+    label, kind, namespace, saved = (
+      self._labels[index],
+      self._kinds[index],
+      self._dicts[index],
+      self._saved[index],
+    )
     volatile = _VOLATILE.get(label, frozenset())
     found = []
     owner = self._classes.get(index)
@@ -309,15 +350,17 @@ class Integrity:
       if new is old or key in volatile or key in _IGNORED_NAMES:
         continue
       if old is _MISSING and owner is not None:  # a name added to a class shadows its bases'
-        old = next((own_dict(base)[key] for base in owner.__mro__[1:] if key in own_dict(base)),
-                   _MISSING)
+        old = next(
+          (own_dict(base)[key] for base in owner.__mro__[1:] if key in own_dict(base)), _MISSING
+        )
       why = self._change_problem(kind, label, key, old, new, lenient)
       if why is not None:
         found.append(f"{key} ({why})")
     return _sorted(found)
 
-  def _change_problem(self, kind: str, label: str, key, old, new,
-                      lenient: bool = False) -> str | None:
+  def _change_problem(
+    self, kind: str, label: str, key, old, new, lenient: bool = False
+  ) -> str | None:
     if kind == FROZEN:
       return "changed"
     if new is _MISSING:  # removed: a method or a module's name, not a cache entry
@@ -340,9 +383,12 @@ class Integrity:
   def _library_patch(self, key, new) -> bool:
     """A library function named `key` from a module loaded during the run: a library that
     installs its own version of another's function as it loads (typing_extensions)."""
-    return (_type(new) is _FunctionType and new.__name__ == key
-            and _getattr(new, "__module__", None) not in self._modules
-            and self.judge(new) is None)
+    return (
+      _type(new) is _FunctionType
+      and new.__name__ == key
+      and _getattr(new, "__module__", None) not in self._modules
+      and self.judge(new) is None
+    )
 
 
 def _kind_name(value) -> str:
@@ -355,14 +401,26 @@ _HEAPTYPE = 1 << 9
 
 def _identical(namespace: dict, saved: dict) -> bool:
   """Whether every name holds the object it held and no name was added."""
-  return len(namespace) == len(saved) and all(namespace.get(key, saved) is value
-                                               for key, value in saved.items())
+  return len(namespace) == len(saved) and all(
+    namespace.get(key, saved) is value for key, value in saved.items()
+  )
 
 
 # What test code writes the library with: unittest.mock (patch, patch.object, Mock objects
 # standing in for functions), setattr/delattr, pytest's monkeypatch.
-_WRITERS = frozenset({"mock", "patch", "Mock", "MagicMock", "AsyncMock", "PropertyMock",
-                      "setattr", "delattr", "monkeypatch"})
+_WRITERS = frozenset(
+  {
+    "mock",
+    "patch",
+    "Mock",
+    "MagicMock",
+    "AsyncMock",
+    "PropertyMock",
+    "setattr",
+    "delattr",
+    "monkeypatch",
+  }
+)
 
 
 def tests_write_library(nodes: Sequence[ast.AST]) -> bool:
@@ -375,8 +433,12 @@ def tests_write_library(nodes: Sequence[ast.AST]) -> bool:
   tests (setUpClass) is a changed name between tests: such runs are checked once, after the
   last test, for lasting changes only.
   """
-  modules = {alias.asname or alias.name.split(".")[0] for node in nodes
-             if _isinstance(node, ast.Import) for alias in node.names}
+  modules = {
+    alias.asname or alias.name.split(".")[0]
+    for node in nodes
+    if _isinstance(node, ast.Import)
+    for alias in node.names
+  }
   for node in nodes:
     if _isinstance(node, ast.Name) and node.id in _WRITERS:
       return True
@@ -384,8 +446,9 @@ def tests_write_library(nodes: Sequence[ast.AST]) -> bool:
       return True
     if _isinstance(node, ast.alias) and node.name.split(".")[-1] in _WRITERS:
       return True
-    if (_isinstance(node, (ast.Attribute, ast.Subscript))
-        and _isinstance(node.ctx, (ast.Store, ast.Del))):
+    if _isinstance(node, (ast.Attribute, ast.Subscript)) and _isinstance(
+      node.ctx, (ast.Store, ast.Del)
+    ):
       root = node.value
       while _isinstance(root, (ast.Attribute, ast.Subscript)):
         root = root.value

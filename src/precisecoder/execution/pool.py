@@ -45,9 +45,17 @@ _log = logging.getLogger(__name__)
 # LD_BIND_NOW: the worker's libraries resolve every symbol as they load, once, rather than on a
 # function's first call, which for functions only runs call (setrlimit, setresuid, ...) was in
 # every run: a forked child's first call ran the dynamic linker and copied the pages it wrote.
-_WORKER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LD_BIND_NOW": "1",
-               "CUDA_VISIBLE_DEVICES": "", "TPU_VISIBLE_CHIPS": "", "JAX_PLATFORMS": "cpu",
-               "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+_WORKER_ENV = {
+  "PATH": "/usr/local/bin:/usr/bin:/bin",
+  "LANG": "C.UTF-8",
+  "LD_BIND_NOW": "1",
+  "CUDA_VISIBLE_DEVICES": "",
+  "TPU_VISIBLE_CHIPS": "",
+  "JAX_PLATFORMS": "cpu",
+  "OMP_NUM_THREADS": "1",
+  "OPENBLAS_NUM_THREADS": "1",
+  "MKL_NUM_THREADS": "1",
+}
 _STARTUP_TIMEOUT_S = 60.0
 _MAX_CHUNK = 16
 # A read asks for a pipe's capacity: asking for more costs a large allocation on every read.
@@ -88,8 +96,9 @@ def _limits_payload(limits: Limits) -> dict:
   return dict(dataclasses.asdict(limits), cpu_s=max(1, int(cpu + 0.999)))
 
 
-def _message(job_id: int, program: str, tests: dict, limits: dict, send_code: bool,
-             split: bool = False) -> dict:
+def _message(
+  job_id: int, program: str, tests: dict, limits: dict, send_code: bool, split: bool = False
+) -> dict:
   """What a worker receives for one job: the program compiled here, where scorers compiled it
   already to tell programs apart (`programs.marshalled`), or its source: if it does not compile
   (for the run to report why), or if the workers' interpreter reads another bytecode
@@ -98,8 +107,12 @@ def _message(job_id: int, program: str, tests: dict, limits: dict, send_code: bo
   if code is None:
     message = {"id": job_id, "program": program, "tests": tests, "limits": limits}
   else:
-    message = {"id": job_id, "code": base64.b64encode(code).decode("ascii"), "tests": tests,
-               "limits": limits}
+    message = {
+      "id": job_id,
+      "code": base64.b64encode(code).decode("ascii"),
+      "tests": tests,
+      "limits": limits,
+    }
   if split and tests["kind"] in ("assert", "unittest"):
     message["split"] = True  # the tests and the program in two processes (split_tests.py)
   return message
@@ -109,8 +122,13 @@ class _Batch:
   """The jobs of one `run` call: each unique job (equal `Job.key()`) prepared once, and where
   its result goes."""
 
-  def __init__(self, split: Callable[[Any], tuple[str, dict, expectations.Expected]],
-               counts: collections.Counter, send_code: bool = True, split_tests: bool = False):
+  def __init__(
+    self,
+    split: Callable[[Any], tuple[str, dict, expectations.Expected]],
+    counts: collections.Counter,
+    send_code: bool = True,
+    split_tests: bool = False,
+  ):
     self._split = split  # the pool's memoised `expectations.split`, with its spec key
     self._counts = counts  # the pool's statistics
     self._send_code = send_code  # the workers load our marshalled code (same bytecode)
@@ -142,10 +160,22 @@ class _Batch:
         counts[Status.INFRA_ERROR.value] += 1
         continue
       cases = len(child_tests["cases"]) if child_tests["kind"] == "io" else 1
-      self.prepared.append(_Prepared(
-          _message(len(self.prepared), job.program, child_tests,
-                   _limits_payload(job.limits), self._send_code, self._split_tests),
-          expected, job.limits, budget_s=job.limits.timeout_s * max(cases, 1) + 1.0, spec=spec))
+      self.prepared.append(
+        _Prepared(
+          _message(
+            len(self.prepared),
+            job.program,
+            child_tests,
+            _limits_payload(job.limits),
+            self._send_code,
+            self._split_tests,
+          ),
+          expected,
+          job.limits,
+          budget_s=job.limits.timeout_s * max(cases, 1) + 1.0,
+          spec=spec,
+        )
+      )
       self._owners.append(positions)
     self._size += len(jobs)
     return list(range(first, len(self.prepared)))
@@ -212,10 +242,22 @@ class _Worker:
     # The worker's modules are the standard library's and execution's own, which import nothing
     # else: any Python 3.11+ interpreter runs them, with its own libraries (`python`).
     self.process = subprocess.Popen(
-        [python, "-E", "-s", "-m", "precisecoder.execution.worker", str(slot),
-         sandbox, str(-1 if cpu is None else cpu)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=src_root, env=_WORKER_ENV,
-        close_fds=True)
+      [
+        python,
+        "-E",
+        "-s",
+        "-m",
+        "precisecoder.execution.worker",
+        str(slot),
+        sandbox,
+        str(-1 if cpu is None else cpu),
+      ],
+      stdin=subprocess.PIPE,
+      stdout=subprocess.PIPE,
+      cwd=src_root,
+      env=_WORKER_ENV,
+      close_fds=True,
+    )
     self.inbox = self.process.stdin.fileno()  # we write
     self.outbox = self.process.stdout.fileno()  # we read
     os.set_blocking(self.inbox, False)
@@ -241,8 +283,9 @@ class _Worker:
         continue
       data = os.read(self.outbox, 1 << 16)
       if not data:
-        raise RuntimeError(f"execution worker {self.slot} exited at start-up "
-                           f"(status {self.process.wait()})")
+        raise RuntimeError(
+          f"execution worker {self.slot} exited at start-up (status {self.process.wait()})"
+        )
       for message in self.reader.feed(data):
         self.mode, self.note = message["hello"], message.get("note", "")
         self.run_uid = message.get("run_uid")
@@ -287,7 +330,7 @@ class _Worker:
     """Writes what the pipe takes now; the rest waits for the next writable event."""
     try:
       while self.pending_out:
-        del self.pending_out[:os.write(self.inbox, self.pending_out)]
+        del self.pending_out[: os.write(self.inbox, self.pending_out)]
     except BlockingIOError:
       pass
 
@@ -338,9 +381,15 @@ class ExecutionPool:
       variable PRECISECODER_SPLIT_TESTS is "1".
   """
 
-  def __init__(self, workers: int | None = None, *, sandbox: str = "auto",
-               pin_workers: bool | None = None, python: str | None = None,
-               split_tests: bool | None = None):
+  def __init__(
+    self,
+    workers: int | None = None,
+    *,
+    sandbox: str = "auto",
+    pin_workers: bool | None = None,
+    python: str | None = None,
+    split_tests: bool | None = None,
+  ):
     cpus = sorted(os.sched_getaffinity(0))
     self.num_workers = workers if workers is not None else len(cpus)
     if not 1 <= self.num_workers <= MAX_WORKERS:
@@ -354,8 +403,9 @@ class ExecutionPool:
     if pin_workers is None:
       pin_workers = self.num_workers <= len(cpus)
     offset = os.getpid() % len(cpus)
-    self._cpus = [cpus[(offset + slot) % len(cpus)] if pin_workers else None
-                  for slot in range(self.num_workers)]
+    self._cpus = [
+      cpus[(offset + slot) % len(cpus)] if pin_workers else None for slot in range(self.num_workers)
+    ]
     self._sandbox = sandbox
     self._workers: list[_Worker] = []
     self._lock = threading.Lock()
@@ -382,8 +432,9 @@ class ExecutionPool:
       raise RuntimeError("the execution pool is closed")
     if len(self._workers) == self.num_workers:
       return
-    missing = [slot for slot in range(self.num_workers)
-               if slot not in {w.slot for w in self._workers}]
+    missing = [
+      slot for slot in range(self.num_workers) if slot not in {w.slot for w in self._workers}
+    ]
     started = [_Worker(slot, self._sandbox, self._cpus[slot], self.python) for slot in missing]
     deadline = time.monotonic() + _STARTUP_TIMEOUT_S
     for worker in started:
@@ -420,8 +471,13 @@ class ExecutionPool:
 
   # -- batches -----------------------------------------------------------------
 
-  def run(self, jobs: Sequence[Job], deadline_s: float | None = None, *,
-          more: Callable[[], Sequence[Job]] | None = None) -> list[Result]:
+  def run(
+    self,
+    jobs: Sequence[Job],
+    deadline_s: float | None = None,
+    *,
+    more: Callable[[], Sequence[Job]] | None = None,
+  ) -> list[Result]:
     """Runs every job; results in the same order. Jobs still pending at the
     batch deadline get `Status.TIMEOUT` with detail "batch deadline".
 
@@ -435,8 +491,9 @@ class ExecutionPool:
       self._start()
       return self._run(list(jobs), deadline_s, more)
 
-  def _run(self, jobs: list[Job], deadline_s: float | None,
-           more: Callable[[], Sequence[Job]] | None) -> list[Result]:
+  def _run(
+    self, jobs: list[Job], deadline_s: float | None, more: Callable[[], Sequence[Job]] | None
+  ) -> list[Result]:
     started = time.monotonic()
     batch_deadline = started + deadline_s if deadline_s is not None else math.inf
     batch = _Batch(self._split, self._counts, self._send_code, self.split_tests)
@@ -485,8 +542,9 @@ class ExecutionPool:
       if worker.forget():
         self._replace(worker)
 
-  def _execute(self, batch: _Batch, batch_deadline: float,
-               more: Callable[[], Sequence[Job]] | None = None) -> list[Result]:
+  def _execute(
+    self, batch: _Batch, batch_deadline: float, more: Callable[[], Sequence[Job]] | None = None
+  ) -> list[Result]:
     """Feeds chunks to workers and judges replies as they arrive. `more` (see `run`) runs in a
     thread once the first chunks are out; the jobs it returns join the batch when it ends."""
     prepared = batch.prepared
@@ -506,8 +564,14 @@ class ExecutionPool:
           remaining += len(added)
           queue = collections.deque(self._longest_first(prepared, [*queue, *added]))
           continue
-        remaining = self._serve(prepared, queue, outcomes, remaining, batch_deadline,
-                                pending.fd if pending is not None else None)
+        remaining = self._serve(
+          prepared,
+          queue,
+          outcomes,
+          remaining,
+          batch_deadline,
+          pending.fd if pending is not None else None,
+        )
     except BaseException:
       if pending is not None:  # its jobs are this batch's: it ends before another batch starts
         pending.wait()
@@ -515,9 +579,15 @@ class ExecutionPool:
       raise
     return outcomes
 
-  def _serve(self, prepared: list[_Prepared], queue: collections.deque,
-             outcomes: list[Result | None], remaining: int, batch_deadline: float,
-             wake_fd: int | None) -> int:
+  def _serve(
+    self,
+    prepared: list[_Prepared],
+    queue: collections.deque,
+    outcomes: list[Result | None],
+    remaining: int,
+    batch_deadline: float,
+    wake_fd: int | None,
+  ) -> int:
     """One round of the batch's loop: tops the workers up, waits for their replies (or for
     `wake_fd`) and judges what came back; returns how many jobs still have no outcome."""
     now = time.monotonic()
@@ -560,8 +630,7 @@ class ExecutionPool:
           continue
         index = worker.answered()
         if reply["id"] != index:
-          raise RuntimeError(f"worker {worker.slot} answered job {reply['id']}, "
-                             f"expected {index}")
+          raise RuntimeError(f"worker {worker.slot} answered job {reply['id']}, expected {index}")
         outcome = self._verdict(prepared[index], reply)
         if outcome.status is Status.INFRA_ERROR and prepared[index].attempts + 1 < _MAX_ATTEMPTS:
           prepared[index].attempts += 1  # the sandbox failed, not the program: once more
@@ -582,8 +651,9 @@ class ExecutionPool:
     """Tops every worker up to _CHUNKS_AHEAD chunks, a chunk to each in turn (the least loaded
     first), so that the queue's longest jobs, at its head, go to different workers."""
     while queue:
-      ready = sorted((w for w in self._workers if len(w.chunks) < _CHUNKS_AHEAD),
-                     key=lambda w: len(w.inflight))
+      ready = sorted(
+        (w for w in self._workers if len(w.chunks) < _CHUNKS_AHEAD), key=lambda w: len(w.inflight)
+      )
       if not ready:
         return
       # Chunks shrink as the queue drains, so that the workers finish a round close together.
@@ -615,8 +685,14 @@ class ExecutionPool:
       worker.stop(index, report["nonce"])
       self._counts["stopped"] += 1
 
-  def _worker_died(self, worker: _Worker, queue: collections.deque,
-                   prepared: list[_Prepared], outcomes: list, why: str) -> int:
+  def _worker_died(
+    self,
+    worker: _Worker,
+    queue: collections.deque,
+    prepared: list[_Prepared],
+    outcomes: list,
+    why: str,
+  ) -> int:
     """Replaces a dead worker; reruns its current job once, then calls it an infra error."""
     self._counts["worker_deaths"] += 1
     finished = 0
@@ -625,8 +701,7 @@ class ExecutionPool:
       current = prepared[held[0]]
       current.attempts += 1
       if current.attempts >= _MAX_ATTEMPTS:
-        outcomes[held[0]] = Result(Status.INFRA_ERROR,
-                                   detail=f"{why} twice while running this job")
+        outcomes[held[0]] = Result(Status.INFRA_ERROR, detail=f"{why} twice while running this job")
         finished = 1
         held = held[1:]
     queue.extendleft(reversed(held))
@@ -643,9 +718,13 @@ class ExecutionPool:
       # Whatever the program wrote (values nested past any recursion limit, say) is its run's
       # failure, never the batch's.
       runs = reply["runs"]
-      result = Result(Status.FAIL, sum(run["duration_s"] for run in runs),
-                      f"its records could not be judged ({type(e).__name__})",
-                      runs[-1]["stdout"], runs[-1]["stderr"])
+      result = Result(
+        Status.FAIL,
+        sum(run["duration_s"] for run in runs),
+        f"its records could not be judged ({type(e).__name__})",
+        runs[-1]["stdout"],
+        runs[-1]["stderr"],
+      )
     self._counts["runs"] += len(reply["runs"])
     self._latencies.append(result.duration_s)
     return result
@@ -657,19 +736,24 @@ class ExecutionPool:
     check (`stopped`; one that ended before the stop reached it counts too), latency percentiles
     (ms)."""
     counts = dict(self._counts)
-    out: dict[str, Any] = {"workers": self.num_workers, "sandbox": self._mode,
-                           "jobs": counts.pop("jobs", 0), "runs": counts.pop("runs", 0),
-                           "duplicates": counts.pop("duplicates", 0),
-                           "worker_restarts": counts.pop("worker_restarts", 0),
-                           "worker_deaths": counts.pop("worker_deaths", 0),
-                           "reruns": counts.pop("reruns", 0),
-                           "stopped": counts.pop("stopped", 0)}
+    out: dict[str, Any] = {
+      "workers": self.num_workers,
+      "sandbox": self._mode,
+      "jobs": counts.pop("jobs", 0),
+      "runs": counts.pop("runs", 0),
+      "duplicates": counts.pop("duplicates", 0),
+      "worker_restarts": counts.pop("worker_restarts", 0),
+      "worker_deaths": counts.pop("worker_deaths", 0),
+      "reruns": counts.pop("reruns", 0),
+      "stopped": counts.pop("stopped", 0),
+    }
     for status in Status:
       out[status.value] = counts.get(status.value, 0)
     latencies = sorted(self._latencies)
     for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0)):
       out[f"latency_{name}_ms"] = (
-          1e3 * latencies[min(len(latencies) - 1, int(q * len(latencies)))] if latencies else 0.0)
+        1e3 * latencies[min(len(latencies) - 1, int(q * len(latencies)))] if latencies else 0.0
+      )
     return out
 
 

@@ -19,8 +19,9 @@ def compact_encoder(refuse: Callable[[Any], Any]) -> Callable[[Any], str]:
   """value -> compact ASCII JSON, through one C encoder made here: JSONEncoder.encode runs Python
   code and builds a new encoder per call. `refuse(value)` raises for what is not JSON data. No
   circular-reference check: for plain data our own code builds (messages, harness records)."""
-  encoder = json.encoder.c_make_encoder(None, refuse, json.encoder.encode_basestring_ascii, None,
-                                        ":", ",", False, False, True)
+  encoder = json.encoder.c_make_encoder(
+    None, refuse, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True
+  )
   return lambda value: "".join(encoder(value, 0))
 
 
@@ -42,7 +43,7 @@ def encode(message: Any) -> bytes:
 def write_all(fd: int, data: bytes) -> None:
   view = memoryview(data)
   while view:
-    view = view[os.write(fd, view):]
+    view = view[os.write(fd, view) :]
 
 
 def read_exact(fd: int, size: int) -> bytes | None:
@@ -83,6 +84,6 @@ class MessageReader:
       end = _HEADER.size + size
       if len(self._buffer) < end:
         break
-      messages.append(json.loads(bytes(self._buffer[_HEADER.size:end])))
+      messages.append(json.loads(bytes(self._buffer[_HEADER.size : end])))
       del self._buffer[:end]
     return messages

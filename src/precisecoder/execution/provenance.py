@@ -36,9 +36,14 @@ _isfile = os.path.isfile
 
 
 # Standard-library wrappers around a function, and where each keeps it (`_runs_untrusted`).
-UNWRAP = {types.MethodType: "__func__", staticmethod: "__func__", classmethod: "__func__",
-           functools.partial: "func", functools.partialmethod: "func",
-           functools.cached_property: "func"}
+UNWRAP = {
+  types.MethodType: "__func__",
+  staticmethod: "__func__",
+  classmethod: "__func__",
+  functools.partial: "func",
+  functools.partialmethod: "func",
+  functools.cached_property: "func",
+}
 # Those written in Python keep it in the instance dict, read there: a program may patch the class.
 PYTHON_WRAPPERS = frozenset({functools.partialmethod, functools.cached_property})
 LRU_WRAPPER = _type(functools.lru_cache(maxsize=None)(lambda: None))
@@ -54,8 +59,10 @@ def held(wrapper, attribute: str):
 # functools.total_ordering's derivations: each defers to the class's own __lt__ (or __le__, ...),
 # judged in its turn, so they decide nothing of their own.
 _DERIVED_ORDER = frozenset(
-    function for table in functools._convert.values()  # pylint: disable=protected-access
-    for _, function in table)
+  function
+  for table in functools._convert.values()  # pylint: disable=protected-access
+  for _, function in table
+)
 
 
 def inherited(function: types.FunctionType, klass: type) -> bool:
@@ -67,10 +74,12 @@ def inherited(function: types.FunctionType, klass: type) -> bool:
   module = _getattr(function, "__module__", None)
   # A class a library makes inside a function (`<locals>` in its name) cannot be looked up: its
   # own name and module must then match where the function was written.
-  return any(_getattr(base, "__qualname__", None) == owner
-             and _getattr(base, "__module__", None) == module
-             and (library_class(base) or "<locals>" in owner)
-             for base in klass.__mro__)
+  return any(
+    _getattr(base, "__qualname__", None) == owner
+    and _getattr(base, "__module__", None) == module
+    and (library_class(base) or "<locals>" in owner)
+    for base in klass.__mro__
+  )
 
 
 def library_class(klass: type) -> bool:
@@ -97,15 +106,26 @@ def _find_library_class(klass: type) -> bool:
   if found is not klass:
     return False
   prefix = qualname + "."
-  return any(_type(m) is types.FunctionType and _getattr(m, "__qualname__", "").startswith(prefix)
-             and library_file(m.__code__.co_filename) for m in own_members(klass).values())
+  return any(
+    _type(m) is types.FunctionType
+    and _getattr(m, "__qualname__", "").startswith(prefix)
+    and library_file(m.__code__.co_filename)
+    for m in own_members(klass).values()
+  )
 
 
 # Where library code lives: the import path as the worker started (read-only mounts in the
 # sandbox). A file a program writes (its working directory, /tmp) and imports is not library code.
-LIBRARY_ROOTS = tuple(sorted({os.path.join(root, "") for entry in sys.path
-                               if os.path.isabs(entry) and os.path.isdir(entry)
-                               for root in (entry, os.path.realpath(entry))}))
+LIBRARY_ROOTS = tuple(
+  sorted(
+    {
+      os.path.join(root, "")
+      for entry in sys.path
+      if os.path.isabs(entry) and os.path.isdir(entry)
+      for root in (entry, os.path.realpath(entry))
+    }
+  )
+)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -119,8 +139,12 @@ def library_file(filename: str) -> bool:
 def is_namedtuple_new(name: str, function) -> bool:
   """collections.namedtuple's `__new__`, made by eval (so '<string>'), only calls tuple.__new__."""
   code = function.__code__
-  return (name == "__new__" and code.co_filename == "<string>" and code.co_names == ("_tuple_new",)
-          and function.__globals__.get("_tuple_new") is tuple.__new__)
+  return (
+    name == "__new__"
+    and code.co_filename == "<string>"
+    and code.co_names == ("_tuple_new",)
+    and function.__globals__.get("_tuple_new") is tuple.__new__
+  )
 
 
 # Methods the dataclasses module writes for a class (exec'd text, so '<string>', no file):
@@ -139,7 +163,7 @@ _CACHES = types.SimpleNamespace(templates={}, library_classes={})
 
 
 def _fields_tuple(obj: str, fields: tuple) -> str:
-  return f'({",".join(f"{obj}.{f}" for f in fields)},)' if fields else "()"
+  return f"({','.join(f'{obj}.{f}' for f in fields)},)" if fields else "()"
 
 
 def _dataclass_source(name: str, code: types.CodeType) -> tuple[str, tuple] | None:
@@ -147,27 +171,38 @@ def _dataclass_source(name: str, code: types.CodeType) -> tuple[str, tuple] | No
   the names of its closure), or None for a name it does not write."""
   if name in _COMPARISONS:
     fields = code.co_names[1:-1]
-    line = (f"return {_fields_tuple('self', fields)}{_COMPARISONS[name]}"
-            f"{_fields_tuple('other', fields)}")
-    args, body, local = "self,other", ["if other.__class__ is self.__class__:", " " + line,
-                                       "return NotImplemented"], ()
+    line = (
+      f"return {_fields_tuple('self', fields)}{_COMPARISONS[name]}{_fields_tuple('other', fields)}"
+    )
+    args, body, local = (
+      "self,other",
+      ["if other.__class__ is self.__class__:", " " + line, "return NotImplemented"],
+      (),
+    )
   elif name == "__hash__":
     args, body, local = "self", [f"return hash({_fields_tuple('self', code.co_names[1:])})"], ()
   elif name in ("__setattr__", "__delattr__"):
     fields = next((c for c in code.co_consts if _type(c) is tuple), ())
     listed = "(" + ",".join(repr(f) for f in fields) + ",)" if fields else "()"
-    verb, call = (("assign to", "__setattr__(name, value)") if name == "__setattr__"
-                  else ("delete", "__delattr__(name)"))
+    verb, call = (
+      ("assign to", "__setattr__(name, value)")
+      if name == "__setattr__"
+      else ("delete", "__delattr__(name)")
+    )
     args = "self,name,value" if name == "__setattr__" else "self,name"
-    body = [f"if type(self) is cls or name in {listed}:",
-            f' raise FrozenInstanceError(f"cannot {verb} field {{name!r}}")',
-            f"super(cls, self).{call}"]
+    body = [
+      f"if type(self) is cls or name in {listed}:",
+      f' raise FrozenInstanceError(f"cannot {verb} field {{name!r}}")',
+      f"super(cls, self).{call}",
+    ]
     local = ("cls", "FrozenInstanceError")
   else:
     return None
   text = "\n".join(f"  {line}" for line in body)
-  return (f"def __create_fn__({', '.join(local)}):\n def {name}({args}):\n{text}\n return {name}",
-          local)
+  return (
+    f"def __create_fn__({', '.join(local)}):\n def {name}({args}):\n{text}\n return {name}",
+    local,
+  )
 
 
 def is_dataclass_method(klass: type, name: str, function) -> bool:
@@ -180,13 +215,18 @@ def is_dataclass_method(klass: type, name: str, function) -> bool:
     return False
   source, local = made
   if function.__builtins__ is not _BUILTINS or any(
-      function.__globals__.get(n, v) is not v or _BUILTINS.get(n) is not v
-      for n, v in _BUILTIN_VALUES.items()):
+    function.__globals__.get(n, v) is not v or _BUILTINS.get(n) is not v
+    for n, v in _BUILTIN_VALUES.items()
+  ):
     return False  # a rebound NotImplemented, hash, type or super would decide the comparison
   closure = dict(zip(code.co_freevars, function.__closure__ or ()))
-  if sorted(closure) != sorted(local) or (local and (
+  if sorted(closure) != sorted(local) or (
+    local
+    and (
       closure["cls"].cell_contents is not klass
-      or closure["FrozenInstanceError"].cell_contents is not _FROZEN_ERROR)):
+      or closure["FrozenInstanceError"].cell_contents is not _FROZEN_ERROR
+    )
+  ):
     return False
   cached = _CACHES.templates.get((name, _id(code)))
   if cached is not None and cached[0] is code:
@@ -194,7 +234,7 @@ def is_dataclass_method(klass: type, name: str, function) -> bool:
   try:
     namespace: dict = {}
     exec(compile(source, "<string>", "exec", dont_inherit=True), {}, namespace)  # pylint: disable=exec-used
-    matches = namespace["__create_fn__"](*(klass, _FROZEN_ERROR)[:_len(local)]).__code__ == code
+    matches = namespace["__create_fn__"](*(klass, _FROZEN_ERROR)[: _len(local)]).__code__ == code
   except (SyntaxError, ValueError):
     matches = False
   _CACHES.templates[(name, _id(code))] = (code, matches)  # holds `code`: its id stays its own
@@ -206,8 +246,10 @@ def _dataclass_templates_match() -> bool:
   (checked once, before any program runs); where not, dataclass methods are not trusted."""
   names = [*_COMPARISONS, "__hash__", "__setattr__", "__delattr__"]
   try:
-    probes = [dataclasses.make_dataclass(name, fields, order=True, frozen=True)
-              for name, fields in (("Probe", [("a", int), ("b", str)]), ("Empty", []))]
+    probes = [
+      dataclasses.make_dataclass(name, fields, order=True, frozen=True)
+      for name, fields in (("Probe", [("a", int), ("b", str)]), ("Empty", []))
+    ]
     return all(is_dataclass_method(c, n, own_members(c)[n]) for c in probes for n in names)
   except Exception:  # pylint: disable=broad-except  (another interpreter's dataclasses)
     return False

@@ -70,8 +70,14 @@ _MNT_DETACH = 2
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}  # system call numbers: glibc has no wrapper
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC  # never through a link
-_CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
-              "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+_CHILD_ENV = {
+  "PATH": "/usr/local/bin:/usr/bin:/bin",
+  "LANG": "C.UTF-8",
+  "PYTHONHASHSEED": "0",
+  "OMP_NUM_THREADS": "1",
+  "OPENBLAS_NUM_THREADS": "1",
+  "MKL_NUM_THREADS": "1",
+}
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -86,16 +92,29 @@ def _unshare(flags: int) -> None:
   _check(_libc.unshare(ctypes.c_int(flags)), "unshare")
 
 
-def _mount(source: str | None, target: str, fstype: str | None, flags: int,
-           data: str | None = None) -> None:
+def _mount(
+  source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None
+) -> None:
   encode = lambda s: None if s is None else s.encode()
-  _check(_libc.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags),
-                     encode(data)), f"mount {target}")
+  _check(
+    _libc.mount(
+      encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), encode(data)
+    ),
+    f"mount {target}",
+  )
 
 
 def _prctl(option: int, value: int) -> None:
-  _check(_libc.prctl(ctypes.c_int(option), ctypes.c_ulong(value), ctypes.c_ulong(0),
-                     ctypes.c_ulong(0), ctypes.c_ulong(0)), "prctl")
+  _check(
+    _libc.prctl(
+      ctypes.c_int(option),
+      ctypes.c_ulong(value),
+      ctypes.c_ulong(0),
+      ctypes.c_ulong(0),
+      ctypes.c_ulong(0),
+    ),
+    "prctl",
+  )
 
 
 def _mount_points() -> list[tuple[str, int]]:
@@ -112,9 +131,12 @@ def _mount_points() -> list[tuple[str, int]]:
 
 def _python_paths() -> list[str]:
   """The interpreter, its prefixes and import path: what every run must still reach."""
-  return ([sys.base_prefix, sys.prefix, os.path.dirname(sys.executable),
-           os.path.dirname(os.path.realpath(sys.executable))]
-          + [p for p in sys.path if p and os.path.isdir(p)])
+  return [
+    sys.base_prefix,
+    sys.prefix,
+    os.path.dirname(sys.executable),
+    os.path.dirname(os.path.realpath(sys.executable)),
+  ] + [p for p in sys.path if p and os.path.isdir(p)]
 
 
 def _links_on_the_way(paths) -> dict[str, str]:
@@ -157,12 +179,17 @@ def _private_root() -> None:
   # /bin -> usr/bin; a venv through a link
   links = _links_on_the_way([*_SYSTEM_DIRS, *_python_paths()])
   handles = {p: os.open(p, os.O_PATH | os.O_CLOEXEC) for p in binds}
-  devices = {d: os.open(f"/dev/{d}", os.O_PATH | os.O_CLOEXEC)
-             for d in _DEVICES if os.path.exists(f"/dev/{d}")}
+  devices = {
+    d: os.open(f"/dev/{d}", os.O_PATH | os.O_CLOEXEC)
+    for d in _DEVICES
+    if os.path.exists(f"/dev/{d}")
+  }
   virtual = {d: os.open(d, os.O_PATH | os.O_CLOEXEC) for d in ("/proc", "/sys")}
   package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # precisecoder/
-  inside = {name: os.open(os.path.join(package, name), os.O_PATH | os.O_CLOEXEC)
-            for name in ("__init__.py", "execution")}
+  inside = {
+    name: os.open(os.path.join(package, name), os.O_PATH | os.O_CLOEXEC)
+    for name in ("__init__.py", "execution")
+  }
   root = "/tmp"  # the new root is mounted over it (in this namespace only), then pivoted to
   _mount("tmpfs", root, "tmpfs", _MS_NOSUID, "mode=0755,size=4m")
   for point, options in _fresh_tmpfs():
@@ -179,8 +206,12 @@ def _private_root() -> None:
   os.makedirs(root + "/dev", exist_ok=True)
   for name, handle in devices.items():
     _bind(handle, f"{root}/dev/{name}", recursive=False)
-  for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
-                       ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+  for name, target in (
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+  ):
     os.symlink(target, f"{root}/dev/{name}")
   if os.path.isdir(root + package):
     # This package's other modules and files (task sets shipped as package data) are not the
@@ -214,8 +245,10 @@ def _fresh_sysfs(target: str) -> bool:
 def _fresh_tmpfs() -> list[tuple[str, str]]:
   """(mount point, tmpfs options) of the folders a run may write: the runs' home, then
   WRITABLE_DIRS."""
-  return [(point, f"mode={mode},size={_TMPFS_SIZE},nr_inodes={_TMPFS_INODES}")
-          for point, mode in ((_RUNS_DIR, "0711"), *((t, "1777") for t in WRITABLE_DIRS))]
+  return [
+    (point, f"mode={mode},size={_TMPFS_SIZE},nr_inodes={_TMPFS_INODES}")
+    for point, mode in ((_RUNS_DIR, "0711"), *((t, "1777") for t in WRITABLE_DIRS))
+  ]
 
 
 def _bind(handle: int, target: str, recursive: bool) -> None:
@@ -307,14 +340,16 @@ class Sandbox:
     sandbox = cls._strongest(strongest)
     if sandbox.private_tmp:
       sandbox._keep_what_writable_dirs_hold()
-      sandbox._own_namespaces = [(os.open(path, _NS_OPEN), kind)
-                                 for path, kind in _RUN_NAMESPACE_PATHS]
+      sandbox._own_namespaces = [
+        (os.open(path, _NS_OPEN), kind) for path, kind in _RUN_NAMESPACE_PATHS
+      ]
     if sandbox.is_init:
       try:
         sandbox._last_pid = os.open("/proc/sys/kernel/ns_last_pid", os.O_WRONLY | os.O_CLOEXEC)
       except OSError as e:
-        sandbox.note = "; ".join(filter(None, [
-            sandbox.note, f"PID numbers cannot be started over for each run ({e})"]))
+        sandbox.note = "; ".join(
+          filter(None, [sandbox.note, f"PID numbers cannot be started over for each run ({e})"])
+        )
     _scrub_environment(sandbox.run_dir)
     if sandbox.mode == "root":
       os.setgroups([])  # runs inherit no supplementary groups
@@ -322,9 +357,15 @@ class Sandbox:
     try:
       _refuse_kernel_keys()
     except OSError as e:
-      sandbox.note = "; ".join(filter(None, [
-          sandbox.note, f"the kernel's key calls stay open to runs ({e}): a uid's keyrings outlive "
-          "its runs"]))
+      sandbox.note = "; ".join(
+        filter(
+          None,
+          [
+            sandbox.note,
+            f"the kernel's key calls stay open to runs ({e}): a uid's keyrings outlive its runs",
+          ],
+        )
+      )
     _first_for_the_oom_killer()
     return sandbox
 
@@ -371,8 +412,13 @@ class Sandbox:
     except OSError as e:
       notes.append(f"user namespaces unavailable ({e})")
     runs_dir = _make_private_dir("/tmp", "precisecoder-runs-")
-    return cls("plain", None, runs_dir, scratch=runs_dir,
-               note="; ".join(notes) + "; runs are contained by rlimits and process groups only")
+    return cls(
+      "plain",
+      None,
+      runs_dir,
+      scratch=runs_dir,
+      note="; ".join(notes) + "; runs are contained by rlimits and process groups only",
+    )
 
   def _with_pid_namespaces(self, notes: list[str]) -> "Sandbox":
     """Makes this worker PID 1 of a new PID namespace that holds all of its runs.
@@ -524,12 +570,14 @@ class Sandbox:
       _closerange(low, fd)  # close_range(2) underneath: one system call
       low = fd + 1
     _chdir(self.run_dir)
-    for name, value in ((_RLIMIT_AS, int(limits["memory_mb"]) << 20),
-                        (_RLIMIT_CPU, int(limits["cpu_s"])),
-                        (_RLIMIT_FSIZE, int(limits["max_file_bytes"])),
-                        (_RLIMIT_NOFILE, int(limits["max_open_files"])),
-                        (_RLIMIT_NPROC, int(limits["max_processes"])),
-                        (_RLIMIT_CORE, 0)):
+    for name, value in (
+      (_RLIMIT_AS, int(limits["memory_mb"]) << 20),
+      (_RLIMIT_CPU, int(limits["cpu_s"])),
+      (_RLIMIT_FSIZE, int(limits["max_file_bytes"])),
+      (_RLIMIT_NOFILE, int(limits["max_open_files"])),
+      (_RLIMIT_NPROC, int(limits["max_processes"])),
+      (_RLIMIT_CORE, 0),
+    ):
       _setrlimit(name, (value, value))
     if self.mode == "root":
       _setresgid(self.run_uid, self.run_uid, self.run_uid)
@@ -548,8 +596,10 @@ class Sandbox:
     leaves ends with them. Returns them, open (`fork` closes them after the next run's fork)."""
     _unshare(_CLONE_NEWNS | _CLONE_NEWIPC)
     # Opened in this namespace: a mount of another cannot be bound here.
-    kept = [(path, link, flags, None if link else os.open(path, os.O_PATH | os.O_CLOEXEC))
-            for path, link, flags in self._kept]
+    kept = [
+      (path, link, flags, None if link else os.open(path, os.O_PATH | os.O_CLOEXEC))
+      for path, link, flags in self._kept
+    ]
     for target, options in self._fresh:
       _check(_mount_raw(b"tmpfs", target, b"tmpfs", _TMPFS_FLAGS, options), "mount")
     for path, link, flags, handle in kept:
@@ -583,8 +633,13 @@ def _hold_run_namespaces(holder: socket.socket) -> None:
 
 
 _mount_raw = _libc["mount"]  # a function of its own: `_mount` passes other types
-_mount_raw.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
-                       ctypes.c_char_p)
+_mount_raw.argtypes = (
+  ctypes.c_char_p,
+  ctypes.c_char_p,
+  ctypes.c_char_p,
+  ctypes.c_ulong,
+  ctypes.c_char_p,
+)
 _fork, _pwrite, _mkdir, _chown = os.fork, os.pwrite, os.mkdir, os.chown
 _open, _close, _setns, _NS_OPEN = os.open, os.close, _libc.setns, os.O_RDONLY | os.O_CLOEXEC
 _send_fds = socket.send_fds
@@ -682,23 +737,37 @@ def _refuse_kernel_keys() -> None:
   if arch is None:
     raise OSError(errno.ENOSYS, f"no seccomp filter for {os.uname().machine}")
   refuse, allow = _SECCOMP_RET_ERRNO | errno.ENOSYS, _SECCOMP_RET_ALLOW
-  program = [(_BPF_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
-             (_BPF_JEQ_K, 1, 0, arch),
-             (_BPF_RET_K, 0, 0, refuse),
-             (_BPF_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
-             (_BPF_JGE_K, 1 + len(numbers), 0, _X32_SYSCALL_BIT),
-             *((_BPF_JEQ_K, len(numbers) - i, 0, number) for i, number in enumerate(numbers)),
-             (_BPF_RET_K, 0, 0, allow),
-             (_BPF_RET_K, 0, 0, refuse)]
+  program = [
+    (_BPF_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
+    (_BPF_JEQ_K, 1, 0, arch),
+    (_BPF_RET_K, 0, 0, refuse),
+    (_BPF_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
+    (_BPF_JGE_K, 1 + len(numbers), 0, _X32_SYSCALL_BIT),
+    *((_BPF_JEQ_K, len(numbers) - i, 0, number) for i, number in enumerate(numbers)),
+    (_BPF_RET_K, 0, 0, allow),
+    (_BPF_RET_K, 0, 0, refuse),
+  ]
   filters = (_SockFilter * len(program))(*program)
   fprog = _SockFprog(len(program), filters)
-  _check(_libc.prctl(ctypes.c_int(_PR_SET_SECCOMP), ctypes.c_ulong(_SECCOMP_MODE_FILTER),
-                     ctypes.byref(fprog), ctypes.c_ulong(0), ctypes.c_ulong(0)), "seccomp")
+  _check(
+    _libc.prctl(
+      ctypes.c_int(_PR_SET_SECCOMP),
+      ctypes.c_ulong(_SECCOMP_MODE_FILTER),
+      ctypes.byref(fprog),
+      ctypes.c_ulong(0),
+      ctypes.c_ulong(0),
+    ),
+    "seccomp",
+  )
 
 
 class _SockFilter(ctypes.Structure):
-  _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
-              ("k", ctypes.c_uint32)]
+  _fields_ = [
+    ("code", ctypes.c_uint16),
+    ("jt", ctypes.c_uint8),
+    ("jf", ctypes.c_uint8),
+    ("k", ctypes.c_uint32),
+  ]
 
 
 class _SockFprog(ctypes.Structure):

@@ -95,9 +95,12 @@ def test_names(code: str) -> tuple[list[str], list[str]]:
   for node in tree.body:
     if isinstance(node, ast.ClassDef):
       bases = [ast.unparse(base).rsplit(".", 1)[-1] for base in node.bases]
-      methods = {item.name for item in node.body
-                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
-                 and item.name.startswith("test")}
+      methods = {
+        item.name
+        for item in node.body
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and item.name.startswith("test")
+      }
       own[node.name] = (bases, methods)
 
   def is_test_case(name: str, seen: frozenset = frozenset()) -> bool:

@@ -70,8 +70,11 @@ class ProgramSide:
     code = self.code if self.code is not None else compile_program(self.job["program"])
     exec(code, module.__dict__)  # pylint: disable=exec-used
     self.module = module
-    names = {name: _named(name, value) for name, value in module.__dict__.items()
-             if type(name) is str and not name.startswith("__") and not hasattr(builtins, name)}
+    names = {
+      name: _named(name, value)
+      for name, value in module.__dict__.items()
+      if type(name) is str and not name.startswith("__") and not hasattr(builtins, name)
+    }
     return names, sorted(_global_names(code) - module.__dict__.keys())
 
   def provide(self, names: Any) -> None:
@@ -91,6 +94,7 @@ class ProgramSide:
       self._patch(state["patches"])
     if "random" in state:  # the tests use random: so may the program
       import random  # pylint: disable=import-outside-toplevel
+
       random.setstate(state["random"])
       self.synced["random"] = state["random"]
     if "numpy" in state:
@@ -161,8 +165,13 @@ def _named(name: str, value: Any) -> Any:
   if type(module) is not str or module.startswith(PROGRAM_MODULE) or module == "builtins":
     return value
   holder = sys.modules.get(module)
-  if holder is not None and holder.__dict__.get(name) is value and not issubclass(
-      type(value), (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType)):
+  if (
+    holder is not None
+    and holder.__dict__.get(name) is value
+    and not issubclass(
+      type(value), (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType)
+    )
+  ):
     return bridge.ByName(value, module, name)
   return value
 

@@ -53,9 +53,30 @@ def _library_name(what: str, name: list) -> Any:
 
 # pyplot's functions that read or change its figures, which live in the program's process: in a
 # split run the tests' pyplot reaches the program's for these (`plt.gcf()` after a call).
-PYPLOT_STATE = ("gcf", "gca", "gci", "get_fignums", "get_figlabels", "fignum_exists", "figure",
-                "close", "clf", "cla", "subplots", "subplot", "axes", "sca", "savefig", "show",
-                "title", "xlabel", "ylabel", "legend", "plot", "draw")
+PYPLOT_STATE = (
+  "gcf",
+  "gca",
+  "gci",
+  "get_fignums",
+  "get_figlabels",
+  "fignum_exists",
+  "figure",
+  "close",
+  "clf",
+  "cla",
+  "subplots",
+  "subplot",
+  "axes",
+  "sca",
+  "savefig",
+  "show",
+  "title",
+  "xlabel",
+  "ylabel",
+  "legend",
+  "plot",
+  "draw",
+)
 
 
 def _share_pyplot(end: bridge.Endpoint) -> None:
@@ -122,9 +143,12 @@ class _State:
     given = {}
     for name in self.wanted:
       value = self.space.get(name, self.space)
-      if value is self.space or self.provided.get(name) == id(value) or (
-          bridge.is_remote(value)) or (
-              isinstance(value, type) and issubclass(value, unittest.TestCase)):
+      if (
+        value is self.space
+        or self.provided.get(name) == id(value)
+        or (bridge.is_remote(value))
+        or (isinstance(value, type) and issubclass(value, unittest.TestCase))
+      ):
         continue
       given[name] = value
       self.provided[name] = id(value)
@@ -280,8 +304,11 @@ def run_unittest_classes(channel, space: dict, classes, describe) -> None:
       class_error = None
     except BaseException as e:  # pylint: disable=broad-except
       class_error = describe(e)
-    for method in sorted(name for name in dir(case_class)
-                         if name.startswith("test") and callable(getattr(case_class, name))):
+    for method in sorted(
+      name
+      for name in dir(case_class)
+      if name.startswith("test") and callable(getattr(case_class, name))
+    ):
       name = f"{class_name}.{method}"
       if class_error is not None:
         channel.send({"test": name, "outcome": "error", "detail": class_error}, True)
@@ -316,4 +343,3 @@ def _run_one(case_class: type, method: str, describe) -> tuple[str, str]:
 
 def finish(end: bridge.Endpoint) -> None:
   end.close()
-

@@ -47,8 +47,11 @@ class Job:
   def key(self) -> str:
     """Content hash of (program, tests, limits): equal keys give equal verdicts."""
     payload = json.dumps(
-        [self.program, self.tests, _as_dict(self.limits)],
-        sort_keys=True, separators=(",", ":"), default=repr)
+      [self.program, self.tests, _as_dict(self.limits)],
+      sort_keys=True,
+      separators=(",", ":"),
+      default=repr,
+    )
     return hashlib.blake2b(payload.encode(), digest_size=16).hexdigest()
 
 

@@ -20,7 +20,7 @@ from precisecoder.execution.types import Limits, Result, Status
 def decode_tagged(value: Any) -> Any:
   """The child's exact-typed encoding (harness.to_tagged) back to Python data."""
   if isinstance(value, dict):
-    (tag, body), = value.items()
+    ((tag, body),) = value.items()
     if tag == "l":
       return [decode_tagged(v) for v in body]
     if tag == "t":
@@ -55,11 +55,13 @@ def decode_tagged(value: Any) -> Any:
       return dict(enumerate(items)).values()
     if tag == "dt":  # a numpy dtype, by its descriptor
       import numpy  # pylint: disable=import-outside-toplevel  (only where a test compares dtypes)
+
       if type(body) is not str or len(body) > 16:  # pylint: disable=unidiomatic-typecheck
         raise ValueError("not a dtype")
       return numpy.dtype(body)
     if tag == "nd":  # a small numpy array (or masked array), rebuilt as numpy compares it
       import numpy  # pylint: disable=import-outside-toplevel
+
       dtype, shape, items, mask = body
       if not isinstance(dtype, str) or len(dtype) > 16 or not isinstance(mask, (list, type(None))):
         raise ValueError("not an array")
@@ -255,8 +257,9 @@ def judge(expected: Expected, runs: list[Mapping[str, Any]], limits: Limits) -> 
   return result(status, detail)
 
 
-def _check_reports(expected: Expected, records: list[dict],
-                   run: Mapping[str, Any]) -> tuple[int, set[int]] | str:
+def _check_reports(
+  expected: Expected, records: list[dict], run: Mapping[str, Any]
+) -> tuple[int, set[int]] | str:
   """(how many signed value reports, which checks they covered), or why one fails its check."""
   reported, seen = 0, set()
   for record in records:
@@ -288,8 +291,11 @@ def _check_reports(expected: Expected, records: list[dict],
       value = decode_tagged(record["value"])
       converted = isinstance(record["value"], dict) and "v" in record["value"]
       # numpy.True_ == True, but it is not True
-      holds = (operator == "is not") if operator in ("is", "is not") and converted else (
-          bool(_holds(operator, value, literal)))  # an array's truth, as the child's assert
+      holds = (
+        (operator == "is not")
+        if operator in ("is", "is not") and converted
+        else (bool(_holds(operator, value, literal)))
+      )  # an array's truth, as the child's assert
     except (ValueError, TypeError, ArithmeticError):
       return f"assert #{k}: unreadable value"
     if not holds:

@@ -93,7 +93,7 @@ class _Stream:
       return True
     self.size += len(data)
     if self.size > self.cap:
-      self.chunks.append(data[:max(0, self.cap - (self.size - len(data)))])
+      self.chunks.append(data[: max(0, self.cap - (self.size - len(data)))])
       return False
     self.chunks.append(data)
     return True
@@ -165,8 +165,9 @@ class _Mail:
   def report(self, job_id, nonce: str, lines: str) -> None:
     """Sends the pool the channel lines a run wrote since its last report."""
     self.flush()  # the pool reads answers in order: the jobs before this one's come first
-    protocol.write_all(self.outbox, protocol.encode(
-        {"partial": job_id, "nonce": nonce, "lines": lines}))
+    protocol.write_all(
+      self.outbox, protocol.encode({"partial": job_id, "nonce": nonce, "lines": lines})
+    )
 
 
 class Worker:
@@ -213,8 +214,10 @@ class Worker:
     _grow(chan_w, min(limits["max_output_bytes"], _CHANNEL_PIPE_BYTES))
     child_fds = (stdin_r, out_w, err_w, chan_w)
     cap = limits["max_output_bytes"]
-    streams = {name: _Stream(name, fd, cap)
-               for name, fd in (("stdout", out_r), ("stderr", err_r), ("channel", chan_r))}
+    streams = {
+      name: _Stream(name, fd, cap)
+      for name, fd in (("stdout", out_r), ("stderr", err_r), ("channel", chan_r))
+    }
     watch = _Watch(streams, stdin_w, stdin_data)
     reporting = self.mail is not None and job["tests"]["kind"] in _REPORTED_KINDS
     status = None
@@ -227,7 +230,8 @@ class Worker:
       for fd in child_fds:
         os.close(fd)
       timeout, overflow, status = self._watch(
-          pid, watch, start + limits["timeout_s"], (job["id"], nonce) if reporting else None)
+        pid, watch, start + limits["timeout_s"], (job["id"], nonce) if reporting else None
+      )
     finally:
       if status is None:  # still running: stop it (an exited run's orphans `_watch` killed)
         os.kill(pid, signal.SIGKILL)
@@ -243,12 +247,19 @@ class Worker:
         self._check_schedule()
     duration = time.perf_counter() - start
     channel = streams["channel"].text()
-    return {"ready": channel.startswith(f'{{"ready":"{nonce}"}}\n'),
-            "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-            "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-            "timeout": timeout, "overflow": overflow, "stopped": watch.stopped, "nonce": nonce,
-            "stdout": streams["stdout"].text(), "stderr": streams["stderr"].text()[-4000:],
-            "channel": channel, "duration_s": duration}
+    return {
+      "ready": channel.startswith(f'{{"ready":"{nonce}"}}\n'),
+      "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+      "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+      "timeout": timeout,
+      "overflow": overflow,
+      "stopped": watch.stopped,
+      "nonce": nonce,
+      "stdout": streams["stdout"].text(),
+      "stderr": streams["stderr"].text()[-4000:],
+      "channel": channel,
+      "duration_s": duration,
+    }
 
   def _check_schedule(self) -> None:
     """Where runs keep our uid ("userns", "plain"), a run may move this worker to other CPUs,
@@ -371,7 +382,7 @@ class _Watch:
 
   def new_lines(self) -> str:
     """The channel's whole lines since the last call."""
-    fresh = b"".join([self._rest, *self._channel.chunks[self._reported:]])
+    fresh = b"".join([self._rest, *self._channel.chunks[self._reported :]])
     self._reported = len(self._channel.chunks)
     end = fresh.rfind(b"\n") + 1
     self._rest = fresh[end:]
@@ -406,7 +417,7 @@ class _Watch:
 
   def feed_stdin(self) -> None:
     try:
-      self.pending = self.pending[os.write(self.stdin_w, self.pending[:_READ_SIZE]):]
+      self.pending = self.pending[os.write(self.stdin_w, self.pending[:_READ_SIZE]) :]
     except BlockingIOError:
       return
     except BrokenPipeError:  # the program stopped reading: drop the rest
@@ -470,11 +481,19 @@ def main(argv: list[str]) -> int:
   worker = Worker(argv[2] if len(argv) > 2 else "auto", mail)
   harness.prepare()
   gc.freeze()  # the warm heap is shared copy-on-write: keep collections from touching it
-  protocol.write_all(outbox, protocol.encode(
-      {"hello": worker.sandbox.mode, "note": worker.sandbox.note,
-       "run_uid": worker.sandbox.run_uid, "scratch": worker.sandbox.scratch,
-       # importlib's MAGIC_NUMBER, from the module the interpreter loaded at start-up
-       "magic": sys.modules["_frozen_importlib_external"].MAGIC_NUMBER.hex()}))
+  protocol.write_all(
+    outbox,
+    protocol.encode(
+      {
+        "hello": worker.sandbox.mode,
+        "note": worker.sandbox.note,
+        "run_uid": worker.sandbox.run_uid,
+        "scratch": worker.sandbox.scratch,
+        # importlib's MAGIC_NUMBER, from the module the interpreter loaded at start-up
+        "magic": sys.modules["_frozen_importlib_external"].MAGIC_NUMBER.hex(),
+      }
+    ),
+  )
   while True:
     message = mail.next_chunk()
     if message is None:

@@ -65,8 +65,14 @@ def key(base_cfg: ml_collections.ConfigDict) -> str:
   """The cache key: a hash of the base's whole config and of its architecture
   (named in the config; resizing it must not reuse a base of the old size)."""
   architecture = architectures.ARCHITECTURES.get(base_cfg.model)
-  text = json.dumps({"config": _hashed(base_cfg.to_dict()), "architecture": None if architecture
-                     is None else dataclasses.asdict(architecture)}, sort_keys=True, default=str)
+  text = json.dumps(
+    {
+      "config": _hashed(base_cfg.to_dict()),
+      "architecture": None if architecture is None else dataclasses.asdict(architecture),
+    },
+    sort_keys=True,
+    default=str,
+  )
   return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -124,8 +130,8 @@ def _processes() -> concurrent.futures.ProcessPoolExecutor:
   """Worker processes for the corpus (pure Python, one core each); spawned, not forked: the
   parent has JAX's threads."""
   return concurrent.futures.ProcessPoolExecutor(
-      max_workers=max(1, min(8, os.cpu_count() or 1)),
-      mp_context=multiprocessing.get_context("spawn"))
+    max_workers=max(1, min(8, os.cpu_count() or 1)), mp_context=multiprocessing.get_context("spawn")
+  )
 
 
 def corpus(base_cfg: ml_collections.ConfigDict) -> list[Task]:
@@ -133,8 +139,13 @@ def corpus(base_cfg: ml_collections.ConfigDict) -> list[Task]:
   parallel; each through tasksets' on-disk cache)."""
   counts = [(tier, _count(base_cfg, tier)) for tier in _TIERS if _count(base_cfg, tier)]
   with _processes() as pool:
-    parts = pool.map(tasksets.generated, ["train"] * len(counts), [t for t, _ in counts],
-                     [n for _, n in counts], [int(base_cfg.seed)] * len(counts))
+    parts = pool.map(
+      tasksets.generated,
+      ["train"] * len(counts),
+      [t for t, _ in counts],
+      [n for _, n in counts],
+      [int(base_cfg.seed)] * len(counts),
+    )
     return [t for part in parts for t in part]
 
 
@@ -146,10 +157,19 @@ def with_targets(tasks: Sequence[Task], base_cfg: ml_collections.ConfigDict) -> 
   size = max(1, cdiv(len(tasks), 4 * (os.cpu_count() or 1)))
   starts = list(range(0, len(tasks), size))
   with _processes() as pool:
-    parts = [pool.submit(sft_mixture.draw_targets, tasks[i:i + size], weights,
-                         draws=int(mix.draws), seed=int(base_cfg.seed),
-                         extra_rate=float(mix.extra_rate), rename_rate=float(mix.rename_rate),
-                         first_index=i) for i in starts]
+    parts = [
+      pool.submit(
+        sft_mixture.draw_targets,
+        tasks[i : i + size],
+        weights,
+        draws=int(mix.draws),
+        seed=int(base_cfg.seed),
+        extra_rate=float(mix.extra_rate),
+        rename_rate=float(mix.rename_rate),
+        first_index=i,
+      )
+      for i in starts
+    ]
     drawn = [targets for part in parts for targets in part.result()]
   out = []
   for i, (task, targets) in enumerate(zip(tasks, drawn)):
@@ -157,8 +177,11 @@ def with_targets(tasks: Sequence[Task], base_cfg: ml_collections.ConfigDict) -> 
     rng = random.Random(f"precisecoder-fresh-names:{base_cfg.seed}:{i}:{task.task_id}")
     if rng.random() < float(mix.fresh_names):
       task, programs = sft_mixture.with_fresh_names(task, programs, rng)
-    out.append(dataclasses.replace(task, extra={**task.extra, "sft_targets": programs,
-                                                "sft_kinds": [x.kind for x in targets]}))
+    out.append(
+      dataclasses.replace(
+        task, extra={**task.extra, "sft_targets": programs, "sft_kinds": [x.kind for x in targets]}
+      )
+    )
   return out
 
 
@@ -169,6 +192,7 @@ def resolve(cfg: ml_collections.ConfigDict) -> tuple[str | None, list[Task]]:
   if cfg.model.checkpoint != "base":
     return None, []
   from precisecoder import tasks as tasks_lib  # pylint: disable=import-outside-toplevel
+
   path = ensure(cfg.base)
   seen = []
   if cfg.data.num_heldin or cfg.data.num_heldin_clean:
@@ -180,14 +204,19 @@ def sft_data(base_cfg: ml_collections.ConfigDict) -> tuple[pathlib.Path, dict[st
   """The SFT task file (corpus + drawn targets), cached apart from the base by what it
   depends on (`data`, `mixture`, `seed`): it can be made on one machine and carried to
   another (scripts/gpu_run.sh prepare). Returns its path and the seconds each part took."""
-  part = _hashed({k: base_cfg[k].to_dict() if hasattr(base_cfg[k], "to_dict") else base_cfg[k]
-                  for k in ("data", "mixture", "seed")})
+  part = _hashed(
+    {
+      k: base_cfg[k].to_dict() if hasattr(base_cfg[k], "to_dict") else base_cfg[k]
+      for k in ("data", "mixture", "seed")
+    }
+  )
   digest = hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:12]
   path = tasksets.cache_root() / "sft_data" / f"{digest}.jsonl.gz"
   times: dict[str, float] = {}
   if path.exists():
     return path, times
   from precisecoder import tasks as tasks_lib  # pylint: disable=import-outside-toplevel
+
   t0 = time.perf_counter()
   tasks = corpus(base_cfg)
   times["corpus_s"] = time.perf_counter() - t0
@@ -202,28 +231,50 @@ def sft_data(base_cfg: ml_collections.ConfigDict) -> tuple[pathlib.Path, dict[st
 
 def tokenizer_texts(tasks: Sequence[Task], include_tests: bool) -> list[str]:
   """The chat texts the tokenizer is trained on: each prompt with each of its answers."""
-  return [bpe.chat_text(prompts.debug_prompt(t, include_tests=include_tests),
-                        sequences.answer_text(program))
-          for t in tasks for program in t.extra["sft_targets"]]
+  return [
+    bpe.chat_text(
+      prompts.debug_prompt(t, include_tests=include_tests), sequences.answer_text(program)
+    )
+    for t in tasks
+    for program in t.extra["sft_targets"]
+  ]
 
 
-def sft_config(base_cfg: ml_collections.ConfigDict, tokenizer_dir: pathlib.Path,
-               task_file: pathlib.Path) -> ml_collections.ConfigDict:
+def sft_config(
+  base_cfg: ml_collections.ConfigDict, tokenizer_dir: pathlib.Path, task_file: pathlib.Path
+) -> ml_collections.ConfigDict:
   """The SFT run's config: the trainers' defaults, random init of `base.model` with the
   trained tokenizer, on the task file that carries the drawn targets."""
   c = config_lib.default("tiny")
   c.trainer = "sft"
   c.seed = base_cfg.seed
-  c.model.update(arch=base_cfg.model, checkpoint="", tokenizer=str(tokenizer_dir),
-                 mesh="cpu", remat="none", mlp_chunk=0)
-  c.data.update(task_file=str(task_file), num_validation=0, num_clean=0,
-                include_tests_in_prompt=base_cfg.data.include_tests_in_prompt)
+  c.model.update(
+    arch=base_cfg.model,
+    checkpoint="",
+    tokenizer=str(tokenizer_dir),
+    mesh="cpu",
+    remat="none",
+    mlp_chunk=0,
+  )
+  c.data.update(
+    task_file=str(task_file),
+    num_validation=0,
+    num_clean=0,
+    include_tests_in_prompt=base_cfg.data.include_tests_in_prompt,
+  )
   s = base_cfg.sft
   c.sft.update(batch_size=s.batch_size, max_len=s.max_len, group_by_length=True)
-  c.optim.update(learning_rate=s.learning_rate, warmup_steps=s.warmup_steps, weight_decay=0.01,
-                 b2=0.98)
-  c.train.update(steps=s.steps, checkpoint_every=max(1, s.steps // 4), keep_checkpoints=1,
-                 eval_every=0, eval_at_start=False, report=False)
+  c.optim.update(
+    learning_rate=s.learning_rate, warmup_steps=s.warmup_steps, weight_decay=0.01, b2=0.98
+  )
+  c.train.update(
+    steps=s.steps,
+    checkpoint_every=max(1, s.steps // 4),
+    keep_checkpoints=1,
+    eval_every=0,
+    eval_at_start=False,
+    report=False,
+  )
   return c
 
 
@@ -235,27 +286,35 @@ def build(base_cfg: ml_collections.ConfigDict, root: pathlib.Path) -> dict[str, 
   logging.info("base %s: building in %s", base_cfg.name, root)
   task_file, times = sft_data(base_cfg)
   from precisecoder import tasks as tasks_lib  # pylint: disable=import-outside-toplevel
+
   tasks = tasks_lib.load_tasks(task_file)
   kinds = [k for t in tasks for k in t.extra["sft_kinds"]]
   t0 = time.perf_counter()
   tokenizer_dir = root / "tokenizer"
   include_tests = bool(base_cfg.data.include_tests_in_prompt)
-  bpe.train_bpe(tokenizer_texts(tasks, include_tests), int(base_cfg.tokenizer.vocab_size),
-                tokenizer_dir, max_token_length=int(base_cfg.tokenizer.max_token_length))
+  bpe.train_bpe(
+    tokenizer_texts(tasks, include_tests),
+    int(base_cfg.tokenizer.vocab_size),
+    tokenizer_dir,
+    max_token_length=int(base_cfg.tokenizer.max_token_length),
+  )
   times["tokenizer_s"] = time.perf_counter() - t0
   t0 = time.perf_counter()
   cfg = sft_config(base_cfg, tokenizer_dir, task_file)
   config_lib.validate(cfg)  # the trainers take validated configs; this one is made here
   from precisecoder.train.metrics import last_step  # pylint: disable=import-outside-toplevel
   from precisecoder.train.workdir import Finished  # pylint: disable=import-outside-toplevel
+
   # A preempted trainer saves and returns 0: the base is built only once SFT has finished.
   try:
     status = sft.train(cfg, str(root / "sft"))
   except Finished:  # an earlier build stopped after SFT
     status = 0
   if status != 0 or last_step(root / "sft") < cfg.train.steps:
-    raise SystemExit(f"base {base_cfg.name}: SFT stopped at step {last_step(root / 'sft')} "
-                     f"of {cfg.train.steps}; run again to resume it")
+    raise SystemExit(
+      f"base {base_cfg.name}: SFT stopped at step {last_step(root / 'sft')} "
+      f"of {cfg.train.steps}; run again to resume it"
+    )
   times["sft_s"] = time.perf_counter() - t0
   model, tokenizer, model_config = load_checkpoint(root / "sft", dtype="float32")
   staging = root / "model.partial"
@@ -267,10 +326,16 @@ def build(base_cfg: ml_collections.ConfigDict, root: pathlib.Path) -> dict[str, 
   result = measure(root / "model", base_cfg)
   times["measure_s"] = time.perf_counter() - t0
   result.update(
-      name=base_cfg.name, key=key(base_cfg), config=base_cfg.to_dict(), times=times,
-      parameters=model_config.num_params(), vocab=len(tokenizer), corpus_tasks=len(tasks),
-      targets={k: kinds.count(k) / len(kinds) for k in sft_mixture.KINDS},
-      sft_loss=_last_loss(root / "sft"))
+    name=base_cfg.name,
+    key=key(base_cfg),
+    config=base_cfg.to_dict(),
+    times=times,
+    parameters=model_config.num_params(),
+    vocab=len(tokenizer),
+    corpus_tasks=len(tasks),
+    targets={k: kinds.count(k) / len(kinds) for k in sft_mixture.KINDS},
+    sft_loss=_last_loss(root / "sft"),
+  )
   (root / "base.json").write_text(json.dumps(result, indent=1, default=float) + "\n")
   print(summary(result), flush=True)
   return result
@@ -278,6 +343,7 @@ def build(base_cfg: ml_collections.ConfigDict, root: pathlib.Path) -> dict[str, 
 
 def _last_loss(workdir: pathlib.Path) -> float | None:
   from precisecoder.train.metrics import read_metrics  # pylint: disable=import-outside-toplevel
+
   rows = [r["train/loss"] for r in read_metrics(workdir / "metrics.jsonl") if "train/loss" in r]
   return float(np.mean(rows[-20:])) if rows else None
 
@@ -299,12 +365,15 @@ def measure(model_dir: pathlib.Path, base_cfg: ml_collections.ConfigDict) -> dic
   cfg.model.update(checkpoint=str(model_dir), mesh="cpu", mlp_chunk=0)
   policy = policy_lib.load_policy(cfg)
   sets = {
-      "validation": tasksets.generated("validation", m.tier, m.num_validation, seed),
-      "clean": tasksets.generated("validation", generator.clean_tier(m.tier), m.num_clean, seed,
-                                  clean=True),
-      "multi": tasksets.generated("validation", generator.multi_tier(m.tier), m.num_multi, seed),
-      "heldin": tasksets.unseen_instances(m.tier, m.num_validation, m.num_clean, seed + 1,
-                                          tasks_lib.load_tasks(sft_data(base_cfg)[0]))}
+    "validation": tasksets.generated("validation", m.tier, m.num_validation, seed),
+    "clean": tasksets.generated(
+      "validation", generator.clean_tier(m.tier), m.num_clean, seed, clean=True
+    ),
+    "multi": tasksets.generated("validation", generator.multi_tier(m.tier), m.num_multi, seed),
+    "heldin": tasksets.unseen_instances(
+      m.tier, m.num_validation, m.num_clean, seed + 1, tasks_lib.load_tasks(sft_data(base_cfg)[0])
+    ),
+  }
   out: dict[str, Any] = {}
   with ExecutionPool(workers=2) as pool:
     scorer = RewardScorer(pool)
@@ -312,16 +381,31 @@ def measure(model_dir: pathlib.Path, base_cfg: ml_collections.ConfigDict) -> dic
       if not tasks:
         continue
       tokens = m.max_new_tokens * (2 if name == "multi" else 1)  # medium programs are longer
-      summary, _ = greedy_eval.evaluate_greedy(policy, tasks, scorer, max_new_tokens=tokens,
-                                        batch_size=32, include_tests=include_tests, seed=seed)
+      summary, _ = greedy_eval.evaluate_greedy(
+        policy,
+        tasks,
+        scorer,
+        max_new_tokens=tokens,
+        batch_size=32,
+        include_tests=include_tests,
+        seed=seed,
+      )
       out[name] = {k: v for k, v in summary.items() if not k.endswith("_s")}
       if name != "clean":
-        out[name]["reference_edit_lines"] = float(np.mean([len(t.gt_diff) for t in tasks
-                                                            if t.is_buggy]))
+        out[name]["reference_edit_lines"] = float(
+          np.mean([len(t.gt_diff) for t in tasks if t.is_buggy])
+        )
     train = tasksets.generated("train", m.tier, m.num_groups, seed)
-    sampled = rollout.sample_rollout(policy, train, num_samples=m.group_size,
-                                     max_new_tokens=m.max_new_tokens, temperature=m.temperature,
-                                     seed=seed, include_tests=include_tests, prompt_bucket=128)
+    sampled = rollout.sample_rollout(
+      policy,
+      train,
+      num_samples=m.group_size,
+      max_new_tokens=m.max_new_tokens,
+      temperature=m.temperature,
+      seed=seed,
+      include_tests=include_tests,
+      prompt_bucket=128,
+    )
     terms = scorer.score(sampled.tasks, sampled.programs)
   out["groups"] = group_variance(terms, m.group_size)
   return out
@@ -342,32 +426,42 @@ def group_variance(terms: dict[str, np.ndarray], group_size: int) -> dict[str, f
 def summary(result: dict[str, Any]) -> str:
   """The measurements as a few lines of text (printed after a build, and by `precisecoder
   base`)."""
-  lines = [f"base {result['name']} ({result['key']}): {result['parameters'] / 1e6:.2f}M "
-           f"parameters, vocabulary {result['vocab']}, {result['corpus_tasks']} corpus tasks, "
-           f"SFT loss {result.get('sft_loss') or float('nan'):.3f}; targets " + ", ".join(
-               f"{k} {v:.0%}" for k, v in result["targets"].items())]
+  lines = [
+    f"base {result['name']} ({result['key']}): {result['parameters'] / 1e6:.2f}M "
+    f"parameters, vocabulary {result['vocab']}, {result['corpus_tasks']} corpus tasks, "
+    f"SFT loss {result.get('sft_loss') or float('nan'):.3f}; targets "
+    + ", ".join(f"{k} {v:.0%}" for k, v in result["targets"].items())
+  ]
   programs = result.get("config", {}).get("measure", {}).get("tier", "").startswith("programs")
   held_out = "held-out-structure tasks" if programs else "held-out-family tasks"
-  held_in = ("new programs of training structures" if programs
-             else "new instances of the training families")
+  held_in = (
+    "new programs of training structures" if programs else "new instances of the training families"
+  )
   for name, what in (("validation", held_out), ("multi", held_out), ("heldin", held_in)):
     r = result.get(name)
     if r:
       lines.append(
-          f"  greedy, {name} ({r['num_buggy']} {what}): pass {r['pass']:.1%}, "
-          f"precision {r['precision']:.1%}, edited lines {r['edit_lines']:.2f} (reference "
-          f"fixes: {r['reference_edit_lines']:.2f})"
-          + (f"; {r['num_clean']} correct programs of them: no-op {r['noop']:.1%}"
-             if r.get("num_clean") else ""))
+        f"  greedy, {name} ({r['num_buggy']} {what}): pass {r['pass']:.1%}, "
+        f"precision {r['precision']:.1%}, edited lines {r['edit_lines']:.2f} (reference "
+        f"fixes: {r['reference_edit_lines']:.2f})"
+        + (
+          f"; {r['num_clean']} correct programs of them: no-op {r['noop']:.1%}"
+          if r.get("num_clean")
+          else ""
+        )
+      )
   if result.get("clean"):
     r = result["clean"]
-    lines.append(f"  greedy, {r['num_clean']} clean programs: no-op {r['noop']:.1%}, damage "
-                 f"{r['damage']:.1%}")
+    lines.append(
+      f"  greedy, {r['num_clean']} clean programs: no-op {r['noop']:.1%}, damage {r['damage']:.1%}"
+    )
   g = result["groups"]
-  lines.append(f"  sampled, {g['num_groups']} RL training tasks x G: pass {g['sampled_pass']:.1%}"
-               f", edited lines {g['sampled_edit_lines']:.2f}, no-op {g['sampled_noop']:.1%}; "
-               f"groups whose reward varies: unit {g['unit_varies']:.0%}, r_lambda "
-               f"{g['r_lambda_varies']:.0%}")
+  lines.append(
+    f"  sampled, {g['num_groups']} RL training tasks x G: pass {g['sampled_pass']:.1%}"
+    f", edited lines {g['sampled_edit_lines']:.2f}, no-op {g['sampled_noop']:.1%}; "
+    f"groups whose reward varies: unit {g['unit_varies']:.0%}, r_lambda "
+    f"{g['r_lambda_varies']:.0%}"
+  )
   times = result.get("times", {})
   if times:
     lines.append("  build: " + ", ".join(f"{k[:-2]} {v:.0f} s" for k, v in times.items()))

@@ -30,12 +30,20 @@ from precisecoder.experiments import base_model
 from precisecoder.train import config as config_lib, metrics
 
 DEFAULT_ARMS = ("grpo", "precisecoder")
-KNOWN_ARMS = ("grpo", "precisecoder", "ea_grpo", "precision_only", "recall_only", "grpo_agent",
-              "precisecoder_agent")
+KNOWN_ARMS = (
+  "grpo",
+  "precisecoder",
+  "ea_grpo",
+  "precision_only",
+  "recall_only",
+  "grpo_agent",
+  "precisecoder_agent",
+)
 # What arms may differ in: the reward recipe, and single answers vs episodes with test
 # feedback (`rl.turns`, configs/*_agent.py). Everything else must match across arms.
-RECIPE_FIELDS = frozenset({"rl.reward", "rl.advantage", "rl.lam", "rl.ea_alpha", "rl.ea_beta",
-                           "rl.scale_std", "rl.turns"})
+RECIPE_FIELDS = frozenset(
+  {"rl.reward", "rl.advantage", "rl.lam", "rl.ea_alpha", "rl.ea_beta", "rl.scale_std", "rl.turns"}
+)
 PROGRESS_EVERY_S = 60.0
 
 
@@ -45,20 +53,24 @@ def default_configs_dir() -> pathlib.Path:
   return repo if repo.is_dir() else pathlib.Path("configs")
 
 
-def resolve_config(config_file: pathlib.Path, preset: str,
-                   overrides: Sequence[str]) -> ml_collections.ConfigDict:
+def resolve_config(
+  config_file: pathlib.Path, preset: str, overrides: Sequence[str]
+) -> ml_collections.ConfigDict:
   """The config the arm's trainer process will see: the file at `preset`, then the
   `--config.a.b=v` overrides, parsed by the absl machinery of `python -m precisecoder.train`."""
   argv = ["compare", f"--config={config_file}:{preset}", *overrides]
   values = flags.FlagValues()
   # sys_argv: the overrides are read from this list, not from the process's own argv.
-  config_flags.DEFINE_config_file("config", None, "", flag_values=values, lock_config=True,
-                                  sys_argv=argv)
+  config_flags.DEFINE_config_file(
+    "config", None, "", flag_values=values, lock_config=True, sys_argv=argv
+  )
   try:
     values(argv)
   except (flags.Error, AttributeError, KeyError, TypeError) as e:  # unknown field, bad value
-    raise ValueError(f"{config_file}:{preset} with {' '.join(overrides) or 'no overrides'}: "
-                     f"{type(e).__name__}: {e}") from e
+    raise ValueError(
+      f"{config_file}:{preset} with {' '.join(overrides) or 'no overrides'}: "
+      f"{type(e).__name__}: {e}"
+    ) from e
   return values.config
 
 
@@ -69,16 +81,22 @@ def check_same_budget(configs: dict[str, ml_collections.ConfigDict]) -> None:
   flat = {name: config_lib.flatten(cfg) for name, cfg in configs.items()}
   for name in names:
     if configs[name].trainer != "rl":
-      raise ValueError(f"arm {name!r} has trainer={configs[name].trainer!r}; compare trains RL "
-                       "arms only")
+      raise ValueError(
+        f"arm {name!r} has trainer={configs[name].trainer!r}; compare trains RL arms only"
+      )
   differ = []
   for name in names[1:]:
     keys = set(flat[names[0]]) | set(flat[name])
-    differ += [f"{k}: {names[0]}={flat[names[0]].get(k)!r} {name}={flat[name].get(k)!r}"
-               for k in sorted(keys - RECIPE_FIELDS) if flat[names[0]].get(k) != flat[name].get(k)]
+    differ += [
+      f"{k}: {names[0]}={flat[names[0]].get(k)!r} {name}={flat[name].get(k)!r}"
+      for k in sorted(keys - RECIPE_FIELDS)
+      if flat[names[0]].get(k) != flat[name].get(k)
+    ]
   if differ:
-    raise ValueError("arms must share everything but the reward recipe and rl.turns; differing: "
-                     + "; ".join(differ))
+    raise ValueError(
+      "arms must share everything but the reward recipe and rl.turns; differing: "
+      + "; ".join(differ)
+    )
 
 
 def arm_finished(workdir: pathlib.Path, cfg: ml_collections.ConfigDict) -> bool:
@@ -86,25 +104,40 @@ def arm_finished(workdir: pathlib.Path, cfg: ml_collections.ConfigDict) -> bool:
   report)."""
   steps = cfg.train.steps
   return (workdir / "eval" / f"step_{steps}.json").exists() or (
-      cfg.train.eval_every <= 0 and (workdir / "report.md").exists())
+    cfg.train.eval_every <= 0 and (workdir / "report.md").exists()
+  )
 
 
 class ArmProcess:
   """One run's `python -m precisecoder.train` child, logging to `<workdir>/train.log`."""
 
-  def __init__(self, name: str, config_file: pathlib.Path, preset: str,
-               overrides: Sequence[str], workdir: pathlib.Path, steps: int):
+  def __init__(
+    self,
+    name: str,
+    config_file: pathlib.Path,
+    preset: str,
+    overrides: Sequence[str],
+    workdir: pathlib.Path,
+    steps: int,
+  ):
     self.name, self.workdir, self.steps = name, workdir, steps
     workdir.mkdir(parents=True, exist_ok=True)
     self.log_path = workdir / "train.log"
     self._log = open(self.log_path, "a")
     self.started = time.perf_counter()
-    command = [sys.executable, "-m", "precisecoder.train", f"--config={config_file}:{preset}",
-               f"--workdir={workdir}", *overrides]
+    command = [
+      sys.executable,
+      "-m",
+      "precisecoder.train",
+      f"--config={config_file}:{preset}",
+      f"--workdir={workdir}",
+      *overrides,
+    ]
     self._log.write(f"\n# {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n")
     self._log.flush()
-    self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT,
-                                    env=dict(os.environ))
+    self.process = subprocess.Popen(
+      command, stdout=self._log, stderr=subprocess.STDOUT, env=dict(os.environ)
+    )
     logging.info("arm %s: started (pid %d), log %s", name, self.process.pid, self.log_path)
 
   def poll(self) -> int | None:
@@ -127,6 +160,7 @@ class ArmProcess:
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
   """One trainer process of a comparison: an arm, at one seed when seeds are given."""
+
   name: str  # "grpo", or "grpo/seed_1" with seeds
   arm: str
   config_file: pathlib.Path
@@ -135,27 +169,41 @@ class RunSpec:
   workdir: pathlib.Path
 
 
-def run_specs(arms: dict[str, tuple[pathlib.Path, ml_collections.ConfigDict]],
-              preset: str, overrides: Sequence[str], workdir: pathlib.Path,
-              seeds: Sequence[int] = ()) -> list[RunSpec]:
+def run_specs(
+  arms: dict[str, tuple[pathlib.Path, ml_collections.ConfigDict]],
+  preset: str,
+  overrides: Sequence[str],
+  workdir: pathlib.Path,
+  seeds: Sequence[int] = (),
+) -> list[RunSpec]:
   """The runs of a comparison, seed-major (every arm at the first seed, then the next), so
   that an interrupted comparison has whole seeds done. Without `seeds` one run per arm in
   `<workdir>/<arm>`, at the config's seed; with them `<workdir>/<arm>/seed_<k>`."""
   if not seeds:
-    return [RunSpec(name, name, file, cfg, tuple(overrides), workdir / name)
-            for name, (file, cfg) in arms.items()]
+    return [
+      RunSpec(name, name, file, cfg, tuple(overrides), workdir / name)
+      for name, (file, cfg) in arms.items()
+    ]
   out = []
   for seed in seeds:
     for name, (file, _) in arms.items():
       run_overrides = (*overrides, f"--config.seed={seed}")
-      out.append(RunSpec(f"{name}/seed_{seed}", name, file,
-                         resolve_config(file, preset, run_overrides), run_overrides,
-                         workdir / name / f"seed_{seed}"))
+      out.append(
+        RunSpec(
+          f"{name}/seed_{seed}",
+          name,
+          file,
+          resolve_config(file, preset, run_overrides),
+          run_overrides,
+          workdir / name / f"seed_{seed}",
+        )
+      )
   return out
 
 
-def run_arms(runs: Sequence[RunSpec], preset: str, parallel: int
-             ) -> tuple[dict[str, int], dict[str, float]]:
+def run_arms(
+  runs: Sequence[RunSpec], preset: str, parallel: int
+) -> tuple[dict[str, int], dict[str, float]]:
   """Trains the unfinished runs, `parallel` at a time; (exit status, wall seconds) per run."""
   pending = []
   codes: dict[str, int] = {}
@@ -172,8 +220,11 @@ def run_arms(runs: Sequence[RunSpec], preset: str, parallel: int
     while pending or running:
       while pending and len(running) < parallel:
         spec = pending.pop(0)
-        running.append(ArmProcess(spec.name, spec.config_file, preset, spec.overrides,
-                                  spec.workdir, spec.cfg.train.steps))
+        running.append(
+          ArmProcess(
+            spec.name, spec.config_file, preset, spec.overrides, spec.workdir, spec.cfg.train.steps
+          )
+        )
       time.sleep(1.0)
       for arm in list(running):
         code = arm.poll()
@@ -182,15 +233,24 @@ def run_arms(runs: Sequence[RunSpec], preset: str, parallel: int
         running.remove(arm)
         codes[arm.name], walls[arm.name] = code, arm.wall_s
         if code:
-          logging.error("arm %s: exit status %d after %.0f s; last lines of %s:\n%s", arm.name,
-                        code, arm.wall_s, arm.log_path, arm.tail())
+          logging.error(
+            "arm %s: exit status %d after %.0f s; last lines of %s:\n%s",
+            arm.name,
+            code,
+            arm.wall_s,
+            arm.log_path,
+            arm.tail(),
+          )
         else:
           logging.info("arm %s: done in %.0f s", arm.name, arm.wall_s)
       if running and time.perf_counter() - last_progress >= PROGRESS_EVERY_S:
         last_progress = time.perf_counter()
-        logging.info("compare: %.0f s; %s; %d arm(s) waiting", last_progress - t0, "; ".join(
-            f"{a.name} step {metrics.last_step(a.workdir)}/{a.steps}" for a in running),
-            len(pending))
+        logging.info(
+          "compare: %.0f s; %s; %d arm(s) waiting",
+          last_progress - t0,
+          "; ".join(f"{a.name} step {metrics.last_step(a.workdir)}/{a.steps}" for a in running),
+          len(pending),
+        )
   finally:
     for arm in running:  # interrupted: stop the children cleanly, resumable next time
       arm.terminate()

@@ -22,9 +22,16 @@ from precisecoder.integrations import service as service_lib
 from precisecoder.tasks import Task, load_tasks
 
 # term name -> key in a result's `terms` (rewards.ARRAY_KEYS)
-TERMS = {"unit": "unit", "precision": "precision", "recall": "recall",
-         "recall_gated": "recall_gated", "f1": "f1", "r_lambda": "reward",
-         "edit_lines": "edit_lines", "noop": "noop"}
+TERMS = {
+  "unit": "unit",
+  "precision": "precision",
+  "recall": "recall",
+  "recall_gated": "recall_gated",
+  "f1": "f1",
+  "r_lambda": "reward",
+  "edit_lines": "edit_lines",
+  "noop": "noop",
+}
 
 TasksArg = str | os.PathLike | Sequence[Task] | Mapping[str, Task]
 
@@ -78,8 +85,9 @@ def completion_text(completion: Any) -> str:
           return content
         if isinstance(content, Sequence):  # multimodal parts: [{"type": "text", "text": ...}]
           return "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
-  raise TypeError(f"a completion must be a string or a list of chat messages, "
-                  f"not {type(completion).__name__}")
+  raise TypeError(
+    f"a completion must be a string or a list of chat messages, not {type(completion).__name__}"
+  )
 
 
 def items_for(tasks: Sequence[Task], completions: Sequence[Any]) -> list[service_lib.Item]:
@@ -109,23 +117,36 @@ def check_terms(terms: Iterable[str]) -> tuple[str, ...]:
 class Scorer:
   """Completions of known tasks -> results, through this process's shared service."""
 
-  def __init__(self, tasks: TasksArg, *, lam: float = 1 / 3, workers: int | None = None,
-               epsilon: int | None = None, pdb_compat: bool = False,
-               reward_urls: str | Sequence[str] = ()):
+  def __init__(
+    self,
+    tasks: TasksArg,
+    *,
+    lam: float = 1 / 3,
+    workers: int | None = None,
+    epsilon: int | None = None,
+    pdb_compat: bool = False,
+    reward_urls: str | Sequence[str] = (),
+  ):
     if not 0 <= lam <= 1:
       raise ValueError(f"lam must be in [0, 1], got {lam}")
     from precisecoder.integrations import client  # pylint: disable=import-outside-toplevel
+
     self.table = task_table(tasks)
     self.lam = lam
-    self._settings = dict(workers=workers, epsilon=epsilon, pdb_compat=pdb_compat,
-                          reward_urls=client.parse_urls(reward_urls))
+    self._settings = dict(
+      workers=workers,
+      epsilon=epsilon,
+      pdb_compat=pdb_compat,
+      reward_urls=client.parse_urls(reward_urls),
+    )
 
   @property
   def service(self) -> service_lib.ScoringService:
     return service_lib.shared(**self._settings)  # started on first use, once per process
 
-  def results(self, task_ids: Sequence[Any], completions: Sequence[Any],
-              what: str = "task_id") -> list[dict[str, Any]]:
+  def results(
+    self, task_ids: Sequence[Any], completions: Sequence[Any], what: str = "task_id"
+  ) -> list[dict[str, Any]]:
     tasks = lookup(self.table, task_ids, what)
     return self.service.score(items_for(tasks, completions), lam=self.lam)
 
@@ -140,24 +161,33 @@ class TermFunction:
     self.scorer = scorer
     self.missing = missing
 
-  def __call__(self, prompts: Sequence[Any] | None = None,
-               completions: Sequence[Any] | None = None, task_id: Sequence[Any] | None = None,
-               **columns: Any) -> list[float | None]:
+  def __call__(
+    self,
+    prompts: Sequence[Any] | None = None,
+    completions: Sequence[Any] | None = None,
+    task_id: Sequence[Any] | None = None,
+    **columns: Any,
+  ) -> list[float | None]:
     del prompts, columns  # the task carries everything the reward needs
     if completions is None:
       raise TypeError(f"reward function {self.term!r}: no completions passed")
     if task_id is None:
-      raise ValueError(f"reward function {self.term!r}: the dataset has no 'task_id' column; "
-                       "each row must name its task (precisecoder.integrations.*.dataset_rows)")
-    return [term_value(r, self.term, self.missing)
-            for r in self.scorer.results(list(task_id), list(completions))]
+      raise ValueError(
+        f"reward function {self.term!r}: the dataset has no 'task_id' column; "
+        "each row must name its task (precisecoder.integrations.*.dataset_rows)"
+      )
+    return [
+      term_value(r, self.term, self.missing)
+      for r in self.scorer.results(list(task_id), list(completions))
+    ]
 
   def __repr__(self) -> str:
     return f"<precisecoder reward term {self.term!r}, λ={self.scorer.lam:.4g}>"
 
 
-def term_functions(tasks: TasksArg, terms: Iterable[str], lam: float, missing: float | None,
-                   **settings: Any) -> list[TermFunction]:
+def term_functions(
+  tasks: TasksArg, terms: Iterable[str], lam: float, missing: float | None, **settings: Any
+) -> list[TermFunction]:
   scorer = Scorer(tasks, lam=lam, **settings)
   return [TermFunction(t, scorer, missing) for t in check_terms(terms)]
 
@@ -167,8 +197,7 @@ def settings_from_environment() -> dict[str, Any]:
   tasks = os.environ.get(ENV_TASKS)
   if not tasks:
     raise ValueError(f"set {ENV_TASKS} to the task file(s) whose task_ids label the data")
-  settings: dict[str, Any] = {"tasks": tasks,
-                              "reward_urls": os.environ.get(ENV_REWARD_URLS, "")}
+  settings: dict[str, Any] = {"tasks": tasks, "reward_urls": os.environ.get(ENV_REWARD_URLS, "")}
   if os.environ.get(ENV_LAM):
     settings["lam"] = float(os.environ[ENV_LAM])
   if os.environ.get(ENV_WORKERS):
@@ -185,42 +214,57 @@ def completion_from_query(query: str, prompt: str) -> str | None:
   """OpenRLHF sends `query` = prompt + response decoded together: the response, or None
   when the prompt cannot be found in it (the completion cannot be told apart)."""
   if query.startswith(prompt):
-    return query[len(prompt):]
+    return query[len(prompt) :]
   tail = prompt[-200:]  # decoding may respace the prompt's start; its end is what we need
   at = query.rfind(tail) if tail else -1
-  return query[at + len(tail):] if at >= 0 else None
+  return query[at + len(tail) :] if at >= 0 else None
 
 
-def openrlhf_completions(query: Sequence[Any], prompts: Sequence[Any],
-                         labels: Sequence[Any]) -> list[str]:
+def openrlhf_completions(
+  query: Sequence[Any], prompts: Sequence[Any], labels: Sequence[Any]
+) -> list[str]:
   """The response in each of OpenRLHF's queries; ValueError naming the field if malformed."""
   for name, values in (("query", query), ("prompts", prompts), ("labels", labels)):
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
       raise ValueError(f"{name}: must be a list of strings")
   if not len(query) == len(prompts) == len(labels):
-    raise ValueError(f"query, prompts and labels must have one entry each per sample; got "
-                     f"{len(query)}, {len(prompts)} and {len(labels)}")
+    raise ValueError(
+      f"query, prompts and labels must have one entry each per sample; got "
+      f"{len(query)}, {len(prompts)} and {len(labels)}"
+    )
   completions = []
   for i, (q, p) in enumerate(zip(query, prompts)):
     completion = completion_from_query(q, p)
     if completion is None:
-      raise ValueError(f"query[{i}]: does not contain prompts[{i}]; cannot tell the "
-                       "completion from the prompt")
+      raise ValueError(
+        f"query[{i}]: does not contain prompts[{i}]; cannot tell the completion from the prompt"
+      )
     completions.append(completion)
   return completions
 
 
-def openrlhf_response(results: Sequence[Mapping[str, Any]], reward: str = "r_lambda",
-                      log_missing: float | None = math.nan) -> dict[str, Any]:
+def openrlhf_response(
+  results: Sequence[Mapping[str, Any]],
+  reward: str = "r_lambda",
+  log_missing: float | None = math.nan,
+) -> dict[str, Any]:
   """{"rewards", "scores", "extra_logs"}: the `reward` term per query (None when not scored)
   and every term in extra_logs (`log_missing` when not scored: NaN in-process, None in JSON)."""
   values = [term_value(r, reward, None) for r in results]
-  return {"rewards": values, "scores": values,
-          "extra_logs": {t: [term_value(r, t, log_missing) for r in results] for t in TERMS}}
+  return {
+    "rewards": values,
+    "scores": values,
+    "extra_logs": {t: [term_value(r, t, log_missing) for r in results] for t in TERMS},
+  }
 
 
-def openrlhf_rewards(scorer: Scorer, query: Sequence[Any], prompts: Sequence[Any],
-                     labels: Sequence[Any], reward: str = "r_lambda") -> dict[str, Any]:
+def openrlhf_rewards(
+  scorer: Scorer,
+  query: Sequence[Any],
+  prompts: Sequence[Any],
+  labels: Sequence[Any],
+  reward: str = "r_lambda",
+) -> dict[str, Any]:
   """OpenRLHF's reward payload -> its response, scored in this process (or on servers)."""
   check_terms([reward])
   completions = openrlhf_completions(query, prompts, labels)

@@ -39,7 +39,7 @@ class RemoteScoringError(RuntimeError):
 
 
 def parse_urls(text: str | Sequence[str]) -> tuple[str, ...]:
-  """"http://a:8000,http://b:8000" (or a list) -> URLs; raises ValueError naming a bad one."""
+  """ "http://a:8000,http://b:8000" (or a list) -> URLs; raises ValueError naming a bad one."""
   urls = [u.strip() for u in (text.split(",") if isinstance(text, str) else text) if u.strip()]
   for url in urls:
     parts = urllib.parse.urlsplit(url)
@@ -58,8 +58,9 @@ class _Http:
   def __init__(self, url: str, token: str | None, timeout_s: float):
     parts = urllib.parse.urlsplit(url)
     self.url = url
-    self._connection = (http.client.HTTPSConnection if parts.scheme == "https"
-                        else http.client.HTTPConnection)
+    self._connection = (
+      http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    )
     self._host, self._port = parts.hostname, parts.port
     self._prefix = parts.path.rstrip("/")
     self._token = token
@@ -98,10 +99,19 @@ class RemoteScorer:
     max_items: items per request.
   """
 
-  def __init__(self, urls: str | Sequence[str], *, epsilon: int | None = None,
-               pdb_compat: bool = False, lam: float = 1 / 3, token: str | None = None,
-               retries: int = 3, timeout_s: float = 600.0, max_items: int = 1024,
-               backoff_s: float = 0.5):
+  def __init__(
+    self,
+    urls: str | Sequence[str],
+    *,
+    epsilon: int | None = None,
+    pdb_compat: bool = False,
+    lam: float = 1 / 3,
+    token: str | None = None,
+    retries: int = 3,
+    timeout_s: float = 600.0,
+    max_items: int = 1024,
+    backoff_s: float = 0.5,
+  ):
     self.urls = parse_urls(urls)
     if not self.urls:
       raise ValueError("RemoteScorer: no reward server URLs")
@@ -113,7 +123,8 @@ class RemoteScorer:
     self._lock = threading.Lock()
     self.retries, self.max_items, self.backoff_s = retries, max_items, backoff_s
     self._executor = concurrent.futures.ThreadPoolExecutor(
-        max_workers=len(self.urls), thread_name_prefix="precisecoder-remote")
+      max_workers=len(self.urls), thread_name_prefix="precisecoder-remote"
+    )
     self.broken_tasks: dict[str, str] = {}
     self._counts = {"remote_requests": 0, "remote_retries": 0}
 
@@ -124,12 +135,18 @@ class RemoteScorer:
     items = [Item(t, p) for t, p in zip(tasks, programs, strict=True)]
     return rewards.rows_to_arrays([r["terms"] for r in self.results(items)])
 
-  def score_records(self, tasks: Sequence[Task], programs: Sequence[str | None],
-                    samples: Sequence[int] | None = None,
-                    errors: Sequence[str | None] | None = None) -> list[dict[str, Any]]:
+  def score_records(
+    self,
+    tasks: Sequence[Task],
+    programs: Sequence[str | None],
+    samples: Sequence[int] | None = None,
+    errors: Sequence[str | None] | None = None,
+  ) -> list[dict[str, Any]]:
     """One score-file line per pair, as `RewardScorer.score_records`."""
-    items = [Item(t, p, errors[i] if errors else None, samples[i] if samples else 0)
-             for i, (t, p) in enumerate(zip(tasks, programs, strict=True))]
+    items = [
+      Item(t, p, errors[i] if errors else None, samples[i] if samples else 0)
+      for i, (t, p) in enumerate(zip(tasks, programs, strict=True))
+    ]
     return [{k: v for k, v in r.items() if k != "terms"} for r in self.results(items)]
 
   def stats(self) -> dict[str, int]:
@@ -142,18 +159,19 @@ class RemoteScorer:
     if not items:
       return []
     per_shard = max(1, min(self.max_items, cdiv(len(items), len(self.urls))))
-    shards = [items[i:i + per_shard] for i in range(0, len(items), per_shard)]
+    shards = [items[i : i + per_shard] for i in range(0, len(items), per_shard)]
     with self._lock:
       first = next(self._turn)
       for _ in shards[1:]:
         next(self._turn)
-    futures = [self._executor.submit(self._shard, shard, first + i)
-               for i, shard in enumerate(shards)]
+    futures = [
+      self._executor.submit(self._shard, shard, first + i) for i, shard in enumerate(shards)
+    ]
     out = [r for f in futures for r in f.result()]
     for r in out:
       error = str(r.get("error") or "")
       if error.startswith(rewards.BROKEN_TASK):
-        self.broken_tasks.setdefault(r["task_id"], error[len(rewards.BROKEN_TASK):])
+        self.broken_tasks.setdefault(r["task_id"], error[len(rewards.BROKEN_TASK) :])
     return out
 
   def close(self) -> None:
@@ -175,8 +193,12 @@ class RemoteScorer:
       else:
         entry["program"] = item.program
       entries.append(entry)
-    return {"items": entries, "tasks": [task_to_record(t) for t in tasks.values()],
-            "lam": self.lam, "terms": True}
+    return {
+      "items": entries,
+      "tasks": [task_to_record(t) for t in tasks.values()],
+      "lam": self.lam,
+      "terms": True,
+    }
 
   def _shard(self, items: Sequence[Item], turn: int) -> list[dict[str, Any]]:
     payload = self._payload(items)
@@ -197,11 +219,13 @@ class RemoteScorer:
         return body["results"]
       why = body.get("error") if isinstance(body, dict) else body
       if 400 <= status < 500 and status != 408:
-        raise ConfigurationError(f"reward server {server.url} refused the request "
-                                 f"(HTTP {status}): {why}")
+        raise ConfigurationError(
+          f"reward server {server.url} refused the request (HTTP {status}): {why}"
+        )
       failures.append(f"{server.url}: HTTP {status}: {why}")
-    raise RemoteScoringError(f"scoring {len(items)} items failed on every attempt: "
-                             + "; ".join(failures))
+    raise RemoteScoringError(
+      f"scoring {len(items)} items failed on every attempt: " + "; ".join(failures)
+    )
 
   def _check(self, server: _Http) -> None:
     """The server's slack and PDB mode must be ours, or its terms would differ from a local
@@ -214,7 +238,8 @@ class RemoteScorer:
     theirs = (body.get("epsilon"), body.get("pdb_compat"))
     if theirs != (self.epsilon, self.pdb_compat):
       raise ConfigurationError(
-          f"reward server {server.url} scores with epsilon={theirs[0]}, "
-          f"pdb_compat={theirs[1]}; this run wants epsilon={self.epsilon}, "
-          f"pdb_compat={self.pdb_compat} (start it with the same --epsilon/--pdb-compat)")
+        f"reward server {server.url} scores with epsilon={theirs[0]}, "
+        f"pdb_compat={theirs[1]}; this run wants epsilon={self.epsilon}, "
+        f"pdb_compat={self.pdb_compat} (start it with the same --epsilon/--pdb-compat)"
+      )
     self._checked.add(server.url)

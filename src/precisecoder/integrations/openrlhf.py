@@ -25,13 +25,15 @@ from precisecoder.integrations import adapters
 _scorers: dict[tuple, adapters.Scorer] = {}
 
 
-def reward_func(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any]
-                ) -> dict[str, Any]:
+def reward_func(
+  queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any]
+) -> dict[str, Any]:
   """OpenRLHF's contract; settings from the environment (module doc)."""
   settings = adapters.settings_from_environment()
   key = tuple(sorted(settings.items()))
   if key not in _scorers:
     _scorers[key] = adapters.Scorer(**settings)
   reward = os.environ.get(adapters.ENV_REWARD, "r_lambda")
-  return adapters.openrlhf_rewards(_scorers[key], list(queries), list(prompts), list(labels),
-                                   reward)
+  return adapters.openrlhf_rewards(
+    _scorers[key], list(queries), list(prompts), list(labels), reward
+  )

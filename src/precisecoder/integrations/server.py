@@ -77,12 +77,21 @@ class RewardServer:
     feedback: the visible-test feedback of the multi-turn agent (None: /feedback answers 501).
   """
 
-  def __init__(self, service: service_lib.ScoringService, tasks: Mapping[str, Task], *,
-               settings: Mapping[str, Any], lam: float = 1 / 3, reward: str = "r_lambda",
-               token: str | None = None, max_items: int = 4096,
-               max_body_bytes: int = 64 << 20, deadline_s: float = 600.0,
-               max_program_lines: int = predictions.MAX_PROGRAM_LINES,
-               feedback: FeedbackFn | None = None):
+  def __init__(
+    self,
+    service: service_lib.ScoringService,
+    tasks: Mapping[str, Task],
+    *,
+    settings: Mapping[str, Any],
+    lam: float = 1 / 3,
+    reward: str = "r_lambda",
+    token: str | None = None,
+    max_items: int = 4096,
+    max_body_bytes: int = 64 << 20,
+    deadline_s: float = 600.0,
+    max_program_lines: int = predictions.MAX_PROGRAM_LINES,
+    feedback: FeedbackFn | None = None,
+  ):
     adapters.check_terms([reward])
     self.service, self.tasks, self.settings = service, dict(tasks), dict(settings)
     self.lam, self.reward, self.token = lam, reward, token
@@ -90,12 +99,15 @@ class RewardServer:
     self.max_program_lines = max_program_lines
     self.feedback = feedback
     self.requests: collections.Counter[str] = collections.Counter()
-    self.app = Starlette(routes=[
+    self.app = Starlette(
+      routes=[
         Route("/score", self._endpoint(self.score), methods=["POST"]),
         Route("/get_reward", self._endpoint(self.get_reward), methods=["POST"]),
         Route("/feedback", self._endpoint(self.give_feedback), methods=["POST"]),
         Route("/health", self.health, methods=["GET"]),
-    ], lifespan=self._lifespan)
+      ],
+      lifespan=self._lifespan,
+    )
 
   @contextlib.asynccontextmanager
   async def _lifespan(self, app):  # pylint: disable=unused-argument
@@ -118,6 +130,7 @@ class RewardServer:
         logging.exception("reward server: %s failed", request.url.path)
         self.requests["http_500"] += 1
         return _error(500, f"scoring failed: {type(e).__name__}: {e}")
+
     return endpoint
 
   def _authorize(self, request: Request) -> None:
@@ -142,8 +155,9 @@ class RewardServer:
     except ValueError as e:  # UnicodeDecodeError is one
       raise HTTPError(400, f"body: not valid JSON ({e})") from None
 
-  async def _results(self, items: list[service_lib.Item], lam: float | None
-                     ) -> list[dict[str, Any]]:
+  async def _results(
+    self, items: list[service_lib.Item], lam: float | None
+  ) -> list[dict[str, Any]]:
     try:
       future = self.service.submit(items, lam)
     except RuntimeError as e:  # closed: shutting down
@@ -151,8 +165,11 @@ class RewardServer:
     try:
       return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), self.deadline_s)
     except (asyncio.TimeoutError, TimeoutError):
-      raise HTTPError(504, f"deadline: no results within {self.deadline_s:g} s; the batch goes "
-                      "on and is cached, so a retry is quick") from None
+      raise HTTPError(
+        504,
+        f"deadline: no results within {self.deadline_s:g} s; the batch goes "
+        "on and is cached, so a retry is quick",
+      ) from None
 
   # -- fields ----------------------------------------------------------------------------
 
@@ -193,8 +210,11 @@ class RewardServer:
       raise HTTPError(422, f"{field}: must be a string task_id, got {task_id!r}")
     task = (extra or {}).get(task_id) or self.tasks.get(task_id)
     if task is None:
-      raise HTTPError(422, f"{field}: unknown task {task_id!r} (not in the server's task files "
-                      "nor in this request's 'tasks')")
+      raise HTTPError(
+        422,
+        f"{field}: unknown task {task_id!r} (not in the server's task files "
+        "nor in this request's 'tasks')",
+      )
     return task
 
   def _program(self, entry: Mapping[str, Any], field: str) -> tuple[str | None, str | None]:
@@ -261,7 +281,16 @@ class RewardServer:
 
   async def health(self, request: Request) -> JSONResponse:  # pylint: disable=unused-argument
     stats = getattr(self.service.backend, "stats", dict)()
-    return JSONResponse({
-        "status": "ok", **self.settings, "lam": self.lam, "reward": self.reward,
-        "tasks": len(self.tasks), "pending_items": self.service.pending_items(),
-        "service": self.service.stats(), "scorer": stats, "requests": dict(self.requests)})
+    return JSONResponse(
+      {
+        "status": "ok",
+        **self.settings,
+        "lam": self.lam,
+        "reward": self.reward,
+        "tasks": len(self.tasks),
+        "pending_items": self.service.pending_items(),
+        "service": self.service.stats(),
+        "scorer": stats,
+        "requests": dict(self.requests),
+      }
+    )

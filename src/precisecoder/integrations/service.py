@@ -34,31 +34,55 @@ from precisecoder.integrations.types import Backend, ConfigurationError, Item
 from precisecoder.tasks import Task, task_to_record
 
 INFRA_ERROR = "infra_error"  # how a not-scored result's `error` starts (as the scorer's own)
-RECORD_TERMS = ("unit", "precision", "recall", "recall_gated", "f1", "reward", "edit_lines",
-                "noop", "damage", "fixed")
+RECORD_TERMS = (
+  "unit",
+  "precision",
+  "recall",
+  "recall_gated",
+  "f1",
+  "reward",
+  "edit_lines",
+  "noop",
+  "damage",
+  "fixed",
+)
 
 
 class LocalBackend:
   """The sandboxed pool of this machine (or `pool`, left open) and a `RewardScorer` over it."""
 
-  def __init__(self, workers: int | None = None, *, epsilon: int | None = None,
-               pdb_compat: bool = False, lam: float = 1 / 3, pool: Any = None,
-               python: str | None = None):
+  def __init__(
+    self,
+    workers: int | None = None,
+    *,
+    epsilon: int | None = None,
+    pdb_compat: bool = False,
+    lam: float = 1 / 3,
+    pool: Any = None,
+    python: str | None = None,
+  ):
     from precisecoder.execution import ExecutionPool  # pylint: disable=import-outside-toplevel
     from precisecoder.rewards import RewardScorer  # pylint: disable=import-outside-toplevel
+
     self._owns_pool = pool is None
     self.pool = pool if pool is not None else ExecutionPool(workers=workers, python=python)
     self.scorer = RewardScorer(self.pool, epsilon=epsilon, pdb_compat=pdb_compat, lam=lam)
 
   def results(self, items: Sequence[Item]) -> list[dict[str, Any]]:
-    scores = self.scorer.score_samples([i.task for i in items], [i.program for i in items],
-                                       [i.error for i in items])
-    return [{**self.scorer.to_record(s, i.sample), "terms": self.scorer.term_row(s)}
-            for s, i in zip(scores, items)]
+    scores = self.scorer.score_samples(
+      [i.task for i in items], [i.program for i in items], [i.error for i in items]
+    )
+    return [
+      {**self.scorer.to_record(s, i.sample), "terms": self.scorer.term_row(s)}
+      for s, i in zip(scores, items)
+    ]
 
   def settings(self) -> dict[str, Any]:
-    return {"epsilon": self.scorer.epsilon, "pdb_compat": self.scorer.pdb_compat,
-            "workers": getattr(self.pool, "num_workers", None)}
+    return {
+      "epsilon": self.scorer.epsilon,
+      "pdb_compat": self.scorer.pdb_compat,
+      "workers": getattr(self.pool, "num_workers", None),
+    }
 
   def stats(self) -> dict[str, Any]:
     return self.scorer.stats()
@@ -75,8 +99,14 @@ def is_scored(result: dict[str, Any]) -> bool:
 
 def not_scored(item: Item, why: str) -> dict[str, Any]:
   """A result for a pair the infrastructure failed to score: every term None."""
-  return {"task_id": item.task.task_id, "sample": item.sample,
-          **{k: None for k in RECORD_TERMS}, "error": why, "matches": [], "terms": None}
+  return {
+    "task_id": item.task.task_id,
+    "sample": item.sample,
+    **{k: None for k in RECORD_TERMS},
+    "error": why,
+    "matches": [],
+    "terms": None,
+  }
 
 
 def with_lam(result: dict[str, Any], lam: float | None, sample: int) -> dict[str, Any]:
@@ -127,9 +157,15 @@ class ScoringService:
       in all, and for the next one to arrive (`_gather`).
   """
 
-  def __init__(self, backend: Backend, *, max_batch_items: int = 8192,
-               cache_items: int = 65_536, batch_wait_s: float = 0.02,
-               batch_gap_s: float = 0.002):
+  def __init__(
+    self,
+    backend: Backend,
+    *,
+    max_batch_items: int = 8192,
+    cache_items: int = 65_536,
+    batch_wait_s: float = 0.02,
+    batch_gap_s: float = 0.002,
+  ):
     self.backend = backend
     self._batch_wait_s, self._batch_gap_s = batch_wait_s, batch_gap_s
     self._last_requests = 1
@@ -147,8 +183,7 @@ class ScoringService:
 
   # -- callers -----------------------------------------------------------------
 
-  def submit(self, items: Sequence[Item], lam: float | None = None
-             ) -> concurrent.futures.Future:
+  def submit(self, items: Sequence[Item], lam: float | None = None) -> concurrent.futures.Future:
     """A future of one result per item, in order; `lam` re-blends `reward` (None: as scored)."""
     future: concurrent.futures.Future = concurrent.futures.Future()
     with self._cond:
@@ -158,8 +193,9 @@ class ScoringService:
       self._cond.notify()
     return future
 
-  def score(self, items: Sequence[Item], lam: float | None = None,
-            timeout: float | None = None) -> list[dict[str, Any]]:
+  def score(
+    self, items: Sequence[Item], lam: float | None = None, timeout: float | None = None
+  ) -> list[dict[str, Any]]:
     return self.submit(items, lam).result(timeout)
 
   def pending_items(self) -> int:
@@ -206,8 +242,7 @@ class ScoringService:
     deadline = time.monotonic() + self._batch_wait_s
 
     def full() -> bool:
-      return (self._closing
-              or sum(len(r.items) for r in self._queue) >= self._max_batch_items)
+      return self._closing or sum(len(r.items) for r in self._queue) >= self._max_batch_items
 
     while len(self._queue) < self._last_requests and not full():
       remaining = deadline - time.monotonic()
@@ -275,8 +310,9 @@ class ScoringService:
       while len(self._cache) > self._cache_items:
         self._cache.popitem(last=False)
     for request in batch:
-      results = [with_lam(found[self._key(item)], request.lam, item.sample)
-                 for item in request.items]
+      results = [
+        with_lam(found[self._key(item)], request.lam, item.sample) for item in request.items
+      ]
       request.future.set_result(results)
 
 
@@ -285,8 +321,13 @@ _shared: dict[tuple, ScoringService] = {}
 _shared_lock = threading.Lock()
 
 
-def shared(*, workers: int | None = None, epsilon: int | None = None, pdb_compat: bool = False,
-           reward_urls: Sequence[str] = ()) -> ScoringService:
+def shared(
+  *,
+  workers: int | None = None,
+  epsilon: int | None = None,
+  pdb_compat: bool = False,
+  reward_urls: Sequence[str] = (),
+) -> ScoringService:
   """This process's service for these settings (started on first use, closed at exit):
   this machine's pool, or the reward servers at `reward_urls` (round-robin with retries)."""
   urls = tuple(reward_urls)

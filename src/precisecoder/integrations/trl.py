@@ -21,8 +21,12 @@ from precisecoder import prompts
 from precisecoder.integrations import adapters
 
 
-def reward_functions(tasks: adapters.TasksArg, terms: Iterable[str] = ("unit", "f1"),
-                     lam: float = 1 / 3, **settings: Any) -> list[adapters.TermFunction]:
+def reward_functions(
+  tasks: adapters.TasksArg,
+  terms: Iterable[str] = ("unit", "f1"),
+  lam: float = 1 / 3,
+  **settings: Any,
+) -> list[adapters.TermFunction]:
   """One callable per term, named after it, sharing one scoring service and cache.
 
   `tasks`: a task file path (or comma-separated paths), a list of Tasks or a task_id ->
@@ -31,8 +35,14 @@ def reward_functions(tasks: adapters.TasksArg, terms: Iterable[str] = ("unit", "
   return adapters.term_functions(tasks, terms, lam, None, **settings)
 
 
-def dataset_rows(tasks: adapters.TasksArg, *, include_tests: bool = True,
-                 thinking: bool = False) -> list[dict[str, Any]]:
+def dataset_rows(
+  tasks: adapters.TasksArg, *, include_tests: bool = True, thinking: bool = False
+) -> list[dict[str, Any]]:
   """TRL's conversational prompt rows, {"prompt": [messages], "task_id"}: our prompt."""
-  return [{"prompt": prompts.debug_messages(t, thinking=thinking, include_tests=include_tests),
-           "task_id": t.task_id} for t in adapters.task_table(tasks).values()]
+  return [
+    {
+      "prompt": prompts.debug_messages(t, thinking=thinking, include_tests=include_tests),
+      "task_id": t.task_id,
+    }
+    for t in adapters.task_table(tasks).values()
+  ]

@@ -19,7 +19,11 @@ from typing import Any, Iterable
 from precisecoder.integrations import adapters
 
 
-def reward_functions(tasks: adapters.TasksArg, terms: Iterable[str] = ("r_lambda",),
-                     lam: float = 1 / 3, **settings: Any) -> list[adapters.TermFunction]:
+def reward_functions(
+  tasks: adapters.TasksArg,
+  terms: Iterable[str] = ("r_lambda",),
+  lam: float = 1 / 3,
+  **settings: Any,
+) -> list[adapters.TermFunction]:
   """One callable per term, named after it (tunix logs `rewards/<name>`), one shared cache."""
   return adapters.term_functions(tasks, terms, lam, math.nan, **settings)

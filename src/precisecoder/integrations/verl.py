@@ -26,19 +26,29 @@ from precisecoder.integrations import adapters
 DEFAULT_TERMS = ("unit", "precision", "recall", "f1", "r_lambda", "edit_lines")
 
 
-def compute_score(data_source: Any, solution_str: str, ground_truth: Any,
-                  extra_info: Any = None, **kwargs: Any) -> dict[str, float]:
+def compute_score(
+  data_source: Any, solution_str: str, ground_truth: Any, extra_info: Any = None, **kwargs: Any
+) -> dict[str, float]:
   """verl's per-sample contract; `kwargs` are our settings (see `compute_score_batch`)."""
-  return compute_score_batch([data_source], [solution_str], [ground_truth], [extra_info],
-                             **kwargs)[0]
+  return compute_score_batch([data_source], [solution_str], [ground_truth], [extra_info], **kwargs)[
+    0
+  ]
 
 
-def compute_score_batch(data_sources: Sequence[Any], solution_strs: Sequence[str],
-                        ground_truths: Sequence[Any], extra_infos: Sequence[Any] | None = None,
-                        *, tasks: adapters.TasksArg | None = None,
-                        terms: Iterable[str] = DEFAULT_TERMS, reward: str = "r_lambda",
-                        lam: float = 1 / 3, reward_urls: str | Sequence[str] = "",
-                        workers: int | None = None, **unused: Any) -> list[dict[str, float]]:
+def compute_score_batch(
+  data_sources: Sequence[Any],
+  solution_strs: Sequence[str],
+  ground_truths: Sequence[Any],
+  extra_infos: Sequence[Any] | None = None,
+  *,
+  tasks: adapters.TasksArg | None = None,
+  terms: Iterable[str] = DEFAULT_TERMS,
+  reward: str = "r_lambda",
+  lam: float = 1 / 3,
+  reward_urls: str | Sequence[str] = "",
+  workers: int | None = None,
+  **unused: Any,
+) -> list[dict[str, float]]:
   """verl's batch contract: one {"score", term: value, ...} per sample.
 
   `tasks`: task file(s) (default: $PRECISECODER_TASKS); `terms`: the keys besides `score`;
@@ -51,15 +61,30 @@ def compute_score_batch(data_sources: Sequence[Any], solution_strs: Sequence[str
     tasks = adapters.settings_from_environment()["tasks"]
   scorer = adapters.Scorer(tasks, lam=lam, workers=workers, reward_urls=reward_urls)
   results = scorer.results(list(ground_truths), list(solution_strs), what="ground_truth")
-  return [{"score": adapters.term_value(r, reward, math.nan),
-           **{t: adapters.term_value(r, t, math.nan) for t in terms}} for r in results]
+  return [
+    {
+      "score": adapters.term_value(r, reward, math.nan),
+      **{t: adapters.term_value(r, t, math.nan) for t in terms},
+    }
+    for r in results
+  ]
 
 
-def dataset_rows(tasks: adapters.TasksArg, *, data_source: str = "precisecoder",
-                 include_tests: bool = True, thinking: bool = False) -> list[dict[str, Any]]:
+def dataset_rows(
+  tasks: adapters.TasksArg,
+  *,
+  data_source: str = "precisecoder",
+  include_tests: bool = True,
+  thinking: bool = False,
+) -> list[dict[str, Any]]:
   """verl's RL parquet rows: our prompt as chat messages, the task_id as ground truth."""
-  return [{"data_source": data_source,
-           "prompt": prompts.debug_messages(t, thinking=thinking, include_tests=include_tests),
-           "ability": "code", "reward_model": {"style": "rule", "ground_truth": t.task_id},
-           "extra_info": {"task_id": t.task_id}}
-          for t in adapters.task_table(tasks).values()]
+  return [
+    {
+      "data_source": data_source,
+      "prompt": prompts.debug_messages(t, thinking=thinking, include_tests=include_tests),
+      "ability": "code",
+      "reward_model": {"style": "rule", "ground_truth": t.task_id},
+      "extra_info": {"task_id": t.task_id},
+    }
+    for t in adapters.task_table(tasks).values()
+  ]

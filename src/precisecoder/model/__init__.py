@@ -9,7 +9,17 @@ from precisecoder.model.sharding import constrain, make_mesh, shard_model
 from precisecoder.model.tokenizer import load_tokenizer
 
 __all__ = [
-    "Decoder", "KVCache", "ModelConfig", "architectures", "bundled_smollm2_gguf", "constrain",
-    "export_hf", "load_checkpoint", "load_hf", "load_tokenizer", "make_mesh", "param_count",
-    "shard_model",
+  "Decoder",
+  "KVCache",
+  "ModelConfig",
+  "architectures",
+  "bundled_smollm2_gguf",
+  "constrain",
+  "export_hf",
+  "load_checkpoint",
+  "load_hf",
+  "load_tokenizer",
+  "make_mesh",
+  "param_count",
+  "shard_model",
 ]

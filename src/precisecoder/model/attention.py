@@ -34,6 +34,7 @@ import jax.numpy as jnp
 
 from precisecoder.model.config import ATTENTION as IMPLEMENTATIONS
 from precisecoder.intmath import cdiv, round_up
+
 NEG_INF = -1e30  # finite, so fully masked rows give finite outputs, not NaN (-2e30 is fine too)
 
 
@@ -65,11 +66,13 @@ def dense(q, k, v, mask):
     # A decode step's scores are matrix-vector products; as a dot, XLA's CPU backend
     # transposed the whole key cache at every step (70% of a small model's decode step).
     # An elementwise product and sum reads the cache where it is.
-    scores = jnp.sum(q[:, :, :, :, None, :].astype(jnp.float32)
-                     * k[:, :, None, None, :, :].astype(jnp.float32), axis=-1)
+    scores = jnp.sum(
+      q[:, :, :, :, None, :].astype(jnp.float32) * k[:, :, None, None, :, :].astype(jnp.float32),
+      axis=-1,
+    )
   else:
     scores = jnp.einsum("bkgtd,bksd->bkgts", q, k, preferred_element_type=jnp.float32)
-  scores = scores * (d ** -0.5)
+  scores = scores * (d**-0.5)
   scores = jnp.where(mask[:, None, None, :, :], scores, NEG_INF)
   weights = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
   out = jnp.einsum("bkgts,bksd->bkgtd", weights, v)  # [B, K, G, T, D]
@@ -165,15 +168,19 @@ def _flash_forward(q, k, v, q_pos, k_valid, bq, bk):
         p = jnp.exp(scores - m_new[..., None])
         correction = jnp.exp(m - m_new)
         l = l * correction + jnp.sum(p, axis=-1)
-        pv = jnp.einsum("bkgts,bksd->bkgtd", p.astype(v.dtype), vj,
-                        preferred_element_type=jnp.float32)
+        pv = jnp.einsum(
+          "bkgts,bksd->bkgtd", p.astype(v.dtype), vj, preferred_element_type=jnp.float32
+        )
         return m_new, l, acc * correction[..., None] + pv
 
       # Tiles wholly above the causal diagonal contribute nothing: skip them.
       return jax.lax.cond(j * bk <= last, visit, lambda c: c, carry)
 
-    init = (jnp.full((b, kv, g, bq), NEG_INF, jnp.float32), jnp.zeros((b, kv, g, bq), jnp.float32),
-            jnp.zeros((b, kv, g, bq, d), jnp.float32))
+    init = (
+      jnp.full((b, kv, g, bq), NEG_INF, jnp.float32),
+      jnp.zeros((b, kv, g, bq), jnp.float32),
+      jnp.zeros((b, kv, g, bq, d), jnp.float32),
+    )
     m, l, acc = jax.lax.fori_loop(0, nk, key_block, init)
     l = jnp.where(l == 0, 1.0, l)  # a padding block that visited no key at all
     return (acc / l[..., None]).astype(q.dtype), m + jnp.log(l)
@@ -213,16 +220,20 @@ def _flash_bwd(bq, bk, residuals, d_out):
         qi, doi = _slice(q, i * bq, bq, 3), _slice(d_out, i * bq, bq, 3)
         scores = _tile_scores(qi, kj, _slice(q_pos, i * bq, bq, 0), valid_j, j * bk)
         p = jnp.exp(scores - _slice(lse, i * bq, bq, 3)[..., None])
-        dv = dv + jnp.einsum("bkgts,bkgtd->bksd", p.astype(doi.dtype), doi,
-                             preferred_element_type=jnp.float32)
+        dv = dv + jnp.einsum(
+          "bkgts,bkgtd->bksd", p.astype(doi.dtype), doi, preferred_element_type=jnp.float32
+        )
         dp = jnp.einsum("bkgtd,bksd->bkgts", doi, vj, preferred_element_type=jnp.float32)
-        ds = p * (dp - _slice(delta, i * bq, bq, 3)[..., None]) * (d ** -0.5)
-        dq_i = jnp.einsum("bkgts,bksd->bkgtd", ds.astype(kj.dtype), kj,
-                          preferred_element_type=jnp.float32)
-        dq = jax.lax.dynamic_update_slice_in_dim(dq, _slice(dq, i * bq, bq, 3) + dq_i,
-                                                 i * bq, axis=3)
-        dk = dk + jnp.einsum("bkgts,bkgtd->bksd", ds.astype(qi.dtype), qi,
-                             preferred_element_type=jnp.float32)
+        ds = p * (dp - _slice(delta, i * bq, bq, 3)[..., None]) * (d**-0.5)
+        dq_i = jnp.einsum(
+          "bkgts,bksd->bkgtd", ds.astype(kj.dtype), kj, preferred_element_type=jnp.float32
+        )
+        dq = jax.lax.dynamic_update_slice_in_dim(
+          dq, _slice(dq, i * bq, bq, 3) + dq_i, i * bq, axis=3
+        )
+        dk = dk + jnp.einsum(
+          "bkgts,bkgtd->bksd", ds.astype(qi.dtype), qi, preferred_element_type=jnp.float32
+        )
         return dq, dk, dv
 
       return jax.lax.cond(last[i] >= j * bk, visit, lambda c: c, carry)

@@ -24,14 +24,16 @@ from precisecoder.model.weights import WeightSpec, weight_specs
 TensorReader = Callable[[str], np.ndarray]
 
 
-def _check_shape(spec: WeightSpec, name: str, got: tuple[int, ...], want: tuple[int, ...],
-                 where: str):
+def _check_shape(
+  spec: WeightSpec, name: str, got: tuple[int, ...], want: tuple[int, ...], where: str
+):
   if got != want:
     raise ValueError(f"{where}: tensor {name!r} has shape {got}; config implies {want}")
 
 
-def build_decoder(config: ModelConfig, read: TensorReader, *, mesh: Mesh | None = None,
-                  where: str = "checkpoint") -> Decoder:
+def build_decoder(
+  config: ModelConfig, read: TensorReader, *, mesh: Mesh | None = None, where: str = "checkpoint"
+) -> Decoder:
   """A Decoder whose parameters are read through `read` (HF names and layouts)."""
   graphdef, abstract = abstract_decoder(config)
   flat = dict(nnx.to_flat_state(abstract))
@@ -52,8 +54,11 @@ def build_decoder(config: ModelConfig, read: TensorReader, *, mesh: Mesh | None 
     spec = specs[path]
     shape = tuple(var.get_value().shape)
     axes = var.get_metadata().get("logical_axes")
-    sharding = (named_sharding(axes, shape, mesh) if mesh is not None
-                else SingleDeviceSharding(jax.devices()[0]))
+    sharding = (
+      named_sharding(axes, shape, mesh)
+      if mesh is not None
+      else SingleDeviceSharding(jax.devices()[0])
+    )
 
     def shard(index, spec=spec, shape=shape):
       if spec.per_layer:

@@ -19,6 +19,7 @@ EXECUTION_FIELDS = ("remat", "attention", "attention_block", "logprob_chunk", "m
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
   """One decoder: Qwen3 (q/k RMSNorm) or Llama; both GQA + RoPE + SwiGLU."""
+
   arch: str
   vocab_size: int
   hidden_size: int
@@ -50,15 +51,19 @@ class ModelConfig:
     if self.attention not in ATTENTION:
       raise ValueError(f"ModelConfig.attention: {self.attention!r} is not one of {ATTENTION}")
     if self.attention_block < 1 or self.logprob_chunk < 0 or self.mlp_chunk < 0:
-      raise ValueError(f"ModelConfig: attention_block={self.attention_block} must be >= 1, "
-                       f"logprob_chunk={self.logprob_chunk} and mlp_chunk={self.mlp_chunk} >= 0")
+      raise ValueError(
+        f"ModelConfig: attention_block={self.attention_block} must be >= 1, "
+        f"logprob_chunk={self.logprob_chunk} and mlp_chunk={self.mlp_chunk} >= 0"
+      )
     if self.arch not in _ARCHS.values():
       raise ValueError(f"ModelConfig.arch: unsupported {self.arch!r} (want qwen3 or llama)")
     if self.dtype not in DTYPES:
       raise ValueError(f"ModelConfig.dtype: {self.dtype!r} is not one of {DTYPES}")
     if self.num_heads % self.num_kv_heads:
-      raise ValueError(f"ModelConfig: num_heads={self.num_heads} is not a multiple of "
-                       f"num_kv_heads={self.num_kv_heads}")
+      raise ValueError(
+        f"ModelConfig: num_heads={self.num_heads} is not a multiple of "
+        f"num_kv_heads={self.num_kv_heads}"
+      )
     if self.head_dim % 2:
       raise ValueError(f"ModelConfig.head_dim={self.head_dim} must be even for RoPE")
 
@@ -81,8 +86,9 @@ class ModelConfig:
     """Builds a config from a Hugging Face `config.json` dictionary."""
     model_type = hf.get("model_type")
     if model_type not in _ARCHS:
-      raise ValueError(f"{where}: field 'model_type' is {model_type!r}; "
-                       f"supported: {sorted(_ARCHS)}")
+      raise ValueError(
+        f"{where}: field 'model_type' is {model_type!r}; supported: {sorted(_ARCHS)}"
+      )
 
     def need(key):
       if key not in hf:
@@ -91,8 +97,9 @@ class ModelConfig:
 
     rope = hf.get("rope_parameters") or {}  # transformers 5 nests rope settings here
     scaling = hf.get("rope_scaling") or {}
-    rope_type = (rope.get("rope_type") or scaling.get("rope_type") or scaling.get("type")
-                 or "default")
+    rope_type = (
+      rope.get("rope_type") or scaling.get("rope_type") or scaling.get("type") or "default"
+    )
     if rope_type != "default":
       raise ValueError(f"{where}: rope type {rope_type!r} is not supported (only 'default')")
     if hf.get("attention_bias") or hf.get("mlp_bias"):
@@ -101,21 +108,21 @@ class ModelConfig:
     eos = hf.get("eos_token_id")
     eos_ids = tuple(eos) if isinstance(eos, (list, tuple)) else (() if eos is None else (eos,))
     kwargs = dict(
-        arch=_ARCHS[model_type],
-        vocab_size=need("vocab_size"),
-        hidden_size=need("hidden_size"),
-        num_layers=need("num_hidden_layers"),
-        num_heads=heads,
-        num_kv_heads=hf.get("num_key_value_heads") or heads,
-        head_dim=hf.get("head_dim") or need("hidden_size") // heads,
-        intermediate_size=need("intermediate_size"),
-        rope_theta=float(rope.get("rope_theta", hf.get("rope_theta", 10000.0))),
-        rms_norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
-        tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
-        max_position_embeddings=hf.get("max_position_embeddings", 32768),
-        bos_token_id=hf.get("bos_token_id"),
-        eos_token_ids=eos_ids,
-        pad_token_id=hf.get("pad_token_id"),
+      arch=_ARCHS[model_type],
+      vocab_size=need("vocab_size"),
+      hidden_size=need("hidden_size"),
+      num_layers=need("num_hidden_layers"),
+      num_heads=heads,
+      num_kv_heads=hf.get("num_key_value_heads") or heads,
+      head_dim=hf.get("head_dim") or need("hidden_size") // heads,
+      intermediate_size=need("intermediate_size"),
+      rope_theta=float(rope.get("rope_theta", hf.get("rope_theta", 10000.0))),
+      rms_norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
+      tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
+      max_position_embeddings=hf.get("max_position_embeddings", 32768),
+      bos_token_id=hf.get("bos_token_id"),
+      eos_token_ids=eos_ids,
+      pad_token_id=hf.get("pad_token_id"),
     )
     kwargs.update(overrides)
     return cls(**kwargs)
@@ -123,31 +130,32 @@ class ModelConfig:
   def to_hf(self) -> dict[str, Any]:
     """The `config.json` dictionary that transformers reads back into the same model."""
     hf = {
-        "architectures": ["Qwen3ForCausalLM" if self.arch == "qwen3" else "LlamaForCausalLM"],
-        "model_type": self.arch,
-        "vocab_size": self.vocab_size,
-        "hidden_size": self.hidden_size,
-        "num_hidden_layers": self.num_layers,
-        "num_attention_heads": self.num_heads,
-        "num_key_value_heads": self.num_kv_heads,
-        "head_dim": self.head_dim,
-        "intermediate_size": self.intermediate_size,
-        "hidden_act": "silu",
-        "rms_norm_eps": self.rms_norm_eps,
-        "rope_theta": self.rope_theta,
-        "rope_parameters": {"rope_type": "default", "rope_theta": self.rope_theta},
-        "tie_word_embeddings": self.tie_embeddings,
-        "max_position_embeddings": self.max_position_embeddings,
-        "attention_bias": False,
-        "mlp_bias": False,
-        "torch_dtype": self.dtype,
-        "dtype": self.dtype,
+      "architectures": ["Qwen3ForCausalLM" if self.arch == "qwen3" else "LlamaForCausalLM"],
+      "model_type": self.arch,
+      "vocab_size": self.vocab_size,
+      "hidden_size": self.hidden_size,
+      "num_hidden_layers": self.num_layers,
+      "num_attention_heads": self.num_heads,
+      "num_key_value_heads": self.num_kv_heads,
+      "head_dim": self.head_dim,
+      "intermediate_size": self.intermediate_size,
+      "hidden_act": "silu",
+      "rms_norm_eps": self.rms_norm_eps,
+      "rope_theta": self.rope_theta,
+      "rope_parameters": {"rope_type": "default", "rope_theta": self.rope_theta},
+      "tie_word_embeddings": self.tie_embeddings,
+      "max_position_embeddings": self.max_position_embeddings,
+      "attention_bias": False,
+      "mlp_bias": False,
+      "torch_dtype": self.dtype,
+      "dtype": self.dtype,
     }
     if self.bos_token_id is not None:
       hf["bos_token_id"] = self.bos_token_id
     if self.eos_token_ids:
-      hf["eos_token_id"] = (self.eos_token_ids[0] if len(self.eos_token_ids) == 1
-                            else list(self.eos_token_ids))
+      hf["eos_token_id"] = (
+        self.eos_token_ids[0] if len(self.eos_token_ids) == 1 else list(self.eos_token_ids)
+      )
     if self.pad_token_id is not None:
       hf["pad_token_id"] = self.pad_token_id
     return hf

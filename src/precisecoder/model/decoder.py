@@ -34,13 +34,12 @@ from precisecoder.intmath import cdiv
 
 # ModelConfig.remat -> what jax.checkpoint saves of each layer (None: no checkpointing).
 REMAT_POLICIES = {
-    "none": None,
-    "full": jax.checkpoint_policies.nothing_saveable,
-    "dots_saveable": jax.checkpoint_policies.dots_saveable,
-    "dots_with_no_batch_dims_saveable": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
-    # Weight-matmul outputs go to host memory and come back for the backward (GPU/TPU only).
-    "offload_dots": jax.checkpoint_policies.offload_dot_with_no_batch_dims("device",
-                                                                          "pinned_host"),
+  "none": None,
+  "full": jax.checkpoint_policies.nothing_saveable,
+  "dots_saveable": jax.checkpoint_policies.dots_saveable,
+  "dots_with_no_batch_dims_saveable": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+  # Weight-matmul outputs go to host memory and come back for the backward (GPU/TPU only).
+  "offload_dots": jax.checkpoint_policies.offload_dot_with_no_batch_dims("device", "pinned_host"),
 }
 
 
@@ -77,6 +76,7 @@ class KVCache:
   One array per layer (not one stacked array) so that each decode step updates and reads a
   layer's cache in place, with no per-step copies.
   """
+
   k: tuple[jax.Array, ...]  # L x [B, K, S, D]
   v: tuple[jax.Array, ...]  # L x [B, K, S, D]
   valid: jax.Array  # [B, S] bool
@@ -86,9 +86,11 @@ class KVCache:
     shape = (batch, config.num_kv_heads, length, config.head_dim)
     dtype = jnp.dtype(config.dtype)
     layers = range(config.num_layers)
-    return cls(k=tuple(jnp.zeros(shape, dtype) for _ in layers),
-               v=tuple(jnp.zeros(shape, dtype) for _ in layers),
-               valid=jnp.zeros((batch, length), bool))
+    return cls(
+      k=tuple(jnp.zeros(shape, dtype) for _ in layers),
+      v=tuple(jnp.zeros(shape, dtype) for _ in layers),
+      valid=jnp.zeros((batch, length), bool),
+    )
 
 
 CACHE_AXES = ("batch", "kv_heads", "cache_seq", "head_dim")
@@ -99,8 +101,14 @@ class DecoderLayers(nnx.Module):
 
   def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
     c = config
-    l, d, h, k, hd, f = (c.num_layers, c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim,
-                         c.intermediate_size)
+    l, d, h, k, hd, f = (
+      c.num_layers,
+      c.hidden_size,
+      c.num_heads,
+      c.num_kv_heads,
+      c.head_dim,
+      c.intermediate_size,
+    )
     dt = jnp.dtype(c.dtype)
     self.attn_norm = _param(rngs, (l, d), dt, ("layers", "norm"), ones=True)
     self.q_proj = _param(rngs, (l, d, h, hd), dt, ("layers", "embed", "q_heads", "head_dim"))
@@ -118,8 +126,17 @@ class DecoderLayers(nnx.Module):
   def stacked(self, frozen: bool = False) -> dict[str, jax.Array]:
     """Every stacked weight by name (LoRA factors included); `frozen`: the base weights
     through stop_gradient (a LoRA model trains its adapters only)."""
-    names = ["attn_norm", "q_proj", "k_proj", "v_proj", "o_proj", "mlp_norm", "gate_proj",
-             "up_proj", "down_proj"]
+    names = [
+      "attn_norm",
+      "q_proj",
+      "k_proj",
+      "v_proj",
+      "o_proj",
+      "mlp_norm",
+      "gate_proj",
+      "up_proj",
+      "down_proj",
+    ]
     if hasattr(self, "q_norm"):
       names += ["q_norm", "k_norm"]
     out = {n: _frozen(getattr(self, n)[...], frozen) for n in names}
@@ -138,16 +155,17 @@ def _block(config: ModelConfig, x, p, positions, attend, lora_scale: float = 0.0
   LoRA factors in `p` (`<proj>_lora_a/b`) add their term, times `lora_scale`."""
   eps = config.rms_norm_eps
   y = rms_norm(x, p["attn_norm"], eps)
-  q, k, v = (_with_lora(_heads_projection(y, p[name]), y, p, name, lora_scale)
-             for name in ("q_proj", "k_proj", "v_proj"))
+  q, k, v = (
+    _with_lora(_heads_projection(y, p[name]), y, p, name, lora_scale)
+    for name in ("q_proj", "k_proj", "v_proj")
+  )
   if config.qk_norm:
     q, k = rms_norm(q, p["q_norm"], eps), rms_norm(k, p["k_norm"], eps)
   q = constrain(rope(q, positions, config.rope_theta), ("batch", "seq", "q_heads", "head_dim"))
   k = constrain(rope(k, positions, config.rope_theta), ("batch", "seq", "kv_heads", "head_dim"))
   v = constrain(v, ("batch", "seq", "kv_heads", "head_dim"))
   attn, extra = attend(q, k, v)
-  x = x + _with_lora(jnp.einsum("bthk,hkd->btd", attn, p["o_proj"]), attn, p, "o_proj",
-                     lora_scale)
+  x = x + _with_lora(jnp.einsum("bthk,hkd->btd", attn, p["o_proj"]), attn, p, "o_proj", lora_scale)
   x = constrain(x, ("batch", "seq", "act_embed"))
   x = x + _mlp(config, rms_norm(x, p["mlp_norm"], eps), p, lora_scale)
   return constrain(x, ("batch", "seq", "act_embed")), extra
@@ -210,8 +228,9 @@ def positions_from_mask(attention_mask: jax.Array) -> jax.Array:
 class Decoder(nnx.Module):
   """Causal language model: tokens -> next-token logits."""
 
-  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs,
-               lora: lora_lib.LoraConfig | None = None):
+  def __init__(
+    self, config: ModelConfig, *, rngs: nnx.Rngs, lora: lora_lib.LoraConfig | None = None
+  ):
     self.config = config
     self.lora = lora  # adapters on the projections (model/lora.py); None: none
     dt = jnp.dtype(config.dtype)
@@ -257,8 +276,7 @@ class Decoder(nnx.Module):
     """Logits float32[B, T, V] for int32[B, T] tokens; mask bool[B, T] marks real tokens."""
     return self.logits(self.hidden_states(tokens, attention_mask))
 
-  def hidden_states(self, tokens: jax.Array, attention_mask: jax.Array | None = None
-                    ) -> jax.Array:
+  def hidden_states(self, tokens: jax.Array, attention_mask: jax.Array | None = None) -> jax.Array:
     """Final-normed hidden states [B, T, D]; padding may be on either side (see attention.py)."""
     config = self.config
     if attention_mask is None:
@@ -278,16 +296,23 @@ class Decoder(nnx.Module):
     elif impl == "chunked":
       block = config.attention_block
       attend = lambda q, k, v: attention.chunked(
-          q, _heads_first(k), _heads_first(v), jnp.arange(t), attention_mask,
-          block_q=block, block_k=block)
+        q,
+        _heads_first(k),
+        _heads_first(v),
+        jnp.arange(t),
+        attention_mask,
+        block_q=block,
+        block_k=block,
+      )
     else:
       attend = attention.cudnn_causal
 
     scale = self._lora_scale
 
     def body(x, p):
-      return _block(config, x, p, positions, lambda q, k, v: (attend(q, k, v), None),
-                    scale)[0], None
+      return _block(config, x, p, positions, lambda q, k, v: (attend(q, k, v), None), scale)[
+        0
+      ], None
 
     policy = REMAT_POLICIES[config.remat]
     if policy is not None:
@@ -312,16 +337,24 @@ class Decoder(nnx.Module):
     for p in layers:
       for name in self.lora.targets:
         a, b = p.pop(name + "_lora_a"), p.pop(name + "_lora_b")
-        p[name] = (p[name].astype(jnp.float32)
-                   + lora_lib.delta(a, b, self.lora.scale, jnp.float32, stacked=False)
-                   ).astype(p[name].dtype)
+        p[name] = (
+          p[name].astype(jnp.float32)
+          + lora_lib.delta(a, b, self.lora.scale, jnp.float32, stacked=False)
+        ).astype(p[name].dtype)
     return layers
 
-  def forward_cached(self, tokens: jax.Array, positions: jax.Array, token_valid: jax.Array,
-                     cache: KVCache, index: jax.Array,
-                     layer_params: list[dict[str, jax.Array]] | None = None,
-                     window: int | None = None, last_logits_only: bool = False,
-                     hidden_only: bool = False) -> tuple[jax.Array, KVCache]:
+  def forward_cached(
+    self,
+    tokens: jax.Array,
+    positions: jax.Array,
+    token_valid: jax.Array,
+    cache: KVCache,
+    index: jax.Array,
+    layer_params: list[dict[str, jax.Array]] | None = None,
+    window: int | None = None,
+    last_logits_only: bool = False,
+    hidden_only: bool = False,
+  ) -> tuple[jax.Array, KVCache]:
     """Runs tokens [B, T] written at cache slots index..index+T-1; returns (logits, cache).
 
     Each query attends to every valid cache slot up to its own; `token_valid` [B, T] marks
@@ -338,12 +371,12 @@ class Decoder(nnx.Module):
     window = cache.valid.shape[1] if window is None else window
     valid = jax.lax.dynamic_update_slice(cache.valid, token_valid, (0, index))
     slots = jnp.arange(window)
-    mask = (valid[:, None, :window]
-            & (slots[None, None, :] <= index + jnp.arange(t)[None, :, None]))
+    mask = valid[:, None, :window] & (slots[None, None, :] <= index + jnp.arange(t)[None, :, None])
     # A prefill's [B, H, T, S] scores are as large as training's: on the chunked backends
     # (CPU, TPU) it runs chunked. Decode steps (T = 1) and GPU prefills stay dense.
-    chunked_prefill = t > 1 and attention.resolve(config.attention, config.dtype,
-                                                  config.head_dim) == "chunked"
+    chunked_prefill = (
+      t > 1 and attention.resolve(config.attention, config.dtype, config.head_dim) == "chunked"
+    )
     layer_params = self.layer_params() if layer_params is None else layer_params
     x = self._embed(tokens)
     new_k, new_v = [], []
@@ -356,9 +389,15 @@ class Decoder(nnx.Module):
         v_cache = jax.lax.dynamic_update_slice(v_cache, v, (0, 0, index, 0))
         k_seen, v_seen = k_cache[:, :, :window], v_cache[:, :, :window]
         if chunked_prefill:
-          out = attention.chunked(q, k_seen, v_seen, index + jnp.arange(t), valid[:, :window],
-                                  block_q=config.attention_block,
-                                  block_k=config.attention_block)
+          out = attention.chunked(
+            q,
+            k_seen,
+            v_seen,
+            index + jnp.arange(t),
+            valid[:, :window],
+            block_q=config.attention_block,
+            block_k=config.attention_block,
+          )
         else:
           out = attention.dense(q, k_seen, v_seen, mask)
         return out, (k_cache, v_cache)
@@ -372,8 +411,9 @@ class Decoder(nnx.Module):
     cache = KVCache(k=tuple(new_k), v=tuple(new_v), valid=valid)
     return (x if hidden_only else self.logits(x)), cache
 
-  def shared_prefix_hidden(self, prefix: jax.Array, prefix_mask: jax.Array, suffix: jax.Array,
-                           suffix_mask: jax.Array) -> jax.Array:
+  def shared_prefix_hidden(
+    self, prefix: jax.Array, prefix_mask: jax.Array, suffix: jax.Array, suffix_mask: jax.Array
+  ) -> jax.Array:
     """The final-normed hidden states that predict each suffix token, [B, T, D], for rows
     whose prefixes come in groups: row r continues prefix r // (B // N).
 
@@ -388,18 +428,28 @@ class Decoder(nnx.Module):
     repeats = b // n
     cache = KVCache.zeros(self.config, n, p + t)
     layer_params = self.layer_params(merge=False)
-    x, cache = self.forward_cached(prefix, positions_from_mask(prefix_mask), prefix_mask, cache,
-                                   jnp.int32(0), layer_params, window=p, hidden_only=True)
+    x, cache = self.forward_cached(
+      prefix,
+      positions_from_mask(prefix_mask),
+      prefix_mask,
+      cache,
+      jnp.int32(0),
+      layer_params,
+      window=p,
+      hidden_only=True,
+    )
 
     def repeat(a):
       return jnp.repeat(a, repeats, axis=0, total_repeat_length=b)
 
-    cache = KVCache(k=tuple(map(repeat, cache.k)), v=tuple(map(repeat, cache.v)),
-                    valid=repeat(cache.valid))
+    cache = KVCache(
+      k=tuple(map(repeat, cache.k)), v=tuple(map(repeat, cache.v)), valid=repeat(cache.valid)
+    )
     mask = jnp.concatenate([repeat(prefix_mask), suffix_mask], axis=1)
     positions = positions_from_mask(mask)[:, p:]
-    y, _ = self.forward_cached(suffix, positions, suffix_mask, cache, jnp.int32(p),
-                               layer_params, hidden_only=True)
+    y, _ = self.forward_cached(
+      suffix, positions, suffix_mask, cache, jnp.int32(p), layer_params, hidden_only=True
+    )
     return jnp.concatenate([repeat(x[:, -1:]), y[:, :-1]], axis=1)
 
 
@@ -407,7 +457,8 @@ def param_count(model: nnx.Module) -> int:
   return sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
 
 
-def abstract_decoder(config: ModelConfig, lora: lora_lib.LoraConfig | None = None
-                     ) -> tuple[Any, nnx.State]:
+def abstract_decoder(
+  config: ModelConfig, lora: lora_lib.LoraConfig | None = None
+) -> tuple[Any, nnx.State]:
   """(graphdef, abstract state) without allocating weights; loaders fill in the values."""
   return nnx.split(nnx.eval_shape(lambda: Decoder(config, rngs=nnx.Rngs(0), lora=lora)))

@@ -16,20 +16,20 @@ from precisecoder.model.decoder import Decoder
 
 # Hugging Face name (layer part stripped) -> GGUF name.
 _NAMES = {
-    "model.embed_tokens.weight": "token_embd.weight",
-    "model.norm.weight": "output_norm.weight",
-    "lm_head.weight": "output.weight",
-    "input_layernorm.weight": "attn_norm.weight",
-    "self_attn.q_proj.weight": "attn_q.weight",
-    "self_attn.k_proj.weight": "attn_k.weight",
-    "self_attn.v_proj.weight": "attn_v.weight",
-    "self_attn.o_proj.weight": "attn_output.weight",
-    "self_attn.q_norm.weight": "attn_q_norm.weight",
-    "self_attn.k_norm.weight": "attn_k_norm.weight",
-    "post_attention_layernorm.weight": "ffn_norm.weight",
-    "mlp.gate_proj.weight": "ffn_gate.weight",
-    "mlp.up_proj.weight": "ffn_up.weight",
-    "mlp.down_proj.weight": "ffn_down.weight",
+  "model.embed_tokens.weight": "token_embd.weight",
+  "model.norm.weight": "output_norm.weight",
+  "lm_head.weight": "output.weight",
+  "input_layernorm.weight": "attn_norm.weight",
+  "self_attn.q_proj.weight": "attn_q.weight",
+  "self_attn.k_proj.weight": "attn_k.weight",
+  "self_attn.v_proj.weight": "attn_v.weight",
+  "self_attn.o_proj.weight": "attn_output.weight",
+  "self_attn.q_norm.weight": "attn_q_norm.weight",
+  "self_attn.k_norm.weight": "attn_k_norm.weight",
+  "post_attention_layernorm.weight": "ffn_norm.weight",
+  "mlp.gate_proj.weight": "ffn_gate.weight",
+  "mlp.up_proj.weight": "ffn_up.weight",
+  "mlp.down_proj.weight": "ffn_down.weight",
 }
 _LAYER = re.compile(r"model\.layers\.(\d+)\.(.+)")
 
@@ -57,21 +57,21 @@ def read_gguf_config(reader: gguf.GGUFReader, *, where: str, **overrides) -> Mod
   bos = _field(reader, "tokenizer.ggml.bos_token_id", -1, where=where)
   pad = _field(reader, "tokenizer.ggml.padding_token_id", -1, where=where)
   kwargs = dict(
-      arch=arch,
-      vocab_size=int(embd.shape[1]),  # GGUF shapes are [in, out]
-      hidden_size=hidden,
-      num_layers=int(_field(reader, f"{arch}.block_count", where=where)),
-      num_heads=heads,
-      num_kv_heads=int(_field(reader, f"{arch}.attention.head_count_kv", heads, where=where)),
-      head_dim=int(_field(reader, f"{arch}.attention.key_length", hidden // heads, where=where)),
-      intermediate_size=int(_field(reader, f"{arch}.feed_forward_length", where=where)),
-      rope_theta=float(_field(reader, f"{arch}.rope.freq_base", 10000.0, where=where)),
-      rms_norm_eps=float(_field(reader, f"{arch}.attention.layer_norm_rms_epsilon", where=where)),
-      tie_embeddings="output.weight" not in names,
-      max_position_embeddings=int(_field(reader, f"{arch}.context_length", 32768, where=where)),
-      bos_token_id=None if bos < 0 else int(bos),
-      eos_token_ids=() if eos < 0 else (int(eos),),
-      pad_token_id=None if pad < 0 else int(pad),
+    arch=arch,
+    vocab_size=int(embd.shape[1]),  # GGUF shapes are [in, out]
+    hidden_size=hidden,
+    num_layers=int(_field(reader, f"{arch}.block_count", where=where)),
+    num_heads=heads,
+    num_kv_heads=int(_field(reader, f"{arch}.attention.head_count_kv", heads, where=where)),
+    head_dim=int(_field(reader, f"{arch}.attention.key_length", hidden // heads, where=where)),
+    intermediate_size=int(_field(reader, f"{arch}.feed_forward_length", where=where)),
+    rope_theta=float(_field(reader, f"{arch}.rope.freq_base", 10000.0, where=where)),
+    rms_norm_eps=float(_field(reader, f"{arch}.attention.layer_norm_rms_epsilon", where=where)),
+    tie_embeddings="output.weight" not in names,
+    max_position_embeddings=int(_field(reader, f"{arch}.context_length", 32768, where=where)),
+    bos_token_id=None if bos < 0 else int(bos),
+    eos_token_ids=() if eos < 0 else (int(eos),),
+    pad_token_id=None if pad < 0 else int(pad),
   )
   kwargs.update(overrides)
   return ModelConfig(**kwargs)
@@ -136,8 +136,9 @@ def open_gguf(path: str | os.PathLike) -> gguf.GGUFReader:
     raise ValueError(f"{path}: not a readable GGUF file ({type(e).__name__}: {e})") from None
 
 
-def load_gguf(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None = None,
-              **execution) -> tuple[Decoder, ModelConfig]:
+def load_gguf(
+  path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None = None, **execution
+) -> tuple[Decoder, ModelConfig]:
   where = str(path)
   reader = open_gguf(path)
   config = read_gguf_config(reader, where=where, dtype=dtype, **execution)

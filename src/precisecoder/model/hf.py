@@ -57,8 +57,10 @@ def _truncation(file: pathlib.Path) -> str | None:
       return f"truncated safetensors file ({size} bytes; its header alone needs {8 + length})"
     try:
       header = json.loads(f.read(length))
-      end = max((entry["data_offsets"][1] for name, entry in header.items()
-                 if name != "__metadata__"), default=0)
+      end = max(
+        (entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"),
+        default=0,
+      )
     except (ValueError, TypeError, KeyError, IndexError, AttributeError):
       return None  # a garbled header, not a cut: safetensors' own message says more
   if 8 + length + end > size:
@@ -96,8 +98,9 @@ class SafetensorsReader:
     return self._open[file].get_tensor(name)
 
 
-def load_hf(folder: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None = None,
-            **execution) -> tuple[Decoder, ModelConfig]:
+def load_hf(
+  folder: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None = None, **execution
+) -> tuple[Decoder, ModelConfig]:
   config = read_config(folder, dtype=dtype, **execution)
   reader = SafetensorsReader(folder)
   if config.tie_embeddings is False and "lm_head.weight" not in reader.names():
@@ -105,8 +108,14 @@ def load_hf(folder: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | N
   return build_decoder(config, reader, mesh=mesh, where=str(folder)), config
 
 
-def export_hf(model: Decoder, config: ModelConfig, tokenizer, out_dir: str | os.PathLike, *,
-              dtype: str | None = None) -> pathlib.Path:
+def export_hf(
+  model: Decoder,
+  config: ModelConfig,
+  tokenizer,
+  out_dir: str | os.PathLike,
+  *,
+  dtype: str | None = None,
+) -> pathlib.Path:
   """Writes config.json, model.safetensors and the tokenizer files to `out_dir`. A model with
   LoRA adapters is written merged (W + scale A B; the model itself is left as it is)."""
   if getattr(model, "lora", None) is not None:

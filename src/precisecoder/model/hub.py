@@ -35,16 +35,19 @@ def resolve(source: str) -> str:
     return source
   import huggingface_hub  # pylint: disable=import-outside-toplevel  # only for hub ids
   from huggingface_hub import constants, errors  # pylint: disable=import-outside-toplevel
+
   offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on")
   try:
-    path = huggingface_hub.snapshot_download(source, allow_patterns=_FILES,
-                                             local_files_only=offline)
+    path = huggingface_hub.snapshot_download(
+      source, allow_patterns=_FILES, local_files_only=offline
+    )
   except (errors.LocalEntryNotFoundError, errors.OfflineModeIsEnabled) as e:
     raise HubError(
-        f"{source}: no such local path, and as a Hugging Face Hub id it is not in the cache "
-        f"({constants.HF_HUB_CACHE}) while downloads are off "
-        f"(HF_HUB_OFFLINE=1). Download it once with network access (`huggingface-cli "
-        f"download {source}`) or point model.checkpoint at a local folder") from e
+      f"{source}: no such local path, and as a Hugging Face Hub id it is not in the cache "
+      f"({constants.HF_HUB_CACHE}) while downloads are off "
+      f"(HF_HUB_OFFLINE=1). Download it once with network access (`huggingface-cli "
+      f"download {source}`) or point model.checkpoint at a local folder"
+    ) from e
   except (errors.RepositoryNotFoundError, errors.HfHubHTTPError, OSError) as e:
     raise HubError(f"{source}: cannot download from the Hugging Face Hub: {e}") from e
   logging.info("%s: %s", source, path)

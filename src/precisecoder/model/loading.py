@@ -32,9 +32,14 @@ def _is_hf_folder(path: pathlib.Path) -> bool:
   return (path / "config.json").exists() and any(path.glob("*.safetensors"))
 
 
-def load_checkpoint(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None = None,
-                    with_tokenizer: bool = True, **execution
-                    ) -> tuple[Decoder, Any, ModelConfig]:
+def load_checkpoint(
+  path: str | os.PathLike,
+  *,
+  dtype: str = "float32",
+  mesh: Mesh | None = None,
+  with_tokenizer: bool = True,
+  **execution,
+) -> tuple[Decoder, Any, ModelConfig]:
   """(model, tokenizer, config) from an HF folder, a .gguf file, a training checkpoint dir or
   a Hugging Face Hub id (downloaded once, then cached; model/hub.py).
 
@@ -57,8 +62,7 @@ def load_checkpoint(path: str | os.PathLike, *, dtype: str = "float32", mesh: Me
   return model, tokenizer, config
 
 
-def read_config(path: str | os.PathLike, *, dtype: str = "float32", **execution
-                ) -> ModelConfig:
+def read_config(path: str | os.PathLike, *, dtype: str = "float32", **execution) -> ModelConfig:
   """The ModelConfig of any checkpoint `load_checkpoint` reads, without loading its weights
   (a GGUF header, a config.json, a training checkpoint's metadata). Raises CheckpointError."""
   path = _local(path)
@@ -69,6 +73,7 @@ def read_config(path: str | os.PathLike, *, dtype: str = "float32", **execution
     if kind == "hf":
       return hf.read_config(path, dtype=dtype, **execution)
     from precisecoder.model import run_checkpoints  # pylint: disable=import-outside-toplevel
+
     return run_checkpoints.read_config(path, dtype=dtype, **execution)
   except _LOAD_ERRORS as e:
     raise CheckpointError(_naming(path, e)) from e
@@ -87,7 +92,7 @@ def _local(path: str | os.PathLike) -> pathlib.Path:
 
 
 def _kind(path: pathlib.Path) -> str:
-  """"gguf", "hf" or "training" (a workdir, its checkpoints folder or one step)."""
+  """ "gguf", "hf" or "training" (a workdir, its checkpoints folder or one step)."""
   if path.is_file() and path.suffix == ".gguf":
     return "gguf"
   if path.is_dir():
@@ -101,8 +106,9 @@ def _naming(path: pathlib.Path, error: BaseException) -> str:
   return text if text.startswith(str(path)) else f"{path}: {text}"
 
 
-def _load_model(path: pathlib.Path, dtype: str, mesh: Mesh | None, execution: dict
-                ) -> tuple[Decoder, ModelConfig, pathlib.Path]:
+def _load_model(
+  path: pathlib.Path, dtype: str, mesh: Mesh | None, execution: dict
+) -> tuple[Decoder, ModelConfig, pathlib.Path]:
   kind = _kind(path)
   if kind == "gguf":
     model, config = load_gguf(path, dtype=dtype, mesh=mesh, **execution)
@@ -111,8 +117,8 @@ def _load_model(path: pathlib.Path, dtype: str, mesh: Mesh | None, execution: di
     model, config = load_hf(path, dtype=dtype, mesh=mesh, **execution)
     return model, config, path
   from precisecoder.model import run_checkpoints  # Orbax import is slow; only when needed
-  return run_checkpoints.load(path, dtype=dtype, mesh=mesh, load_base=load_checkpoint,
-                              **execution)
+
+  return run_checkpoints.load(path, dtype=dtype, mesh=mesh, load_base=load_checkpoint, **execution)
 
 
 def bundled_smollm2_gguf() -> pathlib.Path:

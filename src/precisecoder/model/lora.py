@@ -32,8 +32,15 @@ from flax import nnx
 from precisecoder.model.config import ModelConfig
 
 # Short name (config) -> the projection it adapts.
-TARGETS = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj", "gate": "gate_proj",
-           "up": "up_proj", "down": "down_proj"}
+TARGETS = {
+  "q": "q_proj",
+  "k": "k_proj",
+  "v": "v_proj",
+  "o": "o_proj",
+  "gate": "gate_proj",
+  "up": "up_proj",
+  "down": "down_proj",
+}
 SUFFIXES = ("_lora_a", "_lora_b")
 
 
@@ -61,12 +68,11 @@ class LoraConfig:
 
   @classmethod
   def from_json(cls, data: dict[str, Any]) -> LoraConfig:
-    return cls(rank=int(data["rank"]), alpha=float(data["alpha"]),
-               targets=tuple(data["targets"]))
+    return cls(rank=int(data["rank"]), alpha=float(data["alpha"]), targets=tuple(data["targets"]))
 
 
 def parse_targets(text: str | Sequence[str]) -> tuple[str, ...]:
-  """"q,k,v,o" (or a list of short names) -> ("q_proj", ...); raises ValueError naming the
+  """ "q,k,v,o" (or a list of short names) -> ("q_proj", ...); raises ValueError naming the
   unknown ones."""
   names = [n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()]
   unknown = [n for n in names if n not in TARGETS]
@@ -80,41 +86,50 @@ def from_config(model_cfg: Any) -> LoraConfig | None:
   block = model_cfg.get("lora") if hasattr(model_cfg, "get") else None
   if block is None or not block.rank:
     return None
-  return LoraConfig(rank=int(block.rank), alpha=float(block.alpha),
-                    targets=parse_targets(block.targets))
+  return LoraConfig(
+    rank=int(block.rank), alpha=float(block.alpha), targets=parse_targets(block.targets)
+  )
 
 
 def _axes(config: ModelConfig) -> dict[str, tuple[tuple, tuple, tuple, tuple]]:
   """Projection -> (input shape, input logical axes, output shape, output logical axes),
   per layer, in the layout DecoderLayers stores the weight."""
-  d, h, k, hd, f = (config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim,
-                    config.intermediate_size)
+  d, h, k, hd, f = (
+    config.hidden_size,
+    config.num_heads,
+    config.num_kv_heads,
+    config.head_dim,
+    config.intermediate_size,
+  )
   embed = ((d,), ("embed",))
   return {
-      "q_proj": (*embed, (h, hd), ("q_heads", "head_dim")),
-      "k_proj": (*embed, (k, hd), ("kv_heads", "head_dim")),
-      "v_proj": (*embed, (k, hd), ("kv_heads", "head_dim")),
-      "o_proj": ((h, hd), ("q_heads", "head_dim"), *embed),
-      "gate_proj": (*embed, (f,), ("mlp",)),
-      "up_proj": (*embed, (f,), ("mlp",)),
-      "down_proj": ((f,), ("mlp",), *embed),
+    "q_proj": (*embed, (h, hd), ("q_heads", "head_dim")),
+    "k_proj": (*embed, (k, hd), ("kv_heads", "head_dim")),
+    "v_proj": (*embed, (k, hd), ("kv_heads", "head_dim")),
+    "o_proj": ((h, hd), ("q_heads", "head_dim"), *embed),
+    "gate_proj": (*embed, (f,), ("mlp",)),
+    "up_proj": (*embed, (f,), ("mlp",)),
+    "down_proj": ((f,), ("mlp",), *embed),
   }
 
 
-def init_adapters(config: ModelConfig, lora: LoraConfig, rngs: nnx.Rngs
-                  ) -> dict[str, nnx.Param]:
+def init_adapters(config: ModelConfig, lora: LoraConfig, rngs: nnx.Rngs) -> dict[str, nnx.Param]:
   """{"<proj>_lora_a": A, "<proj>_lora_b": B} for every target, stacked over layers."""
   layers, dtype = config.num_layers, jnp.dtype(config.dtype)
   out = {}
   for name in lora.targets:
     in_shape, in_axes, out_shape, out_axes = _axes(config)[name]
     bound = 1.0 / math.sqrt(math.prod(in_shape))
-    a = jax.random.uniform(rngs.params(), (layers, *in_shape, lora.rank), jnp.float32,
-                           -bound, bound)
-    out[name + "_lora_a"] = nnx.Param(a.astype(dtype),
-                                      logical_axes=("layers", *in_axes, "lora_rank"))
-    out[name + "_lora_b"] = nnx.Param(jnp.zeros((layers, lora.rank, *out_shape), dtype),
-                                      logical_axes=("layers", "lora_rank", *out_axes))
+    a = jax.random.uniform(
+      rngs.params(), (layers, *in_shape, lora.rank), jnp.float32, -bound, bound
+    )
+    out[name + "_lora_a"] = nnx.Param(
+      a.astype(dtype), logical_axes=("layers", *in_axes, "lora_rank")
+    )
+    out[name + "_lora_b"] = nnx.Param(
+      jnp.zeros((layers, lora.rank, *out_shape), dtype),
+      logical_axes=("layers", "lora_rank", *out_axes),
+    )
   return out
 
 
@@ -123,7 +138,7 @@ def delta(a: jax.Array, b: jax.Array, scale: float, dtype, *, stacked: bool) -> 
   [*lead, *in, *out], where `lead` is the layers axis when `stacked`, else nothing."""
   lead = a.shape[:1] if stacked else ()
   r = a.shape[-1]
-  in_shape, out_shape = a.shape[len(lead):-1], b.shape[len(lead) + 1:]
+  in_shape, out_shape = a.shape[len(lead) : -1], b.shape[len(lead) + 1 :]
   a2 = a.reshape(*lead, math.prod(in_shape), r).astype(jnp.float32)
   b2 = b.reshape(*lead, r, math.prod(out_shape)).astype(jnp.float32)
   return (scale * (a2 @ b2)).reshape(*lead, *in_shape, *out_shape).astype(dtype)
@@ -154,20 +169,21 @@ def is_adapter(path: Sequence[Any]) -> bool:
 def adapter_labels(params: Any) -> Any:
   """The tree of `params` with "adapter" or "frozen" at each leaf (optax.multi_transform)."""
   return jax.tree_util.tree_map_with_path(
-      lambda path, _: "adapter" if is_adapter(path) else "frozen", params)
+    lambda path, _: "adapter" if is_adapter(path) else "frozen", params
+  )
 
 
 def adapters_of(params: nnx.State) -> nnx.State:
   """The adapters' part of a parameter state (what a LoRA run checkpoints)."""
   return nnx.from_flat_state(
-      [(path, v) for path, v in nnx.to_flat_state(params) if is_adapter(path)])
+    [(path, v) for path, v in nnx.to_flat_state(params) if is_adapter(path)]
+  )
 
 
 def with_adapters(params: nnx.State, adapters: nnx.State) -> nnx.State:
   """`params` with its adapters replaced by those of `adapters` (same paths)."""
   new = {path: v for path, v in nnx.to_flat_state(adapters)}
-  return nnx.from_flat_state([(path, new.get(path, v))
-                              for path, v in nnx.to_flat_state(params)])
+  return nnx.from_flat_state([(path, new.get(path, v)) for path, v in nnx.to_flat_state(params)])
 
 
 def attach(model: nnx.Module, lora: LoraConfig, seed: int) -> nnx.Module:
@@ -179,9 +195,14 @@ def attach(model: nnx.Module, lora: LoraConfig, seed: int) -> nnx.Module:
     sharding = getattr(base, "sharding", None)
     if isinstance(sharding, jax.sharding.NamedSharding):
       from precisecoder.model.sharding import named_sharding  # pylint: disable=import-outside-toplevel
-      var = nnx.Param(jax.device_put(var[...], named_sharding(
-          var.get_metadata()["logical_axes"], var[...].shape, sharding.mesh)),
-          logical_axes=var.get_metadata()["logical_axes"])
+
+      var = nnx.Param(
+        jax.device_put(
+          var[...],
+          named_sharding(var.get_metadata()["logical_axes"], var[...].shape, sharding.mesh),
+        ),
+        logical_axes=var.get_metadata()["logical_axes"],
+      )
     setattr(model.layers, name, var)
   model.lora = lora
   return model
@@ -197,8 +218,11 @@ def merged(model: nnx.Module) -> nnx.Module:
   for name in lora.targets:
     a, b = getattr(layers, name + "_lora_a"), getattr(layers, name + "_lora_b")
     w = getattr(layers, name)
-    w.set_value((w[...].astype(jnp.float32) + delta(a[...], b[...], lora.scale, jnp.float32,
-                                                    stacked=True)).astype(w[...].dtype))
+    w.set_value(
+      (
+        w[...].astype(jnp.float32) + delta(a[...], b[...], lora.scale, jnp.float32, stacked=True)
+      ).astype(w[...].dtype)
+    )
     delattr(layers, name + "_lora_a")
     delattr(layers, name + "_lora_b")
   model.lora = None

@@ -45,14 +45,17 @@ def kv_cache_bytes(config: ModelConfig, rows: int, length: int) -> int:
   return rows * length * per_token
 
 
-def sampler_bytes(config: ModelConfig, *, prompts: int, samples: int, prompt_len: int,
-                  max_new_tokens: int) -> dict[str, int]:
+def sampler_bytes(
+  config: ModelConfig, *, prompts: int, samples: int, prompt_len: int, max_new_tokens: int
+) -> dict[str, int]:
   """What one sampler call of `prompts` x `samples` rows needs at least, by part."""
   rows = prompts * samples
   length = prompt_len + max_new_tokens
-  return {"weights": weights_bytes(config),
-          "KV cache": kv_cache_bytes(config, rows + prompts, length),
-          "logits": DECODE_LOGIT_COPIES * rows * config.vocab_size * _FLOAT32}
+  return {
+    "weights": weights_bytes(config),
+    "KV cache": kv_cache_bytes(config, rows + prompts, length),
+    "logits": DECODE_LOGIT_COPIES * rows * config.vocab_size * _FLOAT32,
+  }
 
 
 def train_logits_bytes(config: ModelConfig, rows: int, tokens: int) -> int:
@@ -66,6 +69,7 @@ def available_bytes(devices: int = 1) -> tuple[int, str]:
   `devices` devices like the first (a batch sharded over them), else the host's available
   memory (or its cgroup's limit, if lower)."""
   import jax  # pylint: disable=import-outside-toplevel
+
   device = jax.devices()[0]
   if device.platform != "cpu":
     stats = device.memory_stats() or {}
@@ -99,8 +103,14 @@ def gigabytes(n: int) -> str:
   return f"{n / 1e9:.1f} GB"
 
 
-def check(need: Mapping[str, int], what: str, advice: str, *, devices: int = 1,
-          available: tuple[int, str] | None = None) -> None:
+def check(
+  need: Mapping[str, int],
+  what: str,
+  advice: str,
+  *,
+  devices: int = 1,
+  available: tuple[int, str] | None = None,
+) -> None:
   """Raises BatchTooLarge when the parts of `need` add up to more than is available:
   "`what` needs at least X GB (part a, part b, ...); this machine has Y GB of `where`
   (`advice`)"."""
@@ -108,5 +118,7 @@ def check(need: Mapping[str, int], what: str, advice: str, *, devices: int = 1,
   total = sum(need.values())
   if total > have:
     parts = ", ".join(f"{name} {gigabytes(n)}" for name, n in need.items())
-    raise BatchTooLarge(f"{what} needs at least {gigabytes(total)} ({parts}); this machine has "
-                       f"{gigabytes(have)} of {where} ({advice})")
+    raise BatchTooLarge(
+      f"{what} needs at least {gigabytes(total)} ({parts}); this machine has "
+      f"{gigabytes(have)} of {where} ({advice})"
+    )

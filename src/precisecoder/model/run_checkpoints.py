@@ -29,9 +29,14 @@ from precisecoder.model.sharding import named_sharding
 _SKIP_KEYS = {"value", "raw_value", "_value"}  # Variable wrappers in a saved nnx.State
 
 
-def model_meta(config: ModelConfig, tokenizer_source: str | os.PathLike, *,
-               lora: lora_lib.LoraConfig | None = None, base: str | os.PathLike = "",
-               seed: int = 0) -> dict[str, Any]:
+def model_meta(
+  config: ModelConfig,
+  tokenizer_source: str | os.PathLike,
+  *,
+  lora: lora_lib.LoraConfig | None = None,
+  base: str | os.PathLike = "",
+  seed: int = 0,
+) -> dict[str, Any]:
   """The JSON that a training checkpoint's `meta["model"]` holds, so it can be loaded alone.
 
   A local tokenizer source is recorded as an absolute path (the checkpoint is read from other
@@ -54,11 +59,14 @@ def _step_dir(path: pathlib.Path) -> pathlib.Path:
   if (path / "params").is_dir() and (path / "meta").exists():
     return path
   root = path / "checkpoints" if (path / "checkpoints").is_dir() else path
-  steps = sorted((p for p in root.iterdir() if p.is_dir() and p.name.isdigit()),
-                 key=lambda p: int(p.name))
+  steps = sorted(
+    (p for p in root.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name)
+  )
   if not steps:
-    raise FileNotFoundError(f"{path}: not a Hugging Face folder, a .gguf file or a training "
-                            "checkpoint (no <step>/params under it or under checkpoints/)")
+    raise FileNotFoundError(
+      f"{path}: not a Hugging Face folder, a .gguf file or a training "
+      "checkpoint (no <step>/params under it or under checkpoints/)"
+    )
   return steps[-1]
 
 
@@ -100,7 +108,7 @@ def _orbax_reason(error: BaseException) -> str:
     error = error.__cause__ or error.__context__
   for e in chain:
     text = str(e)
-    cut = (isinstance(e, json.JSONDecodeError) and e.pos >= len(e.doc.rstrip()))
+    cut = isinstance(e, json.JSONDecodeError) and e.pos >= len(e.doc.rstrip())
     if cut or any(sign in text for sign in _TRUNCATION_SIGNS):
       return f"truncated Orbax checkpoint ({_first_line(text)})"
   return f"unreadable Orbax checkpoint ({_first_line(str(chain[-1]))})"
@@ -132,13 +140,19 @@ def _config(step_dir: pathlib.Path, meta: dict[str, Any], dtype: str, execution)
   try:
     return ModelConfig(**fields)
   except TypeError as e:  # fields missing or unknown: not what model_meta wrote
-    raise ValueError(f"{step_dir / 'meta'}: the saved model config does not fit ModelConfig "
-                     f"({e})") from None
+    raise ValueError(
+      f"{step_dir / 'meta'}: the saved model config does not fit ModelConfig ({e})"
+    ) from None
 
 
-def load(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None = None,
-         load_base: Callable[..., tuple[Decoder, Any, ModelConfig]] | None = None,
-         **execution) -> tuple[Decoder, ModelConfig, pathlib.Path]:
+def load(
+  path: str | os.PathLike,
+  *,
+  dtype: str = "float32",
+  mesh: Mesh | None = None,
+  load_base: Callable[..., tuple[Decoder, Any, ModelConfig]] | None = None,
+  **execution,
+) -> tuple[Decoder, ModelConfig, pathlib.Path]:
   """(model, config, tokenizer source) from a workdir, its checkpoints dir or one step dir.
 
   `load_base`: how a LoRA run's base checkpoint is loaded (model/loading.py's
@@ -171,14 +185,19 @@ def load(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None =
     var = ours[key]
     shape = tuple(var.get_value().shape)
     if tuple(leaf.shape) != shape:
-      raise ValueError(f"{params_dir}: {'/'.join(key)} has shape {tuple(leaf.shape)}; "
-                       f"config implies {shape}")
-    sharding = (named_sharding(var.get_metadata()["logical_axes"], shape, mesh) if mesh
-                else SingleDeviceSharding(jax.devices()[0]))
+      raise ValueError(
+        f"{params_dir}: {'/'.join(key)} has shape {tuple(leaf.shape)}; config implies {shape}"
+      )
+    sharding = (
+      named_sharding(var.get_metadata()["logical_axes"], shape, mesh)
+      if mesh
+      else SingleDeviceSharding(jax.devices()[0])
+    )
     return jax.ShapeDtypeStruct(shape, np.dtype(jax.numpy.dtype(dtype)), sharding=sharding)
 
   abstract_saved = jax.tree_util.tree_map_with_path(
-      target, saved_tree, is_leaf=lambda x: hasattr(x, "shape") and hasattr(x, "dtype"))
+    target, saved_tree, is_leaf=lambda x: hasattr(x, "shape") and hasattr(x, "dtype")
+  )
   with _orbax_errors(params_dir):
     restored = checkpointer.restore(params_dir, abstract_saved)
   values = {_normalise(p): v for p, v in jax.tree_util.tree_flatten_with_path(restored)[0]}
@@ -188,36 +207,63 @@ def load(path: str | os.PathLike, *, dtype: str = "float32", mesh: Mesh | None =
     if absent:
       raise ValueError(f"{params_dir}: LoRA adapters missing from the checkpoint: {absent}")
     base = _lora_base(meta["lora"], config, dtype, mesh, execution, load_base)
-    values = {**{_normalise(p): v.get_value() for p, v in nnx.to_flat_state(nnx.state(base))},
-              **values}
+    values = {
+      **{_normalise(p): v.get_value() for p, v in nnx.to_flat_state(nnx.state(base))},
+      **values,
+    }
   missing = set(ours) - set(values)
   if missing:
-    raise ValueError(f"{params_dir}: parameters missing from the checkpoint: "
-                     f"{sorted('/'.join(m) for m in missing)}")
+    raise ValueError(
+      f"{params_dir}: parameters missing from the checkpoint: "
+      f"{sorted('/'.join(m) for m in missing)}"
+    )
   flat = [(p, var.replace(values[p])) for p, var in ours.items()]
   model = lora_lib.merged(nnx.merge(graphdef, nnx.from_flat_state(flat)))
   return model, config, pathlib.Path(meta["tokenizer"])
 
 
-def _lora_base(lora: dict[str, Any], config: ModelConfig, dtype: str, mesh: Mesh | None,
-               execution: dict[str, Any], load_base: Callable | None) -> Decoder:
+def _lora_base(
+  lora: dict[str, Any],
+  config: ModelConfig,
+  dtype: str,
+  mesh: Mesh | None,
+  execution: dict[str, Any],
+  load_base: Callable | None,
+) -> Decoder:
   """The frozen base a LoRA run trained on: its checkpoint, or the random init of its seed."""
   if lora.get("base"):
     if load_base is None:
-      raise ValueError(f"a LoRA run on the base {lora['base']}: load it with "
-                       "precisecoder.model.load_checkpoint")
-    model, _, base_config = load_base(lora["base"], dtype=dtype, mesh=mesh, with_tokenizer=False,
-                                      **execution)
-    shape = ("arch", "vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads",
-             "head_dim", "intermediate_size", "tie_embeddings")
-    differ = [f"{f} {getattr(base_config, f)} vs {getattr(config, f)}" for f in shape
-              if getattr(base_config, f) != getattr(config, f)]
+      raise ValueError(
+        f"a LoRA run on the base {lora['base']}: load it with precisecoder.model.load_checkpoint"
+      )
+    model, _, base_config = load_base(
+      lora["base"], dtype=dtype, mesh=mesh, with_tokenizer=False, **execution
+    )
+    shape = (
+      "arch",
+      "vocab_size",
+      "hidden_size",
+      "num_layers",
+      "num_heads",
+      "num_kv_heads",
+      "head_dim",
+      "intermediate_size",
+      "tie_embeddings",
+    )
+    differ = [
+      f"{f} {getattr(base_config, f)} vs {getattr(config, f)}"
+      for f in shape
+      if getattr(base_config, f) != getattr(config, f)
+    ]
     if differ:
-      raise ValueError(f"LoRA base {lora['base']} is not the model the adapters were trained "
-                       f"on ({', '.join(differ)})")
+      raise ValueError(
+        f"LoRA base {lora['base']} is not the model the adapters were trained "
+        f"on ({', '.join(differ)})"
+      )
     return model
   model = Decoder(config, rngs=nnx.Rngs(int(lora.get("seed", 0))))
   if mesh is not None:
     from precisecoder.model.sharding import shard_model  # pylint: disable=import-outside-toplevel
+
     model = shard_model(model, mesh)
   return model

@@ -21,39 +21,40 @@ MESH_AXES = ("data", "fsdp", "tensor")
 # Logical axis -> mesh axes, in order. Batch over data and fsdp; weights' model dimension over
 # fsdp (ZeRO-3 style); heads, MLP hidden units and the vocabulary over tensor.
 RULES: dict[str, tuple[str, ...]] = {
-    "batch": ("data", "fsdp"),
-    "embed": ("fsdp",),
-    "vocab": ("tensor",),
-    "q_heads": ("tensor",),
-    "kv_heads": ("tensor",),
-    "mlp": ("tensor",),
-    "layers": (),
-    "head_dim": (),
-    "norm": (),
-    "seq": (),
-    "cache_seq": (),
-    "act_embed": (),  # activations keep the model dimension whole
-    "lora_rank": (),  # LoRA factors (model/lora.py): the rank is small; never split
+  "batch": ("data", "fsdp"),
+  "embed": ("fsdp",),
+  "vocab": ("tensor",),
+  "q_heads": ("tensor",),
+  "kv_heads": ("tensor",),
+  "mlp": ("tensor",),
+  "layers": (),
+  "head_dim": (),
+  "norm": (),
+  "seq": (),
+  "cache_seq": (),
+  "act_embed": (),  # activations keep the model dimension whole
+  "lora_rank": (),  # LoRA factors (model/lora.py): the rank is small; never split
 }
 
 # (data, fsdp, tensor) shapes for common slices; `-1` takes the remaining devices.
 MESHES: dict[str, tuple[int, int, int]] = {
-    "cpu": (1, 1, 1),
-    "gpu": (1, 1, 1),
-    "fsdp": (1, -1, 1),
-    "v5e-8": (1, 8, 1),
-    "v5e-16": (2, 8, 1),
-    "v5e-64": (8, 8, 1),
-    "v5p-8": (1, 4, 1),
-    "v5p-32": (1, 16, 1),
-    "v5p-128": (4, 16, 1),
-    "v6e-8": (1, 4, 2),
-    "v6e-64": (4, 8, 2),
+  "cpu": (1, 1, 1),
+  "gpu": (1, 1, 1),
+  "fsdp": (1, -1, 1),
+  "v5e-8": (1, 8, 1),
+  "v5e-16": (2, 8, 1),
+  "v5e-64": (8, 8, 1),
+  "v5p-8": (1, 4, 1),
+  "v5p-32": (1, 16, 1),
+  "v5p-128": (4, 16, 1),
+  "v6e-8": (1, 4, 2),
+  "v6e-64": (4, 8, 2),
 }
 
 
-def make_mesh(shape: Sequence[int] | str = (1, -1, 1),
-              devices: Sequence[jax.Device] | None = None) -> Mesh:
+def make_mesh(
+  shape: Sequence[int] | str = (1, -1, 1), devices: Sequence[jax.Device] | None = None
+) -> Mesh:
   """A (data, fsdp, tensor) mesh from a shape ("2,2,1" too) or a name in MESHES; one `-1` is
   inferred."""
   if isinstance(shape, str) and "," in shape:  # "data,fsdp,tensor", e.g. "2,2,1"
@@ -72,14 +73,15 @@ def make_mesh(shape: Sequence[int] | str = (1, -1, 1),
     known = math.prod(s for s in shape if s != -1)
     shape[shape.index(-1)] = len(devices) // known
   if math.prod(shape) != len(devices):
-    raise ValueError(f"mesh shape {tuple(shape)} needs {math.prod(shape)} devices; "
-                     f"{len(devices)} available")
-  return jax.make_mesh(tuple(shape), MESH_AXES, axis_types=(AxisType.Auto,) * 3,
-                       devices=devices)
+    raise ValueError(
+      f"mesh shape {tuple(shape)} needs {math.prod(shape)} devices; {len(devices)} available"
+    )
+  return jax.make_mesh(tuple(shape), MESH_AXES, axis_types=(AxisType.Auto,) * 3, devices=devices)
 
 
-def logical_to_spec(axes: Sequence[str | None], shape: Sequence[int],
-                    mesh: Mesh | jax.sharding.AbstractMesh) -> PartitionSpec:
+def logical_to_spec(
+  axes: Sequence[str | None], shape: Sequence[int], mesh: Mesh | jax.sharding.AbstractMesh
+) -> PartitionSpec:
   """The PartitionSpec for an array of `shape` whose dimensions have logical names `axes`."""
   if len(axes) != len(shape):
     raise ValueError(f"logical axes {tuple(axes)} do not match shape {tuple(shape)}")
@@ -131,10 +133,12 @@ def shard_model(model: nnx.Module, mesh: Mesh) -> nnx.Module:
   """Moves every parameter of `model` onto its sharding over `mesh` (in place) and returns it."""
   graphdef, state = nnx.split(model)
   shardings = state_shardings(state, mesh)
-  values = jax.tree.map(lambda v: v.get_value(), state,
-                        is_leaf=lambda v: isinstance(v, nnx.Variable))
-  placed = jax.device_put(values, jax.tree.map(
-      lambda v: v, shardings, is_leaf=lambda v: isinstance(v, NamedSharding)))
+  values = jax.tree.map(
+    lambda v: v.get_value(), state, is_leaf=lambda v: isinstance(v, nnx.Variable)
+  )
+  placed = jax.device_put(
+    values, jax.tree.map(lambda v: v, shardings, is_leaf=lambda v: isinstance(v, NamedSharding))
+  )
   nnx.update(model, placed)
   return model
 

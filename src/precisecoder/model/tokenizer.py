@@ -14,8 +14,9 @@ _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model"
 BYTES = "precisecoder:bytes"
 _BYTE_PAD, _BYTE_EOS = "<|pad|>", "<|endoftext|>"
 _BYTE_CHAT_TEMPLATE = (
-    "{%- for message in messages %}{{- '<' + message['role'] + '>\\n' + message['content'] + "
-    "'\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<assistant>\\n' }}{%- endif %}")
+  "{%- for message in messages %}{{- '<' + message['role'] + '>\\n' + message['content'] + "
+  "'\\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<assistant>\\n' }}{%- endif %}"
+)
 
 
 class ByteTokenizer:
@@ -38,8 +39,14 @@ class ByteTokenizer:
     del skip_special_tokens, kwargs
     return bytes(int(i) - 2 for i in ids if 2 <= int(i) < 258).decode("utf-8", errors="replace")
 
-  def apply_chat_template(self, messages: Sequence[dict[str, str]], *, tokenize: bool = True,
-                          add_generation_prompt: bool = False, **kwargs) -> Any:
+  def apply_chat_template(
+    self,
+    messages: Sequence[dict[str, str]],
+    *,
+    tokenize: bool = True,
+    add_generation_prompt: bool = False,
+    **kwargs,
+  ) -> Any:
     del kwargs
     text = "".join(f"<{m['role']}>\n{m['content']}\n" for m in messages)
     if add_generation_prompt:
@@ -57,16 +64,20 @@ class ByteTokenizer:
     tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     tokenizer.decoder = decoders.ByteLevel()
-    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token=_BYTE_PAD,
-                                      eos_token=_BYTE_EOS)
+    wrapped = PreTrainedTokenizerFast(
+      tokenizer_object=tokenizer, pad_token=_BYTE_PAD, eos_token=_BYTE_EOS
+    )
     wrapped.chat_template = _BYTE_CHAT_TEMPLATE
     wrapped.save_pretrained(str(folder))
 
 
 def _bytes_to_unicode() -> dict[int, str]:
   """GPT-2's byte -> character table, which the ByteLevel pre-tokenizer uses."""
-  printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
-               + list(range(ord("®"), ord("ÿ") + 1)))
+  printable = (
+    list(range(ord("!"), ord("~") + 1))
+    + list(range(ord("¡"), ord("¬") + 1))
+    + list(range(ord("®"), ord("ÿ") + 1))
+  )
   table, extra = {}, 0
   for b in range(256):
     if b in printable:
@@ -102,9 +113,15 @@ class QwenChatTokenizer:
   def decode(self, ids: Sequence[int], skip_special_tokens: bool = False, **kwargs) -> str:
     return self._tok.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
 
-  def apply_chat_template(self, messages: Sequence[dict[str, str]], *, tokenize: bool = True,
-                          add_generation_prompt: bool = False, enable_thinking: bool = True,
-                          **kwargs) -> Any:
+  def apply_chat_template(
+    self,
+    messages: Sequence[dict[str, str]],
+    *,
+    tokenize: bool = True,
+    add_generation_prompt: bool = False,
+    enable_thinking: bool = True,
+    **kwargs,
+  ) -> Any:
     text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
     if add_generation_prompt:
       text += "<|im_start|>assistant\n"
@@ -139,8 +156,11 @@ def eos_token_ids(tokenizer, config_eos: Sequence[int] = ()) -> list[int]:
 
 
 def pad_token_id(tokenizer, config_pad: int | None = None) -> int:
-  for candidate in (getattr(tokenizer, "pad_token_id", None), config_pad,
-                    getattr(tokenizer, "eos_token_id", None)):
+  for candidate in (
+    getattr(tokenizer, "pad_token_id", None),
+    config_pad,
+    getattr(tokenizer, "eos_token_id", None),
+  ):
     if candidate is not None:
       return int(candidate)
   return 0

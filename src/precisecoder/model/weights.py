@@ -37,8 +37,10 @@ def weight_specs(config: ModelConfig) -> Iterator[WeightSpec]:
   layer = "model.layers.{i}."
 
   def in_heads(n):  # [n*hd, d] <-> [d, n, hd]
-    return (lambda x: np.ascontiguousarray(x.T).reshape(d, n, hd),
-            lambda x: np.ascontiguousarray(x.reshape(d, n * hd).T))
+    return (
+      lambda x: np.ascontiguousarray(x.T).reshape(d, n, hd),
+      lambda x: np.ascontiguousarray(x.reshape(d, n * hd).T),
+    )
 
   yield WeightSpec(("embed",), "model.embed_tokens.weight", False, _same, _same)
   yield WeightSpec(("final_norm",), "model.norm.weight", False, _same, _same)
@@ -48,13 +50,18 @@ def weight_specs(config: ModelConfig) -> Iterator[WeightSpec]:
   yield WeightSpec(("layers", "q_proj"), layer + "self_attn.q_proj.weight", True, *in_heads(h))
   yield WeightSpec(("layers", "k_proj"), layer + "self_attn.k_proj.weight", True, *in_heads(k))
   yield WeightSpec(("layers", "v_proj"), layer + "self_attn.v_proj.weight", True, *in_heads(k))
-  yield WeightSpec(("layers", "o_proj"), layer + "self_attn.o_proj.weight", True,
-                   lambda x: np.ascontiguousarray(x.T).reshape(h, hd, d),
-                   lambda x: np.ascontiguousarray(x.reshape(h * hd, d).T))
+  yield WeightSpec(
+    ("layers", "o_proj"),
+    layer + "self_attn.o_proj.weight",
+    True,
+    lambda x: np.ascontiguousarray(x.T).reshape(h, hd, d),
+    lambda x: np.ascontiguousarray(x.reshape(h * hd, d).T),
+  )
   if config.qk_norm:
     yield WeightSpec(("layers", "q_norm"), layer + "self_attn.q_norm.weight", True, _same, _same)
     yield WeightSpec(("layers", "k_norm"), layer + "self_attn.k_norm.weight", True, _same, _same)
-  yield WeightSpec(("layers", "mlp_norm"), layer + "post_attention_layernorm.weight", True,
-                   _same, _same)
+  yield WeightSpec(
+    ("layers", "mlp_norm"), layer + "post_attention_layernorm.weight", True, _same, _same
+  )
   for name in ("gate_proj", "up_proj", "down_proj"):
     yield WeightSpec(("layers", name), layer + f"mlp.{name}.weight", True, _transpose, _transpose)

@@ -49,9 +49,11 @@ class DataStateHandler(ocp.CheckpointHandler):
     path = _process_file(directory)
     if not path.exists():
       found = sorted(p.name for p in directory.iterdir())
-      raise FileNotFoundError(f"{path}: no data-iterator state for this process (the "
-                              f"checkpoint holds {found}; was it written by another number "
-                              "of hosts?)")
+      raise FileNotFoundError(
+        f"{path}: no data-iterator state for this process (the "
+        f"checkpoint holds {found}; was it written by another number "
+        "of hosts?)"
+      )
     return json.loads(path.read_text())
 
   def metadata(self, directory: epath.Path) -> None:
@@ -82,36 +84,48 @@ class DataStateRestore(ocp.args.CheckpointArgs):
 class Checkpointer:
   """`<workdir>/checkpoints/<step>/{params,opt_state,meta}`."""
 
-  def __init__(self, directory: str | os.PathLike, *, max_to_keep: int = 3,
-               async_save: bool = True, adapters_only: bool = False):
+  def __init__(
+    self,
+    directory: str | os.PathLike,
+    *,
+    max_to_keep: int = 3,
+    async_save: bool = True,
+    adapters_only: bool = False,
+  ):
     self.adapters_only = adapters_only
     # epath: a local folder or a bucket (gs://...), which outlives preempted TPU VMs.
     self.directory = epath.Path(directory)
     if "://" not in str(directory):
       self.directory = epath.Path(pathlib.Path(directory).absolute())
     options = ocp.CheckpointManagerOptions(
-        max_to_keep=max_to_keep, enable_async_checkpointing=async_save, create=True)
+      max_to_keep=max_to_keep, enable_async_checkpointing=async_save, create=True
+    )
     self._manager = ocp.CheckpointManager(self.directory, item_names=_ITEMS, options=options)
 
   def latest_step(self) -> int | None:
     return self._manager.latest_step()
 
-  def save(self, step: int, params: Any, opt_state: Any, meta: dict[str, Any],
-           data_state: Any = None) -> bool:
+  def save(
+    self, step: int, params: Any, opt_state: Any, meta: dict[str, Any], data_state: Any = None
+  ) -> bool:
     """Starts an asynchronous save of `step` (every host calls it); `meta` (written by the
     primary host) and `data_state` (this host's, one file per host) must be JSON-ready."""
     # force: the trainer decides when to save; Orbax's own policy would ask for the
     # preemption sync point a second time in the step.
     if self.adapters_only:
       params = lora.adapters_of(params)
-    items = dict(params=ocp.args.StandardSave(params),
-                 opt_state=ocp.args.StandardSave(opt_state), meta=ocp.args.JsonSave(meta))
+    items = dict(
+      params=ocp.args.StandardSave(params),
+      opt_state=ocp.args.StandardSave(opt_state),
+      meta=ocp.args.JsonSave(meta),
+    )
     if data_state is not None:
       items["data"] = DataStateSave(data_state)
     return self._manager.save(step, args=ocp.args.Composite(**items), force=True)
 
-  def restore(self, step: int | None, params_like: Any, opt_state_like: Any
-              ) -> tuple[Any, Any, dict[str, Any]]:
+  def restore(
+    self, step: int | None, params_like: Any, opt_state_like: Any
+  ) -> tuple[Any, Any, dict[str, Any]]:
     """(params, opt_state, meta) at `step` (latest if None), shaped and sharded like the
     given trees (concrete arrays or `jax.ShapeDtypeStruct`s); meta["data_state"] is this
     host's data-iterator state."""
@@ -120,9 +134,11 @@ class Checkpointer:
       raise FileNotFoundError(f"{self.directory}: no checkpoint to restore")
     abstract = lambda tree: jax.tree.map(ocp.utils.to_shape_dtype_struct, tree)
     saved_like = lora.adapters_of(params_like) if self.adapters_only else params_like
-    items = dict(params=ocp.args.StandardRestore(abstract(saved_like)),
-                 opt_state=ocp.args.StandardRestore(abstract(opt_state_like)),
-                 meta=ocp.args.JsonRestore())
+    items = dict(
+      params=ocp.args.StandardRestore(abstract(saved_like)),
+      opt_state=ocp.args.StandardRestore(abstract(opt_state_like)),
+      meta=ocp.args.JsonRestore(),
+    )
     per_host = (self.directory / str(step) / "data").exists()  # else saved without one
     if per_host:
       items["data"] = DataStateRestore()
@@ -171,8 +187,10 @@ class PreemptionWatcher:
       if _interrupted:  # the second Ctrl-C: no waiting for the step to end
         raise KeyboardInterrupt
       _interrupted = True
-      logging.warning("Ctrl-C: saving a checkpoint and exiting after this step (Ctrl-C again "
-                      "stops at once, losing the steps since the last checkpoint)")
+      logging.warning(
+        "Ctrl-C: saving a checkpoint and exiting after this step (Ctrl-C again "
+        "stops at once, losing the steps since the last checkpoint)"
+      )
     else:
       logging.warning("signal %d: saving a checkpoint and exiting after this step", signum)
     self._event.set()

@@ -23,18 +23,34 @@ from precisecoder import reward_recipes
 # The small policy (coder-cpu, ~1.0M parameters) from its cached base on 2 CPU cores: the
 # main job (`local`) and the CPU comparison (`compare-cpu`) train it the same way.
 _SMALL_POLICY_CPU = dict(
-    architecture="coder-cpu", checkpoint="base", base="cpu", mesh="cpu", prompts_per_step=16,
-    group_size=8, max_new_tokens=48, minibatch_size=128, learning_rate=3e-4,
-    rl=dict(shared_prompt=True, prompt_bucket=128, reward_workers=2), model=dict(mlp_chunk=0))
+  architecture="coder-cpu",
+  checkpoint="base",
+  base="cpu",
+  mesh="cpu",
+  prompts_per_step=16,
+  group_size=8,
+  max_new_tokens=48,
+  minibatch_size=128,
+  learning_rate=3e-4,
+  rl=dict(shared_prompt=True, prompt_bucket=128, reward_workers=2),
+  model=dict(mlp_chunk=0),
+)
 # SmolLM2-135M (bundled GGUF) on 2 CPU cores: 4-row updates with remat, so that a step's
 # activations fit a small machine's memory. The tests stay in the prompt: a model not trained on
 # our prompts needs them to pass anything. One rollout chunk: on a CPU decoding is bound by
 # reading the weights, so two half-batches cost twice one full batch.
 _SMOLLM2_CPU = dict(
-    architecture="smollm2-135m", checkpoint="bundled-smollm2", mesh="cpu", prompts_per_step=2,
-    group_size=4, max_new_tokens=96, minibatch_size=4, model=dict(remat="full"),
-    data=dict(num_train=64, num_validation=16, num_clean=8),
-    rl=dict(rollout_chunks=1, feedback_tokens=384))
+  architecture="smollm2-135m",
+  checkpoint="bundled-smollm2",
+  mesh="cpu",
+  prompts_per_step=2,
+  group_size=4,
+  max_new_tokens=96,
+  minibatch_size=4,
+  model=dict(remat="full"),
+  data=dict(num_train=64, num_validation=16, num_clean=8),
+  rl=dict(rollout_chunks=1, feedback_tokens=384),
+)
 
 # Run presets. Each names the architecture (model/architectures.py; config.model.arch), the
 # checkpoint to start from and the mesh (model/sharding.py), the sampling sizes and learning rate
@@ -45,99 +61,206 @@ _SMOLLM2_CPU = dict(
 # tests and benchmarks). Pieces two presets share are named above; `dict(**piece, ...)` only
 # adds to a piece (a field given twice is an error), it never overrides one.
 RUN_PRESETS: dict[str, dict[str, Any]] = {
-    # CI's smoke run: seconds.
-    "tiny": dict(
-        architecture="tiny", checkpoint="", mesh="cpu", prompts_per_step=2, group_size=4,
-        max_new_tokens=16, minibatch_size=8, learning_rate=1e-3,
-        data=dict(num_train=16, num_validation=2, num_clean=2, include_tests_in_prompt=False),
-        rl=dict(prompt_bucket=512, feedback_tokens=512),
-        train=dict(steps=3, checkpoint_every=1, eval_every=3, eval_batch_size=4)),
-    # The main job: the small policy from its cached base, then RL and the report in <= 20
-    # minutes on 2 idle CPU cores.
-    "local": dict(
-        **_SMALL_POLICY_CPU,
-        data=dict(num_train=512, num_validation=64, num_clean=32, num_multi=0, num_heldin=64,
-                  num_heldin_clean=32, include_tests_in_prompt=False),
-        train=dict(steps=20, checkpoint_every=10, eval_every=20, eval_batch_size=32)),
-    # The same path on the tiny base (tests, the GPU script's CPU rehearsal).
-    "tiny-base": dict(
-        architecture="coder-tiny", checkpoint="base", base="tiny", mesh="cpu",
-        prompts_per_step=2, group_size=4, max_new_tokens=16, minibatch_size=8,
-        learning_rate=1e-3,
-        data=dict(num_train=8, num_validation=2, num_clean=2, num_multi=2, num_heldin=2,
-                  num_heldin_clean=2, include_tests_in_prompt=False),
-        rl=dict(shared_prompt=True, prompt_bucket=128),
-        model=dict(mlp_chunk=0),
-        train=dict(steps=2, checkpoint_every=1, eval_every=2, eval_batch_size=4,
-                   eval_multi_max_new_tokens=16)),
-    # The same path at GPU size: the comparison's arms on one H200 (scripts/gpu_run.sh).
-    "compare-gpu": dict(
-        architecture="coder-gpu", checkpoint="base", base="gpu", mesh="fsdp",
-        prompts_per_step=32, group_size=8, max_new_tokens=96, minibatch_size=256,
-        learning_rate=5e-5,
-        data=dict(num_train=2048, num_validation=128, num_clean=64, num_multi=64, num_heldin=128,
-                  num_heldin_clean=64, include_tests_in_prompt=False),
-        rl=dict(shared_prompt=True, prompt_bucket=128, reward_workers=8),
-        train=dict(steps=30, checkpoint_every=10, eval_every=5, eval_batch_size=128)),
-    # SmolLM2-135M on 2 CPU cores, with a larger step size than the pod presets', so that a
-    # few steps move it.
-    "local-smollm2": dict(
-        **_SMOLLM2_CPU, learning_rate=1e-5,
-        train=dict(steps=8, checkpoint_every=4, eval_every=8, eval_batch_size=12)),
-    "smollm2-135m": dict(
-        architecture="smollm2-135m", checkpoint="bundled-smollm2", mesh="fsdp",
-        prompts_per_step=32, group_size=6, max_new_tokens=512, minibatch_size=64,
-        learning_rate=2e-6),
-    "qwen3-0.6b": dict(
-        architecture="qwen3-0.6b", checkpoint="Qwen/Qwen3-0.6B", mesh="fsdp",
-        prompts_per_step=64, group_size=6, max_new_tokens=2048, minibatch_size=64,
-        learning_rate=1e-6),
-    "qwen3-1.7b": dict(
-        architecture="qwen3-1.7b", checkpoint="Qwen/Qwen3-1.7B", mesh="fsdp",
-        prompts_per_step=64, group_size=6, max_new_tokens=2048, minibatch_size=64,
-        learning_rate=1e-6),
-    "qwen3-4b": dict(
-        architecture="qwen3-4b", checkpoint="Qwen/Qwen3-4B", mesh="v5p-32",
-        prompts_per_step=64, group_size=6, max_new_tokens=4096, minibatch_size=64,
-        learning_rate=1e-6),
-    "qwen3-8b": dict(
-        architecture="qwen3-8b", checkpoint="Qwen/Qwen3-8B", mesh="v5p-32",
-        prompts_per_step=64, group_size=6, max_new_tokens=4096, minibatch_size=64,
-        learning_rate=1e-6),
-    "qwen3-14b": dict(
-        architecture="qwen3-14b", checkpoint="Qwen/Qwen3-14B", mesh="v5p-128",
-        prompts_per_step=64, group_size=6, max_new_tokens=4096, minibatch_size=64,
-        learning_rate=5e-7),
-    # The arms of `precisecoder compare` (experiments/compare_arms.py; docs/compare.md): a budget
-    # each arm gets in full. compare-cpu: the main job's policy and sizes, 40 steps, greedy
-    # evaluation every 10 steps on 64 held-out-family tasks, 32 clean programs, 32
-    # multi-line tasks, 64 held-in tasks and 32 held-in clean programs.
-    "compare-cpu": dict(
-        **_SMALL_POLICY_CPU,
-        data=dict(num_train=512, num_validation=64, num_clean=32, num_multi=32, num_heldin=64,
-                  num_heldin_clean=32, include_tests_in_prompt=False),
-        train=dict(steps=40, checkpoint_every=10, eval_every=10, eval_batch_size=32)),
-    # compare-cpu on the program space (data/programs.py): its own base (cpu-programs), training
-    # and evaluation tasks drawn from programs, held-out ones of structures no training program
-    # has; answers up to 160 tokens (made-up identifiers make programs longer in tokens).
-    "compare-cpu-programs": dict(
-        **{**_SMALL_POLICY_CPU, "base": "cpu-programs", "max_new_tokens": 160},
-        data=dict(tier="programs", num_train=512, num_validation=64, num_clean=32, num_multi=32,
-                  num_heldin=64, num_heldin_clean=32, include_tests_in_prompt=False),
-        train=dict(steps=40, checkpoint_every=10, eval_every=10, eval_batch_size=32)),
-    # The comparison on SmolLM2-135M on 2 CPU cores: 4 steps at twice local-smollm2's step size.
-    "compare-cpu-smollm2": dict(
-        **_SMOLLM2_CPU, learning_rate=2e-5,
-        train=dict(steps=4, checkpoint_every=2, eval_every=2, eval_batch_size=12)),
-    # Both arms on SmolLM2-135M on one H200: 32 tasks x 8 samples a step, evaluated every 5
-    # steps on 64 tasks + 32 clean programs.
-    "compare-h200": dict(
-        architecture="smollm2-135m", checkpoint="bundled-smollm2", mesh="fsdp",
-        prompts_per_step=32, group_size=8, max_new_tokens=256, minibatch_size=64,
-        learning_rate=1e-5,
-        data=dict(num_train=1024, num_validation=64, num_clean=32),
-        rl=dict(reward_workers=8),
-        train=dict(steps=30, checkpoint_every=10, eval_every=5, eval_batch_size=96)),
+  # CI's smoke run: seconds.
+  "tiny": dict(
+    architecture="tiny",
+    checkpoint="",
+    mesh="cpu",
+    prompts_per_step=2,
+    group_size=4,
+    max_new_tokens=16,
+    minibatch_size=8,
+    learning_rate=1e-3,
+    data=dict(num_train=16, num_validation=2, num_clean=2, include_tests_in_prompt=False),
+    rl=dict(prompt_bucket=512, feedback_tokens=512),
+    train=dict(steps=3, checkpoint_every=1, eval_every=3, eval_batch_size=4),
+  ),
+  # The main job: the small policy from its cached base, then RL and the report in <= 20
+  # minutes on 2 idle CPU cores.
+  "local": dict(
+    **_SMALL_POLICY_CPU,
+    data=dict(
+      num_train=512,
+      num_validation=64,
+      num_clean=32,
+      num_multi=0,
+      num_heldin=64,
+      num_heldin_clean=32,
+      include_tests_in_prompt=False,
+    ),
+    train=dict(steps=20, checkpoint_every=10, eval_every=20, eval_batch_size=32),
+  ),
+  # The same path on the tiny base (tests, the GPU script's CPU rehearsal).
+  "tiny-base": dict(
+    architecture="coder-tiny",
+    checkpoint="base",
+    base="tiny",
+    mesh="cpu",
+    prompts_per_step=2,
+    group_size=4,
+    max_new_tokens=16,
+    minibatch_size=8,
+    learning_rate=1e-3,
+    data=dict(
+      num_train=8,
+      num_validation=2,
+      num_clean=2,
+      num_multi=2,
+      num_heldin=2,
+      num_heldin_clean=2,
+      include_tests_in_prompt=False,
+    ),
+    rl=dict(shared_prompt=True, prompt_bucket=128),
+    model=dict(mlp_chunk=0),
+    train=dict(
+      steps=2, checkpoint_every=1, eval_every=2, eval_batch_size=4, eval_multi_max_new_tokens=16
+    ),
+  ),
+  # The same path at GPU size: the comparison's arms on one H200 (scripts/gpu_run.sh).
+  "compare-gpu": dict(
+    architecture="coder-gpu",
+    checkpoint="base",
+    base="gpu",
+    mesh="fsdp",
+    prompts_per_step=32,
+    group_size=8,
+    max_new_tokens=96,
+    minibatch_size=256,
+    learning_rate=5e-5,
+    data=dict(
+      num_train=2048,
+      num_validation=128,
+      num_clean=64,
+      num_multi=64,
+      num_heldin=128,
+      num_heldin_clean=64,
+      include_tests_in_prompt=False,
+    ),
+    rl=dict(shared_prompt=True, prompt_bucket=128, reward_workers=8),
+    train=dict(steps=30, checkpoint_every=10, eval_every=5, eval_batch_size=128),
+  ),
+  # SmolLM2-135M on 2 CPU cores, with a larger step size than the pod presets', so that a
+  # few steps move it.
+  "local-smollm2": dict(
+    **_SMOLLM2_CPU,
+    learning_rate=1e-5,
+    train=dict(steps=8, checkpoint_every=4, eval_every=8, eval_batch_size=12),
+  ),
+  "smollm2-135m": dict(
+    architecture="smollm2-135m",
+    checkpoint="bundled-smollm2",
+    mesh="fsdp",
+    prompts_per_step=32,
+    group_size=6,
+    max_new_tokens=512,
+    minibatch_size=64,
+    learning_rate=2e-6,
+  ),
+  "qwen3-0.6b": dict(
+    architecture="qwen3-0.6b",
+    checkpoint="Qwen/Qwen3-0.6B",
+    mesh="fsdp",
+    prompts_per_step=64,
+    group_size=6,
+    max_new_tokens=2048,
+    minibatch_size=64,
+    learning_rate=1e-6,
+  ),
+  "qwen3-1.7b": dict(
+    architecture="qwen3-1.7b",
+    checkpoint="Qwen/Qwen3-1.7B",
+    mesh="fsdp",
+    prompts_per_step=64,
+    group_size=6,
+    max_new_tokens=2048,
+    minibatch_size=64,
+    learning_rate=1e-6,
+  ),
+  "qwen3-4b": dict(
+    architecture="qwen3-4b",
+    checkpoint="Qwen/Qwen3-4B",
+    mesh="v5p-32",
+    prompts_per_step=64,
+    group_size=6,
+    max_new_tokens=4096,
+    minibatch_size=64,
+    learning_rate=1e-6,
+  ),
+  "qwen3-8b": dict(
+    architecture="qwen3-8b",
+    checkpoint="Qwen/Qwen3-8B",
+    mesh="v5p-32",
+    prompts_per_step=64,
+    group_size=6,
+    max_new_tokens=4096,
+    minibatch_size=64,
+    learning_rate=1e-6,
+  ),
+  "qwen3-14b": dict(
+    architecture="qwen3-14b",
+    checkpoint="Qwen/Qwen3-14B",
+    mesh="v5p-128",
+    prompts_per_step=64,
+    group_size=6,
+    max_new_tokens=4096,
+    minibatch_size=64,
+    learning_rate=5e-7,
+  ),
+  # The arms of `precisecoder compare` (experiments/compare_arms.py; docs/compare.md): a budget
+  # each arm gets in full. compare-cpu: the main job's policy and sizes, 40 steps, greedy
+  # evaluation every 10 steps on 64 held-out-family tasks, 32 clean programs, 32
+  # multi-line tasks, 64 held-in tasks and 32 held-in clean programs.
+  "compare-cpu": dict(
+    **_SMALL_POLICY_CPU,
+    data=dict(
+      num_train=512,
+      num_validation=64,
+      num_clean=32,
+      num_multi=32,
+      num_heldin=64,
+      num_heldin_clean=32,
+      include_tests_in_prompt=False,
+    ),
+    train=dict(steps=40, checkpoint_every=10, eval_every=10, eval_batch_size=32),
+  ),
+  # compare-cpu on the program space (data/programs.py): its own base (cpu-programs), training
+  # and evaluation tasks drawn from programs, held-out ones of structures no training program
+  # has; answers up to 160 tokens (made-up identifiers make programs longer in tokens).
+  "compare-cpu-programs": dict(
+    **{**_SMALL_POLICY_CPU, "base": "cpu-programs", "max_new_tokens": 160},
+    data=dict(
+      tier="programs",
+      num_train=512,
+      num_validation=64,
+      num_clean=32,
+      num_multi=32,
+      num_heldin=64,
+      num_heldin_clean=32,
+      include_tests_in_prompt=False,
+    ),
+    train=dict(steps=40, checkpoint_every=10, eval_every=10, eval_batch_size=32),
+  ),
+  # The comparison on SmolLM2-135M on 2 CPU cores: 4 steps at twice local-smollm2's step size.
+  "compare-cpu-smollm2": dict(
+    **_SMOLLM2_CPU,
+    learning_rate=2e-5,
+    train=dict(steps=4, checkpoint_every=2, eval_every=2, eval_batch_size=12),
+  ),
+  # Both arms on SmolLM2-135M on one H200: 32 tasks x 8 samples a step, evaluated every 5
+  # steps on 64 tasks + 32 clean programs.
+  "compare-h200": dict(
+    architecture="smollm2-135m",
+    checkpoint="bundled-smollm2",
+    mesh="fsdp",
+    prompts_per_step=32,
+    group_size=8,
+    max_new_tokens=256,
+    minibatch_size=64,
+    learning_rate=1e-5,
+    data=dict(num_train=1024, num_validation=64, num_clean=32),
+    rl=dict(reward_workers=8),
+    train=dict(steps=30, checkpoint_every=10, eval_every=5, eval_batch_size=96),
+  ),
 }
 # The config sections a run preset may change beyond its named fields.
 _PRESET_SECTIONS = ("model", "data", "rl", "optim", "train")
@@ -146,26 +269,32 @@ _PRESET_SECTIONS = ("model", "data", "rl", "optim", "train")
 # The policy-gradient variants beside GRPO / DAPO / Dr. GRPO (docs/training.md's knob table
 # names each one's anchor in verl, tunix and TRL, and its paper). The defaults are today's loss.
 _LOSS_VARIANTS = dict(
-    # ppo_clip: PPO's token ratio, clipped to [1 - clip_low, 1 + clip_high]. gspo: GSPO's
-    # sequence ratio (geometric mean of the token ratios), clipped to its own, much narrower
-    # range [1 - gspo_clip_low, 1 + gspo_clip_high] (the GSPO paper's 3e-4 / 4e-4).
-    policy_loss="ppo_clip", gspo_clip_low=3e-4, gspo_clip_high=4e-4,
-    # The per-token KL(policy || reference) estimate of the kl_beta term: k1 | k2 | k3 (k3:
-    # exp(r - p) - (r - p) - 1), or k1+ | k3+ (their value, k2's gradient).
-    kl_estimator="k3",
-    # Truncated importance sampling between the sampler's (behaviour) log-probs and the
-    # learner's at the start of the step: none | token_tis | sequence_tis, weights capped at
-    # is_cap. With a correction the learner's log-probs are one more forward pass per step
-    # and the PPO ratio is taken to them; the is/* metrics are logged either way.
-    is_correction="none", is_cap=2.0,
-    # Samples the token budget cut (no end-of-sequence token): none | filter (their loss is
-    # masked out) | soft (DAPO's length penalty: from max_new_tokens - overlong_buffer tokens
-    # on, the reward falls linearly to -overlong_penalty at max_new_tokens).
-    overlong="none", overlong_buffer=256, overlong_penalty=1.0,
-    # DAPO's dynamic sampling (train/dynamic_sampling.py): a step's batch holds groups whose
-    # rewards vary, drawing and sampling more tasks for at most dynamic_sampling_max_rounds
-    # extra rounds; a batch still short is filled with groups without variance (logged).
-    dynamic_sampling=False, dynamic_sampling_max_rounds=2,
+  # ppo_clip: PPO's token ratio, clipped to [1 - clip_low, 1 + clip_high]. gspo: GSPO's
+  # sequence ratio (geometric mean of the token ratios), clipped to its own, much narrower
+  # range [1 - gspo_clip_low, 1 + gspo_clip_high] (the GSPO paper's 3e-4 / 4e-4).
+  policy_loss="ppo_clip",
+  gspo_clip_low=3e-4,
+  gspo_clip_high=4e-4,
+  # The per-token KL(policy || reference) estimate of the kl_beta term: k1 | k2 | k3 (k3:
+  # exp(r - p) - (r - p) - 1), or k1+ | k3+ (their value, k2's gradient).
+  kl_estimator="k3",
+  # Truncated importance sampling between the sampler's (behaviour) log-probs and the
+  # learner's at the start of the step: none | token_tis | sequence_tis, weights capped at
+  # is_cap. With a correction the learner's log-probs are one more forward pass per step
+  # and the PPO ratio is taken to them; the is/* metrics are logged either way.
+  is_correction="none",
+  is_cap=2.0,
+  # Samples the token budget cut (no end-of-sequence token): none | filter (their loss is
+  # masked out) | soft (DAPO's length penalty: from max_new_tokens - overlong_buffer tokens
+  # on, the reward falls linearly to -overlong_penalty at max_new_tokens).
+  overlong="none",
+  overlong_buffer=256,
+  overlong_penalty=1.0,
+  # DAPO's dynamic sampling (train/dynamic_sampling.py): a step's batch holds groups whose
+  # rewards vary, drawing and sampling more tasks for at most dynamic_sampling_max_rounds
+  # extra rounds; a batch still short is filled with groups without variance (logged).
+  dynamic_sampling=False,
+  dynamic_sampling_max_rounds=2,
 )
 
 
@@ -185,37 +314,69 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
   # does), at its defaults but mlp_chunk: training keeps one chunk's MLP activations for the
   # backward pass at a time, which inference, with no backward pass, has no use for.
   # checkpoint "" (random init) reads `tokenizer` (a folder) if set, else bytes.
-  c.model = ml_collections.ConfigDict(dict(
-      arch=preset["architecture"], checkpoint=preset["checkpoint"], tokenizer="", dtype="float32",
-      remat="none", attention="auto", attention_block=512, logprob_chunk=1024, mlp_chunk=4096,
-      mesh=preset["mesh"]))
+  c.model = ml_collections.ConfigDict(
+    dict(
+      arch=preset["architecture"],
+      checkpoint=preset["checkpoint"],
+      tokenizer="",
+      dtype="float32",
+      remat="none",
+      attention="auto",
+      attention_block=512,
+      logprob_chunk=1024,
+      mlp_chunk=4096,
+      mesh=preset["mesh"],
+    )
+  )
 
   # LoRA (model/lora.py; docs/training.md "LoRA"): rank > 0 trains low-rank adapters on the
   # `targets` projections (comma-separated, of q,k,v,o,gate,up,down) and freezes the rest;
   # the update is (alpha / rank) B A. Checkpoints hold the adapters only.
-  c.model.lora = ml_collections.ConfigDict(dict(rank=0, alpha=32.0,
-                                                targets="q,k,v,o,gate,up,down"))
+  c.model.lora = ml_collections.ConfigDict(dict(rank=0, alpha=32.0, targets="q,k,v,o,gate,up,down"))
 
   # Training tasks from the bug generator (data.generator) unless `task_file` is set.
   # data.seed picks the generated tasks; the run's seed its sampling, data order and init.
   # Evaluated beside the validation tasks: num_multi multi-line tasks, num_heldin new
   # instances of the training families and num_heldin_clean correct programs of those families
   # (tasksets.py).
-  c.data = ml_collections.ConfigDict(dict(
-      task_file="", tier="easy", num_train=512, num_validation=16, num_clean=16, num_multi=0,
-      num_heldin=0, num_heldin_clean=0, seed=0, validation_file="", clean_file="",
-      include_tests_in_prompt=True))
+  c.data = ml_collections.ConfigDict(
+    dict(
+      task_file="",
+      tier="easy",
+      num_train=512,
+      num_validation=16,
+      num_clean=16,
+      num_multi=0,
+      num_heldin=0,
+      num_heldin_clean=0,
+      seed=0,
+      validation_file="",
+      clean_file="",
+      include_tests_in_prompt=True,
+    )
+  )
 
-  c.rl = ml_collections.ConfigDict(dict(
-      reward="r_lambda", advantage="gdpo", lam=1 / 3, scale_std=True,
+  c.rl = ml_collections.ConfigDict(
+    dict(
+      reward="r_lambda",
+      advantage="gdpo",
+      lam=1 / 3,
+      scale_std=True,
       epsilon=-1,  # -1: PDB's default slack (2 single-line, 1 multi-line)
-      ea_alpha=0.5, ea_beta=0.5,
-      prompts_per_step=preset["prompts_per_step"], group_size=preset["group_size"],
-      temperature=1.0, top_p=1.0, max_new_tokens=preset["max_new_tokens"],
+      ea_alpha=0.5,
+      ea_beta=0.5,
+      prompts_per_step=preset["prompts_per_step"],
+      group_size=preset["group_size"],
+      temperature=1.0,
+      top_p=1.0,
+      max_new_tokens=preset["max_new_tokens"],
       prompt_bucket=128,  # prompts padded to a multiple: fewer shapes, fewer compilations
       num_iterations=1,  # μ: optimisation passes over each rollout batch
       minibatch_size=preset["minibatch_size"],
-      clip_low=0.2, clip_high=0.28, aggregation="seq-mean-token-sum-norm", kl_beta=0.0,
+      clip_low=0.2,
+      clip_high=0.28,
+      aggregation="seq-mean-token-sum-norm",
+      kl_beta=0.0,
       rollout_chunks=2,  # score chunk i while chunk i+1 samples
       # The G samples of a task share its prompt: compute it once per group in the train step
       # (exact; minibatches are then whole groups). Its attention is dense over the prompt, so
@@ -228,36 +389,56 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       # Multi-turn episodes (episodes.py; configs/*_agent.py): up to `turns` answers, with
       # feedback on the visible tests (min(visible_tests, visible_fraction of the tests)) as
       # user turns of at most `feedback_tokens` tokens between them. 1: a single answer.
-      turns=1, feedback_tokens=1024, visible_tests=3, visible_fraction=0.5,
+      turns=1,
+      feedback_tokens=1024,
+      visible_tests=3,
+      visible_fraction=0.5,
       # The interpreter that runs programs, with the task set's libraries ("": this one; for
       # BigCodeBench tasks .venv-bigcodebench/bin/python, see data/environments.py).
-      python=""))
+      python="",
+    )
+  )
   c.rl.update(_LOSS_VARIANTS)
 
-  c.optim = ml_collections.ConfigDict(dict(
-      learning_rate=preset["learning_rate"], warmup_steps=0, weight_decay=0.0, b1=0.9, b2=0.999,
-      grad_clip=1.0))
+  c.optim = ml_collections.ConfigDict(
+    dict(
+      learning_rate=preset["learning_rate"],
+      warmup_steps=0,
+      weight_decay=0.0,
+      b1=0.9,
+      b2=0.999,
+      grad_clip=1.0,
+    )
+  )
 
   # group_by_length: batches of tasks with answers of similar length, lengths padded to powers
   # of two (fewer shapes and less padding when answers range from 3 to 30 lines).
   c.sft = ml_collections.ConfigDict(dict(batch_size=8, max_len=1024, group_by_length=False))
-  c.dpo = ml_collections.ConfigDict(dict(beta=0.1, batch_size=8, max_len=1024,
-                                         samples_per_task=4))
+  c.dpo = ml_collections.ConfigDict(dict(beta=0.1, batch_size=8, max_len=1024, samples_per_task=4))
 
   # Several hosts (jax.distributed; a single process ignores them): seconds a host may take to
   # join the others, to go without a heartbeat, and to reach the end after the first one did,
   # before the run fails. A slow host (a checkpoint upload, a long reward batch, a busy
   # machine) must fit in them; JAX's own defaults are 300, 100 and 300.
-  c.multihost = ml_collections.ConfigDict(dict(
-      initialization_timeout_s=900, heartbeat_timeout_s=300, shutdown_timeout_s=1800))
+  c.multihost = ml_collections.ConfigDict(
+    dict(initialization_timeout_s=900, heartbeat_timeout_s=300, shutdown_timeout_s=1800)
+  )
 
-  c.train = ml_collections.ConfigDict(dict(
-      steps=200, checkpoint_every=20, keep_checkpoints=3,
+  c.train = ml_collections.ConfigDict(
+    dict(
+      steps=200,
+      checkpoint_every=20,
+      keep_checkpoints=3,
       checkpoint_dir="",  # "" -> <workdir>/checkpoints; may be a bucket (gs://...)
       eval_every=50,
-      eval_at_start=True, eval_max_new_tokens=preset["max_new_tokens"], eval_batch_size=16,
+      eval_at_start=True,
+      eval_max_new_tokens=preset["max_new_tokens"],
+      eval_batch_size=16,
       eval_multi_max_new_tokens=2 * preset["max_new_tokens"],  # the multi split's longer programs
-      report=True, stop_after=-1))  # stop_after: end early at this step (tests, preemption drills)
+      report=True,
+      stop_after=-1,
+    )
+  )  # stop_after: end early at this step (tests, preemption drills)
   # Weights & Biases beside TensorBoard (train/metrics.py), only when wandb_project is set:
   # entity "" is your default one, run_name "" the workdir's name, mode "" wandb's own choice
   # (WANDB_MODE, else online) or online | offline | disabled.
@@ -326,6 +507,7 @@ def validate(cfg: ml_collections.ConfigDict) -> None:
 
 def _problems(c: ml_collections.ConfigDict):
   from precisecoder.data.generator import TIERS  # pylint: disable=import-outside-toplevel
+
   # pylint: disable-next=import-outside-toplevel
   from precisecoder.execution.pool import MAX_WORKERS, check_python
   from precisecoder.integrations.client import parse_urls  # pylint: disable=import-outside-toplevel
@@ -337,8 +519,13 @@ def _problems(c: ml_collections.ConfigDict):
   def at_least(field: str, low: int, high: float = math.inf):
     value = _get(c, field)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-      yield bad(field, value, f"must be an integer >= {low}" if high == math.inf
-                else f"must be an integer in [{low}, {high}]")
+      yield bad(
+        field,
+        value,
+        f"must be an integer >= {low}"
+        if high == math.inf
+        else f"must be an integer in [{low}, {high}]",
+      )
 
   def one_of(field: str, choices):
     if _get(c, field) not in choices:
@@ -346,9 +533,13 @@ def _problems(c: ml_collections.ConfigDict):
 
   def number(field: str, low: float, high: float = math.inf, low_open: bool = False):
     value = _get(c, field)
-    ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
-          and math.isfinite(value) and (value > low if low_open else value >= low)
-          and value <= high)
+    ok = (
+      isinstance(value, (int, float))
+      and not isinstance(value, bool)
+      and math.isfinite(value)
+      and (value > low if low_open else value >= low)
+      and value <= high
+    )
     if not ok:
       yield bad(field, value, f"must be a number in {'(' if low_open else '['}{low:g}, {high:g}]")
 
@@ -362,14 +553,20 @@ def _problems(c: ml_collections.ConfigDict):
     if "base" not in c:
       yield "config.model.checkpoint='base' needs a config.base section (a preset with a base)"
     elif c.base.data.include_tests_in_prompt != c.data.include_tests_in_prompt:
-      yield (f"config.data.include_tests_in_prompt={c.data.include_tests_in_prompt!r} must "
-             f"match config.base.data.include_tests_in_prompt "
-             f"({c.base.data.include_tests_in_prompt!r}): the prompts the base was trained on")
+      yield (
+        f"config.data.include_tests_in_prompt={c.data.include_tests_in_prompt!r} must "
+        f"match config.base.data.include_tests_in_prompt "
+        f"({c.base.data.include_tests_in_prompt!r}): the prompts the base was trained on"
+      )
   yield from at_least("train.steps", 1)
   for field in ("train.checkpoint_every", "train.eval_every"):  # 0: never
     yield from at_least(field, 0)
-  for field in ("train.keep_checkpoints", "train.eval_batch_size", "train.eval_max_new_tokens",
-                "train.eval_multi_max_new_tokens"):
+  for field in (
+    "train.keep_checkpoints",
+    "train.eval_batch_size",
+    "train.eval_max_new_tokens",
+    "train.eval_multi_max_new_tokens",
+  ):
     yield from at_least(field, 1)
   yield from number("optim.learning_rate", 0, low_open=True)
   if c.model.get("lora") is not None:
@@ -377,18 +574,28 @@ def _problems(c: ml_collections.ConfigDict):
     if c.model.lora.rank:
       yield from number("model.lora.alpha", 0, low_open=True)
       from precisecoder.model import lora as lora_lib  # pylint: disable=import-outside-toplevel
+
       try:
         lora_lib.parse_targets(c.model.lora.targets)
       except (ValueError, AttributeError, TypeError) as e:
         yield bad("model.lora.targets", c.model.lora.targets, str(e))
   yield from one_of("train.wandb_mode", ("", "online", "offline", "disabled"))
   yield from at_least("optim.warmup_steps", 0)
-  for field in ("multihost.initialization_timeout_s", "multihost.heartbeat_timeout_s",
-                "multihost.shutdown_timeout_s"):
+  for field in (
+    "multihost.initialization_timeout_s",
+    "multihost.heartbeat_timeout_s",
+    "multihost.shutdown_timeout_s",
+  ):
     yield from at_least(field, 1)
   yield from one_of("data.tier", TIERS)
-  for field in ("data.num_validation", "data.num_clean", "data.num_multi", "data.num_heldin",
-                "data.num_heldin_clean", "data.seed"):
+  for field in (
+    "data.num_validation",
+    "data.num_clean",
+    "data.num_multi",
+    "data.num_heldin",
+    "data.num_heldin_clean",
+    "data.seed",
+  ):
     yield from at_least(field, 0)
   if not c.data.task_file:
     yield from at_least("data.num_train", 1)
@@ -414,8 +621,14 @@ def _problems(c: ml_collections.ConfigDict):
     yield from at_least("rl.epsilon", -1)  # -1: PDB's default slack
     yield from at_least("rl.prompts_per_step", 1)
     yield from at_least("rl.group_size", 2)  # a group of one has no variance: no advantage
-    for field in ("rl.minibatch_size", "rl.num_iterations", "rl.rollout_chunks", "rl.turns",
-                  "rl.feedback_tokens", "rl.visible_tests"):
+    for field in (
+      "rl.minibatch_size",
+      "rl.num_iterations",
+      "rl.rollout_chunks",
+      "rl.turns",
+      "rl.feedback_tokens",
+      "rl.visible_tests",
+    ):
       yield from at_least(field, 1)
     yield from number("rl.visible_fraction", 0, 1, low_open=True)
     yield from at_least("rl.reward_workers", 1, MAX_WORKERS)
@@ -434,13 +647,17 @@ def _problems(c: ml_collections.ConfigDict):
     rows = c.rl.prompts_per_step * c.rl.group_size
     size = min(c.rl.minibatch_size, rows)
     if size > 0 and rows % size:
-      yield (f"config.rl.minibatch_size={c.rl.minibatch_size} must divide the {rows} rows of a "
-             f"step (rl.prompts_per_step {c.rl.prompts_per_step} x rl.group_size "
-             f"{c.rl.group_size})")
+      yield (
+        f"config.rl.minibatch_size={c.rl.minibatch_size} must divide the {rows} rows of a "
+        f"step (rl.prompts_per_step {c.rl.prompts_per_step} x rl.group_size "
+        f"{c.rl.group_size})"
+      )
     elif c.rl.shared_prompt and size % c.rl.group_size:
-      yield (f"config.rl.minibatch_size={c.rl.minibatch_size} must be a multiple of "
-             f"rl.group_size {c.rl.group_size} with rl.shared_prompt (minibatches of whole "
-             "groups)")
+      yield (
+        f"config.rl.minibatch_size={c.rl.minibatch_size} must be a multiple of "
+        f"rl.group_size {c.rl.group_size} with rl.shared_prompt (minibatches of whole "
+        "groups)"
+      )
   elif c.trainer == "sft":
     for field in ("sft.batch_size", "sft.max_len"):
       yield from at_least(field, 1)
@@ -455,6 +672,7 @@ def _loss_variant_problems(c: ml_collections.ConfigDict, one_of, number):
   """The `_LOSS_VARIANTS` fields' problems (with validate's helpers `one_of` and `number`)."""
   # pylint: disable-next=import-outside-toplevel
   from precisecoder.train import dynamic_sampling, losses, overlong
+
   yield from one_of("rl.policy_loss", losses.POLICY_LOSSES)
   yield from number("rl.gspo_clip_low", 0, 1)
   yield from number("rl.gspo_clip_high", 0)
@@ -464,15 +682,19 @@ def _loss_variant_problems(c: ml_collections.ConfigDict, one_of, number):
   yield from one_of("rl.overlong", overlong.MODES)
   yield from number("rl.overlong_penalty", 0)
   if c.rl.overlong != "none" and c.rl.turns > 1:
-    yield (f"config.rl.overlong={c.rl.overlong!r} needs single answers (rl.turns=1): an "
-           "episode's token budget is shared by its turns")
+    yield (
+      f"config.rl.overlong={c.rl.overlong!r} needs single answers (rl.turns=1): an "
+      "episode's token budget is shared by its turns"
+    )
   if c.rl.dynamic_sampling:
     problem = dynamic_sampling.rounds_problem(c.rl)
     if problem:
       yield problem
   if c.rl.overlong == "soft" and not 1 <= c.rl.overlong_buffer <= c.rl.max_new_tokens:
-    yield (f"config.rl.overlong_buffer={c.rl.overlong_buffer} must be in [1, rl.max_new_tokens="
-           f"{c.rl.max_new_tokens}]")
+    yield (
+      f"config.rl.overlong_buffer={c.rl.overlong_buffer} must be in [1, rl.max_new_tokens="
+      f"{c.rl.max_new_tokens}]"
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -481,11 +703,25 @@ def _loss_variant_problems(c: ml_collections.ConfigDict, one_of, number):
 
 # Fields a rerun may change and still resume its workdir: the step budget and schedule, and
 # execution options that change how, not what, is computed.
-RESUMABLE_FIELDS = frozenset({
-    "train.steps", "train.stop_after", "train.eval_every", "train.checkpoint_every",
-    "train.report", "train.keep_checkpoints", "rl.reward_workers", "model.remat",
-    "model.logprob_chunk", "model.mlp_chunk", "model.attention_block", "train.wandb_project",
-    "train.wandb_entity", "train.wandb_run_name", "train.wandb_mode"})
+RESUMABLE_FIELDS = frozenset(
+  {
+    "train.steps",
+    "train.stop_after",
+    "train.eval_every",
+    "train.checkpoint_every",
+    "train.report",
+    "train.keep_checkpoints",
+    "rl.reward_workers",
+    "model.remat",
+    "model.logprob_chunk",
+    "model.mlp_chunk",
+    "model.attention_block",
+    "train.wandb_project",
+    "train.wandb_entity",
+    "train.wandb_run_name",
+    "train.wandb_mode",
+  }
+)
 
 
 def flatten(cfg: ml_collections.ConfigDict | dict, prefix: str = "") -> dict[str, Any]:
@@ -509,12 +745,17 @@ def check_resumable(workdir: str | pathlib.Path, cfg: ml_collections.ConfigDict)
     return
   old = {RENAMED.get(k, k): v for k, v in flatten(json.loads(path.read_text())).items()}
   new = flatten(json.loads(cfg.to_json()))
-  differ = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(old)
-            if k not in RESUMABLE_FIELDS and old[k] != new.get(k)]
+  differ = [
+    f"{k}: {old.get(k)!r} -> {new.get(k)!r}"
+    for k in sorted(old)
+    if k not in RESUMABLE_FIELDS and old[k] != new.get(k)
+  ]
   if differ:
-    raise ConfigError(f"{path} was written with another config ({'; '.join(differ)}); a "
-                      "workdir resumes only the run that made it: pick a new workdir or rerun "
-                      "with the same arguments")
+    raise ConfigError(
+      f"{path} was written with another config ({'; '.join(differ)}); a "
+      "workdir resumes only the run that made it: pick a new workdir or rerun "
+      "with the same arguments"
+    )
 
 
 def _get(cfg: ml_collections.ConfigDict, dotted: str) -> Any:
@@ -532,36 +773,87 @@ def _get(cfg: ml_collections.ConfigDict, dotted: str) -> Any:
 # ---------------------------------------------------------------------------
 
 BASE_PRESETS: dict[str, dict] = {
-    # CI: seconds.
-    "tiny": dict(model="coder-tiny", tasks=dict(easy=24, medium=8, hard=0, multi=0),
-                 vocab_size=512, steps=6, batch_size=4, draws=2, learning_rate=3e-3,
-                 measure=dict(num_validation=4, num_clean=2, num_multi=2, num_groups=2,
-                              group_size=4, max_new_tokens=16)),
-    # 2 idle CPU cores: <= 20 minutes with the corpus (README "The small policy").
-    "cpu": dict(model="coder-cpu", tasks=dict(easy=2000, medium=300, hard=100, multi=100),
-                vocab_size=2048, steps=600, batch_size=16, draws=4, learning_rate=2e-3,
-                warmup_steps=30,
-                measure=dict(num_validation=64, num_clean=32, num_multi=32, num_groups=32,
-                             group_size=8, max_new_tokens=64)),
-    # The program space (data/programs.py) instead of the families: programs too many to
-    # memorise, so that the base learns to copy the program in its prompt. Measured on held-out
-    # program structures; answers are longer than the families' (made-up identifiers).
-    "cpu-programs": dict(model="coder-cpu", tasks=dict(programs=3000), vocab_size=2048,
-                         steps=600, batch_size=16, draws=4, learning_rate=2e-3, warmup_steps=30,
-                         measure=dict(num_validation=64, num_clean=32, num_multi=32,
-                                      num_groups=32, group_size=8, max_new_tokens=160,
-                                      tier="programs")),
-    # Its CI-size counterpart (tests).
-    "tiny-programs": dict(model="coder-tiny", tasks=dict(programs=24), vocab_size=512, steps=6,
-                          batch_size=4, draws=2, learning_rate=3e-3,
-                          measure=dict(num_validation=4, num_clean=2, num_multi=2,
-                                       num_groups=2, group_size=4, max_new_tokens=16,
-                                       tier="programs")),
-    # One H200 (scripts/gpu_run.sh).
-    "gpu": dict(model="coder-gpu", tasks=dict(easy=6000, medium=2000, hard=800, multi=800),
-                vocab_size=4096, steps=2000, batch_size=64, draws=4, learning_rate=1e-3,
-                measure=dict(num_validation=128, num_clean=64, num_multi=64, num_groups=64,
-                             group_size=8, max_new_tokens=96)),
+  # CI: seconds.
+  "tiny": dict(
+    model="coder-tiny",
+    tasks=dict(easy=24, medium=8, hard=0, multi=0),
+    vocab_size=512,
+    steps=6,
+    batch_size=4,
+    draws=2,
+    learning_rate=3e-3,
+    measure=dict(
+      num_validation=4, num_clean=2, num_multi=2, num_groups=2, group_size=4, max_new_tokens=16
+    ),
+  ),
+  # 2 idle CPU cores: <= 20 minutes with the corpus (README "The small policy").
+  "cpu": dict(
+    model="coder-cpu",
+    tasks=dict(easy=2000, medium=300, hard=100, multi=100),
+    vocab_size=2048,
+    steps=600,
+    batch_size=16,
+    draws=4,
+    learning_rate=2e-3,
+    warmup_steps=30,
+    measure=dict(
+      num_validation=64, num_clean=32, num_multi=32, num_groups=32, group_size=8, max_new_tokens=64
+    ),
+  ),
+  # The program space (data/programs.py) instead of the families: programs too many to
+  # memorise, so that the base learns to copy the program in its prompt. Measured on held-out
+  # program structures; answers are longer than the families' (made-up identifiers).
+  "cpu-programs": dict(
+    model="coder-cpu",
+    tasks=dict(programs=3000),
+    vocab_size=2048,
+    steps=600,
+    batch_size=16,
+    draws=4,
+    learning_rate=2e-3,
+    warmup_steps=30,
+    measure=dict(
+      num_validation=64,
+      num_clean=32,
+      num_multi=32,
+      num_groups=32,
+      group_size=8,
+      max_new_tokens=160,
+      tier="programs",
+    ),
+  ),
+  # Its CI-size counterpart (tests).
+  "tiny-programs": dict(
+    model="coder-tiny",
+    tasks=dict(programs=24),
+    vocab_size=512,
+    steps=6,
+    batch_size=4,
+    draws=2,
+    learning_rate=3e-3,
+    measure=dict(
+      num_validation=4,
+      num_clean=2,
+      num_multi=2,
+      num_groups=2,
+      group_size=4,
+      max_new_tokens=16,
+      tier="programs",
+    ),
+  ),
+  # One H200 (scripts/gpu_run.sh).
+  "gpu": dict(
+    model="coder-gpu",
+    tasks=dict(easy=6000, medium=2000, hard=800, multi=800),
+    vocab_size=4096,
+    steps=2000,
+    batch_size=64,
+    draws=4,
+    learning_rate=1e-3,
+    measure=dict(
+      num_validation=128, num_clean=64, num_multi=64, num_groups=64, group_size=8, max_new_tokens=96
+    ),
+  ),
 }
 
 
@@ -570,8 +862,11 @@ def base_config(name: str) -> ml_collections.ConfigDict:
   if name not in BASE_PRESETS:
     raise ConfigError(f"unknown base preset {name!r}; known: {', '.join(sorted(BASE_PRESETS))}")
   b = BASE_PRESETS[name]
-  return ml_collections.ConfigDict(dict(
-      name=name, seed=0, model=b["model"],
+  return ml_collections.ConfigDict(
+    dict(
+      name=name,
+      seed=0,
+      model=b["model"],
       # Generator training families of every tier (never validation or test families, never
       # clean programs); the RL arms train on the `easy` tier's.
       data=ml_collections.ConfigDict(dict(b["tasks"], include_tests_in_prompt=False)),
@@ -580,14 +875,29 @@ def base_config(name: str) -> ml_collections.ConfigDict:
       # per task, trained as one group sharing the task's prompt; extra edits rewrite each line
       # they can with probability extra_rate and rename a local with probability rename_rate;
       # a task is shown under made-up identifiers with probability fresh_names.
-      mixture=ml_collections.ConfigDict(dict(reference=0.35, extra_edits=0.35, wrong_edit=0.15,
-                                             noop=0.15, draws=b["draws"], extra_rate=0.9,
-                                             rename_rate=0.3, fresh_names=0.0)),
-      sft=ml_collections.ConfigDict(dict(steps=b["steps"], batch_size=b["batch_size"],
-                                         learning_rate=b["learning_rate"],
-                                         warmup_steps=b.get("warmup_steps", 50),
-                                         max_len=512)),
+      mixture=ml_collections.ConfigDict(
+        dict(
+          reference=0.35,
+          extra_edits=0.35,
+          wrong_edit=0.15,
+          noop=0.15,
+          draws=b["draws"],
+          extra_rate=0.9,
+          rename_rate=0.3,
+          fresh_names=0.0,
+        )
+      ),
+      sft=ml_collections.ConfigDict(
+        dict(
+          steps=b["steps"],
+          batch_size=b["batch_size"],
+          learning_rate=b["learning_rate"],
+          warmup_steps=b.get("warmup_steps", 50),
+          max_len=512,
+        )
+      ),
       # The printed measurements: greedy on held-out-family tasks, and reward variance of
       # sampled groups of the RL training tasks at the arms' group size.
-      measure=ml_collections.ConfigDict(dict(dict(tier="easy", temperature=1.0),
-                                             **b["measure"]))))
+      measure=ml_collections.ConfigDict(dict(dict(tier="easy", temperature=1.0), **b["measure"])),
+    )
+  )

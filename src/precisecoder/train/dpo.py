@@ -34,8 +34,9 @@ from precisecoder.train.run import Run, due, sample_seed, steps_left
 from precisecoder.intmath import round_up
 
 
-def choose_pairs(terms: dict[str, np.ndarray], group_size: int
-                 ) -> list[tuple[int, int | None, int]]:
+def choose_pairs(
+  terms: dict[str, np.ndarray], group_size: int
+) -> list[tuple[int, int | None, int]]:
   """(group, chosen row or None for the reference fix, rejected row) per usable group."""
   pairs = []
   unit = terms["unit"].reshape(-1, group_size)
@@ -56,10 +57,16 @@ def choose_pairs(terms: dict[str, np.ndarray], group_size: int
   return pairs
 
 
-def preference_batch(prompt_ids: Sequence[Sequence[int]], chosen: Sequence[Sequence[int]],
-                     rejected: Sequence[Sequence[int]], pad_id: int, *, pairs: int,
-                     weighted: int | None = None, max_len: int | None = None
-                     ) -> dict[str, np.ndarray]:
+def preference_batch(
+  prompt_ids: Sequence[Sequence[int]],
+  chosen: Sequence[Sequence[int]],
+  rejected: Sequence[Sequence[int]],
+  pad_id: int,
+  *,
+  pairs: int,
+  weighted: int | None = None,
+  max_len: int | None = None,
+) -> dict[str, np.ndarray]:
   """`pairs` preference pairs, interleaved (row 2i chosen, 2i + 1 rejected): the given ones,
   then copies of them up to `pairs`. `pair_weights` is 1 for the first `weighted` (default:
   all given) and 0 for the rest. Collective on several hosts (sequences.sequence_batch)."""
@@ -69,8 +76,9 @@ def preference_batch(prompt_ids: Sequence[Sequence[int]], chosen: Sequence[Seque
     raise ValueError(f"{n} pairs ({weighted} weighted) cannot be padded to {pairs}")
   take = np.arange(pairs) % n
   rows = [seq for i in take for seq in (chosen[i], rejected[i])]
-  batch = sequences.sequence_batch([prompt_ids[i] for i in take for _ in range(2)], rows,
-                                   pad_id, max_len=max_len)
+  batch = sequences.sequence_batch(
+    [prompt_ids[i] for i in take for _ in range(2)], rows, pad_id, max_len=max_len
+  )
   batch["pair_weights"] = (np.arange(pairs) < weighted).astype(np.float32)
   return batch
 
@@ -84,8 +92,13 @@ def _pairs_per_host(local: int, mesh) -> tuple[int, int]:
   return int(counts.sum()), round_up(int(counts.max()), step)
 
 
-def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | None = None,
-          seen: Sequence[Task] = ()) -> int:
+def train(
+  cfg: ml_collections.ConfigDict,
+  workdir: str,
+  *,
+  checkpoint: str | None = None,
+  seen: Sequence[Task] = (),
+) -> int:
   """Runs (or resumes) DPO in `workdir` (`cfg` validated: config.validate); each host samples
   and scores its part of every global batch of `dpo.batch_size` tasks. `checkpoint` and
   `seen`: what `model.checkpoint="base"` resolved to (rl.train)."""
@@ -102,20 +115,33 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
     tx = step_lib.make_optimizer(cfg.optim, adapters_only=run.lora is not None)
     iterator = tasksets.task_iterator(tasksets.train_tasks(cfg), cfg.dpo.batch_size, cfg.seed)
     step, params, opt_state = run.restore(
-        params, step_lib.init_optimizer(tx, params, mesh), iterator)
+      params, step_lib.init_optimizer(tx, params, mesh), iterator
+    )
     step_fn = step_lib.make_dpo_step(graphdef, tx, cfg.dpo.beta)
     logprob_fn = step_lib.make_logprob_fn(graphdef)
     scorer = stack.enter_context(scoring.open_scorer(cfg.rl))
-    writer = metrics.MetricsWriter(run.workdir, resume_step=step, enabled=run.primary,
-                                   wandb=metrics.wandb_settings(cfg, run.workdir))
+    writer = metrics.MetricsWriter(
+      run.workdir,
+      resume_step=step,
+      enabled=run.primary,
+      wandb=metrics.wandb_settings(cfg, run.workdir),
+    )
     stack.callback(writer.close)
-    evaluator = (greedy_eval.Evaluator(cfg, scorer, mesh, workdir=run.workdir, writer=writer,
-                                       primary=run.primary, seen=seen)
-                 if cfg.train.eval_every > 0 else None)
+    evaluator = (
+      greedy_eval.Evaluator(
+        cfg, scorer, mesh, workdir=run.workdir, writer=writer, primary=run.primary, seen=seen
+      )
+      if cfg.train.eval_every > 0
+      else None
+    )
     progress = metrics.Progress(cfg.train.steps, step)
     model_meta = run_checkpoints.model_meta(
-        policy.config, policy.source, lora=run.lora, seed=cfg.seed,
-        base=policy.source if cfg.model.checkpoint else "")
+      policy.config,
+      policy.source,
+      lora=run.lora,
+      seed=cfg.seed,
+      base=policy.source if cfg.model.checkpoint else "",
+    )
 
     def policy_at(params) -> policy_lib.Policy:
       return dataclasses.replace(policy, model=nnx.merge(graphdef, params))
@@ -129,8 +155,9 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
     def evaluate(step: int, params) -> None:
       """Greedy evaluation when due: at step 0 with train.eval_at_start, then every
       train.eval_every steps and at the last."""
-      due_now = (cfg.train.eval_at_start if step == 0
-                 else due(step, cfg.train.eval_every, cfg.train.steps))
+      due_now = (
+        cfg.train.eval_at_start if step == 0 else due(step, cfg.train.eval_every, cfg.train.steps)
+      )
       if evaluator is not None and due_now:
         evaluator(step, policy_at(params))
 
@@ -148,37 +175,62 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
       step += 1
       current = policy_at(params)
       rollout = rollout_lib.sample_rollout(
-          current, list(batch_tasks), num_samples=k, max_new_tokens=cfg.rl.max_new_tokens,
-          temperature=cfg.rl.temperature, seed=sample_seed(cfg.seed, step),
-          include_tests=cfg.data.include_tests_in_prompt, prompt_bucket=cfg.rl.prompt_bucket,
-          mesh=mesh)
+        current,
+        list(batch_tasks),
+        num_samples=k,
+        max_new_tokens=cfg.rl.max_new_tokens,
+        temperature=cfg.rl.temperature,
+        seed=sample_seed(cfg.seed, step),
+        include_tests=cfg.data.include_tests_in_prompt,
+        prompt_bucket=cfg.rl.prompt_bucket,
+        mesh=mesh,
+      )
       terms = scorer.score(rollout.tasks, rollout.programs)
       pairs = choose_pairs(terms, k)
       every = multihost.allgather_rows(terms)
       total_pairs, padded = _pairs_per_host(len(pairs), mesh)
-      values = {"pairs": total_pairs, "reward/unit": float(every["unit"].mean()),
-                "reward/precision": float(every["precision"].mean())}
+      values = {
+        "pairs": total_pairs,
+        "reward/unit": float(every["unit"].mean()),
+        "reward/precision": float(every["precision"].mean()),
+      }
       if total_pairs:  # every host joins the step, so one without pairs of its own pads
         # with the reference fix both ways, weight 0
         usable = pairs or [(0, None, None)]
-        prompt_ids = [rollout.prompt_ids[g * k][rollout.prompt_mask[g * k]].tolist()
-                      for g, _, _ in usable]
+        prompt_ids = [
+          rollout.prompt_ids[g * k][rollout.prompt_mask[g * k]].tolist() for g, _, _ in usable
+        ]
         eos = [current.eos_ids[0]]
 
         def answer(row: int | None, group: int) -> list[int]:
           if row is None:
-            return current.tokenizer.encode(sequences.reference_answer(batch_tasks[group]),
-                                            add_special_tokens=False) + eos
-          return rollout.tokens[row, :rollout.lengths[row]].tolist()
+            return (
+              current.tokenizer.encode(
+                sequences.reference_answer(batch_tasks[group]), add_special_tokens=False
+              )
+              + eos
+            )
+          return rollout.tokens[row, : rollout.lengths[row]].tolist()
 
         chosen = [answer(c, g) for g, c, _ in usable]
         rejected = [answer(r, g) for g, _, r in usable]
-        batch = preference_batch(prompt_ids, chosen, rejected, current.pad_id, pairs=padded,
-                                 weighted=len(pairs), max_len=cfg.dpo.max_len)
+        batch = preference_batch(
+          prompt_ids,
+          chosen,
+          rejected,
+          current.pad_id,
+          pairs=padded,
+          weighted=len(pairs),
+          max_len=cfg.dpo.max_len,
+        )
         with mesh_scope(mesh):
           device_batch = step_lib.to_device(batch, mesh)
-          ref = logprob_fn(reference_params, device_batch["tokens"], device_batch["mask"],
-                           device_batch["completion_mask"])
+          ref = logprob_fn(
+            reference_params,
+            device_batch["tokens"],
+            device_batch["mask"],
+            device_batch["completion_mask"],
+          )
           device_batch["ref_seq_logprobs"] = ref.sum(axis=-1)
           params, opt_state, m = step_fn(params, opt_state, device_batch)
         values.update({f"train/{key}": float(v) for key, v in jax.device_get(m).items()})
@@ -186,8 +238,11 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
         logging.info("step %d: no preference pairs in this batch", step)
       preempted = run.preempted(step)  # a preempted run saves its step and stops
       saved = save_checkpoint(step, params, opt_state, preempted)
-      write_metrics(step, {**values, "time/checkpoint": saved,
-                           "time/step": time.perf_counter() - t0}, f"pairs={len(pairs)}")
+      write_metrics(
+        step,
+        {**values, "time/checkpoint": saved, "time/step": time.perf_counter() - t0},
+        f"pairs={len(pairs)}",
+      )
       if preempted:
         logging.warning("preempted: checkpoint of step %d saved; exiting", step)
         run.checkpointer.wait()

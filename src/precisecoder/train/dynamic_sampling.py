@@ -36,13 +36,14 @@ def rounds_problem(rl: ml_collections.ConfigDict) -> str | None:
   if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 0:
     return f"config.rl.dynamic_sampling_max_rounds={rounds!r}: must be an integer >= 0"
   if (rounds + 1) * rl.rollout_chunks > SEED_PARTS_PER_STEP:
-    return (f"config.rl.dynamic_sampling_max_rounds={rounds}: (rounds + 1) x rl.rollout_chunks "
-            f"must be at most {SEED_PARTS_PER_STEP} (each round's chunks take their own seeds)")
+    return (
+      f"config.rl.dynamic_sampling_max_rounds={rounds}: (rounds + 1) x rl.rollout_chunks "
+      f"must be at most {SEED_PARTS_PER_STEP} (each round's chunks take their own seeds)"
+    )
   return None
 
 
-def group_has_variance(rl: ml_collections.ConfigDict, terms: dict[str, np.ndarray]
-                       ) -> np.ndarray:
+def group_has_variance(rl: ml_collections.ConfigDict, terms: dict[str, np.ndarray]) -> np.ndarray:
   """bool [groups]: the groups (rows prompt-major, `rl.group_size` each) whose advantage can
   be non-zero: GRPO's scalar reward varies in them, or one of GDPO's weighted terms does
   (with `rl.overlong="soft"`, the length penalty counts as one more). `terms` hold
@@ -81,9 +82,13 @@ def _group_rows(groups: np.ndarray, g: int) -> np.ndarray:
   return (np.asarray(groups, np.int64)[:, None] * g + np.arange(g)).ravel()
 
 
-def collect(rl: ml_collections.ConfigDict, sample: Callable[..., tuple], first_tasks: list,
-            next_tasks: Callable[[], list], pad_id: int
-            ) -> tuple[rollout_lib.Rollout, dict[str, np.ndarray], dict[str, float]]:
+def collect(
+  rl: ml_collections.ConfigDict,
+  sample: Callable[..., tuple],
+  first_tasks: list,
+  next_tasks: Callable[[], list],
+  pad_id: int,
+) -> tuple[rollout_lib.Rollout, dict[str, np.ndarray], dict[str, float]]:
   """(rollout, terms, metrics) of a batch of `len(first_tasks)` groups, those with reward
   variance first, from `first_tasks` and up to `rl.dynamic_sampling_max_rounds` more draws of
   `next_tasks()`. `sample(tasks, part_offset)` samples and scores tasks as rl.collect does
@@ -99,7 +104,7 @@ def collect(rl: ml_collections.ConfigDict, sample: Callable[..., tuple], first_t
     drawn += len(tasks)
     lengths = rollout.loss_mask.sum(axis=1, dtype=np.int32)
     varied = group_has_variance(rl, {**terms, "lengths": lengths})
-    take = np.flatnonzero(varied)[:quota - n_kept]
+    take = np.flatnonzero(varied)[: quota - n_kept]
     n_kept += len(take)
     kept.append((rollout, terms, take))
     spare.append((rollout, terms, np.flatnonzero(~varied)))
@@ -110,15 +115,21 @@ def collect(rl: ml_collections.ConfigDict, sample: Callable[..., tuple], first_t
     tasks = next_tasks()
   filled = quota - n_kept
   for rollout, terms, groups in spare:  # zero-variance groups, as drawn, for a short batch
-    take = groups[:quota - n_kept]
+    take = groups[: quota - n_kept]
     n_kept += len(take)
     kept.append((rollout, terms, take))
-  parts = [(select_rows(r, _group_rows(gr, g)), {k: v[_group_rows(gr, g)] for k, v in t.items()})
-           for r, t, gr in kept if len(gr)]
+  parts = [
+    (select_rows(r, _group_rows(gr, g)), {k: v[_group_rows(gr, g)] for k, v in t.items()})
+    for r, t, gr in kept
+    if len(gr)
+  ]
   rollout = rollout_lib.concat_rollouts([p for p, _ in parts], pad_id)
   terms = {k: np.concatenate([t[k] for _, t in parts]) for k in parts[0][1]}
   totals = np.sum(multihost.allgather_json([drawn, quota - filled, filled]), axis=0)
   metrics: dict[str, Any] = {
-      "dynamic/groups_drawn": float(totals[0]), "dynamic/groups_kept": float(totals[1]),
-      "dynamic/groups_filled": float(totals[2]), "dynamic/rounds": float(rounds)}
+    "dynamic/groups_drawn": float(totals[0]),
+    "dynamic/groups_kept": float(totals[1]),
+    "dynamic/groups_filled": float(totals[2]),
+    "dynamic/rounds": float(rounds),
+  }
   return rollout, terms, {**timing, **metrics}

@@ -29,8 +29,9 @@ def model_config(cfg: ml_collections.ConfigDict) -> ModelConfig:
   return architectures.get(cfg.model.arch, dtype=cfg.model.dtype, **execution)
 
 
-def phases(cfg: ml_collections.ConfigDict, config: ModelConfig, hosts: int = 1
-           ) -> list[tuple[str, dict[str, int], str]]:
+def phases(
+  cfg: ml_collections.ConfigDict, config: ModelConfig, hosts: int = 1
+) -> list[tuple[str, dict[str, int], str]]:
   """(what, bytes by part, advice) for each phase of the run's steps."""
   share = lambda n: cdiv(n, hosts)  # this host's part of a global count
   weights = cdiv(memory.weights_bytes(config), hosts)
@@ -40,42 +41,84 @@ def phases(cfg: ml_collections.ConfigDict, config: ModelConfig, hosts: int = 1
   out = []
 
   def sampling(what, prompts, samples, max_new_tokens, advice):
-    need = memory.sampler_bytes(config, prompts=prompts, samples=samples,
-                                prompt_len=cfg.rl.prompt_bucket, max_new_tokens=max_new_tokens)
+    need = memory.sampler_bytes(
+      config,
+      prompts=prompts,
+      samples=samples,
+      prompt_len=cfg.rl.prompt_bucket,
+      max_new_tokens=max_new_tokens,
+    )
     need["weights"] = weights + reference
     out.append((what, need, advice))
 
   def training(what, rows, tokens, advice):
-    out.append((what, {"weights": weights + reference, "gradients and Adam moments": optimizer,
-                       "logits": memory.train_logits_bytes(config, rows, tokens)}, advice))
+    out.append(
+      (
+        what,
+        {
+          "weights": weights + reference,
+          "gradients and Adam moments": optimizer,
+          "logits": memory.train_logits_bytes(config, rows, tokens),
+        },
+        advice,
+      )
+    )
 
   rl = cfg.rl
   if cfg.trainer == "rl":
     chunk = cdiv(share(rl.prompts_per_step), rl.rollout_chunks)
-    sampling(f"a rollout chunk of {chunk} prompt(s) (config.rl.prompts_per_step "
-             f"{rl.prompts_per_step} / rl.rollout_chunks {rl.rollout_chunks}) x rl.group_size "
-             f"{rl.group_size} x rl.max_new_tokens {rl.max_new_tokens}", chunk, rl.group_size,
-             rl.max_new_tokens, "lower them, or raise config.rl.rollout_chunks")
-    training(f"a train step on config.rl.minibatch_size {rl.minibatch_size} rows of "
-             f"rl.prompt_bucket {rl.prompt_bucket} + rl.max_new_tokens {rl.max_new_tokens} "
-             "tokens", share(rl.minibatch_size), rl.prompt_bucket + rl.max_new_tokens,
-             "lower them, or set config.model.logprob_chunk")
+    sampling(
+      f"a rollout chunk of {chunk} prompt(s) (config.rl.prompts_per_step "
+      f"{rl.prompts_per_step} / rl.rollout_chunks {rl.rollout_chunks}) x rl.group_size "
+      f"{rl.group_size} x rl.max_new_tokens {rl.max_new_tokens}",
+      chunk,
+      rl.group_size,
+      rl.max_new_tokens,
+      "lower them, or raise config.rl.rollout_chunks",
+    )
+    training(
+      f"a train step on config.rl.minibatch_size {rl.minibatch_size} rows of "
+      f"rl.prompt_bucket {rl.prompt_bucket} + rl.max_new_tokens {rl.max_new_tokens} "
+      "tokens",
+      share(rl.minibatch_size),
+      rl.prompt_bucket + rl.max_new_tokens,
+      "lower them, or set config.model.logprob_chunk",
+    )
   elif cfg.trainer == "dpo":
     d = cfg.dpo
-    sampling(f"sampling config.dpo.batch_size {d.batch_size} prompt(s) x dpo.samples_per_task "
-             f"{d.samples_per_task} x rl.max_new_tokens {rl.max_new_tokens}", share(d.batch_size),
-             d.samples_per_task, rl.max_new_tokens, "lower them")
-    training(f"a DPO step on 2 x config.dpo.batch_size {d.batch_size} rows of dpo.max_len "
-             f"{d.max_len} tokens", 2 * share(d.batch_size), d.max_len, "lower them")
+    sampling(
+      f"sampling config.dpo.batch_size {d.batch_size} prompt(s) x dpo.samples_per_task "
+      f"{d.samples_per_task} x rl.max_new_tokens {rl.max_new_tokens}",
+      share(d.batch_size),
+      d.samples_per_task,
+      rl.max_new_tokens,
+      "lower them",
+    )
+    training(
+      f"a DPO step on 2 x config.dpo.batch_size {d.batch_size} rows of dpo.max_len "
+      f"{d.max_len} tokens",
+      2 * share(d.batch_size),
+      d.max_len,
+      "lower them",
+    )
   else:
-    training(f"an SFT step on config.sft.batch_size {cfg.sft.batch_size} rows of sft.max_len "
-             f"{cfg.sft.max_len} tokens", share(cfg.sft.batch_size), cfg.sft.max_len,
-             "lower them")
+    training(
+      f"an SFT step on config.sft.batch_size {cfg.sft.batch_size} rows of sft.max_len "
+      f"{cfg.sft.max_len} tokens",
+      share(cfg.sft.batch_size),
+      cfg.sft.max_len,
+      "lower them",
+    )
   if cfg.train.eval_every > 0 or cfg.train.eval_at_start:
     t = cfg.train
-    sampling(f"an evaluation batch of config.train.eval_batch_size {t.eval_batch_size} prompt(s) "
-             f"x train.eval_max_new_tokens {t.eval_max_new_tokens}", t.eval_batch_size, 1,
-             t.eval_max_new_tokens, "lower them")
+    sampling(
+      f"an evaluation batch of config.train.eval_batch_size {t.eval_batch_size} prompt(s) "
+      f"x train.eval_max_new_tokens {t.eval_max_new_tokens}",
+      t.eval_batch_size,
+      1,
+      t.eval_max_new_tokens,
+      "lower them",
+    )
   return out
 
 

@@ -49,23 +49,46 @@ def summarize(tasks: Sequence[Task], terms: dict[str, np.ndarray]) -> dict[str, 
   return out
 
 
-def evaluate_greedy(policy: Policy, tasks: Sequence[Task], scorer: RewardScorer, *,
-                    max_new_tokens: int, batch_size: int = 16, include_tests: bool = True,
-                    seed: int = 0, prompt_bucket: int = 64, mesh: Mesh | None = None,
-                    agent: episodes.AgentConfig | None = None
-                    ) -> tuple[dict[str, float], list[dict]]:
+def evaluate_greedy(
+  policy: Policy,
+  tasks: Sequence[Task],
+  scorer: RewardScorer,
+  *,
+  max_new_tokens: int,
+  batch_size: int = 16,
+  include_tests: bool = True,
+  seed: int = 0,
+  prompt_bucket: int = 64,
+  mesh: Mesh | None = None,
+  agent: episodes.AgentConfig | None = None,
+) -> tuple[dict[str, float], list[dict]]:
   """(summary, per-task records) for greedy completions of `tasks` (buggy and clean mixed);
   with `agent`, greedy episodes whose visible tests run in the scorer's pool."""
   t0 = time.perf_counter()
   parts = []
   for start in range(0, len(tasks), batch_size):
-    chunk = list(tasks[start:start + batch_size])
-    parts.append(rollout_lib.sample_rollout(
-        policy, chunk, num_samples=1, max_new_tokens=max_new_tokens, temperature=0.0,
-        seed=seed + start, include_tests=include_tests, prompt_bucket=prompt_bucket, mesh=mesh,
-        agent=agent, pool=scorer))
-    logging.info("eval: sampled %d/%d tasks (%.0f s)", min(start + batch_size, len(tasks)),
-                 len(tasks), time.perf_counter() - t0)
+    chunk = list(tasks[start : start + batch_size])
+    parts.append(
+      rollout_lib.sample_rollout(
+        policy,
+        chunk,
+        num_samples=1,
+        max_new_tokens=max_new_tokens,
+        temperature=0.0,
+        seed=seed + start,
+        include_tests=include_tests,
+        prompt_bucket=prompt_bucket,
+        mesh=mesh,
+        agent=agent,
+        pool=scorer,
+      )
+    )
+    logging.info(
+      "eval: sampled %d/%d tasks (%.0f s)",
+      min(start + batch_size, len(tasks)),
+      len(tasks),
+      time.perf_counter() - t0,
+    )
   completions = [c for p in parts for c in p.completions]
   programs = [x for p in parts for x in p.programs]
   t1 = time.perf_counter()
@@ -80,9 +103,15 @@ def evaluate_greedy(policy: Policy, tasks: Sequence[Task], scorer: RewardScorer,
   summary["score_s"] = time.perf_counter() - t1
   records: list[dict[str, Any]] = []
   for i, task in enumerate(tasks):
-    records.append({"task_id": task.task_id, "is_buggy": task.is_buggy,
-                    "completion": completions[i], "program": programs[i],
-                    **{k: float(v[i]) for k, v in terms.items()}})
+    records.append(
+      {
+        "task_id": task.task_id,
+        "is_buggy": task.is_buggy,
+        "completion": completions[i],
+        "program": programs[i],
+        **{k: float(v[i]) for k, v in terms.items()},
+      }
+    )
     if transcripts is not None:
       records[-1]["turns"] = [turn.to_json() for turn in transcripts[i]]
   return summary, records
@@ -96,23 +125,35 @@ class Evaluator:
   `seen`: tasks the policy trained on before this run (its base's SFT corpus), which the
   held-in split leaves out. The evaluation sets are built here, once."""
 
-  def __init__(self, cfg: ml_collections.ConfigDict, scorer: RewardScorer, mesh: Mesh | None, *,
-               workdir: pathlib.Path, writer: metrics.MetricsWriter, primary: bool,
-               seen: Sequence[Task] = ()):
+  def __init__(
+    self,
+    cfg: ml_collections.ConfigDict,
+    scorer: RewardScorer,
+    mesh: Mesh | None,
+    *,
+    workdir: pathlib.Path,
+    writer: metrics.MetricsWriter,
+    primary: bool,
+    seen: Sequence[Task] = (),
+  ):
     self.cfg, self.scorer, self.mesh = cfg, scorer, mesh
     self.workdir, self.writer, self.primary = workdir, writer, primary
     self.tasks = tasksets.eval_tasks(cfg)
     self.splits = {
-        "heldin": (tasksets.heldin_tasks(cfg, seen), cfg.train.eval_max_new_tokens),
-        "multi": (tasksets.multi_tasks(cfg), cfg.train.eval_multi_max_new_tokens)}
+      "heldin": (tasksets.heldin_tasks(cfg, seen), cfg.train.eval_max_new_tokens),
+      "multi": (tasksets.multi_tasks(cfg), cfg.train.eval_multi_max_new_tokens),
+    }
 
   def __call__(self, step: int, policy: Policy) -> dict[str, float]:
     """The summary of `policy`'s evaluation at `step`, written (primary host) with its
     records and splits."""
     cfg = self.cfg
     summary, records = self._greedy(policy, self.tasks, cfg.train.eval_max_new_tokens)
-    splits = {name: dict(zip(("summary", "records"), self._greedy(policy, tasks, max_new_tokens)))
-              for name, (tasks, max_new_tokens) in self.splits.items() if tasks}
+    splits = {
+      name: dict(zip(("summary", "records"), self._greedy(policy, tasks, max_new_tokens)))
+      for name, (tasks, max_new_tokens) in self.splits.items()
+      if tasks
+    }
     if not self.primary:
       return summary
     out = self.workdir / "eval"
@@ -123,12 +164,16 @@ class Evaluator:
     metrics.record_broken_tasks(self.workdir, self.scorer.broken_tasks)
     for name, split in splits.items():
       self.writer.write(step, split["summary"], prefix=f"eval_{name}/")
-    logging.info("eval at step %d: %s", step,
-                 "  ".join(f"{k}={v:.3f}" for k, v in summary.items() if isinstance(v, float)))
+    logging.info(
+      "eval at step %d: %s",
+      step,
+      "  ".join(f"{k}={v:.3f}" for k, v in summary.items() if isinstance(v, float)),
+    )
     return summary
 
-  def _greedy(self, policy: Policy, tasks, max_new_tokens: int
-              ) -> tuple[dict[str, float], list[dict]]:
+  def _greedy(
+    self, policy: Policy, tasks, max_new_tokens: int
+  ) -> tuple[dict[str, float], list[dict]]:
     """(summary, per-task records) of `policy`'s greedy completions of `tasks`."""
     cfg = self.cfg
     # Several hosts: each evaluates an equal share (the last task repeated to even it out),
@@ -137,15 +182,29 @@ class Evaluator:
     mine = tasks[multihost.host_slice(share * jax.process_count())] if len(tasks) else []
     mine = list(mine) + list(tasks[-1:]) * (share - len(mine))
     summary, records = evaluate_greedy(
-        policy, mine, self.scorer,
-        max_new_tokens=max_new_tokens, batch_size=cfg.train.eval_batch_size,
-        include_tests=cfg.data.include_tests_in_prompt, seed=cfg.seed,
-        prompt_bucket=cfg.rl.prompt_bucket, mesh=self.mesh,
-        agent=rollout_lib.agent_config(cfg.rl) if cfg.trainer == "rl" else None)
+      policy,
+      mine,
+      self.scorer,
+      max_new_tokens=max_new_tokens,
+      batch_size=cfg.train.eval_batch_size,
+      include_tests=cfg.data.include_tests_in_prompt,
+      seed=cfg.seed,
+      prompt_bucket=cfg.rl.prompt_bucket,
+      mesh=self.mesh,
+      agent=rollout_lib.agent_config(cfg.rl) if cfg.trainer == "rl" else None,
+    )
     if jax.process_count() > 1:
-      records = [r for part in multihost.allgather_json(records) for r in part][:len(tasks)]
+      records = [r for part in multihost.allgather_json(records) for r in part][: len(tasks)]
       timing = {k: summary[k] for k in ("sample_s", "score_s")}
-      summary = {**summarize(tasks, {
-          k: np.array([r[k] for r in records]) for k in records[0]
-          if isinstance(records[0][k], float)}), **timing}
+      summary = {
+        **summarize(
+          tasks,
+          {
+            k: np.array([r[k] for r in records])
+            for k in records[0]
+            if isinstance(records[0][k], float)
+          },
+        ),
+        **timing,
+      }
     return summary, records

@@ -44,16 +44,22 @@ class WorkdirError(Exception):
 
 def holder_record() -> dict[str, Any]:
   now = time.time()
-  return {"host": socket.gethostname(), "pid": os.getpid(),
-          "started": datetime.datetime.fromtimestamp(now).astimezone().isoformat("T", "seconds"),
-          "heartbeat": now, "token": uuid.uuid4().hex}
+  return {
+    "host": socket.gethostname(),
+    "pid": os.getpid(),
+    "started": datetime.datetime.fromtimestamp(now).astimezone().isoformat("T", "seconds"),
+    "heartbeat": now,
+    "token": uuid.uuid4().hex,
+  }
 
 
 def describe(holder: dict[str, Any] | None) -> str:
   if not holder:
     return "a run that is just starting (its lock names no holder yet)"
-  return (f"host {holder.get('host', '?')}, pid {holder.get('pid', '?')}, started "
-          f"{holder.get('started', '?')}")
+  return (
+    f"host {holder.get('host', '?')}, pid {holder.get('pid', '?')}, started "
+    f"{holder.get('started', '?')}"
+  )
 
 
 def _running_here(holder: dict[str, Any]) -> bool:
@@ -83,8 +89,9 @@ class FileLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
       except OSError as e:  # a read-only folder, one that is a file
-        raise WorkdirError(f"--workdir={self.location}: cannot write its lock file {self.path} "
-                           f"({e.strerror or e})") from None
+        raise WorkdirError(
+          f"--workdir={self.location}: cannot write its lock file {self.path} ({e.strerror or e})"
+        ) from None
       try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
       except BlockingIOError:
@@ -98,8 +105,11 @@ class FileLock:
         os.close(fd)
         if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
           raise
-        logging.warning("%s: this filesystem has no flock(2) (%s): nothing stops a second run "
-                        "in this workdir", self.path, e.strerror)
+        logging.warning(
+          "%s: this filesystem has no flock(2) (%s): nothing stops a second run in this workdir",
+          self.path,
+          e.strerror,
+        )
         return
       # The holder may have removed the file between our open and flock: lock the new one.
       try:
@@ -127,8 +137,14 @@ class FileLock:
 class BucketLock:
   """A JSON object with a heartbeat (see the module docstring)."""
 
-  def __init__(self, path: epath.Path, location: str, *, heartbeat_s: float = HEARTBEAT_S,
-               stale_after_s: float = STALE_AFTER_S):
+  def __init__(
+    self,
+    path: epath.Path,
+    location: str,
+    *,
+    heartbeat_s: float = HEARTBEAT_S,
+    stale_after_s: float = STALE_AFTER_S,
+  ):
     self.path = path
     self.location = location
     self.heartbeat_s = heartbeat_s
@@ -151,18 +167,24 @@ class BucketLock:
       age = time.time() - float(holder.get("heartbeat") or 0)
       if age <= self.stale_after_s and _running_here(holder):
         raise WorkdirError(
-            _held_message(self.location, holder, self.path) + f"; its last heartbeat was "
-            f"{age:.0f} s ago (a lock is taken over once it has none for "
-            f"{self.stale_after_s:.0f} s)")
-      logging.warning("%s: taking over the lock of %s (no heartbeat for %.0f s, or its process "
-                      "is gone)", self.location, describe(holder), age)
+          _held_message(self.location, holder, self.path) + f"; its last heartbeat was "
+          f"{age:.0f} s ago (a lock is taken over once it has none for "
+          f"{self.stale_after_s:.0f} s)"
+        )
+      logging.warning(
+        "%s: taking over the lock of %s (no heartbeat for %.0f s, or its process is gone)",
+        self.location,
+        describe(holder),
+        age,
+      )
     self.record = holder_record()
     self._write()
     back = self._read()
     if not back or back.get("token") != self.record["token"]:
       raise WorkdirError(_held_message(self.location, back, self.path))
-    self._thread = threading.Thread(target=self._beat_until_stopped, name="workdir-lock",
-                                    daemon=True)
+    self._thread = threading.Thread(
+      target=self._beat_until_stopped, name="workdir-lock", daemon=True
+    )
     self._thread.start()
 
   def beat(self) -> None:
@@ -187,8 +209,10 @@ class BucketLock:
   def check(self) -> None:
     """Raises WorkdirError once another run has taken the lock."""
     if self.lost is not None:
-      raise WorkdirError(f"{self.location}: another run took over this workdir "
-                         f"({describe(self.lost)}); this run stops")
+      raise WorkdirError(
+        f"{self.location}: another run took over this workdir "
+        f"({describe(self.lost)}); this run stops"
+      )
 
   def release(self) -> None:
     self._stop.set()
@@ -211,5 +235,7 @@ def _read_json(path) -> dict[str, Any] | None:
 
 
 def _held_message(location: str, holder: dict[str, Any] | None, path) -> str:
-  return (f"--workdir={location} is in use by another run: {describe(holder)} (lock {path}); "
-          "wait for it to end or pick another --workdir")
+  return (
+    f"--workdir={location} is in use by another run: {describe(holder)} (lock {path}); "
+    "wait for it to end or pick another --workdir"
+  )

@@ -12,8 +12,12 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum",
-                "seq-mean-token-sum-norm")
+AGGREGATIONS = (
+  "token-mean",
+  "seq-mean-token-mean",
+  "seq-mean-token-sum",
+  "seq-mean-token-sum-norm",
+)
 POLICY_LOSSES = ("ppo_clip", "gspo")
 # verl's `kl_penalty` names: k1 "kl", k2 "mse", k3 "low_var_kl"; "+": k2's gradient under the
 # estimator's value (straight-through), k2 being the one whose expected gradient is KL's.
@@ -23,8 +27,9 @@ _GSPO_MAX_LOG_RATIO = 10.0  # verl clamps the sequence log-ratio here: exp stays
 _IS_LOG_BOUND = 20.0  # verl's safety bound on a log importance ratio before exp
 
 
-def token_logprobs(logits: jax.Array, targets: jax.Array, temperature: float = 1.0
-                   ) -> tuple[jax.Array, jax.Array]:
+def token_logprobs(
+  logits: jax.Array, targets: jax.Array, temperature: float = 1.0
+) -> tuple[jax.Array, jax.Array]:
   """(log p(target), entropy) per position under softmax(logits / temperature)."""
   logp_all = jax.nn.log_softmax(logits.astype(jnp.float32) / temperature, axis=-1)
   logp = jnp.take_along_axis(logp_all, targets[..., None], axis=-1)[..., 0]
@@ -32,9 +37,15 @@ def token_logprobs(logits: jax.Array, targets: jax.Array, temperature: float = 1
   return logp, entropy
 
 
-def chunked_token_logprobs(hidden: jax.Array, weight: jax.Array, targets: jax.Array, *,
-                           weight_axes: str = "vd", temperature: float = 1.0,
-                           chunk_tokens: int = 1024) -> tuple[jax.Array, jax.Array]:
+def chunked_token_logprobs(
+  hidden: jax.Array,
+  weight: jax.Array,
+  targets: jax.Array,
+  *,
+  weight_axes: str = "vd",
+  temperature: float = 1.0,
+  chunk_tokens: int = 1024,
+) -> tuple[jax.Array, jax.Array]:
   """`token_logprobs(hidden @ weight, targets)` without the [B, T, V] float32 logits.
 
   hidden [B, T, D] (after the final norm), weight [V, D] (`weight_axes="vd"`, tied embeddings)
@@ -98,8 +109,9 @@ def _chunked_logprobs_bwd(weight_axes, temperature, residuals, cotangents):
       dw = dw + jnp.einsum("btd,btv->dv", h, dz, preferred_element_type=jnp.float32)
     return dw, dh.astype(h.dtype)
 
-  dw, dh = jax.lax.scan(one, jnp.zeros(weight.shape, jnp.float32),
-                        (h_chunks, t_chunks, g_logp, g_entropy))
+  dw, dh = jax.lax.scan(
+    one, jnp.zeros(weight.shape, jnp.float32), (h_chunks, t_chunks, g_logp, g_entropy)
+  )
   return dh, dw.astype(weight.dtype), None
 
 
@@ -179,8 +191,9 @@ def gspo_log_ratio(logp: jax.Array, old_logp: jax.Array, mask: jax.Array) -> jax
   return jnp.minimum(log_ratio, _GSPO_MAX_LOG_RATIO)
 
 
-def is_log_ratio(learner_logp: jax.Array, behaviour_logp: jax.Array, mask: jax.Array,
-                 level: str) -> jax.Array:
+def is_log_ratio(
+  learner_logp: jax.Array, behaviour_logp: jax.Array, mask: jax.Array, level: str
+) -> jax.Array:
   """log(π_learner / π_behaviour) per token ("token") or per sequence, broadcast over its
   tokens ("sequence": the sum over the sequence's tokens) [B, T]; 0 off the mask."""
   fmask = mask.astype(jnp.float32)
@@ -192,8 +205,9 @@ def is_log_ratio(learner_logp: jax.Array, behaviour_logp: jax.Array, mask: jax.A
   return log_ratio * fmask
 
 
-def is_weights(learner_logp: jax.Array, behaviour_logp: jax.Array, mask: jax.Array,
-               level: str, cap: float) -> jax.Array:
+def is_weights(
+  learner_logp: jax.Array, behaviour_logp: jax.Array, mask: jax.Array, level: str, cap: float
+) -> jax.Array:
   """Truncated importance weights min(π_learner / π_behaviour, cap) [B, T] (TIS: Yao et al.
   2025; verl `rollout_is`), per token or per sequence, 0 off the mask, without gradient: they
   reweight the samples' loss, they are not optimised."""
@@ -202,8 +216,9 @@ def is_weights(learner_logp: jax.Array, behaviour_logp: jax.Array, mask: jax.Arr
   return jax.lax.stop_gradient(jnp.minimum(raw, cap))
 
 
-def mismatch_metrics(learner_logp: jax.Array, behaviour_logp: jax.Array, mask: jax.Array,
-                     level: str, cap: float) -> dict[str, jax.Array]:
+def mismatch_metrics(
+  learner_logp: jax.Array, behaviour_logp: jax.Array, mask: jax.Array, level: str, cap: float
+) -> dict[str, jax.Array]:
   """How far the learner's log-probs are from the sampler's on the sampled tokens: the mean
   token log-ratio, its largest magnitude, and the fraction of tokens (or sequences, at
   sequence level) whose importance weight exceeds `cap` (would be truncated)."""
@@ -217,17 +232,29 @@ def mismatch_metrics(learner_logp: jax.Array, behaviour_logp: jax.Array, mask: j
     truncated = jnp.sum(jnp.any(over, axis=-1)) / rows
   else:
     truncated = jnp.sum(over) / n
-  return {"is_log_ratio_mean": jnp.sum(token) / n,
-          "is_log_ratio_max_abs": jnp.max(jnp.abs(token)),
-          "is_truncated_fraction": truncated.astype(jnp.float32)}
+  return {
+    "is_log_ratio_mean": jnp.sum(token) / n,
+    "is_log_ratio_max_abs": jnp.max(jnp.abs(token)),
+    "is_truncated_fraction": truncated.astype(jnp.float32),
+  }
 
 
-def policy_loss(logp: jax.Array, old_logp: jax.Array, advantages: jax.Array, mask: jax.Array,
-                *, clip_low: float = 0.2, clip_high: float = 0.2,
-                aggregation: str = "token-mean", entropy: jax.Array | None = None,
-                ref_logp: jax.Array | None = None, kl_beta: float = 0.0,
-                loss: str = "ppo_clip", kl_estimator: str = "k3",
-                weights: jax.Array | None = None) -> PolicyLoss:
+def policy_loss(
+  logp: jax.Array,
+  old_logp: jax.Array,
+  advantages: jax.Array,
+  mask: jax.Array,
+  *,
+  clip_low: float = 0.2,
+  clip_high: float = 0.2,
+  aggregation: str = "token-mean",
+  entropy: jax.Array | None = None,
+  ref_logp: jax.Array | None = None,
+  kl_beta: float = 0.0,
+  loss: str = "ppo_clip",
+  kl_estimator: str = "k3",
+  weights: jax.Array | None = None,
+) -> PolicyLoss:
   """Clipped surrogate + β·KL to the reference, reduced by `aggregation`.
 
   ppo_clip: the PPO ratio per token, with separate lower/upper clip (DAPO's clip-higher).
@@ -261,8 +288,15 @@ def policy_loss(logp: jax.Array, old_logp: jax.Array, advantages: jax.Array, mas
   # How far the update has moved the policy from the one that sampled these tokens (~0 in
   # the first minibatch of a step, up to numerics; grows over its later minibatches).
   kl_sampler = jnp.sum(kl_k3(old_logp, logp) * fmask) / n
-  return PolicyLoss(loss=total, pg_loss=pg, kl=kl, entropy=ent, clip_fraction=clip_fraction,
-                    ratio_mean=jnp.sum(ratio * fmask) / n, kl_sampler=kl_sampler)
+  return PolicyLoss(
+    loss=total,
+    pg_loss=pg,
+    kl=kl,
+    entropy=ent,
+    clip_fraction=clip_fraction,
+    ratio_mean=jnp.sum(ratio * fmask) / n,
+    kl_sampler=kl_sampler,
+  )
 
 
 def sft_loss(logp: jax.Array, mask: jax.Array) -> jax.Array:
@@ -270,14 +304,21 @@ def sft_loss(logp: jax.Array, mask: jax.Array) -> jax.Array:
   return aggregate(-logp, mask, "token-mean")
 
 
-def dpo_loss(policy_chosen: jax.Array, policy_rejected: jax.Array, ref_chosen: jax.Array,
-             ref_rejected: jax.Array, beta: float = 0.1, weights: jax.Array | None = None
-             ) -> tuple[jax.Array, jax.Array]:
+def dpo_loss(
+  policy_chosen: jax.Array,
+  policy_rejected: jax.Array,
+  ref_chosen: jax.Array,
+  ref_rejected: jax.Array,
+  beta: float = 0.1,
+  weights: jax.Array | None = None,
+) -> tuple[jax.Array, jax.Array]:
   """DPO on summed sequence log-probs [B]; returns (loss, preference accuracy), means over the
   pairs weighted by `weights` [B] (default all 1; 0 drops a padding pair)."""
   margin = beta * ((policy_chosen - ref_chosen) - (policy_rejected - ref_rejected))
   if weights is None:
     weights = jnp.ones_like(margin)
   total = jnp.maximum(jnp.sum(weights), 1e-9)
-  return (jnp.sum(weights * -jax.nn.log_sigmoid(margin)) / total,
-          jnp.sum(weights * (margin > 0)) / total)
+  return (
+    jnp.sum(weights * -jax.nn.log_sigmoid(margin)) / total,
+    jnp.sum(weights * (margin > 0)) / total,
+  )

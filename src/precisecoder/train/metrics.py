@@ -72,9 +72,15 @@ class MetricsWriter:
   records of an earlier attempt that saved no checkpoint drops them all (purge at step 0).
   """
 
-  def __init__(self, workdir: str | os.PathLike, *, resume_step: int = 0,
-               tensorboard: bool = True, enabled: bool = True,
-               wandb: dict[str, Any] | None = None):
+  def __init__(
+    self,
+    workdir: str | os.PathLike,
+    *,
+    resume_step: int = 0,
+    tensorboard: bool = True,
+    enabled: bool = True,
+    wandb: dict[str, Any] | None = None,
+  ):
     self.enabled = enabled  # False on every host but the primary one: nothing is written
     self._wandb = None
     if not enabled:
@@ -82,8 +88,11 @@ class MetricsWriter:
     workdir = pathlib.Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     self.path = workdir / "metrics.jsonl"
-    kept = [r for r in read_metrics(self.path) if r.get("step", 0) <= resume_step] if (
-        resume_step) else []
+    kept = (
+      [r for r in read_metrics(self.path) if r.get("step", 0) <= resume_step]
+      if (resume_step)
+      else []
+    )
     with open(self.path, "w") as f:
       f.writelines(json.dumps(r) + "\n" for r in kept)
     self._file = open(self.path, "a")
@@ -92,6 +101,7 @@ class MetricsWriter:
       # Imported here: it imports torch when torch is installed (~2 s), which readers of
       # metrics.jsonl (the reports) need not pay.
       from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
+
       events = workdir / "tensorboard"
       purge = resume_step + 1 if resume_step else (0 if events.exists() else None)
       self._events = SummaryWriter(str(events), flush_secs=EVENTS_FLUSH_S, purge_step=purge)
@@ -111,8 +121,14 @@ class MetricsWriter:
           self._events.add_scalar(tag, float(value), step, walltime=now)
       self._events.flush()
     if self._wandb is not None:
-      self._wandb.log({k: v for k, v in record.items() if k != "step" and v is not None
-                       and isinstance(v, (int, float, str))}, step=step)
+      self._wandb.log(
+        {
+          k: v
+          for k, v in record.items()
+          if k != "step" and v is not None and isinstance(v, (int, float, str))
+        },
+        step=step,
+      )
 
   def close(self) -> None:
     if not self.enabled:
@@ -131,9 +147,13 @@ def wandb_settings(cfg: Any, workdir: str | os.PathLike) -> dict[str, Any] | Non
   train = cfg.train
   if not train.get("wandb_project", ""):
     return None
-  return dict(project=train.wandb_project, entity=train.get("wandb_entity") or None,
-              name=train.get("wandb_run_name") or pathlib.Path(workdir).absolute().name,
-              mode=train.get("wandb_mode") or None, config=cfg.to_dict())
+  return dict(
+    project=train.wandb_project,
+    entity=train.get("wandb_entity") or None,
+    name=train.get("wandb_run_name") or pathlib.Path(workdir).absolute().name,
+    mode=train.get("wandb_mode") or None,
+    config=cfg.to_dict(),
+  )
 
 
 def _start_wandb(workdir: pathlib.Path, settings: dict[str, Any]) -> Any:
@@ -142,6 +162,7 @@ def _start_wandb(workdir: pathlib.Path, settings: dict[str, Any]) -> Any:
   has: the steps a resume repeats stay as first logged there)."""
   # Imported here: only runs that ask for W&B pay for (or need) the package.
   import wandb  # pylint: disable=import-outside-toplevel
+
   id_file = workdir / "wandb_run_id"
   run_id = id_file.read_text().strip() if id_file.exists() else uuid.uuid4().hex[:12]
   id_file.write_text(run_id + "\n")
@@ -165,8 +186,14 @@ class Progress:
     elapsed = time.perf_counter() - self.t0
     rate = done / elapsed
     eta = (self.total - step) / rate if rate > 0 else float("inf")
-    logging.info("step %d/%d  %.2f s/step  ETA %s  %s", step, self.total, 1 / rate,
-                 format_duration(eta), summary)
+    logging.info(
+      "step %d/%d  %.2f s/step  ETA %s  %s",
+      step,
+      self.total,
+      1 / rate,
+      format_duration(eta),
+      summary,
+    )
 
 
 def format_duration(seconds: float) -> str:

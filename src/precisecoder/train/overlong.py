@@ -16,8 +16,9 @@ import numpy as np
 MODES = ("none", "filter", "soft")
 
 
-def truncated(tokens: np.ndarray, lengths: np.ndarray, eos_ids: Sequence[int],
-              max_new_tokens: int) -> np.ndarray:
+def truncated(
+  tokens: np.ndarray, lengths: np.ndarray, eos_ids: Sequence[int], max_new_tokens: int
+) -> np.ndarray:
   """bool [N]: the samples that reached `max_new_tokens` tokens without an end token.
 
   `tokens` [N, T] are the generated tokens (right-padded), `lengths` [N] how many each has."""

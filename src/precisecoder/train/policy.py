@@ -37,8 +37,9 @@ class Policy:
     return prompts.prompt_ids(self.tokenizer, task, include_tests=include_tests)
 
 
-def load_policy(cfg: ml_collections.ConfigDict, mesh: Mesh | None = None, *,
-                checkpoint: str | None = None) -> Policy:
+def load_policy(
+  cfg: ml_collections.ConfigDict, mesh: Mesh | None = None, *, checkpoint: str | None = None
+) -> Policy:
   """The model of `cfg.model`: a checkpoint when one is named, else random from the preset.
 
   `checkpoint` replaces `cfg.model.checkpoint`: where "base" resolved to (the base policy's
@@ -48,13 +49,16 @@ def load_policy(cfg: ml_collections.ConfigDict, mesh: Mesh | None = None, *,
   if source == "bundled-smollm2":
     source = str(loading.bundled_smollm2_gguf())
   elif source == "base":
-    raise ValueError("config.model.checkpoint='base' is resolved where the run starts (the "
-                     "base policy's folder, built by experiments/base_model.py): pass it as "
-                     "`checkpoint`")
+    raise ValueError(
+      "config.model.checkpoint='base' is resolved where the run starts (the "
+      "base policy's folder, built by experiments/base_model.py): pass it as "
+      "`checkpoint`"
+    )
   if source:
     logging.info("loading %s", source)
-    model, tokenizer, config = model_lib.load_checkpoint(source, dtype=cfg.model.dtype,
-                                                         mesh=mesh, **execution)
+    model, tokenizer, config = model_lib.load_checkpoint(
+      source, dtype=cfg.model.dtype, mesh=mesh, **execution
+    )
   else:
     config = model_lib.architectures.get(cfg.model.arch, dtype=cfg.model.dtype, **execution)
     model = model_lib.Decoder(config, rngs=nnx.Rngs(cfg.seed))
@@ -66,14 +70,16 @@ def load_policy(cfg: ml_collections.ConfigDict, mesh: Mesh | None = None, *,
     tokenizer = model_lib.load_tokenizer(source) if source else ByteTokenizer()
     source = source or tokenizer_lib.BYTES
     if config.vocab_size < len(tokenizer):
-      raise ValueError(f"architecture {cfg.model.arch}: vocab {config.vocab_size} is too "
-                       f"small for the tokenizer ({len(tokenizer)} ids)")
+      raise ValueError(
+        f"architecture {cfg.model.arch}: vocab {config.vocab_size} is too "
+        f"small for the tokenizer ({len(tokenizer)} ids)"
+      )
   lora = lora_lib.from_config(cfg.model)
   if lora is not None:  # fresh adapters (B = 0) on the loaded base; a resume restores them
     lora_lib.attach(model, lora, cfg.seed)
   eos = tokenizer_lib.eos_token_ids(tokenizer, config.eos_token_ids)
   pad = tokenizer_lib.pad_token_id(tokenizer, config.pad_token_id)
-  logging.info("policy: %s, %.1fM parameters", cfg.model.arch,
-               model_lib.param_count(model) / 1e6)
-  return Policy(model=model, tokenizer=tokenizer, config=config, eos_ids=eos, pad_id=pad,
-                source=source)
+  logging.info("policy: %s, %.1fM parameters", cfg.model.arch, model_lib.param_count(model) / 1e6)
+  return Policy(
+    model=model, tokenizer=tokenizer, config=config, eos_ids=eos, pad_id=pad, source=source
+  )

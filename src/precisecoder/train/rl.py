@@ -51,8 +51,9 @@ from precisecoder.train.run import Run, due, sample_seed, steps_left
 _TERMS_LOGGED = ("unit", "precision", "recall", "f1", "edit_lines", "noop")
 
 
-def _score_timed(scorer, part: rollout_lib.Rollout, turns: int
-                 ) -> tuple[dict[str, np.ndarray], float]:
+def _score_timed(
+  scorer, part: rollout_lib.Rollout, turns: int
+) -> tuple[dict[str, np.ndarray], float]:
   t0 = time.perf_counter()
   terms = scorer.score(part.tasks, part.programs)
   if part.turns is not None:
@@ -60,27 +61,33 @@ def _score_timed(scorer, part: rollout_lib.Rollout, turns: int
   return terms, time.perf_counter() - t0
 
 
-def _episode_rows(scorer, part: rollout_lib.Rollout, turns: int,
-                  final: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _episode_rows(
+  scorer, part: rollout_lib.Rollout, turns: int, final: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
   """Per episode: turns taken, feedback tokens, why it stopped, and the unit pass and edited
   lines of its program after each turn (the last turn's are the reward's terms)."""
-  scored = [scorer.score(part.tasks, programs)
-            for programs in episodes.turn_programs(part.turns, turns - 1)] + [final]
+  scored = [
+    scorer.score(part.tasks, programs) for programs in episodes.turn_programs(part.turns, turns - 1)
+  ] + [final]
   return {
-      "agent_turns": np.array([len(t) for t in part.turns], np.float32),
-      "agent_feedback_tokens": np.array(
-          [sum(turn.feedback_tokens for turn in t) for t in part.turns], np.float32),
-      "agent_stop": np.array([episodes.STOP_REASONS.index(x) for x in part.stops], np.int32),
-      "agent_unit": np.stack([s["unit"] for s in scored], axis=1),
-      "agent_edit_lines": np.stack([s["edit_lines"] for s in scored], axis=1)}
+    "agent_turns": np.array([len(t) for t in part.turns], np.float32),
+    "agent_feedback_tokens": np.array(
+      [sum(turn.feedback_tokens for turn in t) for t in part.turns], np.float32
+    ),
+    "agent_stop": np.array([episodes.STOP_REASONS.index(x) for x in part.stops], np.int32),
+    "agent_unit": np.stack([s["unit"] for s in scored], axis=1),
+    "agent_edit_lines": np.stack([s["edit_lines"] for s in scored], axis=1),
+  }
 
 
 def _agent_metrics(every: dict[str, np.ndarray]) -> dict[str, float]:
   """Turns used, pass and edited lines by turn, feedback tokens and stop reasons."""
   if "agent_turns" not in every:
     return {}
-  out = {"agent/turns": float(every["agent_turns"].mean()),
-         "agent/feedback_tokens": float(every["agent_feedback_tokens"].mean())}
+  out = {
+    "agent/turns": float(every["agent_turns"].mean()),
+    "agent/feedback_tokens": float(every["agent_feedback_tokens"].mean()),
+  }
   for k in range(every["agent_unit"].shape[1]):
     out[f"agent/pass_turn{k + 1}"] = float(every["agent_unit"][:, k].mean())
     out[f"agent/edit_lines_turn{k + 1}"] = float(every["agent_edit_lines"][:, k].mean())
@@ -93,25 +100,43 @@ def _concat_terms(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
   return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-def collect(rl: ml_collections.ConfigDict, policy: policy_lib.Policy, batch_tasks: list,
-            scorer: RewardScorer, executor: concurrent.futures.Executor, *, seed: int, step: int,
-            include_tests: bool, mesh: Mesh | None, part_offset: int = 0
-            ) -> tuple[rollout_lib.Rollout, dict[str, np.ndarray], dict[str, float]]:
+def collect(
+  rl: ml_collections.ConfigDict,
+  policy: policy_lib.Policy,
+  batch_tasks: list,
+  scorer: RewardScorer,
+  executor: concurrent.futures.Executor,
+  *,
+  seed: int,
+  step: int,
+  include_tests: bool,
+  mesh: Mesh | None,
+  part_offset: int = 0,
+) -> tuple[rollout_lib.Rollout, dict[str, np.ndarray], dict[str, float]]:
   """Samples (from `policy`, seeded by the run's `seed` and `step`, its chunks from
   `part_offset` on) and scores one step's rollouts, overlapping scoring with sampling."""
   agent = rollout_lib.agent_config(rl)
-  chunks = np.array_split(np.arange(len(batch_tasks)), max(1, min(rl.rollout_chunks,
-                                                                  len(batch_tasks))))
+  chunks = np.array_split(
+    np.arange(len(batch_tasks)), max(1, min(rl.rollout_chunks, len(batch_tasks)))
+  )
   parts, futures = [], []
   t_sample = 0.0
   for i, index in enumerate(chunks):
     t0 = time.perf_counter()
     part = rollout_lib.sample_rollout(
-        policy, [batch_tasks[j] for j in index], num_samples=rl.group_size,
-        max_new_tokens=rl.max_new_tokens, temperature=rl.temperature, top_p=rl.top_p,
-        seed=sample_seed(seed, step, part_offset + i), include_tests=include_tests,
-        prompt_bucket=rl.prompt_bucket, mesh=mesh, agent=agent,
-        pool=scorer if agent is not None else None)
+      policy,
+      [batch_tasks[j] for j in index],
+      num_samples=rl.group_size,
+      max_new_tokens=rl.max_new_tokens,
+      temperature=rl.temperature,
+      top_p=rl.top_p,
+      seed=sample_seed(seed, step, part_offset + i),
+      include_tests=include_tests,
+      prompt_bucket=rl.prompt_bucket,
+      mesh=mesh,
+      agent=agent,
+      pool=scorer if agent is not None else None,
+    )
     t_sample += time.perf_counter() - t0
     parts.append(part)
     futures.append(executor.submit(_score_timed, scorer, part, rl.turns))
@@ -119,8 +144,11 @@ def collect(rl: ml_collections.ConfigDict, policy: policy_lib.Policy, batch_task
   scored = [f.result() for f in futures]
   exposed = time.perf_counter() - t0
   rollout = rollout_lib.concat_rollouts(parts, policy.pad_id)
-  timing = {"time/sample": t_sample, "time/reward": sum(s for _, s in scored),
-            "time/reward_exposed": exposed}
+  timing = {
+    "time/sample": t_sample,
+    "time/reward": sum(s for _, s in scored),
+    "time/reward_exposed": exposed,
+  }
   return rollout, _concat_terms([t for t, _ in scored]), timing
 
 
@@ -137,9 +165,19 @@ def minibatch_order(rows: int, group: int, seed: list[int]) -> np.ndarray:
   return (groups[:, None] * group + np.arange(group)).ravel().astype(np.int32)
 
 
-def learn(rl: ml_collections.ConfigDict, step_fn, params: Any, opt_state: Any,
-          batch: dict[str, np.ndarray], *, seed: int, step: int, mesh: Mesh | None,
-          ref_fn=None, reference_params: Any = None) -> tuple[Any, Any, dict[str, float]]:
+def learn(
+  rl: ml_collections.ConfigDict,
+  step_fn,
+  params: Any,
+  opt_state: Any,
+  batch: dict[str, np.ndarray],
+  *,
+  seed: int,
+  step: int,
+  mesh: Mesh | None,
+  ref_fn=None,
+  reference_params: Any = None,
+) -> tuple[Any, Any, dict[str, float]]:
   """(params, opt_state, mean metrics) after μ passes over shuffled minibatches of `batch`
   (their order seeded by the run's `seed`, the `step` and the pass), one optimiser update per
   minibatch (`step_fn` donates the `params` and `opt_state` it is given: use the returned
@@ -159,15 +197,19 @@ def learn(rl: ml_collections.ConfigDict, step_fn, params: Any, opt_state: Any,
     for epoch in range(rl.num_iterations):
       order = minibatch_order(n, group, [seed, step, epoch])
       for start in range(0, n, size):
-        params, opt_state, m = step_fn(params, opt_state, device_batch,
-                                       order[start:start + size])
+        params, opt_state, m = step_fn(params, opt_state, device_batch, order[start : start + size])
         out.append(m)
   means = mean_metrics(jax.device_get(out))
   return params, opt_state, {**means, **step_lib.mismatch_metrics(out, device_batch, rl)}
 
 
-def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | None = None,
-          seen: Sequence[Task] = ()) -> int:
+def train(
+  cfg: ml_collections.ConfigDict,
+  workdir: str,
+  *,
+  checkpoint: str | None = None,
+  seen: Sequence[Task] = (),
+) -> int:
   """Runs (or resumes) RL training in `workdir` (`cfg` validated: config.validate); returns
   the process exit status. `checkpoint` and `seen`: what `model.checkpoint="base"` resolved to
   (the base policy's folder and SFT corpus; commands/train.py).
@@ -186,28 +228,44 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
     # The weights live in the loop: the policy kept here is the tokenizer and ids, and
     # `policy_at(params)` the one to sample from.
     policy = dataclasses.replace(policy, model=None)
-    reference_params = (jax.tree.map(lambda x: x.copy(), params) if rl.kl_beta > 0 else None)
+    reference_params = jax.tree.map(lambda x: x.copy(), params) if rl.kl_beta > 0 else None
     tx = step_lib.make_optimizer(cfg.optim, adapters_only=run.lora is not None)
     iterator = tasksets.task_iterator(tasksets.train_tasks(cfg), rl.prompts_per_step, cfg.seed)
     step, params, opt_state = run.restore(
-        params, step_lib.init_optimizer(tx, params, mesh), iterator)
+      params, step_lib.init_optimizer(tx, params, mesh), iterator
+    )
     step_fn = step_lib.make_rl_step(graphdef, tx, rl)
     # Log-probs beyond the rollout's: the reference's (KL) and the learner's (IS correction).
-    ref_fn = (step_lib.make_logprob_fn(graphdef, rl.temperature, step_lib.shared_group(rl))
-              if step_lib.needs_logprob_fn(rl) else None)
+    ref_fn = (
+      step_lib.make_logprob_fn(graphdef, rl.temperature, step_lib.shared_group(rl))
+      if step_lib.needs_logprob_fn(rl)
+      else None
+    )
     scorer = stack.enter_context(scoring.open_scorer(rl))
-    writer = metrics.MetricsWriter(run.workdir, resume_step=step, enabled=run.primary,
-                                   wandb=metrics.wandb_settings(cfg, run.workdir))
+    writer = metrics.MetricsWriter(
+      run.workdir,
+      resume_step=step,
+      enabled=run.primary,
+      wandb=metrics.wandb_settings(cfg, run.workdir),
+    )
     stack.callback(writer.close)
-    evaluator = (greedy_eval.Evaluator(cfg, scorer, mesh, workdir=run.workdir, writer=writer,
-                                       primary=run.primary, seen=seen)
-                 if cfg.train.eval_every > 0 else None)
+    evaluator = (
+      greedy_eval.Evaluator(
+        cfg, scorer, mesh, workdir=run.workdir, writer=writer, primary=run.primary, seen=seen
+      )
+      if cfg.train.eval_every > 0
+      else None
+    )
     progress = metrics.Progress(cfg.train.steps, step)
     executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="reward")
     stack.callback(executor.shutdown, wait=True)
     model_meta = run_checkpoints.model_meta(
-        policy.config, policy.source, lora=run.lora, seed=cfg.seed,
-        base=policy.source if cfg.model.checkpoint else "")
+      policy.config,
+      policy.source,
+      lora=run.lora,
+      seed=cfg.seed,
+      base=policy.source if cfg.model.checkpoint else "",
+    )
 
     def policy_at(params: Any) -> policy_lib.Policy:
       """The policy with the weights `params` (it shares their arrays: sample with it before
@@ -223,8 +281,9 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
     def evaluate(step: int, params: Any) -> None:
       """Greedy evaluation when due: at step 0 with train.eval_at_start, then every
       train.eval_every steps and at the last."""
-      due_now = (cfg.train.eval_at_start if step == 0
-                 else due(step, cfg.train.eval_every, cfg.train.steps))
+      due_now = (
+        cfg.train.eval_at_start if step == 0 else due(step, cfg.train.eval_every, cfg.train.steps)
+      )
       if evaluator is not None and due_now:
         evaluator(step, policy_at(params))
 
@@ -246,22 +305,36 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
       sampler = policy_at(params)
 
       def collect_part(tasks: list, offset: int):
-        return collect(rl, sampler, tasks, scorer, executor, seed=cfg.seed, step=step,
-                       include_tests=cfg.data.include_tests_in_prompt, mesh=mesh,
-                       part_offset=offset)
+        return collect(
+          rl,
+          sampler,
+          tasks,
+          scorer,
+          executor,
+          seed=cfg.seed,
+          step=step,
+          include_tests=cfg.data.include_tests_in_prompt,
+          mesh=mesh,
+          part_offset=offset,
+        )
 
       if rl.dynamic_sampling:  # more tasks until the batch is groups with reward variance
         rollout, terms, timing = dynamic_sampling.collect(
-            rl, collect_part, batch_tasks,
-            lambda: tasksets.as_tasks(next(iterator), f"train batch {step}+"), policy.pad_id)
+          rl,
+          collect_part,
+          batch_tasks,
+          lambda: tasksets.as_tasks(next(iterator), f"train batch {step}+"),
+          policy.pad_id,
+        )
       else:
         rollout, terms, timing = collect_part(batch_tasks, 0)
       model_tokens = rollout.loss_mask.sum(axis=1, dtype=np.int32)  # feedback turns left out
       cut = overlong.cut_samples(rollout, policy.eos_ids, rl.max_new_tokens)
       every = multihost.allgather_rows({**terms, "lengths": model_tokens, "truncated": cut})
       advantages, reward = reward_recipes.compute_advantages(rl, every)
-      batch = rollout_lib.training_arrays(rollout, policy.pad_id,
-                                          completion_len=rollout_lib.response_len(rl))
+      batch = rollout_lib.training_arrays(
+        rollout, policy.pad_id, completion_len=rollout_lib.response_len(rl)
+      )
       batch["advantages"] = advantages[multihost.host_slice(len(advantages))]
       if rl.overlong == "filter":
         batch["completion_mask"] = overlong.filter_loss_mask(batch["completion_mask"], cut)
@@ -271,32 +344,44 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
       learned = {"grad_norm": 0.0}
       if not skip:
         params, opt_state, learned = learn(
-            rl, step_fn, params, opt_state, batch, seed=cfg.seed, step=step, mesh=mesh,
-            ref_fn=ref_fn, reference_params=reference_params)
+          rl,
+          step_fn,
+          params,
+          opt_state,
+          batch,
+          seed=cfg.seed,
+          step=step,
+          mesh=mesh,
+          ref_fn=ref_fn,
+          reference_params=reference_params,
+        )
       timing["time/train"] = time.perf_counter() - t0
       groups = reward.reshape(-1, rl.group_size)
       exposed = timing["time/reward_exposed"] / (time.perf_counter() - t_step)
       values: dict[str, Any] = {
-          "reward": float(reward.mean()),
-          **{f"reward/{k}": float(every[k].mean()) for k in _TERMS_LOGGED},
-          "advantage_abs": float(np.abs(advantages).mean()),
-          "zero_variance_groups": float(np.mean(groups.std(axis=1) == 0)),
-          "skipped_update": float(skip),
-          "completion_tokens": float(every["lengths"].mean()),
-          "truncated_fraction": float(every["truncated"].mean()),
-          # Rows of tasks whose reference fails or whose bug passes: zero reward, not learning.
-          "broken_task_rows": float(every["broken_task"].mean()),
-          **_agent_metrics(every),
-          # KL to a reference exists only with one (rl.kl_beta > 0): no column of zeros.
-          **{f"train/{k}": v for k, v in learned.items() if k != "kl" or rl.kl_beta > 0},
-          **timing, "reward_exposed_fraction": exposed,
+        "reward": float(reward.mean()),
+        **{f"reward/{k}": float(every[k].mean()) for k in _TERMS_LOGGED},
+        "advantage_abs": float(np.abs(advantages).mean()),
+        "zero_variance_groups": float(np.mean(groups.std(axis=1) == 0)),
+        "skipped_update": float(skip),
+        "completion_tokens": float(every["lengths"].mean()),
+        "truncated_fraction": float(every["truncated"].mean()),
+        # Rows of tasks whose reference fails or whose bug passes: zero reward, not learning.
+        "broken_task_rows": float(every["broken_task"].mean()),
+        **_agent_metrics(every),
+        # KL to a reference exists only with one (rl.kl_beta > 0): no column of zeros.
+        **{f"train/{k}": v for k, v in learned.items() if k != "kl" or rl.kl_beta > 0},
+        **timing,
+        "reward_exposed_fraction": exposed,
       }
       preempted = run.preempted(step)  # a preempted run saves its step and stops
       saved = save_checkpoint(step, params, opt_state, preempted)
-      write_metrics(step, {**values, "time/checkpoint": saved,
-                           "time/step": time.perf_counter() - t_step},
-                    f"reward={values['reward']:.3f} pass={values['reward/unit']:.3f} "
-                    f"exposed_reward={exposed:.1%}")
+      write_metrics(
+        step,
+        {**values, "time/checkpoint": saved, "time/step": time.perf_counter() - t_step},
+        f"reward={values['reward']:.3f} pass={values['reward/unit']:.3f} "
+        f"exposed_reward={exposed:.1%}",
+      )
       if preempted:
         logging.warning("preempted: checkpoint of step %d saved; exiting", step)
         run.checkpointer.wait()

@@ -20,6 +20,7 @@ from precisecoder.train.policy import Policy
 @dataclasses.dataclass
 class Rollout:
   """Rows are prompt-major (the samples of one task are adjacent)."""
+
   tasks: list[Task]  # per row
   prompt_ids: np.ndarray  # int32 [N, P], left-padded
   prompt_mask: np.ndarray  # bool [N, P]
@@ -51,8 +52,10 @@ def agent_config(rl: ml_collections.ConfigDict) -> episodes_lib.AgentConfig | No
   if rl.turns <= 1:
     return None
   return episodes_lib.AgentConfig(
-      turns=rl.turns, feedback_tokens=rl.feedback_tokens,
-      visibility=feedback_lib.Visibility(rl.visible_tests, rl.visible_fraction))
+    turns=rl.turns,
+    feedback_tokens=rl.feedback_tokens,
+    visibility=feedback_lib.Visibility(rl.visible_tests, rl.visible_fraction),
+  )
 
 
 def response_len(rl: ml_collections.ConfigDict) -> int:
@@ -62,44 +65,89 @@ def response_len(rl: ml_collections.ConfigDict) -> int:
   return rl.max_new_tokens if agent is None else agent.response_len(rl.max_new_tokens)
 
 
-def encode_prompts(policy: Policy, tasks: Sequence[Task], *, include_tests: bool = True
-                   ) -> list[list[int]]:
+def encode_prompts(
+  policy: Policy, tasks: Sequence[Task], *, include_tests: bool = True
+) -> list[list[int]]:
   return [policy.prompt_ids(t, include_tests=include_tests) for t in tasks]
 
 
-def sample_rollout(policy: Policy, tasks: Sequence[Task], *, num_samples: int,
-                   max_new_tokens: int, temperature: float, seed: int, top_p: float = 1.0,
-                   include_tests: bool = True, prompt_bucket: int = 64,
-                   mesh: Mesh | None = None, agent: episodes_lib.AgentConfig | None = None,
-                   pool=None) -> Rollout:
+def sample_rollout(
+  policy: Policy,
+  tasks: Sequence[Task],
+  *,
+  num_samples: int,
+  max_new_tokens: int,
+  temperature: float,
+  seed: int,
+  top_p: float = 1.0,
+  include_tests: bool = True,
+  prompt_bucket: int = 64,
+  mesh: Mesh | None = None,
+  agent: episodes_lib.AgentConfig | None = None,
+  pool=None,
+) -> Rollout:
   """`num_samples` completions per task and the programs extracted from them; with `agent`,
   `num_samples` episodes per task whose visible tests run in `pool` (a pool or scorer)."""
   if agent is not None:
-    texts = [prompts.render_prompt(policy.tokenizer, t, include_tests=include_tests)
-             for t in tasks]
-    out = episodes_lib.play(policy.model, policy.tokenizer, tasks, texts, pool, agent=agent,
-                           num_samples=num_samples, max_new_tokens=max_new_tokens,
-                           eos_ids=policy.eos_ids, pad_id=policy.pad_id,
-                           temperature=temperature, top_p=top_p, seed=seed, mesh=mesh,
-                           prompt_bucket=prompt_bucket)
+    texts = [prompts.render_prompt(policy.tokenizer, t, include_tests=include_tests) for t in tasks]
+    out = episodes_lib.play(
+      policy.model,
+      policy.tokenizer,
+      tasks,
+      texts,
+      pool,
+      agent=agent,
+      num_samples=num_samples,
+      max_new_tokens=max_new_tokens,
+      eos_ids=policy.eos_ids,
+      pad_id=policy.pad_id,
+      temperature=temperature,
+      top_p=top_p,
+      seed=seed,
+      mesh=mesh,
+      prompt_bucket=prompt_bucket,
+    )
     return Rollout(
-        tasks=[tasks[g] for g in out.groups], prompt_ids=out.prompt_ids,
-        prompt_mask=out.prompt_mask, tokens=out.tokens, logprobs=out.logprobs,
-        lengths=out.lengths, completions=out.completions, programs=out.programs,
-        model_mask=out.model_mask, turns=out.turns, stops=out.stops)
+      tasks=[tasks[g] for g in out.groups],
+      prompt_ids=out.prompt_ids,
+      prompt_mask=out.prompt_mask,
+      tokens=out.tokens,
+      logprobs=out.logprobs,
+      lengths=out.lengths,
+      completions=out.completions,
+      programs=out.programs,
+      model_mask=out.model_mask,
+      turns=out.turns,
+      stops=out.stops,
+    )
   ids = encode_prompts(policy, tasks, include_tests=include_tests)
-  out = sampling.sample(policy.model, ids, num_samples=num_samples,
-                        max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                        eos_ids=policy.eos_ids, pad_id=policy.pad_id, seed=seed, mesh=mesh,
-                        prompt_bucket=prompt_bucket)
-  completions = [prompts.decode_completion(policy.tokenizer,
-                                           out.completion_ids(r, eos_ids=policy.eos_ids))
-                 for r in range(out.tokens.shape[0])]
+  out = sampling.sample(
+    policy.model,
+    ids,
+    num_samples=num_samples,
+    max_new_tokens=max_new_tokens,
+    temperature=temperature,
+    top_p=top_p,
+    eos_ids=policy.eos_ids,
+    pad_id=policy.pad_id,
+    seed=seed,
+    mesh=mesh,
+    prompt_bucket=prompt_bucket,
+  )
+  completions = [
+    prompts.decode_completion(policy.tokenizer, out.completion_ids(r, eos_ids=policy.eos_ids))
+    for r in range(out.tokens.shape[0])
+  ]
   return Rollout(
-      tasks=[tasks[g] for g in out.groups], prompt_ids=out.prompt_ids,
-      prompt_mask=out.prompt_mask, tokens=out.tokens, logprobs=out.logprobs,
-      lengths=out.lengths, completions=completions,
-      programs=[prompts.extract_program(c) for c in completions])
+    tasks=[tasks[g] for g in out.groups],
+    prompt_ids=out.prompt_ids,
+    prompt_mask=out.prompt_mask,
+    tokens=out.tokens,
+    logprobs=out.logprobs,
+    lengths=out.lengths,
+    completions=completions,
+    programs=[prompts.extract_program(c) for c in completions],
+  )
 
 
 def concat_rollouts(parts: Sequence[Rollout], pad_id: int) -> Rollout:
@@ -108,21 +156,27 @@ def concat_rollouts(parts: Sequence[Rollout], pad_id: int) -> Rollout:
   t = max(r.tokens.shape[1] for r in parts)
   pad = sampling.pad_to
   return Rollout(
-      tasks=[x for r in parts for x in r.tasks],
-      prompt_ids=np.concatenate([pad(r.prompt_ids, p, pad_id, left=True) for r in parts]),
-      prompt_mask=np.concatenate([pad(r.prompt_mask, p, False, left=True) for r in parts]),
-      tokens=np.concatenate([pad(r.tokens, t, pad_id, left=False) for r in parts]),
-      logprobs=np.concatenate([pad(r.logprobs, t, 0.0, left=False) for r in parts]),
-      lengths=np.concatenate([r.lengths for r in parts]),
-      completions=[x for r in parts for x in r.completions],
-      programs=[x for r in parts for x in r.programs],
-      **({} if parts[0].model_mask is None else dict(
-          model_mask=np.concatenate([pad(r.model_mask, t, False, left=False) for r in parts]),
-          turns=[x for r in parts for x in r.turns], stops=[x for r in parts for x in r.stops])))
+    tasks=[x for r in parts for x in r.tasks],
+    prompt_ids=np.concatenate([pad(r.prompt_ids, p, pad_id, left=True) for r in parts]),
+    prompt_mask=np.concatenate([pad(r.prompt_mask, p, False, left=True) for r in parts]),
+    tokens=np.concatenate([pad(r.tokens, t, pad_id, left=False) for r in parts]),
+    logprobs=np.concatenate([pad(r.logprobs, t, 0.0, left=False) for r in parts]),
+    lengths=np.concatenate([r.lengths for r in parts]),
+    completions=[x for r in parts for x in r.completions],
+    programs=[x for r in parts for x in r.programs],
+    **(
+      {}
+      if parts[0].model_mask is None
+      else dict(
+        model_mask=np.concatenate([pad(r.model_mask, t, False, left=False) for r in parts]),
+        turns=[x for r in parts for x in r.turns],
+        stops=[x for r in parts for x in r.stops],
+      )
+    ),
+  )
 
 
-def training_arrays(rollout: Rollout, pad_id: int, *, completion_len: int
-                    ) -> dict[str, np.ndarray]:
+def training_arrays(rollout: Rollout, pad_id: int, *, completion_len: int) -> dict[str, np.ndarray]:
   """Prompt + completion as one sequence for the learner. Completions are padded to a fixed
   `completion_len` (and prompts come bucketed from the sampler) so that the train step
   compiles once rather than for every step's longest completion. The loss mask
@@ -134,8 +188,8 @@ def training_arrays(rollout: Rollout, pad_id: int, *, completion_len: int
   logprobs = sampling.pad_to(rollout.logprobs[:, :t], t, 0.0, left=False)
   loss_mask = sampling.pad_to(rollout.loss_mask[:, :t], t, False, left=False)
   return {
-      "tokens": np.concatenate([rollout.prompt_ids, tokens], axis=1).astype(np.int32),
-      "mask": np.concatenate([rollout.prompt_mask, cmask], axis=1),
-      "completion_mask": loss_mask,
-      "old_logprobs": logprobs.astype(np.float32),
+    "tokens": np.concatenate([rollout.prompt_ids, tokens], axis=1).astype(np.int32),
+    "mask": np.concatenate([rollout.prompt_mask, cmask], axis=1),
+    "completion_mask": loss_mask,
+    "old_logprobs": logprobs.astype(np.float32),
   }

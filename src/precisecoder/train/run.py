@@ -75,8 +75,10 @@ class Run(contextlib.AbstractContextManager):
       # A LoRA run trains, holds and checkpoints its adapters only (model/lora.py).
       self.lora = lora_lib.from_config(cfg.model)
       self.checkpointer = checkpoint_writer.Checkpointer(
-          cfg.train.checkpoint_dir or self.dir.checkpoints, max_to_keep=cfg.train.keep_checkpoints,
-          adapters_only=self.lora is not None)
+        cfg.train.checkpoint_dir or self.dir.checkpoints,
+        max_to_keep=cfg.train.keep_checkpoints,
+        adapters_only=self.lora is not None,
+      )
       latest = self.checkpointer.latest_step()
       self._agree(lambda: self._check_resumable(latest, cfg.train.steps))
       self.preemption = checkpoint_writer.PreemptionWatcher(self.checkpointer)
@@ -125,8 +127,9 @@ class Run(contextlib.AbstractContextManager):
     data_state = _decode_data_state(meta.get("data_state"))
     if data_state is not None:
       iterator.set_state(data_state)
-    logging.info("resumed %s at step %d (%.1f s)", self.workdir, int(meta["step"]),
-                 time.perf_counter() - t0)
+    logging.info(
+      "resumed %s at step %d (%.1f s)", self.workdir, int(meta["step"]), time.perf_counter() - t0
+    )
     return TrainState(int(meta["step"]), params, opt_state)
 
   def save(self, step: int, params: Any, opt_state: Any, data_state: Any, model: dict) -> float:
@@ -149,8 +152,9 @@ class Run(contextlib.AbstractContextManager):
     last step if it has none yet."""
     if step >= self.cfg.train.steps:
       self.checkpointer.wait()
-      logging.info("step %d: parameters on this host: sha256 %s", step,
-                   multihost.local_fingerprint(params))
+      logging.info(
+        "step %d: parameters on this host: sha256 %s", step, multihost.local_fingerprint(params)
+      )
     elif self.checkpointer.latest_step() != step:
       self.save(step, params, opt_state, data_state, model)
 

@@ -19,9 +19,15 @@ def reference_answer(task: Task) -> str:
   return answer_text(task.gt_solution)
 
 
-def sequence_batch(prompts: Sequence[Sequence[int]], answers: Sequence[Sequence[int]],
-                   pad_id: int, *, multiple: int = 32, max_len: int | None = None,
-                   power_of_two: bool = False) -> dict[str, np.ndarray]:
+def sequence_batch(
+  prompts: Sequence[Sequence[int]],
+  answers: Sequence[Sequence[int]],
+  pad_id: int,
+  *,
+  multiple: int = 32,
+  max_len: int | None = None,
+  power_of_two: bool = False,
+) -> dict[str, np.ndarray]:
   """Left-padded prompts then right-padded answers, with the mask over the answer part.
 
   Lengths are rounded up to a multiple of `multiple`, or with `power_of_two` to `multiple`
@@ -47,5 +53,8 @@ def sequence_batch(prompts: Sequence[Sequence[int]], answers: Sequence[Sequence[
     t = max(multiple, max_len - p)
   prompt_tokens, prompt_mask = sampling.pad_rows(prompts, p, pad_id, left=True)
   answer_tokens, cmask = sampling.pad_rows([list(a)[:t] for a in answers], t, pad_id, left=False)
-  return {"tokens": np.concatenate([prompt_tokens, answer_tokens], axis=1),
-          "mask": np.concatenate([prompt_mask, cmask], axis=1), "completion_mask": cmask}
+  return {
+    "tokens": np.concatenate([prompt_tokens, answer_tokens], axis=1),
+    "mask": np.concatenate([prompt_mask, cmask], axis=1),
+    "completion_mask": cmask,
+  }

@@ -34,8 +34,14 @@ def answers(task: Task) -> list[str]:
   return list(task.extra.get("sft_targets") or [task.gt_solution])
 
 
-def sft_batch(policy: Policy, tasks: Sequence[Task], *, include_tests: bool = True,
-              max_len: int | None = None, power_of_two: bool = False) -> dict[str, np.ndarray]:
+def sft_batch(
+  policy: Policy,
+  tasks: Sequence[Task],
+  *,
+  include_tests: bool = True,
+  max_len: int | None = None,
+  power_of_two: bool = False,
+) -> dict[str, np.ndarray]:
   """Chat prompt of each task, then each of its answers and an end-of-sequence token; the
   rows of one task are consecutive and share its (identically padded) prompt."""
   prompt_ids, answer_ids = [], []
@@ -43,11 +49,13 @@ def sft_batch(policy: Policy, tasks: Sequence[Task], *, include_tests: bool = Tr
     ids = policy.prompt_ids(task, include_tests=include_tests)
     for program in answers(task):
       prompt_ids.append(ids)
-      answer_ids.append(policy.tokenizer.encode(sequences.answer_text(program),
-                                                add_special_tokens=False)
-                        + [policy.eos_ids[0]])
-  return sequences.sequence_batch(prompt_ids, answer_ids, policy.pad_id, max_len=max_len,
-                                 power_of_two=power_of_two)
+      answer_ids.append(
+        policy.tokenizer.encode(sequences.answer_text(program), add_special_tokens=False)
+        + [policy.eos_ids[0]]
+      )
+  return sequences.sequence_batch(
+    prompt_ids, answer_ids, policy.pad_id, max_len=max_len, power_of_two=power_of_two
+  )
 
 
 def length_units(tasks: Sequence[Task], batch_size: int, seed: int) -> list[list[Task]]:
@@ -55,10 +63,13 @@ def length_units(tasks: Sequence[Task], batch_size: int, seed: int) -> list[list
   `seed`): a batch of short answers is not padded to a long one, and padded lengths take few
   values (few compilations). The iterator then shuffles whole batches."""
   rng = np.random.default_rng(seed)
-  order = sorted(range(len(tasks)), key=lambda i: (max(map(len, answers(tasks[i]))) // 256,
-                                                   rng.random()))
-  return [[tasks[i] for i in order[start:start + batch_size]]
-          for start in range(0, len(order) - batch_size + 1, batch_size)]
+  order = sorted(
+    range(len(tasks)), key=lambda i: (max(map(len, answers(tasks[i]))) // 256, rng.random())
+  )
+  return [
+    [tasks[i] for i in order[start : start + batch_size]]
+    for start in range(0, len(order) - batch_size + 1, batch_size)
+  ]
 
 
 def fill_devices(batch: dict[str, np.ndarray], mesh: Mesh | None) -> dict[str, np.ndarray]:
@@ -74,8 +85,13 @@ def fill_devices(batch: dict[str, np.ndarray], mesh: Mesh | None) -> dict[str, n
   return filled
 
 
-def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | None = None,
-          seen: Sequence[Task] = ()) -> int:
+def train(
+  cfg: ml_collections.ConfigDict,
+  workdir: str,
+  *,
+  checkpoint: str | None = None,
+  seen: Sequence[Task] = (),
+) -> int:
   """Runs (or resumes) SFT in `workdir` (`cfg` validated: config.validate). On several hosts
   each takes its part of every global batch of `sft.batch_size` demonstrations. `checkpoint`
   and `seen`: what `model.checkpoint="base"` resolved to (rl.train)."""
@@ -91,31 +107,44 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
     demos = [t for t in tasksets.train_tasks(cfg) if t.is_buggy]
     per_task = {len(answers(t)) for t in demos}
     if len(per_task) > 1:
-      raise ValueError(f"SFT tasks carry different numbers of answers ({sorted(per_task)}); "
-                       "every task needs the same number")
+      raise ValueError(
+        f"SFT tasks carry different numbers of answers ({sorted(per_task)}); "
+        "every task needs the same number"
+      )
     # Each task's prompt once for its answers; on a mesh rows are dealt to devices one by one.
     group = per_task.pop() if demos and mesh is None else 1
     step_fn = step_lib.make_sft_step(graphdef, tx, group)
     by_length = cfg.sft.get("group_by_length", False)
     if by_length:  # whole batches of similar length, shuffled as units (one host)
-      iterator = tasksets.task_iterator(length_units(demos, cfg.sft.batch_size, cfg.seed), 1,
-                                        cfg.seed)
+      iterator = tasksets.task_iterator(
+        length_units(demos, cfg.sft.batch_size, cfg.seed), 1, cfg.seed
+      )
     else:
       iterator = tasksets.task_iterator(demos, cfg.sft.batch_size, cfg.seed)
     step, params, opt_state = run.restore(
-        params, step_lib.init_optimizer(tx, params, mesh), iterator)
-    writer = metrics.MetricsWriter(run.workdir, resume_step=step, enabled=run.primary,
-                                   wandb=metrics.wandb_settings(cfg, run.workdir))
+      params, step_lib.init_optimizer(tx, params, mesh), iterator
+    )
+    writer = metrics.MetricsWriter(
+      run.workdir,
+      resume_step=step,
+      enabled=run.primary,
+      wandb=metrics.wandb_settings(cfg, run.workdir),
+    )
     stack.callback(writer.close)
     evaluator = None
     if cfg.train.eval_every > 0:
       scorer = stack.enter_context(scoring.open_scorer(cfg.rl))
-      evaluator = greedy_eval.Evaluator(cfg, scorer, mesh, workdir=run.workdir, writer=writer,
-                                        primary=run.primary, seen=seen)
+      evaluator = greedy_eval.Evaluator(
+        cfg, scorer, mesh, workdir=run.workdir, writer=writer, primary=run.primary, seen=seen
+      )
     progress = metrics.Progress(cfg.train.steps, step)
     model_meta = run_checkpoints.model_meta(
-        policy.config, policy.source, lora=run.lora, seed=cfg.seed,
-        base=policy.source if cfg.model.checkpoint else "")
+      policy.config,
+      policy.source,
+      lora=run.lora,
+      seed=cfg.seed,
+      base=policy.source if cfg.model.checkpoint else "",
+    )
 
     def save_checkpoint(step: int, params, opt_state, preempted: bool) -> float:
       """Saves `step` when due, and always when preempted; the seconds it blocked."""
@@ -126,8 +155,9 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
     def evaluate(step: int, params) -> None:
       """Greedy evaluation when due: at step 0 with train.eval_at_start, then every
       train.eval_every steps and at the last."""
-      due_now = (cfg.train.eval_at_start if step == 0
-                 else due(step, cfg.train.eval_every, cfg.train.steps))
+      due_now = (
+        cfg.train.eval_at_start if step == 0 else due(step, cfg.train.eval_every, cfg.train.steps)
+      )
       if evaluator is not None and due_now:
         evaluator(step, dataclasses.replace(policy, model=nnx.merge(graphdef, params)))
 
@@ -144,16 +174,24 @@ def train(cfg: ml_collections.ConfigDict, workdir: str, *, checkpoint: str | Non
       item = next(iterator)
       batch_tasks = tasksets.as_tasks(item[0] if by_length else item, f"sft batch {step + 1}")
       step += 1
-      batch = sft_batch(policy, batch_tasks, include_tests=cfg.data.include_tests_in_prompt,
-                        max_len=cfg.sft.max_len, power_of_two=by_length)
+      batch = sft_batch(
+        policy,
+        batch_tasks,
+        include_tests=cfg.data.include_tests_in_prompt,
+        max_len=cfg.sft.max_len,
+        power_of_two=by_length,
+      )
       batch = fill_devices(batch, mesh)
       with mesh_scope(mesh):
         params, opt_state, m = step_fn(params, opt_state, step_lib.to_device(batch, mesh))
       m = {f"train/{k}": float(v) for k, v in jax.device_get(m).items()}
       preempted = run.preempted(step)  # a preempted run saves its step and stops
       saved = save_checkpoint(step, params, opt_state, preempted)
-      write_metrics(step, {**m, "time/checkpoint": saved, "time/step": time.perf_counter() - t0},
-                    f"loss={m['train/loss']:.4f}")
+      write_metrics(
+        step,
+        {**m, "time/checkpoint": saved, "time/step": time.perf_counter() - t0},
+        f"loss={m['train/loss']:.4f}",
+      )
       if preempted:
         logging.warning("preempted: checkpoint of step %d saved; exiting", step)
         run.checkpointer.wait()

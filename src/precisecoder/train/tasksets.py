@@ -24,12 +24,14 @@ from precisecoder.tasks import Task
 
 def cache_root() -> pathlib.Path:
   """Where built things are cached: `PRECISECODER_CACHE`, else ~/.cache/precisecoder."""
-  return pathlib.Path(os.environ.get("PRECISECODER_CACHE")
-                      or pathlib.Path.home() / ".cache" / "precisecoder")
+  return pathlib.Path(
+    os.environ.get("PRECISECODER_CACHE") or pathlib.Path.home() / ".cache" / "precisecoder"
+  )
 
 
 def _generator_digest() -> str:
   from precisecoder.data import families, generator, injection, mutation, program_tasks, programs
+
   digest = hashlib.sha256()
   for module in (generator, families, injection, mutation, programs, program_tasks):
     digest.update(pathlib.Path(module.__file__).read_bytes())
@@ -39,14 +41,18 @@ def _generator_digest() -> str:
 def generated(split: str, tier: str, n: int, seed: int, *, clean: bool = False) -> list[Task]:
   """`generator.make_tasks` (or `make_clean_tasks`), through the on-disk cache."""
   from precisecoder.data import generator
+
   if n == 0:
     return []
   kind = "clean" if clean else tier
   path = cache_root() / "tasks" / f"{split}-{kind}-{n}-{seed}-{_generator_digest()}.jsonl.gz"
   if path.exists():
     return tasks_lib.load_tasks(path)
-  made = (generator.make_clean_tasks(split, n, seed, tier=tier) if clean
-          else generator.make_tasks(split, tier, n, seed))
+  made = (
+    generator.make_clean_tasks(split, n, seed, tier=tier)
+    if clean
+    else generator.make_tasks(split, tier, n, seed)
+  )
   if jax.process_index() == 0:  # hosts generate alike; one writes, atomically
     part = path.with_name(f".{os.getpid()}-{path.name}")  # processes may race to write it
     tasks_lib.write_tasks(part, made)
@@ -63,6 +69,7 @@ def train_tasks(cfg: ml_collections.ConfigDict) -> list[Task]:
 def eval_tasks(cfg: ml_collections.ConfigDict) -> list[Task]:
   """Validation (buggy) tasks followed by clean programs, for the greedy evaluation."""
   from precisecoder.data import generator
+
   if cfg.data.validation_file:
     buggy = tasks_lib.load_tasks(cfg.data.validation_file)
   else:
@@ -70,8 +77,13 @@ def eval_tasks(cfg: ml_collections.ConfigDict) -> list[Task]:
   if cfg.data.clean_file:
     clean = tasks_lib.load_tasks(cfg.data.clean_file)
   else:
-    clean = generated("validation", generator.clean_tier(cfg.data.tier), cfg.data.num_clean,
-                      cfg.data.seed, clean=True)
+    clean = generated(
+      "validation",
+      generator.clean_tier(cfg.data.tier),
+      cfg.data.num_clean,
+      cfg.data.seed,
+      clean=True,
+    )
   return list(buggy) + list(clean)
 
 
@@ -79,19 +91,29 @@ def multi_tasks(cfg: ml_collections.ConfigDict) -> list[Task]:
   """The multi-line split (held-out families, one atomic 2-4-line bug each): how far a policy
   trained on single-line bugs generalises; evaluated beside the validation tasks."""
   from precisecoder.data import generator
-  return generated("validation", generator.multi_tier(cfg.data.tier), cfg.data.num_multi,
-                   cfg.data.seed)
+
+  return generated(
+    "validation", generator.multi_tier(cfg.data.tier), cfg.data.num_multi, cfg.data.seed
+  )
 
 
 def task_iterator(tasks: list[Task], batch_size: int, seed: int):
   """A checkpointable iterator of this host's part of each global batch of `batch_size`
   tasks (all of it on one host)."""
   from precisecoder.data import pipeline
+
   hosts = jax.process_count()
   if batch_size % hosts:
     raise ValueError(f"{batch_size} tasks per step cannot be dealt equally to {hosts} hosts")
-  return pipeline.make_iterator(tasks, batch_size // hosts, seed, shuffle=True, repeat=True,
-                                shard_index=jax.process_index(), shard_count=hosts)
+  return pipeline.make_iterator(
+    tasks,
+    batch_size // hosts,
+    seed,
+    shuffle=True,
+    repeat=True,
+    shard_index=jax.process_index(),
+    shard_count=hosts,
+  )
 
 
 def as_tasks(batch: Any, where: str) -> list[Task]:
@@ -116,16 +138,17 @@ def heldin_tasks(cfg: ml_collections.ConfigDict, seen: Sequence[Task] = ()) -> l
   return unseen_instances(cfg.data.tier, buggy_count, clean_count, cfg.data.seed + 1, seen)
 
 
-def unseen_instances(tier: str, buggy_count: int, clean_count: int, seed: int,
-                     seen: Sequence[Task]) -> list[Task]:
+def unseen_instances(
+  tier: str, buggy_count: int, clean_count: int, seed: int, seen: Sequence[Task]
+) -> list[Task]:
   """`buggy_count` buggy tasks of the training families of `tier` (generated at `seed`) whose
   buggy program none of `seen` holds, then `clean_count` correct programs of them that none of
   `seen` has as its fix (what a policy trained on `seen` learnt to write is not unseen)."""
   buggy_seen = {t.buggy_code for t in seen}
   fixed_seen = {t.gt_solution for t in seen}
-  return (_unseen(lambda n: generated("train", tier, n, seed), buggy_count, buggy_seen)
-          + _unseen(lambda n: generated("train", tier, n, seed, clean=True), clean_count,
-                    fixed_seen))
+  return _unseen(lambda n: generated("train", tier, n, seed), buggy_count, buggy_seen) + _unseen(
+    lambda n: generated("train", tier, n, seed, clean=True), clean_count, fixed_seen
+  )
 
 
 def _unseen(make, count: int, seen: set[str]) -> list[Task]:

@@ -34,17 +34,19 @@ def check_budget(location: str, trained: int | None, steps: int) -> None:
     return
   if trained > steps:
     raise lock_lib.WorkdirError(
-        f"--config.train.steps={steps}: --workdir={location} has trained {trained} steps "
-        "already; a run cannot be shortened (give at least that many, or another --workdir)")
-  raise Finished(f"--workdir={location}: finished at step {trained}; nothing to train (a "
-                 "larger --config.train.steps continues it)")
+      f"--config.train.steps={steps}: --workdir={location} has trained {trained} steps "
+      "already; a run cannot be shortened (give at least that many, or another --workdir)"
+    )
+  raise Finished(
+    f"--workdir={location}: finished at step {trained}; nothing to train (a "
+    "larger --config.train.steps continues it)"
+  )
 
 
 class Workdir:
   """`local` is where files are written; `sync()` copies what changed to the bucket."""
 
-  def __init__(self, location: str, *, mirrored: bool | None = None,
-               local_root: str | None = None):
+  def __init__(self, location: str, *, mirrored: bool | None = None, local_root: str | None = None):
     self.location = str(location)
     self.mirrored = "://" in self.location if mirrored is None else mirrored
     if not self.mirrored:
