@@ -486,7 +486,12 @@ class Sandbox:
       return pid
     self._return_to_own_namespaces()
     if self._holder is not None:
-      _send_fds(self._holder, [b"n"], held)
+      try:
+        _send_fds(self._holder, [b"n"], held)
+      except OSError:
+        # The process that waits for us has gone (killed): its death signal ends this worker
+        # in a moment. Until then the run goes on; it is not the sandbox failing the job.
+        pass
     for fd in held:  # without a holder, the run's last process ends them
       _close(fd)
     return pid
