@@ -81,3 +81,10 @@ def test_a_workdir_resumes_only_the_config_that_made_it(tmp_path):
 @pytest.mark.parametrize("every, due", [(0, []), (2, [2, 4, 5]), (3, [3, 5])])
 def test_checkpoints_and_evaluations_fall_every_n_steps_and_on_the_last(every, due):
   assert [step for step in range(1, 6) if run_lib.due(step, every, 5)] == due
+
+
+@pytest.mark.parametrize("at_start, every, due", [(True, 2, [0, 2, 4, 5]), (False, 0, [])])
+def test_evaluations_fall_at_the_start_when_asked_then_every_n_steps(at_start, every, due):
+  train = config_lib.default("tiny").train
+  train.update(eval_at_start=at_start, eval_every=every, steps=5)
+  assert [step for step in range(6) if run_lib.eval_due(train, step)] == due

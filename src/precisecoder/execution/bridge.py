@@ -520,43 +520,24 @@ def _named_class(module: Any, qualname: Any) -> type | None:
   return value if isinstance(value, type) else None
 
 
+_BINARY = (
+  "add",
+  "sub",
+  "mul",
+  "truediv",
+  "floordiv",
+  "mod",
+  "pow",
+  "matmul",
+  "and",
+  "or",
+  "xor",
+  "lshift",
+  "rshift",
+)
 _OPERATORS = frozenset(
-  [
-    f"__{n}__"
-    for n in (
-      "add",
-      "sub",
-      "mul",
-      "truediv",
-      "floordiv",
-      "mod",
-      "pow",
-      "matmul",
-      "and",
-      "or",
-      "xor",
-      "lshift",
-      "rshift",
-    )
-  ]
-  + [
-    f"__r{n}__"
-    for n in (
-      "add",
-      "sub",
-      "mul",
-      "truediv",
-      "floordiv",
-      "mod",
-      "pow",
-      "matmul",
-      "and",
-      "or",
-      "xor",
-      "lshift",
-      "rshift",
-    )
-  ]
+  [f"__{n}__" for n in _BINARY]
+  + [f"__r{n}__" for n in _BINARY]
   + ["__neg__", "__pos__", "__abs__", "__invert__"]
 )
 

@@ -30,7 +30,7 @@ from precisecoder.model.sharding import mesh_scope
 from precisecoder.tasks import Task
 from precisecoder.train import greedy_eval, metrics, policy as policy_lib, rollout as rollout_lib
 from precisecoder.train import scoring, sequences, step as step_lib, tasksets
-from precisecoder.train.run import Run, due, sample_seed, steps_left
+from precisecoder.train.run import Run, due, eval_due, sample_seed, steps_left
 from precisecoder.intmath import round_up
 
 
@@ -153,12 +153,8 @@ def train(
       return run.save(step, params, opt_state, iterator.get_state(), model_meta)
 
     def evaluate(step: int, params) -> None:
-      """Greedy evaluation when due: at step 0 with train.eval_at_start, then every
-      train.eval_every steps and at the last."""
-      due_now = (
-        cfg.train.eval_at_start if step == 0 else due(step, cfg.train.eval_every, cfg.train.steps)
-      )
-      if evaluator is not None and due_now:
+      """Greedy evaluation when due (run.eval_due)."""
+      if evaluator is not None and eval_due(cfg.train, step):
         evaluator(step, policy_at(params))
 
     def write_metrics(step: int, values: dict, message: str) -> None:

@@ -31,6 +31,12 @@ def due(step: int, every: int, total_steps: int) -> bool:
   return every > 0 and (step % every == 0 or step == total_steps)
 
 
+def eval_due(train: ml_collections.ConfigDict, step: int) -> bool:
+  """Whether a greedy evaluation falls on `step`: at step 0 with train.eval_at_start, then every
+  train.eval_every steps and at the last."""
+  return train.eval_at_start if step == 0 else due(step, train.eval_every, train.steps)
+
+
 def steps_left(cfg: ml_collections.ConfigDict, step: int) -> bool:
   """Whether a step after `step` is due: before train.steps and train.stop_after (if set)."""
   return step < cfg.train.steps and not 0 <= cfg.train.stop_after <= step

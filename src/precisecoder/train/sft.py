@@ -26,7 +26,7 @@ from precisecoder.tasks import Task
 from precisecoder.train import greedy_eval, metrics, policy as policy_lib, scoring, sequences
 from precisecoder.train import step as step_lib, tasksets
 from precisecoder.train.policy import Policy
-from precisecoder.train.run import Run, due, steps_left
+from precisecoder.train.run import Run, due, eval_due, steps_left
 
 
 def answers(task: Task) -> list[str]:
@@ -153,12 +153,8 @@ def train(
       return run.save(step, params, opt_state, iterator.get_state(), model_meta)
 
     def evaluate(step: int, params) -> None:
-      """Greedy evaluation when due: at step 0 with train.eval_at_start, then every
-      train.eval_every steps and at the last."""
-      due_now = (
-        cfg.train.eval_at_start if step == 0 else due(step, cfg.train.eval_every, cfg.train.steps)
-      )
-      if evaluator is not None and due_now:
+      """Greedy evaluation when due (run.eval_due)."""
+      if evaluator is not None and eval_due(cfg.train, step):
         evaluator(step, dataclasses.replace(policy, model=nnx.merge(graphdef, params)))
 
     def write_metrics(step: int, values: dict, message: str) -> None:
