@@ -35,7 +35,7 @@ import time
 from typing import Any
 
 from precisecoder import console
-from precisecoder.commands import checks, generate
+from precisecoder.commands import checks, flags, generate
 
 log = logging.getLogger("precisecoder.evaluate")
 
@@ -104,27 +104,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     help="directory for the results: resumable (finished shards, and the "
     "finished batches of the one under way, are kept after Ctrl-C or a kill)",
   )
-  parser.add_argument("--samples", type=checks.positive_int, default=1, help="completions per task")
-  parser.add_argument(
-    "--temperature",
-    type=float,
-    default=None,
-    help="0 means greedy (default: greedy for --samples 1, "
-    f"{generate.SAMPLES_TEMPERATURE} for more)",
-  )
-  parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (1: off)")
-  parser.add_argument("--top-k", type=checks.non_negative_int, default=0, help="0 disables top-k")
-  parser.add_argument(
-    "--max-new-tokens",
-    type=checks.positive_int,
-    default=512,
-    help="tokens generated per completion at most",
-  )
+  flags.add_sampling(parser)
+  flags.add_episodes(parser)
   parser.add_argument(
     "--seed", type=int, default=0, help="sampling seed (shard k uses seed + 1000 k)"
-  )
-  parser.add_argument(
-    "--batch-size", type=checks.positive_int, default=8, help="prompts per sampler call"
   )
   parser.add_argument(
     "--shard-size", type=checks.positive_int, default=64, help="tasks per resumable unit of work"
@@ -132,36 +115,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   parser.add_argument(
     "--limit", type=checks.non_negative_int, default=0, help="only the first N tasks of each file"
   )
-  parser.add_argument("--thinking", action="store_true", help="ask for reasoning")
-  parser.add_argument(
-    "--no-tests-in-prompt", action="store_true", help="leave the unit tests out of the prompt"
-  )
-  parser.add_argument(
-    "--prefill-thinking",
-    default="",
-    metavar="FROM.jsonl",
-    help="open each assistant turn with FROM's thinking block (generate)",
-  )
-  generate.add_episode_arguments(parser)
-  parser.add_argument(
-    "--dtype",
-    choices=("float32", "bfloat16"),
-    default="float32",
-    help="dtype the weights are loaded in",
-  )
-  parser.add_argument(
-    "--mesh", default="", help="named mesh (cpu, fsdp, v5p-32, ...) or data,fsdp,tensor shape"
-  )
-  parser.add_argument("--compile-cache", default="", help="persistent JAX compilation cache")
-  parser.add_argument(
-    "--epsilon", type=checks.non_negative_int, default=None, help="slack lines (score)"
-  )
-  parser.add_argument(
-    "--lam", type=checks.fraction, default=1 / 3, help="lambda of r_lambda (score)"
-  )
-  parser.add_argument("--pdb-compat", action="store_true", help="PDB's released evaluator")
-  parser.add_argument("--workers", type=checks.workers, default=None, help="execution workers")
-  parser.add_argument("--python", type=checks.python, default=None, help=checks.PYTHON_HELP)
+  flags.add_scoring(parser)
   parser.add_argument(
     "--resamples", type=checks.positive_int, default=2000, help="bootstrap resamples"
   )

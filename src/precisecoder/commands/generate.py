@@ -34,28 +34,23 @@ from typing import Any
 from tqdm import tqdm
 
 from precisecoder import console
-from precisecoder.commands import checks, outputs
+from precisecoder.commands import checks, flags, outputs
 
 log = logging.getLogger("precisecoder.generate")
-
-
-# The temperature --samples N > 1 samples at unless told: the trainer's rollout temperature
-# (rl.temperature), so N samples are N different answers, as in training.
-SAMPLES_TEMPERATURE = 1.0
 
 
 def resolve_temperature(args: argparse.Namespace) -> None:
   """Sets `args.temperature` when not given (greedy for one sample, SAMPLES_TEMPERATURE for
   more); raises InputError for several greedy samples: they would be one answer N times."""
   if args.temperature is None:
-    args.temperature = 0.0 if args.samples == 1 else SAMPLES_TEMPERATURE
+    args.temperature = 0.0 if args.samples == 1 else flags.SAMPLES_TEMPERATURE
   elif args.temperature < 0:
     raise checks.InputError(f"--temperature {args.temperature}: must be >= 0")
   elif args.samples > 1 and args.temperature == 0:
     raise checks.InputError(
       f"--samples {args.samples} with --temperature 0: greedy samples are {args.samples} "
       f"copies of one answer; give --temperature > 0 (default for --samples > 1: "
-      f"{SAMPLES_TEMPERATURE}) or --samples 1"
+      f"{flags.SAMPLES_TEMPERATURE}) or --samples 1"
     )
 
 
@@ -73,40 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     "OUTPUT.partial first, and the same command resumes them after Ctrl-C or a "
     "kill",
   )
-  parser.add_argument("--samples", type=checks.positive_int, default=1, help="completions per task")
-  parser.add_argument(
-    "--temperature",
-    type=float,
-    default=None,
-    help="0 means greedy (default: greedy for --samples 1, "
-    f"{SAMPLES_TEMPERATURE} for more; --samples N > 1 at 0 is refused)",
-  )
-  parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (1: off)")
-  parser.add_argument("--top-k", type=checks.non_negative_int, default=0, help="0 disables top-k")
-  parser.add_argument(
-    "--max-new-tokens",
-    type=checks.positive_int,
-    default=512,
-    help="tokens generated per completion at most",
-  )
+  flags.add_sampling(parser)
   parser.add_argument("--seed", type=int, default=0, help="sampling seed")
   parser.add_argument("--verbose", action="store_true", help=console.VERBOSE_HELP)
-  parser.add_argument(
-    "--batch-size", type=checks.positive_int, default=8, help="prompts per sampler call"
-  )
-  parser.add_argument(
-    "--thinking", action="store_true", help="ask for reasoning (and enable Qwen3's thinking mode)"
-  )
-  parser.add_argument(
-    "--prefill-thinking",
-    default="",
-    metavar="FROM.jsonl",
-    help="predictions file whose thinking blocks open the assistant turn",
-  )
-  parser.add_argument(
-    "--no-tests-in-prompt", action="store_true", help="leave the unit tests out of the prompt"
-  )
-  add_episode_arguments(parser)
+  flags.add_episodes(parser)
   parser.add_argument(
     "--workers",
     type=checks.workers,
@@ -115,46 +80,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
   )
   parser.add_argument(
     "--limit", type=checks.non_negative_int, default=0, help="only the first N tasks (0: all)"
-  )
-  parser.add_argument(
-    "--dtype",
-    choices=("float32", "bfloat16"),
-    default="float32",
-    help="dtype the weights are loaded in",
-  )
-  parser.add_argument(
-    "--mesh", default="", help="named mesh or data,fsdp,tensor shape (default: one device)"
-  )
-  parser.add_argument(
-    "--compile-cache", default="", help="persistent JAX compilation cache directory"
-  )
-
-
-def add_episode_arguments(parser: argparse.ArgumentParser) -> None:
-  """The flags of multi-turn episodes (evaluate passes them through)."""
-  parser.add_argument(
-    "--turns",
-    type=checks.positive_int,
-    default=1,
-    help="answers per episode, with feedback on the visible tests between them",
-  )
-  parser.add_argument(
-    "--visible-tests",
-    type=checks.positive_int,
-    default=3,
-    help="visible tests per task: at most this many (--turns > 1)",
-  )
-  parser.add_argument(
-    "--visible-fraction",
-    type=checks.fraction,
-    default=0.5,
-    help="... and at most this fraction of its tests, at least one",
-  )
-  parser.add_argument(
-    "--feedback-tokens",
-    type=checks.positive_int,
-    default=1024,
-    help="longest feedback turn, chat template included (--turns > 1)",
   )
 
 

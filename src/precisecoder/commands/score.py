@@ -41,7 +41,7 @@ from typing import Any, Iterator, Sequence
 import tqdm
 
 from precisecoder import predictions, rewards, tasks as tasks_lib
-from precisecoder.commands import checks, outputs
+from precisecoder.commands import checks, flags, outputs
 from precisecoder.commands.checks import InputError
 from precisecoder.integrations.client import RemoteScoringError
 from precisecoder.integrations.service import ConfigurationError
@@ -63,27 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     help="score file to write (JSON Lines); scored batches go to OUTPUT.partial "
     "first, and the same command resumes them after Ctrl-C or a kill",
   )
-  parser.add_argument(
-    "--pdb-compat",
-    action="store_true",
-    help="reproduce the released PDB evaluator (its ess quirk, ungated F1)",
-  )
-  parser.add_argument(
-    "--epsilon",
-    type=checks.non_negative_int,
-    default=None,
-    help="slack lines per reference block (default: 2 single-line, 1 multi-line)",
-  )
-  parser.add_argument(
-    "--lam", type=checks.fraction, default=1 / 3, help="lambda of r = (1-l)*unit + l*F1, in [0, 1]"
-  )
-  parser.add_argument(
-    "--workers",
-    type=checks.workers,
-    default=None,
-    help=f"execution workers, 1 to {checks.MAX_WORKERS} (default: CPUs)",
-  )
-  parser.add_argument("--python", type=checks.python, default=None, help=checks.PYTHON_HELP)
+  flags.add_scoring(parser)
   parser.add_argument(
     "--batch-size",
     type=checks.positive_int,

@@ -20,7 +20,7 @@ import socket
 import sys
 
 from precisecoder import predictions
-from precisecoder.commands import checks
+from precisecoder.commands import checks, flags
 from precisecoder.commands.checks import InputError
 from precisecoder.integrations import adapters
 from precisecoder.integrations.client import TOKEN_ENV
@@ -44,30 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     default=8000,
     help="port (0: any free port, printed on start)",
   )
-  parser.add_argument(
-    "--workers",
-    type=checks.workers,
-    default=None,
-    help=f"execution workers, 1 to {checks.MAX_WORKERS} (default: CPUs)",
-  )
-  parser.add_argument("--python", type=checks.python, default=None, help=checks.PYTHON_HELP)
-  parser.add_argument(
-    "--lam",
-    type=checks.fraction,
-    default=1 / 3,
-    help="λ of r = (1-λ)·unit + λ·F1 for requests that name none",
-  )
-  parser.add_argument(
-    "--epsilon",
-    type=checks.non_negative_int,
-    default=None,
-    help="slack lines per reference block (default: 2 single-line, 1 multi)",
-  )
-  parser.add_argument(
-    "--pdb-compat",
-    action="store_true",
-    help="reproduce the released PDB evaluator (its ess quirk, ungated F1)",
-  )
+  flags.add_scoring(parser)  # --lam: for requests that name none
   parser.add_argument(
     "--reward",
     default="r_lambda",
