@@ -9,8 +9,7 @@ of each gold here, unsandboxed, under PY (the program and its tests in one names
 own runner, MPLBACKEND=Agg, as BigCodeBench's harness does).
 
 Prints the honest pass rate (golds that pass plainly and pass in `score`), every false negative
-with `score`'s reason, golds that pass in `score` but not plainly, and how many golds use a
-construct the static screen refuses (`execution/screen.py`; it must be none).
+with `score`'s reason, and golds that pass in `score` but not plainly.
 
   python benchmarks/bench_verdicts.py [--bigcodebench ../shared/bigcodebench]
       [--python .venv-bigcodebench/bin/python] [--workers 2] [--plain] [--task-timeout 20]
@@ -30,7 +29,6 @@ import time
 
 from precisecoder import tasks as tasks_lib
 from precisecoder.data import pdb
-from precisecoder.execution import screen
 from results import add_record_flag, recorded
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -170,11 +168,6 @@ def main() -> int:
     print(f"  FALSE NEGATIVE {task_id}: {scores[task_id]['error'][:300]}")
   for task_id in plain_failing_passed:
     print(f"  passes in score but not plainly: {task_id}")
-  screened = [t.task_id for t in task_list if screen.constructs(t.gt_solution)]
-  print(
-    f"static screen: {len(screened)} of {len(task_list)} golds use a screened construct "
-    f"{screened or ''}"
-  )
   for line in done.stderr.splitlines():
     if line.startswith("precisecoder score:"):
       print(line)

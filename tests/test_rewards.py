@@ -395,20 +395,6 @@ def test_a_program_that_does_not_compile_is_scored_per_block_with_a_note(pdb_com
   assert record["edit_lines"] == 2 and record["fixed"] == [1]
 
 
-def test_a_fix_that_introduces_a_screened_construct_scores_zero_without_running():
-  """Refused before it runs, each time the batch holds it; the same fix without the construct
-  is scored as usual beside it."""
-  screened = replace(FIXED, "return d", "import ctypes\n    return d")
-  pool = InProcessPool()
-  scores = rewards.RewardScorer(pool).score_samples([ONE_BUG] * 3, [screened, screened, FIXED])
-  for s in scores[:2]:
-    assert s.error.startswith("screened: the program introduces the module 'ctypes'"), s.error
-    assert (s.unit, s.precision, s.recall, s.f1) == (0, 0, 0, 0)
-    assert s.edit_lines == 2  # its real diff: the fix and the import
-  assert scores[2].error is None and scores[2].f1 == 1
-  assert pool.ran == REFERENCE_RUNS
-
-
 def test_infra_error_is_reported_not_cached():
   class Broken:
     def run(self, jobs, deadline_s=None):

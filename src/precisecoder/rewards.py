@@ -13,8 +13,7 @@ For each (task, program) pair (PAPER.md "The method"):
 Every program of a batch (full programs, counterfactuals, ess candidates) is run once, and a
 task's references are verified, not assumed, before its rows earn credit: `reward_jobs`. A task
 that breaks either is an error for each of its rows (reason in `error`, every term 0), never
-credited. A program that introduces a construct no debugging fix needs (frames, hooks, ctypes,
-...; `execution.screen`) is refused before it runs: an error row, every term 0.
+credited.
 
 Unusable and failing predictions (docs/scoring.md "Unusable and non-compiling predictions"):
   - no usable program (none, empty, over the size cap, not diffable): an error row, every term
@@ -33,7 +32,6 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from precisecoder import edits, reward_recipes
-from precisecoder.execution import screen
 from precisecoder.execution.programs import identity as compiled_identity
 from precisecoder.execution.types import Limits
 from precisecoder.reward_jobs import Pool, ReferenceChecks, JobBatch, Verdicts
@@ -338,10 +336,6 @@ class RewardScorer:
     if isinstance(seen[key], str):  # not diffable
       s.error = seen[key]
       return self._replaces_everything(s, seen)
-    if len(seen[key]) == 4:  # refused by the screen: its real diff, no credit
-      s.error, s.edit_lines, s.edit_cost = seen[key][3], len(seen[key][0]), seen[key][1]
-      s.noop = not seen[key][0]
-      return s
     pred_diff, cost, alignment = seen[key]
     s.pred_diff = pred_diff
     s.edit_lines = len(pred_diff)
@@ -365,16 +359,12 @@ class RewardScorer:
   @staticmethod
   def _diff_once(task: Task, program: str, align: bool = True) -> tuple | str:
     """What `_diff` needs of a (task, program) pair, worked out once per pair: the program's
-    diff, edit cost (line edits per buggy line) and alignment, with the screen's refusal as
-    a fourth item when it refuses the program, or why it cannot be diffed."""
+    diff, edit cost (line edits per buggy line) and alignment, or why it cannot be diffed."""
     try:
       pred_diff = edits.line_diff(task.buggy_code, program)
       cost = edits.line_levenshtein(task.buggy_code, program) / max(
         1, len(task.buggy_code.splitlines())
       )
-      refused = screen.introduced(task.buggy_code, program) if program else None
-      if refused is not None:
-        return pred_diff, cost, None, refused
       return (
         pred_diff,
         cost,

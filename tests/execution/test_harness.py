@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from precisecoder.execution import expectations, harness, verdicts
-from precisecoder.execution.guard import PlainDataError
+from precisecoder.execution.harness import PlainDataError
 from precisecoder.execution.types import Limits, Status
 
 NONCE = "n" * 32
@@ -69,10 +69,11 @@ def test_to_plain_keeps_json_data_and_refuses_objects():
     harness.to_plain(object())
 
 
-def _run(tmp_path, program, tests):
-  """The verdict on `program` run by the harness against `tests` (split as the pool splits)."""
+def _run(tmp_path, program, tests, split=True):
+  """The verdict on `program` run by the harness against `tests` (split as the pool splits;
+  assert and unittest jobs run split, as the pool sends them, unless `split` is False)."""
   child_tests, expected = expectations.split(tests)
-  job = {"id": 0, "program": program, "tests": child_tests, "limits": {}}
+  job = {"id": 0, "program": program, "tests": child_tests, "limits": {}, "split": split}
   channel = tmp_path / "channel"
   done = subprocess.run(
     [sys.executable, "-c", CHILD, json.dumps(job), str(channel), NONCE],
@@ -115,10 +116,11 @@ TESTS = {
 }
 
 
+@pytest.mark.parametrize("split", [True, False])
 @pytest.mark.parametrize("kind", sorted(TESTS))
-def test_a_run_of_each_kind_reports_what_the_pool_judges(tmp_path, kind):
-  assert _run(tmp_path, ADD, TESTS[kind]).status is Status.PASS
-  wrong = _run(tmp_path, WRONG, TESTS[kind])
+def test_a_run_of_each_kind_reports_what_the_pool_judges(tmp_path, kind, split):
+  assert _run(tmp_path, ADD, TESTS[kind], split).status is Status.PASS
+  wrong = _run(tmp_path, WRONG, TESTS[kind], split)
   assert wrong.status is Status.FAIL, wrong
 
 

@@ -5,10 +5,11 @@ defines it) and tries to pass anyway, hang the pool, escape, or leave
 something behind. Honest programs in the same batches must pass. After each
 batch no run process may survive and no file outside the runs may change.
 FORGERIES are the families of a held-out red team (issue 22), in programs of our
-own, each of which passes in a plain interpreter: library objects that equal
-anything, code and defaults swapped in place, patched library classes and
-tables, trace and profile hooks, values changed after the guard's check, the
-test's instance, a patch put back, and task files read from disk.
+own, each of which passes in a plain interpreter, and none in the pool (whose
+assert and unittest runs are split): library objects that equal anything, code
+and defaults swapped in place, patched library classes and tables, trace and
+profile hooks, values changed after a check, the test's instance, a patch put
+back, and task files read from disk.
 """
 
 import contextlib

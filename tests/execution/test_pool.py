@@ -109,15 +109,38 @@ def test_timeout_memory_and_crash_statuses(pool):
   jobs = [
     Job("while True:\n  pass\n", ASSERT, Limits(timeout_s=0.5)),
     Job("x = bytearray(2 << 30)\n", ASSERT, Limits(timeout_s=60, memory_mb=256)),
+    Job("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", CALL, FAST),
     Job("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", ASSERT, FAST),
   ]
   deaths = pool.stats()["worker_deaths"]
-  timeout, memory, crash = pool.run(jobs)
+  timeout, memory, crash, split_crash = pool.run(jobs)
   # Cut by its own limit, not by the watchdog that replaces a stuck worker.
   assert timeout.status is Status.TIMEOUT and timeout.detail == "wall-clock limit of 0.5s", timeout
   assert pool.stats()["worker_deaths"] == deaths
   assert memory.status is Status.MEMORY, memory
   assert crash.status is Status.CRASH and "SIGSEGV" in crash.detail
+  # Split (assert, unittest), the program's process dies, not the run's first: its tests fail.
+  assert split_crash.status is Status.FAIL and "gone" in split_crash.detail, split_crash
+
+
+def test_a_one_process_run_is_as_unsafe_as_its_name_says(pool):
+  """assert and unittest jobs run split unless the pool is told `unsafe_one_process`: then a
+  program that patches the library the tests' checks call forges a pass (assertGreater is no
+  check the pool holds), as in a plain interpreter."""
+  tests = {
+    "kind": "unittest",
+    "code": "import unittest\nclass T(unittest.TestCase):\n"
+    "  def test_add(self):\n    self.assertGreater(add(2, 3), 4)\n",
+  }
+  forgery = (
+    "import unittest\nunittest.TestCase.assertGreater = lambda self, a, b, msg=None: None\n"
+    + WRONG_ADD
+  )
+  jobs = [Job(ADD, tests, FAST), Job(forgery, tests, FAST)]
+  honest, forged = pool.run(jobs)
+  assert honest.passed and forged.status is Status.FAIL, forged
+  with ExecutionPool(workers=1, unsafe_one_process=True) as unsafe:
+    assert [r.passed for r in unsafe.run(jobs)] == [True, True]
 
 
 def test_more_adds_jobs_to_the_running_batch(pool, monkeypatch):

@@ -433,7 +433,7 @@ HOSTILE = [
 
 @pytest.fixture(scope="module")
 def pool():
-  with ExecutionPool(workers=2, split_tests=True) as p:
+  with ExecutionPool(workers=2) as p:  # split: the default
     yield p
 
 

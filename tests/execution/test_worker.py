@@ -54,7 +54,7 @@ def test_workers_never_import_jax(pool):
 
 def test_runs_draw_fresh_random_numbers_from_workers_without_fork_hooks(pool):
   # random and threading act after every fork, in Python: a worker that loaded them would slow
-  # every run (and threading's hook rebinds its own globals, which the integrity check sees).
+  # every run).
   program = (
     "import sys\nloaded = sorted({'random', 'tempfile', 'threading'} & set(sys.modules))\n"
     "import random\n"
@@ -139,7 +139,7 @@ def test_a_running_check_run_reports_its_lines_and_stops_when_the_pool_says_so()
     child_tests, _ = expectations.split(tests)
     limits = pool_module._limits_payload(FAST)  # pylint: disable=protected-access
     jobs = [
-      {"id": 3, "program": hangs, "tests": child_tests, "limits": limits},
+      {"id": 3, "program": hangs, "tests": child_tests, "limits": limits, "split": True},
       {"id": 4, "program": ADD, "tests": expectations.split(CALL)[0], "limits": limits},
     ]
     protocol.write_all(inbox, protocol.encode({"jobs": jobs}))

@@ -9,20 +9,15 @@ Modules: `pool` (batches in chunks, dedup, deadlines, worker replacement,
 statistics; workers under a chosen interpreter, `python=`), `worker` (a warm
 interpreter that forks one child per run), `sandbox` (namespaces, a private
 root file system, uid drop, rlimits), `harness` (the code around the program
-inside the child), `guard` (what the program may hand to tests that run beside
-it), `provenance` (whose code a function runs: the tests', a library's or the
-program's), `dict_versions` (which dicts a run wrote, from CPython's version tags),
-`integrity` (whether it changed the library the tests call), `hooks` (what
-a run may not do at all: an audit hook), the split runs' `split_tests` (the
-test process), `split_program` (the program's process), `bridge` (messages,
-references, what each side lends) and `codec` (data across them),
+inside the child), the split runs' `split_tests` (the test process of an
+assert or unittest run), `split_program` (the program's process), `bridge`
+(messages, references, what each side lends) and `codec` (data across them),
 `expectations` (what the child's test code shows and what the pool keeps),
 `verdicts` (the verdict on a run's records; neither leaves the pool process),
-`screen` (constructs no debugging fix needs, refused by the scorer before a
-run), `protocol` (framed JSON between the pool
-and its workers), `types` (the public contract). What runs in the child imports
-the standard library only, so workers run under any Python 3.11+ interpreter
-with a task set's own libraries (`data/environments.py`).
+`protocol` (framed JSON between the pool and its workers), `types` (the public
+contract). What runs in the child imports the standard library only, so
+workers run under any Python 3.11+ interpreter with a task set's own libraries
+(`data/environments.py`).
 
 Threat model
 ============
@@ -144,131 +139,36 @@ Verdict integrity, per test kind (exit status and printed text never count):
     cannot pass without computing the answers.
   * io: GUARANTEED. Expected output never leaves the pool; the pool compares the
     captured stdout (trailing white space ignored) and requires exit status 0.
-  * assert: asserts of the form `assert EXPR == LITERAL` (also `!=`,
-    `is None/True/False`, either side), `assert abs(EXPR - NUMBER) < NUMBER`
-    (also `<=`, `math.fabs`, either order) and `assert EXPR` / `assert not
-    EXPR` (LITERAL also a name a test function binds once to a literal and
-    only compares) are rewritten before they reach the child: the child reports EXPR's
-    value, exactly typed, and the pool compares it with LITERAL, measures the
-    distance, or takes its truth (the child cannot tell which), none of which
-    the child sees. For those asserts, reading the
-    caller's frames, code constants or `gc.get_objects()` finds nothing, and
-    AlwaysEqual objects fail (reported values must be plain built-in data;
-    numpy scalars, stdlib dicts and UserDict/UserList/UserString/ChainMap
-    count as the Python values they equal, dict views, numpy dtypes and small
-    numpy arrays (masked too) are rebuilt in the pool, any other object is only
-    ever not None, True or False (`== None` runs in the child),
-    subclasses of int, float, str and tuple as their base value, and
-    fractions.Fraction and decimal.Decimal are rebuilt in the pool from their
-    digits, read through descriptors bound before the program ran).
-    Other asserts (e.g. `abs(f(x) - 0.5) < 1e-6`) run in the child as
-    written, behind the defences below. A pass
-    needs the harness's end record, signed with a per-run nonce, and the same
-    number of value reports as the harness made: `sys.exit`, `os._exit`,
-    killing anything, closing fds, or printing "OK" never pass. The nonce is
-    in the child's memory, so a program can sign records; but every literal
-    assert that each run reaches (top level, or the top level of a function
-    the tests call at top level and that cannot return early: HumanEval's
-    `check`) must be reported, with the right value, so signed records pass
-    only with the answers the program would have had to compute. Tests made
-    of such asserts are GUARANTEED like call tests.
-  * unittest: the test code must run beside the program. The pool derives the
-    expected test set from the test code's AST and requires exactly that set of
-    "ok" records plus the end record, all signed with the nonce. Checks against
-    literals -- `self.assertEqual(EXPR, LITERAL)`, `assertNotEqual`, `assertIs`,
-    `assertIsNot`, `assertTrue`, `assertFalse`, `assertIsNone`,
-    `assertIsNotNone`, `assertAlmostEqual(EXPR, NUMBER[, places|delta])` -- are
-    held by the pool as asserts are, and those at the top level of a test that
-    cannot skip or return early must be reported: forged "ok" records do not
-    pass them. The harness
-    runs setUp/test/tearDown itself (unittest's runner and result objects are
-    not used) and checks after every test that the tests' own classes are as
-    they were before the program ran, and that the test's instance neither
-    shadows a method of its class nor changed `_type_equality_funcs`.
-  Where the tests compare in the child (assert and unittest), four defences
-  stand between the program and a forged pass:
-  The guard (`guard.py`; whose code a function runs: `provenance.py`): what the
-  program's functions, methods (`Solution().method`), returned functions and
-  generators hand the tests is checked all the way down before the tests see it. It may hold
-  plain data, library objects (numpy, pandas, datetime, Fraction, Decimal, ...;
-  object arrays and columns checked item by item; the tests' own mocks), objects
-  of classes the test code defined (registered as the tests create them; refused
-  once the program changed them) and of the program's dataclasses, namedtuples
-  and enums (the methods dataclasses writes are trusted only when their code is
-  exactly dataclasses' text for the fields they read); nothing whose comparison,
-  arithmetic, conversion or iteration code the program wrote (AlwaysEqual, an
-  int whose __eq__ is int.__ne__, a float with a lying __rsub__, a subclass of
-  a test class, an __eq__ behind functools.partial or lru_cache, code compiled
-  under another file name), nor a library's comparison the program borrowed
-  into a class of its own (`__eq__ = mock._ANY.__eq__`), nor a library object
-  built to equal anything (`unittest.mock.ANY`, a Mock whose comparisons were
-  configured). The classes of what the tests were handed may not gain such
-  code afterwards (checked after every call from the tests and every test).
-  Generators and iterators (also inside a returned tuple or list) are wrapped,
-  so each item is checked as it is yielded, and the tests' own arguments are
-  checked after each call for what the program put into them (in-place tasks;
-  the first 128 objects of each). Calls within the program (made while a call
-  from the tests, or a generator or coroutine of the program's, runs) are not
-  checked, and recursion keeps its depth: the guard's frame raises the recursion
-  limit by one while it runs. Module-level values are touched by their type alone: a lazy
-  proxy (Django's settings) or a library's callable object (scipy's `norm`)
-  stays as it is.
-  Integrity (`integrity.py`): the modules the tests import are loaded before the
-  program runs; after every call from the tests into the program, after every
-  unittest test and after the last, no module loaded by then, no class or table
-  of the modules the tests reach, no keyword defaults of their functions and
-  nothing of the harness may have been changed in a way that decides a check:
-  the program's code put in place, one callable swapped for another, data the
-  tests read rebound, a patch put back, a module swapped in sys.modules, a trace
-  or profile hook left. A library's own lazy state (pyplot's display hook, PIL's
-  plugin flag, mimetypes' tables, typing_extensions patching typing as it loads,
-  pandas registering sqlite3 adapters) is its business. Where the tests patch
-  the library themselves (unittest.mock), only what the program wrote counts
-  between the tests' calls, and lasting changes at the end.
-  The audit hook (`hooks.py`): refuses, as it happens, trace, profile and audit
-  hooks, new code or defaults for a function the program did not write, and
-  giving an object a class whose comparisons are the program's.
-  The screen (`screen.py`, in the scorer): a program that introduces frames,
-  hooks, ctypes, the garbage collector's lists, a finaliser, comparison grafts,
-  /proc or the harness's names where the buggy program it fixes has none is
-  refused before it runs.
-  NOT guaranteed for assert and unittest: the program runs in the same
-  interpreter as the harness, so a program that deliberately rewrites the
-  harness in memory (ctypes, or finding the nonce through gc and forging the
-  records of checks the pool does not hold or that a run need not reach, or
-  compiling its own __eq__ under a library file's name) can forge a pass,
-  as can one that fools integrity in the ways its docstring lists (a patch put
-  back, with a name added, by code that runs between the tests' calls; data a
-  library reads that the tests do not name; lists and sets a module holds),
-  hides a forgery deeper than one level inside a library object or beyond the
-  first 128 objects of a large argument, mutates a checked value's data from a
-  thread after the check, hands an unchecked value to a callback the tests passed
-  it (a call the tests make while one of the program's runs counts as the
-  program's own), returns a library object built to equal anything
-  other than unittest.mock's, or lies through an object the tests build from
-  the program's class themselves (`Solution() == x`) or a module-level value
-  they read directly, including a function under a builtin's name (`sorted`)
-  that the tests call: the namespace is shared, as in HumanEval's own harness,
-  though against a held check such a function must still produce the hidden
-  answer; and non-literal asserts and unittest expectations are in the child's
-  memory. Use call or io tests where a verdict must hold against such a
-  program; the pool reports every pass with the same Status either way.
-
-Split runs (`ExecutionPool(split_tests=True)` or PRECISECODER_SPLIT_TESTS=1;
-docs/sandbox.md, "Split runs"): assert and unittest tests run in a process the
-program never runs in, which forks the program's process and alone holds the
-channel; calls into the program are messages, values cross as data built by
-our decoder (`codec`) or as references whose comparisons, hashing and
-arithmetic never reach the program (`bridge.Remote`), the tests' mocks are
-reached through bridges, and the test process lends the program only what the
-tests made. Assumed: the kernel's isolation of a non-dumpable process from
-another of its uid, the sandbox, the decoder and the allowed types' library
-code, and that importing a library the program imported changes no check.
-  * assert, unittest (split): GUARANTEED that every check runs in the test
-    process on data the decoder built or values the tests computed; the
-    program cannot change the tests, their namespace, builtins, modules,
-    interpreter state, mocks' records or the harness, never receives an
-    expected value through a comparison and holds no channel to the pool.
+  * assert, unittest: run split (docs/sandbox.md, "Split runs"). The run's first
+    process is the test process: it imports what the tests import, makes
+    itself non-dumpable, keeps no writable directory on its import path, and
+    forks the program's process, which closes every fd but 0-2 and its end of
+    a socketpair before the program runs; only the test process holds the
+    pool's channel. Calls into the program are messages; values cross as data
+    built by our decoder (`codec`) or as references whose comparisons, hashing
+    and arithmetic never reach the program (`bridge.Remote`); the tests' mocks
+    are reached through bridges, and the test process lends the program only
+    what the tests made. The pool requires, for unittest, exactly the test set
+    of the test code's AST in "ok" records plus the end record; for assert, the
+    end record; both signed with a per-run nonce and with as many value reports
+    as the test process made. Checks against literals (`assert EXPR ==
+    LITERAL`, `!=`, `is None/True/False`, `abs(EXPR - NUMBER) < NUMBER`,
+    `assertEqual(EXPR, LITERAL)`, `assertAlmostEqual`, ...:
+    `expectations.hide_expected_literals`) are held: the test process reports
+    EXPR's value, exactly typed, and the pool compares it with a literal that
+    never enters the sandbox (the program's process, a fork of the test
+    process, can read the test code's text).
+    Assumed: the kernel's isolation of a non-dumpable process from another of
+    its uid (no ptrace, no /proc/PID/mem or fd, no pidfd_getfd), the sandbox,
+    the decoder, the allowed types' library code, and that importing a library
+    the program imported changes no check.
+    GUARANTEED: every check runs in the test process, on data the decoder
+    built or values the tests computed; the program cannot change the tests,
+    their namespace, builtins, modules, interpreter state, mocks' records or
+    the harness, never receives an expected value through a comparison and
+    holds no channel to the pool. So no in-process defence is needed, and
+    there is none (no guard of returned values, no snapshot of libraries, no
+    audit hook, no static screen: docs/sandbox.md says why each went).
     NOT guaranteed: what the tests ask the program (`obj.same_as(expected)` on
     a reference), checks between two objects of the program's making (a
     dataclass record compares the fields its constructor stored), files the
@@ -276,10 +176,16 @@ code, and that importing a library the program imported changes no check.
     process is a fork of the tests'), signals to the test process (a fail or a
     timeout), and library state beyond random's and numpy's generators, the
     environment, the working directory and pyplot's figures.
-  None of the guard, integrity, audit-hook or screen defences above is needed
-  for a split run (the program never runs where the tests do); they stay for
-  the default path, which split runs do not replace until they have no false
-  negatives (docs/sandbox.md lists those left).
+  * assert, unittest with `ExecutionPool(unsafe_one_process=True)`: the test
+    code runs in the program's namespace, as a plain interpreter runs it, with
+    NO defence: the program can rewrite the tests, their libraries, the
+    harness, or sign records with the nonce it finds in memory, and so forge a
+    pass of any check the pool does not hold. What still holds: every held
+    check that each run reaches (top level, or the top level of a function the
+    tests call at top level and that cannot return early: HumanEval's `check`)
+    must be reported, with the right value, so tests made of such asserts alone
+    are GUARANTEED like call tests. For trusted programs, or to compare
+    verdicts with a plain interpreter's.
 
 Not in scope: kernel exploits, side channels (timing, /proc of other
 processes), CPU contention between runs, and programs that need the network.

@@ -2,9 +2,13 @@
 
 It executes the program, runs the part of the test spec that the child may
 see, and writes JSON lines to the private channel fd. It never decides a
-verdict: the pool judges the records (`verdicts.py`). Every function and module
-the harness needs after the program starts is bound here, before the program
-can patch anything.
+verdict: the pool judges the records (`verdicts.py`). Call and io jobs run the
+program here: their records hold only what the program returned or printed,
+which the pool compares with expected values the child never sees. Assert and
+unittest jobs run split (`_run_split`): the test code here, the program in a
+process of its own (`split_tests`), so no record is ever written where the
+program runs. The one-process path for them (`_run_one_process`) has no
+defence and runs only where the pool was told it is unsafe.
 
 Records (one JSON object per line; N is the run's nonce):
   {"ready": NONCE}                          sandbox up, program about to run
@@ -33,23 +37,22 @@ import os
 import sys
 import traceback
 import types
-import unittest
-from typing import Sequence
+from typing import Iterable
 
-from precisecoder.execution import hooks
-from precisecoder.execution.guard import Guard, PlainDataError, kind_name
-from precisecoder.execution.integrity import (
-  Integrity,
-  import_quietly,
-  test_imports,
-  tests_write_library,
-)
 from precisecoder.execution.programs import PROGRAM_FILENAME, compile_program, marshalled
-from precisecoder.execution.provenance import code_ids
 from precisecoder.execution.protocol import compact_encoder
 from precisecoder.execution import split_tests  # loaded by the worker: runs fork with it
 
 _write = os.write
+
+
+class PlainDataError(TypeError):
+  """A value that is not the exact-typed data a check's report holds (`to_plain`, `to_tagged`)."""
+
+
+def kind_name(value) -> str:
+  kind = type(value)
+  return f"{getattr(kind, '__module__', '?')}.{getattr(kind, '__qualname__', '?')}"
 
 
 def _refuse(value):
@@ -267,45 +270,13 @@ class Channel:
       data = data[_write(self._fd, data) :]
 
 
-# The worker's snapshot, made by `prepare`, and the next run's plan, made by `warm`. Lists,
-# filled in place: rebinding a module global after the snapshot would itself read as tampering
-# with this module.
-_SNAPSHOT: list[Integrity] = []
+# The next run's plan, made by `warm`: a list filled in place.
 _PLAN: list["_Plan"] = []
-
-
-# The harness's own modules: no run may change them at all (`Integrity.watch_reached`).
-HARNESS_MODULES = (
-  "precisecoder",
-  "precisecoder.execution",
-  __name__,
-  "precisecoder.execution.dict_versions",
-  "precisecoder.execution.guard",
-  "precisecoder.execution.hooks",
-  "precisecoder.execution.integrity",
-  "precisecoder.execution.programs",
-  "precisecoder.execution.protocol",
-  "precisecoder.execution.provenance",
-)
-_UNITTEST_MODULES = ("unittest", "unittest.case", "unittest.util")
 
 
 def prepare() -> None:
   """Called by the worker before it forks: children inherit all of this for free."""
-  hooks.install()
   _rehearse()
-  snapshot = Integrity()  # after the rehearsal, which loads what the children will use
-  for kind in ("assert", "unittest"):  # what every run of a kind reaches, found once here
-    snapshot.watch_reached(_reached_modules(kind, ()), frozen=HARNESS_MODULES)
-  _SNAPSHOT[:] = [snapshot]
-
-
-def _reached_modules(kind: str, test_imports: Sequence[str]) -> tuple[str, ...]:
-  """The loaded modules a run's tests reach: those they import, and unittest's own."""
-  loaded = tuple(
-    name for name in test_imports if issubclass(_type(sys.modules.get(name)), types.ModuleType)
-  )
-  return tuple(dict.fromkeys((*_UNITTEST_MODULES, *loaded))) if kind == "unittest" else loaded
 
 
 # Trusted toy jobs, one per kind that loads a module: child-side specs, as expectations.split
@@ -338,37 +309,18 @@ def _rehearse(times: int = 64) -> None:
   `Sandbox.enter_child`) calls what it needs bound, reading no attributes.
   """
   sink = os.open(os.devnull, os.O_WRONLY)
-  integrity = Integrity()
   try:
     for _ in range(times):
       for tests in _REHEARSAL_TESTS:
         job = {"code": _REHEARSAL_CODE, "tests": tests}
         warm(job)
-        if _session(Channel(sink, "0" * 32), job, integrity) != 0:
+        if _session(Channel(sink, "0" * 32), job) != 0:
           raise RuntimeError(f"the harness failed its own {tests['kind']} rehearsal")
   finally:
-    hooks.disarm()
     _PLAN.clear()
     sys.modules.pop(_PROGRAM_MODULE, None)
     os.close(sink)
     gc.collect()  # the toy TestCase classes: garbage now, not frozen into every child
-
-
-CLASS_NAME = "__precisecoder_class__"
-
-
-def compiled_tests(tree: ast.Module, nodes: Sequence[ast.AST]) -> types.CodeType:
-  """Test code (ours, trusted), parsed (`nodes`: every node of `tree`, as `ast.walk` lists
-  them), compiled for the run's plan (`warm`). Programs arrive compiled by the pool.
-
-  Every class statement is decorated with the run's `Guard.register_class` (so this changes
-  `tree`), outermost, so that it sees the class as the tests' own decorators (dataclass, ...)
-  left it.
-  """
-  for node in nodes:
-    if _isinstance(node, ast.ClassDef):
-      node.decorator_list.insert(0, ast.copy_location(ast.Name(CLASS_NAME, ast.Load()), node))
-  return compile(tree, TESTS_FILENAME, "exec", dont_inherit=True, optimize=0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -379,9 +331,7 @@ class _Plan:
 
   program: types.CodeType | None  # as the pool compiled it; None: the child compiles the source
   tests: types.CodeType | None  # assert and unittest kinds
-  test_imports: tuple[str, ...] = ()
-  tests_write_library: bool = False
-  trusted_codes: frozenset[int] = frozenset()  # ids of `tests` and the code nested in it
+  test_imports: tuple[str, ...] = ()  # split runs: loaded before the program's process exists
   # Split runs: the names the tests' top level takes from the program (none: it stands alone).
   tests_top_names: frozenset[str] = frozenset()
 
@@ -402,17 +352,57 @@ def warm(job: dict) -> None:
 
 
 @functools.lru_cache(maxsize=256)
-def _planned_tests(
-  code: str,
-) -> tuple[types.CodeType, tuple[str, ...], bool, frozenset[int], frozenset[str]]:
+def _planned_tests(code: str) -> tuple[types.CodeType, tuple[str, ...], frozenset[str]]:
   """The part of a plan that the test code alone decides (`_Plan` from `tests` on), worked out
-  once per test code: RL scores many programs against one spec."""
+  once per test code (ours, trusted): RL scores many programs against one spec."""
   tree = ast.parse(code, TESTS_FILENAME)
-  nodes = list(ast.walk(tree))  # once: walking the tree in Python is most of the work here
-  imports, writes = test_imports(nodes), tests_write_library(nodes)  # before compiling changes it
-  stands_alone = top_level_names(tree, (EXPECT_NAME, CLASS_NAME))
-  compiled = compiled_tests(tree, nodes)
-  return compiled, imports, writes, code_ids(compiled), stands_alone
+  compiled = compile(tree, TESTS_FILENAME, "exec", dont_inherit=True, optimize=0)
+  return compiled, test_imports(ast.walk(tree)), top_level_names(tree, (EXPECT_NAME,))
+
+
+def test_imports(nodes: Iterable[ast.AST]) -> tuple[str, ...]:
+  """The modules test code (ours, trusted; every node of its tree, as `ast.walk` lists them)
+  imports, with the submodules it reaches by attribute.
+
+  `import numpy as np` then `np.testing.assert_array_equal(...)` gives ("numpy",
+  "numpy.testing", "numpy.testing.assert_array_equal"): a split run's test process imports them
+  before the program's process exists (`split_tests.seal`), from read-only directories only.
+  Names that are not modules fail to import and are skipped.
+  """
+  nodes = list(nodes)
+  aliases: dict[str, str] = {}
+  found: list[str] = []
+  for node in nodes:
+    if _isinstance(node, ast.Import):
+      for alias in node.names:
+        found.append(alias.name)
+        if alias.asname:  # import numpy.testing as npt: npt is numpy.testing
+          aliases[alias.asname] = alias.name
+        else:  # import os.path: the name bound is os
+          aliases[alias.name.split(".")[0]] = alias.name.split(".")[0]
+    elif _isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+      found.append(node.module)
+      for alias in node.names:  # from numpy import testing: testing may be a module
+        if alias.name != "*":
+          found.append(f"{node.module}.{alias.name}")
+          aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+  for node in nodes:
+    chain = _dotted(node) if _isinstance(node, ast.Attribute) else None
+    if chain and chain[0] in aliases:
+      root = aliases[chain[0]]
+      found += [".".join([root, *chain[1:i]]) for i in range(2, len(chain) + 1)]
+  return tuple(dict.fromkeys(found))
+
+
+def _dotted(node) -> list[str] | None:
+  """["np", "testing", "assert_array_equal"] for the expression np.testing.assert_array_equal."""
+  parts = []
+  while _isinstance(node, ast.Attribute):
+    parts.append(node.attr)
+    node = node.value
+  if not (_isinstance(node, ast.Name) and parts):
+    return None
+  return [node.id, *reversed(parts)]
 
 
 def top_level_names(tree, given: tuple[str, ...] = ()) -> frozenset[str]:
@@ -445,19 +435,10 @@ def top_level_names(tree, given: tuple[str, ...] = ()) -> frozenset[str]:
   return frozenset(name for name in loads if name not in bound and not hasattr(builtins, name))
 
 
-def _load_module(
-  name: str, job: dict, integrity: Integrity | None = None, guard: Guard | None = None
-) -> types.ModuleType:
+def _load_module(name: str, job: dict) -> types.ModuleType:
   module = types.ModuleType(name)
   module.__builtins__ = builtins
   sys.modules[name] = module
-  if integrity is not None:  # the last moment before the program: watch all but its module
-    integrity.watch_new_modules(skip=name)
-  if guard is not None:
-    loaded = integrity.loaded_modules() if integrity is not None else frozenset()
-    hooks.arm(
-      lambda function, writer: guard.may_rewrite(function, writer, loaded), guard.comparison_problem
-    )
   code = _PLAN[0].program
   if code is None:  # the pool could not compile it: the run reports why
     code = compile_program(job["program"])
@@ -511,17 +492,17 @@ def run_call(channel: Channel, module: types.ModuleType, tests: dict) -> None:
 EXPECT_NAME = "__precisecoder_expect__"
 
 
-def run_assert(
-  channel: Channel, module: types.ModuleType, integrity: Integrity, guard: Guard
-) -> None:
+def _run_one_process(channel: Channel, module: types.ModuleType, tests: dict) -> None:
+  """An assert or unittest job with the test code in the program's namespace, as a plain
+  interpreter runs it: nothing stands between the program and the tests, so its verdict holds
+  only for checks the pool holds (`expectations.hide_expected_literals`). Runs only where the
+  pool was told so (`ExecutionPool(unsafe_one_process=True)`)."""
   namespace = module.__dict__
-  _guard(guard, namespace)
   reported = _install_reports(channel, namespace)
   exec(_PLAN[0].tests, namespace)  # pylint: disable=exec-used
-  violations = _violations(integrity, guard)
-  if violations:
-    raise RuntimeError(f"the program tampered with {violations[0]}")
-  channel.send({"end": "assert", "expects": reported[0]}, signed=True)
+  if tests["kind"] == "unittest":
+    split_tests.run_unittest_classes(channel, namespace, tests["classes"], _describe)
+  channel.send({"end": tests["kind"], "expects": reported[0]}, signed=True)
 
 
 def _install_reports(channel: Channel, namespace: dict, remote=None) -> list[int]:
@@ -545,103 +526,12 @@ def _install_reports(channel: Channel, namespace: dict, remote=None) -> list[int
   return reported
 
 
-def _guard(guard: Guard, namespace: dict) -> None:
-  """Checks what the program hands the tests (execution/guard.py), before they run."""
-  namespace[CLASS_NAME] = guard.register_class
-  guard.guard_namespace(namespace)
-
-
-def _violations(integrity: Integrity, guard: Guard) -> list[str]:
-  found = integrity.violations()
-  changed = guard.changed_class()
-  if changed is not None:
-    found.append(f"the tests' class {changed}")
-  changed = guard.handed_problem()
-  return found + [changed] if changed is not None else found
-
-
-def _test_methods(case_class: type) -> list[str]:
-  return _sorted(
-    name
-    for name in dir(case_class)
-    if name.startswith("test") and callable(_getattr(case_class, name))
-  )
-
-
-def run_unittest(
-  channel: Channel, module: types.ModuleType, tests: dict, integrity: Integrity, guard: Guard
-) -> None:
-  namespace = module.__dict__
-  _guard(guard, namespace)
-  reported = _install_reports(channel, namespace)
-  exec(_PLAN[0].tests, namespace)  # pylint: disable=exec-used
-  for class_name in tests["classes"]:
-    case_class = namespace.get(class_name)
-    if not (_isinstance(case_class, type) and issubclass(case_class, unittest.TestCase)):
-      channel.send({"test": class_name, "outcome": "error", "detail": "not a TestCase"}, True)
-      continue
-    try:
-      case_class.setUpClass()
-      class_error = None
-    except BaseException as e:  # pylint: disable=broad-except
-      class_error = _describe(e)
-    for method in _test_methods(case_class):
-      name = f"{class_name}.{method}"
-      if class_error is not None:
-        channel.send({"test": name, "outcome": "error", "detail": class_error}, True)
-        continue
-      outcome, detail = _run_one_test(case_class, method, guard)
-      violations = _violations(integrity, guard) if integrity.see_put_back else []
-      if violations:  # a patched library, or test class: nothing after this is trusted
-        outcome, detail = "error", f"the program tampered with {violations[0]}"
-        channel.send({"test": name, "outcome": outcome, "detail": detail}, True)
-        return
-      channel.send({"test": name, "outcome": outcome, "detail": detail}, True)
-    try:
-      case_class.tearDownClass()
-    except BaseException:  # pylint: disable=broad-except
-      pass
-  violations = _violations(integrity, guard)  # once more, after every class's tearDownClass
-  if violations:
-    raise RuntimeError(f"the program tampered with {violations[0]}")
-  channel.send({"end": "unittest", "expects": reported[0]}, signed=True)
-
-
-def _run_one_test(case_class: type, method: str, guard: Guard) -> tuple[str, str]:
-  """Runs setUp, the test and tearDown directly: unittest's own result objects are not trusted.
-  The guard watches the test's instance while it runs (`Guard.watch_instance`)."""
-  try:
-    test = case_class(method)
-    guard.watch_instance(test)
-    try:
-      test.setUp()
-      try:
-        _getattr(test, method)()
-      finally:
-        test.tearDown()
-        test.doCleanups()
-    finally:
-      changed = guard.instance_problem()
-      guard.watch_instance(None)
-    if changed is not None:
-      return "error", f"the program tampered with the test's instance: {changed}"
-    return "ok", ""
-  except unittest.SkipTest as e:
-    return "skip", str(e)[:200]
-  except AssertionError as e:
-    return "fail", _describe(e)
-  except MemoryError:
-    return "error", "MemoryError"
-  except BaseException as e:  # pylint: disable=broad-except
-    return "error", _describe(e)
-
-
 def run(channel_fd: int, nonce: str, job: dict) -> None:
   """Runs one job's program and tests in this (already sandboxed) process; never returns."""
-  _exit(_session(Channel(channel_fd, nonce), job, _SNAPSHOT[0] if _SNAPSHOT else Integrity()))
+  _exit(_session(Channel(channel_fd, nonce), job))
 
 
-def _session(channel: Channel, job: dict, integrity: Integrity) -> int:
+def _session(channel: Channel, job: dict) -> int:
   """Everything a run does but exit (which `run` does with the status returned), apart so that
   the worker can rehearse it (`_rehearse`)."""
   kind = job["tests"]["kind"]
@@ -661,20 +551,13 @@ def _session(channel: Channel, job: dict, integrity: Integrity) -> int:
       _run_split(channel, job)
       _flush_output()
       return exit_code
-    watched = kind in ("assert", "unittest")
-    guard = None
-    if watched:  # what the tests import is loaded first, to be watched with the rest
-      plan = _PLAN[0]
-      import_quietly(plan.test_imports)
-      integrity.see_put_back = not plan.tests_write_library
-      guard = Guard(plan.trusted_codes)
-      integrity.judge = guard.authored
-      integrity.watch_reached(
-        _reached_modules(kind, plan.test_imports), frozen=HARNESS_MODULES, names=plan.test_imports
-      )
-      guard.after_call = integrity.quick
-    module = _load_module(_PROGRAM_MODULE, job, integrity if watched else None, guard)
-    _run_tests(channel, module, job["tests"], integrity, guard)
+    module = _load_module(_PROGRAM_MODULE, job)
+    if kind == "call":
+      run_call(channel, module, job["tests"])
+    elif kind in ("assert", "unittest"):
+      _run_one_process(channel, module, job["tests"])
+    else:
+      raise ValueError(f"unknown test kind {kind!r}")
   except MemoryError:
     exit_code = EXIT_UNCAUGHT
     _safe_send(channel, {"error": "MemoryError", "memory": True})
@@ -689,10 +572,10 @@ def _session(channel: Channel, job: dict, integrity: Integrity) -> int:
 
 def _run_split(channel: Channel, job: dict) -> None:
   """An assert or unittest job with the test code in this process and the program in another
-  (`split_tests`): no guard, no integrity checks, since the program never runs here."""
+  (`split_tests`; docs/sandbox.md, "Split runs"): every check runs where the program never ran."""
   tests, plan = job["tests"], _PLAN[0]
   split_tests.seal(plan)
-  namespace = split_tests.namespace(CLASS_NAME)
+  namespace = split_tests.namespace()
   reported = _install_reports(channel, namespace, split_tests.bridge.is_remote)
   unittest_kind = tests["kind"] == "unittest"
   first = unittest_kind and not plan.tests_top_names
@@ -706,20 +589,6 @@ def _run_split(channel: Channel, job: dict) -> None:
     split_tests.run_unittest_classes(channel, namespace, tests["classes"], _describe)
   channel.send({"end": tests["kind"], "expects": reported[0]}, signed=True)
   split_tests.finish(end)
-
-
-def _run_tests(
-  channel: Channel, module: types.ModuleType, tests: dict, integrity: Integrity, guard: Guard | None
-) -> None:
-  kind = tests["kind"]
-  if kind == "call":
-    run_call(channel, module, tests)
-  elif kind == "assert":
-    run_assert(channel, module, integrity, guard)
-  elif kind == "unittest":
-    run_unittest(channel, module, tests, integrity, guard)
-  else:
-    raise ValueError(f"unknown test kind {kind!r}")
 
 
 def _safe_send(channel: Channel, record: dict) -> None:

@@ -97,7 +97,7 @@ def _limits_payload(limits: Limits) -> dict:
 
 
 def _message(
-  job_id: int, program: str, tests: dict, limits: dict, send_code: bool, split: bool = False
+  job_id: int, program: str, tests: dict, limits: dict, send_code: bool, split: bool = True
 ) -> dict:
   """What a worker receives for one job: the program compiled here, where scorers compiled it
   already to tell programs apart (`programs.marshalled`), or its source: if it does not compile
@@ -127,7 +127,7 @@ class _Batch:
     split: Callable[[Any], tuple[str, dict, expectations.Expected]],
     counts: collections.Counter,
     send_code: bool = True,
-    split_tests: bool = False,
+    split_tests: bool = True,
   ):
     self._split = split  # the pool's memoised `expectations.split`, with its spec key
     self._counts = counts  # the pool's statistics
@@ -376,9 +376,11 @@ class ExecutionPool:
       there are no more workers than CPUs. Pools share the CPUs from an
       offset that depends on the process, so that single-worker pools of
       several processes do not all land on the first CPU.
-    split_tests: run assert and unittest jobs split, the test code in one process and the
-      program in another (docs/sandbox.md, "Split runs"). None: whether the environment
-      variable PRECISECODER_SPLIT_TESTS is "1".
+    unsafe_one_process: run assert and unittest jobs in the program's own interpreter, as a
+      plain interpreter would, instead of split (the test code in one process, the program in
+      another: docs/sandbox.md, "Split runs"). UNSAFE: nothing then stands between the program
+      and the tests, so a hostile program can forge a pass of any check the pool does not hold.
+      Only for trusted programs, or to compare verdicts with a plain interpreter's.
   """
 
   def __init__(
@@ -388,7 +390,7 @@ class ExecutionPool:
     sandbox: str = "auto",
     pin_workers: bool | None = None,
     python: str | None = None,
-    split_tests: bool | None = None,
+    unsafe_one_process: bool = False,
   ):
     cpus = sorted(os.sched_getaffinity(0))
     self.num_workers = workers if workers is not None else len(cpus)
@@ -397,9 +399,7 @@ class ExecutionPool:
     if sandbox not in sandbox_lib.MODES:
       raise ValueError(f"sandbox must be one of {sandbox_lib.MODES}, not {sandbox!r}")
     self.python = check_python(python)
-    if split_tests is None:
-      split_tests = os.environ.get("PRECISECODER_SPLIT_TESTS") == "1"
-    self.split_tests = split_tests
+    self.split_tests = not unsafe_one_process
     if pin_workers is None:
       pin_workers = self.num_workers <= len(cpus)
     offset = os.getpid() % len(cpus)

@@ -273,13 +273,13 @@ def start(job: dict, plan) -> bridge.Endpoint:
   return end
 
 
-def namespace(class_hook_name: str) -> dict:
+def namespace() -> dict:
   """The tests' namespace: a module of the program's name here (so that `patch(__name__ + '.f')`
   reaches the program's module)."""
   module = types.ModuleType(split_program.PROGRAM_MODULE)
   sys.modules[split_program.PROGRAM_MODULE] = module
   space = module.__dict__
-  space.update({"__builtins__": builtins, class_hook_name: lambda cls: cls})
+  space["__builtins__"] = builtins
   return space
 
 
