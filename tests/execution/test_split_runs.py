@@ -155,6 +155,61 @@ HONEST = [
         """),
   ),
   (
+    "object.__setattr__ on the program's object, and issubclass of its classes",
+    _d("""
+        import json
+        class Lazy:
+          def __init__(self):
+            object.__setattr__(self, '_ready', False)
+          def __setattr__(self, name, value):
+            raise AttributeError('read-only')
+          def value(self):
+            return 42 if object.__getattribute__(self, '_ready') else None
+        lazy = Lazy()
+        class Base:
+          pass
+        def make():
+          class Made(Base, json.JSONEncoder):
+            pass
+          return Made
+        """),
+    _unittest("""
+        def test_lazy(self):
+          import json
+          object.__setattr__(lazy, '_ready', True)
+          self.assertEqual(lazy.value(), 42)
+          made = make()
+          self.assertTrue(issubclass(made, Base))
+          self.assertTrue(issubclass(made, json.JSONEncoder))
+          self.assertFalse(issubclass(made, int))
+          self.assertFalse(issubclass(Base, made))
+        """),
+  ),
+  (
+    "a library set up by the tests' top level through a name the program imported",
+    "import mimetypes\ndef kind(name):\n  return mimetypes.guess_type(name)[0]\n",
+    _unittest(
+      """
+        def test_kind(self):
+          self.assertEqual(kind('a.pcx1'), 'application/x-pc-test')
+        """,
+      "mimetypes.add_type('application/x-pc-test', '.pcx1')\n",
+    ),
+  ),
+  (
+    "library context the program's context manager sets, read inside the tests' with",
+    "import numpy as np\ndef compact():\n  return np.printoptions(precision=2)\n",
+    _unittest(
+      """
+        def test_compact(self):
+          with compact():
+            self.assertEqual(str(np.array([1 / 3])), '[0.33]')
+          self.assertEqual(str(np.array([1 / 3])), '[0.33333333]')
+        """,
+      "import numpy as np\n",
+    ),
+  ),
+  (
     "an exception the tests expect",
     "def parse(text):\n  return int(text)\n",
     _unittest("""

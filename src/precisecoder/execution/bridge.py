@@ -15,6 +15,7 @@ methods; never a Mock's own API, so the program cannot erase what a mock recorde
 from __future__ import annotations
 
 import builtins
+import contextvars
 import struct
 import sys
 import types
@@ -148,6 +149,13 @@ class Endpoint:
     self.handlers: dict[str, Callable[..., Any]] = {}
     self.resolving = True  # whether references by name become this side's own modules, classes
     self.closed = False
+    # The test process's references to the program's objects, whose `__dict__` holds what the
+    # tests wrote with `object.__setattr__` (it bypasses `Remote.__setattr__`): sent before the
+    # next request (`_send_buffered`).
+    self._buffered: list[Remote] = []
+    # The test process's `with` blocks on the program's objects, innermost last, each with the
+    # library context variables it set here (`_set_context`), to be reset when it ends.
+    self.contexts: list[tuple[Remote, list]] = []
     # The test process: lists, dicts and sets read from its plain objects (not a mock's) go to
     # the program by reference, so that it can change them in place.
     self._lend_containers = policy is test_side_policy
@@ -229,15 +237,21 @@ class Endpoint:
       return local
     remote = self._remotes.get(ref) if ref else None  # one per object: `is` holds as it does there
     if remote is None:
-      kind = Remote
+      kind, buffered = Remote, False
       if what == "attr":
         name = None
       elif what == "object":
         factory = self._remote(class_ref, "class", None) if class_ref is not None else None
-        kind = _remote_class(name[0], name[1], factory)
+        # the program's own classes' instances (a lazy settings object): not a library's
+        buffered = not self.forward_operators and name[0].startswith(_TESTS_MODULE)
+        kind = _remote_class(name[0], name[1], factory, buffered)
       remote = kind._pc_make(self, ref, name if what == "object" else None)  # pylint: disable=protected-access
+      if what == "class":  # its names, for `issubclass` (`Remote.__getattr__`)
+        _object_setattr(remote, "_pc_name", name)
       if ref:
         self._remotes[ref] = remote
+      if buffered:
+        self._buffered.append(remote)
     return remote
 
   def _remote(self, ref: int, what: str, name) -> "Remote":
@@ -304,6 +318,8 @@ class Endpoint:
     raises the error it reports."""
     if self.closed:
       raise ChannelBroken("the other process is gone")
+    if self._buffered and op != "objset":
+      self._send_buffered()
     state = self.before_request() if self.before_request is not None else None
     self._send(("q", op, target, state, *fields))
     while True:
@@ -320,6 +336,15 @@ class Endpoint:
           self.on_state(message[3])
         raise rebuild_error(message[1], message[2])
       raise ChannelBroken("malformed answer")
+
+  def _send_buffered(self) -> None:
+    """What the tests wrote on the program's objects with `object.__setattr__` (a lazy object's
+    own flag, set past its `__setattr__`), set there the same way, in the order written."""
+    for remote in self._buffered:
+      written = _object_getattribute(remote, "__dict__")
+      while written:
+        name = next(iter(written))
+        self.request("objset", remote, name, written.pop(name))
 
   def serve_until_closed(self) -> None:
     """The program process's loop: answers requests until the test process leaves."""
@@ -387,6 +412,9 @@ class Endpoint:
     if op == "setattr":
       setattr(target, name, fields[1])
       return None
+    if op == "objset":  # object.__setattr__, as the tests called it (`_send_buffered`)
+      _object_setattr(target, name, fields[1])
+      return None
     if op == "delattr":
       delattr(target, name)
       return None
@@ -422,7 +450,11 @@ class Endpoint:
         raise TypeError(f"unsupported operand for {name}")
       return method(target, *fields[1:])
     if op == "enter":
-      return target.__enter__()
+      if self._policy is not program_policy:
+        return target.__enter__()
+      before = contextvars.copy_context()
+      value = target.__enter__()
+      return value, _context_changes(before)
     if op == "exit":
       return target.__exit__(*fields)
     raise ValueError(f"unknown request {op!r:.20}")
@@ -569,7 +601,7 @@ def _is_mock(obj) -> bool:
 class Remote:
   """A reference to an object of the other process. See the module docstring."""
 
-  __slots__ = ("_pc_end", "_pc_id", "_pc_class", "_pc_local")
+  __slots__ = ("_pc_end", "_pc_id", "_pc_class", "_pc_local", "_pc_name")
   _pc_factory = None  # a subclass's: a reference to the remote class, called by `type(ref)(...)`
 
   @classmethod
@@ -579,6 +611,7 @@ class Remote:
     _object_setattr(self, "_pc_id", ref)
     _object_setattr(self, "_pc_class", class_name)
     _object_setattr(self, "_pc_local", None)
+    _object_setattr(self, "_pc_name", None)
     return self
 
   def __new__(cls, *args, **kwargs):  # `type(ref)(...)`: an instance made by the remote class
@@ -604,6 +637,8 @@ class Remote:
       local = _object_getattribute(self, "_pc_local")
       if local is not None and name in local:
         return local[name]
+      if name == "__bases__":
+        return _bases(self._pc_ask("getattr", name))
       if name not in ("__name__", "__qualname__", "__doc__", "__module__"):
         raise AttributeError(name)
     return self._pc_ask("getattr", name)
@@ -691,9 +726,23 @@ class Remote:
     return value
 
   def __enter__(self):
-    return self._pc_ask("enter")
+    end = _object_getattribute(self, "_pc_end")
+    answer = self._pc_ask("enter")
+    if end.forward_operators:  # the program's side entering a test's object: a plain answer
+      return answer
+    if _type(answer) is not tuple or len(answer) != 2 or _type(answer[1]) is not list:
+      raise ChannelBroken("malformed answer to a with")
+    value, changes = answer
+    end.contexts.append((self, _set_context(changes)))
+    return value
 
   def __exit__(self, *exc_info):  # the exception stays here: it is not data
+    end = _object_getattribute(self, "_pc_end")
+    for at in range(len(end.contexts) - 1, -1, -1):
+      if end.contexts[at][0] is self:
+        for var, token in reversed(end.contexts.pop(at)[1]):
+          var.reset(token)
+        break
     return self._pc_ask("exit", None, None, None)
 
   def _pc_operator(self, name: str, *operands):
@@ -714,14 +763,81 @@ class Remote:
     return self is not other
 
 
+def _bases(value) -> tuple:
+  """A reference to a class's `__bases__`: the bases a loaded library names as its own classes,
+  others as references, so that `issubclass(ref, http.server.BaseHTTPRequestHandler)` and
+  `issubclass(ref, other_ref)` walk them (the program names the bases it claims, as it names the
+  class an object claims for `isinstance`)."""
+  if _type(value) is not tuple:
+    raise TypeError("__bases__ of a remote class is not a tuple")
+  bases = []
+  for base in value:
+    name = _object_getattribute(base, "_pc_name") if is_remote(base) else None
+    local = _named_class(*name) if name is not None else None
+    bases.append(local if local is not None else base)
+  return tuple(bases)
+
+
+_VAR_NAMES: dict[contextvars.ContextVar, tuple[str, str] | None] = {}
+
+
+def _var_name(var: contextvars.ContextVar) -> tuple[str, str] | None:
+  """The (module, attribute) under which a loaded library module holds `var`, if one does."""
+  if var not in _VAR_NAMES:
+    _VAR_NAMES[var] = next(
+      (
+        (module_name, attribute)
+        for module_name, module in list(sys.modules.items())
+        if _type(module_name) is str and not module_name.startswith(_TESTS_MODULE)
+        for attribute, value in list(getattr(module, "__dict__", {}).items())
+        if value is var and _type(attribute) is str
+      ),
+      None,
+    )
+  return _VAR_NAMES[var]
+
+
+def _context_changes(before: contextvars.Context) -> list:
+  """The program's side, after a `with` the tests entered on its object: the library context
+  variables (Flask's request) its `__enter__` set, by name, with their values."""
+  changes = []
+  for var, value in contextvars.copy_context().items():
+    if var not in before or before[var] is not value:
+      name = _var_name(var)
+      if name is not None:
+        changes.append([name[0], name[1], value])
+  return changes
+
+
+def _set_context(changes: list) -> list:
+  """The test process, entering a `with` on the program's object: sets its own library context
+  variables of those names to what the program's `__enter__` set them to (data or references),
+  as one interpreter's library would see them inside the block; returns their reset tokens."""
+  tokens = []
+  for change in changes:
+    if _type(change) is not list or len(change) != 3:
+      continue
+    module, attribute, value = change
+    holder = sys.modules.get(module) if _type(module) is str else None
+    if holder is None or module.startswith(_TESTS_MODULE) or _type(attribute) is not str:
+      continue
+    var = getattr(holder, "__dict__", {}).get(attribute)
+    if _type(var) is contextvars.ContextVar:
+      tokens.append((var, var.set(value)))
+  return tokens
+
+
 _REMOTE_CLASSES: dict[tuple[str, str, int], type] = {}
 
 
-def _remote_class(module: str, qualname: str, factory: "Remote | None") -> type:
+def _remote_class(
+  module: str, qualname: str, factory: "Remote | None", buffered: bool = False
+) -> type:
   """A subclass of Remote of ours that bears the names of the remote object's class, so that
   `str(type(ax))` reads as it would there, and whose call makes an instance there (`factory`, a
-  reference to that class); it adds nothing else."""
-  key = (module, qualname, id(factory))
+  reference to that class); `buffered`: with a `__dict__` that holds what `object.__setattr__`
+  writes until it is sent (`Endpoint._send_buffered`). It adds nothing else."""
+  key = (module, qualname, id(factory), buffered)
   kind = _REMOTE_CLASSES.get(key)
   if kind is None:
     name = qualname.rsplit(".", 1)[-1] or "Remote"
@@ -729,7 +845,7 @@ def _remote_class(module: str, qualname: str, factory: "Remote | None") -> type:
       name,
       (Remote,),
       {
-        "__slots__": (),
+        "__slots__": ("__dict__",) if buffered else (),
         "__module__": module,
         "__qualname__": qualname or name,
         "_pc_factory": factory,

@@ -695,7 +695,9 @@ def _run_split(channel: Channel, job: dict) -> None:
   namespace = split_tests.namespace(CLASS_NAME)
   reported = _install_reports(channel, namespace, split_tests.bridge.is_remote)
   unittest_kind = tests["kind"] == "unittest"
-  first = unittest_kind and not plan.tests_top_names
+  first = unittest_kind and (
+    not plan.tests_top_names or split_tests.bind_library_names(job, plan, namespace)
+  )
   if first:  # its library set-up (settings.configure()) is then the program's too
     exec(plan.tests, namespace)  # pylint: disable=exec-used
   end = split_tests.start(job, plan)

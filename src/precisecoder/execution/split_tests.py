@@ -16,6 +16,7 @@ from __future__ import annotations
 import _socket
 import builtins
 import ctypes
+import dis
 import importlib
 import os
 import signal
@@ -241,6 +242,83 @@ def seal(plan) -> None:
   """Before the program's process exists: what the tests import, loaded; this process sealed."""
   _import_quietly(plan.test_imports)
   _seal()
+
+
+_STORES = frozenset({"STORE_NAME", "STORE_GLOBAL", "DELETE_NAME", "DELETE_GLOBAL"})
+_SKIPPED = frozenset({"EXTENDED_ARG", "NOP", "CACHE"})
+
+
+def _import_bindings(code: types.CodeType) -> dict[str, set]:
+  """How the program's top-level code binds each global name: `("from", module, attribute)` for
+  `from module import attribute [as name]`, `("module", imported, bound)` for `import a.b`
+  (binds a) and `import a.b as c` (binds a.b), or None for anything else (an assignment, a def,
+  a relative or starred import, a nested function's `global`). Read from the bytecode; a form it
+  does not know is None."""
+  bindings: dict[str, set] = {}
+  ops = [i for i in dis.get_instructions(code) if i.opname not in _SKIPPED]
+  for at, op in enumerate(ops):
+    if op.opname not in _STORES:
+      continue
+    how = None
+    head = ops[at - 3 : at] if at >= 3 else []
+    if len(head) == 3 and head[-1].opname == "IMPORT_NAME" and head[0].argval == 0:
+      module = head[-1].argval
+      if head[1].argval is None:  # import a.b: binds a
+        how = ("module", module, module.split(".")[0])
+    elif ops[at - 1].opname == "IMPORT_FROM":
+      start = at - 1
+      while start > 0 and ops[start].opname in ("IMPORT_FROM", *_STORES):
+        start -= 1  # back over `from m import a, b` to its IMPORT_NAME
+      head = ops[start - 2 : start + 1] if start >= 2 else []
+      attribute = ops[at - 1].argval
+      if len(head) == 3 and head[-1].opname == "IMPORT_NAME" and head[0].argval == 0:
+        module = head[-1].argval
+        if type(head[1].argval) is tuple:  # from m import a
+          how = ("from", module, attribute)
+        elif start == at - 2 and module.count(".") == 1 and module.endswith("." + attribute):
+          how = ("module", module, module)  # import a.b as c
+    bindings.setdefault(op.argval, set()).add(how)
+  stack = [c for c in code.co_consts if isinstance(c, types.CodeType)]
+  while stack:  # functions and classes that assign a global
+    nested = stack.pop()
+    stack.extend(c for c in nested.co_consts if isinstance(c, types.CodeType))
+    for op in dis.get_instructions(nested):
+      if op.opname in ("STORE_GLOBAL", "DELETE_GLOBAL"):
+        bindings.setdefault(op.argval, set()).add(None)
+  return bindings
+
+
+def bind_library_names(job: dict, plan, space: dict) -> bool:
+  """Whether the names the tests' top level takes from the program are all library names the
+  program imports (`from django.conf import settings`); if so, binds each in `space` to this
+  process's own, as the import gives it, so that the top level can run before the program's
+  process exists: what it sets up in libraries (`settings.configure()`) is then there for the
+  program too, as in one interpreter. Importing them is what naming them does anyway
+  (`_library_name`); nothing of the program runs here."""
+  try:
+    code = plan.program if plan.program is not None else compile(job["program"], "p", "exec")
+    bindings = _import_bindings(code)
+  except BaseException:  # pylint: disable=broad-except
+    return False
+  found = {}
+  for name in plan.tests_top_names:
+    hows = bindings.get(name, {None})
+    how = next(iter(hows))
+    if len(hows) != 1 or how is None or how[1].startswith(split_program.PROGRAM_MODULE):
+      return False
+    try:
+      module = importlib.import_module(how[1])
+      if how[0] == "from":
+        value = getattr(module, how[2], None)
+        if value is None:
+          value = importlib.import_module(f"{how[1]}.{how[2]}")
+      else:
+        value = sys.modules[how[2]]
+    except BaseException:  # pylint: disable=broad-except
+      return False
+    found[name] = value
+  space.update(found)
+  return True
 
 
 def start(job: dict, plan) -> bridge.Endpoint:
