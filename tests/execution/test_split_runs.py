@@ -223,8 +223,12 @@ HONEST = [
 WRONG_ADD = "def add(a, b):\n  return a - b\n"
 
 
-def _hostile(name: str, body: str, tests: dict = ADD_UNITTEST) -> tuple[str, str, dict]:
-  return name, _d(body), tests
+def _hostile(
+  name: str, body: str, tests: dict = ADD_UNITTEST, plain: bool = False
+) -> tuple[str, str, dict, bool]:
+  """A hostile program; `plain`: it forges a pass where the program and its tests share one
+  interpreter (checked below, so that its failing split is not vacuous)."""
+  return name, _d(body), tests, plain
 
 
 HOSTILE = [
@@ -246,6 +250,7 @@ HOSTILE = [
           import math
           self.assertTrue(math.isclose(add(2, 3), 5))
         """),
+    plain=True,
   ),
   _hostile(
     "a hijacked __build_class__",
@@ -262,6 +267,7 @@ HOSTILE = [
         def add(a, b):
           return 0
         """,
+    plain=True,
   ),
   _hostile(
     "the tests' helpers and classes rebound from the program",
@@ -278,6 +284,7 @@ HOSTILE = [
             frame = frame.f_back
           return 0
         """,
+    plain=True,
   ),
   _hostile(
     "a lazily imported module planted where the program can write",
@@ -314,6 +321,7 @@ HOSTILE = [
           self.assertEqual(add(1, 2), decimal.Decimal(1) / decimal.Decimal(3) * 1)
           self.assertTrue(re.fullmatch(r'\\d+', add(2, 3)))
         """),
+    plain=True,
   ),
   _hostile(
     "a checked value spoiled after the call",
@@ -334,6 +342,7 @@ HOSTILE = [
           time.sleep(0.3)
           self.assertEqual(got, [5])
         """),
+    plain=True,
   ),
   _hostile(
     "right only with a test on the stack",
@@ -347,6 +356,7 @@ HOSTILE = [
             frame = frame.f_back
           return 0
         """,
+    plain=True,
   ),
   _hostile(
     "Unicode names folded to ASCII, and the channel's nonce found in memory",
@@ -386,6 +396,7 @@ HOSTILE = [
         def add(a, b):
           return int()
         """,
+    plain=True,
   ),
   _hostile(
     "a decoder bomb: deep, then huge",
@@ -438,6 +449,7 @@ HOSTILE = [
         """,
       "from unittest.mock import patch\n",
     ),
+    plain=True,
   ),
   _hostile(
     "a flood of forged frames on the socket",
@@ -483,6 +495,248 @@ HOSTILE = [
           return 0
         """,
   ),
+  # The decoder and references: objects that lie, and what they claim to be.
+  _hostile(
+    "a class that claims to be int and equals everything",
+    """
+        class Liar:
+          def __eq__(self, other):
+            return True
+          def __ne__(self, other):
+            return False
+          __hash__ = object.__hash__
+          def __int__(self):
+            return 0
+        Liar.__module__, Liar.__qualname__, Liar.__name__ = 'builtins', 'int', 'int'
+        def add(a, b):
+          return Liar()
+        """,
+    _unittest("""
+        def test_add(self):
+          self.assertEqual(add(2, 3), int('5'))
+          self.assertEqual(int('42'), add(40, 2))
+        """),
+    plain=True,
+  ),
+  _hostile(
+    "an object that lies on every comparison and every arithmetic",
+    """
+        class Liar:
+          def __eq__(self, other):
+            return True
+          def __ne__(self, other):
+            return False
+          __le__ = __ge__ = __eq__
+          __lt__ = __gt__ = __ne__
+          __hash__ = object.__hash__
+          def __sub__(self, other):
+            return 0
+          __rsub__ = __sub__
+          def __iter__(self):
+            return iter([])
+        def add(a, b):
+          return Liar()
+        """,
+    _unittest("""
+        def test_ways(self):
+          self.assertIn(add(40, 2), [42])
+          self.assertAlmostEqual(add(1, 1), 2)
+          self.assertGreaterEqual(add(2, 2), 4)
+          self.assertLessEqual(add(2, 2), 4)
+          self.assertTrue(add(2, 3) == 5 and not add(2, 3) != 5)
+          self.assertEqual(sorted([add(2, 3), 5]), [5, 5])
+        """),
+    plain=True,
+  ),
+  _hostile(
+    "an object that claims numpy.ndarray and equals any array",
+    """
+        import numpy as np
+        class Anything:
+          def __eq__(self, other):
+            return True
+          __hash__ = object.__hash__
+        class Fake:
+          shape = (1,)
+          def __eq__(self, other):
+            return np.array([True])
+          __hash__ = object.__hash__
+          def __array__(self, dtype=None, copy=None):
+            array = np.empty(1, dtype=object)
+            array[0] = Anything()
+            return array
+          def __len__(self):
+            return 1
+          def __getitem__(self, i):
+            return Anything()
+        Fake.__module__, Fake.__qualname__, Fake.__name__ = 'numpy', 'ndarray', 'ndarray'
+        def add(a, b):
+          return Fake()
+        """,
+    _unittest(
+      """
+        def test_add(self):
+          got = add(np.array([2]), np.array([3]))
+          self.assertTrue((got == np.array([5])).all())
+          self.assertTrue(np.array_equal(got, np.array([5])))
+        """,
+      "import numpy as np\n",
+    ),
+    plain=True,
+  ),
+  _hostile(
+    "a cycle, and twenty thousand references",
+    """
+        class Thing:
+          pass
+        def add(a, b):
+          if a == 2:
+            loop = []
+            loop.append(loop)
+            return loop
+          return [Thing() for _ in range(20000)]
+        """,
+  ),
+  _hostile(
+    "a result that decodes to far more than its bytes",
+    """
+        def add(a, b):
+          return [0] * 2_000_000
+        """,
+    _unittest("""
+        def test_add(self):
+          self.assertTrue(add(2, 3) == sum([2, 3]))
+        """),
+  ),
+  # The mock bridge.
+  _hostile(
+    "a mock's record compared with an object equal to everything",
+    """
+        import urllib.request
+        class Anything:
+          def __eq__(self, other):
+            return True
+          __hash__ = object.__hash__
+        def add(a, b):
+          urllib.request.urlopen(Anything())
+          return Anything()
+        """,
+    _unittest(
+      """
+        @patch('urllib.request.urlopen')
+        def test_add(self, urlopen):
+          add(2, 3)
+          urlopen.assert_called_once_with('http://5')
+        """,
+      "from unittest.mock import patch\n",
+    ),
+    plain=True,
+  ),
+  _hostile(
+    "a mock's counters, call lists and children reached by other names",
+    """
+        import urllib.request
+        def add(a, b):
+          mock = urllib.request.urlopen
+          mock('http://x')
+          for name in ('call_count', 'called', 'call_args', 'side_effect', 'return_value'):
+            try:
+              setattr(mock, name, 0 if name == 'call_count' else None)
+            except Exception:
+              pass
+          for name in ('call_args_list', 'mock_calls', 'method_calls', '_mock_children',
+                       '_mock_call_args_list', '_mock_mock_calls'):
+            try:
+              getattr(mock, name).clear()
+            except Exception:
+              pass
+          return a + b
+        """,
+    _unittest(
+      """
+        @patch('urllib.request.urlopen')
+        def test_add(self, urlopen):
+          self.assertEqual(add(2, 3), 5)
+          urlopen.assert_not_called()
+        """,
+      "from unittest.mock import patch\n",
+    ),
+    plain=True,
+  ),
+  _hostile(
+    "a callback of the tests reached for its globals and code",
+    """
+        def apply(f, xs):
+          reaches = (lambda: f.__globals__, lambda: getattr(f, '__globals__'),
+                     lambda: f.__code__.co_consts, lambda: f.__closure__)
+          for reach in reaches:
+            try:
+              found = reach()
+              found['unittest'].TestCase.assertEqual = lambda *args, **kwargs: None
+            except Exception:
+              pass
+          return []
+        """,
+    _unittest("""
+        def test_apply(self):
+          got = apply(lambda x: x + 1, [1, 2])
+          self.assertEqual(got, [2, 3])
+        """),
+    plain=True,
+  ),
+  _hostile(
+    "the tests' library context set by the program's with, read after it",
+    """
+        import numpy as np
+        class Context:
+          def __enter__(self):
+            np.set_printoptions(formatter={'int': lambda x: '5'})
+            return self
+          def __exit__(self, *exc_info):
+            return False
+        def add(a, b):
+          return 0
+        def context():
+          return Context()
+        """,
+    _unittest(
+      """
+        def test_add(self):
+          with context():
+            pass
+          self.assertEqual(str(np.array([add(2, 3)])), '[5]')
+        """,
+      "import numpy as np\n",
+    ),
+    plain=True,
+  ),
+  # The channel and the test's outcome.
+  _hostile(
+    "the program skips the tests",
+    """
+        import unittest
+        def add(a, b):
+          raise unittest.SkipTest('not today')
+        """,
+    plain=True,
+  ),
+  _hostile(
+    "a forged error frame that skips the test, then the channel closed",
+    """
+        import json, os, socket, stat, struct
+        def add(a, b):
+          frame = json.dumps({'t': ['e', {'l': [{'l': ['unittest.case', 'SkipTest']}]},
+                                    {'t': ['skipped']}, None]}).encode()
+          for fd in range(3, 64):
+            try:
+              if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                os.write(fd, struct.pack('!I', len(frame)) + frame)
+                os.close(fd)
+            except OSError:
+              pass
+          os._exit(0)
+        """,
+  ),
 ]
 
 
@@ -503,9 +757,9 @@ def test_honest_programs_pass_split(pool):
 
 
 def test_hostile_programs_never_pass_split(pool):
-  jobs = [Job(program, tests, LIMITS) for _, program, tests in HOSTILE]
-  jobs += [Job(program, ADD_ASSERT, LIMITS) for _, program, _ in HOSTILE[1:3]]
-  names = [name for name, _, _ in HOSTILE] + [f"{n} [assert]" for n, _, _ in HOSTILE[1:3]]
+  jobs = [Job(program, tests, LIMITS) for _, program, tests, _ in HOSTILE]
+  jobs += [Job(program, ADD_ASSERT, LIMITS) for _, program, _, _ in HOSTILE[1:3]]
+  names = [name for name, *_ in HOSTILE] + [f"{n} [assert]" for n, *_ in HOSTILE[1:3]]
   results = pool.run(
     jobs
     + [
@@ -517,3 +771,35 @@ def test_hostile_programs_never_pass_split(pool):
   assert wrong.status is Status.FAIL and right.passed, (wrong, right)
   forged = [f"{name}: {r.detail}" for name, r in zip(names, hostile) if r.passed]
   assert not forged, "\n".join(forged)
+
+
+# The program and its tests in one interpreter, sandboxed (an `io` job: no split, no in-process
+# defence), printing whether unittest's own runner passed them.
+_PLAIN_RUNNER = """
+import io as _io, unittest as _unittest
+_suite = _unittest.TestSuite()
+for _value in list(globals().values()):
+  if isinstance(_value, type) and issubclass(_value, _unittest.TestCase):
+    _suite.addTests(_unittest.defaultTestLoader.loadTestsFromTestCase(_value))
+_result = _unittest.TextTestRunner(stream=_io.StringIO()).run(_suite)
+print('PASSED' if _result.wasSuccessful() and _result.testsRun else 'FAILED')
+"""
+
+
+def test_the_hostile_programs_forge_a_pass_in_one_interpreter():
+  """Those marked `plain` pass where the program and its tests share an interpreter, so that
+  their failing split is the split design's doing, not a broken attack."""
+  plain = [(name, program, tests) for name, program, tests, forges in HOSTILE if forges]
+  assert len(plain) >= 15
+  jobs = [
+    Job(
+      program + "\n" + tests["code"] + _PLAIN_RUNNER,
+      {"kind": "io", "cases": [{"stdin": "", "stdout": "PASSED\n"}]},
+      LIMITS,
+    )
+    for _, program, tests in plain
+  ]
+  with ExecutionPool(workers=2, split_tests=False) as p:
+    results = p.run(jobs)
+  broken = [f"{name}: {r.detail}" for (name, _, _), r in zip(plain, results) if not r.passed]
+  assert not broken, "\n".join(broken)

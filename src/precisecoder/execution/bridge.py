@@ -151,8 +151,9 @@ class Endpoint:
     self.closed = False
     # The test process's references to the program's objects, whose `__dict__` holds what the
     # tests wrote with `object.__setattr__` (it bypasses `Remote.__setattr__`): sent before the
-    # next request (`_send_buffered`).
+    # next request (`_send_buffered`); their dicts apart, for a quick `any` before each request.
     self._buffered: list[Remote] = []
+    self._buffers: list[dict] = []
     # The test process's `with` blocks on the program's objects, innermost last, each with the
     # library context variables it set here (`_set_context`), to be reset when it ends.
     self.contexts: list[tuple[Remote, list]] = []
@@ -252,6 +253,7 @@ class Endpoint:
         self._remotes[ref] = remote
       if buffered:
         self._buffered.append(remote)
+        self._buffers.append(_object_getattribute(remote, "__dict__"))
     return remote
 
   def _remote(self, ref: int, what: str, name) -> "Remote":
@@ -318,7 +320,7 @@ class Endpoint:
     raises the error it reports."""
     if self.closed:
       raise ChannelBroken("the other process is gone")
-    if self._buffered and op != "objset":
+    if any(self._buffers) and op != "objset":
       self._send_buffered()
     state = self.before_request() if self.before_request is not None else None
     self._send(("q", op, target, state, *fields))
@@ -339,9 +341,8 @@ class Endpoint:
 
   def _send_buffered(self) -> None:
     """What the tests wrote on the program's objects with `object.__setattr__` (a lazy object's
-    own flag, set past its `__setattr__`), set there the same way, in the order written."""
-    for remote in self._buffered:
-      written = _object_getattribute(remote, "__dict__")
+    own flag, set past its `__setattr__`), set there the same way."""
+    for remote, written in zip(self._buffered, self._buffers):
       while written:
         name = next(iter(written))
         self.request("objset", remote, name, written.pop(name))
