@@ -274,8 +274,11 @@ code, and that importing a library the program imported changes no check.
     dataclass record compares the fields its constructor stored), files the
     program wrote that the tests unpickle, the test code's text (the program's
     process is a fork of the tests'), signals to the test process (a fail or a
-    timeout), and library state beyond random's and numpy's generators, the
-    environment, the working directory and pyplot's figures.
+    timeout), what the program's classes claim to be (`isinstance`, `issubclass`
+    answer from the names and bases it gives), what the tests read through a
+    library's context variables inside a `with` on the program's object (its
+    context, as they asked), and library state beyond random's and numpy's
+    generators, the environment, the working directory and pyplot's figures.
   None of the guard, integrity, audit-hook or screen defences above is needed
   for a split run (the program never runs where the tests do); they stay for
   the default path, which split runs do not replace until they have no false
