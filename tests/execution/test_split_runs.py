@@ -9,11 +9,13 @@ never pass. Every hostile program returns wrong answers: a pass would be a forge
 
 from __future__ import annotations
 
+import random
 import textwrap
 
+import numpy as np
 import pytest
 
-from precisecoder.execution import ExecutionPool, Job, Limits, Status
+from precisecoder.execution import ExecutionPool, Job, Limits, Status, split_tests
 
 LIMITS = Limits(timeout_s=20.0, memory_mb=1024)
 
@@ -710,6 +712,33 @@ HOSTILE = [
     ),
     plain=True,
   ),
+  _hostile(
+    "the generator's state chosen, so the tests draw the inputs the program is right on",
+    """
+        import random
+        def _small_seed():
+          for seed in range(10 ** 7):
+            random.seed(seed)
+            if random.randint(0, 10 ** 6) < 10:
+              return seed
+        SEED = _small_seed()
+        def double(x):
+          random.Random.seed(random._inst, SEED)  # past a wrapper the harness may put on seed
+          return 2 * x if x < 10 else 0
+        """,
+    _unittest(
+      """
+        def test_double(self):
+          random.seed(0)
+          self.assertEqual(double(0), 0)
+          for _ in range(20):
+            x = random.randint(0, 10 ** 6)
+            self.assertEqual(double(x), 2 * x)
+        """,
+      "import random\n",
+    ),
+    plain=True,
+  ),
   # The channel and the test's outcome.
   _hostile(
     "the program skips the tests",
@@ -803,3 +832,31 @@ def test_the_hostile_programs_forge_a_pass_in_one_interpreter():
     results = p.run(jobs)
   broken = [f"{name}: {r.detail}" for (name, _, _), r in zip(plain, results) if not r.passed]
   assert not broken, "\n".join(broken)
+
+
+def test_the_tests_draw_on_where_the_programs_draws_left_the_generators_not_its_reseeds():
+  random.seed(7)
+  before = random.getstate()
+  for draw in (lambda: None, random.random, lambda: random.shuffle(list(range(5000)))):
+    random.setstate(before)
+    draw()
+    after = random.getstate()
+    assert split_tests._drawn_python(before, after) == (after[0], after[1], None)
+  random.setstate(before)
+  random.gauss(0, 1)  # its cached second value is dropped, not taken from the program
+  assert split_tests._drawn_python(before, random.getstate())[2] is None
+  random.seed(8)
+  assert split_tests._drawn_python(before, random.getstate()) is None
+  assert split_tests._drawn_python(before, (3, (0,) * 625, None)) is None
+  assert split_tests._drawn_python(before, "x") is None
+  np.random.seed(7)
+  before = np.random.get_state()
+  for draw in (lambda: None, lambda: np.random.rand(5000), np.random.normal):
+    np.random.set_state(before)
+    draw()
+    after = np.random.get_state()
+    drawn = split_tests._drawn_numpy(np, before, after)
+    assert (drawn[1] == after[1]).all() and drawn[2] == after[2] and drawn[3] == 0
+  np.random.seed(8)
+  assert split_tests._drawn_numpy(np, before, np.random.get_state()) is None
+  assert split_tests._drawn_numpy(np, before, ("MT19937", [1, 2], 3, 0, 0.0)) is None

@@ -61,6 +61,10 @@ class ProgramSide:
     self.module: types.ModuleType | None = None
     self.patches: dict[int, tuple] = {}  # patch id -> (target, attribute, original)
     self.synced: dict[str, Any] = {}  # what the generators held when last exchanged
+    # The generators the program seeded or set itself since the tests last sent theirs: their
+    # states are its own, and the test process would refuse them (`split_tests._State.incoming`)
+    # after walking its generator as far as it may; they are not sent back.
+    self.reseeded: set[str] = set()
 
   def load(self) -> dict:
     """Runs the program; returns its top-level names for the tests' namespace."""
@@ -95,29 +99,48 @@ class ProgramSide:
     if "random" in state:  # the tests use random: so may the program
       import random  # pylint: disable=import-outside-toplevel
 
-      random.setstate(state["random"])
+      self._watch("random", random, ("seed", "setstate"))
+      random._inst.setstate(state["random"])  # pylint: disable=protected-access
       self.synced["random"] = state["random"]
+      self.reseeded.discard("random")
     if "numpy" in state:
       numpy = sys.modules.get("numpy")
       if numpy is not None:
-        numpy.random.set_state(state["numpy"])
+        self._watch("numpy", numpy.random, ("seed", "set_state"))
+        numpy.random.mtrand._rand.set_state(state["numpy"])  # pylint: disable=protected-access
         self.synced["numpy"] = _numpy_state(numpy)
+        self.reseeded.discard("numpy")
     if "environ" in state:
       os.environ.clear()
       os.environ.update(state["environ"])
     if "cwd" in state:
       os.chdir(state["cwd"])
 
+  def _watch(self, key: str, module: types.ModuleType, names: tuple[str, ...]) -> None:
+    """Notes in `reseeded` when the program calls `module`'s `names` (seed, set the state)."""
+    for name in names:
+      original = getattr(module, name, None)
+      if original is None or getattr(original, "_pc_watched", None) is self:
+        continue
+
+      def watched(*args, _original=original, **kwargs):
+        self.reseeded.add(key)
+        return _original(*args, **kwargs)
+
+      watched._pc_watched = self  # pylint: disable=protected-access
+      setattr(module, name, watched)
+
   def state(self) -> dict | None:
-    """The generator states that changed since they were last exchanged."""
+    """The generator states that changed since they were last exchanged (but those the program
+    seeded itself)."""
     out = {}
     random = sys.modules.get("random")
-    if random is not None and "random" in self.synced:
+    if random is not None and "random" in self.synced and "random" not in self.reseeded:
       now = random.getstate()
       if now != self.synced["random"]:
         out["random"] = self.synced["random"] = now
     numpy = sys.modules.get("numpy")
-    if numpy is not None and "numpy" in self.synced:
+    if numpy is not None and "numpy" in self.synced and "numpy" not in self.reseeded:
       now = _numpy_state(numpy)
       if not _same_numpy_state(now, self.synced["numpy"]):
         out["numpy"] = self.synced["numpy"] = now

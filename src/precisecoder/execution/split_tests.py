@@ -185,22 +185,100 @@ class _State:
     return out or None
 
   def incoming(self, state: Any) -> None:
+    """The program's generator states, adopted where its own draws made them from the state last
+    sent: the tests draw on where the program stopped, as in one interpreter. A state it chose
+    (a reseed, `setstate`) stays its own: through it the program would choose what the tests
+    draw next (their random inputs)."""
     if type(state) is not dict:
       return
     random = sys.modules.get("random")
     if random is not None and type(state.get("random")) is tuple:
-      try:
-        random.setstate(state["random"])
-        self.sent["random"] = state["random"]
-      except (TypeError, ValueError):
-        pass
+      drawn = _drawn_python(self.sent.get("random"), state["random"])
+      if drawn is not None:
+        random.setstate(drawn)
+        self.sent["random"] = drawn
     numpy = sys.modules.get("numpy")
     if numpy is not None and type(state.get("numpy")) is tuple:
-      try:
-        numpy.random.set_state(state["numpy"])
+      drawn = _drawn_numpy(numpy, self.sent.get("numpy"), state["numpy"])
+      if drawn is not None:
+        numpy.random.set_state(drawn)
         self.sent["numpy"] = numpy.random.get_state(legacy=True)
-      except (TypeError, ValueError):
-        pass
+
+
+# How many of the Mersenne Twister's 624-word blocks one call of the program may draw for its
+# generator's state to be recognised as drawn (31 million words; the walk costs ~5 us a block).
+_MAX_BLOCKS = 50_000
+_WORDS = 624
+
+
+def _tempered(word: int) -> int:
+  """The Mersenne Twister's output for a word of its state."""
+  word ^= word >> 11
+  word ^= (word << 7) & 0x9D2C5680
+  word ^= (word << 15) & 0xEFC60000
+  return word ^ (word >> 18)
+
+
+def _reached(start: list, end: list, skip, matcher) -> bool:
+  """Whether drawing leads from generator position `start` ([words, index]) to `end`: the same
+  block, or a later one, which the walk meets within `_MAX_BLOCKS` (`skip(n)` draws n words;
+  `matcher(outputs)()` draws a block and tells whether it gave those outputs)."""
+  (words, index), (target, at) = start, end
+  if words == target:
+    return index <= at
+  if not 1 <= at <= _WORDS:
+    return False
+  skip(_WORDS - index)  # to the end of the block the program started in
+  next_block_is_end = matcher([_tempered(w) for w in target])
+  return any(next_block_is_end() for _ in range(_MAX_BLOCKS))
+
+
+def _drawn_python(before: Any, after: Any) -> tuple | None:
+  """`random`'s state `after`, where draws alone lead to it from `before` (its cached Gaussian
+  dropped: a value the program could set); else None."""
+  import random  # pylint: disable=import-outside-toplevel
+
+  try:
+    version, words, _ = after
+    if type(words) is not tuple or len(words) != _WORDS + 1 or before[0] != version:
+      return None
+    if not all(type(w) is int and 0 <= w < 1 << 32 for w in words):
+      return None
+    walker = random.Random()
+    walker.setstate((before[0], before[1], None))
+  except (TypeError, ValueError, IndexError):
+    return None
+
+  def matcher(outputs: list):  # getrandbits: a block's outputs as one int, low word first
+    wanted = sum(o << (32 * i) for i, o in enumerate(outputs))
+    return lambda: walker.getrandbits(32 * _WORDS) == wanted
+
+  start, end = [before[1][:_WORDS], before[1][_WORDS]], [words[:_WORDS], words[_WORDS]]
+  skip = lambda n: n and walker.getrandbits(32 * n)  # noqa: E731
+  return (version, words, None) if _reached(start, end, skip, matcher) else None
+
+
+def _drawn_numpy(numpy, before: Any, after: Any) -> tuple | None:
+  """numpy's legacy global state `after`, where draws alone lead to it from `before` (its cached
+  Gaussian dropped); else None."""
+  try:
+    name, keys, position = after[:3]
+    keys = numpy.asarray(keys, dtype=numpy.uint32)
+    if keys.shape != (_WORDS,) or type(position) is not int or name != before[0]:
+      return None
+    walker = numpy.random.MT19937()
+    walker.state = {"bit_generator": name, "state": {"key": before[1], "pos": before[2]}}
+  except (TypeError, ValueError, IndexError, KeyError):
+    return None
+
+  def matcher(outputs: list):
+    wanted = numpy.array(outputs, dtype=numpy.uint64)
+    return lambda: numpy.array_equal(walker.random_raw(_WORDS), wanted)
+
+  start = [before[1].tolist(), before[2]]
+  skip = lambda n: walker.random_raw(n)  # noqa: E731
+  reached = _reached(start, [keys.tolist(), position], skip, matcher)
+  return (name, keys, position, 0, 0.0) if reached else None
 
 
 def _writable_places() -> tuple[str, ...]:
