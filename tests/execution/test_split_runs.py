@@ -212,6 +212,39 @@ HONEST = [
     ),
   ),
   (
+    "the program's own exception classes, raised and returned",
+    _d("""
+        class BadInput(ValueError):
+          pass
+        class Empty(BadInput):
+          pass
+        def parse(text):
+          if not text:
+            raise Empty('nothing')
+          if not text.isdigit():
+            raise BadInput(text)
+          return int(text)
+        def problem():
+          return BadInput('kept')
+        """),
+    _unittest("""
+        def test_parse(self):
+          with self.assertRaises(BadInput):
+            parse('x')
+          with self.assertRaisesRegex(BadInput, 'nothing'):
+            parse('')
+          with self.assertRaises(ValueError):
+            parse('y')
+          try:
+            parse('')
+          except Empty as e:
+            self.assertIsInstance(e, BadInput)
+          self.assertTrue(issubclass(Empty, BadInput) and not issubclass(BadInput, Empty))
+          self.assertIsInstance(problem(), BadInput)
+          self.assertEqual(parse('7'), 7)
+        """),
+  ),
+  (
     "an exception the tests expect",
     "def parse(text):\n  return int(text)\n",
     _unittest("""

@@ -31,7 +31,7 @@ _object_setattr = object.__setattr__
 _object_getattribute = object.__getattribute__
 
 
-_KINDS = ("module", "class", "function", "object", "attr")  # what a reference names
+_KINDS = ("module", "class", "function", "object", "attr", "error")  # what a reference names
 
 
 class ChannelBroken(ConnectionError):
@@ -193,6 +193,11 @@ class Endpoint:
     if kind is types.ModuleType:
       what = "module"
       name = [obj.__name__, ""]
+    elif issubclass(kind, type) and issubclass(obj, BaseException) and self.codec.records:
+      # the program's exception class, with its classes' names: the test process makes a class
+      # of its own for it (`_stand_in`), so that `assertRaises(BadInput)` catches it
+      name = [_text(getattr(obj, "__module__", "")), _text(getattr(obj, "__qualname__", ""))]
+      return {"r": [self.lend(obj), "error", name, _class_names(obj)]}
     else:
       what = "class" if issubclass(kind, type) else "object"
       if what == "object" and not self._lendable(obj) and callable(obj):
@@ -220,6 +225,11 @@ class Endpoint:
       raise codec_lib.DecodeError("malformed reference")
     ref, what, name = body[:3]
     class_ref = body[3] if len(body) == 4 and _type(body[3]) is int else None
+    if what == "error":  # the program's exception class: ours of its names, on the tests' side
+      stand_in = None if self.forward_operators or len(body) != 4 else _stand_in(body[3])
+      if stand_in is not None:
+        return stand_in
+      what = "class"
     if (
       _type(ref) is not int
       or ref < 0
@@ -336,7 +346,7 @@ class Endpoint:
       if message[0] == "e" and len(message) == 4:
         if self.on_state is not None:
           self.on_state(message[3])
-        raise rebuild_error(message[1], message[2])
+        raise rebuild_error(message[1], message[2], stand_ins=not self.forward_operators)
       raise ChannelBroken("malformed answer")
 
   def _send_buffered(self) -> None:
@@ -508,25 +518,82 @@ def _error_args(error: BaseException) -> Any:
   )
 
 
-def rebuild_error(names: Any, args: Any) -> BaseException:
+def rebuild_error(names: Any, args: Any, stand_ins: bool = False) -> BaseException:
   """An exception of this side's own class nearest to the other side's: a builtin or a loaded
-  library's exception class, made without running its __init__ (its args set as given)."""
+  library's exception class, or (`stand_ins`: the test process) the class of ours standing for
+  the program's own (`_stand_in`), made without running its __init__ (its args set as given)."""
   if _type(args) is not tuple:
     args = (str(args),)
-  for pair in names if _type(names) is list else []:
-    if _type(pair) is not list or len(pair) != 2:
+  local = _stand_in(names) if stand_ins else None
+  for cls in [local] if local is not None else _named_classes(names):
+    if cls is None or not issubclass(cls, BaseException) or cls is BaseException:
       continue
-    cls = _named_class(*pair)
-    if cls is not None and issubclass(cls, BaseException) and cls is not BaseException:
-      if cls in (SystemExit, KeyboardInterrupt, GeneratorExit):
-        break
-      try:
-        error = cls.__new__(cls)
-        error.args = args
-        return error
-      except Exception:  # pylint: disable=broad-except
-        continue
+    if cls in (SystemExit, KeyboardInterrupt, GeneratorExit):
+      break
+    try:
+      error = cls.__new__(cls)
+      error.args = args
+      return error
+    except Exception:  # pylint: disable=broad-except
+      continue
   return RemoteError(*args)
+
+
+def _named_classes(names: Any):
+  for pair in names if _type(names) is list else []:
+    if _type(pair) is list and len(pair) == 2:
+      yield _named_class(*pair)
+
+
+def _class_names(cls: type) -> list:
+  """A class's classes, most derived first, by (module, qualified name)."""
+  return [
+    [_text(getattr(c, "__module__", "")), _text(getattr(c, "__qualname__", ""))]
+    for c in cls.__mro__
+  ]
+
+
+# The test process's classes that stand for the program's exception classes, by their names.
+_STAND_INS: dict[tuple[str, str], type] = {}
+_MAX_STAND_INS = 1000
+
+
+def _stand_in(names: Any) -> type | None:
+  """The test process's exception class for the program's whose classes (most derived first)
+  `names` gives: made here by our code (`type`) from names alone, deriving from the class of
+  ours for the next of the program's classes named, else from the first loaded library's
+  exception class named (an Exception, never SystemExit, KeyboardInterrupt, GeneratorExit), so
+  that `assertRaises(BadInput)`, `except ValueError` and `isinstance` hold on what the program
+  raises, as the program names it (as it names the class an object claims). None where the
+  first class named is not the program's."""
+  if _type(names) is not list or not names or len(names) > 64:
+    return None
+  pairs = [p for p in names if _type(p) is list and len(p) == 2 and all(_type(n) is str for n in p)]
+  if (
+    len(pairs) != len(names)
+    or not pairs[0][0].startswith(_TESTS_MODULE)
+    or max(len(pairs[0][0]), len(pairs[0][1])) > 200
+  ):
+    return None
+  key = (pairs[0][0], pairs[0][1])
+  made = _STAND_INS.get(key)
+  if made is not None or len(_STAND_INS) >= _MAX_STAND_INS:
+    return made
+  base = Exception
+  for at, (module, qualname) in enumerate(pairs[1:], 1):
+    found = (
+      _stand_in(pairs[at:]) if module.startswith(_TESTS_MODULE) else _named_class(module, qualname)
+    )
+    if isinstance(found, type) and issubclass(found, Exception):
+      base = found
+      break
+  try:
+    made = _type(key[1].rsplit(".", 1)[-1] or "Error", (base,), {"__qualname__": key[1]})
+  except Exception:  # pylint: disable=broad-except
+    made = _type("Error", (Exception,), {"__qualname__": key[1]})
+  made.__module__ = key[0]
+  _STAND_INS[key] = made
+  return made
 
 
 # Types of the interpreter that builtins does not name, that a reference may claim (`inspect.
@@ -542,8 +609,10 @@ def _named_class(module: Any, qualname: Any) -> type | None:
     return None
   if module == "builtins" and qualname in _BUILTIN_TYPES:
     return _BUILTIN_TYPES[qualname]
+  if module.startswith(_TESTS_MODULE):  # the program's: only an exception class stands in
+    return _STAND_INS.get((module, qualname))
   holder = builtins if module == "builtins" else sys.modules.get(module)
-  if holder is None or module.startswith("__precisecoder_program"):
+  if holder is None:
     return None
   value = holder
   for part in qualname.split("."):
