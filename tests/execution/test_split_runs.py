@@ -212,6 +212,30 @@ HONEST = [
     ),
   ),
   (
+    "the tests draw on after the program seeded the generators and drew (BigCodeBench/93)",
+    _d("""
+        import random
+        import numpy as np
+        def make():
+          np.random.seed(42)
+          random.seed('seven')
+          return float(np.random.rand()), random.random()
+        """),
+    _unittest(
+      """
+        def test_make(self):
+          make()
+          after = (float(np.random.rand()), random.random())
+          np.random.seed(42)
+          random.seed('seven')
+          np.random.rand()
+          random.random()
+          self.assertEqual(after, (float(np.random.rand()), random.random()))
+        """,
+      "import random\nimport numpy as np\n",
+    ),
+  ),
+  (
     "the program's own exception classes, raised and returned",
     _d("""
         class BadInput(ValueError):
@@ -772,6 +796,34 @@ HOSTILE = [
     ),
     plain=True,
   ),
+  _hostile(
+    "the generator's state set, so the tests draw the inputs the program is right on",
+    """
+        import random
+        def _small_state():
+          for seed in range(10 ** 7):
+            generator = random.Random(seed)
+            state = generator.getstate()
+            if generator.randint(0, 10 ** 6) < 10:
+              return state
+        STATE = _small_state()
+        def double(x):
+          random.setstate(STATE)
+          return 2 * x if x < 10 else 0
+        """,
+    _unittest(
+      """
+        def test_double(self):
+          random.seed(0)
+          self.assertEqual(double(0), 0)
+          for _ in range(20):
+            x = random.randint(0, 10 ** 6)
+            self.assertEqual(double(x), 2 * x)
+        """,
+      "import random\n",
+    ),
+    plain=True,
+  ),
   # The channel and the test's outcome.
   _hostile(
     "the program skips the tests",
@@ -867,7 +919,7 @@ def test_the_hostile_programs_forge_a_pass_in_one_interpreter():
   assert not broken, "\n".join(broken)
 
 
-def test_the_tests_draw_on_where_the_programs_draws_left_the_generators_not_its_reseeds():
+def test_the_tests_draw_on_from_the_programs_draws_and_seeds_never_a_state_it_set():
   random.seed(7)
   before = random.getstate()
   for draw in (lambda: None, random.random, lambda: random.shuffle(list(range(5000)))):
@@ -893,3 +945,17 @@ def test_the_tests_draw_on_where_the_programs_draws_left_the_generators_not_its_
   np.random.seed(8)
   assert split_tests._drawn_numpy(np, before, np.random.get_state()) is None
   assert split_tests._drawn_numpy(np, before, ("MT19937", [1, 2], 3, 0, 0.0)) is None
+  # From a seed the program gave, repeated here: numbers, text, bytes, arrays; never an object.
+  random.seed("seven")
+  random.random()
+  seeded = split_tests._seeded(((b"x",), {}), random.Random, lambda g: g.getstate())
+  assert seeded is not None and split_tests._drawn_python(seeded, random.getstate()) is None
+  seeded = split_tests._seeded((("seven",), {}), random.Random, lambda g: g.getstate())
+  assert split_tests._drawn_python(seeded, random.getstate()) is not None
+  np.random.seed([1, 2])
+  np.random.rand(3)
+  read = lambda g: g.get_state(legacy=True)  # noqa: E731
+  seeded = split_tests._seeded((([1, 2],), {}), np.random.RandomState, read)
+  assert split_tests._drawn_numpy(np, seeded, np.random.get_state()) is not None
+  for given in ((object(),), {}), ((), {"a": {}}), "x", ((1, 2, 3), {}):
+    assert split_tests._seeded(given, random.Random, lambda g: g.getstate()) is None

@@ -61,10 +61,11 @@ class ProgramSide:
     self.module: types.ModuleType | None = None
     self.patches: dict[int, tuple] = {}  # patch id -> (target, attribute, original)
     self.synced: dict[str, Any] = {}  # what the generators held when last exchanged
-    # The generators the program seeded or set itself since the tests last sent theirs: their
-    # states are its own, and the test process would refuse them (`split_tests._State.incoming`)
-    # after walking its generator as far as it may; they are not sent back.
-    self.reseeded: set[str] = set()
+    # The generators the program seeded or set itself since their states were last exchanged:
+    # the seed it gave (args, kwargs), which the test process can repeat and walk on from
+    # (`split_tests._State.incoming`), or None (a state it set, a seed from the OS): then the
+    # state is its own, and is not sent back (the test process would refuse it).
+    self.reseeded: dict[str, Any] = {}
 
   def load(self) -> dict:
     """Runs the program; returns its top-level names for the tests' namespace."""
@@ -102,14 +103,14 @@ class ProgramSide:
       self._watch("random", random, ("seed", "setstate"))
       random._inst.setstate(state["random"])  # pylint: disable=protected-access
       self.synced["random"] = state["random"]
-      self.reseeded.discard("random")
+      self.reseeded.pop("random", None)
     if "numpy" in state:
       numpy = sys.modules.get("numpy")
       if numpy is not None:
         self._watch("numpy", numpy.random, ("seed", "set_state"))
         numpy.random.mtrand._rand.set_state(state["numpy"])  # pylint: disable=protected-access
         self.synced["numpy"] = _numpy_state(numpy)
-        self.reseeded.discard("numpy")
+        self.reseeded.pop("numpy", None)
     if "environ" in state:
       os.environ.clear()
       os.environ.update(state["environ"])
@@ -117,33 +118,43 @@ class ProgramSide:
       os.chdir(state["cwd"])
 
   def _watch(self, key: str, module: types.ModuleType, names: tuple[str, ...]) -> None:
-    """Notes in `reseeded` when the program calls `module`'s `names` (seed, set the state)."""
+    """Notes in `reseeded` when the program calls `module`'s `names`: the seed it gave to
+    `seed`, None for anything else (setting the state)."""
     for name in names:
       original = getattr(module, name, None)
       if original is None or getattr(original, "_pc_watched", None) is self:
         continue
 
-      def watched(*args, _original=original, **kwargs):
-        self.reseeded.add(key)
+      def watched(*args, _original=original, _seeds=name == "seed", **kwargs):
+        given = [*args, *kwargs.values()]
+        seeded = _seeds and given and all(value is not None for value in given)
+        self.reseeded[key] = (args, kwargs) if seeded else None
         return _original(*args, **kwargs)
 
       watched._pc_watched = self  # pylint: disable=protected-access
       setattr(module, name, watched)
 
   def state(self) -> dict | None:
-    """The generator states that changed since they were last exchanged (but those the program
-    seeded itself)."""
+    """The generator states that changed since they were last exchanged, with the seed the
+    program gave where it seeded one; none that the program set otherwise."""
     out = {}
     random = sys.modules.get("random")
-    if random is not None and "random" in self.synced and "random" not in self.reseeded:
-      now = random.getstate()
-      if now != self.synced["random"]:
-        out["random"] = self.synced["random"] = now
     numpy = sys.modules.get("numpy")
-    if numpy is not None and "numpy" in self.synced and "numpy" not in self.reseeded:
-      now = _numpy_state(numpy)
-      if not _same_numpy_state(now, self.synced["numpy"]):
-        out["numpy"] = self.synced["numpy"] = now
+    for key, module, read, same in (
+      ("random", random, lambda: random.getstate(), lambda a, b: a == b),
+      ("numpy", numpy, lambda: _numpy_state(numpy), _same_numpy_state),
+    ):
+      if module is None or key not in self.synced:
+        continue
+      seed = self.reseeded.get(key, ())
+      if seed is None:  # a state the program set: its own
+        continue
+      now = read()
+      if not same(now, self.synced[key]):
+        out[key] = self.synced[key] = now
+        if seed != ():
+          out[f"{key}_seed"] = seed
+          del self.reseeded[key]
     return out or None
 
   def _patch(self, patches: Any) -> None:

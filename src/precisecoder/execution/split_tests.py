@@ -185,21 +185,26 @@ class _State:
     return out or None
 
   def incoming(self, state: Any) -> None:
-    """The program's generator states, adopted where its own draws made them from the state last
-    sent: the tests draw on where the program stopped, as in one interpreter. A state it chose
-    (a reseed, `setstate`) stays its own: through it the program would choose what the tests
-    draw next (their random inputs)."""
+    """The program's generator states, adopted where draws alone made them from the state last
+    sent or from the seed the program gave (repeated here): the tests draw on where the program
+    stopped, as in one interpreter (BigCodeBench/93's tests draw their data after the program
+    seeded numpy). A state it set otherwise stays its own: through it the program would choose
+    all the tests draw next (their random inputs)."""
     if type(state) is not dict:
       return
     random = sys.modules.get("random")
     if random is not None and type(state.get("random")) is tuple:
-      drawn = _drawn_python(self.sent.get("random"), state["random"])
+      start = _seeded(state.get("random_seed"), random.Random, lambda g: g.getstate())
+      drawn = _drawn_python(start or self.sent.get("random"), state["random"])
       if drawn is not None:
         random.setstate(drawn)
         self.sent["random"] = drawn
     numpy = sys.modules.get("numpy")
     if numpy is not None and type(state.get("numpy")) is tuple:
-      drawn = _drawn_numpy(numpy, self.sent.get("numpy"), state["numpy"])
+      start = _seeded(
+        state.get("numpy_seed"), numpy.random.RandomState, lambda g: g.get_state(legacy=True)
+      )
+      drawn = _drawn_numpy(numpy, start or self.sent.get("numpy"), state["numpy"])
       if drawn is not None:
         numpy.random.set_state(drawn)
         self.sent["numpy"] = numpy.random.get_state(legacy=True)
@@ -209,6 +214,27 @@ class _State:
 # generator's state to be recognised as drawn (31 million words; the walk costs ~5 us a block).
 _MAX_BLOCKS = 50_000
 _WORDS = 624
+
+
+def _seeded(given: Any, make, read) -> Any:
+  """The state of a generator of ours (`make()`, read with `read`) once seeded as the program
+  seeded its own (`given`: (args, kwargs) of numbers, text or bytes, or lists or arrays of
+  numbers), or None."""
+  if type(given) is not tuple or len(given) != 2:
+    return None
+  args, kwargs = given
+  if type(args) is not tuple or type(kwargs) is not dict or len(args) + len(kwargs) > 2:
+    return None
+  for value in [*args, *kwargs.values()]:
+    kind = type(value)
+    if kind not in (int, float, str, bytes, bytearray, list, tuple) and kind.__name__ != "ndarray":
+      return None
+  try:
+    generator = make()
+    generator.seed(*args, **kwargs)
+    return read(generator)
+  except Exception:  # pylint: disable=broad-except
+    return None
 
 
 def _tempered(word: int) -> int:
