@@ -302,6 +302,7 @@ def test_the_program_may_call_a_mock_but_not_erase_what_it_recorded():
   ):
     assert not policy(mock, "getattr", name), name
   assert not policy(mock, "setattr", "return_value")
+  assert not policy(mock, "objset", "called")  # object.__setattr__ is the tests' only
 
   class Node:
     def walk(self):
@@ -309,6 +310,7 @@ def test_the_program_may_call_a_mock_but_not_erase_what_it_recorded():
 
   assert policy(Node(), "setattr", "next") and not policy(Node(), "setattr", "walk")
   assert not policy(Node(), "setattr", "_private")
+  assert not policy(Node(), "objset", "next")
 
 
 def test_the_test_process_lends_no_module_library_function_or_builtin():
