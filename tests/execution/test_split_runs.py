@@ -280,6 +280,13 @@ HONEST = [
 ]
 
 WRONG_ADD = "def add(a, b):\n  return a - b\n"
+RAISES_UNITTEST = _unittest("""
+    def test_a_valid(self):
+      self.assertEqual(root(9), 3)
+    def test_b_negative(self):
+      with self.assertRaises(Exception):
+        root(-4)
+    """)
 
 
 def _hostile(
@@ -823,6 +830,47 @@ HOSTILE = [
       "import random\n",
     ),
     plain=True,
+  ),
+  # The program's process dying or exiting where one interpreter would have died with it.
+  _hostile(
+    "sys.exit taken for the error a test expects",
+    """
+        import sys
+        def root(n):
+          if n < 0:
+            sys.exit(1)
+          return int(n ** 0.5)
+        """,
+    RAISES_UNITTEST,
+  ),
+  _hostile(
+    "a crash (a segmentation fault) taken for the error a test expects",
+    """
+        import ctypes
+        def root(n):
+          return int(n ** 0.5) if n >= 0 else ctypes.string_at(0)
+        """,
+    RAISES_UNITTEST,
+  ),
+  _hostile(
+    "the program's process gone, and the tests swallowing what that raised",
+    """
+        import os
+        def root(n):
+          if n < 0:
+            os._exit(0)
+          return int(n ** 0.5)
+        """,
+    _unittest("""
+        def test_a_valid(self):
+          self.assertEqual(root(9), 3)
+        def test_b_negative(self):
+          try:
+            root(-4)
+          except BaseException:
+            return
+          self.fail('no error')
+        """),
   ),
   # The channel and the test's outcome.
   _hostile(

@@ -34,12 +34,20 @@ _object_getattribute = object.__getattribute__
 _KINDS = ("module", "class", "function", "object", "attr", "error")  # what a reference names
 
 
-class ChannelBroken(ConnectionError):
-  """The other process is gone or broke the protocol: the call that waited for it fails."""
+class ChannelBroken(BaseException):
+  """The other process is gone or broke the protocol: the call that waited for it fails. Not an
+  Exception: where the program's process dies (a crash, `os._exit`) one interpreter would have
+  died, and a test's `assertRaises(Exception)` or `except Exception` must not take it for an
+  error the program raised (`split_tests.check_program` fails the run)."""
 
 
 class RemoteError(Exception):
   """An exception the other side raised, of a class this side does not share."""
+
+
+class RemoteExit(BaseException):
+  """The other side's SystemExit, KeyboardInterrupt or GeneratorExit: not an Exception there, so
+  not one here (a test's `assertRaises(Exception)` does not catch a program's `sys.exit()`)."""
 
 
 def program_policy(obj: Any, op: str, name: str | None) -> bool:  # pylint: disable=unused-argument
@@ -529,7 +537,7 @@ def rebuild_error(names: Any, args: Any, stand_ins: bool = False) -> BaseExcepti
     if cls is None or not issubclass(cls, BaseException) or cls is BaseException:
       continue
     if cls in (SystemExit, KeyboardInterrupt, GeneratorExit):
-      break
+      return RemoteExit(*args)
     try:
       error = cls.__new__(cls)
       error.args = args

@@ -706,6 +706,7 @@ def _run_split(channel: Channel, job: dict) -> None:
     exec(plan.tests, namespace)  # pylint: disable=exec-used
   if tests["kind"] == "unittest":
     split_tests.run_unittest_classes(channel, namespace, tests["classes"], _describe)
+  split_tests.check_program(end)
   channel.send({"end": tests["kind"], "expects": reported[0]}, signed=True)
   split_tests.finish(end)
 

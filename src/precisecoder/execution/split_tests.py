@@ -439,6 +439,7 @@ def start(job: dict, plan) -> bridge.Endpoint:
       os._exit(1)  # pylint: disable=protected-access
     split_program.run(theirs, job, plan.program)
   theirs.close()
+  _PROGRAM_PID[:] = [pid]
   patches = _Patches()
   state = _State(patches)
   end = bridge.Endpoint(ours, bridge.test_side_policy, _library_name)
@@ -521,6 +522,22 @@ def _run_one(case_class: type, method: str, describe) -> tuple[str, str]:
     return "error", "MemoryError"
   except BaseException as e:  # pylint: disable=broad-except
     return "error", describe(e)
+
+
+_PROGRAM_PID: list[int] = []
+
+
+def check_program(end: bridge.Endpoint) -> None:
+  """Raises where the program's process ended before the tests did (a crash, `os._exit`, a
+  broken channel), whatever the tests made of it: one interpreter would have died with it."""
+  gone = end.closed
+  if not gone and _PROGRAM_PID:
+    try:
+      gone = os.waitpid(_PROGRAM_PID[0], os.WNOHANG)[0] != 0
+    except ChildProcessError:
+      gone = True
+  if gone:
+    raise bridge.ChannelBroken("the program's process ended before the tests did")
 
 
 def finish(end: bridge.Endpoint) -> None:
