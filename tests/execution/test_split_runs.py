@@ -269,6 +269,16 @@ HONEST = [
         """),
   ),
   (
+    "a SystemExit the tests expect",
+    "import sys\ndef main(code):\n  sys.exit(code)\n",
+    _unittest("""
+        def test_exit(self):
+          with self.assertRaises(SystemExit) as caught:
+            main(3)
+          self.assertEqual(caught.exception.code, 3)
+        """),
+  ),
+  (
     "an exception the tests expect",
     "def parse(text):\n  return int(text)\n",
     _unittest("""

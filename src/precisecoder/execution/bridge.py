@@ -45,11 +45,6 @@ class RemoteError(Exception):
   """An exception the other side raised, of a class this side does not share."""
 
 
-class RemoteExit(BaseException):
-  """The other side's SystemExit, KeyboardInterrupt or GeneratorExit: not an Exception there, so
-  not one here (a test's `assertRaises(Exception)` does not catch a program's `sys.exit()`)."""
-
-
 def program_policy(obj: Any, op: str, name: str | None) -> bool:  # pylint: disable=unused-argument
   """The program process lends its objects for any use: they are its own."""
   return True
@@ -529,15 +524,17 @@ def _error_args(error: BaseException) -> Any:
 def rebuild_error(names: Any, args: Any, stand_ins: bool = False) -> BaseException:
   """An exception of this side's own class nearest to the other side's: a builtin or a loaded
   library's exception class, or (`stand_ins`: the test process) the class of ours standing for
-  the program's own (`_stand_in`), made without running its __init__ (its args set as given)."""
+  the program's own (`_stand_in`), made without running its __init__ (its args set as given).
+  A program's `sys.exit()` is a SystemExit here too: `assertRaises(SystemExit)` holds on it,
+  `assertRaises(Exception)` does not, as in one interpreter."""
   if _type(args) is not tuple:
     args = (str(args),)
   local = _stand_in(names) if stand_ins else None
   for cls in [local] if local is not None else _named_classes(names):
     if cls is None or not issubclass(cls, BaseException) or cls is BaseException:
       continue
-    if cls in (SystemExit, KeyboardInterrupt, GeneratorExit):
-      return RemoteExit(*args)
+    if cls in (SystemExit, KeyboardInterrupt, GeneratorExit):  # not an Exception here either
+      return cls(*args)  # a builtin's own constructor: SystemExit's `code`
     try:
       error = cls.__new__(cls)
       error.args = args
