@@ -269,6 +269,27 @@ HONEST = [
         """),
   ),
   (
+    "the tests' own standard streams: redirect_stdout, an assigned sys.stdout and sys.stdin",
+    "def greet(name):\n  print('hello', name)\ndef twice():\n  return int(input()) * 2\n",
+    _unittest(
+      """
+        def test_streams(self):
+          with contextlib.redirect_stdout(io.StringIO()) as out:
+            greet('a')
+          self.assertEqual(out.getvalue(), 'hello a\\n')
+          real_out, real_in = sys.stdout, sys.stdin
+          sys.stdout, sys.stdin = io.StringIO(), io.StringIO('21\\n')
+          try:
+            greet('b')
+            doubled = twice()
+          finally:
+            printed, sys.stdout, sys.stdin = sys.stdout.getvalue(), real_out, real_in
+          self.assertEqual((printed, doubled), ('hello b\\n', 42))
+        """,
+      "import contextlib, io, sys\n",
+    ),
+  ),
+  (
     "a SystemExit the tests expect",
     "import sys\ndef main(code):\n  sys.exit(code)\n",
     _unittest("""

@@ -66,6 +66,7 @@ class ProgramSide:
     # (`split_tests._State.incoming`), or None (a state it set, a seed from the OS): then the
     # state is its own, and is not sent back (the test process would refuse it).
     self.reseeded: dict[str, Any] = {}
+    self.streams = {name: getattr(sys, name) for name in ("stdin", "stdout", "stderr")}
 
   def load(self) -> dict:
     """Runs the program; returns its top-level names for the tests' namespace."""
@@ -116,6 +117,10 @@ class ProgramSide:
       os.environ.update(state["environ"])
     if "cwd" in state:
       os.chdir(state["cwd"])
+    if "streams" in state and type(state["streams"]) is dict:  # the tests' own, or ours again
+      for name, stream in state["streams"].items():
+        if name in self.streams:
+          setattr(sys, name, self.streams[name] if stream is None else stream)
 
   def _watch(self, key: str, module: types.ModuleType, names: tuple[str, ...]) -> None:
     """Notes in `reseeded` when the program calls `module`'s `names`: the seed it gave to

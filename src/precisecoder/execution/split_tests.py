@@ -126,6 +126,9 @@ class _Patches:
     return tuple((id(patcher), id(new)) for patcher, new in self.active)
 
 
+_STREAMS = ("stdin", "stdout", "stderr")
+
+
 class _State:
   """What goes to the program's process with each request, when it changed (`apply_state` there),
   and what comes back."""
@@ -136,6 +139,10 @@ class _State:
     self.space: dict = {}  # the tests' namespace, once made
     self.wanted: list[str] = []  # the names the program refers to but does not define
     self.provided: dict[str, int] = {}
+    # This process's standard streams before the tests ran: where the tests put others in their
+    # place (`redirect_stdout`, `sys.stdout = buffer`), the program's print goes to those.
+    self.streams = {name: getattr(sys, name) for name in _STREAMS}
+    self.sent_streams: dict[str, Any] = dict.fromkeys(_STREAMS)
 
   def _provide(self) -> dict:
     """The tests' names the program refers to (a node class the tests define), as they appear or
@@ -182,6 +189,11 @@ class _State:
     cwd = os.getcwd()
     if cwd != self.sent.get("cwd"):
       out["cwd"] = self.sent["cwd"] = cwd
+    for name in _STREAMS:
+      stream = getattr(sys, name)
+      stream = None if stream is self.streams[name] else stream
+      if stream is not self.sent_streams[name]:
+        out.setdefault("streams", {})[name] = self.sent_streams[name] = stream
     return out or None
 
   def incoming(self, state: Any) -> None:
