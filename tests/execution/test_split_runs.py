@@ -269,22 +269,25 @@ HONEST = [
         """),
   ),
   (
-    "the tests' own standard streams: redirect_stdout, an assigned sys.stdout and sys.stdin",
-    "def greet(name):\n  print('hello', name)\ndef twice():\n  return int(input()) * 2\n",
+    "the tests' own standard streams and command line: redirect_stdout, sys.stdout, sys.argv",
+    "import sys\ndef greet(name):\n  print('hello', name, *sys.argv[1:])\n"
+    "def twice():\n  return int(input()) * 2\n",
     _unittest(
       """
         def test_streams(self):
           with contextlib.redirect_stdout(io.StringIO()) as out:
             greet('a')
           self.assertEqual(out.getvalue(), 'hello a\\n')
-          real_out, real_in = sys.stdout, sys.stdin
+          real_out, real_in, real_argv = sys.stdout, sys.stdin, sys.argv
           sys.stdout, sys.stdin = io.StringIO(), io.StringIO('21\\n')
+          sys.argv = ['program', '--loud']
           try:
             greet('b')
             doubled = twice()
           finally:
             printed, sys.stdout, sys.stdin = sys.stdout.getvalue(), real_out, real_in
-          self.assertEqual((printed, doubled), ('hello b\\n', 42))
+            sys.argv = real_argv
+          self.assertEqual((printed, doubled), ('hello b --loud\\n', 42))
         """,
       "import contextlib, io, sys\n",
     ),

@@ -117,6 +117,8 @@ class ProgramSide:
       os.environ.update(state["environ"])
     if "cwd" in state:
       os.chdir(state["cwd"])
+    if type(state.get("argv")) is list:
+      sys.argv = state["argv"]
     if "streams" in state and type(state["streams"]) is dict:  # the tests' own, or ours again
       for name, stream in state["streams"].items():
         if name in self.streams:

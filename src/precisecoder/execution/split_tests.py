@@ -189,6 +189,8 @@ class _State:
     cwd = os.getcwd()
     if cwd != self.sent.get("cwd"):
       out["cwd"] = self.sent["cwd"] = cwd
+    if sys.argv != self.sent.get("argv"):  # a command line the tests give the program's main
+      out["argv"] = self.sent["argv"] = list(sys.argv)
     for name in _STREAMS:
       stream = getattr(sys, name)
       stream = None if stream is self.streams[name] else stream
