@@ -270,8 +270,8 @@ HONEST = [
   ),
   (
     "the tests' own standard streams and command line: redirect_stdout, sys.stdout, sys.argv",
-    "import sys\ndef greet(name):\n  print('hello', name, *sys.argv[1:])\n"
-    "def twice():\n  return int(input()) * 2\n",
+    "import sys\ndef greet(name):\n  print('hello', name)\n"
+    "def twice():\n  return int(input()) * 2\ndef flags():\n  return sys.argv[1:]\n",
     _unittest(
       """
         def test_streams(self):
@@ -283,11 +283,11 @@ HONEST = [
           sys.argv = ['program', '--loud']
           try:
             greet('b')
-            doubled = twice()
+            doubled, given = twice(), flags()
           finally:
             printed, sys.stdout, sys.stdin = sys.stdout.getvalue(), real_out, real_in
             sys.argv = real_argv
-          self.assertEqual((printed, doubled), ('hello b --loud\\n', 42))
+          self.assertEqual((printed, doubled, given), ('hello b\\n', 42, ['--loud']))
         """,
       "import contextlib, io, sys\n",
     ),
