@@ -293,6 +293,32 @@ HONEST = [
     ),
   ),
   (
+    "the program's logs, watched by the tests' assertLogs",
+    _d("""
+        import logging
+        log = logging.getLogger('task.part')
+        def work(n):
+          log.warning('careful %d', n)
+          logging.info('root info')
+          log.debug('not watched')
+          return n
+        """),
+    _unittest(
+      """
+        def test_logs(self):
+          with self.assertLogs('task', level='WARNING') as caught:
+            work(3)
+          self.assertEqual(caught.output, ['WARNING:task.part:careful 3'])
+          with self.assertLogs(level='INFO') as caught:
+            work(4)
+          self.assertIn('INFO:root:root info', caught.output)
+          self.assertEqual(caught.records[0].getMessage(), 'careful 4')
+          with self.assertNoLogs('task', level='ERROR'):
+            work(5)
+        """,
+    ),
+  ),
+  (
     "a SystemExit the tests expect",
     "import sys\ndef main(code):\n  sys.exit(code)\n",
     _unittest("""

@@ -67,6 +67,7 @@ class ProgramSide:
     # state is its own, and is not sent back (the test process would refuse it).
     self.reseeded: dict[str, Any] = {}
     self.streams = {name: getattr(sys, name) for name in ("stdin", "stdout", "stderr")}
+    self.watched_logs: list[tuple[Any, tuple]] = []  # (logger, what the tests' watch set aside)
 
   def load(self) -> dict:
     """Runs the program; returns its top-level names for the tests' namespace."""
@@ -119,10 +120,31 @@ class ProgramSide:
       os.chdir(state["cwd"])
     if type(state.get("argv")) is list:
       sys.argv = state["argv"]
+    if "logs" in state:
+      self._logs(state["logs"])
     if "streams" in state and type(state["streams"]) is dict:  # the tests' own, or ours again
       for name, stream in state["streams"].items():
         if name in self.streams:
           setattr(sys, name, self.streams[name] if stream is None else stream)
+
+  def _logs(self, watched: Any) -> None:
+    """The loggers the tests watch (assertLogs), watched here the same way (their own handlers
+    set aside, their level set, not propagating), with a handler that sends each record to the
+    test process as data; those the tests stopped watching, as they were."""
+    import logging  # pylint: disable=import-outside-toplevel
+
+    for logger, saved in self.watched_logs:
+      logger.handlers, logger.level, logger.propagate = saved
+    self.watched_logs = []
+    for entry in watched if type(watched) is list else []:
+      if type(entry) is not list or len(entry) != 2 or type(entry[0]) is not str:
+        continue
+      logger = logging.getLogger(entry[0] or None)
+      self.watched_logs.append((logger, (logger.handlers[:], logger.level, logger.propagate)))
+      forward = _Forward(self.end)
+      forward.setLevel(entry[1])
+      logger.handlers, logger.propagate = [forward], False
+      logger.setLevel(entry[1])
 
   def _watch(self, key: str, module: types.ModuleType, names: tuple[str, ...]) -> None:
     """Notes in `reseeded` when the program calls `module`'s `names`: the seed it gave to
@@ -189,6 +211,44 @@ class ProgramSide:
 
   def serve(self) -> None:
     self.end.serve_until_closed()
+
+
+def _forward_class():
+  import logging  # pylint: disable=import-outside-toplevel
+
+  class Forward(logging.Handler):
+    """Sends each record to the test process as data (`split_tests._log_record`)."""
+
+    def __init__(self, end):
+      super().__init__()
+      self.end = end
+
+    def emit(self, record):
+      fields = {
+        "name": record.name,
+        "msg": record.getMessage(),
+        "levelno": record.levelno,
+        "levelname": record.levelname,
+        "pathname": record.pathname,
+        "filename": record.filename,
+        "module": record.module,
+        "funcName": record.funcName,
+        "lineno": record.lineno,
+        "created": record.created,
+      }
+      self.end.request("log", None, fields)
+
+  return Forward
+
+
+def _Forward(end):  # pylint: disable=invalid-name
+  global _FORWARD  # pylint: disable=global-statement
+  if _FORWARD is None:
+    _FORWARD = _forward_class()
+  return _FORWARD(end)
+
+
+_FORWARD = None
 
 
 def _module(name: Any) -> Any:

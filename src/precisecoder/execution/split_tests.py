@@ -97,6 +97,8 @@ class _Patches:
   def __init__(self):
     self.active: list[tuple[Any, Any]] = []
     self.installed = False
+    self.logs: list[tuple[Any, str, int]] = []  # active assertLogs: (context, logger, level)
+    self.logs_installed = False
 
   def install(self) -> None:
     """Wraps unittest.mock's patches, once the tests have loaded it (importing it costs runs that
@@ -119,6 +121,45 @@ class _Patches:
 
     patch_class.__enter__, patch_class.__exit__ = enter, leave
 
+  def install_logs(self) -> None:
+    """Wraps unittest's assertLogs and assertNoLogs, which load its log-watching context when
+    first called: that context is wrapped then (`_watch_logs`)."""
+    patches = self
+    for name in ("assertLogs", "assertNoLogs"):
+      original = getattr(unittest.TestCase, name, None)
+      if original is None:
+        continue
+
+      def method(case, *args, _original=original, **kwargs):
+        context = _original(case, *args, **kwargs)
+        patches.watch_logs()
+        return context
+
+      setattr(unittest.TestCase, name, method)
+
+  def watch_logs(self) -> None:
+    """Wraps unittest's assertLogs context, so that the program's process watches the same
+    loggers (`split_program.ProgramSide._logs`) and sends their records here (`_log_record`)."""
+    watching = sys.modules.get("unittest._log")
+    if self.logs_installed or watching is None:
+      return
+    self.logs_installed = True
+    patches, context = self, watching._AssertLogsContext  # pylint: disable=protected-access
+    enter_logs, exit_logs = context.__enter__, context.__exit__
+
+    def enter(watch):
+      watcher = enter_logs(watch)
+      patches.logs.append(
+        (watch, watch.logger.name if watch.logger.name != "root" else "", watch.level)
+      )
+      return watcher
+
+    def leave(watch, *exc_info):
+      patches.logs[:] = [entry for entry in patches.logs if entry[0] is not watch]
+      return exit_logs(watch, *exc_info)
+
+    context.__enter__, context.__exit__ = enter, leave
+
   def described(self) -> list:
     return [(id(patcher), patcher.target, patcher.attribute, new) for patcher, new in self.active]
 
@@ -127,6 +168,22 @@ class _Patches:
 
 
 _STREAMS = ("stdin", "stdout", "stderr")
+_RECORD_FIELDS = {"name": str, "msg": str, "levelno": int, "levelname": str, "lineno": int}
+_RECORD_FIELDS.update(pathname=str, filename=str, module=str, funcName=str, created=float)
+
+
+def _log_record(fields: Any) -> None:
+  """A log record of the program's process, for a logger the tests watch (assertLogs): made here
+  from its data (`logging.makeLogRecord`) and handled by this process's logger of its name."""
+  import logging  # pylint: disable=import-outside-toplevel
+
+  if type(fields) is not dict:
+    raise TypeError("a log record is a dict")
+  record = {k: v for k, v in fields.items() if type(v) is _RECORD_FIELDS.get(k, type(None))}
+  if type(record.get("name")) is not str or type(record.get("levelno")) is not int:
+    raise TypeError("a log record names its logger and level")
+  made = logging.makeLogRecord(record)
+  logging.getLogger(None if made.name == "root" else made.name).handle(made)
 
 
 class _State:
@@ -168,6 +225,9 @@ class _State:
     given = self._provide() if self.wanted else None
     if given:
       out["provide"] = given
+    logs = [[name, level] for _, name, level in self.patches.logs]
+    if logs != self.sent.get("logs", []):
+      out["logs"] = self.sent["logs"] = logs
     key = self.patches.key()
     if key != self.sent.get("patch_key"):
       out["patches"] = self.patches.described()
@@ -459,6 +519,8 @@ def start(job: dict, plan) -> bridge.Endpoint:
   end = bridge.Endpoint(ours, bridge.test_side_policy, _library_name)
   end.before_request = state.outgoing
   end.on_state = state.incoming
+  end.handlers["log"] = _log_record
+  patches.install_logs()
   loaded = end.request("load")
   end.resolving = False  # from here on, what the program hands over is data or a reference
   names, wanted = loaded if type(loaded) is tuple and len(loaded) == 2 else ({}, [])
