@@ -319,6 +319,35 @@ HONEST = [
     ),
   ),
   (
+    "the program's warnings, caught by the tests' assertWarns and catch_warnings",
+    _d("""
+        import warnings
+        class Stale(DeprecationWarning):
+          pass
+        def old(n):
+          warnings.warn('old %d' % n, Stale)
+          return n
+        """),
+    _unittest(
+      """
+        def test_warns(self):
+          with self.assertWarns(DeprecationWarning):
+            old(1)
+          with self.assertWarnsRegex(Stale, 'old 2'):
+            old(2)
+          with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            old(3)
+          self.assertEqual([str(w.message) for w in caught], ['old 3'])
+          with warnings.catch_warnings():
+            warnings.simplefilter('error')
+            with self.assertRaises(DeprecationWarning):
+              old(4)
+        """,
+      "import warnings\n",
+    ),
+  ),
+  (
     "a SystemExit the tests expect",
     "import sys\ndef main(code):\n  sys.exit(code)\n",
     _unittest("""

@@ -68,6 +68,7 @@ class ProgramSide:
     self.reseeded: dict[str, Any] = {}
     self.streams = {name: getattr(sys, name) for name in ("stdin", "stdout", "stderr")}
     self.watched_logs: list[tuple[Any, tuple]] = []  # (logger, what the tests' watch set aside)
+    self.catching: Any = None  # a warnings.catch_warnings while the tests are in one
 
   def load(self) -> dict:
     """Runs the program; returns its top-level names for the tests' namespace."""
@@ -122,10 +123,32 @@ class ProgramSide:
       sys.argv = state["argv"]
     if "logs" in state:
       self._logs(state["logs"])
+    if "warnings" in state:
+      self._warnings(state["warnings"] is True)
     if "streams" in state and type(state["streams"]) is dict:  # the tests' own, or ours again
       for name, stream in state["streams"].items():
         if name in self.streams:
           setattr(sys, name, self.streams[name] if stream is None else stream)
+
+  def _warnings(self, caught: bool) -> None:
+    """While the tests catch warnings, every warning here is sent to the test process, whose
+    filters decide (an "error" filter there raises here, as in one interpreter)."""
+    import warnings  # pylint: disable=import-outside-toplevel
+
+    if caught and self.catching is None:
+      self.catching = warnings.catch_warnings()
+      self.catching.__enter__()
+      warnings.simplefilter("always")
+      end = self.end
+
+      def forward(message, category, filename, lineno, file=None, line=None):
+        names = bridge._class_names(category) if isinstance(category, type) else []  # pylint: disable=protected-access
+        end.request("warn", None, str(message), names, str(filename), int(lineno))
+
+      warnings.showwarning = forward
+    elif not caught and self.catching is not None:
+      self.catching.__exit__(None, None, None)
+      self.catching = None
 
   def _logs(self, watched: Any) -> None:
     """The loggers the tests watch (assertLogs), watched here the same way (their own handlers

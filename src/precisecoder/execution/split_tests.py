@@ -99,6 +99,7 @@ class _Patches:
     self.installed = False
     self.logs: list[tuple[Any, str, int]] = []  # active assertLogs: (context, logger, level)
     self.logs_installed = False
+    self.catching: list[Any] = []  # the tests' active warnings.catch_warnings contexts
 
   def install(self) -> None:
     """Wraps unittest.mock's patches, once the tests have loaded it (importing it costs runs that
@@ -137,6 +138,25 @@ class _Patches:
 
       setattr(unittest.TestCase, name, method)
 
+  def install_warnings(self) -> None:
+    """Wraps `warnings.catch_warnings` (assertWarns enters one): while the tests are inside one,
+    the program's warnings come here (`_warning`) and meet the tests' filters and records."""
+    import warnings  # pylint: disable=import-outside-toplevel
+
+    patches, context = self, warnings.catch_warnings
+    enter_catch, exit_catch = context.__enter__, context.__exit__
+
+    def enter(catch):
+      entered = enter_catch(catch)
+      patches.catching.append(catch)
+      return entered
+
+    def leave(catch, *exc_info):
+      patches.catching[:] = [c for c in patches.catching if c is not catch]
+      return exit_catch(catch, *exc_info)
+
+    context.__enter__, context.__exit__ = enter, leave
+
   def watch_logs(self) -> None:
     """Wraps unittest's assertLogs context, so that the program's process watches the same
     loggers (`split_program.ProgramSide._logs`) and sends their records here (`_log_record`)."""
@@ -170,6 +190,23 @@ class _Patches:
 _STREAMS = ("stdin", "stdout", "stderr")
 _RECORD_FIELDS = {"name": str, "msg": str, "levelno": int, "levelname": str, "lineno": int}
 _RECORD_FIELDS.update(pathname=str, filename=str, module=str, funcName=str, created=float)
+
+
+def _warning(text: Any, names: Any, filename: Any, lineno: Any) -> None:
+  """A warning of the program's, while the tests catch warnings (assertWarns): issued here
+  again, of this process's class of its names (the program's own stand in, `bridge._stand_in`),
+  so that the tests' filters and records meet it."""
+  import warnings  # pylint: disable=import-outside-toplevel
+
+  if type(text) is not str or type(filename) is not str or type(lineno) is not int:
+    raise TypeError("a warning is text, a file name and a line")
+  category = bridge._stand_in(names) or next(  # pylint: disable=protected-access
+    (c for c in bridge._named_classes(names) if isinstance(c, type) and issubclass(c, Warning)),  # pylint: disable=protected-access
+    UserWarning,
+  )
+  if not issubclass(category, Warning):
+    category = UserWarning
+  warnings.warn_explicit(text, category, filename, lineno)
 
 
 def _log_record(fields: Any) -> None:
@@ -225,6 +262,9 @@ class _State:
     given = self._provide() if self.wanted else None
     if given:
       out["provide"] = given
+    catching = bool(self.patches.catching)
+    if catching != self.sent.get("warnings", False):
+      out["warnings"] = self.sent["warnings"] = catching
     logs = [[name, level] for _, name, level in self.patches.logs]
     if logs != self.sent.get("logs", []):
       out["logs"] = self.sent["logs"] = logs
@@ -519,8 +559,9 @@ def start(job: dict, plan) -> bridge.Endpoint:
   end = bridge.Endpoint(ours, bridge.test_side_policy, _library_name)
   end.before_request = state.outgoing
   end.on_state = state.incoming
-  end.handlers["log"] = _log_record
+  end.handlers.update(log=_log_record, warn=_warning)
   patches.install_logs()
+  patches.install_warnings()
   loaded = end.request("load")
   end.resolving = False  # from here on, what the program hands over is data or a reference
   names, wanted = loaded if type(loaded) is tuple and len(loaded) == 2 else ({}, [])
