@@ -146,15 +146,21 @@ HONEST = [
           x: int
           y: int
         def mid(a, b):
+          \'\'\'The middle point.\'\'\'
           return Pt((a.x + b.x) // 2, (a.y + b.y) // 2)
         def evens(n):
           yield from range(0, n, 2)
         """),
-    _unittest("""
+    _unittest(
+      """
         def test_mid(self):
           self.assertEqual(mid(Pt(0, 0), Pt(2, 2)), Pt(1, 1))
           self.assertEqual(list(evens(5)), [0, 2, 4])
-        """),
+          self.assertEqual(list(inspect.signature(mid).parameters), ['a', 'b'])
+          self.assertEqual((mid.__name__, mid.__doc__), ('mid', 'The middle point.'))
+        """,
+      "import inspect\n",
+    ),
   ),
   (
     "object.__setattr__ on the program's object, and issubclass of its classes",

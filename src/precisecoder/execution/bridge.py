@@ -463,6 +463,13 @@ class Endpoint:
       if method is None:
         raise TypeError(f"unsupported operand for {name}")
       return method(target, *fields[1:])
+    if op == "signature":  # none where inspect has none: the caller falls back, as it would
+      import inspect  # pylint: disable=import-outside-toplevel
+
+      try:
+        return inspect.signature(target)
+      except (TypeError, ValueError):
+        return None
     if op == "enter":
       if self._policy is not program_policy:
         return target.__enter__()
@@ -714,6 +721,8 @@ class Remote:
         return local[name]
       if name == "__bases__":
         return _bases(self._pc_ask("getattr", name))
+      if name == "__signature__":  # inspect.signature: the program's, of its own object
+        return self._pc_ask("signature")
       if name not in ("__name__", "__qualname__", "__doc__", "__module__"):
         raise AttributeError(name)
     return self._pc_ask("getattr", name)
@@ -838,6 +847,13 @@ class Remote:
     return self is not other
 
 
+class _Doc:
+  """A remote object's `__doc__`: its own, asked for (a class's `__doc__` would hide it)."""
+
+  def __get__(self, obj, owner=None):
+    return None if obj is None else obj._pc_ask("getattr", "__doc__")  # pylint: disable=protected-access
+
+
 def _bases(value) -> tuple:
   """A reference to a class's `__bases__`: the bases a loaded library names as its own classes,
   others as references, so that `issubclass(ref, http.server.BaseHTTPRequestHandler)` and
@@ -924,6 +940,7 @@ def _remote_class(
         "__module__": module,
         "__qualname__": qualname or name,
         "_pc_factory": factory,
+        "__doc__": _Doc(),
       },
     )
   return kind
