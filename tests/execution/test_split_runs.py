@@ -354,6 +354,18 @@ HONEST = [
     ),
   ),
   (
+    "the program's module-level state read after a call (a cache, a counter)",
+    "cache = {}\ncount = 0\ndef square(x):\n  global count\n  count += 1\n"
+    "  cache[x] = x * x\n  return cache[x]\n",
+    _unittest("""
+        def test_state(self):
+          self.assertEqual(square(3), 9)
+          self.assertEqual((cache, count), ({3: 9}, 1))
+          square(4)
+          self.assertEqual((sorted(cache), count), ([3, 4], 2))
+        """),
+  ),
+  (
     "a SystemExit the tests expect",
     "import sys\ndef main(code):\n  sys.exit(code)\n",
     _unittest("""
@@ -655,6 +667,22 @@ HOSTILE = [
               pass
           return 0
         """,
+  ),
+  _hostile(
+    "a builtin's name shadowed, past the program process's own check",
+    """
+        import builtins
+        def round(x, n=None):
+          return 5
+        del builtins.round  # the program's process would then send its round as a name
+        def add(a, b):
+          return 0.25
+        """,
+    _unittest("""
+        def test_add(self):
+          self.assertEqual(round(add(2, 3)), 5)
+        """),
+    plain=True,
   ),
   # The decoder and references: objects that lie, and what they claim to be.
   _hostile(

@@ -13,6 +13,7 @@ environment and working directory. Each answer carries this process's generator 
 from __future__ import annotations
 
 import builtins
+import collections
 import importlib
 import os
 import sys
@@ -23,6 +24,8 @@ from precisecoder.execution import bridge
 from precisecoder.execution.programs import compile_program
 
 PROGRAM_MODULE = "__precisecoder_program__"
+_BUILTIN_NAMES = frozenset(dir(builtins))
+_SIZED = (list, dict, set, bytearray, collections.deque, collections.OrderedDict)
 _MISSING = object()
 
 
@@ -68,6 +71,7 @@ class ProgramSide:
     self.reseeded: dict[str, Any] = {}
     self.streams = {name: getattr(sys, name) for name in ("stdin", "stdout", "stderr")}
     self.watched_logs: list[tuple[Any, tuple]] = []  # (logger, what the tests' watch set aside)
+    self.fingerprints: dict | None = None  # the program's top-level names, as last sent
     self.catching: Any = None  # a warnings.catch_warnings while the tests are in one
 
   def load(self) -> dict:
@@ -83,7 +87,17 @@ class ProgramSide:
       for name, value in module.__dict__.items()
       if type(name) is str and not name.startswith("__") and not hasattr(builtins, name)
     }
+    self.fingerprints = self._fingerprints()
     return names, sorted(_global_names(code) - module.__dict__.keys())
+
+  def _fingerprints(self) -> dict:
+    """Each top-level name's object and, for a container, its size: what changes when the
+    program rebinds a global (`count += 1`) or adds to one (`cache[x] = y`)."""
+    return {
+      name: (id(value), len(value) if type(value) in _SIZED else -1)
+      for name, value in self.module.__dict__.items()
+      if type(name) is str and name[:2] != "__" and name not in _BUILTIN_NAMES
+    }
 
   def provide(self, names: Any) -> None:
     """The tests' objects under the names the program refers to but does not define (a class the
@@ -188,8 +202,20 @@ class ProgramSide:
 
   def state(self) -> dict | None:
     """The generator states that changed since they were last exchanged, with the seed the
-    program gave where it seeded one; none that the program set otherwise."""
+    program gave where it seeded one (none that the program set otherwise), and the top-level
+    names the program rebound or added to since the last answer (the tests read them after a
+    call, as one namespace would show them)."""
     out = {}
+    if self.module is not None and self.fingerprints is not None:
+      now = self._fingerprints()
+      if now != self.fingerprints:
+        names = self.module.__dict__
+        out["globals"] = {
+          name: _named(name, names[name])
+          for name in now
+          if now[name] != self.fingerprints.get(name)
+        }
+        self.fingerprints = now
     random = sys.modules.get("random")
     numpy = sys.modules.get("numpy")
     for key, module, read, same in (

@@ -235,6 +235,7 @@ class _State:
     self.provided: dict[str, int] = {}
     # This process's standard streams before the tests ran: where the tests put others in their
     # place (`redirect_stdout`, `sys.stdout = buffer`), the program's print goes to those.
+    self.given: dict[str, Any] = {}  # the program's names as the tests' namespace got them
     self.streams = {name: getattr(sys, name) for name in _STREAMS}
     self.sent_streams: dict[str, Any] = dict.fromkeys(_STREAMS)
 
@@ -255,6 +256,17 @@ class _State:
       given[name] = value
       self.provided[name] = id(value)
     return given
+
+  def _refresh(self, names: dict) -> None:
+    """The program's top-level names it rebound or added to, in the tests' namespace, but those
+    the tests bound themselves since (theirs win, as they ran later)."""
+    missing = object()
+    for name, value in names.items():
+      if not _program_name(name):
+        continue
+      current = self.space.get(name, missing)
+      if current is missing or current is self.given.get(name, missing):
+        self.space[name] = self.given[name] = value
 
   def outgoing(self) -> dict | None:
     out = {}
@@ -306,6 +318,8 @@ class _State:
     all the tests draw next (their random inputs)."""
     if type(state) is not dict:
       return
+    if type(state.get("globals")) is dict and self.space:
+      self._refresh(state["globals"])
     random = sys.modules.get("random")
     if random is not None and type(state.get("random")) is tuple:
       start = _seeded(state.get("random_seed"), random.Random, lambda g: g.getstate())
@@ -587,9 +601,16 @@ def add_program_names(end: bridge.Endpoint, space: dict) -> None:
   """The program's names as data, libraries or references, but those the tests bound (they ran
   after the program in one interpreter, so theirs win)."""
   for name, value in end.names.items():
-    if type(name) is str and not name.startswith("__") and name not in space:
-      space[name] = value
+    if _program_name(name) and name not in space:
+      space[name] = end.state.given[name] = value
   end.state.space = space
+
+
+def _program_name(name: Any) -> bool:
+  """Whether the tests' namespace may take `name` from the program: never a dunder, nor a
+  builtin's name, as this process's builtins have it (the program's process may say otherwise:
+  with `len` of its own there, the tests' `len(result)` would be the program's answer)."""
+  return type(name) is str and not name.startswith("__") and not hasattr(builtins, name)
 
 
 def run_unittest_classes(channel, space: dict, classes, describe) -> None:
