@@ -157,6 +157,25 @@ HOSTILE_TREES = [
   {"dq": [[], "x"]},
   {"cm": [{"l": []}]},
   {"ud": {"l": []}},
+  # Type confusion: a field of the wrong type where a constructor would take it.
+  {"rg": [0, "10", 1]},
+  {"td": [1, 2.5, 0]},
+  {"c": [1.0, 2.0]},
+  {"rec": [None, None, "P", [["x", "yes", 1]], [True, False, False]]},
+  {"rec": [None, None, "P", [], [True, False]]},
+  {"dd": [{"l": []}, []]},
+  {"ex": [["ValueError"], {"t": []}]},
+  {"ntu": ["P", "xy", [1, 2]]},
+  {"ts": [1, None, "ns"]},
+  {"df": [[{"l": [1]}], {"ri": [0, 1, 1, None]}, {"ri": [0, 2, 1, None]}]},
+  {"sr": [{"l": [1, 2]}, {"ri": [0, 1, 1, None]}, None]},
+  {"mi": [[], [], "names"]},
+  # Time zones by name only: pandas hands "dateutil/..." to dateutil, which opens a path.
+  {"ts": ["1", "dateutil//dev/null", "ns"]},
+  {"ts": ["1", "dateutil//proc/self/fd/0", "ns"]},
+  {"dtm": ["2020-01-01T00:00:00", "../../../../etc/hostname", 0]},
+  {"dtm": ["2020-01-01T00:00:00", "/etc/localtime", 0]},
+  {"dtz": [{"nd": ["<i8", [1], "AQAAAAAAAAA="]}, "ns", "dateutil//dev/null"]},
 ]
 
 
@@ -283,6 +302,7 @@ def test_the_program_may_call_a_mock_but_not_erase_what_it_recorded():
   ):
     assert not policy(mock, "getattr", name), name
   assert not policy(mock, "setattr", "return_value")
+  assert not policy(mock, "objset", "called")  # object.__setattr__ is the tests' only
 
   class Node:
     def walk(self):
@@ -290,6 +310,7 @@ def test_the_program_may_call_a_mock_but_not_erase_what_it_recorded():
 
   assert policy(Node(), "setattr", "next") and not policy(Node(), "setattr", "walk")
   assert not policy(Node(), "setattr", "_private")
+  assert not policy(Node(), "objset", "next")
 
 
 def test_the_test_process_lends_no_module_library_function_or_builtin():

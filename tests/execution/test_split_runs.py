@@ -9,11 +9,13 @@ never pass. Every hostile program returns wrong answers: a pass would be a forge
 
 from __future__ import annotations
 
+import random
 import textwrap
 
+import numpy as np
 import pytest
 
-from precisecoder.execution import ExecutionPool, Job, Limits, Status
+from precisecoder.execution import ExecutionPool, Job, Limits, Status, split_tests
 
 LIMITS = Limits(timeout_s=20.0, memory_mb=1024)
 
@@ -144,14 +146,233 @@ HONEST = [
           x: int
           y: int
         def mid(a, b):
+          \'\'\'The middle point.\'\'\'
           return Pt((a.x + b.x) // 2, (a.y + b.y) // 2)
         def evens(n):
           yield from range(0, n, 2)
         """),
-    _unittest("""
+    _unittest(
+      """
         def test_mid(self):
           self.assertEqual(mid(Pt(0, 0), Pt(2, 2)), Pt(1, 1))
           self.assertEqual(list(evens(5)), [0, 2, 4])
+          self.assertEqual(list(inspect.signature(mid).parameters), ['a', 'b'])
+          self.assertEqual((mid.__name__, mid.__doc__), ('mid', 'The middle point.'))
+        """,
+      "import inspect\n",
+    ),
+  ),
+  (
+    "object.__setattr__ on the program's object, and issubclass of its classes",
+    _d("""
+        import json
+        class Lazy:
+          def __init__(self):
+            object.__setattr__(self, '_ready', False)
+          def __setattr__(self, name, value):
+            raise AttributeError('read-only')
+          def value(self):
+            return 42 if object.__getattribute__(self, '_ready') else None
+        lazy = Lazy()
+        class Base:
+          pass
+        def make():
+          class Made(Base, json.JSONEncoder):
+            pass
+          return Made
+        """),
+    _unittest("""
+        def test_lazy(self):
+          import json
+          object.__setattr__(lazy, '_ready', True)
+          self.assertEqual(lazy.value(), 42)
+          made = make()
+          self.assertTrue(issubclass(made, Base))
+          self.assertTrue(issubclass(made, json.JSONEncoder))
+          self.assertFalse(issubclass(made, int))
+          self.assertFalse(issubclass(Base, made))
+        """),
+  ),
+  (
+    "a library set up by the tests' top level through a name the program imported",
+    "import mimetypes\ndef kind(name):\n  return mimetypes.guess_type(name)[0]\n",
+    _unittest(
+      """
+        def test_kind(self):
+          self.assertEqual(kind('a.pcx1'), 'application/x-pc-test')
+        """,
+      "mimetypes.add_type('application/x-pc-test', '.pcx1')\n",
+    ),
+  ),
+  (
+    "library context the program's context manager sets, read inside the tests' with",
+    "import numpy as np\ndef compact():\n  return np.printoptions(precision=2)\n",
+    _unittest(
+      """
+        def test_compact(self):
+          with compact():
+            self.assertEqual(str(np.array([1 / 3])), '[0.33]')
+          self.assertEqual(str(np.array([1 / 3])), '[0.33333333]')
+        """,
+      "import numpy as np\n",
+    ),
+  ),
+  (
+    "the tests draw on after the program seeded the generators and drew (BigCodeBench/93)",
+    _d("""
+        import random
+        import numpy as np
+        def make():
+          np.random.seed(42)
+          random.seed('seven')
+          return float(np.random.rand()), random.random()
+        """),
+    _unittest(
+      """
+        def test_make(self):
+          make()
+          after = (float(np.random.rand()), random.random())
+          np.random.seed(42)
+          random.seed('seven')
+          np.random.rand()
+          random.random()
+          self.assertEqual(after, (float(np.random.rand()), random.random()))
+        """,
+      "import random\nimport numpy as np\n",
+    ),
+  ),
+  (
+    "the program's own exception classes, raised and returned",
+    _d("""
+        class BadInput(ValueError):
+          pass
+        class Empty(BadInput):
+          pass
+        def parse(text):
+          if not text:
+            raise Empty('nothing')
+          if not text.isdigit():
+            raise BadInput(text)
+          return int(text)
+        def problem():
+          return BadInput('kept')
+        """),
+    _unittest("""
+        def test_parse(self):
+          with self.assertRaises(BadInput):
+            parse('x')
+          with self.assertRaisesRegex(BadInput, 'nothing'):
+            parse('')
+          with self.assertRaises(ValueError):
+            parse('y')
+          try:
+            parse('')
+          except Empty as e:
+            self.assertIsInstance(e, BadInput)
+          self.assertTrue(issubclass(Empty, BadInput) and not issubclass(BadInput, Empty))
+          self.assertIsInstance(problem(), BadInput)
+          self.assertEqual(parse('7'), 7)
+        """),
+  ),
+  (
+    "the tests' own standard streams and command line: redirect_stdout, sys.stdout, sys.argv",
+    "import sys\ndef greet(name):\n  print('hello', name)\n"
+    "def twice():\n  return int(input()) * 2\ndef flags():\n  return sys.argv[1:]\n",
+    _unittest(
+      """
+        def test_streams(self):
+          with contextlib.redirect_stdout(io.StringIO()) as out:
+            greet('a')
+          self.assertEqual(out.getvalue(), 'hello a\\n')
+          real_out, real_in, real_argv = sys.stdout, sys.stdin, sys.argv
+          sys.stdout, sys.stdin = io.StringIO(), io.StringIO('21\\n')
+          sys.argv = ['program', '--loud']
+          try:
+            greet('b')
+            doubled, given = twice(), flags()
+          finally:
+            printed, sys.stdout, sys.stdin = sys.stdout.getvalue(), real_out, real_in
+            sys.argv = real_argv
+          self.assertEqual((printed, doubled, given), ('hello b\\n', 42, ['--loud']))
+        """,
+      "import contextlib, io, sys\n",
+    ),
+  ),
+  (
+    "the program's logs, watched by the tests' assertLogs",
+    _d("""
+        import logging
+        log = logging.getLogger('task.part')
+        def work(n):
+          log.warning('careful %d', n)
+          logging.info('root info')
+          log.debug('not watched')
+          return n
+        """),
+    _unittest(
+      """
+        def test_logs(self):
+          with self.assertLogs('task', level='WARNING') as caught:
+            work(3)
+          self.assertEqual(caught.output, ['WARNING:task.part:careful 3'])
+          with self.assertLogs(level='INFO') as caught:
+            work(4)
+          self.assertIn('INFO:root:root info', caught.output)
+          self.assertEqual(caught.records[0].getMessage(), 'careful 4')
+          with self.assertNoLogs('task', level='ERROR'):
+            work(5)
+        """,
+    ),
+  ),
+  (
+    "the program's warnings, caught by the tests' assertWarns and catch_warnings",
+    _d("""
+        import warnings
+        class Stale(DeprecationWarning):
+          pass
+        def old(n):
+          warnings.warn('old %d' % n, Stale)
+          return n
+        """),
+    _unittest(
+      """
+        def test_warns(self):
+          with self.assertWarns(DeprecationWarning):
+            old(1)
+          with self.assertWarnsRegex(Stale, 'old 2'):
+            old(2)
+          with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter('always')
+            old(3)
+          self.assertEqual([str(w.message) for w in caught], ['old 3'])
+          with warnings.catch_warnings():
+            warnings.simplefilter('error')
+            with self.assertRaises(DeprecationWarning):
+              old(4)
+        """,
+      "import warnings\n",
+    ),
+  ),
+  (
+    "the program's module-level state read after a call (a cache, a counter)",
+    "cache = {}\ncount = 0\ndef square(x):\n  global count\n  count += 1\n"
+    "  cache[x] = x * x\n  return cache[x]\n",
+    _unittest("""
+        def test_state(self):
+          self.assertEqual(square(3), 9)
+          self.assertEqual((cache, count), ({3: 9}, 1))
+          square(4)
+          self.assertEqual((sorted(cache), count), ([3, 4], 2))
+        """),
+  ),
+  (
+    "a SystemExit the tests expect",
+    "import sys\ndef main(code):\n  sys.exit(code)\n",
+    _unittest("""
+        def test_exit(self):
+          with self.assertRaises(SystemExit) as caught:
+            main(3)
+          self.assertEqual(caught.exception.code, 3)
         """),
   ),
   (
@@ -166,10 +387,21 @@ HONEST = [
 ]
 
 WRONG_ADD = "def add(a, b):\n  return a - b\n"
+RAISES_UNITTEST = _unittest("""
+    def test_a_valid(self):
+      self.assertEqual(root(9), 3)
+    def test_b_negative(self):
+      with self.assertRaises(Exception):
+        root(-4)
+    """)
 
 
-def _hostile(name: str, body: str, tests: dict = ADD_UNITTEST) -> tuple[str, str, dict]:
-  return name, _d(body), tests
+def _hostile(
+  name: str, body: str, tests: dict = ADD_UNITTEST, plain: bool = False
+) -> tuple[str, str, dict, bool]:
+  """A hostile program; `plain`: it forges a pass where the program and its tests share one
+  interpreter (checked below, so that its failing split is not vacuous)."""
+  return name, _d(body), tests, plain
 
 
 HOSTILE = [
@@ -191,6 +423,7 @@ HOSTILE = [
           import math
           self.assertTrue(math.isclose(add(2, 3), 5))
         """),
+    plain=True,
   ),
   _hostile(
     "a hijacked __build_class__",
@@ -207,6 +440,7 @@ HOSTILE = [
         def add(a, b):
           return 0
         """,
+    plain=True,
   ),
   _hostile(
     "the tests' helpers and classes rebound from the program",
@@ -223,6 +457,7 @@ HOSTILE = [
             frame = frame.f_back
           return 0
         """,
+    plain=True,
   ),
   _hostile(
     "a lazily imported module planted where the program can write",
@@ -259,6 +494,7 @@ HOSTILE = [
           self.assertEqual(add(1, 2), decimal.Decimal(1) / decimal.Decimal(3) * 1)
           self.assertTrue(re.fullmatch(r'\\d+', add(2, 3)))
         """),
+    plain=True,
   ),
   _hostile(
     "a checked value spoiled after the call",
@@ -279,6 +515,7 @@ HOSTILE = [
           time.sleep(0.3)
           self.assertEqual(got, [5])
         """),
+    plain=True,
   ),
   _hostile(
     "right only with a test on the stack",
@@ -292,6 +529,7 @@ HOSTILE = [
             frame = frame.f_back
           return 0
         """,
+    plain=True,
   ),
   _hostile(
     "Unicode names folded to ASCII, and the channel's nonce found in memory",
@@ -331,6 +569,7 @@ HOSTILE = [
         def add(a, b):
           return int()
         """,
+    plain=True,
   ),
   _hostile(
     "a decoder bomb: deep, then huge",
@@ -383,6 +622,7 @@ HOSTILE = [
         """,
       "from unittest.mock import patch\n",
     ),
+    plain=True,
   ),
   _hostile(
     "a flood of forged frames on the socket",
@@ -428,6 +668,360 @@ HOSTILE = [
           return 0
         """,
   ),
+  _hostile(
+    "a builtin's name shadowed, past the program process's own check",
+    """
+        import builtins
+        def round(x, n=None):
+          return 5
+        del builtins.round  # the program's process would then send its round as a name
+        def add(a, b):
+          return 0.25
+        """,
+    _unittest("""
+        def test_add(self):
+          self.assertEqual(round(add(2, 3)), 5)
+        """),
+    plain=True,
+  ),
+  # The decoder and references: objects that lie, and what they claim to be.
+  _hostile(
+    "a class that claims to be int and equals everything",
+    """
+        class Liar:
+          def __eq__(self, other):
+            return True
+          def __ne__(self, other):
+            return False
+          __hash__ = object.__hash__
+          def __int__(self):
+            return 0
+        Liar.__module__, Liar.__qualname__, Liar.__name__ = 'builtins', 'int', 'int'
+        def add(a, b):
+          return Liar()
+        """,
+    _unittest("""
+        def test_add(self):
+          self.assertEqual(add(2, 3), int('5'))
+          self.assertEqual(int('42'), add(40, 2))
+        """),
+    plain=True,
+  ),
+  _hostile(
+    "an object that lies on every comparison and every arithmetic",
+    """
+        class Liar:
+          def __eq__(self, other):
+            return True
+          def __ne__(self, other):
+            return False
+          __le__ = __ge__ = __eq__
+          __lt__ = __gt__ = __ne__
+          __hash__ = object.__hash__
+          def __sub__(self, other):
+            return 0
+          __rsub__ = __sub__
+          def __iter__(self):
+            return iter([])
+        def add(a, b):
+          return Liar()
+        """,
+    _unittest("""
+        def test_ways(self):
+          self.assertIn(add(40, 2), [42])
+          self.assertAlmostEqual(add(1, 1), 2)
+          self.assertGreaterEqual(add(2, 2), 4)
+          self.assertLessEqual(add(2, 2), 4)
+          self.assertTrue(add(2, 3) == 5 and not add(2, 3) != 5)
+          self.assertEqual(sorted([add(2, 3), 5]), [5, 5])
+        """),
+    plain=True,
+  ),
+  _hostile(
+    "an object that claims numpy.ndarray and equals any array",
+    """
+        import numpy as np
+        class Anything:
+          def __eq__(self, other):
+            return True
+          __hash__ = object.__hash__
+        class Fake:
+          shape = (1,)
+          def __eq__(self, other):
+            return np.array([True])
+          __hash__ = object.__hash__
+          def __array__(self, dtype=None, copy=None):
+            array = np.empty(1, dtype=object)
+            array[0] = Anything()
+            return array
+          def __len__(self):
+            return 1
+          def __getitem__(self, i):
+            return Anything()
+        Fake.__module__, Fake.__qualname__, Fake.__name__ = 'numpy', 'ndarray', 'ndarray'
+        def add(a, b):
+          return Fake()
+        """,
+    _unittest(
+      """
+        def test_add(self):
+          got = add(np.array([2]), np.array([3]))
+          self.assertTrue((got == np.array([5])).all())
+          self.assertTrue(np.array_equal(got, np.array([5])))
+        """,
+      "import numpy as np\n",
+    ),
+    plain=True,
+  ),
+  _hostile(
+    "a cycle, and twenty thousand references",
+    """
+        class Thing:
+          pass
+        def add(a, b):
+          if a == 2:
+            loop = []
+            loop.append(loop)
+            return loop
+          return [Thing() for _ in range(20000)]
+        """,
+  ),
+  _hostile(
+    "a result that decodes to far more than its bytes",
+    """
+        def add(a, b):
+          return [0] * 2_000_000
+        """,
+    _unittest("""
+        def test_add(self):
+          self.assertTrue(add(2, 3) == sum([2, 3]))
+        """),
+  ),
+  # The mock bridge.
+  _hostile(
+    "a mock's record compared with an object equal to everything",
+    """
+        import urllib.request
+        class Anything:
+          def __eq__(self, other):
+            return True
+          __hash__ = object.__hash__
+        def add(a, b):
+          urllib.request.urlopen(Anything())
+          return Anything()
+        """,
+    _unittest(
+      """
+        @patch('urllib.request.urlopen')
+        def test_add(self, urlopen):
+          add(2, 3)
+          urlopen.assert_called_once_with('http://5')
+        """,
+      "from unittest.mock import patch\n",
+    ),
+    plain=True,
+  ),
+  _hostile(
+    "a mock's counters, call lists and children reached by other names",
+    """
+        import urllib.request
+        def add(a, b):
+          mock = urllib.request.urlopen
+          mock('http://x')
+          for name in ('call_count', 'called', 'call_args', 'side_effect', 'return_value'):
+            try:
+              setattr(mock, name, 0 if name == 'call_count' else None)
+            except Exception:
+              pass
+          for name in ('call_args_list', 'mock_calls', 'method_calls', '_mock_children',
+                       '_mock_call_args_list', '_mock_mock_calls'):
+            try:
+              getattr(mock, name).clear()
+            except Exception:
+              pass
+          return a + b
+        """,
+    _unittest(
+      """
+        @patch('urllib.request.urlopen')
+        def test_add(self, urlopen):
+          self.assertEqual(add(2, 3), 5)
+          urlopen.assert_not_called()
+        """,
+      "from unittest.mock import patch\n",
+    ),
+    plain=True,
+  ),
+  _hostile(
+    "a callback of the tests reached for its globals and code",
+    """
+        def apply(f, xs):
+          reaches = (lambda: f.__globals__, lambda: getattr(f, '__globals__'),
+                     lambda: f.__code__.co_consts, lambda: f.__closure__)
+          for reach in reaches:
+            try:
+              found = reach()
+              found['unittest'].TestCase.assertEqual = lambda *args, **kwargs: None
+            except Exception:
+              pass
+          return []
+        """,
+    _unittest("""
+        def test_apply(self):
+          got = apply(lambda x: x + 1, [1, 2])
+          self.assertEqual(got, [2, 3])
+        """),
+    plain=True,
+  ),
+  _hostile(
+    "the tests' library context set by the program's with, read after it",
+    """
+        import numpy as np
+        class Context:
+          def __enter__(self):
+            np.set_printoptions(formatter={'int': lambda x: '5'})
+            return self
+          def __exit__(self, *exc_info):
+            return False
+        def add(a, b):
+          return 0
+        def context():
+          return Context()
+        """,
+    _unittest(
+      """
+        def test_add(self):
+          with context():
+            pass
+          self.assertEqual(str(np.array([add(2, 3)])), '[5]')
+        """,
+      "import numpy as np\n",
+    ),
+    plain=True,
+  ),
+  _hostile(
+    "the generator's state chosen, so the tests draw the inputs the program is right on",
+    """
+        import random
+        def _small_seed():
+          for seed in range(10 ** 7):
+            random.seed(seed)
+            if random.randint(0, 10 ** 6) < 10:
+              return seed
+        SEED = _small_seed()
+        def double(x):
+          random.Random.seed(random._inst, SEED)  # past a wrapper the harness may put on seed
+          return 2 * x if x < 10 else 0
+        """,
+    _unittest(
+      """
+        def test_double(self):
+          random.seed(0)
+          self.assertEqual(double(0), 0)
+          for _ in range(20):
+            x = random.randint(0, 10 ** 6)
+            self.assertEqual(double(x), 2 * x)
+        """,
+      "import random\n",
+    ),
+    plain=True,
+  ),
+  _hostile(
+    "the generator's state set, so the tests draw the inputs the program is right on",
+    """
+        import random
+        def _small_state():
+          for seed in range(10 ** 7):
+            generator = random.Random(seed)
+            state = generator.getstate()
+            if generator.randint(0, 10 ** 6) < 10:
+              return state
+        STATE = _small_state()
+        def double(x):
+          random.setstate(STATE)
+          return 2 * x if x < 10 else 0
+        """,
+    _unittest(
+      """
+        def test_double(self):
+          random.seed(0)
+          self.assertEqual(double(0), 0)
+          for _ in range(20):
+            x = random.randint(0, 10 ** 6)
+            self.assertEqual(double(x), 2 * x)
+        """,
+      "import random\n",
+    ),
+    plain=True,
+  ),
+  # The program's process dying or exiting where one interpreter would have died with it.
+  _hostile(
+    "sys.exit taken for the error a test expects",
+    """
+        import sys
+        def root(n):
+          if n < 0:
+            sys.exit(1)
+          return int(n ** 0.5)
+        """,
+    RAISES_UNITTEST,
+  ),
+  _hostile(
+    "a crash (a segmentation fault) taken for the error a test expects",
+    """
+        import ctypes
+        def root(n):
+          return int(n ** 0.5) if n >= 0 else ctypes.string_at(0)
+        """,
+    RAISES_UNITTEST,
+  ),
+  _hostile(
+    "the program's process gone, and the tests swallowing what that raised",
+    """
+        import os
+        def root(n):
+          if n < 0:
+            os._exit(0)
+          return int(n ** 0.5)
+        """,
+    _unittest("""
+        def test_a_valid(self):
+          self.assertEqual(root(9), 3)
+        def test_b_negative(self):
+          try:
+            root(-4)
+          except BaseException:
+            return
+          self.fail('no error')
+        """),
+  ),
+  # The channel and the test's outcome.
+  _hostile(
+    "the program skips the tests",
+    """
+        import unittest
+        def add(a, b):
+          raise unittest.SkipTest('not today')
+        """,
+    plain=True,
+  ),
+  _hostile(
+    "a forged error frame that skips the test, then the channel closed",
+    """
+        import json, os, socket, stat, struct
+        def add(a, b):
+          frame = json.dumps({'t': ['e', {'l': [{'l': ['unittest.case', 'SkipTest']}]},
+                                    {'t': ['skipped']}, None]}).encode()
+          for fd in range(3, 64):
+            try:
+              if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                os.write(fd, struct.pack('!I', len(frame)) + frame)
+                os.close(fd)
+            except OSError:
+              pass
+          os._exit(0)
+        """,
+  ),
 ]
 
 
@@ -448,9 +1042,9 @@ def test_honest_programs_pass_split(pool):
 
 
 def test_hostile_programs_never_pass_split(pool):
-  jobs = [Job(program, tests, LIMITS) for _, program, tests in HOSTILE]
-  jobs += [Job(program, ADD_ASSERT, LIMITS) for _, program, _ in HOSTILE[1:3]]
-  names = [name for name, _, _ in HOSTILE] + [f"{n} [assert]" for n, _, _ in HOSTILE[1:3]]
+  jobs = [Job(program, tests, LIMITS) for _, program, tests, _ in HOSTILE]
+  jobs += [Job(program, ADD_ASSERT, LIMITS) for _, program, _, _ in HOSTILE[1:3]]
+  names = [name for name, *_ in HOSTILE] + [f"{n} [assert]" for n, *_ in HOSTILE[1:3]]
   results = pool.run(
     jobs
     + [
@@ -462,3 +1056,77 @@ def test_hostile_programs_never_pass_split(pool):
   assert wrong.status is Status.FAIL and right.passed, (wrong, right)
   forged = [f"{name}: {r.detail}" for name, r in zip(names, hostile) if r.passed]
   assert not forged, "\n".join(forged)
+
+
+# The program and its tests in one interpreter, sandboxed (an `io` job: no split, no in-process
+# defence), printing whether unittest's own runner passed them.
+_PLAIN_RUNNER = """
+import io as _io, unittest as _unittest
+_suite = _unittest.TestSuite()
+for _value in list(globals().values()):
+  if isinstance(_value, type) and issubclass(_value, _unittest.TestCase):
+    _suite.addTests(_unittest.defaultTestLoader.loadTestsFromTestCase(_value))
+_result = _unittest.TextTestRunner(stream=_io.StringIO()).run(_suite)
+print('PASSED' if _result.wasSuccessful() and _result.testsRun else 'FAILED')
+"""
+
+
+def test_the_hostile_programs_forge_a_pass_in_one_interpreter():
+  """Those marked `plain` pass where the program and its tests share an interpreter, so that
+  their failing split is the split design's doing, not a broken attack."""
+  plain = [(name, program, tests) for name, program, tests, forges in HOSTILE if forges]
+  assert len(plain) >= 15
+  jobs = [
+    Job(
+      program + "\n" + tests["code"] + _PLAIN_RUNNER,
+      {"kind": "io", "cases": [{"stdin": "", "stdout": "PASSED\n"}]},
+      LIMITS,
+    )
+    for _, program, tests in plain
+  ]
+  with ExecutionPool(workers=2) as p:  # io jobs: one process, judged here
+    results = p.run(jobs)
+  broken = [f"{name}: {r.detail}" for (name, _, _), r in zip(plain, results) if not r.passed]
+  assert not broken, "\n".join(broken)
+
+
+def test_the_tests_draw_on_from_the_programs_draws_and_seeds_never_a_state_it_set():
+  random.seed(7)
+  before = random.getstate()
+  for draw in (lambda: None, random.random, lambda: random.shuffle(list(range(5000)))):
+    random.setstate(before)
+    draw()
+    after = random.getstate()
+    assert split_tests._drawn_python(before, after) == (after[0], after[1], None)
+  random.setstate(before)
+  random.gauss(0, 1)  # its cached second value is dropped, not taken from the program
+  assert split_tests._drawn_python(before, random.getstate())[2] is None
+  random.seed(8)
+  assert split_tests._drawn_python(before, random.getstate()) is None
+  assert split_tests._drawn_python(before, (3, (0,) * 625, None)) is None
+  assert split_tests._drawn_python(before, "x") is None
+  np.random.seed(7)
+  before = np.random.get_state()
+  for draw in (lambda: None, lambda: np.random.rand(5000), np.random.normal):
+    np.random.set_state(before)
+    draw()
+    after = np.random.get_state()
+    drawn = split_tests._drawn_numpy(np, before, after)
+    assert (drawn[1] == after[1]).all() and drawn[2] == after[2] and drawn[3] == 0
+  np.random.seed(8)
+  assert split_tests._drawn_numpy(np, before, np.random.get_state()) is None
+  assert split_tests._drawn_numpy(np, before, ("MT19937", [1, 2], 3, 0, 0.0)) is None
+  # From a seed the program gave, repeated here: numbers, text, bytes, arrays; never an object.
+  random.seed("seven")
+  random.random()
+  seeded = split_tests._seeded(((b"x",), {}), random.Random, lambda g: g.getstate())
+  assert seeded is not None and split_tests._drawn_python(seeded, random.getstate()) is None
+  seeded = split_tests._seeded((("seven",), {}), random.Random, lambda g: g.getstate())
+  assert split_tests._drawn_python(seeded, random.getstate()) is not None
+  np.random.seed([1, 2])
+  np.random.rand(3)
+  read = lambda g: g.get_state(legacy=True)  # noqa: E731
+  seeded = split_tests._seeded((([1, 2],), {}), np.random.RandomState, read)
+  assert split_tests._drawn_numpy(np, seeded, np.random.get_state()) is not None
+  for given in ((object(),), {}), ((), {"a": {}}), "x", ((1, 2, 3), {}):
+    assert split_tests._seeded(given, random.Random, lambda g: g.getstate()) is None

@@ -174,8 +174,11 @@ Verdict integrity, per test kind (exit status and printed text never count):
     dataclass record compares the fields its constructor stored), files the
     program wrote that the tests unpickle, the test code's text (the program's
     process is a fork of the tests'), signals to the test process (a fail or a
-    timeout), and library state beyond random's and numpy's generators, the
-    environment, the working directory and pyplot's figures.
+    timeout), what the program's classes claim to be (`isinstance`, `issubclass`
+    answer from the names and bases it gives), what the tests read through a
+    library's context variables inside a `with` on the program's object (its
+    context, as they asked), and library state beyond random's and numpy's
+    generators, the environment, the working directory and pyplot's figures.
   * assert, unittest with `ExecutionPool(unsafe_one_process=True)`: the test
     code runs in the program's namespace, as a plain interpreter runs it, with
     NO defence: the program can rewrite the tests, their libraries, the

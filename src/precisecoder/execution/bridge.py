@@ -15,6 +15,7 @@ methods; never a Mock's own API, so the program cannot erase what a mock recorde
 from __future__ import annotations
 
 import builtins
+import contextvars
 import struct
 import sys
 import types
@@ -30,11 +31,14 @@ _object_setattr = object.__setattr__
 _object_getattribute = object.__getattribute__
 
 
-_KINDS = ("module", "class", "function", "object", "attr")  # what a reference names
+_KINDS = ("module", "class", "function", "object", "attr", "error")  # what a reference names
 
 
-class ChannelBroken(ConnectionError):
-  """The other process is gone or broke the protocol: the call that waited for it fails."""
+class ChannelBroken(BaseException):
+  """The other process is gone or broke the protocol: the call that waited for it fails. Not an
+  Exception: where the program's process dies (a crash, `os._exit`) one interpreter would have
+  died, and a test's `assertRaises(Exception)` or `except Exception` must not take it for an
+  error the program raised (`split_tests.check_program` fails the run)."""
 
 
 class RemoteError(Exception):
@@ -148,6 +152,14 @@ class Endpoint:
     self.handlers: dict[str, Callable[..., Any]] = {}
     self.resolving = True  # whether references by name become this side's own modules, classes
     self.closed = False
+    # The test process's references to the program's objects, whose `__dict__` holds what the
+    # tests wrote with `object.__setattr__` (it bypasses `Remote.__setattr__`): sent before the
+    # next request (`_send_buffered`); their dicts apart, for a quick `any` before each request.
+    self._buffered: list[Remote] = []
+    self._buffers: list[dict] = []
+    # The test process's `with` blocks on the program's objects, innermost last, each with the
+    # library context variables it set here (`_set_context`), to be reset when it ends.
+    self.contexts: list[tuple[Remote, list]] = []
     # The test process: lists, dicts and sets read from its plain objects (not a mock's) go to
     # the program by reference, so that it can change them in place.
     self._lend_containers = policy is test_side_policy
@@ -184,6 +196,11 @@ class Endpoint:
     if kind is types.ModuleType:
       what = "module"
       name = [obj.__name__, ""]
+    elif issubclass(kind, type) and issubclass(obj, BaseException) and self.codec.records:
+      # the program's exception class, with its classes' names: the test process makes a class
+      # of its own for it (`_stand_in`), so that `assertRaises(BadInput)` catches it
+      name = [_text(getattr(obj, "__module__", "")), _text(getattr(obj, "__qualname__", ""))]
+      return {"r": [self.lend(obj), "error", name, _class_names(obj)]}
     else:
       what = "class" if issubclass(kind, type) else "object"
       if what == "object" and not self._lendable(obj) and callable(obj):
@@ -211,6 +228,11 @@ class Endpoint:
       raise codec_lib.DecodeError("malformed reference")
     ref, what, name = body[:3]
     class_ref = body[3] if len(body) == 4 and _type(body[3]) is int else None
+    if what == "error":  # the program's exception class: ours of its names, on the tests' side
+      stand_in = None if self.forward_operators or len(body) != 4 else _stand_in(body[3])
+      if stand_in is not None:
+        return stand_in
+      what = "class"
     if (
       _type(ref) is not int
       or ref < 0
@@ -229,15 +251,22 @@ class Endpoint:
       return local
     remote = self._remotes.get(ref) if ref else None  # one per object: `is` holds as it does there
     if remote is None:
-      kind = Remote
+      kind, buffered = Remote, False
       if what == "attr":
         name = None
       elif what == "object":
         factory = self._remote(class_ref, "class", None) if class_ref is not None else None
-        kind = _remote_class(name[0], name[1], factory)
+        # the program's own classes' instances (a lazy settings object): not a library's
+        buffered = not self.forward_operators and name[0].startswith(_TESTS_MODULE)
+        kind = _remote_class(name[0], name[1], factory, buffered)
       remote = kind._pc_make(self, ref, name if what == "object" else None)  # pylint: disable=protected-access
+      if what == "class":  # its names, for `issubclass` (`Remote.__getattr__`)
+        _object_setattr(remote, "_pc_name", name)
       if ref:
         self._remotes[ref] = remote
+      if buffered:
+        self._buffered.append(remote)
+        self._buffers.append(_object_getattribute(remote, "__dict__"))
     return remote
 
   def _remote(self, ref: int, what: str, name) -> "Remote":
@@ -304,6 +333,8 @@ class Endpoint:
     raises the error it reports."""
     if self.closed:
       raise ChannelBroken("the other process is gone")
+    if any(self._buffers) and op != "objset":
+      self._send_buffered()
     state = self.before_request() if self.before_request is not None else None
     self._send(("q", op, target, state, *fields))
     while True:
@@ -318,8 +349,16 @@ class Endpoint:
       if message[0] == "e" and len(message) == 4:
         if self.on_state is not None:
           self.on_state(message[3])
-        raise rebuild_error(message[1], message[2])
+        raise rebuild_error(message[1], message[2], stand_ins=not self.forward_operators)
       raise ChannelBroken("malformed answer")
+
+  def _send_buffered(self) -> None:
+    """What the tests wrote on the program's objects with `object.__setattr__` (a lazy object's
+    own flag, set past its `__setattr__`), set there the same way."""
+    for remote, written in zip(self._buffered, self._buffers):
+      while written:
+        name = next(iter(written))
+        self.request("objset", remote, name, written.pop(name))
 
   def serve_until_closed(self) -> None:
     """The program process's loop: answers requests until the test process leaves."""
@@ -387,6 +426,9 @@ class Endpoint:
     if op == "setattr":
       setattr(target, name, fields[1])
       return None
+    if op == "objset":  # object.__setattr__, as the tests called it (`_send_buffered`)
+      _object_setattr(target, name, fields[1])
+      return None
     if op == "delattr":
       delattr(target, name)
       return None
@@ -421,8 +463,19 @@ class Endpoint:
       if method is None:
         raise TypeError(f"unsupported operand for {name}")
       return method(target, *fields[1:])
+    if op == "signature":  # none where inspect has none: the caller falls back, as it would
+      import inspect  # pylint: disable=import-outside-toplevel
+
+      try:
+        return inspect.signature(target)
+      except (TypeError, ValueError):
+        return None
     if op == "enter":
-      return target.__enter__()
+      if self._policy is not program_policy:
+        return target.__enter__()
+      before = contextvars.copy_context()
+      value = target.__enter__()
+      return value, _context_changes(before)
     if op == "exit":
       return target.__exit__(*fields)
     raise ValueError(f"unknown request {op!r:.20}")
@@ -475,25 +528,84 @@ def _error_args(error: BaseException) -> Any:
   )
 
 
-def rebuild_error(names: Any, args: Any) -> BaseException:
+def rebuild_error(names: Any, args: Any, stand_ins: bool = False) -> BaseException:
   """An exception of this side's own class nearest to the other side's: a builtin or a loaded
-  library's exception class, made without running its __init__ (its args set as given)."""
+  library's exception class, or (`stand_ins`: the test process) the class of ours standing for
+  the program's own (`_stand_in`), made without running its __init__ (its args set as given).
+  A program's `sys.exit()` is a SystemExit here too: `assertRaises(SystemExit)` holds on it,
+  `assertRaises(Exception)` does not, as in one interpreter."""
   if _type(args) is not tuple:
     args = (str(args),)
-  for pair in names if _type(names) is list else []:
-    if _type(pair) is not list or len(pair) != 2:
+  local = _stand_in(names) if stand_ins else None
+  for cls in [local] if local is not None else _named_classes(names):
+    if cls is None or not issubclass(cls, BaseException) or cls is BaseException:
       continue
-    cls = _named_class(*pair)
-    if cls is not None and issubclass(cls, BaseException) and cls is not BaseException:
-      if cls in (SystemExit, KeyboardInterrupt, GeneratorExit):
-        break
-      try:
-        error = cls.__new__(cls)
-        error.args = args
-        return error
-      except Exception:  # pylint: disable=broad-except
-        continue
+    if cls in (SystemExit, KeyboardInterrupt, GeneratorExit):  # not an Exception here either
+      return cls(*args)  # a builtin's own constructor: SystemExit's `code`
+    try:
+      error = cls.__new__(cls)
+      error.args = args
+      return error
+    except Exception:  # pylint: disable=broad-except
+      continue
   return RemoteError(*args)
+
+
+def _named_classes(names: Any):
+  for pair in names if _type(names) is list else []:
+    if _type(pair) is list and len(pair) == 2:
+      yield _named_class(*pair)
+
+
+def _class_names(cls: type) -> list:
+  """A class's classes, most derived first, by (module, qualified name)."""
+  return [
+    [_text(getattr(c, "__module__", "")), _text(getattr(c, "__qualname__", ""))]
+    for c in cls.__mro__
+  ]
+
+
+# The test process's classes that stand for the program's exception classes, by their names.
+_STAND_INS: dict[tuple[str, str], type] = {}
+_MAX_STAND_INS = 1000
+
+
+def _stand_in(names: Any) -> type | None:
+  """The test process's exception class for the program's whose classes (most derived first)
+  `names` gives: made here by our code (`type`) from names alone, deriving from the class of
+  ours for the next of the program's classes named, else from the first loaded library's
+  exception class named (an Exception, never SystemExit, KeyboardInterrupt, GeneratorExit), so
+  that `assertRaises(BadInput)`, `except ValueError` and `isinstance` hold on what the program
+  raises, as the program names it (as it names the class an object claims). None where the
+  first class named is not the program's."""
+  if _type(names) is not list or not names or len(names) > 64:
+    return None
+  pairs = [p for p in names if _type(p) is list and len(p) == 2 and all(_type(n) is str for n in p)]
+  if (
+    len(pairs) != len(names)
+    or not pairs[0][0].startswith(_TESTS_MODULE)
+    or max(len(pairs[0][0]), len(pairs[0][1])) > 200
+  ):
+    return None
+  key = (pairs[0][0], pairs[0][1])
+  made = _STAND_INS.get(key)
+  if made is not None or len(_STAND_INS) >= _MAX_STAND_INS:
+    return made
+  base = Exception
+  for at, (module, qualname) in enumerate(pairs[1:], 1):
+    found = (
+      _stand_in(pairs[at:]) if module.startswith(_TESTS_MODULE) else _named_class(module, qualname)
+    )
+    if isinstance(found, type) and issubclass(found, Exception):
+      base = found
+      break
+  try:
+    made = _type(key[1].rsplit(".", 1)[-1] or "Error", (base,), {"__qualname__": key[1]})
+  except Exception:  # pylint: disable=broad-except
+    made = _type("Error", (Exception,), {"__qualname__": key[1]})
+  made.__module__ = key[0]
+  _STAND_INS[key] = made
+  return made
 
 
 # Types of the interpreter that builtins does not name, that a reference may claim (`inspect.
@@ -509,8 +621,10 @@ def _named_class(module: Any, qualname: Any) -> type | None:
     return None
   if module == "builtins" and qualname in _BUILTIN_TYPES:
     return _BUILTIN_TYPES[qualname]
+  if module.startswith(_TESTS_MODULE):  # the program's: only an exception class stands in
+    return _STAND_INS.get((module, qualname))
   holder = builtins if module == "builtins" else sys.modules.get(module)
-  if holder is None or module.startswith("__precisecoder_program"):
+  if holder is None:
     return None
   value = holder
   for part in qualname.split("."):
@@ -569,7 +683,7 @@ def _is_mock(obj) -> bool:
 class Remote:
   """A reference to an object of the other process. See the module docstring."""
 
-  __slots__ = ("_pc_end", "_pc_id", "_pc_class", "_pc_local")
+  __slots__ = ("_pc_end", "_pc_id", "_pc_class", "_pc_local", "_pc_name")
   _pc_factory = None  # a subclass's: a reference to the remote class, called by `type(ref)(...)`
 
   @classmethod
@@ -579,6 +693,7 @@ class Remote:
     _object_setattr(self, "_pc_id", ref)
     _object_setattr(self, "_pc_class", class_name)
     _object_setattr(self, "_pc_local", None)
+    _object_setattr(self, "_pc_name", None)
     return self
 
   def __new__(cls, *args, **kwargs):  # `type(ref)(...)`: an instance made by the remote class
@@ -604,6 +719,10 @@ class Remote:
       local = _object_getattribute(self, "_pc_local")
       if local is not None and name in local:
         return local[name]
+      if name == "__bases__":
+        return _bases(self._pc_ask("getattr", name))
+      if name == "__signature__":  # inspect.signature: the program's, of its own object
+        return self._pc_ask("signature")
       if name not in ("__name__", "__qualname__", "__doc__", "__module__"):
         raise AttributeError(name)
     return self._pc_ask("getattr", name)
@@ -691,9 +810,23 @@ class Remote:
     return value
 
   def __enter__(self):
-    return self._pc_ask("enter")
+    end = _object_getattribute(self, "_pc_end")
+    answer = self._pc_ask("enter")
+    if end.forward_operators:  # the program's side entering a test's object: a plain answer
+      return answer
+    if _type(answer) is not tuple or len(answer) != 2 or _type(answer[1]) is not list:
+      raise ChannelBroken("malformed answer to a with")
+    value, changes = answer
+    end.contexts.append((self, _set_context(changes)))
+    return value
 
   def __exit__(self, *exc_info):  # the exception stays here: it is not data
+    end = _object_getattribute(self, "_pc_end")
+    for at in range(len(end.contexts) - 1, -1, -1):
+      if end.contexts[at][0] is self:
+        for var, token in reversed(end.contexts.pop(at)[1]):
+          var.reset(token)
+        break
     return self._pc_ask("exit", None, None, None)
 
   def _pc_operator(self, name: str, *operands):
@@ -714,14 +847,88 @@ class Remote:
     return self is not other
 
 
+class _Doc:
+  """A remote object's `__doc__`: its own, asked for (a class's `__doc__` would hide it)."""
+
+  def __get__(self, obj, owner=None):
+    return None if obj is None else obj._pc_ask("getattr", "__doc__")  # pylint: disable=protected-access
+
+
+def _bases(value) -> tuple:
+  """A reference to a class's `__bases__`: the bases a loaded library names as its own classes,
+  others as references, so that `issubclass(ref, http.server.BaseHTTPRequestHandler)` and
+  `issubclass(ref, other_ref)` walk them (the program names the bases it claims, as it names the
+  class an object claims for `isinstance`)."""
+  if _type(value) is not tuple:
+    raise TypeError("__bases__ of a remote class is not a tuple")
+  bases = []
+  for base in value:
+    name = _object_getattribute(base, "_pc_name") if is_remote(base) else None
+    local = _named_class(*name) if name is not None else None
+    bases.append(local if local is not None else base)
+  return tuple(bases)
+
+
+_VAR_NAMES: dict[contextvars.ContextVar, tuple[str, str] | None] = {}
+
+
+def _var_name(var: contextvars.ContextVar) -> tuple[str, str] | None:
+  """The (module, attribute) under which a loaded library module holds `var`, if one does."""
+  if var not in _VAR_NAMES:
+    _VAR_NAMES[var] = next(
+      (
+        (module_name, attribute)
+        for module_name, module in list(sys.modules.items())
+        if _type(module_name) is str and not module_name.startswith(_TESTS_MODULE)
+        for attribute, value in list(getattr(module, "__dict__", {}).items())
+        if value is var and _type(attribute) is str
+      ),
+      None,
+    )
+  return _VAR_NAMES[var]
+
+
+def _context_changes(before: contextvars.Context) -> list:
+  """The program's side, after a `with` the tests entered on its object: the library context
+  variables (Flask's request) its `__enter__` set, by name, with their values."""
+  changes = []
+  for var, value in contextvars.copy_context().items():
+    if var not in before or before[var] is not value:
+      name = _var_name(var)
+      if name is not None:
+        changes.append([name[0], name[1], value])
+  return changes
+
+
+def _set_context(changes: list) -> list:
+  """The test process, entering a `with` on the program's object: sets its own library context
+  variables of those names to what the program's `__enter__` set them to (data or references),
+  as one interpreter's library would see them inside the block; returns their reset tokens."""
+  tokens = []
+  for change in changes:
+    if _type(change) is not list or len(change) != 3:
+      continue
+    module, attribute, value = change
+    holder = sys.modules.get(module) if _type(module) is str else None
+    if holder is None or module.startswith(_TESTS_MODULE) or _type(attribute) is not str:
+      continue
+    var = getattr(holder, "__dict__", {}).get(attribute)
+    if _type(var) is contextvars.ContextVar:
+      tokens.append((var, var.set(value)))
+  return tokens
+
+
 _REMOTE_CLASSES: dict[tuple[str, str, int], type] = {}
 
 
-def _remote_class(module: str, qualname: str, factory: "Remote | None") -> type:
+def _remote_class(
+  module: str, qualname: str, factory: "Remote | None", buffered: bool = False
+) -> type:
   """A subclass of Remote of ours that bears the names of the remote object's class, so that
   `str(type(ax))` reads as it would there, and whose call makes an instance there (`factory`, a
-  reference to that class); it adds nothing else."""
-  key = (module, qualname, id(factory))
+  reference to that class); `buffered`: with a `__dict__` that holds what `object.__setattr__`
+  writes until it is sent (`Endpoint._send_buffered`). It adds nothing else."""
+  key = (module, qualname, id(factory), buffered)
   kind = _REMOTE_CLASSES.get(key)
   if kind is None:
     name = qualname.rsplit(".", 1)[-1] or "Remote"
@@ -729,10 +936,11 @@ def _remote_class(module: str, qualname: str, factory: "Remote | None") -> type:
       name,
       (Remote,),
       {
-        "__slots__": (),
+        "__slots__": ("__dict__",) if buffered else (),
         "__module__": module,
         "__qualname__": qualname or name,
         "_pc_factory": factory,
+        "__doc__": _Doc(),
       },
     )
   return kind

@@ -20,6 +20,7 @@ import fractions
 import functools
 import json
 import math
+import re
 import sys
 from typing import Any, Callable
 
@@ -562,7 +563,7 @@ class Codec:
     if tag == "ts":
       value, tz, unit = _list(body, 3)
       stamp = pandas.Timestamp(int(_str(value, 30)), tz="UTC" if tz is not None else None)
-      stamp = stamp.tz_convert(_str(tz, 64)) if tz is not None else stamp
+      stamp = stamp.tz_convert(_zone(tz)) if tz is not None else stamp
       return stamp.as_unit(_str(unit, 4))
     if tag == "pt":
       value, unit = _list(body, 2)
@@ -595,7 +596,7 @@ class Codec:
       if getattr(stamps, "dtype", None) is None or stamps.dtype.kind != "i":
         raise DecodeError("datetimes")
       naive = pandas.DatetimeIndex(stamps.astype(f"M8[{_str(unit, 4)}]"))
-      return naive.tz_localize("UTC").tz_convert(_str(tz, 64)).array
+      return naive.tz_localize("UTC").tz_convert(_zone(tz)).array
     if tag == "ext":
       dtype, items = _list(tree[tag], 2)
       if dtype not in _EXTENSION_DTYPES:
@@ -698,8 +699,20 @@ def _clock(tag, body):
   if key is not None:
     import zoneinfo  # pylint: disable=import-outside-toplevel
 
-    value = value.replace(tzinfo=zoneinfo.ZoneInfo(_str(key, 64)))
+    value = value.replace(tzinfo=zoneinfo.ZoneInfo(_zone(key)))
   return value.replace(fold=fold)
+
+
+_ZONE = re.compile(r"[A-Za-z0-9_+\-:]+(/[A-Za-z0-9_+\-:]+)*")
+
+
+def _zone(body) -> str:
+  """A time zone's name (`Europe/Paris`, `UTC`), never a path: pandas hands `dateutil/` names to
+  dateutil, which opens an absolute path it is given (`dateutil//dev/stdin`)."""
+  text = _str(body, 64)
+  if not _ZONE.fullmatch(text) or text.startswith("dateutil"):
+    raise DecodeError(f"time zone {text!r:.70}")
+  return text
 
 
 def _list(body, length: int | None = None) -> list:

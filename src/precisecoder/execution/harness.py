@@ -578,7 +578,9 @@ def _run_split(channel: Channel, job: dict) -> None:
   namespace = split_tests.namespace()
   reported = _install_reports(channel, namespace, split_tests.bridge.is_remote)
   unittest_kind = tests["kind"] == "unittest"
-  first = unittest_kind and not plan.tests_top_names
+  first = unittest_kind and (
+    not plan.tests_top_names or split_tests.bind_library_names(job, plan, namespace)
+  )
   if first:  # its library set-up (settings.configure()) is then the program's too
     exec(plan.tests, namespace)  # pylint: disable=exec-used
   end = split_tests.start(job, plan)
@@ -587,6 +589,7 @@ def _run_split(channel: Channel, job: dict) -> None:
     exec(plan.tests, namespace)  # pylint: disable=exec-used
   if tests["kind"] == "unittest":
     split_tests.run_unittest_classes(channel, namespace, tests["classes"], _describe)
+  split_tests.check_program(end)
   channel.send({"end": tests["kind"], "expects": reported[0]}, signed=True)
   split_tests.finish(end)
 

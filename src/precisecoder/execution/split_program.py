@@ -13,6 +13,7 @@ environment and working directory. Each answer carries this process's generator 
 from __future__ import annotations
 
 import builtins
+import collections
 import importlib
 import os
 import sys
@@ -23,6 +24,8 @@ from precisecoder.execution import bridge
 from precisecoder.execution.programs import compile_program
 
 PROGRAM_MODULE = "__precisecoder_program__"
+_BUILTIN_NAMES = frozenset(dir(builtins))
+_SIZED = (list, dict, set, bytearray, collections.deque, collections.OrderedDict)
 _MISSING = object()
 
 
@@ -61,6 +64,15 @@ class ProgramSide:
     self.module: types.ModuleType | None = None
     self.patches: dict[int, tuple] = {}  # patch id -> (target, attribute, original)
     self.synced: dict[str, Any] = {}  # what the generators held when last exchanged
+    # The generators the program seeded or set itself since their states were last exchanged:
+    # the seed it gave (args, kwargs), which the test process can repeat and walk on from
+    # (`split_tests._State.incoming`), or None (a state it set, a seed from the OS): then the
+    # state is its own, and is not sent back (the test process would refuse it).
+    self.reseeded: dict[str, Any] = {}
+    self.streams = {name: getattr(sys, name) for name in ("stdin", "stdout", "stderr")}
+    self.watched_logs: list[tuple[Any, tuple]] = []  # (logger, what the tests' watch set aside)
+    self.fingerprints: dict | None = None  # the program's top-level names, as last sent
+    self.catching: Any = None  # a warnings.catch_warnings while the tests are in one
 
   def load(self) -> dict:
     """Runs the program; returns its top-level names for the tests' namespace."""
@@ -75,7 +87,32 @@ class ProgramSide:
       for name, value in module.__dict__.items()
       if type(name) is str and not name.startswith("__") and not hasattr(builtins, name)
     }
+    self.fingerprints = self._fingerprints()
+    self._glance()
     return names, sorted(_global_names(code) - module.__dict__.keys())
+
+  def _glance(self) -> None:
+    """What `_changed_globals` compares: the module's values' ids and its containers' sizes."""
+    values = self.module.__dict__.values()
+    self.glance = (tuple(map(id, values)), [v for v in values if type(v) in _SIZED])
+    self.sizes = tuple(map(len, self.glance[1]))
+
+  def _changed_globals(self) -> bool:
+    """Whether a top-level name may have changed since the last answer: a quick look, in C."""
+    ids, containers = self.glance
+    return (
+      tuple(map(id, self.module.__dict__.values())) != ids
+      or tuple(map(len, containers)) != self.sizes
+    )
+
+  def _fingerprints(self) -> dict:
+    """Each top-level name's object and, for a container, its size: what changes when the
+    program rebinds a global (`count += 1`) or adds to one (`cache[x] = y`)."""
+    return {
+      name: (id(value), len(value) if type(value) in _SIZED else -1)
+      for name, value in self.module.__dict__.items()
+      if type(name) is str and name[:2] != "__" and name not in _BUILTIN_NAMES
+    }
 
   def provide(self, names: Any) -> None:
     """The tests' objects under the names the program refers to but does not define (a class the
@@ -95,32 +132,125 @@ class ProgramSide:
     if "random" in state:  # the tests use random: so may the program
       import random  # pylint: disable=import-outside-toplevel
 
-      random.setstate(state["random"])
+      self._watch("random", random, ("seed", "setstate"))
+      random._inst.setstate(state["random"])  # pylint: disable=protected-access
       self.synced["random"] = state["random"]
+      self.reseeded.pop("random", None)
     if "numpy" in state:
       numpy = sys.modules.get("numpy")
       if numpy is not None:
-        numpy.random.set_state(state["numpy"])
+        self._watch("numpy", numpy.random, ("seed", "set_state"))
+        numpy.random.mtrand._rand.set_state(state["numpy"])  # pylint: disable=protected-access
         self.synced["numpy"] = _numpy_state(numpy)
+        self.reseeded.pop("numpy", None)
     if "environ" in state:
       os.environ.clear()
       os.environ.update(state["environ"])
     if "cwd" in state:
       os.chdir(state["cwd"])
+    if type(state.get("argv")) is list:
+      sys.argv = state["argv"]
+    if "logs" in state:
+      self._logs(state["logs"])
+    if "warnings" in state:
+      self._warnings(state["warnings"] is True)
+    if "streams" in state and type(state["streams"]) is dict:  # the tests' own, or ours again
+      for name, stream in state["streams"].items():
+        if name in self.streams:
+          setattr(sys, name, self.streams[name] if stream is None else stream)
+
+  def _warnings(self, caught: bool) -> None:
+    """While the tests catch warnings, every warning here is sent to the test process, whose
+    filters decide (an "error" filter there raises here, as in one interpreter)."""
+    import warnings  # pylint: disable=import-outside-toplevel
+
+    if caught and self.catching is None:
+      self.catching = warnings.catch_warnings()
+      self.catching.__enter__()
+      warnings.simplefilter("always")
+      end = self.end
+
+      def forward(message, category, filename, lineno, file=None, line=None):
+        names = bridge._class_names(category) if isinstance(category, type) else []  # pylint: disable=protected-access
+        end.request("warn", None, str(message), names, str(filename), int(lineno))
+
+      warnings.showwarning = forward
+    elif not caught and self.catching is not None:
+      self.catching.__exit__(None, None, None)
+      self.catching = None
+
+  def _logs(self, watched: Any) -> None:
+    """The loggers the tests watch (assertLogs), watched here the same way (their own handlers
+    set aside, their level set, not propagating), with a handler that sends each record to the
+    test process as data; those the tests stopped watching, as they were."""
+    import logging  # pylint: disable=import-outside-toplevel
+
+    for logger, saved in self.watched_logs:
+      logger.handlers, logger.level, logger.propagate = saved
+    self.watched_logs = []
+    for entry in watched if type(watched) is list else []:
+      if type(entry) is not list or len(entry) != 2 or type(entry[0]) is not str:
+        continue
+      logger = logging.getLogger(entry[0] or None)
+      self.watched_logs.append((logger, (logger.handlers[:], logger.level, logger.propagate)))
+      forward = _Forward(self.end)
+      forward.setLevel(entry[1])
+      logger.handlers, logger.propagate = [forward], False
+      logger.setLevel(entry[1])
+
+  def _watch(self, key: str, module: types.ModuleType, names: tuple[str, ...]) -> None:
+    """Notes in `reseeded` when the program calls `module`'s `names`: the seed it gave to
+    `seed`, None for anything else (setting the state)."""
+    for name in names:
+      original = getattr(module, name, None)
+      if original is None or getattr(original, "_pc_watched", None) is self:
+        continue
+
+      def watched(*args, _original=original, _seeds=name == "seed", **kwargs):
+        given = [*args, *kwargs.values()]
+        seeded = _seeds and given and all(value is not None for value in given)
+        self.reseeded[key] = (args, kwargs) if seeded else None
+        return _original(*args, **kwargs)
+
+      watched._pc_watched = self  # pylint: disable=protected-access
+      setattr(module, name, watched)
 
   def state(self) -> dict | None:
-    """The generator states that changed since they were last exchanged."""
+    """The generator states that changed since they were last exchanged, with the seed the
+    program gave where it seeded one (none that the program set otherwise), and the top-level
+    names the program rebound or added to since the last answer (the tests read them after a
+    call, as one namespace would show them)."""
     out = {}
+    if self.module is not None and self.fingerprints is not None and self._changed_globals():
+      now = self._fingerprints()
+      if now != self.fingerprints:
+        names = self.module.__dict__
+        out["globals"] = {
+          name: _named(name, names[name])
+          for name in now
+          if now[name] != self.fingerprints.get(name)
+        }
+        self.fingerprints = now
+      self._glance()
+    if not self.synced:  # the tests use neither generator
+      return out or None
     random = sys.modules.get("random")
-    if random is not None and "random" in self.synced:
-      now = random.getstate()
-      if now != self.synced["random"]:
-        out["random"] = self.synced["random"] = now
     numpy = sys.modules.get("numpy")
-    if numpy is not None and "numpy" in self.synced:
-      now = _numpy_state(numpy)
-      if not _same_numpy_state(now, self.synced["numpy"]):
-        out["numpy"] = self.synced["numpy"] = now
+    for key, module, read, same in (
+      ("random", random, lambda: random.getstate(), lambda a, b: a == b),
+      ("numpy", numpy, lambda: _numpy_state(numpy), _same_numpy_state),
+    ):
+      if module is None or key not in self.synced:
+        continue
+      seed = self.reseeded.get(key, ())
+      if seed is None:  # a state the program set: its own
+        continue
+      now = read()
+      if not same(now, self.synced[key]):
+        out[key] = self.synced[key] = now
+        if seed != ():
+          out[f"{key}_seed"] = seed
+          del self.reseeded[key]
     return out or None
 
   def _patch(self, patches: Any) -> None:
@@ -148,6 +278,44 @@ class ProgramSide:
 
   def serve(self) -> None:
     self.end.serve_until_closed()
+
+
+def _forward_class():
+  import logging  # pylint: disable=import-outside-toplevel
+
+  class Forward(logging.Handler):
+    """Sends each record to the test process as data (`split_tests._log_record`)."""
+
+    def __init__(self, end):
+      super().__init__()
+      self.end = end
+
+    def emit(self, record):
+      fields = {
+        "name": record.name,
+        "msg": record.getMessage(),
+        "levelno": record.levelno,
+        "levelname": record.levelname,
+        "pathname": record.pathname,
+        "filename": record.filename,
+        "module": record.module,
+        "funcName": record.funcName,
+        "lineno": record.lineno,
+        "created": record.created,
+      }
+      self.end.request("log", None, fields)
+
+  return Forward
+
+
+def _Forward(end):  # pylint: disable=invalid-name
+  global _FORWARD  # pylint: disable=global-statement
+  if _FORWARD is None:
+    _FORWARD = _forward_class()
+  return _FORWARD(end)
+
+
+_FORWARD = None
 
 
 def _module(name: Any) -> Any:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import _socket
 import builtins
 import ctypes
+import dis
 import importlib
 import os
 import signal
@@ -96,6 +97,9 @@ class _Patches:
   def __init__(self):
     self.active: list[tuple[Any, Any]] = []
     self.installed = False
+    self.logs: list[tuple[Any, str, int]] = []  # active assertLogs: (context, logger, level)
+    self.logs_installed = False
+    self.catching: list[Any] = []  # the tests' active warnings.catch_warnings contexts
 
   def install(self) -> None:
     """Wraps unittest.mock's patches, once the tests have loaded it (importing it costs runs that
@@ -118,11 +122,105 @@ class _Patches:
 
     patch_class.__enter__, patch_class.__exit__ = enter, leave
 
+  def install_logs(self) -> None:
+    """Wraps unittest's assertLogs and assertNoLogs, which load its log-watching context when
+    first called: that context is wrapped then (`_watch_logs`)."""
+    patches = self
+    for name in ("assertLogs", "assertNoLogs"):
+      original = getattr(unittest.TestCase, name, None)
+      if original is None:
+        continue
+
+      def method(case, *args, _original=original, **kwargs):
+        context = _original(case, *args, **kwargs)
+        patches.watch_logs()
+        return context
+
+      setattr(unittest.TestCase, name, method)
+
+  def install_warnings(self) -> None:
+    """Wraps `warnings.catch_warnings` (assertWarns enters one): while the tests are inside one,
+    the program's warnings come here (`_warning`) and meet the tests' filters and records."""
+    import warnings  # pylint: disable=import-outside-toplevel
+
+    patches, context = self, warnings.catch_warnings
+    enter_catch, exit_catch = context.__enter__, context.__exit__
+
+    def enter(catch):
+      entered = enter_catch(catch)
+      patches.catching.append(catch)
+      return entered
+
+    def leave(catch, *exc_info):
+      patches.catching[:] = [c for c in patches.catching if c is not catch]
+      return exit_catch(catch, *exc_info)
+
+    context.__enter__, context.__exit__ = enter, leave
+
+  def watch_logs(self) -> None:
+    """Wraps unittest's assertLogs context, so that the program's process watches the same
+    loggers (`split_program.ProgramSide._logs`) and sends their records here (`_log_record`)."""
+    watching = sys.modules.get("unittest._log")
+    if self.logs_installed or watching is None:
+      return
+    self.logs_installed = True
+    patches, context = self, watching._AssertLogsContext  # pylint: disable=protected-access
+    enter_logs, exit_logs = context.__enter__, context.__exit__
+
+    def enter(watch):
+      watcher = enter_logs(watch)
+      patches.logs.append(
+        (watch, watch.logger.name if watch.logger.name != "root" else "", watch.level)
+      )
+      return watcher
+
+    def leave(watch, *exc_info):
+      patches.logs[:] = [entry for entry in patches.logs if entry[0] is not watch]
+      return exit_logs(watch, *exc_info)
+
+    context.__enter__, context.__exit__ = enter, leave
+
   def described(self) -> list:
     return [(id(patcher), patcher.target, patcher.attribute, new) for patcher, new in self.active]
 
   def key(self) -> tuple:
     return tuple((id(patcher), id(new)) for patcher, new in self.active)
+
+
+_STREAMS = ("stdin", "stdout", "stderr")
+_RECORD_FIELDS = {"name": str, "msg": str, "levelno": int, "levelname": str, "lineno": int}
+_RECORD_FIELDS.update(pathname=str, filename=str, module=str, funcName=str, created=float)
+
+
+def _warning(text: Any, names: Any, filename: Any, lineno: Any) -> None:
+  """A warning of the program's, while the tests catch warnings (assertWarns): issued here
+  again, of this process's class of its names (the program's own stand in, `bridge._stand_in`),
+  so that the tests' filters and records meet it."""
+  import warnings  # pylint: disable=import-outside-toplevel
+
+  if type(text) is not str or type(filename) is not str or type(lineno) is not int:
+    raise TypeError("a warning is text, a file name and a line")
+  category = bridge._stand_in(names) or next(  # pylint: disable=protected-access
+    (c for c in bridge._named_classes(names) if isinstance(c, type) and issubclass(c, Warning)),  # pylint: disable=protected-access
+    UserWarning,
+  )
+  if not issubclass(category, Warning):
+    category = UserWarning
+  warnings.warn_explicit(text, category, filename, lineno)
+
+
+def _log_record(fields: Any) -> None:
+  """A log record of the program's process, for a logger the tests watch (assertLogs): made here
+  from its data (`logging.makeLogRecord`) and handled by this process's logger of its name."""
+  import logging  # pylint: disable=import-outside-toplevel
+
+  if type(fields) is not dict:
+    raise TypeError("a log record is a dict")
+  record = {k: v for k, v in fields.items() if type(v) is _RECORD_FIELDS.get(k, type(None))}
+  if type(record.get("name")) is not str or type(record.get("levelno")) is not int:
+    raise TypeError("a log record names its logger and level")
+  made = logging.makeLogRecord(record)
+  logging.getLogger(None if made.name == "root" else made.name).handle(made)
 
 
 class _State:
@@ -135,6 +233,11 @@ class _State:
     self.space: dict = {}  # the tests' namespace, once made
     self.wanted: list[str] = []  # the names the program refers to but does not define
     self.provided: dict[str, int] = {}
+    # This process's standard streams before the tests ran: where the tests put others in their
+    # place (`redirect_stdout`, `sys.stdout = buffer`), the program's print goes to those.
+    self.given: dict[str, Any] = {}  # the program's names as the tests' namespace got them
+    self.streams = {name: getattr(sys, name) for name in _STREAMS}
+    self.sent_streams: dict[str, Any] = dict.fromkeys(_STREAMS)
 
   def _provide(self) -> dict:
     """The tests' names the program refers to (a node class the tests define), as they appear or
@@ -154,12 +257,29 @@ class _State:
       self.provided[name] = id(value)
     return given
 
+  def _refresh(self, names: dict) -> None:
+    """The program's top-level names it rebound or added to, in the tests' namespace, but those
+    the tests bound themselves since (theirs win, as they ran later)."""
+    missing = object()
+    for name, value in names.items():
+      if not _program_name(name):
+        continue
+      current = self.space.get(name, missing)
+      if current is missing or current is self.given.get(name, missing):
+        self.space[name] = self.given[name] = value
+
   def outgoing(self) -> dict | None:
     out = {}
     self.patches.install()  # the tests may import unittest.mock late
     given = self._provide() if self.wanted else None
     if given:
       out["provide"] = given
+    catching = bool(self.patches.catching)
+    if catching != self.sent.get("warnings", False):
+      out["warnings"] = self.sent["warnings"] = catching
+    logs = [[name, level] for _, name, level in self.patches.logs]
+    if logs != self.sent.get("logs", []):
+      out["logs"] = self.sent["logs"] = logs
     key = self.patches.key()
     if key != self.sent.get("patch_key"):
       out["patches"] = self.patches.described()
@@ -181,25 +301,138 @@ class _State:
     cwd = os.getcwd()
     if cwd != self.sent.get("cwd"):
       out["cwd"] = self.sent["cwd"] = cwd
+    if sys.argv != self.sent.get("argv"):  # a command line the tests give the program's main
+      out["argv"] = self.sent["argv"] = list(sys.argv)
+    for name in _STREAMS:
+      stream = getattr(sys, name)
+      stream = None if stream is self.streams[name] else stream
+      if stream is not self.sent_streams[name]:
+        out.setdefault("streams", {})[name] = self.sent_streams[name] = stream
     return out or None
 
   def incoming(self, state: Any) -> None:
+    """The program's generator states, adopted where draws alone made them from the state last
+    sent or from the seed the program gave (repeated here): the tests draw on where the program
+    stopped, as in one interpreter (BigCodeBench/93's tests draw their data after the program
+    seeded numpy). A state it set otherwise stays its own: through it the program would choose
+    all the tests draw next (their random inputs)."""
     if type(state) is not dict:
       return
+    if type(state.get("globals")) is dict and self.space:
+      self._refresh(state["globals"])
     random = sys.modules.get("random")
     if random is not None and type(state.get("random")) is tuple:
-      try:
-        random.setstate(state["random"])
-        self.sent["random"] = state["random"]
-      except (TypeError, ValueError):
-        pass
+      start = _seeded(state.get("random_seed"), random.Random, lambda g: g.getstate())
+      drawn = _drawn_python(start or self.sent.get("random"), state["random"])
+      if drawn is not None:
+        random.setstate(drawn)
+        self.sent["random"] = drawn
     numpy = sys.modules.get("numpy")
     if numpy is not None and type(state.get("numpy")) is tuple:
-      try:
-        numpy.random.set_state(state["numpy"])
+      start = _seeded(
+        state.get("numpy_seed"), numpy.random.RandomState, lambda g: g.get_state(legacy=True)
+      )
+      drawn = _drawn_numpy(numpy, start or self.sent.get("numpy"), state["numpy"])
+      if drawn is not None:
+        numpy.random.set_state(drawn)
         self.sent["numpy"] = numpy.random.get_state(legacy=True)
-      except (TypeError, ValueError):
-        pass
+
+
+# How many of the Mersenne Twister's 624-word blocks one call of the program may draw for its
+# generator's state to be recognised as drawn (31 million words; the walk costs ~5 us a block).
+_MAX_BLOCKS = 50_000
+_WORDS = 624
+
+
+def _seeded(given: Any, make, read) -> Any:
+  """The state of a generator of ours (`make()`, read with `read`) once seeded as the program
+  seeded its own (`given`: (args, kwargs) of numbers, text or bytes, or lists or arrays of
+  numbers), or None."""
+  if type(given) is not tuple or len(given) != 2:
+    return None
+  args, kwargs = given
+  if type(args) is not tuple or type(kwargs) is not dict or len(args) + len(kwargs) > 2:
+    return None
+  for value in [*args, *kwargs.values()]:
+    kind = type(value)
+    if kind not in (int, float, str, bytes, bytearray, list, tuple) and kind.__name__ != "ndarray":
+      return None
+  try:
+    generator = make()
+    generator.seed(*args, **kwargs)
+    return read(generator)
+  except Exception:  # pylint: disable=broad-except
+    return None
+
+
+def _tempered(word: int) -> int:
+  """The Mersenne Twister's output for a word of its state."""
+  word ^= word >> 11
+  word ^= (word << 7) & 0x9D2C5680
+  word ^= (word << 15) & 0xEFC60000
+  return word ^ (word >> 18)
+
+
+def _reached(start: list, end: list, skip, matcher) -> bool:
+  """Whether drawing leads from generator position `start` ([words, index]) to `end`: the same
+  block, or a later one, which the walk meets within `_MAX_BLOCKS` (`skip(n)` draws n words;
+  `matcher(outputs)()` draws a block and tells whether it gave those outputs)."""
+  (words, index), (target, at) = start, end
+  if words == target:
+    return index <= at
+  if not 1 <= at <= _WORDS:
+    return False
+  skip(_WORDS - index)  # to the end of the block the program started in
+  next_block_is_end = matcher([_tempered(w) for w in target])
+  return any(next_block_is_end() for _ in range(_MAX_BLOCKS))
+
+
+def _drawn_python(before: Any, after: Any) -> tuple | None:
+  """`random`'s state `after`, where draws alone lead to it from `before` (its cached Gaussian
+  dropped: a value the program could set); else None."""
+  import random  # pylint: disable=import-outside-toplevel
+
+  try:
+    version, words, _ = after
+    if type(words) is not tuple or len(words) != _WORDS + 1 or before[0] != version:
+      return None
+    if not all(type(w) is int and 0 <= w < 1 << 32 for w in words):
+      return None
+    walker = random.Random()
+    walker.setstate((before[0], before[1], None))
+  except (TypeError, ValueError, IndexError):
+    return None
+
+  def matcher(outputs: list):  # getrandbits: a block's outputs as one int, low word first
+    wanted = sum(o << (32 * i) for i, o in enumerate(outputs))
+    return lambda: walker.getrandbits(32 * _WORDS) == wanted
+
+  start, end = [before[1][:_WORDS], before[1][_WORDS]], [words[:_WORDS], words[_WORDS]]
+  skip = lambda n: n and walker.getrandbits(32 * n)  # noqa: E731
+  return (version, words, None) if _reached(start, end, skip, matcher) else None
+
+
+def _drawn_numpy(numpy, before: Any, after: Any) -> tuple | None:
+  """numpy's legacy global state `after`, where draws alone lead to it from `before` (its cached
+  Gaussian dropped); else None."""
+  try:
+    name, keys, position = after[:3]
+    keys = numpy.asarray(keys, dtype=numpy.uint32)
+    if keys.shape != (_WORDS,) or type(position) is not int or name != before[0]:
+      return None
+    walker = numpy.random.MT19937()
+    walker.state = {"bit_generator": name, "state": {"key": before[1], "pos": before[2]}}
+  except (TypeError, ValueError, IndexError, KeyError):
+    return None
+
+  def matcher(outputs: list):
+    wanted = numpy.array(outputs, dtype=numpy.uint64)
+    return lambda: numpy.array_equal(walker.random_raw(_WORDS), wanted)
+
+  start = [before[1].tolist(), before[2]]
+  skip = lambda n: walker.random_raw(n)  # noqa: E731
+  reached = _reached(start, [keys.tolist(), position], skip, matcher)
+  return (name, keys, position, 0, 0.0) if reached else None
 
 
 def _writable_places() -> tuple[str, ...]:
@@ -243,6 +476,83 @@ def seal(plan) -> None:
   _seal()
 
 
+_STORES = frozenset({"STORE_NAME", "STORE_GLOBAL", "DELETE_NAME", "DELETE_GLOBAL"})
+_SKIPPED = frozenset({"EXTENDED_ARG", "NOP", "CACHE"})
+
+
+def _import_bindings(code: types.CodeType) -> dict[str, set]:
+  """How the program's top-level code binds each global name: `("from", module, attribute)` for
+  `from module import attribute [as name]`, `("module", imported, bound)` for `import a.b`
+  (binds a) and `import a.b as c` (binds a.b), or None for anything else (an assignment, a def,
+  a relative or starred import, a nested function's `global`). Read from the bytecode; a form it
+  does not know is None."""
+  bindings: dict[str, set] = {}
+  ops = [i for i in dis.get_instructions(code) if i.opname not in _SKIPPED]
+  for at, op in enumerate(ops):
+    if op.opname not in _STORES:
+      continue
+    how = None
+    head = ops[at - 3 : at] if at >= 3 else []
+    if len(head) == 3 and head[-1].opname == "IMPORT_NAME" and head[0].argval == 0:
+      module = head[-1].argval
+      if head[1].argval is None:  # import a.b: binds a
+        how = ("module", module, module.split(".")[0])
+    elif ops[at - 1].opname == "IMPORT_FROM":
+      start = at - 1
+      while start > 0 and ops[start].opname in ("IMPORT_FROM", *_STORES):
+        start -= 1  # back over `from m import a, b` to its IMPORT_NAME
+      head = ops[start - 2 : start + 1] if start >= 2 else []
+      attribute = ops[at - 1].argval
+      if len(head) == 3 and head[-1].opname == "IMPORT_NAME" and head[0].argval == 0:
+        module = head[-1].argval
+        if type(head[1].argval) is tuple:  # from m import a
+          how = ("from", module, attribute)
+        elif start == at - 2 and module.count(".") == 1 and module.endswith("." + attribute):
+          how = ("module", module, module)  # import a.b as c
+    bindings.setdefault(op.argval, set()).add(how)
+  stack = [c for c in code.co_consts if isinstance(c, types.CodeType)]
+  while stack:  # functions and classes that assign a global
+    nested = stack.pop()
+    stack.extend(c for c in nested.co_consts if isinstance(c, types.CodeType))
+    for op in dis.get_instructions(nested):
+      if op.opname in ("STORE_GLOBAL", "DELETE_GLOBAL"):
+        bindings.setdefault(op.argval, set()).add(None)
+  return bindings
+
+
+def bind_library_names(job: dict, plan, space: dict) -> bool:
+  """Whether the names the tests' top level takes from the program are all library names the
+  program imports (`from django.conf import settings`); if so, binds each in `space` to this
+  process's own, as the import gives it, so that the top level can run before the program's
+  process exists: what it sets up in libraries (`settings.configure()`) is then there for the
+  program too, as in one interpreter. Importing them is what naming them does anyway
+  (`_library_name`); nothing of the program runs here."""
+  try:
+    code = plan.program if plan.program is not None else compile(job["program"], "p", "exec")
+    bindings = _import_bindings(code)
+  except BaseException:  # pylint: disable=broad-except
+    return False
+  found = {}
+  for name in plan.tests_top_names:
+    hows = bindings.get(name, {None})
+    how = next(iter(hows))
+    if len(hows) != 1 or how is None or how[1].startswith(split_program.PROGRAM_MODULE):
+      return False
+    try:
+      module = importlib.import_module(how[1])
+      if how[0] == "from":
+        value = getattr(module, how[2], None)
+        if value is None:
+          value = importlib.import_module(f"{how[1]}.{how[2]}")
+      else:
+        value = sys.modules[how[2]]
+    except BaseException:  # pylint: disable=broad-except
+      return False
+    found[name] = value
+  space.update(found)
+  return True
+
+
 def start(job: dict, plan) -> bridge.Endpoint:
   """Forks the program's process and loads the program there; returns this side's endpoint (its
   `names`: the program's top-level names for the tests)."""
@@ -257,11 +567,15 @@ def start(job: dict, plan) -> bridge.Endpoint:
       os._exit(1)  # pylint: disable=protected-access
     split_program.run(theirs, job, plan.program)
   theirs.close()
+  _PROGRAM_PID[:] = [pid]
   patches = _Patches()
   state = _State(patches)
   end = bridge.Endpoint(ours, bridge.test_side_policy, _library_name)
   end.before_request = state.outgoing
   end.on_state = state.incoming
+  end.handlers.update(log=_log_record, warn=_warning)
+  patches.install_logs()
+  patches.install_warnings()
   loaded = end.request("load")
   end.resolving = False  # from here on, what the program hands over is data or a reference
   names, wanted = loaded if type(loaded) is tuple and len(loaded) == 2 else ({}, [])
@@ -287,9 +601,16 @@ def add_program_names(end: bridge.Endpoint, space: dict) -> None:
   """The program's names as data, libraries or references, but those the tests bound (they ran
   after the program in one interpreter, so theirs win)."""
   for name, value in end.names.items():
-    if type(name) is str and not name.startswith("__") and name not in space:
-      space[name] = value
+    if _program_name(name) and name not in space:
+      space[name] = end.state.given[name] = value
   end.state.space = space
+
+
+def _program_name(name: Any) -> bool:
+  """Whether the tests' namespace may take `name` from the program: never a dunder, nor a
+  builtin's name, as this process's builtins have it (the program's process may say otherwise:
+  with `len` of its own there, the tests' `len(result)` would be the program's answer)."""
+  return type(name) is str and not name.startswith("__") and not hasattr(builtins, name)
 
 
 def run_unittest_classes(channel, space: dict, classes, describe) -> None:
@@ -339,6 +660,22 @@ def _run_one(case_class: type, method: str, describe) -> tuple[str, str]:
     return "error", "MemoryError"
   except BaseException as e:  # pylint: disable=broad-except
     return "error", describe(e)
+
+
+_PROGRAM_PID: list[int] = []
+
+
+def check_program(end: bridge.Endpoint) -> None:
+  """Raises where the program's process ended before the tests did (a crash, `os._exit`, a
+  broken channel), whatever the tests made of it: one interpreter would have died with it."""
+  gone = end.closed
+  if not gone and _PROGRAM_PID:
+    try:
+      gone = os.waitpid(_PROGRAM_PID[0], os.WNOHANG)[0] != 0
+    except ChildProcessError:
+      gone = True
+  if gone:
+    raise bridge.ChannelBroken("the program's process ended before the tests did")
 
 
 def finish(end: bridge.Endpoint) -> None:
