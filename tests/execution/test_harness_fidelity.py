@@ -1844,17 +1844,6 @@ def honest_cases() -> list[tuple[str, str, dict]]:
 LIMITS = Limits(timeout_s=10.0, memory_mb=2048)
 
 
-# Honest programs that fail split today (docs/sandbox.md, "False negatives"): tests that call
-# `object.__setattr__` on the program's object, and `issubclass` of a class the program made.
-# Fixes in the split runs' bridge empty this set; a program of it that passes is no failure.
-KNOWN_SPLIT_FALSE_NEGATIVES = frozenset(
-  {
-    "a lazy proxy the tests configure [unittest #275]",
-    "a handler class made inside the function [unittest #279]",
-  }
-)
-
-
 @pytest.fixture(scope="module")
 def pool():
   with ExecutionPool(workers=2) as p:
@@ -1876,10 +1865,5 @@ def test_every_honest_program_passes(pool):
     f"\nhonest pass rate: {len(cases) - len(failed)}/{len(cases)} "
     f"({100 * (len(cases) - len(failed)) / len(cases):.1f}%), by kind {dict(kinds)}"
   )
-  unknown = [line for line in failed if line.split(": ", 1)[0] not in KNOWN_SPLIT_FALSE_NEGATIVES]
-  assert not unknown, "\n".join(unknown)
-  assert all(
-    r.status is Status.PASS
-    for (name, _, _), r in zip(cases, results)
-    if name not in KNOWN_SPLIT_FALSE_NEGATIVES
-  )
+  assert not failed, "\n".join(failed)
+  assert all(r.status is Status.PASS for r in results)
