@@ -276,6 +276,12 @@ code, and that importing a library the program imported changes no check.
     process is a fork of the tests'), signals to the test process (a fail or a
     timeout), and library state beyond random's and numpy's generators, the
     environment, the working directory and pyplot's figures.
+  * assert (held: every check held, each report a return value of the program
+    on constant arguments, nothing else in the test code that could fail;
+    `expectations.held_order`): run in one process, as call jobs; the pool
+    requires each held check reported exactly once, in the text's order.
+    GUARANTEED what a call job has: a pass means the program produced the
+    hidden values, in order (docs/sandbox.md, "Held jobs").
   None of the guard, integrity, audit-hook or screen defences above is needed
   for a split run (the program never runs where the tests do); they stay for
   the default path, which split runs do not replace until they have no false
