@@ -119,9 +119,9 @@ class Codec:
       return value if math.isfinite(value) else {"F": repr(value)}
     d = depth + 1
     if kind is list:
-      return {"l": [self.tree(v, d) for v in value]}
+      return {"l": list(value) if _scalars(value) else [self.tree(v, d) for v in value]}
     if kind is tuple:
-      return {"t": [self.tree(v, d) for v in value]}
+      return {"t": list(value) if _scalars(value) else [self.tree(v, d) for v in value]}
     if kind is dict:
       return {"d": [[self.tree(k, d), self.tree(v, d)] for k, v in dict.items(value)]}
     if kind is set or kind is frozenset:
@@ -368,9 +368,9 @@ class Codec:
     d = depth + 1
     build = self.build
     if tag == "l":
-      return [build(v, d) for v in _list(body)]
+      return list(body) if _scalars(_list(body)) else [build(v, d) for v in body]
     if tag == "t":
-      return tuple([build(v, d) for v in _list(body)])
+      return tuple(body) if _scalars(_list(body)) else tuple([build(v, d) for v in body])
     if tag in ("d", "od", "ct"):
       maker = {"d": dict, "od": collections.OrderedDict, "ct": collections.Counter}[tag]
       out = maker()
@@ -700,6 +700,31 @@ def _clock(tag, body):
 
     value = value.replace(tzinfo=zoneinfo.ZoneInfo(_str(key, 64)))
   return value.replace(fold=fold)
+
+
+_SCALAR_TYPES = frozenset({int, str, bool, float, _type(None)})
+_FAST = 8  # shorter sequences go item by item: the checks below would cost more than they save
+_LIMIT = 1 << 53
+
+
+def _scalars(items) -> bool:
+  """Whether a long list or tuple holds only values that are their own tree (and their own
+  build): str, bool, None, ints under 2**53 and finite floats, checked at C speed (a generator's
+  state, a column of numbers)."""
+  if len(items) < _FAST:
+    return False
+  kinds = set(map(_type, items))
+  if not kinds <= _SCALAR_TYPES:
+    return False
+  if int in kinds:
+    ints = [v for v in items if _type(v) is int] if len(kinds) > 1 else items
+    if max(ints) >= _LIMIT or min(ints) <= -_LIMIT:
+      return False
+  if float in kinds:
+    floats = [v for v in items if _type(v) is float] if len(kinds) > 1 else items
+    if not all(map(math.isfinite, floats)):
+      return False
+  return True
 
 
 def _list(body, length: int | None = None) -> list:

@@ -12,6 +12,7 @@ environment and working directory. Each answer carries this process's generator 
 
 from __future__ import annotations
 
+import array
 import builtins
 import importlib
 import os
@@ -95,8 +96,10 @@ class ProgramSide:
     if "random" in state:  # the tests use random: so may the program
       import random  # pylint: disable=import-outside-toplevel
 
-      random.setstate(state["random"])
-      self.synced["random"] = state["random"]
+      unpacked = unpack_random(state["random"])
+      if unpacked is not None:
+        random.setstate(unpacked)
+        self.synced["random"] = unpacked
     if "numpy" in state:
       numpy = sys.modules.get("numpy")
       if numpy is not None:
@@ -115,7 +118,8 @@ class ProgramSide:
     if random is not None and "random" in self.synced:
       now = random.getstate()
       if now != self.synced["random"]:
-        out["random"] = self.synced["random"] = now
+        self.synced["random"] = now
+        out["random"] = pack_random(now)
     numpy = sys.modules.get("numpy")
     if numpy is not None and "numpy" in self.synced:
       now = _numpy_state(numpy)
@@ -200,6 +204,31 @@ def _restore(target, attribute, original) -> None:
       setattr(target, attribute, original)
   except (AttributeError, TypeError):
     pass
+
+
+_WORDS = "I" if array.array("I").itemsize == 4 else "L"
+
+
+def pack_random(state: tuple) -> tuple:
+  """random's generator state as it crosses: its 625 words as bytes (a tuple of ints would be
+  625 items to encode and build on every request of a test that draws between its calls)."""
+  version, words, gauss = state
+  try:
+    return version, array.array(_WORDS, words).tobytes(), gauss
+  except (OverflowError, TypeError):
+    return state
+
+
+def unpack_random(packed: Any) -> tuple | None:
+  """The state `pack_random` sent, or None if it is not one."""
+  if type(packed) is not tuple or len(packed) != 3:
+    return None
+  version, words, gauss = packed
+  if type(words) is bytes:
+    if len(words) % 4:
+      return None
+    words = tuple(array.array(_WORDS, words))
+  return (version, words, gauss) if type(words) is tuple else None
 
 
 def _numpy_state(numpy):
