@@ -47,6 +47,7 @@ from precisecoder.execution.integrity import (
 from precisecoder.execution.programs import PROGRAM_FILENAME, compile_program, marshalled
 from precisecoder.execution.provenance import code_ids
 from precisecoder.execution.protocol import compact_encoder
+from precisecoder.execution import split_program
 from precisecoder.execution import split_tests  # loaded by the worker: runs fork with it
 
 _write = os.write
@@ -294,6 +295,7 @@ def prepare() -> None:
   """Called by the worker before it forks: children inherit all of this for free."""
   hooks.install()
   _rehearse()
+  _rehearse_split()
   snapshot = Integrity()  # after the rehearsal, which loads what the children will use
   for kind in ("assert", "unittest"):  # what every run of a kind reaches, found once here
     snapshot.watch_reached(_reached_modules(kind, ()), frozen=HARNESS_MODULES)
@@ -703,11 +705,39 @@ def _run_held(channel: Channel, job: dict) -> None:
   channel.send({"end": "assert", "expects": reported[0]}, signed=True)
 
 
-def _run_split(channel: Channel, job: dict) -> None:
+def _rehearse_split(times: int = 16) -> None:
+  """`_rehearse` for split runs: the toy assert and unittest jobs run split here in the worker
+  (not sealed: this is the worker; the program's processes it forks are reaped), and the
+  program's side answers a test side here too (`split_program.rehearse`), so that every run's two
+  processes inherit the bridge, the codec and both sides' code specialised."""
+  sink = os.open(os.devnull, os.O_WRONLY)
+  try:
+    for _ in range(times):
+      for tests in _REHEARSAL_TESTS[1:]:
+        job = {"code": _REHEARSAL_CODE, "tests": tests, "split": True}
+        warm(job)
+        split_tests.read_only_path(sys.path)  # the seal's work, but its changes to this process
+        end = _run_split(Channel(sink, "0" * 32), job, seal=False)
+        try:
+          os.waitpid(end.program_pid, 0)
+        except ChildProcessError:
+          pass
+        sys.modules.pop(_PROGRAM_MODULE, None)
+        split_program.rehearse(job, _PLAN[0].program)
+  finally:
+    _PLAN.clear()
+    sys.modules.pop(_PROGRAM_MODULE, None)
+    os.close(sink)
+    gc.collect()
+
+
+def _run_split(channel: Channel, job: dict, seal: bool = True) -> split_tests.bridge.Endpoint:
   """An assert or unittest job with the test code in this process and the program in another
-  (`split_tests`): no guard, no integrity checks, since the program never runs here."""
+  (`split_tests`): no guard, no integrity checks, since the program never runs here. Returns the
+  test side's endpoint, closed. `seal`: False only where the worker rehearses."""
   tests, plan = job["tests"], _PLAN[0]
-  split_tests.seal(plan)
+  if seal:
+    split_tests.seal(plan)
   namespace = split_tests.namespace(CLASS_NAME)
   reported = _install_reports(channel, namespace, split_tests.bridge.is_remote)
   unittest_kind = tests["kind"] == "unittest"
@@ -722,6 +752,7 @@ def _run_split(channel: Channel, job: dict) -> None:
     split_tests.run_unittest_classes(channel, namespace, tests["classes"], _describe)
   channel.send({"end": tests["kind"], "expects": reported[0]}, signed=True)
   split_tests.finish(end)
+  return end
 
 
 def _run_tests(

@@ -239,6 +239,35 @@ def _same_numpy_state(a, b) -> bool:
   return a[0] == b[0] and a[2:] == b[2:] and bool((a[1] == b[1]).all())
 
 
+def rehearse(job: dict, code: types.CodeType | None) -> None:
+  """This side's part of a toy split run, answered here in the worker (`harness._rehearse_split`):
+  a test side's requests (load, calls of the program's function) written to one end of a socket
+  pair and served from the other, one at a time, so nothing waits."""
+  import _socket  # pylint: disable=import-outside-toplevel
+
+  tests_sock, program_sock = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+  try:
+    side = ProgramSide(program_sock, job, code)
+    tests = bridge.Endpoint(tests_sock, bridge.test_side_policy, None)
+    tests.resolving = False
+
+    def ask(*message):
+      tests._send(message)  # pylint: disable=protected-access
+      side.end._serve(side.end._receive())  # pylint: disable=protected-access
+      return tests._receive()  # pylint: disable=protected-access
+
+    names, _ = ask("q", "load", None, None)[1]
+    for name, value in names.items():
+      if bridge.is_remote(value):
+        for args in ([1], [2], [[3, 4]]):
+          ask("q", "call", value, None, args, {}, [0] if type(args[0]) is list else [])
+        ask("q", "getattr", value, None, "__name__")
+  finally:
+    sys.modules.pop(PROGRAM_MODULE, None)
+    tests_sock.close()
+    program_sock.close()
+
+
 def run(sock, job: dict, code: types.CodeType | None) -> None:
   """The program process's life: serve, then exit; never returns."""
   status = 0

@@ -245,12 +245,24 @@ def _environ_bytes() -> dict:
   return dict(data) if type(data) is dict else dict(os.environ)
 
 
+@functools.lru_cache(maxsize=8)
+def _real_place(path: str) -> str:
+  """A folder's real path, as a prefix. Cached: a run's home is its worker's run directory, the
+  same path for every run (`sandbox`), and resolving it in each run costs more than the rest of
+  the seal."""
+  return os.path.realpath(path) + os.sep
+
+
 def _writable_places() -> tuple[str, ...]:
   """Where a run may write: its home and working directory, and the shared scratch folders."""
-  return _places((os.getcwd(), os.path.expanduser("~"))) + _SCRATCH_PLACES
+  cwd, home = os.getcwd(), os.path.expanduser("~")  # getcwd gives a real path
+  places = [cwd + os.sep] if cwd != "/" else []
+  if home and home != "/":
+    places.append(_real_place(home))
+  return (*places, *_SCRATCH_PLACES)
 
 
-def _read_only_path(path: list[str]) -> list[str]:
+def read_only_path(path: list[str]) -> list[str]:
   """The import path entries the program can neither write to nor create."""
   places = _writable_places()
   root = os.getuid() == 0  # (root: the dropped-uid modes differ)
@@ -265,16 +277,19 @@ def _read_only_path(path: list[str]) -> list[str]:
   ]
 
 
+_DROPPED_FINDERS: list = []
+
+
 def _seal() -> None:
   """This process, before the program's exists: non-dumpable, no writable import path, SIGINT
   fatal (the program could otherwise raise KeyboardInterrupt inside a test)."""
   if _prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
     raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
   os.set_inheritable(_CHANNEL_FD, False)  # no program a test starts (os.system) holds it
-  kept = _read_only_path(sys.path)
-  for entry in sys.path:  # their finders: a path entry no longer listed is never searched
+  kept = read_only_path(sys.path)
+  for entry in sys.path:  # the finders of the entries dropped, kept alive: freeing costs more
     if entry not in kept:
-      sys.path_importer_cache.pop(entry, None)
+      _DROPPED_FINDERS.append(sys.path_importer_cache.pop(entry, None))
   sys.path[:] = kept
   _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
 
@@ -311,6 +326,7 @@ def start(job: dict, plan) -> bridge.Endpoint:
     split_program.run(theirs, job, plan.program)
   theirs.close()
   end = bridge.Endpoint(ours, bridge.test_side_policy, _library_name)
+  end.program_pid = pid
   end.before_request = state.outgoing
   end.on_state = state.incoming
   loaded = end.request("load")
