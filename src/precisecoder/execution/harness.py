@@ -705,11 +705,12 @@ def _run_held(channel: Channel, job: dict) -> None:
   channel.send({"end": "assert", "expects": reported[0]}, signed=True)
 
 
-def _rehearse_split(times: int = 16) -> None:
+def _rehearse_split(times: int = 10) -> None:
   """`_rehearse` for split runs: the toy assert and unittest jobs run split here in the worker
   (not sealed: this is the worker; the program's processes it forks are reaped), and the
   program's side answers a test side here too (`split_program.rehearse`), so that every run's two
-  processes inherit the bridge, the codec and both sides' code specialised."""
+  processes inherit the bridge, the codec and both sides' code specialised (CPython 3.11 quickens
+  a function on its 8th call: each runs at least that often here)."""
   sink = os.open(os.devnull, os.O_WRONLY)
   try:
     for _ in range(times):
