@@ -23,9 +23,15 @@ import math
 import sys
 from typing import Any, Callable
 
+from precisecoder.execution import protocol
+
 MAX_BYTES = 64 << 20
 MAX_DEPTH = 500
 _type = type
+
+
+def _refuse(value: Any) -> None:
+  raise TypeError(f"a {type(value).__name__} is not JSON data")
 
 
 class DecodeError(ValueError):
@@ -77,8 +83,22 @@ _EXTENSION_DTYPES = frozenset(
 # Bound now: the tests may patch base64 or json (`patch('base64.b64decode')`), and the program's
 # process puts their patches in place; the codec must not call them.
 _b2a, _a2b = binascii.b2a_base64, binascii.a2b_base64
-_dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=True).encode
+# One C encoder, made here (JSONEncoder.encode builds one per call): a tree is fresh lists and
+# dicts of our making, so it needs no check for cycles. Read with json's C scanner, and with
+# json.loads where the scanner stops short (whitespace, or an error to name).
+_dumps = protocol.compact_encoder(_refuse)
+_scan = json.JSONDecoder().scan_once
 _loads = json.JSONDecoder().decode
+
+
+def _parse(text: str) -> Any:
+  try:
+    value, end = _scan(text, 0)
+    if end == len(text):
+      return value
+  except StopIteration:
+    pass
+  return _loads(text)
 
 
 def _b64(data: bytes) -> str:
@@ -350,7 +370,7 @@ class Codec:
     if len(data) > MAX_BYTES:
       raise DecodeError("message too large")
     try:
-      tree = _loads(data.decode())
+      tree = _parse(data.decode())
     except (ValueError, RecursionError, UnicodeDecodeError) as e:
       raise DecodeError(f"not JSON: {e}") from None
     return self.build(tree)
