@@ -715,6 +715,10 @@ class Remote:
 
 
 _REMOTE_CLASSES: dict[tuple[str, str, int], type] = {}
+# Made in the worker (`spare_classes`) for the classes most runs meet (the program's functions):
+# a run's first object of such a class takes it instead of making one, which costs a run more than
+# loading a small program (a new class writes pages all over the heap, each copied after the fork).
+_SPARE_CLASSES: dict[tuple[str, str], type] = {}
 
 
 def _remote_class(module: str, qualname: str, factory: "Remote | None") -> type:
@@ -724,18 +728,30 @@ def _remote_class(module: str, qualname: str, factory: "Remote | None") -> type:
   key = (module, qualname, id(factory))
   kind = _REMOTE_CLASSES.get(key)
   if kind is None:
-    name = qualname.rsplit(".", 1)[-1] or "Remote"
-    kind = _REMOTE_CLASSES[key] = _type(
-      name,
-      (Remote,),
-      {
-        "__slots__": (),
-        "__module__": module,
-        "__qualname__": qualname or name,
-        "_pc_factory": factory,
-      },
-    )
+    kind = _SPARE_CLASSES.pop((module, qualname), None)
+    if kind is None:
+      kind = _new_remote_class(module, qualname)
+    kind._pc_factory = factory  # pylint: disable=protected-access
+    _REMOTE_CLASSES[key] = kind
   return kind
+
+
+def _new_remote_class(module: str, qualname: str) -> type:
+  name = qualname.rsplit(".", 1)[-1] or "Remote"
+  return _type(
+    name,
+    (Remote,),
+    {"__slots__": (), "__module__": module, "__qualname__": qualname or name, "_pc_factory": None},
+  )
+
+
+def spare_classes(names=(("builtins", "function"), ("builtins", "method"))) -> None:
+  """In the worker, before it forks runs: one unused class for each of `names`, and none of the
+  classes made so far (the rehearsal's)."""
+  _REMOTE_CLASSES.clear()
+  _SPARE_CLASSES.clear()
+  for module, qualname in names:
+    _SPARE_CLASSES[module, qualname] = _new_remote_class(module, qualname)
 
 
 def is_remote(value) -> bool:

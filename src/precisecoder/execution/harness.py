@@ -729,6 +729,7 @@ def _rehearse_split(times: int = 10) -> None:
     _PLAN.clear()
     sys.modules.pop(_PROGRAM_MODULE, None)
     os.close(sink)
+    split_tests.bridge.spare_classes()
     gc.collect()
 
 
