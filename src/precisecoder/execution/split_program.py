@@ -62,6 +62,9 @@ class ProgramSide:
     self.module: types.ModuleType | None = None
     self.patches: dict[int, tuple] = {}  # patch id -> (target, attribute, original)
     self.synced: dict[str, Any] = {}  # what the generators held when last exchanged
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:  # as the fork copied it: the test process counts it sent (`forked`)
+      self.synced["numpy"] = _numpy_state(numpy)
 
   def load(self) -> dict:
     """Runs the program; returns its top-level names for the tests' namespace."""
