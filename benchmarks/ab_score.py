@@ -9,6 +9,10 @@ every run they forked); at the end, the median and range of the ratios candidate
 tree CPU and the scoring process's own CPU, and whether every turn scored every pair the same.
 
   python benchmarks/ab_score.py --base ../main/src [--candidate src] [--pairs 20] [--tasks 64]
+      [--base-env KEY=VALUE ...] [--candidate-env KEY=VALUE ...]
+
+--base-env and --candidate-env set environment variables of one side only (the same tree with
+and without an environment switch, for example).
 """
 
 from __future__ import annotations
@@ -70,6 +74,14 @@ def main() -> None:
   parser.add_argument("--candidate", default=str(HERE.parent / "src"))
   parser.add_argument("--pairs", type=int, default=20)
   parser.add_argument("--tasks", type=int, default=64)
+  for name in ("base", "candidate"):
+    parser.add_argument(
+      f"--{name}-env",
+      action="append",
+      default=[],
+      metavar="KEY=VALUE",
+      help=f"an environment variable of the {name} side only",
+    )
   parser.add_argument("--side", action="store_true", help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.side:
@@ -83,6 +95,11 @@ def main() -> None:
     if not (pathlib.Path(tree) / "precisecoder").is_dir():
       raise SystemExit(f"--{name} {tree}: no precisecoder package there")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([tree, str(HERE)]))
+    for item in getattr(args, f"{name}_env"):
+      key, equals, value = item.partition("=")
+      if not equals:
+        parser.error(f"--{name}-env {item}: not KEY=VALUE")
+      env[key] = value
     procs[name] = subprocess.Popen(  # pylint: disable=consider-using-with
       [sys.executable, __file__, "--side", "--tasks", str(args.tasks)],
       stdin=subprocess.PIPE,

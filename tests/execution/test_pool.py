@@ -111,15 +111,19 @@ def test_timeout_memory_and_crash_statuses(pool):
     Job("x = bytearray(2 << 30)\n", ASSERT, Limits(timeout_s=60, memory_mb=256)),
     Job("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", CALL, FAST),
     Job("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", ASSERT, FAST),
+    Job("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", UNITTEST, FAST),
   ]
   deaths = pool.stats()["worker_deaths"]
-  timeout, memory, crash, split_crash = pool.run(jobs)
+  timeout, memory, crash, held_crash, split_crash = pool.run(jobs)
   # Cut by its own limit, not by the watchdog that replaces a stuck worker.
   assert timeout.status is Status.TIMEOUT and timeout.detail == "wall-clock limit of 0.5s", timeout
   assert pool.stats()["worker_deaths"] == deaths
   assert memory.status is Status.MEMORY, memory
   assert crash.status is Status.CRASH and "SIGSEGV" in crash.detail
-  # Split (assert, unittest), the program's process dies, not the run's first: its tests fail.
+  # A held assert job runs in one process, as a call job does.
+  assert held_crash.status is Status.CRASH and "SIGSEGV" in held_crash.detail, held_crash
+  # Split (unittest, assert not held), the program's process dies, not the run's first: its
+  # tests fail.
   assert split_crash.status is Status.FAIL and "gone" in split_crash.detail, split_crash
 
 

@@ -179,6 +179,12 @@ Verdict integrity, per test kind (exit status and printed text never count):
     library's context variables inside a `with` on the program's object (its
     context, as they asked), and library state beyond random's and numpy's
     generators, the environment, the working directory and pyplot's figures.
+  * assert (held: every check held, each report a return value of the program
+    on constant arguments, nothing else in the test code that could fail;
+    `expectations.held_order`): run in one process, as call jobs; the pool
+    requires each held check reported exactly once, in the text's order.
+    GUARANTEED what a call job has: a pass means the program produced the
+    hidden values, in order (docs/sandbox.md, "Held jobs").
   * assert, unittest with `ExecutionPool(unsafe_one_process=True)`: the test
     code runs in the program's namespace, as a plain interpreter runs it, with
     NO defence: the program can rewrite the tests, their libraries, the

@@ -919,6 +919,10 @@ def _set_context(changes: list) -> list:
 
 
 _REMOTE_CLASSES: dict[tuple[str, str, int], type] = {}
+# Made in the worker (`spare_classes`) for the classes most runs meet (the program's functions):
+# a run's first object of such a class takes it instead of making one, which costs a run more than
+# loading a small program (a new class writes pages all over the heap, each copied after the fork).
+_SPARE_CLASSES: dict[tuple[str, str], type] = {}
 
 
 def _remote_class(
@@ -931,19 +935,36 @@ def _remote_class(
   key = (module, qualname, id(factory), buffered)
   kind = _REMOTE_CLASSES.get(key)
   if kind is None:
-    name = qualname.rsplit(".", 1)[-1] or "Remote"
-    kind = _REMOTE_CLASSES[key] = _type(
-      name,
-      (Remote,),
-      {
-        "__slots__": ("__dict__",) if buffered else (),
-        "__module__": module,
-        "__qualname__": qualname or name,
-        "_pc_factory": factory,
-        "__doc__": _Doc(),
-      },
-    )
+    kind = _SPARE_CLASSES.pop((module, qualname), None) if not buffered else None
+    if kind is None:
+      kind = _new_remote_class(module, qualname, buffered)
+    kind._pc_factory = factory  # pylint: disable=protected-access
+    _REMOTE_CLASSES[key] = kind
   return kind
+
+
+def _new_remote_class(module: str, qualname: str, buffered: bool = False) -> type:
+  name = qualname.rsplit(".", 1)[-1] or "Remote"
+  return _type(
+    name,
+    (Remote,),
+    {
+      "__slots__": ("__dict__",) if buffered else (),
+      "__module__": module,
+      "__qualname__": qualname or name,
+      "_pc_factory": None,
+      "__doc__": _Doc(),
+    },
+  )
+
+
+def spare_classes(names=(("builtins", "function"), ("builtins", "method"))) -> None:
+  """In the worker, before it forks runs: one unused class for each of `names`, and none of the
+  classes made so far (the rehearsal's)."""
+  _REMOTE_CLASSES.clear()
+  _SPARE_CLASSES.clear()
+  for module, qualname in names:
+    _SPARE_CLASSES[module, qualname] = _new_remote_class(module, qualname)
 
 
 def is_remote(value) -> bool:

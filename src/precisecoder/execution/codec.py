@@ -24,9 +24,15 @@ import re
 import sys
 from typing import Any, Callable
 
+from precisecoder.execution import protocol
+
 MAX_BYTES = 64 << 20
 MAX_DEPTH = 500
 _type = type
+
+
+def _refuse(value: Any) -> None:
+  raise TypeError(f"a {type(value).__name__} is not JSON data")
 
 
 class DecodeError(ValueError):
@@ -78,8 +84,22 @@ _EXTENSION_DTYPES = frozenset(
 # Bound now: the tests may patch base64 or json (`patch('base64.b64decode')`), and the program's
 # process puts their patches in place; the codec must not call them.
 _b2a, _a2b = binascii.b2a_base64, binascii.a2b_base64
-_dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=True).encode
+# One C encoder, made here (JSONEncoder.encode builds one per call): a tree is fresh lists and
+# dicts of our making, so it needs no check for cycles. Read with json's C scanner, and with
+# json.loads where the scanner stops short (whitespace, or an error to name).
+_dumps = protocol.compact_encoder(_refuse)
+_scan = json.JSONDecoder().scan_once
 _loads = json.JSONDecoder().decode
+
+
+def _parse(text: str) -> Any:
+  try:
+    value, end = _scan(text, 0)
+    if end == len(text):
+      return value
+  except StopIteration:
+    pass
+  return _loads(text)
 
 
 def _b64(data: bytes) -> str:
@@ -120,9 +140,9 @@ class Codec:
       return value if math.isfinite(value) else {"F": repr(value)}
     d = depth + 1
     if kind is list:
-      return {"l": [self.tree(v, d) for v in value]}
+      return {"l": list(value) if _scalars(value) else [self.tree(v, d) for v in value]}
     if kind is tuple:
-      return {"t": [self.tree(v, d) for v in value]}
+      return {"t": list(value) if _scalars(value) else [self.tree(v, d) for v in value]}
     if kind is dict:
       return {"d": [[self.tree(k, d), self.tree(v, d)] for k, v in dict.items(value)]}
     if kind is set or kind is frozenset:
@@ -351,7 +371,7 @@ class Codec:
     if len(data) > MAX_BYTES:
       raise DecodeError("message too large")
     try:
-      tree = _loads(data.decode())
+      tree = _parse(data.decode())
     except (ValueError, RecursionError, UnicodeDecodeError) as e:
       raise DecodeError(f"not JSON: {e}") from None
     return self.build(tree)
@@ -369,9 +389,9 @@ class Codec:
     d = depth + 1
     build = self.build
     if tag == "l":
-      return [build(v, d) for v in _list(body)]
+      return list(body) if _scalars(_list(body)) else [build(v, d) for v in body]
     if tag == "t":
-      return tuple([build(v, d) for v in _list(body)])
+      return tuple(body) if _scalars(_list(body)) else tuple([build(v, d) for v in body])
     if tag in ("d", "od", "ct"):
       maker = {"d": dict, "od": collections.OrderedDict, "ct": collections.Counter}[tag]
       out = maker()
@@ -713,6 +733,31 @@ def _zone(body) -> str:
   if not _ZONE.fullmatch(text) or text.startswith("dateutil"):
     raise DecodeError(f"time zone {text!r:.70}")
   return text
+
+
+_SCALAR_TYPES = frozenset({int, str, bool, float, _type(None)})
+_FAST = 8  # shorter sequences go item by item: the checks below would cost more than they save
+_LIMIT = 1 << 53
+
+
+def _scalars(items) -> bool:
+  """Whether a long list or tuple holds only values that are their own tree (and their own
+  build): str, bool, None, ints under 2**53 and finite floats, checked at C speed (a generator's
+  state, a column of numbers)."""
+  if len(items) < _FAST:
+    return False
+  kinds = set(map(_type, items))
+  if not kinds <= _SCALAR_TYPES:
+    return False
+  if int in kinds:
+    ints = [v for v in items if _type(v) is int] if len(kinds) > 1 else items
+    if max(ints) >= _LIMIT or min(ints) <= -_LIMIT:
+      return False
+  if float in kinds:
+    floats = [v for v in items if _type(v) is float] if len(kinds) > 1 else items
+    if not all(map(math.isfinite, floats)):
+      return False
+  return True
 
 
 def _list(body, length: int | None = None) -> list:

@@ -30,6 +30,10 @@ class Expected:
   test_names: frozenset = frozenset()  # unittest: every "Class.test_method" that must pass
   checks: tuple = ()  # assert, unittest: (operator, literal) per check the pool took over
   required: frozenset = frozenset()  # assert, unittest: the checks every honest run reports
+  # assert: where every check is held and reports the program's return value (`held_order`),
+  # the check indices in the order every honest run reports them, each report exactly once;
+  # the pool then runs the job in one process and requires exactly this order.
+  order: tuple[int, ...] | None = None
 
 
 def split(tests: Mapping[str, Any]) -> tuple[dict, Expected]:
@@ -54,9 +58,10 @@ def split(tests: Mapping[str, Any]) -> tuple[dict, Expected]:
   code = tests["code"]
   if kind == "assert":
     child_code, checks, required = hide_expected_literals(code)
+    order = held_order(child_code, len(checks))
     return (
       {"kind": kind, "code": child_code},
-      Expected(kind, checks=tuple(checks), required=required),
+      Expected(kind, checks=tuple(checks), required=required, order=order),
     )
   classes, names = specs.test_names(code)
   child_code, checks, required = hide_expected_literals(code, classes)
@@ -481,3 +486,150 @@ def _may_leave_early(function: ast.FunctionDef) -> bool:
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
       stack.extend(ast.iter_child_nodes(node))
   return False
+
+
+def held_order(child_code: str, checks: int) -> tuple[int, ...] | None:
+  """The order in which every run of assert test code (as `hide_expected_literals` left it)
+  reports its `checks` checks, each exactly once, where the code can decide nothing itself; else
+  None.
+
+  Such code is, at its top level, only imports, constant assignments (`METADATA = {...}`),
+  docstrings, `pass`, `assert` of a true constant, reports, function definitions (no decorator,
+  plain positional parameters) whose bodies hold only the same statements but definitions, and
+  calls `check(f)` of a function defined above with a name the tests never bind (the program's).
+  Every report is `__precisecoder_expect__(k, F(ARGS))`: F a name the tests never bind, or the
+  parameter of the function it is in, and ARGS constant expressions (literals and arithmetic on
+  them). So no report sits in a loop, branch or `try`, no function can return early, and no
+  value the program computes is examined before the pool has it: each reported value is a
+  return value of the program, as a `call` job's are. The order is that of the statements, each
+  call of a function standing for its reports.
+  """
+  try:
+    tree = ast.parse(child_code)
+  except SyntaxError:
+    return None
+  bound = collections.Counter()
+  for node in ast.walk(tree):
+    bound.update(_bound_names(node))
+  bodies: dict[str, tuple[int, ...]] = {}
+  order: list[int] = []
+  for node in tree.body:
+    if isinstance(node, ast.FunctionDef):
+      reports = _held_function(node, bound)
+      if reports is None or bound[node.name] != 1:
+        return None
+      bodies[node.name] = reports
+      continue
+    if _inert(node):
+      continue
+    report = _held_report(node, bound, parameter=None)
+    if report is not None:
+      order.append(report)
+      continue
+    if not (
+      isinstance(node, ast.Expr)
+      and isinstance(node.value, ast.Call)
+      and isinstance(node.value.func, ast.Name)
+      and node.value.func.id in bodies
+      and len(node.value.args) == 1
+      and not node.value.keywords
+      and isinstance(node.value.args[0], ast.Name)
+      and not bound[node.value.args[0].id]
+    ):
+      return None
+    order.extend(bodies[node.value.func.id])
+  if sorted(order) != list(range(checks)) or not checks:
+    return None  # a check reported twice or never, or a report the rewriter did not make
+  return tuple(order)
+
+
+def _held_function(function: ast.FunctionDef, bound: collections.Counter) -> tuple[int, ...] | None:
+  """The reports of a function of held code, in order (`held_order`), or None."""
+  args = function.args
+  if (
+    function.decorator_list
+    or function.returns is not None
+    or args.posonlyargs
+    or args.vararg
+    or args.kwarg
+    or args.defaults
+    or len(args.args) != 1
+    or [a.arg for a in args.kwonlyargs] != [EXPECT_NAME]
+    or not (isinstance(args.kw_defaults[0], ast.Name) and args.kw_defaults[0].id == EXPECT_NAME)
+  ):
+    return None
+  parameter = args.args[0].arg
+  if bound[parameter] != 1:  # the parameter is bound nowhere else (no import, no assignment)
+    return None
+  reports = []
+  for node in function.body:
+    if _inert(node):
+      continue
+    report = _held_report(node, bound, parameter)
+    if report is None:
+      return None
+    reports.append(report)
+  return tuple(reports)
+
+
+def _inert(node: ast.stmt) -> bool:
+  """A statement of held code that can neither fail nor reach the program."""
+  if isinstance(node, ast.Pass):
+    return True
+  if isinstance(node, (ast.Import, ast.ImportFrom)):  # not `*`: it binds names no one can list
+    return all(alias.name != "*" for alias in node.names)
+  if isinstance(node, ast.Expr):
+    return isinstance(node.value, ast.Constant)
+  if isinstance(node, ast.Assert):
+    known, value = _literal(node.test)
+    return known and bool(value)
+  return (
+    isinstance(node, ast.Assign)
+    and all(isinstance(target, ast.Name) for target in node.targets)
+    and _constant(node.value)
+  )
+
+
+def _held_report(node: ast.stmt, bound: collections.Counter, parameter: str | None) -> int | None:
+  """k, for `__precisecoder_expect__(k, F(ARGS))` as `held_order` allows it; else None."""
+  if not (
+    isinstance(node, ast.Expr)
+    and isinstance(node.value, ast.Call)
+    and isinstance(node.value.func, ast.Name)
+    and node.value.func.id == EXPECT_NAME
+    and len(node.value.args) == 2
+    and not node.value.keywords
+  ):
+    return None
+  index, value = node.value.args
+  if not (isinstance(index, ast.Constant) and type(index.value) is int):  # pylint: disable=unidiomatic-typecheck
+    return None
+  if not (
+    isinstance(value, ast.Call)
+    and isinstance(value.func, ast.Name)
+    and (value.func.id == parameter or not bound[value.func.id])
+    and all(_constant(arg) for arg in value.args)
+    and all(keyword.arg is not None and _constant(keyword.value) for keyword in value.keywords)
+  ):
+    return None
+  return index.value
+
+
+_CONSTANT_NODES = (
+  ast.Constant,
+  ast.List,
+  ast.Tuple,
+  ast.Set,
+  ast.Dict,
+  ast.BinOp,
+  ast.UnaryOp,
+  ast.operator,
+  ast.unaryop,
+  ast.expr_context,
+)
+
+
+def _constant(node: ast.expr) -> bool:
+  """Whether an expression is literals and arithmetic on them only: no name, call, attribute or
+  subscript, so that it computes the same wherever it runs, and nothing of the program."""
+  return all(isinstance(part, _CONSTANT_NODES) for part in ast.walk(node))

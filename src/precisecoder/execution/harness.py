@@ -41,6 +41,7 @@ from typing import Iterable
 
 from precisecoder.execution.programs import PROGRAM_FILENAME, compile_program, marshalled
 from precisecoder.execution.protocol import compact_encoder
+from precisecoder.execution import split_program
 from precisecoder.execution import split_tests  # loaded by the worker: runs fork with it
 
 _write = os.write
@@ -277,6 +278,7 @@ _PLAN: list["_Plan"] = []
 def prepare() -> None:
   """Called by the worker before it forks: children inherit all of this for free."""
   _rehearse()
+  _rehearse_split()
 
 
 # Trusted toy jobs, one per kind that loads a module: child-side specs, as expectations.split
@@ -547,6 +549,10 @@ def _session(channel: Channel, job: dict) -> int:
       channel.send({"end": "io", "exit": exit_code}, signed=True)
       _flush_output()
       return exit_code
+    if job.get("held") and kind == "assert":
+      _run_held(channel, job)
+      _flush_output()
+      return exit_code
     if job.get("split") and kind in ("assert", "unittest"):
       _run_split(channel, job)
       _flush_output()
@@ -570,11 +576,53 @@ def _session(channel: Channel, job: dict) -> int:
   return exit_code
 
 
-def _run_split(channel: Channel, job: dict) -> None:
+def _run_held(channel: Channel, job: dict) -> None:
+  """An assert job whose every check the pool holds, and whose test code does nothing but report
+  the program's return values in an order the pool requires (`expectations.held_order`): it runs
+  in one process, as a call job does. No defence here: whatever the program does to the tests,
+  the verdict is the pool's comparison of what is reported with what never left the pool."""
+  module = _load_module(_PROGRAM_MODULE, job)
+  namespace = module.__dict__
+  reported = _install_reports(channel, namespace)
+  exec(_PLAN[0].tests, namespace)  # pylint: disable=exec-used
+  channel.send({"end": "assert", "expects": reported[0]}, signed=True)
+
+
+def _rehearse_split(times: int = 10) -> None:
+  """`_rehearse` for split runs: the toy assert and unittest jobs run split here in the worker
+  (not sealed: this is the worker; the program's processes it forks are reaped), and the
+  program's side answers a test side here too (`split_program.rehearse`), so that every run's two
+  processes inherit the bridge, the codec and both sides' code specialised (CPython 3.11 quickens
+  a function on its 8th call: each runs at least that often here)."""
+  sink = os.open(os.devnull, os.O_WRONLY)
+  try:
+    for _ in range(times):
+      for tests in _REHEARSAL_TESTS[1:]:
+        job = {"code": _REHEARSAL_CODE, "tests": tests, "split": True}
+        warm(job)
+        split_tests.read_only_path(sys.path)  # the seal's work, but its changes to this process
+        end = _run_split(Channel(sink, "0" * 32), job, seal=False)
+        try:
+          os.waitpid(end.program_pid, 0)
+        except ChildProcessError:
+          pass
+        sys.modules.pop(_PROGRAM_MODULE, None)
+        split_program.rehearse(job, _PLAN[0].program)
+  finally:
+    _PLAN.clear()
+    sys.modules.pop(_PROGRAM_MODULE, None)
+    os.close(sink)
+    split_tests.bridge.spare_classes()
+    gc.collect()
+
+
+def _run_split(channel: Channel, job: dict, seal: bool = True) -> split_tests.bridge.Endpoint:
   """An assert or unittest job with the test code in this process and the program in another
-  (`split_tests`; docs/sandbox.md, "Split runs"): every check runs where the program never ran."""
+  (`split_tests`; docs/sandbox.md, "Split runs"): every check runs where the program never ran.
+  Returns the test side's endpoint, closed. `seal`: False only where the worker rehearses."""
   tests, plan = job["tests"], _PLAN[0]
-  split_tests.seal(plan)
+  if seal:
+    split_tests.seal(plan)
   namespace = split_tests.namespace()
   reported = _install_reports(channel, namespace, split_tests.bridge.is_remote)
   unittest_kind = tests["kind"] == "unittest"
@@ -592,6 +640,7 @@ def _run_split(channel: Channel, job: dict) -> None:
   split_tests.check_program(end)
   channel.send({"end": tests["kind"], "expects": reported[0]}, signed=True)
   split_tests.finish(end)
+  return end
 
 
 def _safe_send(channel: Channel, record: dict) -> None:

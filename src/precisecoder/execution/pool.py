@@ -97,12 +97,20 @@ def _limits_payload(limits: Limits) -> dict:
 
 
 def _message(
-  job_id: int, program: str, tests: dict, limits: dict, send_code: bool, split: bool = True
+  job_id: int,
+  program: str,
+  tests: dict,
+  limits: dict,
+  send_code: bool,
+  split: bool = True,
+  held: bool = False,
 ) -> dict:
   """What a worker receives for one job: the program compiled here, where scorers compiled it
   already to tell programs apart (`programs.marshalled`), or its source: if it does not compile
   (for the run to report why), or if the workers' interpreter reads another bytecode
-  (`send_code` False)."""
+  (`send_code` False). `split`: assert and unittest jobs run split, but for `held` ones (an
+  assert job whose every check the pool holds, in an order it requires: `Expected.order`),
+  which run in one process as call jobs do (docs/sandbox.md, "Held jobs")."""
   code = programs.marshalled(program)[0] if send_code else None
   if code is None:
     message = {"id": job_id, "program": program, "tests": tests, "limits": limits}
@@ -113,7 +121,9 @@ def _message(
       "tests": tests,
       "limits": limits,
     }
-  if split and tests["kind"] in ("assert", "unittest"):
+  if split and held and tests["kind"] == "assert":
+    message["held"] = True  # nothing in the child decides: the program and tests in one process
+  elif split and tests["kind"] in ("assert", "unittest"):
     message["split"] = True  # the tests and the program in two processes (split_tests.py)
   return message
 
@@ -169,6 +179,7 @@ class _Batch:
             _limits_payload(job.limits),
             self._send_code,
             self._split_tests,
+            expected.order is not None,
           ),
           expected,
           job.limits,

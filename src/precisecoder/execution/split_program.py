@@ -12,6 +12,7 @@ environment and working directory. Each answer carries this process's generator 
 
 from __future__ import annotations
 
+import array
 import builtins
 import collections
 import importlib
@@ -73,6 +74,10 @@ class ProgramSide:
     self.watched_logs: list[tuple[Any, tuple]] = []  # (logger, what the tests' watch set aside)
     self.fingerprints: dict | None = None  # the program's top-level names, as last sent
     self.catching: Any = None  # a warnings.catch_warnings while the tests are in one
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:  # as the fork copied it: the test process counts it sent (`forked`)
+      self._watch("numpy", numpy.random, ("seed", "set_state"))
+      self.synced["numpy"] = _numpy_state(numpy)
 
   def load(self) -> dict:
     """Runs the program; returns its top-level names for the tests' namespace."""
@@ -132,10 +137,12 @@ class ProgramSide:
     if "random" in state:  # the tests use random: so may the program
       import random  # pylint: disable=import-outside-toplevel
 
-      self._watch("random", random, ("seed", "setstate"))
-      random._inst.setstate(state["random"])  # pylint: disable=protected-access
-      self.synced["random"] = state["random"]
-      self.reseeded.pop("random", None)
+      unpacked = unpack_random(state["random"])
+      if unpacked is not None:
+        self._watch("random", random, ("seed", "setstate"))
+        random._inst.setstate(unpacked)  # pylint: disable=protected-access
+        self.synced["random"] = unpacked
+        self.reseeded.pop("random", None)
     if "numpy" in state:
       numpy = sys.modules.get("numpy")
       if numpy is not None:
@@ -370,12 +377,66 @@ def _restore(target, attribute, original) -> None:
     pass
 
 
+_WORDS = "I" if array.array("I").itemsize == 4 else "L"
+
+
+def pack_random(state: tuple) -> tuple:
+  """random's generator state as it crosses: its 625 words as bytes (a tuple of ints would be
+  625 items to encode and build on every request of a test that draws between its calls)."""
+  version, words, gauss = state
+  try:
+    return version, array.array(_WORDS, words).tobytes(), gauss
+  except (OverflowError, TypeError):
+    return state
+
+
+def unpack_random(packed: Any) -> tuple | None:
+  """The state `pack_random` sent, or None if it is not one."""
+  if type(packed) is not tuple or len(packed) != 3:
+    return None
+  version, words, gauss = packed
+  if type(words) is bytes:
+    if len(words) % 4:
+      return None
+    words = tuple(array.array(_WORDS, words))
+  return (version, words, gauss) if type(words) is tuple else None
+
+
 def _numpy_state(numpy):
   return numpy.random.get_state(legacy=True)
 
 
 def _same_numpy_state(a, b) -> bool:
   return a[0] == b[0] and a[2:] == b[2:] and bool((a[1] == b[1]).all())
+
+
+def rehearse(job: dict, code: types.CodeType | None) -> None:
+  """This side's part of a toy split run, answered here in the worker (`harness._rehearse_split`):
+  a test side's requests (load, calls of the program's function) written to one end of a socket
+  pair and served from the other, one at a time, so nothing waits."""
+  import _socket  # pylint: disable=import-outside-toplevel
+
+  tests_sock, program_sock = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+  try:
+    side = ProgramSide(program_sock, job, code)
+    tests = bridge.Endpoint(tests_sock, bridge.test_side_policy, None)
+    tests.resolving = False
+
+    def ask(*message):
+      tests._send(message)  # pylint: disable=protected-access
+      side.end._serve(side.end._receive())  # pylint: disable=protected-access
+      return tests._receive()  # pylint: disable=protected-access
+
+    names, _ = ask("q", "load", None, None)[1]
+    for name, value in names.items():
+      if bridge.is_remote(value):
+        for args in ([1], [2], [[3, 4]]):
+          ask("q", "call", value, None, args, {}, [0] if type(args[0]) is list else [])
+        ask("q", "getattr", value, None, "__name__")
+  finally:
+    sys.modules.pop(PROGRAM_MODULE, None)
+    tests_sock.close()
+    program_sock.close()
 
 
 def run(sock, job: dict, code: types.CodeType | None) -> None:

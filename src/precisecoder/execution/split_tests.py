@@ -13,13 +13,14 @@ run (`verdicts.judge`).
 
 from __future__ import annotations
 
+import _signal
 import _socket
 import builtins
 import ctypes
 import dis
+import functools
 import importlib
 import os
-import signal
 import sys
 import types
 import unittest
@@ -28,9 +29,14 @@ from typing import Any
 from precisecoder.execution import bridge
 from precisecoder.execution import split_program
 
-_PR_SET_DUMPABLE = 4
+_PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 3, 4
 _CHANNEL_FD = 3  # worker.CHANNEL_FD: the program's process must not hold it
-_libc = ctypes.CDLL(None, use_errno=True)
+# Bound, typed and called once here in the worker: a run's first ctypes call would otherwise build
+# the function object and its converters in every run.
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
+_prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
+_prctl.restype = ctypes.c_int
+_prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0)
 
 
 def _library_name(what: str, name: list) -> Any:
@@ -288,16 +294,18 @@ class _State:
     if random is not None:
       now = random.getstate()
       if now != self.sent.get("random"):
-        out["random"] = self.sent["random"] = now
+        self.sent["random"] = now
+        out["random"] = split_program.pack_random(now)
     numpy = sys.modules.get("numpy")
     if numpy is not None:
       now = numpy.random.get_state(legacy=True)
       last = self.sent.get("numpy")
       if last is None or not split_program._same_numpy_state(now, last):  # pylint: disable=protected-access
         out["numpy"] = self.sent["numpy"] = now
-    environ = dict(os.environ)
+    environ = _environ_bytes()  # compared as bytes: os.environ decodes every item it lists
     if environ != self.sent.get("environ"):
-      out["environ"] = self.sent["environ"] = environ
+      self.sent["environ"] = environ
+      out["environ"] = dict(os.environ)
     cwd = os.getcwd()
     if cwd != self.sent.get("cwd"):
       out["cwd"] = self.sent["cwd"] = cwd
@@ -309,6 +317,15 @@ class _State:
       if stream is not self.sent_streams[name]:
         out.setdefault("streams", {})[name] = self.sent_streams[name] = stream
     return out or None
+
+  def forked(self) -> None:
+    """What the program's process holds as it is forked, as sent: it need not be sent again
+    (random's generator excepted: the fork reseeds it there)."""
+    self.sent["environ"] = _environ_bytes()
+    self.sent["cwd"] = os.getcwd()
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+      self.sent["numpy"] = numpy.random.get_state(legacy=True)
 
   def incoming(self, state: Any) -> None:
     """The program's generator states, adopted where draws alone made them from the state last
@@ -435,31 +452,78 @@ def _drawn_numpy(numpy, before: Any, after: Any) -> tuple | None:
   return (name, keys, position, 0, 0.0) if reached else None
 
 
+_SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def _places(paths) -> tuple[str, ...]:
+  return tuple(os.path.realpath(p) + os.sep for p in paths if p and p != "/")
+
+
+_SCRATCH_PLACES = _places(_SCRATCH)
+
+
+@functools.lru_cache(maxsize=4)
+def _resolved(path: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+  """Each import path entry with its real path, worked out once in the worker (the run's import
+  path is the worker's): resolving them is most of sealing a run otherwise."""
+  return tuple((entry, os.path.realpath(entry) + os.sep) for entry in path)
+
+
+_resolved(tuple(sys.path))
+
+
+def _environ_bytes() -> dict:
+  data = getattr(os.environ, "_data", None)
+  return dict(data) if type(data) is dict else dict(os.environ)
+
+
+@functools.lru_cache(maxsize=8)
+def _real_place(path: str) -> str:
+  """A folder's real path, as a prefix. Cached: a run's home is its worker's run directory, the
+  same path for every run (`sandbox`), and resolving it in each run costs more than the rest of
+  the seal."""
+  return os.path.realpath(path) + os.sep
+
+
 def _writable_places() -> tuple[str, ...]:
   """Where a run may write: its home and working directory, and the shared scratch folders."""
-  places = [os.getcwd(), os.path.expanduser("~"), "/tmp", "/var/tmp", "/dev/shm"]
-  return tuple(os.path.realpath(p) + os.sep for p in places if p and p != "/")
+  cwd, home = os.getcwd(), os.path.expanduser("~")  # getcwd gives a real path
+  places = [cwd + os.sep] if cwd != "/" else []
+  if home and home != "/":
+    places.append(_real_place(home))
+  return (*places, *_SCRATCH_PLACES)
 
 
-def _read_only(path: str) -> bool:
-  """Whether an import path entry is one the program cannot write to (nor create)."""
-  if not path or not os.path.isabs(path) or not os.path.isdir(path):
-    return False
-  real = os.path.realpath(path) + os.sep
-  if any(real.startswith(place) for place in _writable_places()):
-    return False
-  return os.getuid() == 0 or not os.access(path, os.W_OK)  # (root: the dropped-uid modes differ)
+def read_only_path(path: list[str]) -> list[str]:
+  """The import path entries the program can neither write to nor create."""
+  places = _writable_places()
+  root = os.getuid() == 0  # (root: the dropped-uid modes differ)
+  return [
+    entry
+    for entry, real in _resolved(tuple(path))
+    if entry
+    and os.path.isabs(entry)
+    and not any(path.startswith(place) for place in places for path in (real, entry + os.sep))
+    and os.path.isdir(entry)
+    and (root or not os.access(entry, os.W_OK))
+  ]
+
+
+_DROPPED_FINDERS: list = []
 
 
 def _seal() -> None:
   """This process, before the program's exists: non-dumpable, no writable import path, SIGINT
   fatal (the program could otherwise raise KeyboardInterrupt inside a test)."""
-  if _libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+  if _prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
     raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
   os.set_inheritable(_CHANNEL_FD, False)  # no program a test starts (os.system) holds it
-  sys.path[:] = [p for p in sys.path if _read_only(p)]
-  sys.path_importer_cache.clear()
-  signal.signal(signal.SIGINT, signal.SIG_DFL)
+  kept = read_only_path(sys.path)
+  for entry in sys.path:  # the finders of the entries dropped, kept alive: freeing costs more
+    if entry not in kept:
+      _DROPPED_FINDERS.append(sys.path_importer_cache.pop(entry, None))
+  sys.path[:] = kept
+  _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
 
 
 def _import_quietly(names) -> None:
@@ -557,6 +621,9 @@ def start(job: dict, plan) -> bridge.Endpoint:
   """Forks the program's process and loads the program there; returns this side's endpoint (its
   `names`: the program's top-level names for the tests)."""
   ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+  patches = _Patches()
+  state = _State(patches)
+  state.forked()
   pid = os.fork()
   if pid == 0:  # the program's process
     try:
@@ -568,9 +635,8 @@ def start(job: dict, plan) -> bridge.Endpoint:
     split_program.run(theirs, job, plan.program)
   theirs.close()
   _PROGRAM_PID[:] = [pid]
-  patches = _Patches()
-  state = _State(patches)
   end = bridge.Endpoint(ours, bridge.test_side_policy, _library_name)
+  end.program_pid = pid
   end.before_request = state.outgoing
   end.on_state = state.incoming
   end.handlers.update(log=_log_record, warn=_warning)

@@ -260,8 +260,10 @@ def judge(expected: Expected, runs: list[Mapping[str, Any]], limits: Limits) -> 
 def _check_reports(
   expected: Expected, records: list[dict], run: Mapping[str, Any]
 ) -> tuple[int, set[int]] | str:
-  """(how many signed value reports, which checks they covered), or why one fails its check."""
-  reported, seen = 0, set()
+  """(how many signed value reports, which checks they covered), or why one fails its check.
+  Where the checks have an order (`Expected.order`: the job ran in one process), the reports
+  must follow it exactly: no check skipped, repeated or reported out of turn."""
+  reported, seen, order = 0, set(), expected.order
   for record in records:
     if "expect" not in record or not _signed(record, run):
       continue
@@ -269,6 +271,8 @@ def _check_reports(
     k = record["expect"]
     if type(k) is not int or not 0 <= k < len(expected.checks):  # pylint: disable=unidiomatic-typecheck
       return f"unknown expectation {k!r}"
+    if order is not None and (reported > len(order) or order[reported - 1] != k):
+      return f"assert #{k} reported out of turn (report {reported})"
     seen.add(k)
     operator, literal = expected.checks[k]
     if "value" not in record:  # not plain data: the child could report only its truth
@@ -320,4 +324,6 @@ def _ending(expected: Expected, end: dict, reported: int, seen: set[int]) -> tup
   missing = expected.required - seen
   if missing:  # every honest run reports these: the records are forged
     return Status.FAIL, f"assert #{min(missing)} was never reported"
+  if expected.order is not None and reported != len(expected.order):
+    return Status.FAIL, "assert records lost"
   return Status.PASS, ""
