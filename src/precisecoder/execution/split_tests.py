@@ -125,6 +125,10 @@ class _Patches:
     return tuple((id(patcher), id(new)) for patcher, new in self.active)
 
 
+# What the tests' namespace shares with the program by name (`_State._provide`).
+_PROVIDED = (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType)
+
+
 class _State:
   """What goes to the program's process with each request, when it changed (`apply_state` there),
   and what comes back."""
@@ -138,8 +142,10 @@ class _State:
 
   def _provide(self) -> dict:
     """The tests' names the program refers to (a node class the tests define), as they appear or
-    change: they go to the program as references, as one namespace would have shared them. The
-    tests' TestCase classes never do."""
+    change: they go to the program as references, as one namespace would have shared them. Only
+    classes, functions and modules: the tests' data and instances (a table of cases and their
+    expected values) would reach the program by reference, to be changed in place. The tests'
+    TestCase classes never do."""
     given = {}
     for name in self.wanted:
       value = self.space.get(name, self.space)
@@ -147,6 +153,7 @@ class _State:
         value is self.space
         or self.provided.get(name) == id(value)
         or (bridge.is_remote(value))
+        or not isinstance(value, _PROVIDED)
         or (isinstance(value, type) and issubclass(value, unittest.TestCase))
       ):
         continue
