@@ -115,6 +115,11 @@ Containment, every test kind ("root" sandbox mode, the mode we run in):
     stopped, what the kernel still frees in the background.
   * Output: whatever a run writes to stdout, stderr or its channel (any bytes,
     any nesting, forged frames) ends as that run's verdict: never the batch's.
+    No run can open its channel again by a path (/proc/self/fd/3): in "root"
+    the pipe is the worker's (0600), elsewhere the harness makes it mode 0
+    first; so a run cannot read back its "ready" line (an infrastructure
+    error, which the scorer leaves unscored), nor lead a split run's tests to
+    write the program's text into it through a file that links there.
   * Degraded modes, logged once: "userns" (unprivileged user namespaces: the
     same namespaces, the per-run ones included, and private root; runs keep our
     uid inside a nested user namespace, so only the read-only mounts protect
