@@ -131,6 +131,13 @@ ROUND_TRIP = _unittest("""
     data = {'a': [1, 2, 3], 'b': 'x'}
     self.assertEqual(decode(encode(data)), data)
   """)
+UNIQUE = _unittest("""
+  def test_unique(self):
+    result = unique([3, 1, 3, 2])
+    self.assertEqual(len(result), len({1, 2, 3}))
+    self.assertEqual(sorted(result), sorted([1, 2, 3]))
+    self.assertTrue(all(isinstance(x, int) for x in result))
+  """)
 
 HONEST = [
   (
@@ -170,6 +177,7 @@ HONEST = [
     SAVE,
   ),
   ("the tests' objects: a case table", "def add(a, b):\n  return a + b\n", CASE_TABLE),
+  ("claims by name: an honest unique", "def unique(xs):\n  return list(set(xs))\n", UNIQUE),
   (
     "claims by name: an honest round trip",
     _d("""
@@ -567,6 +575,22 @@ HOSTILE = [
         return pickle.dumps(Payload())
       """),
     ROUND_TRIP,
+  ),
+  _hostile(
+    "claims by name: the program's sorted, len and all in place of the tests' builtins",
+    """
+      import sys
+      sys.modules['precisecoder.execution.split_program'].hasattr = lambda obj, name: False
+      def sorted(xs, *args, **kwargs):
+        return []
+      def len(xs):
+        return 0
+      def all(xs):
+        return True
+      def unique(xs):
+        return ['x']
+      """,
+    UNIQUE,
   ),
   # --- the channels ------------------------------------------------------------------------------
   _hostile(
