@@ -131,6 +131,20 @@ ROUND_TRIP = _unittest("""
     data = {'a': [1, 2, 3], 'b': 'x'}
     self.assertEqual(decode(encode(data)), data)
   """)
+SESSION = _unittest(
+  """
+  def test_session(self):
+    with open_session('db') as s:
+      self.assertEqual(s.query('x'), expected_rows('x'))
+  def test_count(self):
+    with open_session('db') as s:
+      self.assertEqual(s.count(), len(expected_rows('x')))
+  def test_quiet(self):
+    with open_session('db') as s:
+      s.fail('x')
+  """,
+  "def expected_rows(q):\n  return [q, q.upper()]\n",
+)
 UNIQUE = _unittest("""
   def test_unique(self):
     result = unique([3, 1, 3, 2])
@@ -213,6 +227,21 @@ HONEST = [
         return x * x
       """,
     ),
+  ),
+  (
+    "references: a context manager that suppresses the program's own error",
+    _d("""
+      class Session:
+        def __enter__(self): return self
+        def __exit__(self, *exc): return True
+        def query(self, q): return [q, q.upper()]
+        def count(self): return 2
+        def fail(self, q):
+          raise KeyError(q)
+      def open_session(name):
+        return Session()
+      """),
+    SESSION,
   ),
   (
     "references: a key function the tests pass",
@@ -425,6 +454,19 @@ HOSTILE = [
         self.assertEqual(len(got), len([0, 1, 2]))
         self.assertEqual(list(got), list(range(3)))
       """),
+  ),
+  _hostile(
+    "references: a context manager that swallows the tests' failed checks",
+    """
+      class Session:
+        def __enter__(self): return self
+        def __exit__(self, *exc): return True
+        def query(self, q): return []
+        def count(self): return -1
+      def open_session(name):
+        return Session()
+      """,
+    SESSION,
   ),
   # --- exceptions the harness treats apart ------------------------------------------------------
   _hostile(

@@ -170,7 +170,8 @@ Verdict integrity, per test kind (exit status and printed text never count):
     GUARANTEED: every check runs in the test process, on data the decoder
     built or values the tests computed; the program cannot change the tests,
     their namespace, builtins, modules, interpreter state, mocks' records or
-    the harness, never receives an expected value through a comparison and
+    the harness, never receives an expected value through a comparison, never
+    suppresses a check that failed in a `with` block over its object, and
     holds no channel to the pool. So no in-process defence is needed, and
     there is none (no guard of returned values, no snapshot of libraries, no
     audit hook, no static screen: docs/sandbox.md says why each went).
@@ -178,9 +179,14 @@ Verdict integrity, per test kind (exit status and printed text never count):
     a reference), checks between two objects of the program's making (a
     dataclass record compares the fields its constructor stored), files the
     program wrote that the tests unpickle, the test code's text (the program's
-    process is a fork of the tests'), signals to the test process (a fail or a
-    timeout), and library state beyond random's and numpy's generators, the
-    environment, the working directory and pyplot's figures.
+    process is a fork of the tests': it can also run the tests against a spy
+    and learn every expected value they compute, not the held literals), a
+    library class the program's name claims that the tests feed program data
+    (`Loader(dump(x)).load()` with `Loader` claimed to be pickle.Unpickler),
+    figures the tests draw themselves (pyplot's are the program's), signals to
+    the test process (a fail or a timeout), and library state beyond random's
+    and numpy's generators, the environment, the working directory and
+    pyplot's figures.
   * assert, unittest with `ExecutionPool(unsafe_one_process=True)`: the test
     code runs in the program's namespace, as a plain interpreter runs it, with
     NO defence: the program can rewrite the tests, their libraries, the
