@@ -257,6 +257,31 @@ HONEST = [
 HONEST_ONE_PROCESS = [  # call and io: the program's one process, its channel sealed the same way
   ("call: an honest add", "def add(a, b):\n  return a + b\n", ADD_CALL),
   ("io: an honest sum", "a, b = map(int, input().split())\nprint(a + b)\n", ADD_IO),
+  (
+    "io exit paths: output of a thread the interpreter waits for, and of atexit",
+    _d("""
+      import atexit, threading, time
+      a, b = map(int, input().split())
+      def later():
+        time.sleep(0.05)
+        print(a, end='')
+      threading.Thread(target=later).start()
+      atexit.register(lambda: print(' + %d =' % b, a + b))
+      """),
+    {"kind": "io", "cases": [{"stdin": "2 3\n", "stdout": "2 + 3 = 5\n"}]},
+  ),
+  (
+    "io exit paths: stdout replaced, os._exit after a flush",
+    _d("""
+      import io, os, sys
+      a, b = map(int, sys.stdin.buffer.read().split())
+      sys.stdout = io.TextIOWrapper(open(1, 'wb', closefd=False))
+      sys.stdout.write(f'{a + b}\\n')
+      sys.stdout.flush()
+      os._exit(0)
+      """),
+    ADD_IO,
+  ),
 ]
 
 
@@ -674,6 +699,25 @@ HOSTILE = [
   ),
   _hostile("pipe: a call run's channel read back (no ready line)", _READ_BACK + WRONG, ADD_CALL),
   _hostile("pipe: an io run's channel read back", _READ_BACK + "print(0)\n", ADD_IO),
+  _hostile(
+    "pipe: a call run's thread writing case records after the harness's",
+    """
+      import os, threading, time, json
+      def late():
+        time.sleep(0.05)
+        for i, v in enumerate((5, 42)):
+          os.write(3, (json.dumps({"case": i, "value": v}) + "\\n").encode())
+      threading.Thread(target=late).start()
+      def add(a, b):
+        return a - b
+      """,
+    ADD_CALL,
+  ),
+  _hostile(
+    "pipe: an io run's forged end record, wrong output, exit status 1",
+    'import os, sys\nos.write(3, b\'{"end": "io", "exit": 0}\\n\')\nprint(5)\nsys.exit(1)\n',
+    ADD_IO,
+  ),
   # --- state that crosses, the shared working directory ------------------------------------------
   _hostile(
     "state: the generators reseeded by the program",

@@ -144,6 +144,8 @@ Verdict integrity, per test kind (exit status and printed text never count):
     cannot pass without computing the answers.
   * io: GUARANTEED. Expected output never leaves the pool; the pool compares the
     captured stdout (trailing white space ignored) and requires exit status 0.
+    The program ends as a script does: its threads are waited for and its
+    atexit functions run (what they print counts).
   * assert, unittest: run split (docs/sandbox.md, "Split runs"). The run's first
     process is the test process: it imports what the tests import, makes
     itself non-dumpable, keeps no writable directory on its import path, and

@@ -24,6 +24,7 @@ Records (one JSON object per line; N is the run's nonce):
 from __future__ import annotations
 
 import ast
+import atexit
 import base64
 import builtins
 import collections
@@ -530,7 +531,26 @@ def _install_reports(channel: Channel, namespace: dict, remote=None) -> list[int
 def run(channel_fd: int, nonce: str, job: dict) -> None:
   """Runs one job's program and tests in this (already sandboxed) process; never returns."""
   _seal_channel(channel_fd)
-  _exit(_session(Channel(channel_fd, nonce), job))
+  status = _session(Channel(channel_fd, nonce), job)
+  if job["tests"]["kind"] == "io":
+    _shut_down()
+  _exit(status)
+
+
+def _shut_down() -> None:
+  """What the interpreter does before it exits, for a program run as a script: waits for its
+  threads, then runs its atexit functions (output printed there is the program's too)."""
+  threading = sys.modules.get("threading")
+  try:
+    if threading is not None:
+      threading._shutdown()  # pylint: disable=protected-access
+    _run_exit_functions()
+  except BaseException:  # pylint: disable=broad-except
+    pass
+  _flush_output()
+
+
+_run_exit_functions = atexit._run_exitfuncs  # pylint: disable=protected-access
 
 
 _fstat, _fchmod, _geteuid, _is_fifo = os.fstat, os.fchmod, os.geteuid, stat.S_ISFIFO
