@@ -769,22 +769,29 @@ def _claimed_class(library: type, program_class: "Remote | None") -> Any:
   if program_class is None:
     return None
 
-  class Claimed(_type(library)):
+  class Claimed(_type(library)):  # the tests' own subclasses of it (a handler class) are theirs
     def __instancecheck__(cls, obj):
-      return isinstance(obj, library)
+      return isinstance(obj, library) if cls is made[0] else super().__instancecheck__(obj)
 
     def __subclasscheck__(cls, sub):
-      return issubclass(sub, library)
+      return issubclass(sub, library) if cls is made[0] else super().__subclasscheck__(sub)
 
     def __call__(cls, *args, **kwargs):
-      return program_class(*args, **kwargs)
+      if cls is made[0]:
+        return program_class(*args, **kwargs)
+      return super().__call__(*args, **kwargs)
+
+  made: list = []
 
   try:  # a subclass, so that `issubclass(Counter, dict)` holds; its calls are the program's
-    return Claimed(
-      library.__name__,
-      (library,),
-      {"__module__": library.__module__, "__qualname__": library.__qualname__, "__slots__": ()},
+    made.append(
+      Claimed(
+        library.__name__,
+        (library,),
+        {"__module__": library.__module__, "__qualname__": library.__qualname__, "__slots__": ()},
+      )
     )
+    return made[0]
   except Exception:  # pylint: disable=broad-except
     return program_class
 
