@@ -306,6 +306,19 @@ HONEST = [
     SESSION,
   ),
   (
+    "state: the program's prints caught by the tests' patch of sys.stdout",
+    "def greet(name):\n  print(f'hello {name}')\n",
+    _unittest(
+      """
+      @patch('sys.stdout', new_callable=io.StringIO)
+      def test_print(self, out):
+        greet('bob')
+        self.assertEqual(out.getvalue(), 'hello bob\\n')
+      """,
+      "import io\nfrom unittest.mock import patch\n",
+    ),
+  ),
+  (
     "references: a key function the tests pass",
     "def order(xs, key):\n  return sorted(xs, key=key)\n",
     _unittest("""
