@@ -235,26 +235,6 @@ HONEST = [
       """),
   ),
   (
-    "claims by name: the tests subclass a library class taken from the program's imports",
-    "from collections import UserDict\nimport json\ndef dump(d):\n  return json.dumps(dict(d))\n",
-    {
-      "kind": "unittest",
-      "code": _d("""
-        import unittest
-        class Loud(UserDict):
-          def shout(self):
-            return {k.upper(): v for k, v in self.items()}
-        class TestTask(unittest.TestCase):
-          def test_loud(self):
-            d = Loud({'a': 1})
-            self.assertEqual(d.shout(), {'A': 1})
-            self.assertIsInstance(d, UserDict)
-            self.assertNotIsInstance(UserDict({'b': 2}), Loud)
-            self.assertEqual(dump(d), '{"a": 1}')
-        """),
-    },
-  ),
-  (
     "claims by name: an honest round trip",
     _d("""
       import json

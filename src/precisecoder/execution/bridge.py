@@ -769,29 +769,22 @@ def _claimed_class(library: type, program_class: "Remote | None") -> Any:
   if program_class is None:
     return None
 
-  class Claimed(_type(library)):  # the tests' own subclasses of it (a handler class) are theirs
+  class Claimed(_type(library)):
     def __instancecheck__(cls, obj):
-      return isinstance(obj, library) if cls is made[0] else super().__instancecheck__(obj)
+      return isinstance(obj, library)
 
     def __subclasscheck__(cls, sub):
-      return issubclass(sub, library) if cls is made[0] else super().__subclasscheck__(sub)
+      return issubclass(sub, library)
 
     def __call__(cls, *args, **kwargs):
-      if cls is made[0]:
-        return program_class(*args, **kwargs)
-      return super().__call__(*args, **kwargs)
-
-  made: list = []
+      return program_class(*args, **kwargs)
 
   try:  # a subclass, so that `issubclass(Counter, dict)` holds; its calls are the program's
-    made.append(
-      Claimed(
-        library.__name__,
-        (library,),
-        {"__module__": library.__module__, "__qualname__": library.__qualname__, "__slots__": ()},
-      )
+    return Claimed(
+      library.__name__,
+      (library,),
+      {"__module__": library.__module__, "__qualname__": library.__qualname__, "__slots__": ()},
     )
-    return made[0]
   except Exception:  # pylint: disable=broad-except
     return program_class
 
