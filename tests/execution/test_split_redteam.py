@@ -131,14 +131,6 @@ ROUND_TRIP = _unittest("""
     data = {'a': [1, 2, 3], 'b': 'x'}
     self.assertEqual(decode(encode(data)), data)
   """)
-STREAM = _unittest(
-  """
-  def test_round_trip(self):
-    data = {'a': [1, 2, 3]}
-    self.assertEqual(Loader(io.BytesIO(dump(data))).load(), data)
-  """,
-  "import io\n",
-)
 SESSION = _unittest(
   """
   def test_session(self):
@@ -200,40 +192,6 @@ HONEST = [
   ),
   ("the tests' objects: a case table", "def add(a, b):\n  return a + b\n", CASE_TABLE),
   ("claims by name: an honest unique", "def unique(xs):\n  return list(set(xs))\n", UNIQUE),
-  (
-    "claims by name: an honest Loader",
-    _d("""
-      import json
-      class Loader:
-        def __init__(self, stream): self.stream = stream
-        def load(self): return json.loads(self.stream.read())
-      def dump(data):
-        return json.dumps(data).encode()
-      """),
-    STREAM,
-  ),
-  (
-    "claims by name: library classes the tests take from the program's imports",
-    _d("""
-      from datetime import datetime, timedelta
-      from collections import Counter
-      def next_day(d):
-        return d + timedelta(days=1)
-      def letters(text):
-        return Counter(text)
-      """),
-    _unittest("""
-      def test_day(self):
-        got = next_day(datetime(2020, 1, 31))
-        self.assertEqual(got, datetime(2020, 2, 1))
-        self.assertIsInstance(got, datetime)
-        self.assertEqual(datetime.strptime('2020-02-01', '%Y-%m-%d'), got)
-      def test_letters(self):
-        self.assertEqual(letters('aab'), Counter({'a': 2, 'b': 1}))
-        self.assertIsInstance(letters('x'), Counter)
-        self.assertTrue(issubclass(Counter, dict))
-      """),
-  ),
   (
     "claims by name: an honest round trip",
     _d("""
@@ -697,24 +655,6 @@ HOSTILE = [
         return pickle.dumps(Payload())
       """),
     ROUND_TRIP,
-  ),
-  _hostile(
-    "claims by name: a program class named pickle.Unpickler, fed the program's bytes",
-    _CLAIM
-    + _d("""
-      import pickle
-      CLAIMS = {}
-      class Payload:
-        def __reduce__(self):
-          return (exec, (FORGE, {}))
-      class Loader:
-        def __init__(self, stream): self.stream = stream
-        def load(self): return None
-      Loader.__module__, Loader.__qualname__ = 'pickle', 'Unpickler'
-      def dump(data):
-        return pickle.dumps(Payload())
-      """),
-    STREAM,
   ),
   _hostile(
     "claims by name: the program's sorted, len and all in place of the tests' builtins",

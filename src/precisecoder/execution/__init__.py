@@ -182,7 +182,9 @@ Verdict integrity, per test kind (exit status and printed text never count):
     dataclass record compares the fields its constructor stored), files the
     program wrote that the tests unpickle, the test code's text (the program's
     process is a fork of the tests': it can also run the tests against a spy
-    and learn every expected value they compute, not the held literals),
+    and learn every expected value they compute, not the held literals), a
+    library class the program's name claims that the tests feed program data
+    (`Loader(dump(x)).load()` with `Loader` claimed to be pickle.Unpickler),
     figures the tests draw themselves (pyplot's are the program's), signals to
     the test process (a fail or a timeout), and library state beyond random's
     and numpy's generators, the environment, the working directory and

@@ -226,8 +226,6 @@ class Endpoint:
       if (self._resolve_name is not None and self.resolving)
       else None
     )
-    if local is not None and what == "class" and not self.forward_operators:
-      return self._claimed(local, ref)
     if local is not None:
       return local
     remote = self._remotes.get(ref) if ref else None  # one per object: `is` holds as it does there
@@ -242,18 +240,6 @@ class Endpoint:
       if ref:
         self._remotes[ref] = remote
     return remote
-
-  def _claimed(self, library: type, ref: int) -> Any:
-    """A class of the program's that claims a library class by its names, for the tests: a type
-    of ours that `isinstance` and `issubclass` answer as the library class, but whose calls and
-    attributes go to the program's class. Not the library class itself: the tests call the
-    program's names with data the program made (`Loader(dump(x)).load()` with `Loader` claimed
-    to be pickle.Unpickler would unpickle the program's bytes here)."""
-    claimed = self.__dict__.setdefault("_claimed_classes", {})
-    if ref not in claimed:
-      program_class = self._remote(ref, "class", None) if ref else None
-      claimed[ref] = _claimed_class(library, program_class)
-    return claimed[ref]
 
   def _remote(self, ref: int, what: str, name) -> "Remote":
     remote = self._remotes.get(ref)
@@ -760,33 +746,6 @@ def _remote_class(module: str, qualname: str, factory: "Remote | None") -> type:
       },
     )
   return kind
-
-
-def _claimed_class(library: type, program_class: "Remote | None") -> Any:
-  """See `Endpoint._claimed`; the reference itself where no such type can be made (a class that
-  takes no subclass, a metaclass that builds classes its own way). Its attributes are the library
-  class's (`datetime.strptime`, which makes its instance through the program's class)."""
-  if program_class is None:
-    return None
-
-  class Claimed(_type(library)):
-    def __instancecheck__(cls, obj):
-      return isinstance(obj, library)
-
-    def __subclasscheck__(cls, sub):
-      return issubclass(sub, library)
-
-    def __call__(cls, *args, **kwargs):
-      return program_class(*args, **kwargs)
-
-  try:  # a subclass, so that `issubclass(Counter, dict)` holds; its calls are the program's
-    return Claimed(
-      library.__name__,
-      (library,),
-      {"__module__": library.__module__, "__qualname__": library.__qualname__, "__slots__": ()},
-    )
-  except Exception:  # pylint: disable=broad-except
-    return program_class
 
 
 def is_remote(value) -> bool:
