@@ -131,6 +131,14 @@ ROUND_TRIP = _unittest("""
     data = {'a': [1, 2, 3], 'b': 'x'}
     self.assertEqual(decode(encode(data)), data)
   """)
+STREAM = _unittest(
+  """
+  def test_round_trip(self):
+    data = {'a': [1, 2, 3]}
+    self.assertEqual(Loader(io.BytesIO(dump(data))).load(), data)
+  """,
+  "import io\n",
+)
 SESSION = _unittest(
   """
   def test_session(self):
@@ -192,6 +200,52 @@ HONEST = [
   ),
   ("the tests' objects: a case table", "def add(a, b):\n  return a + b\n", CASE_TABLE),
   ("claims by name: an honest unique", "def unique(xs):\n  return list(set(xs))\n", UNIQUE),
+  (
+    "claims by name: an honest Loader",
+    _d("""
+      import json
+      class Loader:
+        def __init__(self, stream): self.stream = stream
+        def load(self): return json.loads(self.stream.read())
+      def dump(data):
+        return json.dumps(data).encode()
+      """),
+    STREAM,
+  ),
+  (
+    "claims by name: library names the tests take from the program's imports",
+    _d("""
+      from datetime import datetime, timedelta
+      from collections import Counter, UserDict
+      from scipy.stats import norm
+      def next_day(d):
+        return d + timedelta(days=1)
+      def letters(text):
+        return Counter(text)
+      def density(x):
+        return norm.pdf(x, 0, 1)
+      """),
+    _unittest(
+      """
+      def test_day(self):
+        got = next_day(datetime(2020, 1, 31))
+        self.assertEqual(got, datetime(2020, 2, 1))
+        self.assertIsInstance(got, datetime)
+        self.assertEqual(datetime.strptime('2020-02-01', '%Y-%m-%d'), got)
+      def test_letters(self):
+        self.assertEqual(letters('aab'), Counter({'a': 2, 'b': 1}))
+        self.assertIsInstance(letters('x'), Counter)
+        self.assertTrue(issubclass(Counter, dict))
+        self.assertTrue(issubclass(Loud, UserDict))
+      def test_density(self):
+        self.assertAlmostEqual(density(0.5), norm.pdf(0.5, 0, 1))
+      """,
+      """
+      class Loud(UserDict):
+        pass
+      """,
+    ),
+  ),
   (
     "claims by name: an honest round trip",
     _d("""
@@ -655,6 +709,20 @@ HOSTILE = [
         return pickle.dumps(Payload())
       """),
     ROUND_TRIP,
+  ),
+  _hostile(
+    "claims by name: the tests' expected values from the program's own patched scipy norm",
+    """
+      from scipy.stats import norm
+      norm.pdf = lambda *args, **kwargs: 0.0
+      def density(x):
+        return 0.0
+      """,
+    _unittest("""
+      def test_density(self):
+        expected = norm.pdf(0.5, 0, 1)
+        self.assertAlmostEqual(density(0.5), expected)
+      """),
   ),
   _hostile(
     "claims by name: the program's sorted, len and all in place of the tests' builtins",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import _socket
 import builtins
 import ctypes
+import functools
 import importlib
 import os
 import signal
@@ -49,8 +50,10 @@ def _library_name(what: str, name: list) -> Any:
     value = loaded.__dict__.get(qualname, loaded)
     # Never a function: the name is the program's claim, and the tests call what the program
     # names with data the program made (`decode(encode(x))` would run builtins.eval or
-    # pickle.loads here, on the program's text).
-    if value is loaded or issubclass(type(value), types.ModuleType) or callable(value):
+    # pickle.loads here, on the program's text). A library's object is this process's own, so
+    # that what the tests compute with it stays theirs (`expected = norm.pdf(x)` with scipy's
+    # `norm` taken from the program, which may have patched its own copy).
+    if value is loaded or isinstance(value, _NOT_BY_NAME):
       return None
     return value
   return bridge._named_class(module, qualname)  # pylint: disable=protected-access
@@ -129,6 +132,19 @@ class _Patches:
   def key(self) -> tuple:
     return tuple((id(patcher), id(new)) for patcher, new in self.active)
 
+
+# What a program's name never stands for in the tests' namespace by name (`_library_name`).
+_NOT_BY_NAME = (
+  types.ModuleType,
+  types.FunctionType,
+  types.BuiltinFunctionType,
+  types.MethodType,
+  types.MethodWrapperType,
+  types.WrapperDescriptorType,
+  types.MethodDescriptorType,
+  types.ClassMethodDescriptorType,
+  functools.partial,
+)
 
 # What the tests' namespace shares with the program by name (`_State._provide`).
 _PROVIDED = (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType)
