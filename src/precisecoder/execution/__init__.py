@@ -115,6 +115,11 @@ Containment, every test kind ("root" sandbox mode, the mode we run in):
     stopped, what the kernel still frees in the background.
   * Output: whatever a run writes to stdout, stderr or its channel (any bytes,
     any nesting, forged frames) ends as that run's verdict: never the batch's.
+    No run can open its channel again by a path (/proc/self/fd/3): in "root"
+    the pipe is the worker's (0600), elsewhere the harness makes it mode 0
+    first; so a run cannot read back its "ready" line (an infrastructure
+    error, which the scorer leaves unscored), nor lead a split run's tests to
+    write the program's text into it through a file that links there.
   * Degraded modes, logged once: "userns" (unprivileged user namespaces: the
     same namespaces, the per-run ones included, and private root; runs keep our
     uid inside a nested user namespace, so only the read-only mounts protect
@@ -139,6 +144,8 @@ Verdict integrity, per test kind (exit status and printed text never count):
     cannot pass without computing the answers.
   * io: GUARANTEED. Expected output never leaves the pool; the pool compares the
     captured stdout (trailing white space ignored) and requires exit status 0.
+    The program ends as a script does: its threads are waited for and its
+    atexit functions run (what they print counts).
   * assert, unittest: run split (docs/sandbox.md, "Split runs"). The run's first
     process is the test process: it imports what the tests import, makes
     itself non-dumpable, keeps no writable directory on its import path, and
@@ -165,7 +172,8 @@ Verdict integrity, per test kind (exit status and printed text never count):
     GUARANTEED: every check runs in the test process, on data the decoder
     built or values the tests computed; the program cannot change the tests,
     their namespace, builtins, modules, interpreter state, mocks' records or
-    the harness, never receives an expected value through a comparison and
+    the harness, never receives an expected value through a comparison, never
+    suppresses a check that failed in a `with` block over its object, and
     holds no channel to the pool. So no in-process defence is needed, and
     there is none (no guard of returned values, no snapshot of libraries, no
     audit hook, no static screen: docs/sandbox.md says why each went).
@@ -173,12 +181,17 @@ Verdict integrity, per test kind (exit status and printed text never count):
     a reference), checks between two objects of the program's making (a
     dataclass record compares the fields its constructor stored), files the
     program wrote that the tests unpickle, the test code's text (the program's
-    process is a fork of the tests'), signals to the test process (a fail or a
-    timeout), what the program's classes claim to be (`isinstance`, `issubclass`
-    answer from the names and bases it gives), what the tests read through a
-    library's context variables inside a `with` on the program's object (its
-    context, as they asked), and library state beyond random's and numpy's
-    generators, the environment, the working directory and pyplot's figures.
+    process is a fork of the tests': it can also run the tests against a spy
+    and learn every expected value they compute, not the held literals), a
+    library class the program's name claims that the tests feed program data
+    (`Loader(dump(x)).load()` with `Loader` claimed to be pickle.Unpickler),
+    figures the tests draw themselves (pyplot's are the program's), signals to
+    the test process (a fail or a timeout), what the program's classes claim to
+    be (`isinstance`, `issubclass` answer from the names and bases it gives),
+    what the tests read through a library's context variables inside a `with`
+    on the program's object (its context, as they asked), and library state
+    beyond random's and numpy's generators, the environment, the working
+    directory and pyplot's figures.
   * assert (held: every check held, each report a return value of the program
     on constant arguments, nothing else in the test code that could fail;
     `expectations.held_order`): run in one process, as call jobs; the pool

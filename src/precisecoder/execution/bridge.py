@@ -32,6 +32,7 @@ _object_getattribute = object.__getattribute__
 
 
 _KINDS = ("module", "class", "function", "object", "attr", "error")  # what a reference names
+_FROM_OTHER_SIDE = "_pc_raised_there"  # marks an error the other process raised (`Remote.__exit__`)
 
 
 class ChannelBroken(BaseException):
@@ -349,7 +350,9 @@ class Endpoint:
       if message[0] == "e" and len(message) == 4:
         if self.on_state is not None:
           self.on_state(message[3])
-        raise rebuild_error(message[1], message[2], stand_ins=not self.forward_operators)
+        error = rebuild_error(message[1], message[2], stand_ins=not self.forward_operators)
+        setattr(error, _FROM_OTHER_SIDE, True)
+        raise error
       raise ChannelBroken("malformed answer")
 
   def _send_buffered(self) -> None:
@@ -827,7 +830,14 @@ class Remote:
         for var, token in reversed(end.contexts.pop(at)[1]):
           var.reset(token)
         break
-    return self._pc_ask("exit", None, None, None)
+    suppress = self._pc_ask("exit", None, None, None)
+    if end.forward_operators:  # the program's side
+      return suppress
+    # The tests' side: the program's object ends the block, but cannot decide that the tests'
+    # own failure (a check that raised in the block) did not happen; an error the program raised
+    # (through a request) is its to suppress.
+    error = exc_info[1] if len(exc_info) > 1 else None
+    return bool(suppress) and getattr(error, _FROM_OTHER_SIDE, False) is True
 
   def _pc_operator(self, name: str, *operands):
     """Arithmetic, forwarded only where the lender is the test process (a MagicMock the program

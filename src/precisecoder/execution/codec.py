@@ -271,9 +271,10 @@ class Codec:
   def _numpy(self, value, kind, d):
     numpy = sys.modules["numpy"]
     if kind is numpy.ma.MaskedArray:
-      return {
-        "ma": [self.tree(numpy.ma.getdata(value), d), self.tree(numpy.ma.getmaskarray(value), d)]
-      }
+      mask = numpy.ma.getmaskarray(value)
+      if mask.any():  # masked items: a reference (`_build_numpy` says why)
+        return None
+      return {"ma": [self.tree(numpy.ma.getdata(value), d), self.tree(mask, d)]}
     if kind is numpy.ndarray:
       dtype = value.dtype
       if dtype.fields is None and dtype.kind in "biufcmM" and not dtype.hasobject:
@@ -528,6 +529,8 @@ class Codec:
         or (mask.shape != data.shape or mask.dtype != bool)
       ):
         raise DecodeError("masked array")
+      if mask.any():  # numpy's checks hold for a masked item whatever it is compared with
+        raise DecodeError("masked items")  # (`assert_array_equal(np.ma.masked_all(()), x)`)
       return numpy.ma.array(data, mask=mask)
     if tag == "nt":
       dtype, shape, items = _list(body, 3)

@@ -24,6 +24,7 @@ Records (one JSON object per line; N is the run's nonce):
 from __future__ import annotations
 
 import ast
+import atexit
 import base64
 import builtins
 import collections
@@ -34,6 +35,7 @@ import functools
 import gc
 import marshal
 import os
+import stat
 import sys
 import traceback
 import types
@@ -530,7 +532,41 @@ def _install_reports(channel: Channel, namespace: dict, remote=None) -> list[int
 
 def run(channel_fd: int, nonce: str, job: dict) -> None:
   """Runs one job's program and tests in this (already sandboxed) process; never returns."""
-  _exit(_session(Channel(channel_fd, nonce), job))
+  _seal_channel(channel_fd)
+  status = _session(Channel(channel_fd, nonce), job)
+  if job["tests"]["kind"] == "io":
+    _shut_down()
+  _exit(status)
+
+
+def _shut_down() -> None:
+  """What the interpreter does before it exits, for a program run as a script: waits for its
+  threads, then runs its atexit functions (output printed there is the program's too)."""
+  threading = sys.modules.get("threading")
+  try:
+    if threading is not None:
+      threading._shutdown()  # pylint: disable=protected-access
+    _run_exit_functions()
+  except BaseException:  # pylint: disable=broad-except
+    pass
+  _flush_output()
+
+
+_run_exit_functions = atexit._run_exitfuncs  # pylint: disable=protected-access
+
+
+_fstat, _fchmod, _geteuid, _is_fifo = os.fstat, os.fchmod, os.geteuid, stat.S_ISFIFO
+
+
+def _seal_channel(fd: int) -> None:
+  """Makes the channel's pipe open for no one by a path: a run holds its fd, but could open it
+  again through /proc/self/fd (to read back what was written, "ready" included, or, in a split
+  run, to have the test process write the program's text into it through a file of the
+  program's naming that links there). Where the run's uid owns the pipe ("userns", "plain"),
+  mode 0 refuses it; in "root" the pipe is the worker's, 0600, already closed to the run."""
+  status = _fstat(fd)
+  if _is_fifo(status.st_mode) and status.st_uid == _geteuid():
+    _fchmod(fd, 0)
 
 
 def _session(channel: Channel, job: dict) -> int:

@@ -54,7 +54,14 @@ def _library_name(what: str, name: list) -> Any:
     return loaded if loaded.__name__ == module else None
   if what == "attr":  # a library's object: this process's own of that name
     value = loaded.__dict__.get(qualname, loaded)
-    return None if value is loaded or issubclass(type(value), types.ModuleType) else value
+    # Never a function: the name is the program's claim, and the tests call what the program
+    # names with data the program made (`decode(encode(x))` would run builtins.eval or
+    # pickle.loads here, on the program's text). A library's object is this process's own, so
+    # that what the tests compute with it stays theirs (`expected = norm.pdf(x)` with scipy's
+    # `norm` taken from the program, which may have patched its own copy).
+    if value is loaded or isinstance(value, _NOT_BY_NAME):
+      return None
+    return value
   return bridge._named_class(module, qualname)  # pylint: disable=protected-access
 
 
@@ -229,6 +236,23 @@ def _log_record(fields: Any) -> None:
   logging.getLogger(None if made.name == "root" else made.name).handle(made)
 
 
+# What a program's name never stands for in the tests' namespace by name (`_library_name`).
+_NOT_BY_NAME = (
+  types.ModuleType,
+  types.FunctionType,
+  types.BuiltinFunctionType,
+  types.MethodType,
+  types.MethodWrapperType,
+  types.WrapperDescriptorType,
+  types.MethodDescriptorType,
+  types.ClassMethodDescriptorType,
+  functools.partial,
+)
+
+# What the tests' namespace shares with the program by name (`_State._provide`).
+_PROVIDED = (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType)
+
+
 class _State:
   """What goes to the program's process with each request, when it changed (`apply_state` there),
   and what comes back."""
@@ -247,8 +271,10 @@ class _State:
 
   def _provide(self) -> dict:
     """The tests' names the program refers to (a node class the tests define), as they appear or
-    change: they go to the program as references, as one namespace would have shared them. The
-    tests' TestCase classes never do."""
+    change: they go to the program as references, as one namespace would have shared them. Only
+    classes, functions and modules: the tests' data and instances (a table of cases and their
+    expected values) would reach the program by reference, to be changed in place. The tests'
+    TestCase classes never do."""
     given = {}
     for name in self.wanted:
       value = self.space.get(name, self.space)
@@ -256,6 +282,7 @@ class _State:
         value is self.space
         or self.provided.get(name) == id(value)
         or (bridge.is_remote(value))
+        or not isinstance(value, _PROVIDED)
         or (isinstance(value, type) and issubclass(value, unittest.TestCase))
       ):
         continue
@@ -665,7 +692,9 @@ def namespace() -> dict:
 
 def add_program_names(end: bridge.Endpoint, space: dict) -> None:
   """The program's names as data, libraries or references, but those the tests bound (they ran
-  after the program in one interpreter, so theirs win)."""
+  after the program in one interpreter, so theirs win) and those of builtins: the program's
+  process leaves those out, but that is the program's word, and a `sorted` or `len` of its own
+  would answer the tests' checks (`sorted(result) == sorted(expected)`)."""
   for name, value in end.names.items():
     if _program_name(name) and name not in space:
       space[name] = end.state.given[name] = value
