@@ -1,7 +1,7 @@
 """RL step-time breakdown, synchronous vs asynchronous (rl.max_staleness k = 0, 1, 2).
 
   .venv/bin/python benchmarks/bench_rl_step.py [--steps 5] [--staleness 0,1,2] [--preset tiny]
-      [--prompts 4] [--max-new-tokens 48] [--record]
+      [--prompts 4] [--max-new-tokens 48] [--prompt-bucket 1088] [--record]
 
 Runs the real loop (the train command's: train/rl.py; on the tiny preset a random model,
 generator tasks, the execution pool in its own processes) once per k and prints mean seconds
@@ -18,7 +18,10 @@ per step of each part:
   step      the whole step
 
 `rl.kl_beta` is set so every step updates: a random policy gets no reward variance, and a
-step without variance or a KL term skips its update (rl.py), which would time nothing. Steps
+step without variance or a KL term skips its update (rl.py), which would time nothing. The
+prompt bucket puts every prompt of the tiny preset's tasks (909-1065 tokens) in one width, so
+nothing compiles after the first steps (a run that compiled in a timed step, or read another
+run's compilations from the cache, would not compare). Steps
 1 .. k + 1 are left out of the means (compilation; the first k + 1 rollouts are sampled in step
 1), so --steps must exceed the largest k by two or more.
 """
@@ -75,6 +78,7 @@ def main() -> None:
   parser.add_argument("--preset", default="tiny", help="the run preset (train/config.py)")
   parser.add_argument("--prompts", type=int, default=4, help="rl.prompts_per_step (0: preset's)")
   parser.add_argument("--max-new-tokens", type=int, default=48, help="0: the preset's")
+  parser.add_argument("--prompt-bucket", type=int, default=1088, help="0: the preset's")
   add_record_flag(parser)
   args = parser.parse_args()
   ks = [int(k) for k in args.staleness.split(",")]
@@ -82,7 +86,11 @@ def main() -> None:
     parser.error(f"--steps {args.steps}: at least {max(ks) + 2} for k up to {max(ks)}")
   sizes = {
     k: v
-    for k, v in dict(prompts_per_step=args.prompts, max_new_tokens=args.max_new_tokens).items()
+    for k, v in dict(
+      prompts_per_step=args.prompts,
+      max_new_tokens=args.max_new_tokens,
+      prompt_bucket=args.prompt_bucket,
+    ).items()
     if v
   }
   results = {k: run(args.preset, args.steps, k, sizes) for k in ks}

@@ -14,6 +14,11 @@ One step:
   5. metrics, periodic evaluation, asynchronous checkpoints; a preemption (SIGTERM, agreed
      on by every host) saves and exits 0.
 
+With `rl.max_staleness` = k >= 1 a step starts by sampling the rollouts of step t + k with its
+own starting parameters, and learns from those sampled k steps earlier, whose scoring ran while
+the steps between learned (train/inflight.py: the schedule, and the checkpoint that holds the
+rollouts in flight). k = 0 samples this step's own: the synchronous loop.
+
 A step whose advantages are all zero (no group had reward variance) and whose loss has no KL
 term has a gradient of exactly zero. It skips step 4 altogether: no forward or backward pass
 and no optimiser update. Feeding Adam the zero gradient instead would still move the weights
