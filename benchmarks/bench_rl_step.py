@@ -1,13 +1,14 @@
 """RL step-time breakdown, synchronous vs asynchronous (rl.max_staleness k = 0, 1, 2).
 
-  .venv/bin/python benchmarks/bench_rl_step.py [--steps 5] [--staleness 0,1,2] [--preset tiny]
+  .venv/bin/python benchmarks/bench_rl_step.py [--steps 8] [--staleness 0,1,2] [--preset tiny]
       [--prompts 4] [--max-new-tokens 48] [--prompt-bucket 1088] [--record]
 
 Runs the real loop (the train command's: train/rl.py; on the tiny preset a random model,
 generator tasks, the execution pool in its own processes) once per k and prints mean seconds
 per step of each part:
 
-  sample    decoding the step's rollouts (for k >= 1, done k steps earlier)
+  sample    decoding done in the step (`time/launch`: its own rollouts at k = 0, those of
+            step t + k at k >= 1)
   reward    scoring them in the reward thread (overlapped with sampling, and for k >= 1 with
             the learning of the steps between)
   exposed   the part of scoring the loop waited for (the learner idle on rewards)
@@ -21,9 +22,9 @@ per step of each part:
 step without variance or a KL term skips its update (rl.py), which would time nothing. The
 prompt bucket puts every prompt of the tiny preset's tasks (909-1065 tokens) in one width, so
 nothing compiles after the first steps (a run that compiled in a timed step, or read another
-run's compilations from the cache, would not compare). Steps
-1 .. k + 1 are left out of the means (compilation; the first k + 1 rollouts are sampled in step
-1), so --steps must exceed the largest k by two or more.
+run's compilations from the cache, would not compare). The
+means are over the steady steps k + 2 .. steps - k: step 1 compiles and samples k + 1 steps'
+rollouts, and the last k steps sample none, so --steps must be at least 2 k + 2.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ COLUMNS = ("sample", "reward", "exposed", "train", "transfer", "other", "step")
 
 
 def run(preset: str, steps: int, k: int, sizes: dict[str, int]) -> dict[str, float]:
-  """Mean seconds per step of each part of COLUMNS, over steps k + 2 .. `steps`."""
+  """Mean seconds per step of each part of COLUMNS over the steady steps k + 2 .. `steps` - k,
+  each of which samples one step's rollouts and learns from another's."""
   cfg = train_config.default(preset)
   cfg.rl.update(max_staleness=k, kl_beta=0.01, **sizes)
   cfg.train.update(dict(steps=steps, eval_every=0, report=False, checkpoint_every=steps))
@@ -51,20 +53,19 @@ def run(preset: str, steps: int, k: int, sizes: dict[str, int]) -> dict[str, flo
     assert train_command.train(cfg, workdir) == 0
     rows = [
       r for r in metrics.read_metrics(os.path.join(workdir, "metrics.jsonl")) if "time/step" in r
-    ][k + 1 :]
+    ][k + 1 : steps - k]
 
   def mean(key: str) -> float:
     return sum(r[key] for r in rows) / len(rows)
 
   parts = dict(
-    sample=mean("time/sample"),
+    sample=mean("time/launch"),
     reward=mean("time/reward"),
     exposed=mean("time/reward_exposed"),
     train=mean("time/train"),
     transfer=0.0,
     step=mean("time/step"),
   )
-  # Sampling for step t + k happens in step t; in steady state one rollout is sampled a step.
   busy = parts["sample"] + parts["exposed"] + parts["train"] + mean("time/checkpoint")
   parts["other"] = parts["step"] - busy
   return parts
@@ -73,7 +74,7 @@ def run(preset: str, steps: int, k: int, sizes: dict[str, int]) -> dict[str, flo
 @recorded
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--steps", type=int, default=5)
+  parser.add_argument("--steps", type=int, default=8)
   parser.add_argument("--staleness", default="0,1,2", help="comma-separated values of k")
   parser.add_argument("--preset", default="tiny", help="the run preset (train/config.py)")
   parser.add_argument("--prompts", type=int, default=4, help="rl.prompts_per_step (0: preset's)")
@@ -82,8 +83,8 @@ def main() -> None:
   add_record_flag(parser)
   args = parser.parse_args()
   ks = [int(k) for k in args.staleness.split(",")]
-  if args.steps < max(ks) + 2:
-    parser.error(f"--steps {args.steps}: at least {max(ks) + 2} for k up to {max(ks)}")
+  if args.steps < 2 * max(ks) + 2:
+    parser.error(f"--steps {args.steps}: at least {2 * max(ks) + 2} for k up to {max(ks)}")
   sizes = {
     k: v
     for k, v in dict(
@@ -96,7 +97,7 @@ def main() -> None:
   results = {k: run(args.preset, args.steps, k, sizes) for k in ks}
   shown = ", ".join(f"rl.{k}={v}" for k, v in sizes.items()) or "its sizes"
   print(
-    f"mean seconds per RL step ({args.preset} preset, {shown}, steps k+2..{args.steps}; "
+    f"mean seconds per RL step ({args.preset} preset, {shown}, steps k+2..{args.steps}-k; "
     "interleaved placement)\n"
   )
   print("| k | " + " | ".join(COLUMNS) + f" | step vs k={ks[0]} |")

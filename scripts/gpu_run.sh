@@ -90,7 +90,7 @@ stage gpu-figures $py benchmarks/gpu_figures.py "${figures[@]}" --json "$out/gpu
 # The RL step's parts, synchronous vs rollouts 1 and 2 steps ahead (rl.max_staleness), on the
 # GPU preset's own sizes (its base is built by then).
 stage rl-step $py benchmarks/bench_rl_step.py --preset "$gpu_preset" --staleness 0,1,2 \
-  --steps 6 --prompts 0 --max-new-tokens 0 --prompt-bucket 0
+  --steps 8 --prompts 0 --max-new-tokens 0 --prompt-bucket 0
 
 {
   echo "{"

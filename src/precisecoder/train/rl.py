@@ -364,6 +364,7 @@ def train(
       t_step = time.perf_counter()
       while len(in_flight) <= rl.max_staleness and step + len(in_flight) < cfg.train.steps:
         in_flight.append(launch(step + len(in_flight) + 1, step, params))
+      launched = time.perf_counter() - t_step
       step += 1
       current = in_flight.popleft()
       rollout, terms, timing = current.pending.result()
@@ -413,6 +414,8 @@ def train(
         # KL to a reference exists only with one (rl.kl_beta > 0): no column of zeros.
         **{f"train/{k}": v for k, v in learned.items() if k != "kl" or rl.kl_beta > 0},
         **timing,
+        # Sampling done in this step: its own rollouts at k = 0, step t + k's after.
+        "time/launch": launched,
         "reward_exposed_fraction": exposed,
       }
       preempted = run.preempted(step)  # a preempted run saves its step and stops
