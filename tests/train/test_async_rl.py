@@ -114,6 +114,7 @@ def test_rollouts_in_flight_round_trip_through_a_checkpoint(tmp_path):
   assert [(x.step, x.version) for x in back] == [(3, 1), (4, 2)]
   for went, came in zip(items, back):
     (r0, t0, s0), (r1, t1, s1) = went.pending.result(), came.pending.result()
+    assert len(r1) == len(r0) == 4  # rows, though a restored rollout keeps no tasks
     for name in ("prompt_ids", "prompt_mask", "tokens", "logprobs", "lengths", "model_mask"):
       a, b = getattr(r0, name), getattr(r1, name)
       assert (a is None and b is None) or (a.dtype == b.dtype and np.array_equal(a, b)), name
