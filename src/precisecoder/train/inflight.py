@@ -55,11 +55,6 @@ class InFlight:
   pending: Pending
 
 
-def sampler_version(step: int, max_staleness: int) -> int:
-  """The update whose parameters sample the rollouts of `step`."""
-  return max(0, step - 1 - max_staleness)
-
-
 def to_arrays(items: list[InFlight]) -> dict[str, np.ndarray]:
   """The rollouts of `items`, waited for and scored, as one flat dict of arrays (this host's
   rows) for the checkpoint; `from_arrays` reads it back."""
