@@ -87,11 +87,15 @@ stage compare-h200 $py -m precisecoder.cli compare --preset "$h200_preset" \
   --arms grpo,precisecoder --workdir "$out/compare-h200" --config.train.steps=$steps \
   --config.train.eval_every=$steps
 stage gpu-figures $py benchmarks/gpu_figures.py "${figures[@]}" --json "$out/gpu_figures.json"
+# The RL step's parts, synchronous vs rollouts 1 and 2 steps ahead (rl.max_staleness), on the
+# GPU preset's own sizes (its base is built by then).
+stage rl-step $py benchmarks/bench_rl_step.py --preset "$gpu_preset" --staleness 0,1,2 \
+  --steps 8 --prompts 0 --max-new-tokens 0 --prompt-bucket 0
 
 {
   echo "{"
   first=1
-  for name in compare-gpu compare-h200 gpu-figures; do
+  for name in compare-gpu compare-h200 gpu-figures rl-step; do
     read -r s status <<<"${seconds[$name]}"
     [ $first = 1 ] || echo ","
     printf '  "%s": {"wall_s": %s, "status": "%s"}' "$name" "$s" "$status"

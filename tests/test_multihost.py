@@ -69,8 +69,11 @@ RUNS = {  # name: (config file, its overrides beyond TWO_STEPS, the checkpoint i
     dict(rl=dict(OVERRIDES["rl"], turns=2, feedback_tokens=320)),
     "agent_start",
   ),
+  # Rollouts sampled a step ahead (rl.max_staleness=1), scored while the step learns.
+  "stale": ("precisecoder", dict(rl=dict(OVERRIDES["rl"], max_staleness=1)), "start"),
 }
 AGENT_TEST = "test_agent_episodes_on_two_hosts_train_like_one_process"  # slow: its run too
+STALE_TEST = "test_rollouts_in_flight_on_two_hosts_train_and_resume_like_one_process"  # slow
 # What a host may take to join, go silent or reach a barrier, on a loaded 2-core machine.
 TIMEOUTS = dict(initialization_timeout_s=900, heartbeat_timeout_s=300, shutdown_timeout_s=1800)
 RUN_TIMEOUT_S = 600  # per run of a launch
@@ -147,11 +150,19 @@ def hosts(request, start):
   if any(item.name == AGENT_TEST for item in request.session.items):
     _step_zero(start / "tasks.jsonl", start / "agent_start", garbage_ends=True)  # hears feedback
     names.append("agent")
+  stale = any(item.name == STALE_TEST for item in request.session.items)
+  if stale:
+    names.append("stale")
   for name in names:
     config, _, checkpoint = RUNS[name]
     runs.append(
       _run(name, config, _workdir(start, f"{name}_two_hosts", checkpoint), _overrides(start, name))
     )
+  if stale:  # stopped after step 1 with step 2's rollouts in flight, then resumed
+    overrides = _overrides(start, "stale")
+    stopped = dict(overrides, train=dict(overrides["train"], stop_after=1))
+    runs.append(_run("stale_stopped", "precisecoder", _workdir(start, "stale_stopped"), stopped))
+    runs.append(_run("stale_resumed", "precisecoder", start / "stale_stopped", overrides))
   launch = Launch(start / "hosts", 2, 2, runs, TIMEOUTS)
   deadline = time.monotonic() + RUN_TIMEOUT_S * len(runs)  # for hosts that hang
   # The preemption: SIGTERM to one host once the run has finished a step (its first metrics).
@@ -334,6 +345,28 @@ def test_agent_episodes_on_two_hosts_train_like_one_process(start, hosts):
     assert x.keys() == y.keys()
     for k in x:
       assert x[k] == pytest.approx(y[k], rel=1e-6, abs=1e-6), k
+
+
+@pytest.mark.slow  # three more 2-host runs and a reference: minutes on 2 cores (-m slow)
+def test_rollouts_in_flight_on_two_hosts_train_and_resume_like_one_process(start, hosts):
+  """rl.max_staleness=1 on a pod: each host samples its tasks a step ahead and checkpoints its
+  own rows in flight; the run trains as one process does, and stopped after step 1 with step
+  2's rollouts in flight then resumed, as the run never stopped."""
+  two, one = _two_hosts_and_one_device(start, hosts, "stale")
+  rows = _step_metrics(two)
+  assert [r["train/staleness"] for r in rows] == [0.0, 1.0]
+  for x, y in zip(rows, _step_metrics(one), strict=True):
+    assert x.keys() == y.keys()
+    for k in x:
+      assert x[k] == pytest.approx(y[k], rel=1e-6, abs=1e-6), k
+  hosts.run_logs("stale_stopped")
+  hosts.run_logs("stale_resumed")
+  resumed = start / "stale_stopped"
+  held = sorted(p.name for p in (resumed / "checkpoints" / "1" / "rollouts").glob("*.npz"))
+  assert held == ["process_0-of-2.npz", "process_1-of-2.npz"]
+  assert _step_metrics(resumed) == rows
+  for a, b in zip(_params(resumed), _params(two)):
+    np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.slow  # a 2-host launch of its own: a minute or two on 2 cores (-m slow)

@@ -137,9 +137,11 @@ def test_sigterm_saves_and_exits_zero(tmp_path):
   assert steps == [done]
 
 
-def _agent_config(task_file, **train):
-  """configs/precisecoder_agent.py's recipe at the tiny size: episodes of up to 2 answers."""
+def _agent_config(task_file, k=0, **train):
+  """configs/precisecoder_agent.py's recipe at the tiny size: episodes of up to 2 answers
+  (`k`: rl.max_staleness)."""
   cfg = _config(**train)
+  cfg.rl.max_staleness = k
   cfg.data.task_file = str(task_file)
   cfg.rl.update(
     turns=2,
@@ -170,23 +172,28 @@ def _from_start(start, workdir):
   return workdir
 
 
-def test_agent_episodes_learn_and_resume_exactly(agent_start, tmp_path):
+@pytest.mark.parametrize("k", [0, pytest.param(1, marks=pytest.mark.slow)])
+def test_agent_episodes_learn_and_resume_exactly(agent_start, tmp_path, k):
   """Multi-turn RL: episodes hear feedback, the behaviour log-probs are the learner's (ratio
-  1 before the update), the policy moves; stopped after step 1 and resumed == never stopped."""
+  1 before the update), the policy moves; stopped after step 1 and resumed == never stopped
+  (k = 1: with step 2's episodes, played by the step-0 policy, in flight)."""
   task_file = agent_start / "tasks.jsonl"
   straight = _from_start(agent_start, tmp_path / "straight")
   resumed = _from_start(agent_start, tmp_path / "resumed")
-  assert rl.train(_agent_config(task_file, steps=2), str(straight)) == 0
-  assert rl.train(_agent_config(task_file, steps=2, stop_after=1), str(resumed)) == 0
-  assert rl.train(_agent_config(task_file, steps=2), str(resumed)) == 0
+  assert rl.train(_agent_config(task_file, k, steps=2), str(straight)) == 0
+  assert rl.train(_agent_config(task_file, k, steps=2, stop_after=1), str(resumed)) == 0
+  assert rl.train(_agent_config(task_file, k, steps=2), str(resumed)) == 0
   rows = _step_metrics(straight)
   assert rows == _step_metrics(resumed)
+  assert [r["train/staleness"] for r in rows] == [0, k]
   for a, b in zip(_params(straight), _params(resumed)):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
   assert max(r["agent/turns"] for r in rows) > 1 and max(r["agent/feedback_tokens"] for r in rows)
   for r in rows:
     assert r["agent/pass_turn1"] <= r["agent/pass_turn2"] == r["reward/unit"]
-    assert abs(r["train/ratio_mean"] - 1) < 1e-4 and r["advantage_abs"] > 0
+    assert r["advantage_abs"] > 0
+    if r["train/staleness"] == 0:  # sampled by the parameters it starts from
+      assert abs(r["train/ratio_mean"] - 1) < 1e-4
     assert sum(r[f"agent/stop_{s}"] for s in ("passed", "no_program", "budget", "turns")) == 1
   start = np.concatenate([np.ravel(p) for p in _params(agent_start / "start")])
   assert not np.allclose(np.concatenate([np.ravel(p) for p in _params(straight)]), start)

@@ -38,23 +38,29 @@ def test_one_run_with_every_variant_logs_their_metrics(tmp_path):
   assert 0 <= record["truncated_fraction"] <= 1
 
 
-def _dynamic_config(**train):
+def _dynamic_config(k=0, **train):
   cfg = train_config.default("tiny")
   cfg.rl.update(
-    max_new_tokens=8, kl_beta=0.05, dynamic_sampling=True, dynamic_sampling_max_rounds=1
+    max_new_tokens=8,
+    kl_beta=0.05,
+    dynamic_sampling=True,
+    dynamic_sampling_max_rounds=1,
+    max_staleness=k,
   )
   cfg.train.update(eval_every=0, report=False, **train)
   return cfg
 
 
 @pytest.mark.slow  # three short runs, about 1.5 CPU-minutes
-def test_dynamic_sampling_resumes_exactly(tmp_path):
+@pytest.mark.parametrize("k", [0, 1])
+def test_dynamic_sampling_resumes_exactly(tmp_path, k):
   """Dynamic sampling's extra draws come from the checkpointed task iterator: stopped after
-  step 1 and resumed, step 2 draws, samples and learns what the uninterrupted run did."""
+  step 1 and resumed, step 2 draws, samples and learns what the uninterrupted run did (k = 1:
+  step 2's rounds were drawn and sampled in step 1, and are in the checkpoint)."""
   straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-  assert rl.train(_dynamic_config(steps=2), str(straight)) == 0
-  assert rl.train(_dynamic_config(steps=2, stop_after=1), str(resumed)) == 0
-  assert rl.train(_dynamic_config(steps=2), str(resumed)) == 0
+  assert rl.train(_dynamic_config(k, steps=2), str(straight)) == 0
+  assert rl.train(_dynamic_config(k, steps=2, stop_after=1), str(resumed)) == 0
+  assert rl.train(_dynamic_config(k, steps=2), str(resumed)) == 0
   drop = ("time/", "reward_exposed_fraction")
   records = [
     [

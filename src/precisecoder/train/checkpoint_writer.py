@@ -1,20 +1,23 @@
 """Writing a training run's Orbax checkpoints (and restoring them when the run resumes):
-parameters, optimiser state, step, data iterator. Reading the policy out of them for
-inference is model/run_checkpoints.py's; loading any checkpoint, model/loading.py's.
+parameters, optimiser state, step, data iterator, and the rollouts in flight of an asynchronous
+run (train/inflight.py). Reading the policy out of them for inference is
+model/run_checkpoints.py's; loading any checkpoint, model/loading.py's.
 
 Saves are asynchronous (the next step runs while the arrays are written) and only the last
 `max_to_keep` are kept. A run whose workdir already holds a checkpoint restores the latest.
 Each host's data-iterator state is its own file in the `data` item (hosts read different
-records). A LoRA run (`adapters_only`) saves and restores the adapters of its parameters only:
-the frozen base is its base checkpoint's, loaded again when the run resumes. On SIGTERM (TPU
-preemption) or Ctrl-C the loop asks `preempted(step)` after each step, saves and stops (the train
-command exits 0 after SIGTERM, 130 after Ctrl-C); with several
-hosts they agree on the step, whichever of them got the signal.
+records), and so are its rows of the rollouts in flight (`rollouts`, one .npz per host). A LoRA
+run (`adapters_only`) saves and restores the adapters of its parameters only: the frozen base is
+its base checkpoint's, loaded again when the run resumes. On SIGTERM (TPU preemption) or Ctrl-C
+the loop asks `preempted(step)` after each step, saves and stops (the train command exits 0
+after SIGTERM, 130 after Ctrl-C); with several hosts they agree on the step, whichever of them
+got the signal.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import pathlib
@@ -31,11 +34,11 @@ from absl import logging
 
 from precisecoder.model import lora
 
-_ITEMS = ("params", "opt_state", "meta", "data")
+_ITEMS = ("params", "opt_state", "meta", "data", "rollouts")
 
 
-def _process_file(directory: epath.Path) -> epath.Path:
-  return directory / f"process_{jax.process_index()}-of-{jax.process_count()}.json"
+def _process_file(directory: epath.Path, suffix: str = "json") -> epath.Path:
+  return directory / f"process_{jax.process_index()}-of-{jax.process_count()}.{suffix}"
 
 
 class DataStateHandler(ocp.CheckpointHandler):
@@ -81,6 +84,47 @@ class DataStateRestore(ocp.args.CheckpointArgs):
   pass
 
 
+class RolloutsHandler(ocp.CheckpointHandler):
+  """One .npz file per process: that host's rows of the rollouts in flight (flat arrays)."""
+
+  def save(self, directory: epath.Path, args: "RolloutsSave") -> None:
+    buffer = io.BytesIO()
+    np.savez(buffer, **args.arrays)
+    _process_file(directory, "npz").write_bytes(buffer.getvalue())
+
+  def restore(self, directory: epath.Path, args: "RolloutsRestore | None" = None) -> Any:
+    del args
+    path = _process_file(directory, "npz")
+    if not path.exists():
+      raise FileNotFoundError(f"{path}: no rollouts in flight for this process")
+    with np.load(io.BytesIO(path.read_bytes()), allow_pickle=False) as data:
+      return {k: data[k] for k in data.files}
+
+  def metadata(self, directory: epath.Path) -> None:
+    del directory
+
+  def structure(self, directory: epath.Path) -> None:
+    del directory
+
+  def finalize(self, directory: epath.Path) -> None:
+    del directory
+
+  def close(self) -> None:
+    pass
+
+
+@ocp.args.register_with_handler(RolloutsHandler, for_save=True)
+@dataclasses.dataclass
+class RolloutsSave(ocp.args.CheckpointArgs):
+  arrays: dict[str, np.ndarray]
+
+
+@ocp.args.register_with_handler(RolloutsHandler, for_restore=True)
+@dataclasses.dataclass
+class RolloutsRestore(ocp.args.CheckpointArgs):
+  pass
+
+
 class Checkpointer:
   """`<workdir>/checkpoints/<step>/{params,opt_state,meta}`."""
 
@@ -106,10 +150,17 @@ class Checkpointer:
     return self._manager.latest_step()
 
   def save(
-    self, step: int, params: Any, opt_state: Any, meta: dict[str, Any], data_state: Any = None
+    self,
+    step: int,
+    params: Any,
+    opt_state: Any,
+    meta: dict[str, Any],
+    data_state: Any = None,
+    rollouts: dict[str, np.ndarray] | None = None,
   ) -> bool:
     """Starts an asynchronous save of `step` (every host calls it); `meta` (written by the
-    primary host) and `data_state` (this host's, one file per host) must be JSON-ready."""
+    primary host) and `data_state` (this host's, one file per host) must be JSON-ready;
+    `rollouts`: this host's rollouts in flight as flat arrays (inflight.to_arrays)."""
     # force: the trainer decides when to save; Orbax's own policy would ask for the
     # preemption sync point a second time in the step.
     if self.adapters_only:
@@ -121,6 +172,8 @@ class Checkpointer:
     )
     if data_state is not None:
       items["data"] = DataStateSave(data_state)
+    if rollouts is not None:
+      items["rollouts"] = RolloutsSave(rollouts)
     return self._manager.save(step, args=ocp.args.Composite(**items), force=True)
 
   def restore(
@@ -148,6 +201,12 @@ class Checkpointer:
       meta["data_state"] = out.data
     params = lora.with_adapters(params_like, out.params) if self.adapters_only else out.params
     return params, out.opt_state, meta
+
+  def restore_rollouts(self, step: int) -> dict[str, np.ndarray] | None:
+    """This host's rollouts in flight saved with `step` (None: the checkpoint has none)."""
+    if not (self.directory / str(step) / "rollouts").exists():
+      return None
+    return self._manager.restore(step, args=ocp.args.Composite(rollouts=RolloutsRestore())).rollouts
 
   def reached_preemption(self, step: int) -> bool:
     """Whether every host has agreed to stop at `step` after a preemption notice (False

@@ -378,6 +378,10 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       aggregation="seq-mean-token-sum-norm",
       kl_beta=0.0,
       rollout_chunks=2,  # score chunk i while chunk i+1 samples
+      # Asynchronous RL (train/inflight.py): the rollouts of the next max_staleness steps are
+      # sampled before a step learns and scored while it does, so a step learns from samples
+      # of parameters up to that many updates old. 0: synchronous (on-policy).
+      max_staleness=0,
       # The G samples of a task share its prompt: compute it once per group in the train step
       # (exact; minibatches are then whole groups). Its attention is dense over the prompt, so
       # for short completions, where the prompt is most of each row.
@@ -630,6 +634,7 @@ def _problems(c: ml_collections.ConfigDict):
       "rl.visible_tests",
     ):
       yield from at_least(field, 1)
+    yield from at_least("rl.max_staleness", 0)
     yield from number("rl.visible_fraction", 0, 1, low_open=True)
     yield from at_least("rl.reward_workers", 1, MAX_WORKERS)
     if not isinstance(c.rl.get("reward_urls", ""), str):

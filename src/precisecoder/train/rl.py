@@ -14,6 +14,11 @@ One step:
   5. metrics, periodic evaluation, asynchronous checkpoints; a preemption (SIGTERM, agreed
      on by every host) saves and exits 0.
 
+With `rl.max_staleness` = k >= 1 a step starts by sampling the rollouts of step t + k with its
+own starting parameters, and learns from those sampled k steps earlier, whose scoring ran while
+the steps between learned (train/inflight.py: the schedule, and the checkpoint that holds the
+rollouts in flight). k = 0 samples this step's own: the synchronous loop.
+
 A step whose advantages are all zero (no group had reward variance) and whose loss has no KL
 term has a gradient of exactly zero. It skips step 4 altogether: no forward or backward pass
 and no optimiser update. Feeding Adam the zero gradient instead would still move the weights
@@ -45,7 +50,8 @@ from precisecoder.model.sharding import mesh_scope
 from precisecoder.rewards import RewardScorer
 from precisecoder.tasks import Task
 from precisecoder.train import greedy_eval, metrics, policy as policy_lib, rollout as rollout_lib
-from precisecoder.train import dynamic_sampling, overlong, scoring, step as step_lib, tasksets
+from precisecoder.train import dynamic_sampling, inflight, overlong, scoring, step as step_lib
+from precisecoder.train import tasksets
 from precisecoder.train.run import Run, due, eval_due, sample_seed, steps_left
 
 _TERMS_LOGGED = ("unit", "precision", "recall", "f1", "edit_lines", "noop")
@@ -100,7 +106,31 @@ def _concat_terms(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
   return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-def collect(
+class Scoring:
+  """A step's rollouts, sampled (in chunks) and being scored in the reward thread."""
+
+  def __init__(self, parts: list[rollout_lib.Rollout], futures: list, t_sample: float, pad_id):
+    self.parts, self.futures, self.t_sample, self.pad_id = parts, futures, t_sample, pad_id
+    self.collected = None
+
+  def result(self) -> tuple[rollout_lib.Rollout, dict[str, np.ndarray], dict[str, float]]:
+    """(rollout, terms, timings) once every chunk is scored; `time/reward_exposed` is how
+    long the first call waited for that."""
+    if self.collected is None:
+      t0 = time.perf_counter()
+      scored = [f.result() for f in self.futures]
+      exposed = time.perf_counter() - t0
+      timing = {
+        "time/sample": self.t_sample,
+        "time/reward": sum(s for _, s in scored),
+        "time/reward_exposed": exposed,
+      }
+      rollout = rollout_lib.concat_rollouts(self.parts, self.pad_id)
+      self.collected = rollout, _concat_terms([t for t, _ in scored]), timing
+    return self.collected
+
+
+def sample_and_score(
   rl: ml_collections.ConfigDict,
   policy: policy_lib.Policy,
   batch_tasks: list,
@@ -112,9 +142,10 @@ def collect(
   include_tests: bool,
   mesh: Mesh | None,
   part_offset: int = 0,
-) -> tuple[rollout_lib.Rollout, dict[str, np.ndarray], dict[str, float]]:
-  """Samples (from `policy`, seeded by the run's `seed` and `step`, its chunks from
-  `part_offset` on) and scores one step's rollouts, overlapping scoring with sampling."""
+) -> Scoring:
+  """Samples one step's rollouts (from `policy`, seeded by the run's `seed` and `step`, its
+  chunks from `part_offset` on), handing each finished chunk to `executor` to be scored
+  while the next one samples."""
   agent = rollout_lib.agent_config(rl)
   chunks = np.array_split(
     np.arange(len(batch_tasks)), max(1, min(rl.rollout_chunks, len(batch_tasks)))
@@ -140,16 +171,12 @@ def collect(
     t_sample += time.perf_counter() - t0
     parts.append(part)
     futures.append(executor.submit(_score_timed, scorer, part, rl.turns))
-  t0 = time.perf_counter()
-  scored = [f.result() for f in futures]
-  exposed = time.perf_counter() - t0
-  rollout = rollout_lib.concat_rollouts(parts, policy.pad_id)
-  timing = {
-    "time/sample": t_sample,
-    "time/reward": sum(s for _, s in scored),
-    "time/reward_exposed": exposed,
-  }
-  return rollout, _concat_terms([t for t, _ in scored]), timing
+  return Scoring(parts, futures, t_sample, policy.pad_id)
+
+
+def collect(*args, **kwargs) -> tuple[rollout_lib.Rollout, dict[str, np.ndarray], dict[str, float]]:
+  """`sample_and_score(...)`, waited for: (rollout, terms, timings)."""
+  return sample_and_score(*args, **kwargs).result()
 
 
 def mean_metrics(items: list[dict[str, Any]]) -> dict[str, float]:
@@ -276,7 +303,8 @@ def train(
       """Saves `step` when due, and always when preempted; the seconds it blocked."""
       if not (preempted or due(step, cfg.train.checkpoint_every, cfg.train.steps)):
         return 0.0
-      return run.save(step, params, opt_state, iterator.get_state(), model_meta)
+      rollouts = inflight.save_state(in_flight)  # waits for their scores
+      return run.save(step, params, opt_state, iterator.get_state(), model_meta, rollouts)
 
     def evaluate(step: int, params: Any) -> None:
       """Greedy evaluation when due (run.eval_due)."""
@@ -290,18 +318,14 @@ def train(
         metrics.record_broken_tasks(run.workdir, scorer.broken_tasks)
         run.dir.sync()
 
-    if step == 0:  # a fresh run: the policy it starts from
-      evaluate(step, params)
-    # The loop: one step is a batch of tasks sampled and scored, advantages, the updates, then
-    # its checkpoint, metrics and evaluation when due.
-    while steps_left(cfg, step):
-      t_step = time.perf_counter()
-      batch_tasks = tasksets.as_tasks(next(iterator), f"train batch {step + 1}")
-      step += 1
+    def launch(step: int, version: int, params: Any) -> inflight.InFlight:
+      """Draws the tasks of `step` and samples their rollouts with `params` (those after
+      update `version`); they are scored in the reward thread (dynamic sampling: here)."""
+      batch_tasks = tasksets.as_tasks(next(iterator), f"train batch {step}")
       sampler = policy_at(params)
 
-      def collect_part(tasks: list, offset: int):
-        return collect(
+      def sample_part(tasks: list, offset: int) -> Scoring:
+        return sample_and_score(
           rl,
           sampler,
           tasks,
@@ -315,15 +339,35 @@ def train(
         )
 
       if rl.dynamic_sampling:  # more tasks until the batch is groups with reward variance
-        rollout, terms, timing = dynamic_sampling.collect(
-          rl,
-          collect_part,
-          batch_tasks,
-          lambda: tasksets.as_tasks(next(iterator), f"train batch {step}+"),
-          policy.pad_id,
+        pending = inflight.Ready(
+          dynamic_sampling.collect(
+            rl,
+            lambda tasks, offset: sample_part(tasks, offset).result(),
+            batch_tasks,
+            lambda: tasksets.as_tasks(next(iterator), f"train batch {step}+"),
+            policy.pad_id,
+          )
         )
       else:
-        rollout, terms, timing = collect_part(batch_tasks, 0)
+        pending = sample_part(batch_tasks, 0)
+      return inflight.InFlight(step, version, pending)
+
+    if step == 0:  # a fresh run: the policy it starts from
+      evaluate(step, params)
+    # Rollouts sampled for the steps after this one (rl.max_staleness >= 1), as checkpointed.
+    in_flight = inflight.restore(run.saved_rollouts(step), step)
+    # The loop: one step is a batch of tasks sampled and scored, advantages, the updates, then
+    # its checkpoint, metrics and evaluation when due. The rollouts of the next
+    # rl.max_staleness steps are sampled first, with the parameters the step starts from, and
+    # scored while it learns (k = 0: this step's own, scored before it learns).
+    while steps_left(cfg, step):
+      t_step = time.perf_counter()
+      while len(in_flight) <= rl.max_staleness and step + len(in_flight) < cfg.train.steps:
+        in_flight.append(launch(step + len(in_flight) + 1, step, params))
+      launched = time.perf_counter() - t_step
+      step += 1
+      current = in_flight.popleft()
+      rollout, terms, timing = current.pending.result()
       model_tokens = rollout.loss_mask.sum(axis=1, dtype=np.int32)  # feedback turns left out
       cut = overlong.cut_samples(rollout, policy.eos_ids, rl.max_new_tokens)
       every = multihost.allgather_rows({**terms, "lengths": model_tokens, "truncated": cut})
@@ -360,6 +404,8 @@ def train(
         "advantage_abs": float(np.abs(advantages).mean()),
         "zero_variance_groups": float(np.mean(groups.std(axis=1) == 0)),
         "skipped_update": float(skip),
+        # Updates between the parameters that sampled this step's rollouts and its own.
+        "train/staleness": float(step - 1 - current.version),
         "completion_tokens": float(every["lengths"].mean()),
         "truncated_fraction": float(every["truncated"].mean()),
         # Rows of tasks whose reference fails or whose bug passes: zero reward, not learning.
@@ -368,6 +414,8 @@ def train(
         # KL to a reference exists only with one (rl.kl_beta > 0): no column of zeros.
         **{f"train/{k}": v for k, v in learned.items() if k != "kl" or rl.kl_beta > 0},
         **timing,
+        # Sampling done in this step: its own rollouts at k = 0, step t + k's after.
+        "time/launch": launched,
         "reward_exposed_fraction": exposed,
       }
       preempted = run.preempted(step)  # a preempted run saves its step and stops
@@ -383,5 +431,12 @@ def train(
         run.checkpointer.wait()
         return 0
       evaluate(step, params)
-    run.end(step, params, opt_state, iterator.get_state(), model_meta)
+    run.end(
+      step,
+      params,
+      opt_state,
+      iterator.get_state(),
+      model_meta,
+      rollouts=lambda: inflight.save_state(in_flight),
+    )
   return 0

@@ -36,7 +36,7 @@ class Rollout:
   stops: list[str] | None = None
 
   def __len__(self) -> int:
-    return len(self.tasks)
+    return self.tokens.shape[0]  # rows (a restored rollout in flight has no tasks: inflight.py)
 
   @property
   def completion_mask(self) -> np.ndarray:

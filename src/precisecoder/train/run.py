@@ -138,12 +138,26 @@ class Run(contextlib.AbstractContextManager):
     )
     return TrainState(int(meta["step"]), params, opt_state)
 
-  def save(self, step: int, params: Any, opt_state: Any, data_state: Any, model: dict) -> float:
-    """Starts an asynchronous checkpoint of `step` (`model`: run_checkpoints.model_meta);
-    returns the seconds it blocked."""
+  def saved_rollouts(self, step: int) -> Any:
+    """This host's rollouts in flight saved with `step`'s checkpoint (None: none; step 0)."""
+    return self.checkpointer.restore_rollouts(step) if step else None
+
+  def save(
+    self,
+    step: int,
+    params: Any,
+    opt_state: Any,
+    data_state: Any,
+    model: dict,
+    rollouts: Any = None,
+  ) -> float:
+    """Starts an asynchronous checkpoint of `step` (`model`: run_checkpoints.model_meta;
+    `rollouts`: those in flight, inflight.save_state); returns the seconds it blocked."""
     t0 = time.perf_counter()
     meta = {"step": step, "model": model, "time": time.time()}
-    self.checkpointer.save(step, params, opt_state, meta, _encode_data_state(data_state))
+    self.checkpointer.save(
+      step, params, opt_state, meta, _encode_data_state(data_state), rollouts=rollouts
+    )
     return time.perf_counter() - t0
 
   def preempted(self, step: int) -> bool:
@@ -152,17 +166,25 @@ class Run(contextlib.AbstractContextManager):
     self.lock.check()
     return self.preemption.preempted(step)
 
-  def end(self, step: int, params: Any, opt_state: Any, data_state: Any, model: dict) -> None:
+  def end(
+    self,
+    step: int,
+    params: Any,
+    opt_state: Any,
+    data_state: Any,
+    model: dict,
+    rollouts: Any = None,
+  ) -> None:
     """After the loop: when all train.steps are done, the last checkpoint awaited and this
     host's parameter fingerprint logged; else (stopped by train.stop_after) a checkpoint of the
-    last step if it has none yet."""
+    last step (with `rollouts`, a callable giving those in flight) if it has none yet."""
     if step >= self.cfg.train.steps:
       self.checkpointer.wait()
       logging.info(
         "step %d: parameters on this host: sha256 %s", step, multihost.local_fingerprint(params)
       )
     elif self.checkpointer.latest_step() != step:
-      self.save(step, params, opt_state, data_state, model)
+      self.save(step, params, opt_state, data_state, model, rollouts() if rollouts else None)
 
   def close(self) -> None:
     self.checkpointer.close()
