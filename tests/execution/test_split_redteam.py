@@ -153,6 +153,10 @@ SESSION = _unittest(
   """,
   "def expected_rows(q):\n  return [q, q.upper()]\n",
 )
+COLUMNS = _unittest("""
+  def test_columns(self):
+    self.assertEqual(COLUMNS, list('abc'))
+  """)
 UNIQUE = _unittest("""
   def test_unique(self):
     result = unique([3, 1, 3, 2])
@@ -318,6 +322,56 @@ HONEST = [
         self.assertEqual(order(['bb', 'a', 'ccc'], key=len), ['a', 'bb', 'ccc'])
         self.assertEqual(order([3, 1], key=lambda v: -v), [3, 1])
       """),
+  ),
+  (
+    "claims by name: library functions the tests take from the program's imports",
+    _d("""
+      import os
+      from unittest.mock import patch
+      from scipy.stats import skew
+      import xml.etree.ElementTree as ET
+      def count_txt(path):
+        return sum(name.endswith('.txt') for name in os.listdir(path))
+      def spread(xs):
+        return skew(xs)
+      def root_tag(text):
+        return ET.fromstring(text).tag
+      """),
+    _unittest(
+      """
+      @patch('os.listdir', return_value=['a.txt', 'b.csv', 'c.txt'])
+      def test_count(self, listdir):
+        self.assertEqual(count_txt('.'), 2)
+        listdir.assert_called_once_with('.')
+      def test_spread(self):
+        self.assertAlmostEqual(spread([1, 2, 10]), skew([1, 2, 10]))
+      def test_tag(self):
+        self.assertEqual(root_tag('<a><b/></a>'), ET.fromstring('<a/>').tag)
+      """,
+      "import os\n",
+    ),
+  ),
+  (
+    "claims by name: a library class and constant the program binds under another name",
+    _d("""
+      import pickle
+      from pickle import Unpickler as Loader
+      from unittest.mock import ANY as WILDCARD
+      def dump(data):
+        return pickle.dumps(data)
+      def matches(value):
+        return WILDCARD == value
+      """),
+    _unittest(
+      """
+      def test_round_trip(self):
+        data = {'a': [1, 2, 3]}
+        self.assertEqual(Loader(io.BytesIO(dump(data))).load(), data)
+      def test_any(self):
+        self.assertTrue(matches(3))
+      """,
+      "import io\n",
+    ),
   ),
 ]
 
@@ -722,6 +776,103 @@ HOSTILE = [
       def test_density(self):
         expected = norm.pdf(0.5, 0, 1)
         self.assertAlmostEqual(density(0.5), expected)
+      """),
+  ),
+  _hostile(
+    "claims by name: a class of the program claiming pickle.Unpickler's names",
+    _CLAIM
+    + _d("""
+      import pickle
+      CLAIMS = {}
+      class Payload:
+        def __reduce__(self):
+          return (exec, (FORGE, {}))
+      class Loader:
+        def __init__(self, stream): self.stream = stream
+        def load(self): return None
+      Loader.__module__, Loader.__qualname__ = 'pickle', 'Unpickler'
+      def dump(data):
+        return pickle.dumps(Payload())
+      """),
+    STREAM,
+  ),
+  _hostile(
+    "claims by name: a class of the program claiming pickle.Unpickler, the program importing it",
+    _CLAIM
+    + _d("""
+      import pickle
+      from pickle import Unpickler
+      CLAIMS = {}
+      class Payload:
+        def __reduce__(self):
+          return (exec, (FORGE, {}))
+      class Loader:
+        def __init__(self, stream): self.stream = stream
+        def load(self): return None
+      Loader.__module__, Loader.__qualname__ = 'pickle', 'Unpickler'
+      def dump(data):
+        return pickle.dumps(Payload())
+      """),
+    STREAM,
+  ),
+  _hostile(
+    "claims by name: the truthful import of pickle.Unpickler under the tests' name",
+    _CLAIM
+    + _d("""
+      import pickle
+      from pickle import Unpickler as Loader
+      CLAIMS = {}
+      class Payload:
+        def __reduce__(self):
+          return (exec, (FORGE, {}))
+      def dump(data):
+        return pickle.dumps(Payload())
+      """),
+    STREAM,
+  ),
+  _hostile(
+    "claims by name: the truthful import of pickle.loads under the tests' name",
+    _CLAIM
+    + _d("""
+      import pickle
+      from pickle import loads as decode
+      CLAIMS = {}
+      class Payload:
+        def __reduce__(self):
+          return (exec, (FORGE, {}))
+      def encode(data):
+        return pickle.dumps(Payload())
+      """),
+    ROUND_TRIP,
+  ),
+  _hostile(
+    "claims by name: a program constant claimed to be unittest.mock.ANY",
+    _CLAIM
+    + _d("""
+      from unittest.mock import ANY
+      CLAIMS = {'COLUMNS': ('unittest.mock', 'ANY')}
+      class _Columns:
+        pass
+      COLUMNS = _Columns()
+      """),
+    COLUMNS,
+  ),
+  _hostile(
+    "claims by name: unittest.mock.ANY imported under the tests' name",
+    "from unittest.mock import ANY as COLUMNS\n",
+    COLUMNS,
+  ),
+  _hostile(
+    "claims by name: an import of skew rebound by the program behind the tests' back",
+    """
+      from scipy.stats import skew
+      globals()['skew'] = lambda xs, *a, **k: 0.0
+      def spread(xs):
+        return skew(xs)
+      """,
+    _unittest("""
+      def test_spread(self):
+        self.assertAlmostEqual(spread([1, 2, 10]), skew([1, 2, 10]))
       """),
   ),
   _hostile(

@@ -152,6 +152,10 @@ class Endpoint:
     # "load" (run the program) and "provide" (the tests' names the program refers to).
     self.handlers: dict[str, Callable[..., Any]] = {}
     self.resolving = True  # whether references by name become this side's own modules, classes
+    # A side without `resolve_name` (the test process) resolves no name while decoding: it keeps
+    # the names its references claim while `resolving` (id of the reference -> (reference, kind,
+    # [module, qualname])), and judges them against the program's text (`split_tests`).
+    self.claims: dict[int, tuple] = {}
     self.closed = False
     # The test process's references to the program's objects, whose `__dict__` holds what the
     # tests wrote with `object.__setattr__` (it bypasses `Remote.__setattr__`): sent before the
@@ -252,7 +256,7 @@ class Endpoint:
       return local
     remote = self._remotes.get(ref) if ref else None  # one per object: `is` holds as it does there
     if remote is None:
-      kind, buffered = Remote, False
+      kind, buffered, claimed = Remote, False, name
       if what == "attr":
         name = None
       elif what == "object":
@@ -261,6 +265,8 @@ class Endpoint:
         buffered = not self.forward_operators and name[0].startswith(_TESTS_MODULE)
         kind = _remote_class(name[0], name[1], factory, buffered)
       remote = kind._pc_make(self, ref, name if what == "object" else None)  # pylint: disable=protected-access
+      if self.resolving and self._resolve_name is None:
+        self.claims[id(remote)] = (remote, what, claimed)
       if what == "class":  # its names, for `issubclass` (`Remote.__getattr__`)
         _object_setattr(remote, "_pc_name", name)
       if ref:
@@ -661,7 +667,7 @@ _OPERATORS = frozenset(
 
 class ByName:
   """A library module's attribute that is no module or class (django.conf.settings), sent with
-  its name: the test process may take its own (`split_tests._library_name`)."""
+  its name: the test process may take its own (`split_tests.add_program_names`)."""
 
   __slots__ = ("value", "module", "attribute")
 

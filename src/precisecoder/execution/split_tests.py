@@ -39,32 +39,6 @@ _prctl.restype = ctypes.c_int
 _prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0)
 
 
-def _library_name(what: str, name: list) -> Any:
-  """A module or class the program's namespace names, as this process's own, imported here from
-  the read-only import path if need be (tests use what the program imported: `plt.Axes`); None
-  (then a reference) for the program's own and what does not import."""
-  module, qualname = name
-  if module.startswith(split_program.PROGRAM_MODULE) or what not in ("module", "class", "attr"):
-    return None
-  try:
-    loaded = importlib.import_module(module)
-  except BaseException:  # pylint: disable=broad-except
-    return None
-  if what == "module":
-    return loaded if loaded.__name__ == module else None
-  if what == "attr":  # a library's object: this process's own of that name
-    value = loaded.__dict__.get(qualname, loaded)
-    # Never a function: the name is the program's claim, and the tests call what the program
-    # names with data the program made (`decode(encode(x))` would run builtins.eval or
-    # pickle.loads here, on the program's text). A library's object is this process's own, so
-    # that what the tests compute with it stays theirs (`expected = norm.pdf(x)` with scipy's
-    # `norm` taken from the program, which may have patched its own copy).
-    if value is loaded or isinstance(value, _NOT_BY_NAME):
-      return None
-    return value
-  return bridge._named_class(module, qualname)  # pylint: disable=protected-access
-
-
 # pyplot's functions that read or change its figures, which live in the program's process: in a
 # split run the tests' pyplot reaches the program's for these (`plt.gcf()` after a call).
 PYPLOT_STATE = (
@@ -235,19 +209,6 @@ def _log_record(fields: Any) -> None:
   made = logging.makeLogRecord(record)
   logging.getLogger(None if made.name == "root" else made.name).handle(made)
 
-
-# What a program's name never stands for in the tests' namespace by name (`_library_name`).
-_NOT_BY_NAME = (
-  types.ModuleType,
-  types.FunctionType,
-  types.BuiltinFunctionType,
-  types.MethodType,
-  types.MethodWrapperType,
-  types.WrapperDescriptorType,
-  types.MethodDescriptorType,
-  types.ClassMethodDescriptorType,
-  functools.partial,
-)
 
 # What the tests' namespace shares with the program by name (`_State._provide`).
 _PROVIDED = (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType)
@@ -569,6 +530,7 @@ def seal(plan) -> None:
 
 _STORES = frozenset({"STORE_NAME", "STORE_GLOBAL", "DELETE_NAME", "DELETE_GLOBAL"})
 _SKIPPED = frozenset({"EXTENDED_ARG", "NOP", "CACHE"})
+_GLOBAL_STORES = frozenset({dis.opmap["STORE_GLOBAL"], dis.opmap["DELETE_GLOBAL"]})
 
 
 def _import_bindings(code: types.CodeType) -> dict[str, set]:
@@ -590,25 +552,60 @@ def _import_bindings(code: types.CodeType) -> dict[str, set]:
         how = ("module", module, module.split(".")[0])
     elif ops[at - 1].opname == "IMPORT_FROM":
       start = at - 1
-      while start > 0 and ops[start].opname in ("IMPORT_FROM", *_STORES):
-        start -= 1  # back over `from m import a, b` to its IMPORT_NAME
+      while start > 0 and ops[start].opname in ("IMPORT_FROM", "SWAP", "POP_TOP", *_STORES):
+        start -= 1  # back over `from m import a, b` (or `import a.b.c as d`) to its IMPORT_NAME
       head = ops[start - 2 : start + 1] if start >= 2 else []
       attribute = ops[at - 1].argval
       if len(head) == 3 and head[-1].opname == "IMPORT_NAME" and head[0].argval == 0:
         module = head[-1].argval
         if type(head[1].argval) is tuple:  # from m import a
           how = ("from", module, attribute)
-        elif start == at - 2 and module.count(".") == 1 and module.endswith("." + attribute):
-          how = ("module", module, module)  # import a.b as c
+        elif module.endswith("." + attribute) and not any(
+          o.opname in _STORES for o in ops[start + 1 : at]
+        ):
+          how = ("module", module, module)  # import a.b as c, import a.b.c as d
     bindings.setdefault(op.argval, set()).add(how)
   stack = [c for c in code.co_consts if isinstance(c, types.CodeType)]
   while stack:  # functions and classes that assign a global
     nested = stack.pop()
     stack.extend(c for c in nested.co_consts if isinstance(c, types.CodeType))
+    if not _GLOBAL_STORES.intersection(nested.co_code[::2]):  # most code: no need to decode it
+      continue
     for op in dis.get_instructions(nested):
       if op.opname in ("STORE_GLOBAL", "DELETE_GLOBAL"):
         bindings.setdefault(op.argval, set()).add(None)
   return bindings
+
+
+def _program_code(job: dict, plan) -> types.CodeType:
+  return plan.program if plan.program is not None else compile(job["program"], "p", "exec")
+
+
+def _text_bound(hows: set | None, name: str) -> Any:
+  """The library object the program's text binds `name` to at its top level (`_import_bindings`
+  of our own compile of it: never the program's word), imported here from the read-only import
+  path; `_UNBOUND` where no one import binds it, or where the import names it otherwise than its
+  library does (`from pickle import loads as decode`, `from unittest.mock import ANY as COLUMNS`:
+  the tests would call a deserialiser, or compare with an object equal to anything, by a name the
+  program chose). A module may take any name (`import numpy as np`)."""
+  if not hows or len(hows) != 1:
+    return _UNBOUND
+  how = next(iter(hows))
+  if how is None or how[1].startswith(split_program.PROGRAM_MODULE):
+    return _UNBOUND
+  try:
+    module = importlib.import_module(how[1])
+    if how[0] != "from":
+      return sys.modules[how[2]]
+    value = getattr(module, how[2], _UNBOUND)
+    if value is _UNBOUND:
+      value = importlib.import_module(f"{how[1]}.{how[2]}")
+  except BaseException:  # pylint: disable=broad-except
+    return _UNBOUND
+  return value if how[2] == name or isinstance(value, types.ModuleType) else _UNBOUND
+
+
+_UNBOUND = object()
 
 
 def bind_library_names(job: dict, plan, space: dict) -> bool:
@@ -617,27 +614,15 @@ def bind_library_names(job: dict, plan, space: dict) -> bool:
   process's own, as the import gives it, so that the top level can run before the program's
   process exists: what it sets up in libraries (`settings.configure()`) is then there for the
   program too, as in one interpreter. Importing them is what naming them does anyway
-  (`_library_name`); nothing of the program runs here."""
+  (`add_program_names`); nothing of the program runs here."""
   try:
-    code = plan.program if plan.program is not None else compile(job["program"], "p", "exec")
-    bindings = _import_bindings(code)
+    bindings = _import_bindings(_program_code(job, plan))
   except BaseException:  # pylint: disable=broad-except
     return False
   found = {}
   for name in plan.tests_top_names:
-    hows = bindings.get(name, {None})
-    how = next(iter(hows))
-    if len(hows) != 1 or how is None or how[1].startswith(split_program.PROGRAM_MODULE):
-      return False
-    try:
-      module = importlib.import_module(how[1])
-      if how[0] == "from":
-        value = getattr(module, how[2], None)
-        if value is None:
-          value = importlib.import_module(f"{how[1]}.{how[2]}")
-      else:
-        value = sys.modules[how[2]]
-    except BaseException:  # pylint: disable=broad-except
+    value = _text_bound(bindings.get(name), name)
+    if value is _UNBOUND:
       return False
     found[name] = value
   space.update(found)
@@ -662,7 +647,7 @@ def start(job: dict, plan) -> bridge.Endpoint:
     split_program.run(theirs, job, plan.program)
   theirs.close()
   _PROGRAM_PID[:] = [pid]
-  end = bridge.Endpoint(ours, bridge.test_side_policy, _library_name)
+  end = bridge.Endpoint(ours, bridge.test_side_policy)
   end.program_pid = pid
   end.before_request = state.outgoing
   end.on_state = state.incoming
@@ -690,14 +675,33 @@ def namespace() -> dict:
   return space
 
 
-def add_program_names(end: bridge.Endpoint, space: dict) -> None:
+def add_program_names(end: bridge.Endpoint, space: dict, job: dict, plan) -> None:
   """The program's names as data, libraries or references, but those the tests bound (they ran
   after the program in one interpreter, so theirs win) and those of builtins: the program's
   process leaves those out, but that is the program's word, and a `sorted` or `len` of its own
-  would answer the tests' checks (`sorted(result) == sorted(expected)`)."""
+  would answer the tests' checks (`sorted(result) == sorted(expected)`).
+
+  A name is this process's own library module, class, function or object only where the
+  program's text binds it so (`_text_bound`): what the program's process says a reference is
+  (its module and qualified name, set by hand on a class of its own) is its word, and the tests
+  would run the library's code here on what the program made (a claimed `pickle.Unpickler`, a
+  claimed `unittest.mock.ANY`). A reference that claims nothing of a library stays one."""
+  bindings = None
   for name, value in end.names.items():
-    if _program_name(name) and name not in space:
-      space[name] = end.state.given[name] = value
+    if not _program_name(name) or name in space:
+      continue
+    claim = end.claims.get(id(value)) if bridge.is_remote(value) else None
+    if claim is not None and not claim[2][0].startswith(split_program.PROGRAM_MODULE):
+      if bindings is None:
+        try:
+          bindings = _import_bindings(_program_code(job, plan))
+        except BaseException:  # pylint: disable=broad-except
+          bindings = {}
+      bound = _text_bound(bindings.get(name), name)
+      if bound is not _UNBOUND:
+        value = bound
+    space[name] = end.state.given[name] = value
+  end.claims.clear()
   end.state.space = space
 
 
