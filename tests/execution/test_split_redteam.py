@@ -373,6 +373,47 @@ HONEST = [
       "import io\n",
     ),
   ),
+  (
+    "pyplot: the tests' own reference plot beside the program's figures",
+    _d("""
+      import matplotlib
+      matplotlib.use('Agg')
+      import matplotlib.pyplot as plt
+      def plot_counts(items):
+        labels = sorted(set(items))
+        fig, ax = plt.subplots()
+        ax.bar(labels, [items.count(x) for x in labels])
+        ax.set_title('Counts')
+        return ax
+      def draw_line(ys):
+        plt.figure()
+        plt.plot(ys)
+      """),
+    _unittest(
+      """
+      def tearDown(self):
+        plt.close('all')
+      def test_counts(self):
+        fig, ref = plt.subplots()
+        ref.bar(['a', 'b'], [2, 1])
+        ax = plot_counts(['a', 'b', 'a'])
+        heights = [p.get_height() for p in ref.patches]
+        self.assertEqual([p.get_height() for p in ax.patches], heights)
+        self.assertEqual(plt.gca().get_title(), 'Counts')
+        self.assertEqual(len(plt.get_fignums()), 2)
+        plt.close(fig)
+        self.assertEqual(len(plt.get_fignums()), 1)
+      def test_current(self):
+        draw_line([1, 2, 3])
+        self.assertEqual(list(plt.gca().lines[0].get_ydata()), [1, 2, 3])
+        plt.figure()
+        plt.plot([4, 5])
+        self.assertEqual(list(plt.gca().lines[0].get_ydata()), [4, 5])
+        self.assertEqual(len(plt.gcf().axes), 1)
+      """,
+      "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n",
+    ),
+  ),
 ]
 
 HONEST_ONE_PROCESS = [  # call and io: the program's one process, its channel sealed the same way
@@ -890,6 +931,31 @@ HOSTILE = [
         return ['x']
       """,
     UNIQUE,
+  ),
+  # --- pyplot ------------------------------------------------------------------------------------
+  _hostile(
+    "pyplot: the tests' reference plot drawn by the program's patched Axes.bar",
+    """
+      import matplotlib
+      matplotlib.use('Agg')
+      import matplotlib.pyplot as plt
+      from matplotlib.axes import Axes
+      Axes.bar = lambda self, *args, **kwargs: None
+      def plot_counts(items):
+        fig, ax = plt.subplots()
+        return ax
+      """,
+    _unittest(
+      """
+      def test_counts(self):
+        ax = plot_counts(['a', 'b', 'a'])
+        fig, ref = plt.subplots()
+        ref.bar(['a', 'b'], [2, 1])
+        heights = [p.get_height() for p in ref.patches]
+        self.assertEqual([p.get_height() for p in ax.patches], heights)
+      """,
+      "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n",
+    ),
   ),
   # --- the channels ------------------------------------------------------------------------------
   _hostile(

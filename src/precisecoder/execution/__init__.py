@@ -186,9 +186,11 @@ Verdict integrity, per test kind (exit status and printed text never count):
     the tests use but never bind that the program defines itself (its own
     `patch` or `skew`: references, as one interpreter gives them; a library
     name is the test process's own only where the program's text imports it
-    under the library's own name), figures the tests draw themselves (pyplot's are the program's), signals to
-    the test process (a fail or a timeout), what the program's classes claim to
-    be (`isinstance`, `issubclass` answer from the names and bases it gives),
+    under the library's own name), what the tests draw on the program's figures
+    (pyplot's current figure is the program's unless the tests made their own
+    since they last asked the program anything), signals to the test process
+    (a fail or a timeout), what the program's classes claim to be
+    (`isinstance`, `issubclass` answer from the names and bases it gives),
     what the tests read through a library's context variables inside a `with`
     on the program's object (its context, as they asked), and library state
     beyond random's and numpy's generators, the environment, the working

@@ -156,6 +156,7 @@ class Endpoint:
     # the names its references claim while `resolving` (id of the reference -> (reference, kind,
     # [module, qualname])), and judges them against the program's text (`split_tests`).
     self.claims: dict[int, tuple] = {}
+    self.requests = 0  # how many this side has made (`split_tests._Pyplot`)
     self.closed = False
     # The test process's references to the program's objects, whose `__dict__` holds what the
     # tests wrote with `object.__setattr__` (it bypasses `Remote.__setattr__`): sent before the
@@ -342,6 +343,7 @@ class Endpoint:
       raise ChannelBroken("the other process is gone")
     if any(self._buffers) and op != "objset":
       self._send_buffered()
+    self.requests += 1
     state = self.before_request() if self.before_request is not None else None
     self._send(("q", op, target, state, *fields))
     while True:

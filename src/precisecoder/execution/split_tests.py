@@ -39,42 +39,94 @@ _prctl.restype = ctypes.c_int
 _prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0)
 
 
-# pyplot's functions that read or change its figures, which live in the program's process: in a
-# split run the tests' pyplot reaches the program's for these (`plt.gcf()` after a call).
-PYPLOT_STATE = (
-  "gcf",
-  "gca",
-  "gci",
-  "get_fignums",
-  "get_figlabels",
-  "fignum_exists",
-  "figure",
-  "close",
-  "clf",
-  "cla",
-  "subplots",
-  "subplot",
-  "axes",
-  "sca",
-  "savefig",
-  "show",
-  "title",
-  "xlabel",
-  "ylabel",
-  "legend",
-  "plot",
-  "draw",
-)
+# pyplot's functions that act on its current figure: the program's or the tests' own, whichever
+# is current (`_Pyplot`). pyplot's own functions (`plot`, `subplot`, `title`) reach the current
+# figure through these, by its module's globals.
+_PYPLOT_CURRENT = ("gcf", "gca", "gci", "clf", "cla", "savefig", "show", "draw")
+
+
+class _Pyplot:
+  """The tests' pyplot in a split run. The figures the tests make (`figure`, `subplots`) are this
+  process's own: a reference plot they draw is drawn by their matplotlib, never the program's
+  (which may have patched its `Axes.bar`), and its data never reach the program. The program's
+  figures stay in its process; the calls that name pyplot's current figure go to the program's
+  pyplot unless the tests made or chose a figure of their own since they last asked the program
+  anything (as in one interpreter, where the last figure made is current). Closing, listing and
+  looking up figures by number or label covers both sides."""
+
+  def __init__(self, end: bridge.Endpoint, pyplot: types.ModuleType):
+    self.end = end
+    names = (*_PYPLOT_CURRENT, "figure", "sca", "close", "get_fignums", "get_figlabels")
+    self.own = {name: getattr(pyplot, name) for name in (*names, "fignum_exists")}
+    self.remote: Any = None
+    self.functions: dict[str, Any] = {}
+    self.made_at = -1  # `end.requests` when the tests last made or chose a figure of their own
+    for name in _PYPLOT_CURRENT:
+      setattr(pyplot, name, functools.partial(self.current, name))
+    for name in ("figure", "sca", "close", "get_fignums", "get_figlabels", "fignum_exists"):
+      setattr(pyplot, name, getattr(self, name))
+
+  def theirs(self, name: str):
+    function = self.functions.get(name)
+    if function is None:
+      if self.remote is None:
+        self.remote = self.end.request("module", None, "matplotlib.pyplot")
+      function = self.functions[name] = getattr(self.remote, name)
+    return function
+
+  def ours_current(self) -> bool:
+    return self.made_at == self.end.requests and bool(self.own["get_fignums"]())
+
+  def current(self, name: str, *args, **kwargs):
+    if self.ours_current():
+      return self.own[name](*args, **kwargs)
+    return self.theirs(name)(*args, **kwargs)
+
+  def figure(self, *args, **kwargs):
+    if args and bridge.is_remote(args[0]):  # `plt.figure(fig)` of the program's figure
+      self.made_at = -1
+      return self.theirs("figure")(*args, **kwargs)
+    made = self.own["figure"](*args, **kwargs)
+    self.made_at = self.end.requests
+    return made
+
+  def sca(self, ax):
+    if bridge.is_remote(ax):
+      self.made_at = -1
+      return self.theirs("sca")(ax)
+    chosen = self.own["sca"](ax)
+    self.made_at = self.end.requests
+    return chosen
+
+  def close(self, fig=None):
+    if fig is None:
+      return self.current("close")
+    if isinstance(fig, str) and fig == "all":
+      self.own["close"]("all")
+      return self.theirs("close")("all")
+    if bridge.is_remote(fig):
+      return self.theirs("close")(fig)
+    if not isinstance(fig, (int, str)) or self.fignum_exists(fig, theirs=False):
+      return self.own["close"](fig)
+    return self.theirs("close")(fig)
+
+  def get_fignums(self):
+    # each side numbers its own figures: the same number may stand for one of each
+    return sorted([*self.theirs("get_fignums")(), *self.own["get_fignums"]()])
+
+  def get_figlabels(self):
+    return [*self.theirs("get_figlabels")(), *self.own["get_figlabels"]()]
+
+  def fignum_exists(self, num, theirs: bool = True) -> bool:
+    if self.own["fignum_exists"](num):
+      return True
+    return bool(theirs and self.theirs("fignum_exists")(num))
 
 
 def _share_pyplot(end: bridge.Endpoint) -> None:
   pyplot = sys.modules.get("matplotlib.pyplot")
-  if pyplot is None:
-    return
-  theirs = end.request("module", None, "matplotlib.pyplot")
-  for name in PYPLOT_STATE:
-    if callable(getattr(pyplot, name, None)):
-      setattr(pyplot, name, getattr(theirs, name))
+  if pyplot is not None:
+    _Pyplot(end, pyplot)
 
 
 class _Patches:
