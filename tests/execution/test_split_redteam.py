@@ -414,6 +414,59 @@ HONEST = [
       "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n",
     ),
   ),
+  (
+    "references: arguments of collections' types changed in place",
+    _d("""
+      def tally(counts, order, groups, window, word):
+        counts[word] += 1
+        order[word] = len(order)
+        order.move_to_end(next(iter(order)))
+        groups[len(word)].append(word)
+        window.append(word)
+      """),
+    _unittest(
+      """
+      def test_tally(self):
+        counts, order = Counter({'a': 1}), OrderedDict([('x', 0), ('y', 1)])
+        groups, window = defaultdict(list), deque(['p', 'q'], maxlen=2)
+        tally(counts, order, groups, window, 'ab')
+        self.assertEqual(counts, Counter({'a': 1, 'ab': 1}))
+        self.assertEqual(list(order.items()), [('y', 1), ('ab', 2), ('x', 0)])
+        self.assertEqual(groups[2], ['ab'])
+        self.assertEqual(groups.default_factory, list)
+        self.assertEqual(list(window), ['q', 'ab'])
+        self.assertEqual(window.maxlen, 2)
+      """,
+      "from collections import Counter, OrderedDict, defaultdict, deque\n",
+    ),
+  ),
+  (
+    "pyplot: the program's current figure, through the plt the tests take from the program",
+    _d("""
+      import matplotlib
+      matplotlib.use('Agg')
+      import matplotlib.pyplot as plt
+      def draw(xs):
+        plt.figure(figsize=(6, 3))
+        plt.subplot(1, 2, 1)
+        plt.title('before')
+        plt.subplot(1, 2, 2)
+        plt.plot(xs)
+        plt.title('after')
+        plt.show()
+      """),
+    _unittest(
+      """
+      @patch('matplotlib.pyplot.show')
+      def test_titles(self, show):
+        draw([1, 2])
+        show.assert_called()
+        self.assertEqual([ax.get_title() for ax in plt.gcf().axes], ['before', 'after'])
+        self.assertEqual(plt.gca().get_title(), 'after')
+      """,
+      "from unittest.mock import patch\n",
+    ),
+  ),
 ]
 
 HONEST_ONE_PROCESS = [  # call and io: the program's one process, its channel sealed the same way

@@ -15,6 +15,7 @@ methods; never a Mock's own API, so the program cannot erase what a mock recorde
 from __future__ import annotations
 
 import builtins
+import collections
 import contextvars
 import struct
 import sys
@@ -157,6 +158,7 @@ class Endpoint:
     # [module, qualname])), and judges them against the program's text (`split_tests`).
     self.claims: dict[int, tuple] = {}
     self.requests = 0  # how many this side has made (`split_tests._Pyplot`)
+    self.pyplot: Any = None  # the tests' pyplot, once this process's (`split_tests._Pyplot`)
     self.closed = False
     # The test process's references to the program's objects, whose `__dict__` holds what the
     # tests wrote with `object.__setattr__` (it bypasses `Remote.__setattr__`): sent before the
@@ -1007,9 +1009,12 @@ def _argument(args, kwargs, where):
   return kwargs.get(where) if _type(kwargs) is dict else None
 
 
+_DICTS = (dict, collections.OrderedDict, collections.Counter, collections.defaultdict)
+
+
 def _mutable(value) -> bool:
   kind = _type(value)
-  if kind in (list, dict, set, bytearray):
+  if kind in _DICTS or kind in (list, set, bytearray, collections.deque):
     return True
   module = getattr(kind, "__module__", "")
   return _type(module) is str and (
@@ -1025,9 +1030,18 @@ def _copy_into(original, value) -> None:
     return
   if kind is list or kind is bytearray:
     original[:] = value
-  elif kind is dict or kind is set:
+  elif kind in _DICTS:
+    original.clear()
+    if kind is collections.Counter:
+      dict.update(original, value)  # Counter's own `update` adds counts
+    else:
+      original.update(value)  # an OrderedDict's keeps its order
+  elif kind is set:
     original.clear()
     original.update(value)
+  elif kind is collections.deque:
+    original.clear()
+    original.extend(value)
   elif kind.__name__ == "ndarray":
     if original.shape == value.shape:
       original[...] = value

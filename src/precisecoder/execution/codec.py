@@ -164,9 +164,11 @@ class Codec:
     if kind in (datetime.datetime, datetime.date, datetime.time, datetime.timedelta):
       return self._time(value, kind)
     if kind is collections.OrderedDict or kind is collections.Counter:
+      # an OrderedDict's own order (`move_to_end` leaves the dict underneath as it was)
+      items = collections.OrderedDict.items if kind is collections.OrderedDict else dict.items
       return {
         "od" if kind is collections.OrderedDict else "ct": [
-          [self.tree(k, d), self.tree(v, d)] for k, v in dict.items(value)
+          [self.tree(k, d), self.tree(v, d)] for k, v in items(value)
         ]
       }
     if (

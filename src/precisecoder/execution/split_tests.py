@@ -124,9 +124,11 @@ class _Pyplot:
 
 
 def _share_pyplot(end: bridge.Endpoint) -> None:
+  """Makes this process's pyplot the tests' (`_Pyplot`), once it is loaded: by the tests'
+  imports, or by a name of the program's that the test process binds to it (`plt`)."""
   pyplot = sys.modules.get("matplotlib.pyplot")
-  if pyplot is not None:
-    _Pyplot(end, pyplot)
+  if pyplot is not None and end.pyplot is None:
+    end.pyplot = _Pyplot(end, pyplot)
 
 
 class _Patches:
@@ -660,6 +662,17 @@ def _text_bound(hows: set | None, name: str) -> Any:
 _UNBOUND = object()
 
 
+@functools.lru_cache(maxsize=1)
+def _code_names(code: types.CodeType | None) -> frozenset[str]:
+  """The names the test code (nested code included) may look up."""
+  names, stack = set(), [code] if code is not None else []
+  while stack:
+    current = stack.pop()
+    names.update(current.co_names)
+    stack.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
+  return frozenset(names)
+
+
 def bind_library_names(job: dict, plan, space: dict) -> bool:
   """Whether the names the tests' top level takes from the program are all library names the
   program imports (`from django.conf import settings`); if so, binds each in `space` to this
@@ -743,7 +756,12 @@ def add_program_names(end: bridge.Endpoint, space: dict, job: dict, plan) -> Non
     if not _program_name(name) or name in space:
       continue
     claim = end.claims.get(id(value)) if bridge.is_remote(value) else None
-    if claim is not None and not claim[2][0].startswith(split_program.PROGRAM_MODULE):
+    if (
+      claim is not None
+      and not claim[2][0].startswith(split_program.PROGRAM_MODULE)
+      # a function or object only if the tests name it: binding it imports its library here
+      and (claim[1] != "object" or name in _code_names(plan.tests))
+    ):
       if bindings is None:
         try:
           bindings = _import_bindings(_program_code(job, plan))
@@ -755,6 +773,7 @@ def add_program_names(end: bridge.Endpoint, space: dict, job: dict, plan) -> Non
     space[name] = end.state.given[name] = value
   end.claims.clear()
   end.state.space = space
+  _share_pyplot(end)
 
 
 def _program_name(name: Any) -> bool:
