@@ -467,6 +467,36 @@ HONEST = [
       "from unittest.mock import patch\n",
     ),
   ),
+  (
+    "records: a dataclass whose method changes its fields, with len and str of its own",
+    _d("""
+      from dataclasses import dataclass, field
+      @dataclass
+      class Account:
+        balance: int = 0
+        history: list = field(default_factory=list)
+        def deposit(self, amount):
+          self.balance += amount
+          self.history.append(amount)
+        def __len__(self):
+          return len(self.history)
+        def __str__(self):
+          return f'balance {self.balance}'
+      def open_account():
+        return Account()
+      """),
+    _unittest("""
+      def test_deposit(self):
+        acc = open_account()
+        self.assertEqual(acc.balance, 0)
+        acc.deposit(5)
+        self.assertEqual(acc.balance, 5)
+        self.assertEqual(acc, Account(5, [5]))
+        self.assertEqual(len(acc), 1)
+        self.assertEqual(str(acc), 'balance 5')
+        self.assertEqual(list(acc.history), [5])
+      """),
+  ),
 ]
 
 HONEST_ONE_PROCESS = [  # call and io: the program's one process, its channel sealed the same way

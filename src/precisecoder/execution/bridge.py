@@ -179,6 +179,8 @@ class Endpoint:
     # Arithmetic on references: only the program's side forwards it (`Remote._pc_operator`).
     self.forward_operators = policy is program_policy
     self.codec.records = policy is program_policy
+    if policy is test_side_policy:
+      self.codec.epoch = lambda: self.requests
 
   # --- references ------------------------------------------------------------------------------
 
