@@ -497,6 +497,32 @@ HONEST = [
         self.assertEqual(list(acc.history), [5])
       """),
   ),
+  (
+    "state: patch.dict of the program's own dict",
+    _d("""
+      CONFIG = {'debug': False, 'level': 1}
+      def is_debug():
+        return CONFIG['debug']
+      def level():
+        return CONFIG.get('level')
+      """),
+    _unittest(
+      """
+      def test_debug(self):
+        with patch.dict(CONFIG, {'debug': True}):
+          self.assertTrue(is_debug())
+          self.assertEqual(level(), 1)
+        self.assertFalse(is_debug())
+      @patch.dict(CONFIG, {'debug': True}, clear=True)
+      def test_cleared(self):
+        self.assertTrue(is_debug())
+        self.assertIsNone(level())
+      def test_after(self):
+        self.assertEqual((is_debug(), level()), (False, 1))
+      """,
+      "from unittest.mock import patch\n",
+    ),
+  ),
 ]
 
 HONEST_ONE_PROCESS = [  # call and io: the program's one process, its channel sealed the same way

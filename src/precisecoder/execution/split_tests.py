@@ -141,6 +141,7 @@ class _Patches:
     self.logs: list[tuple[Any, str, int]] = []  # active assertLogs: (context, logger, level)
     self.logs_installed = False
     self.catching: list[Any] = []  # the tests' active warnings.catch_warnings contexts
+    self.dicts: list[Any] = []  # dicts a `patch.dict` changed since the last request
 
   def install(self) -> None:
     """Wraps unittest.mock's patches, once the tests have loaded it (importing it costs runs that
@@ -162,6 +163,18 @@ class _Patches:
       return exit_patch(patcher, *exc_info)
 
     patch_class.__enter__, patch_class.__exit__ = enter, leave
+    dict_class = mock._patch_dict  # pylint: disable=protected-access
+    patch_dict, unpatch_dict = dict_class._patch_dict, dict_class._unpatch_dict
+
+    def patched(patcher):
+      patch_dict(patcher)
+      patches.dicts.append(patcher.in_dict)
+
+    def unpatched(patcher):
+      unpatch_dict(patcher)
+      patches.dicts.append(patcher.in_dict)
+
+    dict_class._patch_dict, dict_class._unpatch_dict = patched, unpatched
 
   def install_logs(self) -> None:
     """Wraps unittest's assertLogs and assertNoLogs, which load its log-watching context when
@@ -328,6 +341,12 @@ class _State:
     logs = [[name, level] for _, name, level in self.patches.logs]
     if logs != self.sent.get("logs", []):
       out["logs"] = self.sent["logs"] = logs
+    if self.patches.dicts:  # `patch.dict` on a dict of the program's names: there too
+      changed = {id(d) for d in self.patches.dicts}
+      self.patches.dicts.clear()
+      data = {n: dict(v) for n, v in self.given.items() if type(v) is dict and id(v) in changed}
+      if data:
+        out["dicts"] = data
     key = self.patches.key()
     if key != self.sent.get("patch_key"):
       out["patches"] = self.patches.described()
