@@ -1013,16 +1013,22 @@ HOSTILE = [
     COLUMNS,
   ),
   _hostile(
-    "claims by name: an import of skew rebound by the program behind the tests' back",
-    """
-      from scipy.stats import skew
-      globals()['skew'] = lambda xs, *a, **k: 0.0
-      def spread(xs):
-        return skew(xs)
-      """,
+    "claims by name: the truthful import of pickle.loads under its own name, the entry point",
+    _CLAIM
+    + _d("""
+      import pickle
+      from pickle import loads
+      CLAIMS = {}
+      class Payload:
+        def __reduce__(self):
+          return (exec, (FORGE, {}))
+      def dumps(data):
+        return pickle.dumps(Payload())
+      """),
     _unittest("""
-      def test_spread(self):
-        self.assertAlmostEqual(spread([1, 2, 10]), skew([1, 2, 10]))
+      def test_round_trip(self):
+        data = {'a': [1, 2, 3], 'b': 'x'}
+        self.assertEqual(loads(dumps(data)), data)
       """),
   ),
   _hostile(

@@ -183,12 +183,13 @@ Verdict integrity, per test kind (exit status and printed text never count):
     program wrote that the tests unpickle, the test code's text (the program's
     process is a fork of the tests': it can also run the tests against a spy
     and learn every expected value they compute, not the held literals), names
-    the tests use but never bind that the program defines itself (its own
-    `patch` or `skew`: references, as one interpreter gives them; a library
-    name is the test process's own only where the program's text imports it
-    under the library's own name), what the tests draw on the program's figures
-    (pyplot's current figure is the program's unless the tests made their own
-    since they last asked the program anything), signals to the test process
+    the tests use but never bind that stand for functions (the program's
+    references, defined or imported, as one interpreter gives them; a library
+    module, class or object is the test process's own only where the
+    program's text imports it under the library's own name), what the tests
+    draw on the program's figures (pyplot's current figure is the program's
+    unless the tests made their own since they last asked the program
+    anything), signals to the test process
     (a fail or a timeout), what the program's classes claim to be
     (`isinstance`, `issubclass` answer from the names and bases it gives),
     what the tests read through a library's context variables inside a `with`

@@ -679,6 +679,17 @@ def _text_bound(hows: set | None, name: str) -> Any:
 
 
 _UNBOUND = object()
+# What a program's name never stands for as this process's own (`add_program_names`).
+_FUNCTIONS = (
+  types.FunctionType,
+  types.BuiltinFunctionType,
+  types.MethodType,
+  types.MethodWrapperType,
+  types.WrapperDescriptorType,
+  types.MethodDescriptorType,
+  types.ClassMethodDescriptorType,
+  functools.partial,
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -765,11 +776,14 @@ def add_program_names(end: bridge.Endpoint, space: dict, job: dict, plan) -> Non
   process leaves those out, but that is the program's word, and a `sorted` or `len` of its own
   would answer the tests' checks (`sorted(result) == sorted(expected)`).
 
-  A name is this process's own library module, class, function or object only where the
-  program's text binds it so (`_text_bound`): what the program's process says a reference is
-  (its module and qualified name, set by hand on a class of its own) is its word, and the tests
-  would run the library's code here on what the program made (a claimed `pickle.Unpickler`, a
-  claimed `unittest.mock.ANY`). A reference that claims nothing of a library stays one."""
+  A name is this process's own library module, class or object only where the program's text
+  binds it so (`_text_bound`): what the program's process says a reference is (its module and
+  qualified name, set by hand on a class of its own) is its word, and the tests would run the
+  library's code here on what the program made (a claimed `pickle.Unpickler`, a claimed
+  `unittest.mock.ANY`). Never a function, even imported under its own name: the name may be the
+  entry point the tests call on what the program made (`from jsonpickle import decode`, for a
+  task whose tests check `decode(encode(x))`), and a library's evaluator would then run here.
+  A reference that claims nothing of a library stays one."""
   bindings = None
   for name, value in end.names.items():
     if not _program_name(name) or name in space:
@@ -778,7 +792,7 @@ def add_program_names(end: bridge.Endpoint, space: dict, job: dict, plan) -> Non
     if (
       claim is not None
       and not claim[2][0].startswith(split_program.PROGRAM_MODULE)
-      # a function or object only if the tests name it: binding it imports its library here
+      # an object only if the tests name it: binding it imports its library here
       and (claim[1] != "object" or name in _code_names(plan.tests))
     ):
       if bindings is None:
@@ -787,7 +801,7 @@ def add_program_names(end: bridge.Endpoint, space: dict, job: dict, plan) -> Non
         except BaseException:  # pylint: disable=broad-except
           bindings = {}
       bound = _text_bound(bindings.get(name), name)
-      if bound is not _UNBOUND:
+      if bound is not _UNBOUND and not isinstance(bound, _FUNCTIONS):
         value = bound
     space[name] = end.state.given[name] = value
   end.claims.clear()
