@@ -87,6 +87,12 @@ def test_standard_library_data_round_trips_exactly_typed(value):
     assert repr(back) == repr(value) or isinstance(value, (Point, collections.ChainMap))
 
 
+def test_an_ordered_dict_keeps_its_own_order():
+  moved = collections.OrderedDict(a=1, b=2, c=3)
+  moved.move_to_end("a")  # the dict underneath keeps a, b, c
+  assert list(CODEC.decode(CODEC.encode(moved)).items()) == [("b", 2), ("c", 3), ("a", 1)]
+
+
 def test_numpy_and_pandas_round_trip_as_their_own_types():
   np = pytest.importorskip("numpy")
   pd = pytest.importorskip("pandas")

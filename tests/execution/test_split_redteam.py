@@ -153,6 +153,10 @@ SESSION = _unittest(
   """,
   "def expected_rows(q):\n  return [q, q.upper()]\n",
 )
+COLUMNS = _unittest("""
+  def test_columns(self):
+    self.assertEqual(COLUMNS, list('abc'))
+  """)
 UNIQUE = _unittest("""
   def test_unique(self):
     result = unique([3, 1, 3, 2])
@@ -318,6 +322,206 @@ HONEST = [
         self.assertEqual(order(['bb', 'a', 'ccc'], key=len), ['a', 'bb', 'ccc'])
         self.assertEqual(order([3, 1], key=lambda v: -v), [3, 1])
       """),
+  ),
+  (
+    "claims by name: library functions the tests take from the program's imports",
+    _d("""
+      import os
+      from unittest.mock import patch
+      from scipy.stats import skew
+      import xml.etree.ElementTree as ET
+      def count_txt(path):
+        return sum(name.endswith('.txt') for name in os.listdir(path))
+      def spread(xs):
+        return skew(xs)
+      def root_tag(text):
+        return ET.fromstring(text).tag
+      """),
+    _unittest(
+      """
+      @patch('os.listdir', return_value=['a.txt', 'b.csv', 'c.txt'])
+      def test_count(self, listdir):
+        self.assertEqual(count_txt('.'), 2)
+        listdir.assert_called_once_with('.')
+      def test_spread(self):
+        self.assertAlmostEqual(spread([1, 2, 10]), skew([1, 2, 10]))
+      def test_tag(self):
+        self.assertEqual(root_tag('<a><b/></a>'), ET.fromstring('<a/>').tag)
+      """,
+      "import os\n",
+    ),
+  ),
+  (
+    "claims by name: a library class and constant the program binds under another name",
+    _d("""
+      import pickle
+      from pickle import Unpickler as Loader
+      from unittest.mock import ANY as WILDCARD
+      def dump(data):
+        return pickle.dumps(data)
+      def matches(value):
+        return WILDCARD == value
+      """),
+    _unittest(
+      """
+      def test_round_trip(self):
+        data = {'a': [1, 2, 3]}
+        self.assertEqual(Loader(io.BytesIO(dump(data))).load(), data)
+      def test_any(self):
+        self.assertTrue(matches(3))
+      """,
+      "import io\n",
+    ),
+  ),
+  (
+    "pyplot: the tests' own reference plot beside the program's figures",
+    _d("""
+      import matplotlib
+      matplotlib.use('Agg')
+      import matplotlib.pyplot as plt
+      def plot_counts(items):
+        labels = sorted(set(items))
+        fig, ax = plt.subplots()
+        ax.bar(labels, [items.count(x) for x in labels])
+        ax.set_title('Counts')
+        return ax
+      def draw_line(ys):
+        plt.figure()
+        plt.plot(ys)
+      """),
+    _unittest(
+      """
+      def tearDown(self):
+        plt.close('all')
+      def test_counts(self):
+        fig, ref = plt.subplots()
+        ref.bar(['a', 'b'], [2, 1])
+        ax = plot_counts(['a', 'b', 'a'])
+        heights = [p.get_height() for p in ref.patches]
+        self.assertEqual([p.get_height() for p in ax.patches], heights)
+        self.assertEqual(plt.gca().get_title(), 'Counts')
+        self.assertEqual(len(plt.get_fignums()), 2)
+        plt.close(fig)
+        self.assertEqual(len(plt.get_fignums()), 1)
+      def test_current(self):
+        draw_line([1, 2, 3])
+        self.assertEqual(list(plt.gca().lines[0].get_ydata()), [1, 2, 3])
+        plt.figure()
+        plt.plot([4, 5])
+        self.assertEqual(list(plt.gca().lines[0].get_ydata()), [4, 5])
+        self.assertEqual(len(plt.gcf().axes), 1)
+      """,
+      "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n",
+    ),
+  ),
+  (
+    "references: arguments of collections' types changed in place",
+    _d("""
+      def tally(counts, order, groups, window, word):
+        counts[word] += 1
+        order[word] = len(order)
+        order.move_to_end(next(iter(order)))
+        groups[len(word)].append(word)
+        window.append(word)
+      """),
+    _unittest(
+      """
+      def test_tally(self):
+        counts, order = Counter({'a': 1}), OrderedDict([('x', 0), ('y', 1)])
+        groups, window = defaultdict(list), deque(['p', 'q'], maxlen=2)
+        tally(counts, order, groups, window, 'ab')
+        self.assertEqual(counts, Counter({'a': 1, 'ab': 1}))
+        self.assertEqual(list(order.items()), [('y', 1), ('ab', 2), ('x', 0)])
+        self.assertEqual(groups[2], ['ab'])
+        self.assertEqual(groups.default_factory, list)
+        self.assertEqual(list(window), ['q', 'ab'])
+        self.assertEqual(window.maxlen, 2)
+      """,
+      "from collections import Counter, OrderedDict, defaultdict, deque\n",
+    ),
+  ),
+  (
+    "pyplot: the program's current figure, through the plt the tests take from the program",
+    _d("""
+      import matplotlib
+      matplotlib.use('Agg')
+      import matplotlib.pyplot as plt
+      def draw(xs):
+        plt.figure(figsize=(6, 3))
+        plt.subplot(1, 2, 1)
+        plt.title('before')
+        plt.subplot(1, 2, 2)
+        plt.plot(xs)
+        plt.title('after')
+        plt.show()
+      """),
+    _unittest(
+      """
+      @patch('matplotlib.pyplot.show')
+      def test_titles(self, show):
+        draw([1, 2])
+        show.assert_called()
+        self.assertEqual([ax.get_title() for ax in plt.gcf().axes], ['before', 'after'])
+        self.assertEqual(plt.gca().get_title(), 'after')
+      """,
+      "from unittest.mock import patch\n",
+    ),
+  ),
+  (
+    "records: a dataclass whose method changes its fields, with len and str of its own",
+    _d("""
+      from dataclasses import dataclass, field
+      @dataclass
+      class Account:
+        balance: int = 0
+        history: list = field(default_factory=list)
+        def deposit(self, amount):
+          self.balance += amount
+          self.history.append(amount)
+        def __len__(self):
+          return len(self.history)
+        def __str__(self):
+          return f'balance {self.balance}'
+      def open_account():
+        return Account()
+      """),
+    _unittest("""
+      def test_deposit(self):
+        acc = open_account()
+        self.assertEqual(acc.balance, 0)
+        acc.deposit(5)
+        self.assertEqual(acc.balance, 5)
+        self.assertEqual(acc, Account(5, [5]))
+        self.assertEqual(len(acc), 1)
+        self.assertEqual(str(acc), 'balance 5')
+        self.assertEqual(list(acc.history), [5])
+      """),
+  ),
+  (
+    "state: patch.dict of the program's own dict",
+    _d("""
+      CONFIG = {'debug': False, 'level': 1}
+      def is_debug():
+        return CONFIG['debug']
+      def level():
+        return CONFIG.get('level')
+      """),
+    _unittest(
+      """
+      def test_debug(self):
+        with patch.dict(CONFIG, {'debug': True}):
+          self.assertTrue(is_debug())
+          self.assertEqual(level(), 1)
+        self.assertFalse(is_debug())
+      @patch.dict(CONFIG, {'debug': True}, clear=True)
+      def test_cleared(self):
+        self.assertTrue(is_debug())
+        self.assertIsNone(level())
+      def test_after(self):
+        self.assertEqual((is_debug(), level()), (False, 1))
+      """,
+      "from unittest.mock import patch\n",
+    ),
   ),
 ]
 
@@ -725,6 +929,109 @@ HOSTILE = [
       """),
   ),
   _hostile(
+    "claims by name: a class of the program claiming pickle.Unpickler's names",
+    _CLAIM
+    + _d("""
+      import pickle
+      CLAIMS = {}
+      class Payload:
+        def __reduce__(self):
+          return (exec, (FORGE, {}))
+      class Loader:
+        def __init__(self, stream): self.stream = stream
+        def load(self): return None
+      Loader.__module__, Loader.__qualname__ = 'pickle', 'Unpickler'
+      def dump(data):
+        return pickle.dumps(Payload())
+      """),
+    STREAM,
+  ),
+  _hostile(
+    "claims by name: a class of the program claiming pickle.Unpickler, the program importing it",
+    _CLAIM
+    + _d("""
+      import pickle
+      from pickle import Unpickler
+      CLAIMS = {}
+      class Payload:
+        def __reduce__(self):
+          return (exec, (FORGE, {}))
+      class Loader:
+        def __init__(self, stream): self.stream = stream
+        def load(self): return None
+      Loader.__module__, Loader.__qualname__ = 'pickle', 'Unpickler'
+      def dump(data):
+        return pickle.dumps(Payload())
+      """),
+    STREAM,
+  ),
+  _hostile(
+    "claims by name: the truthful import of pickle.Unpickler under the tests' name",
+    _CLAIM
+    + _d("""
+      import pickle
+      from pickle import Unpickler as Loader
+      CLAIMS = {}
+      class Payload:
+        def __reduce__(self):
+          return (exec, (FORGE, {}))
+      def dump(data):
+        return pickle.dumps(Payload())
+      """),
+    STREAM,
+  ),
+  _hostile(
+    "claims by name: the truthful import of pickle.loads under the tests' name",
+    _CLAIM
+    + _d("""
+      import pickle
+      from pickle import loads as decode
+      CLAIMS = {}
+      class Payload:
+        def __reduce__(self):
+          return (exec, (FORGE, {}))
+      def encode(data):
+        return pickle.dumps(Payload())
+      """),
+    ROUND_TRIP,
+  ),
+  _hostile(
+    "claims by name: a program constant claimed to be unittest.mock.ANY",
+    _CLAIM
+    + _d("""
+      from unittest.mock import ANY
+      CLAIMS = {'COLUMNS': ('unittest.mock', 'ANY')}
+      class _Columns:
+        pass
+      COLUMNS = _Columns()
+      """),
+    COLUMNS,
+  ),
+  _hostile(
+    "claims by name: unittest.mock.ANY imported under the tests' name",
+    "from unittest.mock import ANY as COLUMNS\n",
+    COLUMNS,
+  ),
+  _hostile(
+    "claims by name: the truthful import of pickle.loads under its own name, the entry point",
+    _CLAIM
+    + _d("""
+      import pickle
+      from pickle import loads
+      CLAIMS = {}
+      class Payload:
+        def __reduce__(self):
+          return (exec, (FORGE, {}))
+      def dumps(data):
+        return pickle.dumps(Payload())
+      """),
+    _unittest("""
+      def test_round_trip(self):
+        data = {'a': [1, 2, 3], 'b': 'x'}
+        self.assertEqual(loads(dumps(data)), data)
+      """),
+  ),
+  _hostile(
     "claims by name: the program's sorted, len and all in place of the tests' builtins",
     """
       import sys
@@ -739,6 +1046,31 @@ HOSTILE = [
         return ['x']
       """,
     UNIQUE,
+  ),
+  # --- pyplot ------------------------------------------------------------------------------------
+  _hostile(
+    "pyplot: the tests' reference plot drawn by the program's patched Axes.bar",
+    """
+      import matplotlib
+      matplotlib.use('Agg')
+      import matplotlib.pyplot as plt
+      from matplotlib.axes import Axes
+      Axes.bar = lambda self, *args, **kwargs: None
+      def plot_counts(items):
+        fig, ax = plt.subplots()
+        return ax
+      """,
+    _unittest(
+      """
+      def test_counts(self):
+        ax = plot_counts(['a', 'b', 'a'])
+        fig, ref = plt.subplots()
+        ref.bar(['a', 'b'], [2, 1])
+        heights = [p.get_height() for p in ref.patches]
+        self.assertEqual([p.get_height() for p in ax.patches], heights)
+      """,
+      "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n",
+    ),
   ),
   # --- the channels ------------------------------------------------------------------------------
   _hostile(

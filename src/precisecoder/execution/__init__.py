@@ -182,12 +182,16 @@ Verdict integrity, per test kind (exit status and printed text never count):
     dataclass record compares the fields its constructor stored), files the
     program wrote that the tests unpickle, the test code's text (the program's
     process is a fork of the tests': it can also run the tests against a spy
-    and learn every expected value they compute, not the held literals), a
-    library class the program's name claims that the tests feed program data
-    (`Loader(dump(x)).load()` with `Loader` claimed to be pickle.Unpickler),
-    figures the tests draw themselves (pyplot's are the program's), signals to
-    the test process (a fail or a timeout), what the program's classes claim to
-    be (`isinstance`, `issubclass` answer from the names and bases it gives),
+    and learn every expected value they compute, not the held literals), names
+    the tests use but never bind that stand for functions (the program's
+    references, defined or imported, as one interpreter gives them; a library
+    module, class or object is the test process's own only where the
+    program's text imports it under the library's own name), what the tests
+    draw on the program's figures (pyplot's current figure is the program's
+    unless the tests made their own since they last asked the program
+    anything), signals to the test process
+    (a fail or a timeout), what the program's classes claim to be
+    (`isinstance`, `issubclass` answer from the names and bases it gives),
     what the tests read through a library's context variables inside a `with`
     on the program's object (its context, as they asked), and library state
     beyond random's and numpy's generators, the environment, the working

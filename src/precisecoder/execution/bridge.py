@@ -15,6 +15,7 @@ methods; never a Mock's own API, so the program cannot erase what a mock recorde
 from __future__ import annotations
 
 import builtins
+import collections
 import contextvars
 import struct
 import sys
@@ -152,6 +153,12 @@ class Endpoint:
     # "load" (run the program) and "provide" (the tests' names the program refers to).
     self.handlers: dict[str, Callable[..., Any]] = {}
     self.resolving = True  # whether references by name become this side's own modules, classes
+    # A side without `resolve_name` (the test process) resolves no name while decoding: it keeps
+    # the names its references claim while `resolving` (id of the reference -> (reference, kind,
+    # [module, qualname])), and judges them against the program's text (`split_tests`).
+    self.claims: dict[int, tuple] = {}
+    self.requests = 0  # how many this side has made (`split_tests._Pyplot`)
+    self.pyplot: Any = None  # the tests' pyplot, once this process's (`split_tests._Pyplot`)
     self.closed = False
     # The test process's references to the program's objects, whose `__dict__` holds what the
     # tests wrote with `object.__setattr__` (it bypasses `Remote.__setattr__`): sent before the
@@ -172,6 +179,8 @@ class Endpoint:
     # Arithmetic on references: only the program's side forwards it (`Remote._pc_operator`).
     self.forward_operators = policy is program_policy
     self.codec.records = policy is program_policy
+    if policy is test_side_policy:
+      self.codec.epoch = lambda: self.requests
 
   # --- references ------------------------------------------------------------------------------
 
@@ -252,7 +261,7 @@ class Endpoint:
       return local
     remote = self._remotes.get(ref) if ref else None  # one per object: `is` holds as it does there
     if remote is None:
-      kind, buffered = Remote, False
+      kind, buffered, claimed = Remote, False, name
       if what == "attr":
         name = None
       elif what == "object":
@@ -261,6 +270,8 @@ class Endpoint:
         buffered = not self.forward_operators and name[0].startswith(_TESTS_MODULE)
         kind = _remote_class(name[0], name[1], factory, buffered)
       remote = kind._pc_make(self, ref, name if what == "object" else None)  # pylint: disable=protected-access
+      if self.resolving and self._resolve_name is None:
+        self.claims[id(remote)] = (remote, what, claimed)
       if what == "class":  # its names, for `issubclass` (`Remote.__getattr__`)
         _object_setattr(remote, "_pc_name", name)
       if ref:
@@ -336,6 +347,7 @@ class Endpoint:
       raise ChannelBroken("the other process is gone")
     if any(self._buffers) and op != "objset":
       self._send_buffered()
+    self.requests += 1
     state = self.before_request() if self.before_request is not None else None
     self._send(("q", op, target, state, *fields))
     while True:
@@ -661,7 +673,7 @@ _OPERATORS = frozenset(
 
 class ByName:
   """A library module's attribute that is no module or class (django.conf.settings), sent with
-  its name: the test process may take its own (`split_tests._library_name`)."""
+  its name: the test process may take its own (`split_tests.add_program_names`)."""
 
   __slots__ = ("value", "module", "attribute")
 
@@ -999,9 +1011,12 @@ def _argument(args, kwargs, where):
   return kwargs.get(where) if _type(kwargs) is dict else None
 
 
+_DICTS = (dict, collections.OrderedDict, collections.Counter, collections.defaultdict)
+
+
 def _mutable(value) -> bool:
   kind = _type(value)
-  if kind in (list, dict, set, bytearray):
+  if kind in _DICTS or kind in (list, set, bytearray, collections.deque):
     return True
   module = getattr(kind, "__module__", "")
   return _type(module) is str and (
@@ -1017,9 +1032,18 @@ def _copy_into(original, value) -> None:
     return
   if kind is list or kind is bytearray:
     original[:] = value
-  elif kind is dict or kind is set:
+  elif kind in _DICTS:
+    original.clear()
+    if kind is collections.Counter:
+      dict.update(original, value)  # Counter's own `update` adds counts
+    else:
+      original.update(value)  # an OrderedDict's keeps its order
+  elif kind is set:
     original.clear()
     original.update(value)
+  elif kind is collections.deque:
+    original.clear()
+    original.extend(value)
   elif kind.__name__ == "ndarray":
     if original.shape == value.shape:
       original[...] = value

@@ -121,6 +121,9 @@ class Codec:
     self._make_ref = make_ref
     self._resolve_ref = resolve_ref
     self.records = True  # dataclass instances cross as `Record`s (the program's side)
+    # The decoding side's count of its requests (`Record._rec_now`): where it moved, the other
+    # side may have run and changed a record's object.
+    self.epoch: Callable[[], int] | None = None
 
   # --- encoding -------------------------------------------------------------------------------
 
@@ -164,9 +167,11 @@ class Codec:
     if kind in (datetime.datetime, datetime.date, datetime.time, datetime.timedelta):
       return self._time(value, kind)
     if kind is collections.OrderedDict or kind is collections.Counter:
+      # an OrderedDict's own order (`move_to_end` leaves the dict underneath as it was)
+      items = collections.OrderedDict.items if kind is collections.OrderedDict else dict.items
       return {
         "od" if kind is collections.OrderedDict else "ct": [
-          [self.tree(k, d), self.tree(v, d)] for k, v in dict.items(value)
+          [self.tree(k, d), self.tree(v, d)] for k, v in items(value)
         ]
       }
     if (
@@ -468,7 +473,10 @@ class Codec:
         _type(b) is bool for b in _list(flags, 3)
       ):
         raise DecodeError("record")
-      return Record(obj, cls, _str(name, 100), fields, *flags)
+      record = Record(obj, cls, _str(name, 100), fields, *flags)
+      if self.epoch is not None:
+        object.__setattr__(record, "_rec_seen", (self.epoch, self.epoch()))
+      return record
     if tag == "I":
       return int(_str(body, 20000))
     if tag == "F":
@@ -800,7 +808,7 @@ class Record:
   generated methods do, here, on the fields' data: equal to a record of the same class (the same
   reference) whose compared fields are equal; ordered likewise where the class orders."""
 
-  __slots__ = ("_rec_obj", "_rec_cls", "_rec_name", "_rec_fields", "_rec_flags")
+  __slots__ = ("_rec_obj", "_rec_cls", "_rec_name", "_rec_fields", "_rec_flags", "_rec_seen")
 
   def __init__(self, obj, cls, name: str, fields: list, eq: bool, order: bool, frozen: bool):
     setter = object.__setattr__
@@ -809,9 +817,23 @@ class Record:
     setter(self, "_rec_name", name)
     setter(self, "_rec_fields", {f: (c, v) for f, c, v in fields})
     setter(self, "_rec_flags", (eq, order, frozen))
+    setter(self, "_rec_seen", (None, 0))  # (`Codec.epoch`, its value when the fields were read)
+
+  def _rec_now(self) -> dict:
+    """The fields, read again from the program's object where the program may have run since
+    they were (`acc.deposit(5)` then `acc.balance`); a frozen record's never change."""
+    fields = object.__getattribute__(self, "_rec_fields")
+    epoch, seen = object.__getattribute__(self, "_rec_seen")
+    if epoch is None or epoch() == seen or object.__getattribute__(self, "_rec_flags")[2]:
+      return fields
+    obj = object.__getattribute__(self, "_rec_obj")
+    for name, (compared, _) in list(fields.items()):
+      fields[name] = (compared, getattr(obj, name))
+    object.__setattr__(self, "_rec_seen", (epoch, epoch()))
+    return fields
 
   def _rec_key(self) -> tuple:
-    return tuple(v for c, v in object.__getattribute__(self, "_rec_fields").values() if c)
+    return tuple(v for c, v in self._rec_now().values() if c)
 
   def _rec_peer(self, other) -> bool:
     return _type(other) is Record and (
@@ -819,7 +841,7 @@ class Record:
     )
 
   def __getattr__(self, name: str):
-    fields = object.__getattribute__(self, "_rec_fields")
+    fields = self._rec_now()
     if name in fields:
       return fields[name][1]
     if name.startswith("__") and name.endswith("__"):
@@ -868,7 +890,21 @@ class Record:
       raise TypeError(f"unhashable type: {object.__getattribute__(self, '_rec_name')!r}")
     return hash(self._rec_key()) if eq else object.__hash__(self)
 
+  # What the program's class defines, asked of its object, as of any reference (`bridge.Remote`):
+  # a dataclass with `__len__` or `__str__` of its own answers them there.
+  def __len__(self) -> int:
+    return len(object.__getattribute__(self, "_rec_obj"))
+
+  def __iter__(self):
+    return iter(object.__getattribute__(self, "_rec_obj"))
+
+  def __bool__(self) -> bool:
+    return bool(object.__getattribute__(self, "_rec_obj"))
+
+  def __str__(self) -> str:
+    return str(object.__getattribute__(self, "_rec_obj"))
+
   def __repr__(self) -> str:
-    fields = object.__getattribute__(self, "_rec_fields")
+    fields = self._rec_now()
     inside = ", ".join(f"{name}={value!r}" for name, (_, value) in fields.items())
     return f"{object.__getattribute__(self, '_rec_name')}({inside})"

@@ -668,7 +668,7 @@ def _run_split(channel: Channel, job: dict, seal: bool = True) -> split_tests.br
   if first:  # its library set-up (settings.configure()) is then the program's too
     exec(plan.tests, namespace)  # pylint: disable=exec-used
   end = split_tests.start(job, plan)
-  split_tests.add_program_names(end, namespace)
+  split_tests.add_program_names(end, namespace, job, plan)
   if not first:
     exec(plan.tests, namespace)  # pylint: disable=exec-used
   if tests["kind"] == "unittest":

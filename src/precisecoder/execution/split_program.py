@@ -134,6 +134,8 @@ class ProgramSide:
       self.provide(state["provide"])
     if "patches" in state:
       self._patch(state["patches"])
+    if type(state.get("dicts")) is dict and self.module is not None:
+      self._dicts(state["dicts"])
     if "random" in state:  # the tests use random: so may the program
       import random  # pylint: disable=import-outside-toplevel
 
@@ -165,6 +167,20 @@ class ProgramSide:
       for name, stream in state["streams"].items():
         if name in self.streams:
           setattr(sys, name, self.streams[name] if stream is None else stream)
+
+  def _dicts(self, dicts: dict) -> None:
+    """The contents of the program's top-level dicts as a `patch.dict` of the tests' left them
+    (on the tests' copy): put in place here, in the same dict, and not reported back as the
+    program's change."""
+    names = self.module.__dict__
+    for name, value in dicts.items():
+      current = names.get(name) if type(name) is str else None
+      if type(current) is dict and type(value) is dict:
+        current.clear()
+        current.update(value)
+    if self.fingerprints is not None:
+      self.fingerprints = self._fingerprints()
+      self._glance()
 
   def _warnings(self, caught: bool) -> None:
     """While the tests catch warnings, every warning here is sent to the test process, whose

@@ -39,68 +39,96 @@ _prctl.restype = ctypes.c_int
 _prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0)
 
 
-def _library_name(what: str, name: list) -> Any:
-  """A module or class the program's namespace names, as this process's own, imported here from
-  the read-only import path if need be (tests use what the program imported: `plt.Axes`); None
-  (then a reference) for the program's own and what does not import."""
-  module, qualname = name
-  if module.startswith(split_program.PROGRAM_MODULE) or what not in ("module", "class", "attr"):
-    return None
-  try:
-    loaded = importlib.import_module(module)
-  except BaseException:  # pylint: disable=broad-except
-    return None
-  if what == "module":
-    return loaded if loaded.__name__ == module else None
-  if what == "attr":  # a library's object: this process's own of that name
-    value = loaded.__dict__.get(qualname, loaded)
-    # Never a function: the name is the program's claim, and the tests call what the program
-    # names with data the program made (`decode(encode(x))` would run builtins.eval or
-    # pickle.loads here, on the program's text). A library's object is this process's own, so
-    # that what the tests compute with it stays theirs (`expected = norm.pdf(x)` with scipy's
-    # `norm` taken from the program, which may have patched its own copy).
-    if value is loaded or isinstance(value, _NOT_BY_NAME):
-      return None
-    return value
-  return bridge._named_class(module, qualname)  # pylint: disable=protected-access
+# pyplot's functions that act on its current figure: the program's or the tests' own, whichever
+# is current (`_Pyplot`). pyplot's own functions (`plot`, `subplot`, `title`) reach the current
+# figure through these, by its module's globals.
+_PYPLOT_CURRENT = ("gcf", "gca", "gci", "clf", "cla", "savefig", "show", "draw")
 
 
-# pyplot's functions that read or change its figures, which live in the program's process: in a
-# split run the tests' pyplot reaches the program's for these (`plt.gcf()` after a call).
-PYPLOT_STATE = (
-  "gcf",
-  "gca",
-  "gci",
-  "get_fignums",
-  "get_figlabels",
-  "fignum_exists",
-  "figure",
-  "close",
-  "clf",
-  "cla",
-  "subplots",
-  "subplot",
-  "axes",
-  "sca",
-  "savefig",
-  "show",
-  "title",
-  "xlabel",
-  "ylabel",
-  "legend",
-  "plot",
-  "draw",
-)
+class _Pyplot:
+  """The tests' pyplot in a split run. The figures the tests make (`figure`, `subplots`) are this
+  process's own: a reference plot they draw is drawn by their matplotlib, never the program's
+  (which may have patched its `Axes.bar`), and its data never reach the program. The program's
+  figures stay in its process; the calls that name pyplot's current figure go to the program's
+  pyplot unless the tests made or chose a figure of their own since they last asked the program
+  anything (as in one interpreter, where the last figure made is current). Closing, listing and
+  looking up figures by number or label covers both sides."""
+
+  def __init__(self, end: bridge.Endpoint, pyplot: types.ModuleType):
+    self.end = end
+    names = (*_PYPLOT_CURRENT, "figure", "sca", "close", "get_fignums", "get_figlabels")
+    self.own = {name: getattr(pyplot, name) for name in (*names, "fignum_exists")}
+    self.remote: Any = None
+    self.functions: dict[str, Any] = {}
+    self.made_at = -1  # `end.requests` when the tests last made or chose a figure of their own
+    for name in _PYPLOT_CURRENT:
+      setattr(pyplot, name, functools.partial(self.current, name))
+    for name in ("figure", "sca", "close", "get_fignums", "get_figlabels", "fignum_exists"):
+      setattr(pyplot, name, getattr(self, name))
+
+  def theirs(self, name: str):
+    function = self.functions.get(name)
+    if function is None:
+      if self.remote is None:
+        self.remote = self.end.request("module", None, "matplotlib.pyplot")
+      function = self.functions[name] = getattr(self.remote, name)
+    return function
+
+  def ours_current(self) -> bool:
+    return self.made_at == self.end.requests and bool(self.own["get_fignums"]())
+
+  def current(self, name: str, *args, **kwargs):
+    if self.ours_current():
+      return self.own[name](*args, **kwargs)
+    return self.theirs(name)(*args, **kwargs)
+
+  def figure(self, *args, **kwargs):
+    if args and bridge.is_remote(args[0]):  # `plt.figure(fig)` of the program's figure
+      self.made_at = -1
+      return self.theirs("figure")(*args, **kwargs)
+    made = self.own["figure"](*args, **kwargs)
+    self.made_at = self.end.requests
+    return made
+
+  def sca(self, ax):
+    if bridge.is_remote(ax):
+      self.made_at = -1
+      return self.theirs("sca")(ax)
+    chosen = self.own["sca"](ax)
+    self.made_at = self.end.requests
+    return chosen
+
+  def close(self, fig=None):
+    if fig is None:
+      return self.current("close")
+    if isinstance(fig, str) and fig == "all":
+      self.own["close"]("all")
+      return self.theirs("close")("all")
+    if bridge.is_remote(fig):
+      return self.theirs("close")(fig)
+    if not isinstance(fig, (int, str)) or self.fignum_exists(fig, theirs=False):
+      return self.own["close"](fig)
+    return self.theirs("close")(fig)
+
+  def get_fignums(self):
+    # each side numbers its own figures: the same number may stand for one of each
+    return sorted([*self.theirs("get_fignums")(), *self.own["get_fignums"]()])
+
+  def get_figlabels(self):
+    return [*self.theirs("get_figlabels")(), *self.own["get_figlabels"]()]
+
+  def fignum_exists(self, num, theirs: bool = True) -> bool:
+    if self.own["fignum_exists"](num):
+      return True
+    return bool(theirs and self.theirs("fignum_exists")(num))
 
 
 def _share_pyplot(end: bridge.Endpoint) -> None:
+  """Makes this process's pyplot the tests' (`_Pyplot`), once it is loaded: by the tests'
+  imports, or by a name of the program's that the test process binds to it (`plt`)."""
   pyplot = sys.modules.get("matplotlib.pyplot")
-  if pyplot is None:
-    return
-  theirs = end.request("module", None, "matplotlib.pyplot")
-  for name in PYPLOT_STATE:
-    if callable(getattr(pyplot, name, None)):
-      setattr(pyplot, name, getattr(theirs, name))
+  if pyplot is not None and end.pyplot is None:
+    end.pyplot = _Pyplot(end, pyplot)
 
 
 class _Patches:
@@ -113,6 +141,7 @@ class _Patches:
     self.logs: list[tuple[Any, str, int]] = []  # active assertLogs: (context, logger, level)
     self.logs_installed = False
     self.catching: list[Any] = []  # the tests' active warnings.catch_warnings contexts
+    self.dicts: list[Any] = []  # dicts a `patch.dict` changed since the last request
 
   def install(self) -> None:
     """Wraps unittest.mock's patches, once the tests have loaded it (importing it costs runs that
@@ -134,6 +163,18 @@ class _Patches:
       return exit_patch(patcher, *exc_info)
 
     patch_class.__enter__, patch_class.__exit__ = enter, leave
+    dict_class = mock._patch_dict  # pylint: disable=protected-access
+    patch_dict, unpatch_dict = dict_class._patch_dict, dict_class._unpatch_dict
+
+    def patched(patcher):
+      patch_dict(patcher)
+      patches.dicts.append(patcher.in_dict)
+
+    def unpatched(patcher):
+      unpatch_dict(patcher)
+      patches.dicts.append(patcher.in_dict)
+
+    dict_class._patch_dict, dict_class._unpatch_dict = patched, unpatched
 
   def install_logs(self) -> None:
     """Wraps unittest's assertLogs and assertNoLogs, which load its log-watching context when
@@ -236,19 +277,6 @@ def _log_record(fields: Any) -> None:
   logging.getLogger(None if made.name == "root" else made.name).handle(made)
 
 
-# What a program's name never stands for in the tests' namespace by name (`_library_name`).
-_NOT_BY_NAME = (
-  types.ModuleType,
-  types.FunctionType,
-  types.BuiltinFunctionType,
-  types.MethodType,
-  types.MethodWrapperType,
-  types.WrapperDescriptorType,
-  types.MethodDescriptorType,
-  types.ClassMethodDescriptorType,
-  functools.partial,
-)
-
 # What the tests' namespace shares with the program by name (`_State._provide`).
 _PROVIDED = (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType)
 
@@ -313,6 +341,12 @@ class _State:
     logs = [[name, level] for _, name, level in self.patches.logs]
     if logs != self.sent.get("logs", []):
       out["logs"] = self.sent["logs"] = logs
+    if self.patches.dicts:  # `patch.dict` on a dict of the program's names: there too
+      changed = {id(d) for d in self.patches.dicts}
+      self.patches.dicts.clear()
+      data = {n: dict(v) for n, v in self.given.items() if type(v) is dict and id(v) in changed}
+      if data:
+        out["dicts"] = data
     key = self.patches.key()
     if key != self.sent.get("patch_key"):
       out["patches"] = self.patches.described()
@@ -569,6 +603,7 @@ def seal(plan) -> None:
 
 _STORES = frozenset({"STORE_NAME", "STORE_GLOBAL", "DELETE_NAME", "DELETE_GLOBAL"})
 _SKIPPED = frozenset({"EXTENDED_ARG", "NOP", "CACHE"})
+_GLOBAL_STORES = frozenset({dis.opmap["STORE_GLOBAL"], dis.opmap["DELETE_GLOBAL"]})
 
 
 def _import_bindings(code: types.CodeType) -> dict[str, set]:
@@ -590,25 +625,82 @@ def _import_bindings(code: types.CodeType) -> dict[str, set]:
         how = ("module", module, module.split(".")[0])
     elif ops[at - 1].opname == "IMPORT_FROM":
       start = at - 1
-      while start > 0 and ops[start].opname in ("IMPORT_FROM", *_STORES):
-        start -= 1  # back over `from m import a, b` to its IMPORT_NAME
+      while start > 0 and ops[start].opname in ("IMPORT_FROM", "SWAP", "POP_TOP", *_STORES):
+        start -= 1  # back over `from m import a, b` (or `import a.b.c as d`) to its IMPORT_NAME
       head = ops[start - 2 : start + 1] if start >= 2 else []
       attribute = ops[at - 1].argval
       if len(head) == 3 and head[-1].opname == "IMPORT_NAME" and head[0].argval == 0:
         module = head[-1].argval
         if type(head[1].argval) is tuple:  # from m import a
           how = ("from", module, attribute)
-        elif start == at - 2 and module.count(".") == 1 and module.endswith("." + attribute):
-          how = ("module", module, module)  # import a.b as c
+        elif module.endswith("." + attribute) and not any(
+          o.opname in _STORES for o in ops[start + 1 : at]
+        ):
+          how = ("module", module, module)  # import a.b as c, import a.b.c as d
     bindings.setdefault(op.argval, set()).add(how)
   stack = [c for c in code.co_consts if isinstance(c, types.CodeType)]
   while stack:  # functions and classes that assign a global
     nested = stack.pop()
     stack.extend(c for c in nested.co_consts if isinstance(c, types.CodeType))
+    if not _GLOBAL_STORES.intersection(nested.co_code[::2]):  # most code: no need to decode it
+      continue
     for op in dis.get_instructions(nested):
       if op.opname in ("STORE_GLOBAL", "DELETE_GLOBAL"):
         bindings.setdefault(op.argval, set()).add(None)
   return bindings
+
+
+def _program_code(job: dict, plan) -> types.CodeType:
+  return plan.program if plan.program is not None else compile(job["program"], "p", "exec")
+
+
+def _text_bound(hows: set | None, name: str) -> Any:
+  """The library object the program's text binds `name` to at its top level (`_import_bindings`
+  of our own compile of it: never the program's word), imported here from the read-only import
+  path; `_UNBOUND` where no one import binds it, or where the import names it otherwise than its
+  library does (`from pickle import loads as decode`, `from unittest.mock import ANY as COLUMNS`:
+  the tests would call a deserialiser, or compare with an object equal to anything, by a name the
+  program chose). A module may take any name (`import numpy as np`)."""
+  if not hows or len(hows) != 1:
+    return _UNBOUND
+  how = next(iter(hows))
+  if how is None or how[1].startswith(split_program.PROGRAM_MODULE):
+    return _UNBOUND
+  try:
+    module = importlib.import_module(how[1])
+    if how[0] != "from":
+      return sys.modules[how[2]]
+    value = getattr(module, how[2], _UNBOUND)
+    if value is _UNBOUND:
+      value = importlib.import_module(f"{how[1]}.{how[2]}")
+  except BaseException:  # pylint: disable=broad-except
+    return _UNBOUND
+  return value if how[2] == name or isinstance(value, types.ModuleType) else _UNBOUND
+
+
+_UNBOUND = object()
+# What a program's name never stands for as this process's own (`add_program_names`).
+_FUNCTIONS = (
+  types.FunctionType,
+  types.BuiltinFunctionType,
+  types.MethodType,
+  types.MethodWrapperType,
+  types.WrapperDescriptorType,
+  types.MethodDescriptorType,
+  types.ClassMethodDescriptorType,
+  functools.partial,
+)
+
+
+@functools.lru_cache(maxsize=1)
+def _code_names(code: types.CodeType | None) -> frozenset[str]:
+  """The names the test code (nested code included) may look up."""
+  names, stack = set(), [code] if code is not None else []
+  while stack:
+    current = stack.pop()
+    names.update(current.co_names)
+    stack.extend(c for c in current.co_consts if isinstance(c, types.CodeType))
+  return frozenset(names)
 
 
 def bind_library_names(job: dict, plan, space: dict) -> bool:
@@ -617,27 +709,15 @@ def bind_library_names(job: dict, plan, space: dict) -> bool:
   process's own, as the import gives it, so that the top level can run before the program's
   process exists: what it sets up in libraries (`settings.configure()`) is then there for the
   program too, as in one interpreter. Importing them is what naming them does anyway
-  (`_library_name`); nothing of the program runs here."""
+  (`add_program_names`); nothing of the program runs here."""
   try:
-    code = plan.program if plan.program is not None else compile(job["program"], "p", "exec")
-    bindings = _import_bindings(code)
+    bindings = _import_bindings(_program_code(job, plan))
   except BaseException:  # pylint: disable=broad-except
     return False
   found = {}
   for name in plan.tests_top_names:
-    hows = bindings.get(name, {None})
-    how = next(iter(hows))
-    if len(hows) != 1 or how is None or how[1].startswith(split_program.PROGRAM_MODULE):
-      return False
-    try:
-      module = importlib.import_module(how[1])
-      if how[0] == "from":
-        value = getattr(module, how[2], None)
-        if value is None:
-          value = importlib.import_module(f"{how[1]}.{how[2]}")
-      else:
-        value = sys.modules[how[2]]
-    except BaseException:  # pylint: disable=broad-except
+    value = _text_bound(bindings.get(name), name)
+    if value is _UNBOUND:
       return False
     found[name] = value
   space.update(found)
@@ -662,7 +742,7 @@ def start(job: dict, plan) -> bridge.Endpoint:
     split_program.run(theirs, job, plan.program)
   theirs.close()
   _PROGRAM_PID[:] = [pid]
-  end = bridge.Endpoint(ours, bridge.test_side_policy, _library_name)
+  end = bridge.Endpoint(ours, bridge.test_side_policy)
   end.program_pid = pid
   end.before_request = state.outgoing
   end.on_state = state.incoming
@@ -690,15 +770,43 @@ def namespace() -> dict:
   return space
 
 
-def add_program_names(end: bridge.Endpoint, space: dict) -> None:
+def add_program_names(end: bridge.Endpoint, space: dict, job: dict, plan) -> None:
   """The program's names as data, libraries or references, but those the tests bound (they ran
   after the program in one interpreter, so theirs win) and those of builtins: the program's
   process leaves those out, but that is the program's word, and a `sorted` or `len` of its own
-  would answer the tests' checks (`sorted(result) == sorted(expected)`)."""
+  would answer the tests' checks (`sorted(result) == sorted(expected)`).
+
+  A name is this process's own library module, class or object only where the program's text
+  binds it so (`_text_bound`): what the program's process says a reference is (its module and
+  qualified name, set by hand on a class of its own) is its word, and the tests would run the
+  library's code here on what the program made (a claimed `pickle.Unpickler`, a claimed
+  `unittest.mock.ANY`). Never a function, even imported under its own name: the name may be the
+  entry point the tests call on what the program made (`from jsonpickle import decode`, for a
+  task whose tests check `decode(encode(x))`), and a library's evaluator would then run here.
+  A reference that claims nothing of a library stays one."""
+  bindings = None
   for name, value in end.names.items():
-    if _program_name(name) and name not in space:
-      space[name] = end.state.given[name] = value
+    if not _program_name(name) or name in space:
+      continue
+    claim = end.claims.get(id(value)) if bridge.is_remote(value) else None
+    if (
+      claim is not None
+      and not claim[2][0].startswith(split_program.PROGRAM_MODULE)
+      # an object only if the tests name it: binding it imports its library here
+      and (claim[1] != "object" or name in _code_names(plan.tests))
+    ):
+      if bindings is None:
+        try:
+          bindings = _import_bindings(_program_code(job, plan))
+        except BaseException:  # pylint: disable=broad-except
+          bindings = {}
+      bound = _text_bound(bindings.get(name), name)
+      if bound is not _UNBOUND and not isinstance(bound, _FUNCTIONS):
+        value = bound
+    space[name] = end.state.given[name] = value
+  end.claims.clear()
   end.state.space = space
+  _share_pyplot(end)
 
 
 def _program_name(name: Any) -> bool:
