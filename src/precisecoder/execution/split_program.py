@@ -125,6 +125,8 @@ class ProgramSide:
   def apply_state(self, state: Any) -> None:
     if type(state) is not dict:
       return
+    if "replay" in state and self.module is None:
+      replay(state["replay"])
     if "provide" in state:
       self.provide(state["provide"])
     if "patches" in state:
@@ -316,6 +318,41 @@ def _Forward(end):  # pylint: disable=invalid-name
 
 
 _FORWARD = None
+
+
+def library_object(how: tuple) -> Any:
+  """The library object a program's import binds (`split_tests._import_bindings`):
+  ("from", module, attribute) or ("module", imported, bound); imported here."""
+  kind, module, name = how
+  if type(module) is not str or type(name) is not str or module.startswith(PROGRAM_MODULE):
+    raise ImportError("not a library")
+  loaded = importlib.import_module(module)
+  if kind == "from":
+    value = getattr(loaded, name, None)
+    return importlib.import_module(f"{module}.{name}") if value is None else value
+  if kind == "module":
+    return sys.modules[name]
+  raise ImportError("not an import")
+
+
+def replay(calls: Any) -> None:
+  """Repeats here, before the program loads, the calls and assignments the tests' top level
+  made through library names the program imports (`split_tests.run_top_level`): what they set up
+  in those libraries (`settings.configure(...)`) is there for the program, as in one interpreter
+  where the tests' top level ran before the program's functions did. Each is a library object
+  reached by the program's own import, attribute names, and data; one that fails is skipped."""
+  for call in calls if type(calls) is list else []:
+    try:
+      how, path, kind, args, kwargs = call
+      target = library_object(tuple(how))
+      for name in path[:-1] if kind == "set" else path:
+        target = getattr(target, name)
+      if kind == "set":
+        setattr(target, path[-1], args[0])
+      elif kind == "call":
+        target(*args, **kwargs)
+    except Exception:  # pylint: disable=broad-except
+      continue
 
 
 def _module(name: Any) -> Any:

@@ -26,10 +26,12 @@ import unittest
 from typing import Any
 
 from precisecoder.execution import bridge
+from precisecoder.execution import program_boot
 from precisecoder.execution import split_program
 
 _PR_SET_DUMPABLE = 4
 _CHANNEL_FD = 3  # worker.CHANNEL_FD: the program's process must not hold it
+_MAX_FD = 1 << 16
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -237,6 +239,7 @@ class _State:
     # place (`redirect_stdout`, `sys.stdout = buffer`), the program's print goes to those.
     self.given: dict[str, Any] = {}  # the program's names as the tests' namespace got them
     self.streams = {name: getattr(sys, name) for name in _STREAMS}
+    self.replay, _REPLAY[:] = list(_REPLAY), []  # with the first request: before the program loads
     self.sent_streams: dict[str, Any] = dict.fromkeys(_STREAMS)
 
   def _provide(self) -> dict:
@@ -270,6 +273,8 @@ class _State:
 
   def outgoing(self) -> dict | None:
     out = {}
+    if self.replay:
+      out["replay"], self.replay = self.replay, []
     self.patches.install()  # the tests may import unittest.mock late
     given = self._provide() if self.wanted else None
     if given:
@@ -527,6 +532,7 @@ def bind_library_names(job: dict, plan, space: dict) -> bool:
   process exists: what it sets up in libraries (`settings.configure()`) is then there for the
   program too, as in one interpreter. Importing them is what naming them does anyway
   (`_library_name`); nothing of the program runs here."""
+  _BOUND.clear()
   try:
     code = plan.program if plan.program is not None else compile(job["program"], "p", "exec")
     bindings = _import_bindings(code)
@@ -539,35 +545,118 @@ def bind_library_names(job: dict, plan, space: dict) -> bool:
     if len(hows) != 1 or how is None or how[1].startswith(split_program.PROGRAM_MODULE):
       return False
     try:
-      module = importlib.import_module(how[1])
-      if how[0] == "from":
-        value = getattr(module, how[2], None)
-        if value is None:
-          value = importlib.import_module(f"{how[1]}.{how[2]}")
-      else:
-        value = sys.modules[how[2]]
+      value = split_program.library_object(how)
     except BaseException:  # pylint: disable=broad-except
       return False
-    found[name] = value
-  space.update(found)
+    found[name] = (value, how)
+  space.update({name: value for name, (value, _) in found.items()})
+  _BOUND.clear()
+  _BOUND.update(found)
   return True
 
 
+# The library objects `bind_library_names` bound last, by name: (object, how the program imports
+# it); and the calls the tests' top level made through them (`run_top_level`), for the program's
+# process to repeat before the program loads (`split_program.replay`).
+_BOUND: dict[str, tuple[Any, tuple]] = {}
+_REPLAY: list[tuple] = []
+
+
+def run_top_level(code: types.CodeType, space: dict) -> None:
+  """Runs the tests' top level before the program's process exists (`bind_library_names` said it
+  may), noting the calls and assignments it makes through the library names it takes from the
+  program (`settings.configure(DEBUG=True)`), with data arguments only: the program's process
+  repeats them (`split_program.replay`), so that what they set up in libraries is there for the
+  program too, as in one interpreter. Those names are bound to recorders while it runs, to this
+  process's own objects after."""
+  log: list[tuple] = []
+  recorders = {name: _Recorder(value, how, (), log) for name, (value, how) in _BOUND.items()}
+  space.update(recorders)
+  try:
+    exec(code, space)  # pylint: disable=exec-used
+  finally:
+    for name, recorder in recorders.items():
+      if space.get(name) is recorder:
+        space[name] = _BOUND[name][0]
+    _BOUND.clear()
+    _REPLAY[:] = log
+
+
+_PLAIN_ATOMS = (type(None), bool, int, float, complex, str, bytes)
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+  """Whether `value` is data alone: what a replayed call may carry to the program's process."""
+  kind = type(value)
+  if kind in _PLAIN_ATOMS:
+    return True
+  if depth > 8:
+    return False
+  if kind in (list, tuple, set, frozenset):
+    return all(_plain(v, depth + 1) for v in value)
+  if kind is dict:
+    return all(_plain(k, depth + 1) and _plain(v, depth + 1) for k, v in value.items())
+  return False
+
+
+class _Recorder:
+  """A library object the tests' top level takes from the program, which notes the calls and
+  assignments made through it (`run_top_level`); everything else is the object's own."""
+
+  __slots__ = ("_pc_value", "_pc_how", "_pc_path", "_pc_log")
+
+  def __init__(self, value: Any, how: tuple, path: tuple, log: list):
+    for slot, given in zip(_Recorder.__slots__, (value, how, path, log)):
+      object.__setattr__(self, slot, given)
+
+  def __getattr__(self, name: str) -> Any:
+    value = getattr(self._pc_value, name)
+    if callable(value) and not isinstance(value, type):
+      return _Recorder(value, self._pc_how, (*self._pc_path, name), self._pc_log)
+    return value
+
+  def __setattr__(self, name: str, value: Any) -> None:
+    setattr(self._pc_value, name, value)
+    if _plain(value):
+      self._pc_log.append((self._pc_how, [*self._pc_path, name], "set", (value,), {}))
+
+  def __call__(self, *args, **kwargs) -> Any:
+    result = self._pc_value(*args, **kwargs)
+    if _plain(args) and _plain(kwargs):
+      self._pc_log.append((self._pc_how, list(self._pc_path), "call", args, kwargs))
+    return result
+
+  def __bool__(self) -> bool:
+    return bool(self._pc_value)
+
+  def __repr__(self) -> str:
+    return repr(self._pc_value)
+
+
 def start(job: dict, plan) -> bridge.Endpoint:
-  """Forks the program's process and loads the program there; returns this side's endpoint (its
-  `names`: the program's top-level names for the tests)."""
+  """Starts the program's process and loads the program there; returns this side's endpoint (its
+  `names`: the program's top-level names for the tests).
+
+  The program's process is a fresh interpreter (`program_boot`), never a fork of this one: a fork
+  would hold the compiled tests and every page this process read them into, and a program could
+  run the tests itself against a spy to learn each expected value they compute. The child closes
+  every fd but 0-2 and its end of the socket, then execs; this process stays non-dumpable
+  (`_seal`), so the program's process cannot read it either."""
   ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+  keep = theirs.fileno()
+  command = program_boot.command(keep)
   pid = os.fork()
-  if pid == 0:  # the program's process
+  if pid == 0:  # becomes the program's process: nothing of this image survives the exec
     try:
-      ours.close()
-      os.closerange(_CHANNEL_FD, theirs.fileno())
-      os.closerange(theirs.fileno() + 1, 1 << 16)
-    except BaseException:  # pylint: disable=broad-except
+      os.closerange(3, keep)
+      os.closerange(keep + 1, _MAX_FD)
+      os.set_inheritable(keep, True)
+      os.execve(command[0], command, os.environ)
+    finally:
       os._exit(1)  # pylint: disable=protected-access
-    split_program.run(theirs, job, plan.program)
   theirs.close()
   _PROGRAM_PID[:] = [pid]
+  ours.sendall(boot_message(job, plan))
   patches = _Patches()
   state = _State(patches)
   end = bridge.Endpoint(ours, bridge.test_side_policy, _library_name)
@@ -585,6 +674,21 @@ def start(job: dict, plan) -> bridge.Endpoint:
   _share_pyplot(end)
   patches.install()
   return end
+
+
+def boot_message(job: dict, plan) -> bytes:
+  """What the program's process starts from (`program_boot.BOOT_FIELDS`): the program, this
+  process's sealed import path, and the names of the library modules the tests import that
+  loaded here. Nothing of the tests' code or data."""
+  loaded = [name for name in plan.test_imports if name in sys.modules]
+  return program_boot.encode(
+    {
+      "program": job.get("program"),
+      "code": job.get("code"),
+      "path": list(sys.path),
+      "imports": loaded,
+    }
+  )
 
 
 def namespace() -> dict:
