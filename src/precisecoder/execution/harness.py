@@ -582,7 +582,7 @@ def _run_split(channel: Channel, job: dict) -> None:
     not plan.tests_top_names or split_tests.bind_library_names(job, plan, namespace)
   )
   if first:  # its library set-up (settings.configure()) is then the program's too
-    split_tests.run_top_level(plan.tests, namespace)
+    split_tests.run_top_level(job, plan.tests, namespace)
   end = split_tests.start(job, plan)
   split_tests.add_program_names(end, namespace)
   if not first:

@@ -336,21 +336,20 @@ def library_object(how: tuple) -> Any:
 
 
 def replay(calls: Any) -> None:
-  """Repeats here, before the program loads, the calls and assignments the tests' top level
-  made through library names the program imports (`split_tests.run_top_level`): what they set up
-  in those libraries (`settings.configure(...)`) is there for the program, as in one interpreter
-  where the tests' top level ran before the program's functions did. Each is a library object
-  reached by the program's own import, attribute names, and data; one that fails is skipped."""
+  """Repeats here, before the program loads, the set-up calls the tests' top level made into
+  libraries (`split_tests.run_top_level`): what they set up there (`settings.configure(...)`) is
+  there for the program, as it was when this process was forked from the test process. Each is a
+  library object reached by an import, attribute names, and arguments that are data alone; one
+  that fails is skipped."""
   for call in calls if type(calls) is list else []:
     try:
       how, path, kind, args, kwargs = call
+      if kind != "call" or type(args) is not tuple or type(kwargs) is not dict:
+        continue
       target = library_object(tuple(how))
-      for name in path[:-1] if kind == "set" else path:
+      for name in path:
         target = getattr(target, name)
-      if kind == "set":
-        setattr(target, path[-1], args[0])
-      elif kind == "call":
-        target(*args, **kwargs)
+      target(*args, **kwargs)
     except Exception:  # pylint: disable=broad-except
       continue
 

@@ -556,30 +556,111 @@ def bind_library_names(job: dict, plan, space: dict) -> bool:
 
 
 # The library objects `bind_library_names` bound last, by name: (object, how the program imports
-# it); and the calls the tests' top level made through them (`run_top_level`), for the program's
-# process to repeat before the program loads (`split_program.replay`).
+# it); and the set-up calls the tests' top level made into libraries (`run_top_level`), for the
+# program's process to repeat before the program loads (`split_program.replay`).
 _BOUND: dict[str, tuple[Any, tuple]] = {}
 _REPLAY: list[tuple] = []
 
 
-def run_top_level(code: types.CodeType, space: dict) -> None:
+def run_top_level(job: dict, code: types.CodeType, space: dict) -> None:
   """Runs the tests' top level before the program's process exists (`bind_library_names` said it
-  may), noting the calls and assignments it makes through the library names it takes from the
-  program (`settings.configure(DEBUG=True)`), with data arguments only: the program's process
-  repeats them (`split_program.replay`), so that what they set up in libraries is there for the
-  program too, as in one interpreter. Those names are bound to recorders while it runs, to this
-  process's own objects after."""
+  may), noting its set-up calls into libraries (`run_top_level` is where they are found:
+  `_setup_code`) for the program's process to repeat before the program loads
+  (`split_program.replay`): what they set up there (`settings.configure(DEBUG=True)`) is then
+  there for the program too, as it was for a program forked from this process."""
+  setup = _setup_code(job["tests"]["code"], code) if _discards_a_call(code) else None
   log: list[tuple] = []
-  recorders = {name: _Recorder(value, how, (), log) for name, (value, how) in _BOUND.items()}
-  space.update(recorders)
+  if setup is not None:
+    code, roots = setup
+    space[_SETUP_NAME] = _setup_call(roots, log)
   try:
     exec(code, space)  # pylint: disable=exec-used
   finally:
-    for name, recorder in recorders.items():
-      if space.get(name) is recorder:
-        space[name] = _BOUND[name][0]
+    space.pop(_SETUP_NAME, None)
     _BOUND.clear()
     _REPLAY[:] = log
+
+
+_SETUP_NAME = "__precisecoder_setup__"
+
+
+def _discards_a_call(code: types.CodeType) -> bool:
+  """Whether the top level (not its functions or classes) calls something and drops the result:
+  a quick look at its bytecode, before any parsing."""
+  previous = None
+  for op in dis.get_instructions(code):
+    if op.opname == "POP_TOP" and previous == "CALL":
+      return True
+    previous = op.opname
+  return False
+
+
+def _setup_code(source: str, compiled: types.CodeType) -> tuple[types.CodeType, dict] | None:
+  """The tests' code with each top-level set-up call (a statement that calls a library object
+  reached from an imported name and drops the result: `settings.configure(...)`,
+  `matplotlib.use('Agg')`; at the top level or in its `if`, `try` and `with` blocks, never in a
+  function or class) made a call of `__precisecoder_setup__`, and how each root name is imported
+  (`_import_bindings`'s form). None where there is none."""
+  import ast  # pylint: disable=import-outside-toplevel
+
+  try:
+    tree = ast.parse(source, compiled.co_filename)
+  except SyntaxError:
+    return None
+  roots = {name: how for name, (_, how) in _BOUND.items()}
+  statements, top, found = list(tree.body), [], False
+  while statements:  # the top level's statements, those in its if, try and with blocks too
+    node = statements.pop(0)
+    top.append(node)
+    if isinstance(node, (ast.If, ast.Try, ast.With, ast.ExceptHandler)):
+      for field in ("body", "orelse", "handlers", "finalbody"):
+        statements.extend(getattr(node, field, []))
+  for node in top:
+    if isinstance(node, ast.Import):
+      for alias in node.names:
+        module = alias.name if alias.asname else alias.name.split(".")[0]
+        roots[alias.asname or module] = ("module", module, module)
+    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+      for alias in node.names:
+        roots[alias.asname or alias.name] = ("from", node.module, alias.name)
+  for node in top:
+    call = node.value if isinstance(node, ast.Expr) else None
+    if not isinstance(call, ast.Call):
+      continue
+    chain = _dotted_chain(call.func)
+    if chain is None or chain[0] not in roots:
+      continue
+    head = [ast.Name(chain[0], ast.Load()), ast.Constant(chain[0]), ast.Constant(tuple(chain[1:]))]
+    call.func, call.args = ast.Name(_SETUP_NAME, ast.Load()), head + call.args
+    found = True
+  if not found:
+    return None
+  ast.fix_missing_locations(tree)
+  code = compile(tree, compiled.co_filename, "exec", dont_inherit=True, optimize=0)
+  return code, roots
+
+
+def _dotted_chain(node) -> list[str] | None:
+  parts = []
+  while type(node).__name__ == "Attribute":
+    parts.append(node.attr)
+    node = node.value
+  return [node.id, *reversed(parts)] if type(node).__name__ == "Name" else None
+
+
+def _setup_call(roots: dict, log: list):
+  """What a set-up call becomes: the call itself, noted (root's import, attribute names, its
+  arguments) where its arguments are data alone."""
+
+  def setup(root: Any, name: str, path: tuple, *args, **kwargs) -> None:
+    target = root
+    for attribute in path:
+      target = getattr(target, attribute)
+    target(*args, **kwargs)
+    if _plain(args) and _plain(kwargs):
+      log.append((roots[name], list(path), "call", args, kwargs))
+
+  return setup
 
 
 _PLAIN_ATOMS = (type(None), bool, int, float, complex, str, bytes)
@@ -597,40 +678,6 @@ def _plain(value: Any, depth: int = 0) -> bool:
   if kind is dict:
     return all(_plain(k, depth + 1) and _plain(v, depth + 1) for k, v in value.items())
   return False
-
-
-class _Recorder:
-  """A library object the tests' top level takes from the program, which notes the calls and
-  assignments made through it (`run_top_level`); everything else is the object's own."""
-
-  __slots__ = ("_pc_value", "_pc_how", "_pc_path", "_pc_log")
-
-  def __init__(self, value: Any, how: tuple, path: tuple, log: list):
-    for slot, given in zip(_Recorder.__slots__, (value, how, path, log)):
-      object.__setattr__(self, slot, given)
-
-  def __getattr__(self, name: str) -> Any:
-    value = getattr(self._pc_value, name)
-    if callable(value) and not isinstance(value, type):
-      return _Recorder(value, self._pc_how, (*self._pc_path, name), self._pc_log)
-    return value
-
-  def __setattr__(self, name: str, value: Any) -> None:
-    setattr(self._pc_value, name, value)
-    if _plain(value):
-      self._pc_log.append((self._pc_how, [*self._pc_path, name], "set", (value,), {}))
-
-  def __call__(self, *args, **kwargs) -> Any:
-    result = self._pc_value(*args, **kwargs)
-    if _plain(args) and _plain(kwargs):
-      self._pc_log.append((self._pc_how, list(self._pc_path), "call", args, kwargs))
-    return result
-
-  def __bool__(self) -> bool:
-    return bool(self._pc_value)
-
-  def __repr__(self) -> str:
-    return repr(self._pc_value)
 
 
 def start(job: dict, plan) -> bridge.Endpoint:
