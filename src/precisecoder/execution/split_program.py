@@ -1,9 +1,10 @@
 """The program's process of a split run: runs the program and answers the test process.
 
-Forked by the test process (`split_tests`); it keeps only its end of their socket and fds 0-2
-(the pool's channel is closed before the program runs), runs the program as a module, and serves
-requests until the test process leaves. Nothing here is trusted: the test process decodes what
-this process sends as data (`codec`) and treats every object as a reference (`bridge.Remote`).
+Started by the test process (`split_tests.start`) as a fresh interpreter (`program_boot`), which
+never held the tests; it holds only its end of their socket and fds 0-2 (never the pool's
+channel), runs the program as a module, and serves requests until the test process leaves.
+Nothing here is trusted: the test process decodes what this process sends as data (`codec`) and
+treats every object as a reference (`bridge.Remote`).
 
 Each request may carry the test process's state (`apply_state`): the mocks it has patched in (put
 here as bridges to the test process's mocks), its `random` and numpy generator states, its

@@ -3,12 +3,12 @@
 Called in the run's sandboxed child for an assert or unittest job sent with "split"
 (docs/sandbox.md, "Split runs"). This process imports what the tests import, makes itself
 non-dumpable (a process of its uid can then neither trace it nor read its memory or fds), keeps no
-writable directory on its import path, and forks the program's process (`split_program`), which
-never holds the pool's channel. The test code then runs here, in a namespace of its own with the
-program's top-level names as data, as this process's own library modules and classes, or as
-references (`bridge.Remote`); every check runs here, on data our decoder built (`codec`). The
-records it writes are the harness's (`harness.Channel`), so the pool judges them as it judges any
-run (`verdicts.judge`).
+writable directory on its import path, and starts the program's process (`split_program`), a
+fresh interpreter that never held the tests nor the pool's channel (`program_boot`). The test
+code then runs here, in a namespace of its own with the program's top-level names as data, as
+this process's own library modules and classes, or as references (`bridge.Remote`); every check
+runs here, on data our decoder built (`codec`). The records it writes are the harness's
+(`harness.Channel`), so the pool judges them as it judges any run (`verdicts.judge`).
 """
 
 from __future__ import annotations
