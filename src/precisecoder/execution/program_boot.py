@@ -7,11 +7,12 @@ that held them (docs/sandbox.md, "The program's process never held the tests"). 
 run's namespaces, uid, limits, seccomp filter, no_new_privs) is the process's, and stays.
 
 What this process needs comes over the socket, once, before anything else (`BOOT_FIELDS`): the
-program (its source, and its code as the pool compiled it), the test process's sealed import
-path, and the library modules the tests import (names only: as the forked process had them
-loaded). Generator states, environment, working directory and the rest follow with the first
-request, as they do whenever they change (`split_tests._State`), and so does the library set-up
-the tests' top level made through names the program imports (`split_program.replay`).
+program (its source, or its code as the pool compiled it), the test process's sealed import path
+(this interpreter's own library directories after it), and the names of the library modules the
+tests import (a forked process had them loaded). Generator states, environment, working
+directory and the rest follow with the first request, as they do whenever they change
+(`split_tests._State`), and so do the set-up calls the tests' top level made into libraries
+(`split_program.replay`).
 """
 
 from __future__ import annotations
@@ -92,7 +93,10 @@ def main() -> None:
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, 0, int(sys.argv[2]))
     fields = receive(sock)
     sys.argv = ["program"]
-    sys.path[:] = [p for p in fields["path"] if type(p) is str]
+    sealed = [p for p in fields["path"] if type(p) is str]
+    # Then this interpreter's own library directories, where the seal (which guards the test
+    # process's imports, not this process's) left one out: a standard library under a home.
+    sys.path[:] = sealed + [p for p in sys.path[1:] if p not in sealed]
     sys.path_importer_cache.clear()
     code = None
     if type(fields["code"]) is str:
