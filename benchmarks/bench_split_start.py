@@ -18,7 +18,12 @@ import time
 import precisecoder
 from precisecoder.execution import ExecutionPool, Job, Limits
 
-PROGRAM = "def add(a, b):\n  return a + b\n"
+
+def program(index: int) -> str:
+  """A program of its own per job: the pool runs one job per distinct program and tests."""
+  return f"def add(a, b):\n  return a + b  # {index}\n"
+
+
 TESTS = {
   # `> 4`: a check the pool does not hold, so the tests run in the test process, not the pool.
   "assert": {"kind": "assert", "code": "def check(f):\n  assert f(2, 3) > 4\ncheck(add)\n"},
@@ -38,12 +43,12 @@ def main() -> None:
   limits = Limits(timeout_s=20.0, memory_mb=1024)
   tree = os.path.dirname(os.path.dirname(os.path.abspath(precisecoder.__file__)))
   with ExecutionPool(workers=1) as pool:
-    pool.run([Job(PROGRAM, TESTS["unittest"], limits)] * 4)  # warm-up
+    pool.run([Job(program(-i), TESTS["unittest"], limits) for i in range(1, 5)])  # warm-up
     for kind, tests in TESTS.items():
       per_run = []
       for _ in range(args.rounds):
         start = time.perf_counter()
-        results = pool.run([Job(PROGRAM, tests, limits)] * args.jobs)
+        results = pool.run([Job(program(i), tests, limits) for i in range(args.jobs)])
         per_run.append((time.perf_counter() - start) / args.jobs * 1e3)
         failed = [r for r in results if not r.passed]
         if failed:
