@@ -37,11 +37,24 @@ def command(socket_fd: int) -> list[str]:
     sys.executable,
     *_FLAGS,
     "-c",
-    "import sys; sys.path[0] = sys.argv[1]; "
-    "from precisecoder.execution import program_boot; program_boot.main()",
+    _BOOT,
     source,
     str(socket_fd),
   ]
+
+
+# Loads this module alone: its packages as bare namespaces, so that neither package's __init__
+# (the pool's API: dataclasses, typing) runs in every program's process.
+_BOOT = """import sys, types
+source = sys.argv[1]
+sys.path[0] = source
+for name in ("precisecoder", "precisecoder.execution"):
+  package = types.ModuleType(name)
+  package.__path__ = [source + "/" + name.replace(".", "/")]
+  sys.modules[name] = package
+from precisecoder.execution import program_boot
+program_boot.main()
+"""
 
 
 def _interpreter_flags() -> tuple[str, ...]:

@@ -22,7 +22,6 @@ import types
 from typing import Any
 
 from precisecoder.execution import bridge
-from precisecoder.execution.programs import compile_program
 
 PROGRAM_MODULE = "__precisecoder_program__"
 _BUILTIN_NAMES = frozenset(dir(builtins))
@@ -80,7 +79,11 @@ class ProgramSide:
     module = types.ModuleType(PROGRAM_MODULE)
     module.__builtins__ = builtins
     sys.modules[PROGRAM_MODULE] = module
-    code = self.code if self.code is not None else compile_program(self.job["program"])
+    code = self.code
+    if code is None:  # the pool could not compile it: compiled here, to report why
+      from precisecoder.execution.programs import compile_program  # pylint: disable=import-outside-toplevel
+
+      code = compile_program(self.job["program"])
     exec(code, module.__dict__)  # pylint: disable=exec-used
     self.module = module
     names = {
