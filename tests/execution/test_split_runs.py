@@ -205,6 +205,15 @@ HONEST = [
     ),
   ),
   (
+    "a set of strings, in the order the tests' own set of them iterates (one hash seed)",
+    "def uniq(words):\n  return list(set(words))\n",
+    _unittest("""
+        def test_uniq(self):
+          words = ['apple', 'banana', 'cherry', 'date', 'elder', 'fig', 'grape', 'kiwi']
+          self.assertEqual(uniq(words), list(set(words)))
+        """),
+  ),
+  (
     "a library set up by the tests' top level through its own import (BigCodeBench/76)",
     "import mimetypes\ndef kind(name):\n  return mimetypes.guess_type(name)[0]\n",
     _unittest(

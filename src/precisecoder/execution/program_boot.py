@@ -31,7 +31,7 @@ _MAX_BOOT = 64 << 20
 
 def command(socket_fd: int) -> list[str]:
   """The command line of the program's process: this interpreter, with the flags it runs with
-  (the worker's: `-E -s`), and our source directory first on its path to load this module."""
+  (the worker's: `-s`), and our source directory first on its path to load this module."""
   source = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   return [
     sys.executable,
@@ -71,6 +71,20 @@ def _interpreter_flags() -> tuple[str, ...]:
 
 
 _FLAGS = _interpreter_flags()
+# The worker's hash seed, read when the worker loads this module (before it scrubs its
+# environment for runs): the program's process starts with it (`environment`).
+HASH_SEED = None if sys.flags.ignore_environment else os.environ.get("PYTHONHASHSEED")
+
+
+def environment(given) -> dict[str, str]:
+  """The program's process's environment at its start: the test process's, without the
+  interpreter's own variables (as `-E` would ignore them; the tests' environment is applied
+  again with the first request), and with the worker's hash seed, so that both processes hash
+  text alike (a set of strings iterates in one order, as in one interpreter)."""
+  env = {name: value for name, value in given.items() if not name.startswith("PYTHON")}
+  if HASH_SEED is not None:
+    env["PYTHONHASHSEED"] = HASH_SEED
+  return env
 
 
 def encode(fields: dict) -> bytes:

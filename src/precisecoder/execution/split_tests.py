@@ -691,14 +691,14 @@ def start(job: dict, plan) -> bridge.Endpoint:
   (`_seal`), so the program's process cannot read it either."""
   ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
   keep = theirs.fileno()
-  command = program_boot.command(keep)
+  command, env = program_boot.command(keep), program_boot.environment(os.environ)
   pid = os.fork()
   if pid == 0:  # becomes the program's process: nothing of this image survives the exec
     try:
       os.closerange(3, keep)
       os.closerange(keep + 1, _MAX_FD)
       os.set_inheritable(keep, True)
-      os.execve(command[0], command, os.environ)
+      os.execve(command[0], command, env)
     finally:
       os._exit(1)  # pylint: disable=protected-access
   theirs.close()
