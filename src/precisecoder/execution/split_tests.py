@@ -727,7 +727,7 @@ def boot_message(job: dict, plan) -> bytes:
   """What the program's process starts from (`program_boot.BOOT_FIELDS`): the program, this
   process's sealed import path, and the names of the library modules the tests import that
   loaded here. Nothing of the tests' code or data."""
-  loaded = [name for name in plan.test_imports if name in sys.modules]
+  loaded = [name for name in plan.test_imports if name in sys.modules and not _harness_module(name)]
   return program_boot.encode(
     {
       "program": job.get("program"),
@@ -736,6 +736,13 @@ def boot_message(job: dict, plan) -> bytes:
       "imports": loaded,
     }
   )
+
+
+def _harness_module(name: str) -> bool:
+  """unittest and its submodules: the tests' harness, whose import changes no other library (a
+  program that uses it imports it): not loaded in every program's process, where it would be
+  most of the start's cost."""
+  return name == "unittest" or name.startswith("unittest.")
 
 
 def namespace() -> dict:
