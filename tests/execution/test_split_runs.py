@@ -205,6 +205,27 @@ HONEST = [
     ),
   ),
   (
+    "a set of strings, in the order the tests' own set of them iterates (one hash seed)",
+    "def uniq(words):\n  return list(set(words))\n",
+    _unittest("""
+        def test_uniq(self):
+          words = ['apple', 'banana', 'cherry', 'date', 'elder', 'fig', 'grape', 'kiwi']
+          self.assertEqual(uniq(words), list(set(words)))
+        """),
+  ),
+  (
+    "a library set up by the tests' top level through its own import (BigCodeBench/76)",
+    "import mimetypes\ndef kind(name):\n  return mimetypes.guess_type(name)[0]\n",
+    _unittest(
+      """
+        def test_kind(self):
+          self.assertEqual(kind('a.pcx2'), 'application/x-pc-own')
+        """,
+      "import mimetypes as types_of\n"
+      "if True:\n  types_of.add_type('application/x-pc-own', '.pcx2')\n",
+    ),
+  ),
+  (
     "library context the program's context manager sets, read inside the tests' with",
     "import numpy as np\ndef compact():\n  return np.printoptions(precision=2)\n",
     _unittest(
@@ -402,6 +423,115 @@ def _hostile(
   """A hostile program; `plain`: it forges a pass where the program and its tests share one
   interpreter (checked below, so that its failing split is not vacuous)."""
   return name, _d(body), tests, plain
+
+
+def _spy(entry: str, answer: str) -> str:
+  """F1 of the red team (issue 39): the program runs the tests itself, in its own process,
+  against a spy entry point whose `__eq__` (or the program's own `assert_frame_equal`) records
+  what it is compared with, then answers each real call with the value learned. Forked from the
+  test process, it finds the compiled tests in the harness's plan; in one interpreter, beside it.
+  `answer`: its wrong answer where it learned nothing."""
+  return _d(f"""
+        import sys, unittest
+        _LEARNED = {{}}
+        class _Spy:
+          def __init__(self, key):
+            self.key = key
+          def __eq__(self, other):
+            _LEARNED[self.key] = other
+            return True
+          __hash__ = object.__hash__
+        def _spy(*args, **kwargs):
+          return _Spy(repr((args, kwargs)))
+        def _run_cases(space):
+          for value in list(space.values()):
+            if isinstance(value, type) and issubclass(value, unittest.TestCase):
+              for name in sorted(n for n in dir(value) if n.startswith('test')):
+                try:
+                  case = value(name)
+                  case.setUp()
+                  getattr(case, name)()
+                  case.tearDown()
+                except BaseException:
+                  pass
+        def _learn():
+          _LEARNED['learning'] = True
+          restore = []
+          try:
+            import pandas.testing as pdt
+            def record(left, right, *args, **kwargs):
+              if isinstance(left, _Spy):
+                _LEARNED[left.key] = right
+            restore.append((pdt, pdt.assert_frame_equal))
+            pdt.assert_frame_equal = record
+          except ImportError:
+            pass
+          try:
+            harness = sys.modules.get('precisecoder.execution.harness')
+            plan = getattr(harness, '_PLAN', None)
+            if plan and plan[0].tests is not None:  # forked: the compiled tests are here
+              space = {{'__builtins__': __builtins__, '{entry}': _spy, '__name__': 'spy',
+                       '__precisecoder_expect__': lambda *a: None}}
+              try:
+                exec(plan[0].tests, space)
+              except BaseException:
+                pass
+              _run_cases(space)
+            else:  # one interpreter: the tests are beside the program
+              space = sys.modules['__main__'].__dict__
+              real = space.get('{entry}')
+              space['{entry}'] = _spy
+              try:
+                if callable(space.get('check')):
+                  try:
+                    space['check'](_spy)
+                  except BaseException:
+                    pass
+                _run_cases(space)
+              finally:
+                space['{entry}'] = real
+          finally:
+            for holder, original in restore:
+              holder.assert_frame_equal = original
+        def {entry}(data):
+          if 'learning' not in _LEARNED:
+            _learn()
+          return _LEARNED.get(repr(((data,), {{}})), {answer})
+        """)
+
+
+SORT_UNITTEST = _unittest("""
+    def test_small(self):
+      data = [3, 1, 2]
+      expected = [1, 2, 3]
+      self.assertEqual(sort_list(data), expected)
+    def test_more(self):
+      data = [5, 4, 9, 1]
+      expected = sorted(data)
+      self.assertEqual(sort_list(data), expected)
+    """)
+SORT_ASSERT = {
+  "kind": "assert",
+  "code": _d("""
+      def check(candidate):
+        data = [3, 1, 2]
+        expected = sorted(data)
+        assert candidate(data) == expected
+        data = [9, 7, 8, 1]
+        expected = sorted(data, reverse=True)[::-1]
+        assert candidate(data) == expected
+      check(sort_list)
+      """),
+}
+FRAME_UNITTEST = _unittest(
+  """
+    def test_doubled(self):
+      df = pd.DataFrame({'a': [1, 2], 'b': [3.5, 4.0]})
+      expected = pd.DataFrame({'a': [2, 4], 'b': [7.0, 8.0]})
+      pd.testing.assert_frame_equal(task_func(df), expected)
+    """,
+  "import pandas as pd\n",
+)
 
 
 HOSTILE = [
@@ -1022,6 +1152,18 @@ HOSTILE = [
           os._exit(0)
         """,
   ),
+  # F1 (issue 39): the tests run against a spy in the program's own process: every check whose
+  # expected value the tests compute. Its process never held the tests (`program_boot`).
+  _hostile(
+    "the tests run against a spy [unittest]", _spy("sort_list", "data"), SORT_UNITTEST, True
+  ),
+  _hostile("the tests run against a spy [assert]", _spy("sort_list", "data"), SORT_ASSERT, True),
+  _hostile(
+    "the tests run against a spy [pandas assert_frame_equal]",
+    _spy("task_func", "data"),
+    FRAME_UNITTEST,
+    True,
+  ),
 ]
 
 
@@ -1058,6 +1200,63 @@ def test_hostile_programs_never_pass_split(pool):
   assert not forged, "\n".join(forged)
 
 
+# Whether this process's memory holds a text, found by a pattern that is not that text itself
+# (its last character as a class), read from /proc/self/mem region by region (made dumpable
+# first: PR_SET_DUMPABLE, which its own /proc/self/mem needs where it was not).
+MEMORY_SCAN = _d("""
+    import ctypes, re
+    def _holds(head, last):  # never the whole text: the pattern is head, then a class of last
+      ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # dumpable, as a fork of the test process is not
+      pattern = re.compile(re.escape(head).encode() + b'[' + last.encode() + b']')
+      with open('/proc/self/maps') as maps, open('/proc/self/mem', 'rb', 0) as mem:
+        for line in maps:
+          fields = line.split()
+          start, end = (int(x, 16) for x in fields[0].split('-'))
+          special = fields[-1] in ('[vvar]', '[vsyscall]')
+          if 'r' not in fields[1] or end - start > 1 << 30 or special:
+            continue
+          try:
+            mem.seek(start)
+            chunk = mem.read(end - start)
+          except (OSError, ValueError, OverflowError):
+            continue
+          if chunk and pattern.search(chunk):
+            return 'found'
+      return 'clean'
+    def probe(text):
+      return _holds(text[:-1], text[-1])
+    def held():
+      return [_holds('PCMARK-7f3a9c-TESTTEX', 'T'), _holds('PCMARK-5e1d02-TOPLEVE', 'L')]
+    def kind(name):
+      import mimetypes
+      return mimetypes.guess_type(name)[0]
+    """)
+
+
+def test_the_programs_process_holds_no_trace_of_the_tests_text(pool):
+  """The program's process starts from an image that never held the job's tests
+  (`program_boot`): its whole memory holds no trace of a text only the test code has (in a test's
+  docstring; a value its top level computes with a library), while a text it was handed (the
+  probe: the scan works) is found, and the set-up call the tests' top level made into a library
+  is repeated there (`split_program.replay`)."""
+  tests = _unittest(
+    """
+      def test_probe(self):
+        self.assertEqual(probe('PCPROBE-handed-' + str(6 * 7)), 'found')
+      def test_tests_text(self):
+        '''PCMARK-7f3a9c-TESTTEXT: a text only the tests hold (a docstring: kept as is)'''
+        self.assertEqual(held(), ['clean', 'clean'])
+      def test_library_set_up(self):
+        self.assertEqual(kind('a.pcx3'), 'application/x-pc-scan')
+      """,
+    "import mimetypes, os\n"
+    "mimetypes.add_type('application/x-pc-scan', '.pcx3')\n"
+    "SECOND = os.path.basename('/x/PCMARK-5e1d02-TOPLEVEL')\n",
+  )
+  (result,) = pool.run([Job(MEMORY_SCAN, tests, LIMITS)])
+  assert result.passed, (result.detail, result.stderr[-500:])
+
+
 # The program and its tests in one interpreter, sandboxed (an `io` job: no split, no in-process
 # defence), printing whether unittest's own runner passed them.
 _PLAIN_RUNNER = """
@@ -1071,6 +1270,9 @@ print('PASSED' if _result.wasSuccessful() and _result.testsRun else 'FAILED')
 """
 
 
+_PASSED = "\nprint('PASSED')\n"  # an assert kind's checks raise at its top level, or it passed
+
+
 def test_the_hostile_programs_forge_a_pass_in_one_interpreter():
   """Those marked `plain` pass where the program and its tests share an interpreter, so that
   their failing split is the split design's doing, not a broken attack."""
@@ -1078,7 +1280,7 @@ def test_the_hostile_programs_forge_a_pass_in_one_interpreter():
   assert len(plain) >= 15
   jobs = [
     Job(
-      program + "\n" + tests["code"] + _PLAIN_RUNNER,
+      program + "\n" + tests["code"] + (_PLAIN_RUNNER if tests["kind"] == "unittest" else _PASSED),
       {"kind": "io", "cases": [{"stdin": "", "stdout": "PASSED\n"}]},
       LIMITS,
     )

@@ -149,11 +149,12 @@ Verdict integrity, per test kind (exit status and printed text never count):
   * assert, unittest: run split (docs/sandbox.md, "Split runs"). The run's first
     process is the test process: it imports what the tests import, makes
     itself non-dumpable, keeps no writable directory on its import path, and
-    forks the program's process, which closes every fd but 0-2 and its end of
-    a socketpair before the program runs; only the test process holds the
-    pool's channel. Calls into the program are messages; values cross as data
-    built by our decoder (`codec`) or as references whose comparisons, hashing
-    and arithmetic never reach the program (`bridge.Remote`); the tests' mocks
+    starts the program's process: a fork that closes every fd but 0-2 and its
+    end of a socketpair and execs a fresh interpreter (`program_boot`), so it
+    never held the tests; only the test process holds the pool's channel.
+    Calls into the program are messages; values cross as data built by our
+    decoder (`codec`) or as references whose comparisons, hashing and
+    arithmetic never reach the program (`bridge.Remote`); the tests' mocks
     are reached through bridges, and the test process lends the program only
     what the tests made. The pool requires, for unittest, exactly the test set
     of the test code's AST in "ok" records plus the end record; for assert, the
@@ -163,8 +164,7 @@ Verdict integrity, per test kind (exit status and printed text never count):
     `assertEqual(EXPR, LITERAL)`, `assertAlmostEqual`, ...:
     `expectations.hide_expected_literals`) are held: the test process reports
     EXPR's value, exactly typed, and the pool compares it with a literal that
-    never enters the sandbox (the program's process, a fork of the test
-    process, can read the test code's text).
+    never enters the sandbox.
     Assumed: the kernel's isolation of a non-dumpable process from another of
     its uid (no ptrace, no /proc/PID/mem or fd, no pidfd_getfd), the sandbox,
     the decoder, the allowed types' library code, and that importing a library
@@ -174,28 +174,30 @@ Verdict integrity, per test kind (exit status and printed text never count):
     their namespace, builtins, modules, interpreter state, mocks' records or
     the harness, never receives an expected value through a comparison, never
     suppresses a check that failed in a `with` block over its object, and
-    holds no channel to the pool. So no in-process defence is needed, and
-    there is none (no guard of returned values, no snapshot of libraries, no
+    holds no channel to the pool. The program's process never held the test
+    code: of the tests it receives only the names of the library modules they
+    import and their top level's set-up calls into libraries (import, attribute
+    names, data arguments: `split_program.replay`), never their code, nor a
+    value a test computes or the top level binds. So no in-process defence is
+    needed, and there is none (no guard of returned values, no snapshot of libraries, no
     audit hook, no static screen: docs/sandbox.md says why each went).
     NOT guaranteed: what the tests ask the program (`obj.same_as(expected)` on
     a reference), checks between two objects of the program's making (a
     dataclass record compares the fields its constructor stored), files the
-    program wrote that the tests unpickle, the test code's text (the program's
-    process is a fork of the tests': it can also run the tests against a spy
-    and learn every expected value they compute, not the held literals), names
-    the tests use but never bind that stand for functions (the program's
-    references, defined or imported, as one interpreter gives them; a library
-    module, class or object is the test process's own only where the
-    program's text imports it under the library's own name), what the tests
-    draw on the program's figures (pyplot's current figure is the program's
-    unless the tests made their own since they last asked the program
-    anything), signals to the test process
-    (a fail or a timeout), what the program's classes claim to be
-    (`isinstance`, `issubclass` answer from the names and bases it gives),
-    what the tests read through a library's context variables inside a `with`
-    on the program's object (its context, as they asked), and library state
-    beyond random's and numpy's generators, the environment, the working
-    directory and pyplot's figures.
+    program wrote that the tests unpickle, the data arguments of the tests'
+    top-level set-up calls into libraries (repeated for the program, as one
+    interpreter would show them), names the tests use but never bind that
+    stand for functions (the program's references, defined or imported, as one
+    interpreter gives them; a library module, class or object is the test
+    process's own only where the program's text imports it under the library's
+    own name), what the tests draw on the program's figures (pyplot's current
+    figure is the program's unless the tests made their own since they last
+    asked the program anything), signals to the test process (a fail or a
+    timeout), what the program's classes claim to be (`isinstance`, `issubclass`
+    answer from the names and bases it gives), what the tests read through a
+    library's context variables inside a `with` on the program's object (its
+    context, as they asked), and library state beyond random's and numpy's
+    generators, the environment, the working directory and pyplot's figures.
   * assert (held: every check held, each report a return value of the program
     on constant arguments, nothing else in the test code that could fail;
     `expectations.held_order`): run in one process, as call jobs; the pool

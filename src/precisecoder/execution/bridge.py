@@ -20,7 +20,6 @@ import contextvars
 import struct
 import sys
 import types
-import unittest
 from typing import Any, Callable
 
 from precisecoder.execution import codec as codec_lib
@@ -85,6 +84,13 @@ def test_side_lendable(obj: Any) -> bool:
 _TESTS_MODULE = "__precisecoder_program__"  # the tests' namespace module (split_tests.namespace)
 
 
+def _test_case_class() -> type:
+  """unittest's TestCase, where unittest is loaded (always in the test process, whose policy asks
+  for it). Not imported here: the program's process loads this module at its start, and
+  importing unittest there would be most of its start's cost."""
+  return getattr(sys.modules.get("unittest"), "TestCase", types.ModuleType)
+
+
 def test_side_policy(obj: Any, op: str, name: str | None) -> bool:
   """What the program may do with an object the test process lent it (a mock, a callback)."""
   if op == "getattr":
@@ -107,7 +113,7 @@ def test_side_policy(obj: Any, op: str, name: str | None) -> bool:
       name is not None
       and not name.startswith("_")
       and not issubclass(kind, type)
-      and not isinstance(obj, (types.ModuleType, unittest.TestCase))
+      and not isinstance(obj, (types.ModuleType, _test_case_class()))
       and kind.__module__ not in ("unittest.mock", "builtins")
       and not callable(getattr(kind, name, None))
     )

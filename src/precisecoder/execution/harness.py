@@ -625,40 +625,30 @@ def _run_held(channel: Channel, job: dict) -> None:
 
 
 def _rehearse_split(times: int = 10) -> None:
-  """`_rehearse` for split runs: the toy assert and unittest jobs run split here in the worker
-  (not sealed: this is the worker; the program's processes it forks are reaped), and the
-  program's side answers a test side here too (`split_program.rehearse`), so that every run's two
-  processes inherit the bridge, the codec and both sides' code specialised (CPython 3.11 quickens
-  a function on its 8th call: each runs at least that often here)."""
-  sink = os.open(os.devnull, os.O_WRONLY)
+  """`_rehearse` for split runs: a test side and the program's side answer each other here in
+  the worker over a socket pair (`split_program.rehearse`), so that every run's test process
+  inherits the bridge and the codec specialised (CPython 3.11 quickens a function on its 8th
+  call: each runs at least that often here). The program's process is a fresh interpreter
+  (`program_boot`) and inherits nothing of this."""
   try:
     for _ in range(times):
       for tests in _REHEARSAL_TESTS[1:]:
         job = {"code": _REHEARSAL_CODE, "tests": tests, "split": True}
         warm(job)
-        split_tests.read_only_path(sys.path)  # the seal's work, but its changes to this process
-        end = _run_split(Channel(sink, "0" * 32), job, seal=False)
-        try:
-          os.waitpid(end.program_pid, 0)
-        except ChildProcessError:
-          pass
-        sys.modules.pop(_PROGRAM_MODULE, None)
         split_program.rehearse(job, _PLAN[0].program)
   finally:
     _PLAN.clear()
     sys.modules.pop(_PROGRAM_MODULE, None)
-    os.close(sink)
     split_tests.bridge.spare_classes()
     gc.collect()
 
 
-def _run_split(channel: Channel, job: dict, seal: bool = True) -> split_tests.bridge.Endpoint:
+def _run_split(channel: Channel, job: dict) -> split_tests.bridge.Endpoint:
   """An assert or unittest job with the test code in this process and the program in another
   (`split_tests`; docs/sandbox.md, "Split runs"): every check runs where the program never ran.
-  Returns the test side's endpoint, closed. `seal`: False only where the worker rehearses."""
+  Returns the test side's endpoint, closed."""
   tests, plan = job["tests"], _PLAN[0]
-  if seal:
-    split_tests.seal(plan)
+  split_tests.seal(plan)
   namespace = split_tests.namespace()
   reported = _install_reports(channel, namespace, split_tests.bridge.is_remote)
   unittest_kind = tests["kind"] == "unittest"
@@ -666,7 +656,7 @@ def _run_split(channel: Channel, job: dict, seal: bool = True) -> split_tests.br
     not plan.tests_top_names or split_tests.bind_library_names(job, plan, namespace)
   )
   if first:  # its library set-up (settings.configure()) is then the program's too
-    exec(plan.tests, namespace)  # pylint: disable=exec-used
+    split_tests.run_top_level(job, plan.tests, namespace)
   end = split_tests.start(job, plan)
   split_tests.add_program_names(end, namespace, job, plan)
   if not first:

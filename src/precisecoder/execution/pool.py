@@ -22,6 +22,7 @@ import json
 import logging
 import math
 import os
+import secrets
 import select
 import shutil
 import signal
@@ -252,10 +253,14 @@ class _Worker:
     src_root = os.path.dirname(os.path.dirname(os.path.abspath(precisecoder.__file__)))
     # The worker's modules are the standard library's and execution's own, which import nothing
     # else: any Python 3.11+ interpreter runs them, with its own libraries (`python`).
+    # Its hash seed, which every run's processes share: a split run's program process is a fresh
+    # interpreter started with it (`program_boot`), so that a set of strings iterates in the same
+    # order there as in the test process, as in one interpreter. The environment is ours alone
+    # (`_WORKER_ENV`): `-E` would only have ignored the seed.
+    env = dict(_WORKER_ENV, PYTHONHASHSEED=str(1 + secrets.randbelow(2**32 - 1)))
     self.process = subprocess.Popen(
       [
         python,
-        "-E",
         "-s",
         "-m",
         "precisecoder.execution.worker",
@@ -266,7 +271,7 @@ class _Worker:
       stdin=subprocess.PIPE,
       stdout=subprocess.PIPE,
       cwd=src_root,
-      env=_WORKER_ENV,
+      env=env,
       close_fds=True,
     )
     self.inbox = self.process.stdin.fileno()  # we write

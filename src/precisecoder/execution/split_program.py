@@ -1,9 +1,10 @@
 """The program's process of a split run: runs the program and answers the test process.
 
-Forked by the test process (`split_tests`); it keeps only its end of their socket and fds 0-2
-(the pool's channel is closed before the program runs), runs the program as a module, and serves
-requests until the test process leaves. Nothing here is trusted: the test process decodes what
-this process sends as data (`codec`) and treats every object as a reference (`bridge.Remote`).
+Started by the test process (`split_tests.start`) as a fresh interpreter (`program_boot`), which
+never held the tests; it holds only its end of their socket and fds 0-2 (never the pool's
+channel), runs the program as a module, and serves requests until the test process leaves.
+Nothing here is trusted: the test process decodes what this process sends as data (`codec`) and
+treats every object as a reference (`bridge.Remote`).
 
 Each request may carry the test process's state (`apply_state`): the mocks it has patched in (put
 here as bridges to the test process's mocks), its `random` and numpy generator states, its
@@ -22,7 +23,6 @@ import types
 from typing import Any
 
 from precisecoder.execution import bridge
-from precisecoder.execution.programs import compile_program
 
 PROGRAM_MODULE = "__precisecoder_program__"
 _BUILTIN_NAMES = frozenset(dir(builtins))
@@ -74,17 +74,17 @@ class ProgramSide:
     self.watched_logs: list[tuple[Any, tuple]] = []  # (logger, what the tests' watch set aside)
     self.fingerprints: dict | None = None  # the program's top-level names, as last sent
     self.catching: Any = None  # a warnings.catch_warnings while the tests are in one
-    numpy = sys.modules.get("numpy")
-    if numpy is not None:  # as the fork copied it: the test process counts it sent (`forked`)
-      self._watch("numpy", numpy.random, ("seed", "set_state"))
-      self.synced["numpy"] = _numpy_state(numpy)
 
   def load(self) -> dict:
     """Runs the program; returns its top-level names for the tests' namespace."""
     module = types.ModuleType(PROGRAM_MODULE)
     module.__builtins__ = builtins
     sys.modules[PROGRAM_MODULE] = module
-    code = self.code if self.code is not None else compile_program(self.job["program"])
+    code = self.code
+    if code is None:  # the pool could not compile it: compiled here, to report why
+      from precisecoder.execution.programs import compile_program  # pylint: disable=import-outside-toplevel
+
+      code = compile_program(self.job["program"])
     exec(code, module.__dict__)  # pylint: disable=exec-used
     self.module = module
     names = {
@@ -130,6 +130,8 @@ class ProgramSide:
   def apply_state(self, state: Any) -> None:
     if type(state) is not dict:
       return
+    if "replay" in state and self.module is None:
+      replay(state["replay"])
     if "provide" in state:
       self.provide(state["provide"])
     if "patches" in state:
@@ -339,6 +341,40 @@ def _Forward(end):  # pylint: disable=invalid-name
 
 
 _FORWARD = None
+
+
+def library_object(how: tuple) -> Any:
+  """The library object a program's import binds (`split_tests._import_bindings`):
+  ("from", module, attribute) or ("module", imported, bound); imported here."""
+  kind, module, name = how
+  if type(module) is not str or type(name) is not str or module.startswith(PROGRAM_MODULE):
+    raise ImportError("not a library")
+  loaded = importlib.import_module(module)
+  if kind == "from":
+    value = getattr(loaded, name, None)
+    return importlib.import_module(f"{module}.{name}") if value is None else value
+  if kind == "module":
+    return sys.modules[name]
+  raise ImportError("not an import")
+
+
+def replay(calls: Any) -> None:
+  """Repeats here, before the program loads, the set-up calls the tests' top level made into
+  libraries (`split_tests.run_top_level`): what they set up there (`settings.configure(...)`) is
+  there for the program, as it was when this process was forked from the test process. Each is a
+  library object reached by an import, attribute names, and arguments that are data alone; one
+  that fails is skipped."""
+  for call in calls if type(calls) is list else []:
+    try:
+      how, path, kind, args, kwargs = call
+      if kind != "call" or type(args) is not tuple or type(kwargs) is not dict:
+        continue
+      target = library_object(tuple(how))
+      for name in path:
+        target = getattr(target, name)
+      target(*args, **kwargs)
+    except Exception:  # pylint: disable=broad-except
+      continue
 
 
 def _module(name: Any) -> Any:

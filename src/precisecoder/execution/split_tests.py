@@ -3,12 +3,12 @@
 Called in the run's sandboxed child for an assert or unittest job sent with "split"
 (docs/sandbox.md, "Split runs"). This process imports what the tests import, makes itself
 non-dumpable (a process of its uid can then neither trace it nor read its memory or fds), keeps no
-writable directory on its import path, and forks the program's process (`split_program`), which
-never holds the pool's channel. The test code then runs here, in a namespace of its own with the
-program's top-level names as data, as this process's own library modules and classes, or as
-references (`bridge.Remote`); every check runs here, on data our decoder built (`codec`). The
-records it writes are the harness's (`harness.Channel`), so the pool judges them as it judges any
-run (`verdicts.judge`).
+writable directory on its import path, and starts the program's process (`split_program`), a
+fresh interpreter that never held the tests nor the pool's channel (`program_boot`). The test
+code then runs here, in a namespace of its own with the program's top-level names as data, as
+this process's own library modules and classes, or as references (`bridge.Remote`); every check
+runs here, on data our decoder built (`codec`). The records it writes are the harness's
+(`harness.Channel`), so the pool judges them as it judges any run (`verdicts.judge`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import unittest
 from typing import Any
 
 from precisecoder.execution import bridge
+from precisecoder.execution import program_boot
 from precisecoder.execution import split_program
 
 _PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 3, 4
@@ -37,6 +38,7 @@ _prctl = ctypes.CDLL(None, use_errno=True).prctl
 _prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
 _prctl.restype = ctypes.c_int
 _prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0)
+_MAX_FD = 1 << 16
 
 
 # pyplot's functions that act on its current figure: the program's or the tests' own, whichever
@@ -295,6 +297,7 @@ class _State:
     # place (`redirect_stdout`, `sys.stdout = buffer`), the program's print goes to those.
     self.given: dict[str, Any] = {}  # the program's names as the tests' namespace got them
     self.streams = {name: getattr(sys, name) for name in _STREAMS}
+    self.replay, _REPLAY[:] = list(_REPLAY), []  # with the first request: before the program loads
     self.sent_streams: dict[str, Any] = dict.fromkeys(_STREAMS)
 
   def _provide(self) -> dict:
@@ -331,6 +334,8 @@ class _State:
 
   def outgoing(self) -> dict | None:
     out = {}
+    if self.replay:
+      out["replay"], self.replay = self.replay, []
     self.patches.install()  # the tests may import unittest.mock late
     given = self._provide() if self.wanted else None
     if given:
@@ -710,38 +715,175 @@ def bind_library_names(job: dict, plan, space: dict) -> bool:
   process exists: what it sets up in libraries (`settings.configure()`) is then there for the
   program too, as in one interpreter. Importing them is what naming them does anyway
   (`add_program_names`); nothing of the program runs here."""
+  _BOUND.clear()
   try:
     bindings = _import_bindings(_program_code(job, plan))
   except BaseException:  # pylint: disable=broad-except
     return False
   found = {}
   for name in plan.tests_top_names:
-    value = _text_bound(bindings.get(name), name)
+    hows = bindings.get(name)
+    value = _text_bound(hows, name)
     if value is _UNBOUND:
       return False
-    found[name] = value
-  space.update(found)
+    found[name] = (value, next(iter(hows)))
+  space.update({name: value for name, (value, _) in found.items()})
+  _BOUND.clear()
+  _BOUND.update(found)
   return True
 
 
+# The library objects `bind_library_names` bound last, by name: (object, how the program imports
+# it); and the set-up calls the tests' top level made into libraries (`run_top_level`), for the
+# program's process to repeat before the program loads (`split_program.replay`).
+_BOUND: dict[str, tuple[Any, tuple]] = {}
+_REPLAY: list[tuple] = []
+
+
+def run_top_level(job: dict, code: types.CodeType, space: dict) -> None:
+  """Runs the tests' top level before the program's process exists (`bind_library_names` said it
+  may), noting its set-up calls into libraries (`run_top_level` is where they are found:
+  `_setup_code`) for the program's process to repeat before the program loads
+  (`split_program.replay`): what they set up there (`settings.configure(DEBUG=True)`) is then
+  there for the program too, as it was for a program forked from this process."""
+  setup = _setup_code(job["tests"]["code"], code) if _discards_a_call(code) else None
+  log: list[tuple] = []
+  if setup is not None:
+    code, roots = setup
+    space[_SETUP_NAME] = _setup_call(roots, log)
+  try:
+    exec(code, space)  # pylint: disable=exec-used
+  finally:
+    space.pop(_SETUP_NAME, None)
+    _BOUND.clear()
+    _REPLAY[:] = log
+
+
+_SETUP_NAME = "__precisecoder_setup__"
+
+
+def _discards_a_call(code: types.CodeType) -> bool:
+  """Whether the top level (not its functions or classes) calls something and drops the result:
+  a quick look at its bytecode, before any parsing."""
+  previous = None
+  for op in dis.get_instructions(code):
+    if op.opname == "POP_TOP" and previous == "CALL":
+      return True
+    previous = op.opname
+  return False
+
+
+def _setup_code(source: str, compiled: types.CodeType) -> tuple[types.CodeType, dict] | None:
+  """The tests' code with each top-level set-up call (a statement that calls a library object
+  reached from an imported name and drops the result: `settings.configure(...)`,
+  `matplotlib.use('Agg')`; at the top level or in its `if`, `try` and `with` blocks, never in a
+  function or class) made a call of `__precisecoder_setup__`, and how each root name is imported
+  (`_import_bindings`'s form). None where there is none."""
+  import ast  # pylint: disable=import-outside-toplevel
+
+  try:
+    tree = ast.parse(source, compiled.co_filename)
+  except SyntaxError:
+    return None
+  roots = {name: how for name, (_, how) in _BOUND.items()}
+  statements, top, found = list(tree.body), [], False
+  while statements:  # the top level's statements, those in its if, try and with blocks too
+    node = statements.pop(0)
+    top.append(node)
+    if isinstance(node, (ast.If, ast.Try, ast.With, ast.ExceptHandler)):
+      for field in ("body", "orelse", "handlers", "finalbody"):
+        statements.extend(getattr(node, field, []))
+  for node in top:
+    if isinstance(node, ast.Import):
+      for alias in node.names:
+        module = alias.name if alias.asname else alias.name.split(".")[0]
+        roots[alias.asname or module] = ("module", module, module)
+    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+      for alias in node.names:
+        roots[alias.asname or alias.name] = ("from", node.module, alias.name)
+  for node in top:
+    call = node.value if isinstance(node, ast.Expr) else None
+    if not isinstance(call, ast.Call):
+      continue
+    chain = _dotted_chain(call.func)
+    if chain is None or chain[0] not in roots:
+      continue
+    head = [ast.Name(chain[0], ast.Load()), ast.Constant(chain[0]), ast.Constant(tuple(chain[1:]))]
+    call.func, call.args = ast.Name(_SETUP_NAME, ast.Load()), head + call.args
+    found = True
+  if not found:
+    return None
+  ast.fix_missing_locations(tree)
+  code = compile(tree, compiled.co_filename, "exec", dont_inherit=True, optimize=0)
+  return code, roots
+
+
+def _dotted_chain(node) -> list[str] | None:
+  parts = []
+  while type(node).__name__ == "Attribute":
+    parts.append(node.attr)
+    node = node.value
+  return [node.id, *reversed(parts)] if type(node).__name__ == "Name" else None
+
+
+def _setup_call(roots: dict, log: list):
+  """What a set-up call becomes: the call itself, noted (root's import, attribute names, its
+  arguments) where its arguments are data alone."""
+
+  def setup(root: Any, name: str, path: tuple, *args, **kwargs) -> None:
+    target = root
+    for attribute in path:
+      target = getattr(target, attribute)
+    target(*args, **kwargs)
+    if _plain(args) and _plain(kwargs):
+      log.append((roots[name], list(path), "call", args, kwargs))
+
+  return setup
+
+
+_PLAIN_ATOMS = (type(None), bool, int, float, complex, str, bytes)
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+  """Whether `value` is data alone: what a replayed call may carry to the program's process."""
+  kind = type(value)
+  if kind in _PLAIN_ATOMS:
+    return True
+  if depth > 8:
+    return False
+  if kind in (list, tuple, set, frozenset):
+    return all(_plain(v, depth + 1) for v in value)
+  if kind is dict:
+    return all(_plain(k, depth + 1) and _plain(v, depth + 1) for k, v in value.items())
+  return False
+
+
 def start(job: dict, plan) -> bridge.Endpoint:
-  """Forks the program's process and loads the program there; returns this side's endpoint (its
-  `names`: the program's top-level names for the tests)."""
+  """Starts the program's process and loads the program there; returns this side's endpoint (its
+  `names`: the program's top-level names for the tests).
+
+  The program's process is a fresh interpreter (`program_boot`), never a fork of this one: a fork
+  would hold the compiled tests and every page this process read them into, and a program could
+  run the tests itself against a spy to learn each expected value they compute. The child closes
+  every fd but 0-2 and its end of the socket, then execs; this process stays non-dumpable
+  (`_seal`), so the program's process cannot read it either."""
   ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
-  patches = _Patches()
-  state = _State(patches)
-  state.forked()
+  keep = theirs.fileno()
+  command, env = program_boot.command(keep), program_boot.environment(os.environ)
   pid = os.fork()
-  if pid == 0:  # the program's process
+  if pid == 0:  # becomes the program's process: nothing of this image survives the exec
     try:
-      ours.close()
-      os.closerange(_CHANNEL_FD, theirs.fileno())
-      os.closerange(theirs.fileno() + 1, 1 << 16)
-    except BaseException:  # pylint: disable=broad-except
+      os.closerange(3, keep)
+      os.closerange(keep + 1, _MAX_FD)
+      os.set_inheritable(keep, True)
+      os.execve(command[0], command, env)
+    finally:
       os._exit(1)  # pylint: disable=protected-access
-    split_program.run(theirs, job, plan.program)
   theirs.close()
   _PROGRAM_PID[:] = [pid]
+  ours.sendall(boot_message(job, plan))
+  patches = _Patches()
+  state = _State(patches)
   end = bridge.Endpoint(ours, bridge.test_side_policy)
   end.program_pid = pid
   end.before_request = state.outgoing
@@ -758,6 +900,28 @@ def start(job: dict, plan) -> bridge.Endpoint:
   _share_pyplot(end)
   patches.install()
   return end
+
+
+def boot_message(job: dict, plan) -> bytes:
+  """What the program's process starts from (`program_boot.BOOT_FIELDS`): the program, this
+  process's sealed import path, and the names of the library modules the tests import that
+  loaded here. Nothing of the tests' code or data."""
+  loaded = [name for name in plan.test_imports if name in sys.modules and not _harness_module(name)]
+  return program_boot.encode(
+    {
+      "program": job.get("program"),
+      "code": job.get("code"),
+      "path": list(sys.path),
+      "imports": loaded,
+    }
+  )
+
+
+def _harness_module(name: str) -> bool:
+  """unittest and its submodules: the tests' harness, whose import changes no other library (a
+  program that uses it imports it): not loaded in every program's process, where it would be
+  most of the start's cost."""
+  return name == "unittest" or name.startswith("unittest.")
 
 
 def namespace() -> dict:

@@ -1,6 +1,6 @@
 """A pool worker: a warm interpreter that forks one sandboxed child per run.
 
-Started by `ExecutionPool` as `python -E -s -m precisecoder.execution.worker SLOT MODE`.
+Started by `ExecutionPool` as `python -s -m precisecoder.execution.worker SLOT MODE`.
 It reads framed chunks of jobs on fd 0 and answers one framed message per job on fd 1, in
 order, a chunk's answers written together (`HOLD_S`): the pool, woken once a chunk rather than
 once a job, takes less of the CPUs the runs need. It never imports JAX and never sees expected
