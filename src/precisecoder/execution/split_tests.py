@@ -21,6 +21,7 @@ import dis
 import functools
 import importlib
 import os
+import stat
 import sys
 import types
 import unittest
@@ -569,10 +570,40 @@ def read_only_path(path: list[str]) -> list[str]:
     for entry, real in _resolved(tuple(path))
     if entry
     and os.path.isabs(entry)
-    and not any(path.startswith(place) for place in places for path in (real, entry + os.sep))
+    and all(
+      _out_of_reach(real, place)
+      for place in places
+      if real.startswith(place) or (entry + os.sep).startswith(place)
+    )
     and os.path.isdir(entry)
     and (root or not os.access(entry, os.W_OK))
   ]
+
+
+def _out_of_reach(real: str, place: str) -> bool:
+  """Whether a folder below a scratch place the run may write is out of its reach all the same:
+  on a read-only mount whose mount point, and every folder above it up to `place`, the run can
+  neither write, rename nor remove (a venv under /tmp, which the sandbox shows again, read-only,
+  in every run's fresh /tmp). A run's own home and working directory never qualify."""
+  if place not in _SCRATCH_PLACES or not real.startswith(place):
+    return False
+  uid, parent = os.getuid(), place.rstrip(os.sep)
+  for name in real[len(place) :].rstrip(os.sep).split(os.sep):
+    folder = os.path.join(parent, name)
+    try:
+      info, above = os.lstat(folder), os.stat(parent)
+      if os.path.ismount(folder):  # a mount point cannot be renamed or removed (EBUSY)
+        return bool(os.statvfs(real).f_flag & os.ST_RDONLY)
+      # Renaming it takes writing its parent, and in a sticky parent owning it too.
+      renames = os.access(parent, os.W_OK) and not (
+        above.st_mode & stat.S_ISVTX and info.st_uid != uid
+      )
+      if renames or info.st_uid == uid or os.access(folder, os.W_OK):
+        return False
+    except OSError:
+      return False
+    parent = folder
+  return False
 
 
 _DROPPED_FINDERS: list = []
