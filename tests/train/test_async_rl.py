@@ -195,9 +195,8 @@ def _reference(start, k, workdir):
   return rows, [np.asarray(x) for x in jax.tree.leaves(params)]
 
 
-@pytest.mark.parametrize(
-  "k", [0, pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow)]
-)  # k = 2 in the default suite: the SIGTERM test below
+@pytest.mark.slow  # two runs each; the default suite keeps the SIGTERM test below (k = 2)
+@pytest.mark.parametrize("k", [0, 1, 2])
 def test_the_loop_trains_what_the_schedule_written_out_trains(start, k):
   """k = 0 is the synchronous loop; k >= 1 samples ahead and scores while learning, and
   still trains bit for bit what the plain schedule trains."""
