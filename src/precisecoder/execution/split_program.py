@@ -361,7 +361,7 @@ def library_object(how: tuple) -> Any:
 def replay(calls: Any) -> None:
   """Repeats here, before the program loads, the set-up calls the tests' top level made into
   libraries (`split_tests.run_top_level`): what they set up there (`settings.configure(...)`) is
-  there for the program, as it was when this process was forked from the test process. Each is a
+  there for the program, as one interpreter would have it. Each is a
   library object reached by an import, attribute names, and arguments that are data alone; one
   that fails is skipped."""
   for call in calls if type(calls) is list else []:
