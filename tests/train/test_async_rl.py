@@ -165,7 +165,7 @@ def _reference(start, k, workdir):
         version = max(0, t - 1 - k)
         sampler = dataclasses.replace(policy, model=nnx.merge(graphdef, versions[version]))
         tasks = tasksets.as_tasks(next(iterator), f"step {t}")
-        rollout, terms, _ = rl.collect(
+        rollout, terms, _ = rl.sample_and_score(
           cfg.rl,
           sampler,
           tasks,
@@ -175,7 +175,7 @@ def _reference(start, k, workdir):
           step=t,
           include_tests=cfg.data.include_tests_in_prompt,
           mesh=None,
-        )
+        ).result()
         lengths = rollout.loss_mask.sum(axis=1, dtype=np.int32)
         cut = overlong.cut_samples(rollout, policy.eos_ids, cfg.rl.max_new_tokens)
         advantages, reward = reward_recipes.compute_advantages(

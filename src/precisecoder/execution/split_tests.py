@@ -385,15 +385,6 @@ class _State:
         out.setdefault("streams", {})[name] = self.sent_streams[name] = stream
     return out or None
 
-  def forked(self) -> None:
-    """What the program's process holds as it is forked, as sent: it need not be sent again
-    (random's generator excepted: the fork reseeds it there)."""
-    self.sent["environ"] = _environ_bytes()
-    self.sent["cwd"] = os.getcwd()
-    numpy = sys.modules.get("numpy")
-    if numpy is not None:
-      self.sent["numpy"] = numpy.random.get_state(legacy=True)
-
   def incoming(self, state: Any) -> None:
     """The program's generator states, adopted where draws alone made them from the state last
     sent or from the seed the program gave (repeated here): the tests draw on where the program
@@ -916,7 +907,6 @@ def start(job: dict, plan) -> bridge.Endpoint:
   patches = _Patches()
   state = _State(patches)
   end = bridge.Endpoint(ours, bridge.test_side_policy)
-  end.program_pid = pid
   end.before_request = state.outgoing
   end.on_state = state.incoming
   end.handlers.update(log=_log_record, warn=_warning)

@@ -91,8 +91,9 @@ def collect(
 ) -> tuple[rollout_lib.Rollout, dict[str, np.ndarray], dict[str, float]]:
   """(rollout, terms, metrics) of a batch of `len(first_tasks)` groups, those with reward
   variance first, from `first_tasks` and up to `rl.dynamic_sampling_max_rounds` more draws of
-  `next_tasks()`. `sample(tasks, part_offset)` samples and scores tasks as rl.collect does
-  (returning rollout, terms and timings), its chunks seeded from `part_offset` on."""
+  `next_tasks()`. `sample(tasks, part_offset)` samples and scores tasks as
+  rl.sample_and_score does, waited for (returning rollout, terms and timings), its chunks
+  seeded from `part_offset` on."""
   g, quota = rl.group_size, len(first_tasks)
   kept, spare, timing = [], [], {}
   n_kept = drawn = rounds = 0

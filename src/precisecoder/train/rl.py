@@ -174,11 +174,6 @@ def sample_and_score(
   return Scoring(parts, futures, t_sample, policy.pad_id)
 
 
-def collect(*args, **kwargs) -> tuple[rollout_lib.Rollout, dict[str, np.ndarray], dict[str, float]]:
-  """`sample_and_score(...)`, waited for: (rollout, terms, timings)."""
-  return sample_and_score(*args, **kwargs).result()
-
-
 def mean_metrics(items: list[dict[str, Any]]) -> dict[str, float]:
   """Each metric's mean over the minibatches' (none: {})."""
   if not items:
