@@ -1,7 +1,8 @@
 """Flags that several commands share, defined once so their names, types and help agree.
 
 `add_sampling` (generate, evaluate): how completions are sampled and from what weights.
-`add_episodes` (generate, evaluate): multi-turn episodes with test feedback.
+`add_episodes` (generate, evaluate): multi-turn episodes with test feedback; their
+`add_visible_tests` also serve's POST /feedback.
 `add_scoring` (score, serve, evaluate): the metric's settings and the execution pool.
 """
 
@@ -74,23 +75,28 @@ def add_episodes(parser: argparse.ArgumentParser) -> None:
     default=1,
     help="answers per episode, with feedback on the visible tests between them",
   )
+  add_visible_tests(parser)
+  parser.add_argument(
+    "--feedback-tokens",
+    type=checks.positive_int,
+    default=1024,
+    help="longest feedback turn, chat template included (--turns > 1)",
+  )
+
+
+def add_visible_tests(parser: argparse.ArgumentParser) -> None:
+  """--visible-tests, --visible-fraction: the tests whose outcome a feedback turn shows."""
   parser.add_argument(
     "--visible-tests",
     type=checks.positive_int,
     default=3,
-    help="visible tests per task: at most this many (--turns > 1)",
+    help="visible tests per task: at most this many (feedback turns)",
   )
   parser.add_argument(
     "--visible-fraction",
     type=checks.fraction,
     default=0.5,
     help="... and at most this fraction of its tests, at least one",
-  )
-  parser.add_argument(
-    "--feedback-tokens",
-    type=checks.positive_int,
-    default=1024,
-    help="longest feedback turn, chat template included (--turns > 1)",
   )
 
 

@@ -78,18 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     default=predictions.MAX_PROGRAM_LINES,
     help="a longer program scores 0 with the reason in 'error' (as score)",
   )
-  parser.add_argument(
-    "--visible-tests",
-    type=checks.positive_int,
-    default=3,
-    help="POST /feedback: visible tests per task, at most this many",
-  )
-  parser.add_argument(
-    "--visible-fraction",
-    type=checks.fraction,
-    default=0.5,
-    help="... and at most this fraction of its tests, at least one",
-  )
+  flags.add_visible_tests(parser)  # POST /feedback
 
 
 def _token(path: str | None) -> str | None:

@@ -52,6 +52,7 @@ _SMOLLM2_CPU = dict(
   rl=dict(rollout_chunks=1, feedback_tokens=384),
 )
 
+
 # Run presets. Each names the architecture (model/architectures.py; config.model.arch), the
 # checkpoint to start from and the mesh (model/sharding.py), the sampling sizes and learning rate
 # that fit them, and, by config section, what else it changes from `default()`'s values.
@@ -60,6 +61,23 @@ _SMOLLM2_CPU = dict(
 # cached base, built by experiments/base_model.py from BASE_PRESETS[base]) or "" (random init:
 # tests and benchmarks). Pieces two presets share are named above; `dict(**piece, ...)` only
 # adds to a piece (a field given twice is an error), it never overrides one.
+def _qwen3(architecture: str, checkpoint: str, mesh: str, **overrides) -> dict[str, Any]:
+  """A pod preset of the Qwen3 family: 64 prompts a step, groups of 6, 2,048 new tokens."""
+  return (
+    dict(
+      architecture=architecture,
+      checkpoint=checkpoint,
+      mesh=mesh,
+      prompts_per_step=64,
+      group_size=6,
+      max_new_tokens=2048,
+      minibatch_size=64,
+      learning_rate=1e-6,
+    )
+    | overrides
+  )
+
+
 RUN_PRESETS: dict[str, dict[str, Any]] = {
   # CI's smoke run: seconds.
   "tiny": dict(
@@ -156,55 +174,12 @@ RUN_PRESETS: dict[str, dict[str, Any]] = {
     minibatch_size=64,
     learning_rate=2e-6,
   ),
-  "qwen3-0.6b": dict(
-    architecture="qwen3-0.6b",
-    checkpoint="Qwen/Qwen3-0.6B",
-    mesh="fsdp",
-    prompts_per_step=64,
-    group_size=6,
-    max_new_tokens=2048,
-    minibatch_size=64,
-    learning_rate=1e-6,
-  ),
-  "qwen3-1.7b": dict(
-    architecture="qwen3-1.7b",
-    checkpoint="Qwen/Qwen3-1.7B",
-    mesh="fsdp",
-    prompts_per_step=64,
-    group_size=6,
-    max_new_tokens=2048,
-    minibatch_size=64,
-    learning_rate=1e-6,
-  ),
-  "qwen3-4b": dict(
-    architecture="qwen3-4b",
-    checkpoint="Qwen/Qwen3-4B",
-    mesh="v5p-32",
-    prompts_per_step=64,
-    group_size=6,
-    max_new_tokens=4096,
-    minibatch_size=64,
-    learning_rate=1e-6,
-  ),
-  "qwen3-8b": dict(
-    architecture="qwen3-8b",
-    checkpoint="Qwen/Qwen3-8B",
-    mesh="v5p-32",
-    prompts_per_step=64,
-    group_size=6,
-    max_new_tokens=4096,
-    minibatch_size=64,
-    learning_rate=1e-6,
-  ),
-  "qwen3-14b": dict(
-    architecture="qwen3-14b",
-    checkpoint="Qwen/Qwen3-14B",
-    mesh="v5p-128",
-    prompts_per_step=64,
-    group_size=6,
-    max_new_tokens=4096,
-    minibatch_size=64,
-    learning_rate=5e-7,
+  "qwen3-0.6b": _qwen3("qwen3-0.6b", "Qwen/Qwen3-0.6B", "fsdp"),
+  "qwen3-1.7b": _qwen3("qwen3-1.7b", "Qwen/Qwen3-1.7B", "fsdp"),
+  "qwen3-4b": _qwen3("qwen3-4b", "Qwen/Qwen3-4B", "v5p-32", max_new_tokens=4096),
+  "qwen3-8b": _qwen3("qwen3-8b", "Qwen/Qwen3-8B", "v5p-32", max_new_tokens=4096),
+  "qwen3-14b": _qwen3(
+    "qwen3-14b", "Qwen/Qwen3-14B", "v5p-128", max_new_tokens=4096, learning_rate=5e-7
   ),
   # The arms of `precisecoder compare` (experiments/compare_arms.py; docs/compare.md): a budget
   # each arm gets in full. compare-cpu: the main job's policy and sizes, 40 steps, greedy
