@@ -12,9 +12,10 @@ import sys
 
 import pytest
 
-from precisecoder.execution import expectations, harness, verdicts
-from precisecoder.execution.harness import PlainDataError
-from precisecoder.execution.types import Limits, Status
+from precisecoder.execution.parent import expectations, verdicts
+from precisecoder.execution.worker_side import harness
+from precisecoder.execution.worker_side.harness import PlainDataError
+from precisecoder.execution.shared.types import Limits, Status
 
 NONCE = "n" * 32
 # Runs the harness in a fresh interpreter, as a forked child would (`worker.py`), minus the

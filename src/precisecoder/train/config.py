@@ -488,7 +488,7 @@ def _problems(c: ml_collections.ConfigDict):
   from precisecoder.data.generator import TIERS  # pylint: disable=import-outside-toplevel
 
   # pylint: disable-next=import-outside-toplevel
-  from precisecoder.execution.pool import MAX_WORKERS, check_python
+  from precisecoder.execution.parent.pool import MAX_WORKERS, check_python
   from precisecoder.integrations.client import parse_urls  # pylint: disable=import-outside-toplevel
   from precisecoder.train.losses import AGGREGATIONS  # pylint: disable=import-outside-toplevel
 
