@@ -22,7 +22,7 @@ NONCE = "n" * 32
 # sandbox: its channel goes to the file named in argv[2].
 CHILD = (
   "import json, os, sys\n"
-  "from precisecoder.execution import harness\n"
+  "from precisecoder.execution.worker_side import harness\n"
   "job = json.loads(sys.argv[1])\n"
   "fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\n"
   "harness.warm(job)\n"
