@@ -93,7 +93,7 @@ def test_large_outputs_are_read_whole_and_floods_stopped_at_the_cap():
 
 def test_a_worker_answers_its_protocol_directly():
   """Hello, then one reply per job in order, over framed messages on fds 0 and 1."""
-  src_root = os.path.dirname(os.path.dirname(os.path.dirname(worker.__file__)))
+  src_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(worker.__file__))))
   process = subprocess.Popen(
     [
       sys.executable,
@@ -135,7 +135,7 @@ def test_a_worker_answers_its_protocol_directly():
 def test_a_running_check_run_reports_its_lines_and_stops_when_the_pool_says_so():
   """A run of assert tests still going at a tick sends the lines it wrote; a stop naming its
   nonce ends it, and the worker goes on to the next job."""
-  src_root = os.path.dirname(os.path.dirname(os.path.dirname(worker.__file__)))
+  src_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(worker.__file__))))
   process = subprocess.Popen(
     [
       sys.executable,
