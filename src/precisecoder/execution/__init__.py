@@ -7,7 +7,7 @@
 
 Layout: one sub-package per trust zone, each importing only the zones listed
 before it (tests/test_layers.py checks it):
-  * `shared`: what every process loads -- `types` (the public contract),
+  * `shared`: what the zones share -- `types` (the public contract),
     `protocol` (framed JSON between the pool and its workers), `programs`
     (programs compiled once), `codec` (data across a split run's processes)
     and `bridge` (their messages, references, what each side lends);

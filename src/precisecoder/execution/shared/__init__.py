@@ -1,5 +1,6 @@
-"""What every zone of the execution pool loads: the pool, the worker, a run's test process and
-its program's process. Standard library only, and nothing of the other zones.
+"""What the zones of the execution pool share, any of whose processes may load it: the pool, the
+worker, a run's test process and its program's process. Standard library only, and nothing of
+the other zones.
 
 `types` (the public contract: Job, Limits, Result, Status), `protocol` (framed JSON between the
 pool and its workers), `programs` (a program compiled once, its identity), `codec` (data across
