@@ -6,6 +6,9 @@ on them (rewards, prompts, sampling, data); the trainers; what runs trainers (th
 build, the comparison's arms); the analysis of runs; the commands. Every import counts, lazy ones
 inside functions included. `__main__` modules are entry points: run, never imported, so they sit
 with the commands.
+
+Inside a layer, a package may have sub-layers of its own (`SUBLAYERS`): execution/'s trust zones,
+from what every process loads to what judges in the pool's process (execution/__init__.py).
 """
 
 from __future__ import annotations
@@ -40,6 +43,12 @@ LAYERS = (
 )
 _RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 
+# Bottom to top: a package's sub-packages, each importing only its own and those below it. The
+# package's own __init__ sits on top (its API may import any of them).
+SUBLAYERS = {
+  "precisecoder.execution": ("shared", "program_side", "test_side", "worker_side", "parent"),
+}
+
 
 def layer(module: str) -> int:
   """The layer of a dotted `precisecoder...` module; the package itself is at the bottom."""
@@ -51,6 +60,20 @@ def layer(module: str) -> int:
   if parts[1] not in _RANK:
     raise KeyError(f"{module}: precisecoder.{parts[1]} is in no layer; add it to LAYERS")
   return _RANK[parts[1]]
+
+
+def sublayer(module: str) -> tuple[str, int] | None:
+  """(package, rank) of a module inside a package with `SUBLAYERS`, else None; the package itself
+  (and a name imported from it, not a sub-package) is on top."""
+  for package, zones in SUBLAYERS.items():
+    if module == package:
+      return package, len(zones)
+    if module.startswith(package + "."):
+      zone = module[len(package) + 1 :].split(".")[0]
+      if zone not in zones:
+        raise KeyError(f"{module}: {package}.{zone} is in no sub-layer; add it to SUBLAYERS")
+      return package, zones.index(zone)
+  return None
 
 
 def _imported(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
@@ -65,15 +88,30 @@ def _imported(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
     base = node.module or ""
   if base.split(".")[0] != "precisecoder":
     return []
-  if base == "precisecoder":
-    return [f"precisecoder.{a.name}" for a in node.names]
+  if base == "precisecoder" or base in SUBLAYERS:
+    return [f"{base}.{a.name}" for a in node.names]
   return [base]
 
 
+def sublayer_of(module: str) -> str | None:
+  """The package with `SUBLAYERS` that holds `module` (or is it), if any."""
+  return next((p for p in SUBLAYERS if module == p or module.startswith(p + ".")), None)
+
+
+def _zone(module: str) -> int | None:
+  """A module's sub-layer rank, where a name imported from a package is not one of its zones."""
+  try:
+    found = sublayer(module)
+  except KeyError:
+    found = sublayer(module.rpartition(".")[0])
+  return None if found is None else found[1]
+
+
 def violations(module: str, source: str, filename: str) -> list[str]:
-  """'file:line: module (layer) imports target (layer)' for each upward import in `source`."""
+  """'file:line: module (layer) imports target (layer)' for each upward import in `source`, and
+  likewise for a sub-layer's (zone's) upward import inside its package."""
   package = module if filename.endswith("__init__.py") else module.rpartition(".")[0]
-  own = layer(module)
+  own, own_zone = layer(module), sublayer(module)
   found = []
   for node in ast.walk(ast.parse(source, filename=filename)):
     if not isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -83,6 +121,15 @@ def violations(module: str, source: str, filename: str) -> list[str]:
         found.append(
           f"{filename}:{node.lineno}: {module} ({'/'.join(LAYERS[own])}) imports "
           f"{target} ({'/'.join(LAYERS[layer(target)])}), a higher layer"
+        )
+        continue
+      if own_zone is None or sublayer_of(target) != own_zone[0]:
+        continue
+      zones, rank = SUBLAYERS[own_zone[0]], _zone(target)
+      if rank > own_zone[1]:
+        found.append(
+          f"{filename}:{node.lineno}: {module} (zone {zones[own_zone[1]]}) imports {target} "
+          f"({'the package' if rank == len(zones) else 'zone ' + zones[rank]}), a higher zone"
         )
   return found
 
@@ -186,6 +233,7 @@ def test_a_synthetic_cycle_is_named_lazy_imports_included():
 def test_every_top_level_module_has_a_layer():
   for module, _ in _modules():
     layer(module)  # raises for a module or package missing from LAYERS
+    sublayer(module)  # raises for a module of a package with SUBLAYERS outside them
 
 
 @pytest.mark.parametrize(
@@ -220,3 +268,67 @@ def test_downward_and_same_layer_imports_pass():
     )
     == []
   )
+
+
+@pytest.mark.parametrize(
+  "module, source, line, target, zone",
+  [
+    (
+      "precisecoder.execution.program_side.split_program",
+      "import os\ndef f():\n  from precisecoder.execution.test_side import split_tests\n",
+      3,
+      "precisecoder.execution.test_side",
+      "zone test_side",
+    ),
+    (
+      "precisecoder.execution.test_side.split_tests",
+      "from precisecoder.execution.parent import expectations\n",
+      1,
+      "precisecoder.execution.parent",
+      "zone parent",
+    ),
+    (
+      "precisecoder.execution.shared.codec",
+      "from ..worker_side import harness\n",
+      1,
+      "precisecoder.execution.worker_side",
+      "zone worker_side",
+    ),
+    (
+      "precisecoder.execution.worker_side.worker",
+      "from precisecoder.execution import parent\n",
+      1,
+      "precisecoder.execution.parent",
+      "zone parent",
+    ),
+    (
+      "precisecoder.execution.program_side",
+      "from precisecoder.execution import Job\n",
+      1,
+      "precisecoder.execution.Job",
+      "the package",
+    ),
+  ],
+)
+def test_a_zone_importing_a_higher_zone_is_named(module, source, line, target, zone):
+  filename = "src/x/__init__.py" if module.endswith("_side") else "src/x.py"
+  (found,) = violations(module, source, filename)
+  assert found.startswith(f"{filename}:{line}: {module} (zone ")
+  assert f"imports {target} ({zone}), a higher zone" in found
+
+
+def test_a_zone_importing_its_own_or_a_lower_zone_passes():
+  source = (
+    "from precisecoder.execution.shared import bridge, codec\n"
+    "from precisecoder.execution.program_side import program_boot\nfrom . import split_tests\n"
+    "from .. import shared\nimport precisecoder.execution.shared.protocol\n"
+  )
+  assert violations("precisecoder.execution.test_side.split_tests", source, "src/x.py") == []
+  api = "from precisecoder.execution.parent.pool import ExecutionPool\n"
+  assert violations("precisecoder.execution", api, "src/x/__init__.py") == []
+  assert violations("precisecoder.rewards", api, "src/x.py") == []
+
+
+def test_a_module_outside_the_zones_is_named():
+  with pytest.raises(KeyError, match="precisecoder.execution.pool is in no sub-layer"):
+    sublayer("precisecoder.execution.pool")

@@ -3,7 +3,7 @@ programs that do not compile failed without a run, references vouching only once
 scorer's use of them, with hand-worked numbers: test_rewards.py)."""
 
 from precisecoder import reward_jobs, tasks
-from precisecoder.execution.types import Limits, Result, Status
+from precisecoder.execution import Limits, Result, Status
 
 TESTS = {"kind": "assert", "code": "assert f(2) == 4\n"}
 GOLD = "def f(x):\n  return x * 2\n"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from precisecoder import edits, prompts, rewards, tasks
-from precisecoder.execution.types import Result, Status
+from precisecoder.execution import Result, Status
 
 
 class InProcessPool:

@@ -9,7 +9,7 @@ import pathlib
 import pytest
 
 from precisecoder import rewards, tasks
-from precisecoder.execution.types import Result, Status
+from precisecoder.execution import Result, Status
 
 DATA = json.loads((pathlib.Path(__file__).parent / "testdata" / "pdb_agreement.json").read_text())
 TASKS = {r["task_id"]: tasks.parse_task(r, "pdb_agreement.json") for r in DATA["tasks"]}

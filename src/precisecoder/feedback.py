@@ -34,9 +34,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from precisecoder.execution.programs import identity
-from precisecoder.execution.specs import test_names
-from precisecoder.execution.types import Job, Limits, Result, Status
+from precisecoder.execution.shared.programs import identity
+from precisecoder.execution.parent.specs import test_names
+from precisecoder.execution import Job, Limits, Result, Status
 from precisecoder.tasks import Task
 
 MAX_FAILURES_SHOWN = 3

@@ -25,9 +25,8 @@ from typing import Any, Callable, Mapping, Protocol, Sequence, TypeVar
 from absl import logging
 
 from precisecoder import edits
-from precisecoder.execution.pool import ExecutionPool
-from precisecoder.execution.programs import identity as compiled_identity
-from precisecoder.execution.types import Job, Limits, Result, Status
+from precisecoder.execution.shared.programs import identity as compiled_identity
+from precisecoder.execution import ExecutionPool, Job, Limits, Result, Status
 from precisecoder.tasks import Task
 
 _T = TypeVar("_T")

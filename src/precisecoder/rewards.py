@@ -32,8 +32,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from precisecoder import edits, reward_recipes
-from precisecoder.execution.programs import identity as compiled_identity
-from precisecoder.execution.types import Limits
+from precisecoder.execution.shared.programs import identity as compiled_identity
+from precisecoder.execution import Limits
 from precisecoder.reward_jobs import Pool, ReferenceChecks, JobBatch, Verdicts
 from precisecoder.tasks import Task
 

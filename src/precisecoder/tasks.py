@@ -21,7 +21,7 @@ import zlib
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from precisecoder import edits
-from precisecoder.execution import specs
+from precisecoder.execution.parent import specs
 
 
 # Contract field name -> PDB field names that may carry it.

@@ -3,7 +3,7 @@ honest run reaches (the pool's verdicts on such code: test_pool.py)."""
 
 import pytest
 
-from precisecoder.execution import expectations
+from precisecoder.execution.parent import expectations
 
 
 def test_assert_literals_stay_in_the_pool():

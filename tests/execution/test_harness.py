@@ -12,16 +12,17 @@ import sys
 
 import pytest
 
-from precisecoder.execution import expectations, harness, verdicts
-from precisecoder.execution.harness import PlainDataError
-from precisecoder.execution.types import Limits, Status
+from precisecoder.execution.parent import expectations, verdicts
+from precisecoder.execution.worker_side import harness
+from precisecoder.execution.worker_side.harness import PlainDataError
+from precisecoder.execution.shared.types import Limits, Status
 
 NONCE = "n" * 32
 # Runs the harness in a fresh interpreter, as a forked child would (`worker.py`), minus the
 # sandbox: its channel goes to the file named in argv[2].
 CHILD = (
   "import json, os, sys\n"
-  "from precisecoder.execution import harness\n"
+  "from precisecoder.execution.worker_side import harness\n"
   "job = json.loads(sys.argv[1])\n"
   "fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\n"
   "harness.warm(job)\n"

@@ -14,8 +14,9 @@ import textwrap
 
 import pytest
 
-from precisecoder.execution import ExecutionPool, Job, Limits, Status, expectations, verdicts
-from precisecoder.execution.pool import _message
+from precisecoder.execution import ExecutionPool, Job, Limits, Status
+from precisecoder.execution.parent import expectations, verdicts
+from precisecoder.execution.parent.pool import _message
 
 LIMITS = Limits(timeout_s=20.0, memory_mb=1024)
 HELD_ASSERT = {

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from precisecoder.execution import ExecutionPool, Job, Limits, Status
-from precisecoder.execution import pool as pool_module
+from precisecoder.execution.parent import pool as pool_module
 
 ADD = "def add(a, b):\n  return a + b\n"
 WRONG_ADD = "def add(a, b):\n  return a - b\n"

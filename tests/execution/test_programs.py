@@ -3,7 +3,7 @@
 import marshal
 import warnings
 
-from precisecoder.execution import programs
+from precisecoder.execution.shared import programs
 
 BASE = 'def f(x):\n    """Add one."""\n    return x + 1\n'
 

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from precisecoder.execution import protocol
+from precisecoder.execution.shared import protocol
 
 MESSAGES = [
   {"jobs": [{"id": 0, "program": "x = 'é'\n", "tests": {"kind": "io"}}]},

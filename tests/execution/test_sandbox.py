@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from precisecoder.execution import ExecutionPool, Job, Limits
-from precisecoder.execution import sandbox as sandbox_lib
+from precisecoder.execution.worker_side import sandbox as sandbox_lib
 
 ADD = "def add(a, b):\n  return a + b\n"
 WRONG_ADD = "def add(a, b):\n  return a - b\n"
@@ -63,7 +63,7 @@ def test_plain_workers_leave_no_folder_behind_when_closed_or_killed():
 # In a fresh interpreter: Sandbox.create scrubs the environment of the process that calls it.
 _CHILD_LIMITS = textwrap.dedent("""
     import json, os, resource, sys
-    from precisecoder.execution import sandbox
+    from precisecoder.execution.worker_side import sandbox
     box = sandbox.Sandbox.create("plain")
     run_dir = box.make_run_dir()
     read_end, write_end = os.pipe()
@@ -171,7 +171,7 @@ def test_a_run_directory_that_cannot_be_removed_raises_cleanup_failed(tmp_path, 
 
 _WORKER_THAT_CANNOT_CLEAN = textwrap.dedent("""
     import sys
-    from precisecoder.execution import sandbox, worker
+    from precisecoder.execution.worker_side import sandbox, worker
     cleaned = []
     remove = sandbox.Sandbox.remove_run_dir
     def fail_the_second(self, path):
@@ -187,8 +187,10 @@ _WORKER_THAT_CANNOT_CLEAN = textwrap.dedent("""
 def test_a_worker_that_cannot_clean_up_after_a_run_exits_without_answering_it():
   """The run before it, in the same chunk, is answered: the pool reruns only the job whose
   clean-up failed."""
-  from precisecoder.execution import expectations, protocol, worker  # pylint: disable=import-outside-toplevel
-  from precisecoder.execution import pool as pool_module  # pylint: disable=import-outside-toplevel
+  from precisecoder.execution.parent import expectations  # pylint: disable=import-outside-toplevel
+  from precisecoder.execution.shared import protocol
+  from precisecoder.execution.worker_side import worker
+  from precisecoder.execution.parent import pool as pool_module  # pylint: disable=import-outside-toplevel
 
   process = subprocess.Popen(
     [sys.executable, "-c", _WORKER_THAT_CANNOT_CLEAN],

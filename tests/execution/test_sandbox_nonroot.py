@@ -72,10 +72,11 @@ def test_unprivileged_pool_degrades_and_contains_runs():
   try:
     os.chmod(root, 0o755)
     target = pathlib.Path(root) / "precisecoder"
-    (target / "execution").mkdir(parents=True)
+    target.mkdir()
     shutil.copy(package / "__init__.py", target / "__init__.py")
-    for source in (package / "execution").glob("*.py"):
-      shutil.copy(source, target / "execution" / source.name)
+    shutil.copytree(
+      package / "execution", target / "execution", ignore=shutil.ignore_patterns("__pycache__")
+    )
     (pathlib.Path(root) / "probe.py").write_text(PROBE.replace("ROOT_DIR", root))
     (pathlib.Path(root) / "writable.txt").write_text("")
     for path in [target, target / "execution", *target.rglob("*"), pathlib.Path(root) / "probe.py"]:

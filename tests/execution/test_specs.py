@@ -7,7 +7,7 @@ import pytest
 
 from precisecoder import tasks
 from precisecoder.execution import ExecutionPool, Job, Limits, Status
-from precisecoder.execution import expectations, specs
+from precisecoder.execution.parent import expectations, specs
 
 ADD = "def add(a, b):\n  return a + b\n"
 IO_ADD = "a, b = map(int, input().split())\nprint(a + b)\n"

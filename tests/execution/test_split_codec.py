@@ -1,5 +1,5 @@
 """The split run's codec and bridge: data round trips, hostile byte streams build nothing, and a
-reference never forwards a comparison (execution/codec.py, execution/bridge.py)."""
+reference never forwards a comparison (execution/shared/codec.py, execution/shared/bridge.py)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import zoneinfo
 
 import pytest
 
-from precisecoder.execution import bridge
-from precisecoder.execution import codec as codec_lib
+from precisecoder.execution.shared import bridge
+from precisecoder.execution.shared import codec as codec_lib
 
 
 def _refuse(obj):

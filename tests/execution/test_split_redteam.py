@@ -85,7 +85,7 @@ CASE_TABLE = _unittest(
 _NONCE = """
 import gc, sys
 def _nonce():
-  harness = sys.modules['precisecoder.execution.harness']
+  harness = sys.modules['precisecoder.execution.worker_side.harness']
   for obj in gc.get_objects():
     if type(obj) is harness.Channel:
       return obj._nonce
@@ -102,7 +102,7 @@ except OSError:
 # Signed records written by whatever code runs in the test process: a pass if it runs there.
 _FORGE = (
   "import gc, os, sys, unittest\n"
-  "h = sys.modules['precisecoder.execution.harness']\n"
+  "h = sys.modules['precisecoder.execution.worker_side.harness']\n"
   "ch = next(o for o in gc.get_objects() if type(o) is h.Channel)\n"
   "for cname, cls in list(sys.modules['__precisecoder_program__'].__dict__.items()):\n"
   "  if isinstance(cls, type) and issubclass(cls, unittest.TestCase):\n"
@@ -116,8 +116,8 @@ _FORGE = (
 _CLAIM = (
   """
 import sys
-_split = sys.modules['precisecoder.execution.split_program']
-_bridge = sys.modules['precisecoder.execution.bridge']
+_split = sys.modules['precisecoder.execution.program_side.split_program']
+_bridge = sys.modules['precisecoder.execution.shared.bridge']
 _real = _split._named
 def _named(name, value):
   return _bridge.ByName(value, *CLAIMS[name]) if name in CLAIMS else _real(name, value)
@@ -1035,7 +1035,8 @@ HOSTILE = [
     "claims by name: the program's sorted, len and all in place of the tests' builtins",
     """
       import sys
-      sys.modules['precisecoder.execution.split_program'].hasattr = lambda obj, name: False
+      program_side = sys.modules['precisecoder.execution.program_side.split_program']
+      program_side.hasattr = lambda obj, name: False
       def sorted(xs, *args, **kwargs):
         return []
       def len(xs):
@@ -1185,7 +1186,7 @@ HOSTILE = [
               return True
             __hash__ = object.__hash__
           space = {'sort_list': lambda *a: Spy(), '__precisecoder_expect__': lambda *a: None}
-          exec(sys.modules['precisecoder.execution.harness']._PLAN[0].tests, space)
+          exec(sys.modules['precisecoder.execution.worker_side.harness']._PLAN[0].tests, space)
         for obj in gc.get_objects():
           if type(obj) is list and obj == [1, 2, 3] and obj is not xs:
             return obj

@@ -15,7 +15,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from precisecoder.execution import ExecutionPool, Job, Limits, Status, split_tests
+from precisecoder.execution import ExecutionPool, Job, Limits, Status
+from precisecoder.execution.test_side import split_tests
 
 LIMITS = Limits(timeout_s=20.0, memory_mb=1024)
 
@@ -467,7 +468,7 @@ def _spy(entry: str, answer: str) -> str:
           except ImportError:
             pass
           try:
-            harness = sys.modules.get('precisecoder.execution.harness')
+            harness = sys.modules.get('precisecoder.execution.worker_side.harness')
             plan = getattr(harness, '_PLAN', None)
             if plan and plan[0].tests is not None:  # forked: the compiled tests are here
               space = {{'__builtins__': __builtins__, '{entry}': _spy, '__name__': 'spy',
@@ -718,7 +719,7 @@ HOSTILE = [
     """
         import sys
         def add(a, b):
-          codec = sys.modules.get('precisecoder.execution.codec')
+          codec = sys.modules.get('precisecoder.execution.shared.codec')
           if codec is not None:
             for tree in ({'ex': ['SystemExit', {'t': []}]}, {'h': 1}, {'h': 2},
                          {'r': [1, 'class', ['builtins', 'int']]}):
@@ -1254,6 +1255,28 @@ def test_the_programs_process_holds_no_trace_of_the_tests_text(pool):
     "SECOND = os.path.basename('/x/PCMARK-5e1d02-TOPLEVEL')\n",
   )
   (result,) = pool.run([Job(MEMORY_SCAN, tests, LIMITS)])
+  assert result.passed, (result.detail, result.stderr[-500:])
+
+
+def test_each_process_loads_only_the_zones_it_runs(pool):
+  """The trust zones (execution/__init__.py, "Layout") as the processes load them: the program's
+  process only program_side and shared (`program_boot` loads them by file path); the test process,
+  forked from the worker, nothing of the parent's zone."""
+  program = (
+    "import sys\ndef loaded():\n"
+    "  return sorted(m for m in sys.modules if m.startswith('precisecoder.'))\n"
+  )
+  tests = _unittest("""
+      def test_program_process(self):
+        zones = {m.split('.')[2] for m in loaded() if m.count('.') >= 2}
+        self.assertEqual(sorted(zones), ['program_side', 'shared'])
+      def test_test_process(self):
+        import sys
+        names = [m for m in sys.modules if m.startswith('precisecoder.')]
+        zones = {m.split('.')[2] for m in names if m.count('.') >= 2}
+        self.assertEqual(sorted(zones), ['program_side', 'shared', 'test_side', 'worker_side'])
+      """)
+  (result,) = pool.run([Job(program, tests, LIMITS)])
   assert result.passed, (result.detail, result.stderr[-500:])
 
 

@@ -1,6 +1,6 @@
 """The pool's public contract: a job's key is its content, a result passes only as PASS."""
 
-from precisecoder.execution.types import Job, Limits, Result, Status
+from precisecoder.execution.shared.types import Job, Limits, Result, Status
 
 TESTS = {"kind": "assert", "code": "assert f() == 1\n"}
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from precisecoder.execution import expectations, verdicts
-from precisecoder.execution.types import Limits
+from precisecoder.execution.parent import expectations, verdicts
+from precisecoder.execution.shared.types import Limits
 
 LIMITS = Limits(timeout_s=60.0)
 

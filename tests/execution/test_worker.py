@@ -9,8 +9,10 @@ import sys
 import pytest
 
 from precisecoder.execution import ExecutionPool, Job, Limits, Status
-from precisecoder.execution import expectations, protocol, worker
-from precisecoder.execution import pool as pool_module
+from precisecoder.execution.parent import expectations
+from precisecoder.execution.shared import protocol
+from precisecoder.execution.worker_side import worker
+from precisecoder.execution.parent import pool as pool_module
 
 ADD = "def add(a, b):\n  return a + b\n"
 CALL = {
@@ -91,9 +93,18 @@ def test_large_outputs_are_read_whole_and_floods_stopped_at_the_cap():
 
 def test_a_worker_answers_its_protocol_directly():
   """Hello, then one reply per job in order, over framed messages on fds 0 and 1."""
-  src_root = os.path.dirname(os.path.dirname(os.path.dirname(worker.__file__)))
+  src_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(worker.__file__))))
   process = subprocess.Popen(
-    [sys.executable, "-E", "-s", "-m", "precisecoder.execution.worker", "0", "plain", "-1"],
+    [
+      sys.executable,
+      "-E",
+      "-s",
+      "-m",
+      "precisecoder.execution.worker_side.worker",
+      "0",
+      "plain",
+      "-1",
+    ],
     stdin=subprocess.PIPE,
     stdout=subprocess.PIPE,
     cwd=src_root,
@@ -124,9 +135,18 @@ def test_a_worker_answers_its_protocol_directly():
 def test_a_running_check_run_reports_its_lines_and_stops_when_the_pool_says_so():
   """A run of assert tests still going at a tick sends the lines it wrote; a stop naming its
   nonce ends it, and the worker goes on to the next job."""
-  src_root = os.path.dirname(os.path.dirname(os.path.dirname(worker.__file__)))
+  src_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(worker.__file__))))
   process = subprocess.Popen(
-    [sys.executable, "-E", "-s", "-m", "precisecoder.execution.worker", "0", "plain", "-1"],
+    [
+      sys.executable,
+      "-E",
+      "-s",
+      "-m",
+      "precisecoder.execution.worker_side.worker",
+      "0",
+      "plain",
+      "-1",
+    ],
     stdin=subprocess.PIPE,
     stdout=subprocess.PIPE,
     cwd=src_root,

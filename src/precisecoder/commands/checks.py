@@ -18,7 +18,7 @@ import pathlib
 import tempfile
 from typing import IO, Callable, Iterator, Sequence
 
-from precisecoder.execution.pool import MAX_WORKERS, check_python
+from precisecoder.execution.parent.pool import MAX_WORKERS, check_python
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

@@ -5,18 +5,28 @@
     results = pool.run([Job(program, tests, Limits(timeout_s=2))], deadline_s=60)
     print(pool.stats())
 
-Modules: `pool` (batches in chunks, dedup, deadlines, worker replacement,
-statistics; workers under a chosen interpreter, `python=`), `worker` (a warm
-interpreter that forks one child per run), `sandbox` (namespaces, a private
-root file system, uid drop, rlimits), `harness` (the code around the program
-inside the child), the split runs' `split_tests` (the test process of an
-assert or unittest run), `split_program` (the program's process), `bridge`
-(messages, references, what each side lends) and `codec` (data across them),
-`expectations` (what the child's test code shows and what the pool keeps),
-`verdicts` (the verdict on a run's records; neither leaves the pool process),
-`protocol` (framed JSON between the pool and its workers), `types` (the public
-contract). What runs in the child imports the standard library only, so
-workers run under any Python 3.11+ interpreter with a task set's own libraries
+Layout: one sub-package per trust zone, each importing only the zones listed
+before it (tests/test_layers.py checks it):
+  * `shared`: what the zones share -- `types` (the public contract),
+    `protocol` (framed JSON between the pool and its workers), `programs`
+    (programs compiled once), `codec` (data across a split run's processes)
+    and `bridge` (their messages, references, what each side lends);
+  * `program_side`: beside the program, in a split run's program process --
+    `program_boot` (a fresh interpreter, which loads this zone and `shared`
+    by file path, no package's `__init__`) and `split_program`;
+  * `test_side`: beside the tests, in a split run's test process --
+    `split_tests`, which starts the program's process;
+  * `worker_side`: the sandbox's own code -- `worker` (a warm interpreter that
+    forks one child per run), `sandbox` (namespaces, a private root file
+    system, uid drop, rlimits), `harness` (the code around the program inside
+    the child; a split run's test process starts there);
+  * `parent`: judges in the pool's process, where no program runs -- `pool`
+    (batches in chunks, dedup, deadlines, worker replacement, statistics;
+    workers under a chosen interpreter, `python=`), `verdicts` (the verdict on
+    a run's records), `expectations` (what the child's test code shows and
+    what the pool keeps), `specs` (test specs).
+What runs in the sandbox imports the standard library only, so workers run
+under any Python 3.11+ interpreter with a task set's own libraries
 (`data/environments.py`).
 
 Threat model
@@ -221,10 +231,10 @@ processes), CPU contention between runs, and programs that need the network.
 
 from typing import TYPE_CHECKING
 
-from precisecoder.execution.types import Job, Limits, Result, Status
+from precisecoder.execution.shared.types import Job, Limits, Result, Status
 
 if TYPE_CHECKING:
-  from precisecoder.execution.pool import ExecutionPool
+  from precisecoder.execution.parent.pool import ExecutionPool
 
 __all__ = ["ExecutionPool", "Job", "Limits", "Result", "Status"]
 
@@ -233,7 +243,7 @@ def __getattr__(name: str):
   # Lazy: workers import this package too, and must stay lean (no logging,
   # subprocess or threading state to copy into every forked run).
   if name == "ExecutionPool":
-    from precisecoder.execution.pool import ExecutionPool  # pylint: disable=import-outside-toplevel
+    from precisecoder.execution.parent.pool import ExecutionPool  # pylint: disable=import-outside-toplevel
 
     return ExecutionPool
   raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

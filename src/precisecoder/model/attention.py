@@ -64,7 +64,7 @@ def dense(q, k, v, mask):
   q = q.reshape(b, t, kv, h // kv, d).transpose(0, 2, 3, 1, 4)  # [B, K, G, T, D]
   if t == 1 and jax.default_backend() == "cpu":
     # A decode step's scores are matrix-vector products; as a dot, XLA's CPU backend
-    # transposed the whole key cache at every step (70% of a small model's decode step).
+    # transposes the whole key cache at every step.
     # An elementwise product and sum reads the cache where it is.
     scores = jnp.sum(
       q[:, :, :, :, None, :].astype(jnp.float32) * k[:, :, None, None, :, :].astype(jnp.float32),

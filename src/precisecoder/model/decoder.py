@@ -191,8 +191,8 @@ def _mlp(config: ModelConfig, y, p, lora_scale: float = 0.0):
   sequence, each rematerialised, so no [B, T, F] intermediate (forward or backward) exists."""
 
   def swiglu(y):
-    # As [B*T, D] matrices: with [B, T, D] einsums XLA's CPU backend transposed the [B, T, F]
-    # activations for the weight gradients (twice the MLP's backward time, measured).
+    # As [B*T, D] matrices: with [B, T, D] einsums XLA's CPU backend transposes the [B, T, F]
+    # activations for the weight gradients, slowing the MLP's backward pass.
     b, t, d = y.shape
     x = y.reshape(b * t, d)
     gate, up = (_flat_with_lora(x @ p[n], x, p, n, lora_scale) for n in ("gate_proj", "up_proj"))

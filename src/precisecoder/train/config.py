@@ -455,15 +455,8 @@ def load_file(spec: str) -> ml_collections.ConfigDict:
   return module.get_config(arg) if colon else module.get_config()
 
 
-# Fields renamed: {old dotted name: new}. An override or config file that sets an old name is
-# told the new one; a workdir whose config.json has it resumes under the new name.
-RENAMED = {"model.preset": "model.arch"}
-
-
 def unknown_field(cfg: ml_collections.ConfigDict, dotted: str) -> str | None:
   """Why `dotted` ("rl.lam") names no field of `cfg`, or None if it does."""
-  if dotted in RENAMED:
-    return f"config.{dotted} is now config.{RENAMED[dotted]}"
   node, walked = cfg, "config"
   for key in dotted.split("."):
     if not isinstance(node, ml_collections.ConfigDict):
@@ -488,7 +481,7 @@ def _problems(c: ml_collections.ConfigDict):
   from precisecoder.data.generator import TIERS  # pylint: disable=import-outside-toplevel
 
   # pylint: disable-next=import-outside-toplevel
-  from precisecoder.execution.pool import MAX_WORKERS, check_python
+  from precisecoder.execution.parent.pool import MAX_WORKERS, check_python
   from precisecoder.integrations.client import parse_urls  # pylint: disable=import-outside-toplevel
   from precisecoder.train.losses import AGGREGATIONS  # pylint: disable=import-outside-toplevel
 
@@ -522,10 +515,6 @@ def _problems(c: ml_collections.ConfigDict):
     if not ok:
       yield bad(field, value, f"must be a number in {'(' if low_open else '['}{low:g}, {high:g}]")
 
-  for old, new in RENAMED.items():
-    section, _, field = old.rpartition(".")
-    if field in _get(c, section):
-      yield f"config.{old} is now config.{new}: rename it in the config file"
   yield from one_of("trainer", TRAINERS)
   yield from one_of("model.dtype", ("float32", "bfloat16"))
   if c.model.checkpoint == "base":
@@ -718,15 +707,16 @@ def flatten(cfg: ml_collections.ConfigDict | dict, prefix: str = "") -> dict[str
 
 def check_resumable(workdir: str | pathlib.Path, cfg: ml_collections.ConfigDict) -> None:
   """Raises ConfigError naming every field outside RESUMABLE_FIELDS in which `cfg` differs
-  from the config that `workdir/config.json` records. Fields the recorded config lacks (added
-  to the code since) are not compared."""
+  from the config that `workdir/config.json` records, a recorded field `cfg` lacks (renamed or
+  removed since) included. Fields the recorded config lacks (added to the code since) are not
+  compared."""
   path = pathlib.Path(workdir) / "config.json"
   if not path.exists():
     return
-  old = {RENAMED.get(k, k): v for k, v in flatten(json.loads(path.read_text())).items()}
+  old = flatten(json.loads(path.read_text()))
   new = flatten(json.loads(cfg.to_json()))
   differ = [
-    f"{k}: {old.get(k)!r} -> {new.get(k)!r}"
+    f"{k}: {old[k]!r} -> {new[k]!r}" if k in new else f"{k}: {old[k]!r}, no such field now"
     for k in sorted(old)
     if k not in RESUMABLE_FIELDS and old[k] != new.get(k)
   ]
@@ -766,7 +756,8 @@ BASE_PRESETS: dict[str, dict] = {
       num_validation=4, num_clean=2, num_multi=2, num_groups=2, group_size=4, max_new_tokens=16
     ),
   ),
-  # 2 idle CPU cores: <= 20 minutes with the corpus (README "The small policy").
+  # Sized for 2 idle CPU cores: <= 20 minutes with the corpus (docs/training.md, "The small
+  # base policy").
   "cpu": dict(
     model="coder-cpu",
     tasks=dict(easy=2000, medium=300, hard=100, multi=100),

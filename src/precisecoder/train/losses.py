@@ -12,6 +12,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from precisecoder.intmath import cdiv
+
 AGGREGATIONS = (
   "token-mean",
   "seq-mean-token-mean",
@@ -58,7 +60,7 @@ def chunked_token_logprobs(
     raise ValueError(f"weight_axes {weight_axes!r}: want 'vd' or 'dv'")
   b, t, d = hidden.shape
   c = max(1, min(t, chunk_tokens // b))
-  n = -(-t // c)
+  n = cdiv(t, c)
   hidden = jnp.pad(hidden, ((0, 0), (0, n * c - t), (0, 0)))
   targets = jnp.pad(targets, ((0, 0), (0, n * c - t)))
   h_chunks = hidden.reshape(b, n, c, d).swapaxes(0, 1)  # [n, B, c, D]

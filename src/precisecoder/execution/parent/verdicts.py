@@ -13,8 +13,8 @@ import math
 import signal
 from typing import Any, Mapping
 
-from precisecoder.execution.expectations import Expected
-from precisecoder.execution.types import Limits, Result, Status
+from precisecoder.execution.parent.expectations import Expected
+from precisecoder.execution.shared.types import Limits, Result, Status
 
 
 def decode_tagged(value: Any) -> Any:

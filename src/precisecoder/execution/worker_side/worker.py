@@ -1,6 +1,6 @@
 """A pool worker: a warm interpreter that forks one sandboxed child per run.
 
-Started by `ExecutionPool` as `python -s -m precisecoder.execution.worker SLOT MODE`.
+Started by `ExecutionPool` as `python -s -m precisecoder.execution.worker_side.worker SLOT MODE`.
 It reads framed chunks of jobs on fd 0 and answers one framed message per job on fd 1, in
 order, a chunk's answers written together (`HOLD_S`): the pool, woken once a chunk rather than
 once a job, takes less of the CPUs the runs need. It never imports JAX and never sees expected
@@ -53,9 +53,9 @@ import shutil  # noqa: F401 pylint: disable=unused-import
 import string  # noqa: F401 pylint: disable=unused-import
 import typing  # noqa: F401 pylint: disable=unused-import
 
-from precisecoder.execution import harness
-from precisecoder.execution import protocol
-from precisecoder.execution import sandbox as sandbox_lib
+from precisecoder.execution.worker_side import harness
+from precisecoder.execution.shared import protocol
+from precisecoder.execution.worker_side import sandbox as sandbox_lib
 
 CHANNEL_FD = 3
 _READ_SIZE = 1 << 16

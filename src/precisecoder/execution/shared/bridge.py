@@ -22,7 +22,7 @@ import sys
 import types
 from typing import Any, Callable
 
-from precisecoder.execution import codec as codec_lib
+from precisecoder.execution.shared import codec as codec_lib
 
 _HEADER = struct.Struct("!I")
 _RECURSION = 20_000  # the recursion limit while a message is encoded or decoded

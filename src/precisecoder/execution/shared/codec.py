@@ -24,7 +24,7 @@ import re
 import sys
 from typing import Any, Callable
 
-from precisecoder.execution import protocol
+from precisecoder.execution.shared import protocol
 
 MAX_BYTES = 64 << 20
 MAX_DEPTH = 500

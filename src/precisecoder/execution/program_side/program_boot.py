@@ -32,7 +32,9 @@ _MAX_BOOT = 64 << 20
 def command(socket_fd: int) -> list[str]:
   """The command line of the program's process: this interpreter, with the flags it runs with
   (the worker's: `-s`), and our source directory first on its path to load this module."""
-  source = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  source = os.path.abspath(__file__)  # src/precisecoder/execution/program_side/program_boot.py
+  for _ in range(4):
+    source = os.path.dirname(source)
   return [
     sys.executable,
     *_FLAGS,
@@ -43,16 +45,18 @@ def command(socket_fd: int) -> list[str]:
   ]
 
 
-# Loads this module alone: its packages as bare namespaces, so that neither package's __init__
-# (the pool's API: dataclasses, typing) runs in every program's process.
+# Loads this module alone: its packages as bare namespaces, so that no package's __init__ (the
+# pool's API: dataclasses, typing) runs in every program's process. The program's process loads
+# only its own zone's modules and the shared ones (the package docstring, "Layout").
 _BOOT = """import sys, types
 source = sys.argv[1]
 sys.path[0] = source
-for name in ("precisecoder", "precisecoder.execution"):
+for name in ("precisecoder", "precisecoder.execution", "precisecoder.execution.program_side",
+             "precisecoder.execution.shared"):
   package = types.ModuleType(name)
   package.__path__ = [source + "/" + name.replace(".", "/")]
   sys.modules[name] = package
-from precisecoder.execution import program_boot
+from precisecoder.execution.program_side import program_boot
 program_boot.main()
 """
 
@@ -132,7 +136,7 @@ def main() -> None:
 
       code = marshal.loads(base64.b64decode(fields["code"]))
     _import_quietly(fields["imports"])
-    from precisecoder.execution import split_program  # pylint: disable=import-outside-toplevel
+    from precisecoder.execution.program_side import split_program  # pylint: disable=import-outside-toplevel
   except BaseException as e:  # pylint: disable=broad-except
     try:
       os.write(2, f"the program's process did not start: {type(e).__name__}: {e}\n".encode())

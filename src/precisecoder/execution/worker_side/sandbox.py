@@ -185,7 +185,9 @@ def _private_root() -> None:
     if os.path.exists(f"/dev/{d}")
   }
   virtual = {d: os.open(d, os.O_PATH | os.O_CLOEXEC) for d in ("/proc", "/sys")}
-  package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # precisecoder/
+  package = os.path.realpath(__file__)  # precisecoder/execution/worker_side/sandbox.py
+  for _ in range(3):
+    package = os.path.dirname(package)  # at the end, precisecoder/
   inside = {
     name: os.open(os.path.join(package, name), os.O_PATH | os.O_CLOEXEC)
     for name in ("__init__.py", "execution")

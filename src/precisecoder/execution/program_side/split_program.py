@@ -22,7 +22,7 @@ import sys
 import types
 from typing import Any
 
-from precisecoder.execution import bridge
+from precisecoder.execution.shared import bridge
 
 PROGRAM_MODULE = "__precisecoder_program__"
 _BUILTIN_NAMES = frozenset(dir(builtins))
@@ -82,7 +82,7 @@ class ProgramSide:
     sys.modules[PROGRAM_MODULE] = module
     code = self.code
     if code is None:  # the pool could not compile it: compiled here, to report why
-      from precisecoder.execution.programs import compile_program  # pylint: disable=import-outside-toplevel
+      from precisecoder.execution.shared.programs import compile_program  # pylint: disable=import-outside-toplevel
 
       code = compile_program(self.job["program"])
     exec(code, module.__dict__)  # pylint: disable=exec-used

@@ -27,9 +27,9 @@ import types
 import unittest
 from typing import Any
 
-from precisecoder.execution import bridge
-from precisecoder.execution import program_boot
-from precisecoder.execution import split_program
+from precisecoder.execution.shared import bridge
+from precisecoder.execution.program_side import program_boot
+from precisecoder.execution.program_side import split_program
 
 _PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 3, 4
 _CHANNEL_FD = 3  # worker.CHANNEL_FD: the program's process must not hold it

@@ -41,10 +41,10 @@ import traceback
 import types
 from typing import Iterable
 
-from precisecoder.execution.programs import PROGRAM_FILENAME, compile_program, marshalled
-from precisecoder.execution.protocol import compact_encoder
-from precisecoder.execution import split_program
-from precisecoder.execution import split_tests  # loaded by the worker: runs fork with it
+from precisecoder.execution.shared.programs import PROGRAM_FILENAME, compile_program, marshalled
+from precisecoder.execution.shared.protocol import compact_encoder
+from precisecoder.execution.program_side import split_program
+from precisecoder.execution.test_side import split_tests  # loaded by the worker: runs fork with it
 
 _write = os.write
 

@@ -34,13 +34,13 @@ import weakref
 from typing import Any, Callable, Iterable, Sequence
 
 import precisecoder
-from precisecoder.execution import expectations
-from precisecoder.execution import programs
-from precisecoder.execution import protocol
-from precisecoder.execution import sandbox as sandbox_lib
-from precisecoder.execution import verdicts
-from precisecoder.execution.specs import InvalidTests
-from precisecoder.execution.types import Job, Limits, Result, Status
+from precisecoder.execution.parent import expectations
+from precisecoder.execution.shared import programs
+from precisecoder.execution.shared import protocol
+from precisecoder.execution.worker_side import sandbox as sandbox_lib
+from precisecoder.execution.parent import verdicts
+from precisecoder.execution.parent.specs import InvalidTests
+from precisecoder.execution.shared.types import Job, Limits, Result, Status
 
 _log = logging.getLogger(__name__)
 # LD_BIND_NOW: the worker's libraries resolve every symbol as they load, once, rather than on a
@@ -263,7 +263,7 @@ class _Worker:
         python,
         "-s",
         "-m",
-        "precisecoder.execution.worker",
+        "precisecoder.execution.worker_side.worker",
         str(slot),
         sandbox,
         str(-1 if cpu is None else cpu),

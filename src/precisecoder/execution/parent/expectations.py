@@ -17,7 +17,7 @@ import dataclasses
 import json
 from typing import Any, Mapping, Sequence
 
-from precisecoder.execution import specs
+from precisecoder.execution.parent import specs
 
 
 @dataclasses.dataclass(frozen=True)
