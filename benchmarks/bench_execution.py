@@ -73,7 +73,7 @@ def best_rate(name: str, measure, count: int, repeats: int, cpu=_own_cpu_s) -> f
 def pool_rate(programs, workers: int, repeats: int) -> tuple[float, int]:
   jobs = [Job(program, tests, Limits(timeout_s=10)) for _, program, tests in programs]
   with ExecutionPool(workers=workers) as pool:
-    results = pool.run(jobs)  # warm-up; also the correctness check
+    results = pool.execute(jobs)  # warm-up; also the correctness check
     passed = sum(r.passed for r in results)
     for (problem, _, _), result in zip(programs, results):
       if not result.passed:
@@ -82,7 +82,7 @@ def pool_rate(programs, workers: int, repeats: int) -> tuple[float, int]:
         )
     rate = best_rate(
       f"pool{workers}",
-      lambda: pool.run(jobs),
+      lambda: pool.execute(jobs),
       len(jobs),
       repeats,
       cpu=lambda: _own_cpu_s() + _worker_cpu_s(pool),

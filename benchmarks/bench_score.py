@@ -114,7 +114,7 @@ def build_tasks(pool: ExecutionPool, n: int, source: str) -> list[tasks_lib.Task
         )
       )
   jobs = [Job(t.gt_solution, t.tests) for t in made] + [Job(t.buggy_code, t.tests) for t in made]
-  results = pool.run(jobs)
+  results = pool.execute(jobs)
   # A buggy program that hits the time limit costs both scorers the same wall clock:
   # such tasks would measure the limit, not the scorer, so they are left out.
   good = [
@@ -214,7 +214,7 @@ class NaivePool:
     finally:
       os.unlink(f.name)
 
-  def run(self, jobs, deadline_s=None):
+  def execute(self, jobs, deadline_s=None):
     del deadline_s
     self.executed += len(jobs)
     with concurrent.futures.ThreadPoolExecutor(self.parallel) as ex:

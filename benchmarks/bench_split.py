@@ -68,7 +68,7 @@ def main() -> None:
         jobs = [Job(program, tests, limits) for program in programs]
         for split_on in (False, True) if turn % 2 else (True, False):
           start = time.perf_counter()
-          results = pools[split_on].run(jobs)
+          results = pools[split_on].execute(jobs)
           seconds = time.perf_counter() - start
           failed = [r for r in results if not r.passed]
           if failed:

@@ -43,12 +43,12 @@ def main() -> None:
   limits = Limits(timeout_s=20.0, memory_mb=1024)
   tree = os.path.dirname(os.path.dirname(os.path.abspath(precisecoder.__file__)))
   with ExecutionPool(workers=1) as pool:
-    pool.run([Job(program(-i), TESTS["unittest"], limits) for i in range(1, 5)])  # warm-up
+    pool.execute([Job(program(-i), TESTS["unittest"], limits) for i in range(1, 5)])  # warm-up
     for kind, tests in TESTS.items():
       per_run = []
       for _ in range(args.rounds):
         start = time.perf_counter()
-        results = pool.run([Job(program(i), tests, limits) for i in range(args.jobs)])
+        results = pool.execute([Job(program(i), tests, limits) for i in range(args.jobs)])
         per_run.append((time.perf_counter() - start) / args.jobs * 1e3)
         failed = [r for r in results if not r.passed]
         if failed:

@@ -16,7 +16,7 @@ class Pool:
   def __init__(self, status=None):
     self.batches, self.status = [], status
 
-  def run(self, jobs, deadline_s=None):
+  def execute(self, jobs, deadline_s=None):
     del deadline_s
     self.batches.append([job.program for job in jobs])
     if self.status is not None:

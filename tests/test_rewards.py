@@ -19,7 +19,7 @@ class InProcessPool:
   def __init__(self):
     self.ran = []
 
-  def run(self, jobs, deadline_s=None):
+  def execute(self, jobs, deadline_s=None):
     del deadline_s
     out = []
     for job in jobs:
@@ -397,7 +397,7 @@ def test_a_program_that_does_not_compile_is_scored_per_block_with_a_note(pdb_com
 
 def test_infra_error_is_reported_not_cached():
   class Broken:
-    def run(self, jobs, deadline_s=None):
+    def execute(self, jobs, deadline_s=None):
       return [Result(Status.INFRA_ERROR, detail="worker died")] * len(jobs)
 
   scorer = rewards.RewardScorer(Broken())

@@ -340,7 +340,7 @@ def feedback_many(
     if has_program and problem is None:
       limits = limits_for(task)
       jobs += [Job(program, test.tests, limits) for test in shown]
-  results = pool.run(jobs, deadline_s=deadline_s) if jobs else []
+  results = pool.execute(jobs, deadline_s=deadline_s) if jobs else []
   out = []
   for shown, hidden, has_program, problem, first in plans:
     if not has_program:

@@ -33,7 +33,7 @@ _T = TypeVar("_T")
 
 
 class Pool(Protocol):
-  def run(self, jobs: Sequence[Job], deadline_s: float | None = None) -> list[Result]: ...
+  def execute(self, jobs: Sequence[Job], deadline_s: float | None = None) -> list[Result]: ...
 
 
 class Verdicts:
@@ -150,11 +150,11 @@ class JobBatch:
 
     pool, deadline_s = self._scorer.pool, self._scorer.deadline_s
     if while_running is not None and first and isinstance(pool, ExecutionPool):
-      results = pool.run(first, deadline_s=deadline_s, more=register_more)
+      results = pool.execute(first, deadline_s=deadline_s, more=register_more)
     else:
       if while_running is not None:
         register_more()
-      results = pool.run(list(self._jobs.values()), deadline_s=deadline_s) if self._jobs else []
+      results = pool.execute(list(self._jobs.values()), deadline_s=deadline_s) if self._jobs else []
     keys, jobs = list(self._jobs), list(self._jobs.values())
     if len(results) != len(jobs):
       raise RuntimeError(f"pool returned {len(results)} results for {len(jobs)} jobs")

@@ -140,7 +140,7 @@ class RewardScorer:
     same_code_same_verdict: programs that compile to the same code share one
       verdict (`execution.programs`): true of any pool that runs them. Set it
       False for a pool whose verdicts read the source text.
-    deadline_s: per-round deadline passed to `pool.run`.
+    deadline_s: per-round deadline passed to `pool.execute`.
     cache_size: verdicts remembered across calls.
   """
 

@@ -185,7 +185,7 @@ def test_a_failed_run_leaves_no_tmp_and_no_output(files, monkeypatch):
   task_path, pred_path, out_path = files
 
   class BrokenPool:
-    def run(self, jobs, deadline_s=None):
+    def execute(self, jobs, deadline_s=None):
       raise RuntimeError("pool died")
 
   monkeypatch.setattr(

@@ -26,7 +26,7 @@ CHILD = (
   "job = json.loads(sys.argv[1])\n"
   "fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\n"
   "harness.warm(job)\n"
-  "harness.run(fd, sys.argv[3], job)\n"
+  "harness.execute(fd, sys.argv[3], job)\n"
 )
 
 

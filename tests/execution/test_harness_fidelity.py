@@ -1855,7 +1855,7 @@ def test_every_honest_program_passes(pool):
   kinds = collections.Counter(tests["kind"] for _, _, tests in cases)
   assert len(cases) >= 300 and set(kinds) == {"assert", "unittest", "call", "io"}, kinds
   assert len({name for name, _, _ in cases}) == len(cases)
-  results = pool.run([Job(program, tests, LIMITS) for _, program, tests in cases])
+  results = pool.execute([Job(program, tests, LIMITS) for _, program, tests in cases])
   failed = [
     f"{name}: {r.status.value} ({r.detail})"
     for (name, _, _), r in zip(cases, results)

@@ -1932,7 +1932,7 @@ def listener():
 @pytest.fixture(scope="module")
 def pool():
   with ExecutionPool(workers=2) as p:
-    p.run([Job("def add(a, b):\n  return a + b\n", TESTS["call"], LIMITS)])
+    p.execute([Job("def add(a, b):\n  return a + b\n", TESTS["call"], LIMITS)])
     if p.stats()["sandbox"] != "root":  # we run as root here and in CI
       pytest.skip("the red-team guarantees are for the 'root' sandbox mode")
     yield p
@@ -1969,7 +1969,7 @@ def test_hostile_programs_never_pass_and_leave_nothing(pool, outside, listener):
     for _, kind, src, allowed in HOSTILE
   ]
   jobs += [Job(_program(src, outside, port), TESTS[kind], PATIENT) for _, kind, src in HONEST]
-  results = pool.run(jobs)
+  results = pool.execute(jobs)
   wrong = [
     f"{name}: {result.status.value} ({result.detail})"
     for (name, _, _, allowed), result in zip(HOSTILE, results)
@@ -2017,7 +2017,7 @@ def test_forgeries_of_every_family_fail(pool, outside, listener, taskfile):
   jobs += [
     Job(_program(src, outside, port), TESTS[kind], limits) for _, kind, src in FORGERY_HONEST
   ]
-  results = pool.run(jobs)
+  results = pool.execute(jobs)
   wrong = [
     f"{name}: {result.status.value} ({result.detail})"
     for (name, _, _, allowed), result in zip(FORGERIES, results)
@@ -2057,7 +2057,9 @@ def test_a_run_finds_nothing_left_by_the_previous_one():
         return a + b if found else a * b
       """)
   with ExecutionPool(workers=1) as pool:
-    results = pool.run([Job(leave, TESTS["call"], PATIENT), Job(find, TESTS["call"], PATIENT)] * 3)
+    results = pool.execute(
+      [Job(leave, TESTS["call"], PATIENT), Job(find, TESTS["call"], PATIENT)] * 3
+    )
   assert [r.status for r in results] == [Status.FAIL] * 6, [r.detail for r in results]
 
 
@@ -2067,7 +2069,7 @@ def _namespaced_pool(mode: str = "auto"):
   "plain": the hostile programs of the tests that use it would act on the host itself there
   (its /tmp, its init process)."""
   with ExecutionPool(workers=1, sandbox=mode) as pool:
-    pool.run([Job("def add(a, b):\n  return a + b\n", TESTS["call"], PATIENT)])
+    pool.execute([Job("def add(a, b):\n  return a + b\n", TESTS["call"], PATIENT)])
     if pool.stats()["sandbox"] == "plain":
       pytest.skip("no namespaces on this host: the hostile program would act on the host")
     yield pool
@@ -2093,7 +2095,9 @@ def test_a_tree_deeper_than_any_recursion_limit_is_removed_after_its_run():
         return a * b if found else a + b
       """)
   with _namespaced_pool() as pool:
-    results = pool.run([Job(leave, TESTS["call"], PATIENT), Job(find, TESTS["call"], PATIENT)] * 2)
+    results = pool.execute(
+      [Job(leave, TESTS["call"], PATIENT), Job(find, TESTS["call"], PATIENT)] * 2
+    )
     stats = pool.stats()
   assert [r.status for r in results] == [Status.PASS] * 4, [r.detail for r in results]
   assert stats["worker_deaths"] == stats["reruns"] == 0
@@ -2150,7 +2154,9 @@ def test_a_run_cannot_lock_later_runs_out_or_hide_what_it_left(mode):
         return a * b if found else a + b
       """)
   with _namespaced_pool(mode) as pool:
-    results = pool.run([Job(leave, TESTS["call"], PATIENT), Job(find, TESTS["call"], PATIENT)] * 2)
+    results = pool.execute(
+      [Job(leave, TESTS["call"], PATIENT), Job(find, TESTS["call"], PATIENT)] * 2
+    )
   assert [r.status for r in results] == [Status.PASS] * 4, [r.detail for r in results]
 
 
@@ -2180,9 +2186,9 @@ def test_a_run_cannot_slow_the_runs_after_it(mode):
       """)
   tests = {"kind": "call", "entry_point": "add", "cases": [{"args": [0, 0], "expected": 0}]}
   with _namespaced_pool(mode) as pool:
-    before = pool.run([Job(report, tests, PATIENT)])[0]
-    attack = pool.run([Job(hostile, TESTS["call"], PATIENT)])[0]
-    after = pool.run([Job(report + "# again\n", tests, PATIENT)])[0]
+    before = pool.execute([Job(report, tests, PATIENT)])[0]
+    attack = pool.execute([Job(hostile, TESTS["call"], PATIENT)])[0]
+    after = pool.execute([Job(report + "# again\n", tests, PATIENT)])[0]
     sandbox = pool.stats()["sandbox"]
   assert before.got == after.got and before.got[2] == os.SCHED_OTHER, (before.got, after.got)
   # A worker whose priority a run lowered stops; the pool reruns the job once on a fresh one.
@@ -2208,7 +2214,7 @@ def test_ipc_objects_a_run_makes_never_reach_the_host():
         return a + b if shmid >= 0 else 0
       """)
   with ExecutionPool(workers=1) as pool:
-    result = pool.run([Job(program, TESTS["call"], PATIENT)])[0]
+    result = pool.execute([Job(program, TESTS["call"], PATIENT)])[0]
     leaked = _host_segments(_SHM_KEY)
     mode = pool.stats()["sandbox"]
   for shmid in leaked:  # do not leave it on the host

@@ -170,7 +170,7 @@ def pool():
 
 
 def test_held_jobs_pass_right_programs_and_fail_wrong_ones(pool):
-  right, wrong, raises, control = pool.run(
+  right, wrong, raises, control = pool.execute(
     [
       Job(RIGHT, HELD_ASSERT, LIMITS),
       Job("def add(a, b):\n  return a - b\n", HELD_ASSERT, LIMITS),
@@ -187,7 +187,7 @@ def test_held_jobs_pass_right_programs_and_fail_wrong_ones(pool):
 
 
 def test_forged_reports_out_of_order_or_count_never_pass(pool):
-  results = pool.run([Job(program, HELD_ASSERT, LIMITS) for _, program in FORGERIES])
+  results = pool.execute([Job(program, HELD_ASSERT, LIMITS) for _, program in FORGERIES])
   forged = [f"{name}: {r.detail}" for (name, _), r in zip(FORGERIES, results) if r.passed]
   assert not forged, "\n".join(forged)
   assert all(r.status is Status.FAIL for r in results), results

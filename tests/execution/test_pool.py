@@ -60,7 +60,7 @@ def pool():
 )
 def test_every_kind_passes_right_and_fails_wrong(pool, program, tests):
   wrong = program.replace("a + b", "a - b")
-  right_result, wrong_result = pool.run([Job(program, tests, FAST), Job(wrong, tests, FAST)])
+  right_result, wrong_result = pool.execute([Job(program, tests, FAST), Job(wrong, tests, FAST)])
   assert right_result.status is Status.PASS, right_result
   assert right_result.passed
   assert wrong_result.status is Status.FAIL, wrong_result
@@ -70,7 +70,7 @@ def test_every_kind_passes_right_and_fails_wrong(pool, program, tests):
 def test_results_keep_order_and_duplicates_run_once(pool):
   before = pool.stats()
   jobs = [Job(ADD if i % 3 else WRONG_ADD, CALL, FAST) for i in range(40)]
-  results = pool.run(jobs)
+  results = pool.execute(jobs)
   assert [r.passed for r in results] == [bool(i % 3) for i in range(40)]
   after = pool.stats()
   assert after["duplicates"] - before["duplicates"] == 38
@@ -84,14 +84,14 @@ def test_solution_method_entry_point(pool):
     "entry_point": "Solution().twice",
     "cases": [{"args": [[1, "a"]], "expected": [[1, "a"], [1, "a"]]}],
   }
-  assert pool.run([Job(program, tests, FAST)])[0].passed
+  assert pool.execute([Job(program, tests, FAST)])[0].passed
 
 
 def test_programs_compile_as_written_without_the_harness_future_flags(pool):
   # The harness module uses `from __future__ import annotations`; a program must not inherit
   # it: its annotations are evaluated, so an undefined name in one fails the run.
   program = "def add(a: int, b: Undefined):\n  return a + b\n"
-  result = pool.run([Job(program, CALL, FAST)])[0]
+  result = pool.execute([Job(program, CALL, FAST)])[0]
   assert result.status is Status.FAIL and "NameError" in result.detail, result
 
 
@@ -102,7 +102,7 @@ def test_call_compares_after_a_json_round_trip(pool):
     "entry_point": "pair",
     "cases": [{"args": [2], "expected": [2, {"1": 2}]}],
   }
-  assert pool.run([Job(program, tests, FAST)])[0].passed
+  assert pool.execute([Job(program, tests, FAST)])[0].passed
 
 
 def test_timeout_memory_and_crash_statuses(pool):
@@ -114,7 +114,7 @@ def test_timeout_memory_and_crash_statuses(pool):
     Job("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n", UNITTEST, FAST),
   ]
   deaths = pool.stats()["worker_deaths"]
-  timeout, memory, crash, held_crash, split_crash = pool.run(jobs)
+  timeout, memory, crash, held_crash, split_crash = pool.execute(jobs)
   # Cut by its own limit, not by the watchdog that replaces a stuck worker.
   assert timeout.status is Status.TIMEOUT and timeout.detail == "wall-clock limit of 0.5s", timeout
   assert pool.stats()["worker_deaths"] == deaths
@@ -141,10 +141,10 @@ def test_a_one_process_run_is_as_unsafe_as_its_name_says(pool):
     + WRONG_ADD
   )
   jobs = [Job(ADD, tests, FAST), Job(forgery, tests, FAST)]
-  honest, forged = pool.run(jobs)
+  honest, forged = pool.execute(jobs)
   assert honest.passed and forged.status is Status.FAIL, forged
   with ExecutionPool(workers=1, unsafe_one_process=True) as unsafe:
-    assert [r.passed for r in unsafe.run(jobs)] == [True, True]
+    assert [r.passed for r in unsafe.execute(jobs)] == [True, True]
 
 
 def test_more_adds_jobs_to_the_running_batch(pool, monkeypatch):
@@ -164,7 +164,7 @@ def test_more_adds_jobs_to_the_running_batch(pool, monkeypatch):
     return [Job(WRONG_ADD, CALL, FAST), Job(ADD, CALL, FAST), Job(ADD, ASSERT, FAST)]
 
   before = pool.stats()
-  results = pool.run(first, more=more)
+  results = pool.execute(first, more=more)
   assert sum(events[: events.index("more")]) == len(first), events
   assert [r.passed for r in results] == [True, False, False, True, True]
   after = pool.stats()
@@ -185,7 +185,7 @@ def test_the_workers_are_served_while_more_runs(pool):
     seen.append(pool.stats()["stopped"] - stopped)
     return [Job(ADD, CALL, FAST)]
 
-  results = pool.run([Job(hangs, ASSERT, Limits(timeout_s=240.0))], more=more)
+  results = pool.execute([Job(hangs, ASSERT, Limits(timeout_s=240.0))], more=more)
   assert seen == [1]
   assert [r.status for r in results] == [Status.FAIL, Status.PASS], results
   assert results[0].detail == "assert #0 failed: got -1, expected == 5", results[0]
@@ -196,10 +196,10 @@ def test_a_failing_more_leaves_the_pool_working(pool):
     raise KeyError("diffing failed")
 
   with pytest.raises(KeyError, match="diffing failed"):
-    pool.run(
+    pool.execute(
       [Job(f"import time\ntime.sleep(1)\nx = {i}\n", ASSERT, FAST) for i in range(4)], more=more
     )
-  assert [r.passed for r in pool.run([Job(ADD, CALL, FAST), Job(WRONG_ADD, CALL, FAST)])] == [
+  assert [r.passed for r in pool.execute([Job(ADD, CALL, FAST), Job(WRONG_ADD, CALL, FAST)])] == [
     True,
     False,
   ]
@@ -251,7 +251,7 @@ def test_the_watchdog_gives_a_worker_its_whole_chunk(monkeypatch):
   first job's budget is not a stuck worker."""
   monkeypatch.setattr(pool_module, "_WATCHDOG_SLACK_S", 0.0)
   with ExecutionPool(workers=1) as pool:
-    pool.run([Job("x = 0\n", ASSERT, FAST)])  # the spec's runs are known to be quick now
+    pool.execute([Job("x = 0\n", ASSERT, FAST)])  # the spec's runs are known to be quick now
     sleep = "import time\ntime.sleep({})\ndef add(a, b):\n  return a + b\n"
     # Four jobs: two chunks of two. The first chunk takes ~2.4 s, past its first job's budget
     # (its limit of 0.5 s + 1 s) but well within the two jobs' budgets together.
@@ -261,7 +261,7 @@ def test_the_watchdog_gives_a_worker_its_whole_chunk(monkeypatch):
       Job(ADD, ASSERT, FAST),
       Job(ADD.replace("+", "-"), ASSERT, FAST),
     ]
-    results = pool.run(jobs)
+    results = pool.execute(jobs)
     assert pool.stats()["worker_deaths"] == 0
   assert [r.status for r in results[1:]] == [Status.PASS, Status.PASS, Status.FAIL], results
   assert results[0].status in (Status.PASS, Status.TIMEOUT)  # 0.4 s of 0.5 on a slow host
@@ -272,16 +272,16 @@ def test_batch_deadline_times_out_what_is_left(pool):
     Job(f"import time\ntime.sleep(3)\nx = {i}\n", ASSERT, Limits(timeout_s=5)) for i in range(4)
   ]
   restarts = pool.stats()["worker_restarts"]
-  results = pool.run(jobs, deadline_s=0.5)
+  results = pool.execute(jobs, deadline_s=0.5)
   assert all(r.status is Status.TIMEOUT and r.detail == "batch deadline" for r in results)
   assert pool.stats()["worker_restarts"] == restarts + 2  # both workers stopped mid-job
-  assert pool.run([Job(ADD, CALL, FAST)])[0].passed  # the pool recovered
+  assert pool.execute([Job(ADD, CALL, FAST)])[0].passed  # the pool recovered
 
 
 def test_a_dead_worker_is_replaced_and_its_job_rerun_once():
   # Each kill waits for its moment (the worker holds the job) instead of guessing it by sleeps.
   with ExecutionPool(workers=1) as pool:
-    pool.run([Job(ADD, CALL, FAST)])
+    pool.execute([Job(ADD, CALL, FAST)])
 
     def kill_the_worker_holding_the_job():  # `more`: called once the job is with the worker
       worker = pool._workers[0]  # pylint: disable=protected-access
@@ -290,7 +290,7 @@ def test_a_dead_worker_is_replaced_and_its_job_rerun_once():
       return []
 
     job = Job("import time\ntime.sleep(2)\n" + ADD, CALL, FAST)  # running when the kill lands
-    assert pool.run([job], more=kill_the_worker_holding_the_job)[0].passed
+    assert pool.execute([job], more=kill_the_worker_holding_the_job)[0].passed
     assert pool.stats()["worker_restarts"] == 1
 
     def kill_each_worker_that_takes_the_job(times=2):
@@ -307,14 +307,14 @@ def test_a_dead_worker_is_replaced_and_its_job_rerun_once():
     killer = threading.Thread(target=kill_each_worker_that_takes_the_job)
     killer.start()
     # The job would run a minute: only the kills can end it.
-    result = pool.run([Job("import time\ntime.sleep(60)\n" + ADD, CALL, FAST)])[0]
+    result = pool.execute([Job("import time\ntime.sleep(60)\n" + ADD, CALL, FAST)])[0]
     killer.join()
     assert result.status is Status.INFRA_ERROR and "twice" in result.detail, result
 
 
 def test_stats_and_idempotent_close():
   pool = ExecutionPool(workers=1)
-  pool.run([Job(ADD, CALL, FAST), Job(WRONG_ADD, CALL, FAST)])
+  pool.execute([Job(ADD, CALL, FAST), Job(WRONG_ADD, CALL, FAST)])
   stats = pool.stats()
   assert stats["pass"] == 1 and stats["fail"] == 1 and stats["runs"] == 2
   assert 0 < stats["latency_p50_ms"] <= stats["latency_max_ms"]
@@ -325,7 +325,7 @@ def test_stats_and_idempotent_close():
     with pytest.raises(ProcessLookupError):
       os.kill(pid, 0)
   with pytest.raises(RuntimeError, match="closed"):
-    pool.run([Job(ADD, CALL, FAST)])
+    pool.execute([Job(ADD, CALL, FAST)])
 
 
 @pytest.mark.parametrize(
@@ -347,7 +347,7 @@ def test_unittest_held_checks_keep_unittest_semantics(pool, program, passes):
     "    self.assertEqual(f(1), 2)\n    self.assertAlmostEqual(g(1), 0.5)\n"
     "    self.assertTrue(f(0))\n    self.assertIsNotNone(f(2))\n"
   )
-  result = pool.run([Job(program, {"kind": "unittest", "code": code}, FAST)])[0]
+  result = pool.execute([Job(program, {"kind": "unittest", "code": code}, FAST)])[0]
   assert result.passed == passes, result
 
 
@@ -360,7 +360,7 @@ def test_unittest_held_checks_keep_unittest_semantics(pool, program, passes):
 )
 def test_is_true_needs_the_singleton(pool, program, passes):
   tests = {"kind": "assert", "code": "assert f() is True\nassert f() == True\n"}
-  assert pool.run([Job(program, tests, FAST)])[0].passed == passes
+  assert pool.execute([Job(program, tests, FAST)])[0].passed == passes
 
 
 @pytest.mark.parametrize(
@@ -377,7 +377,7 @@ def test_is_true_needs_the_singleton(pool, program, passes):
 )
 def test_tolerance_asserts_are_computed_in_the_pool(pool, program, passes):
   code = "assert abs(f(2) - 0.5) < 1e-6\nassert math.fabs(0.25 - f(1)) <= 1e-9\n"
-  result = pool.run([Job("import math\n" + program, {"kind": "assert", "code": code}, FAST)])[0]
+  result = pool.execute([Job("import math\n" + program, {"kind": "assert", "code": code}, FAST)])[0]
   assert result.passed == passes, result
 
 
@@ -392,7 +392,7 @@ def test_tolerance_asserts_are_computed_in_the_pool(pool, program, passes):
 )
 def test_truth_asserts_are_judged_in_the_pool(pool, program, passes):
   code = "assert f(3)\nassert not f(1)\n"
-  result = pool.run([Job(program, {"kind": "assert", "code": code}, FAST)])[0]
+  result = pool.execute([Job(program, {"kind": "assert", "code": code}, FAST)])[0]
   assert result.passed == passes, result
 
 
@@ -410,23 +410,23 @@ def test_assert_values_compare_with_python_semantics(pool, body, passes):
     "def check(candidate):\n  assert candidate(1) == (1, 2)\n  assert [3] != candidate(2)\n"
     "  assert candidate(3) is None\n  assert abs(candidate(4) - 0.5) < 1e-6\ncheck(f)\n"
   )
-  result = pool.run([Job(f"def f(x):\n  {body}\n", {"kind": "assert", "code": code}, FAST)])[0]
+  result = pool.execute([Job(f"def f(x):\n  {body}\n", {"kind": "assert", "code": code}, FAST)])[0]
   assert result.passed == passes, result
 
 
 def test_a_program_that_does_not_compile_fails_with_the_reason(pool):
-  result = pool.run([Job("def add(a, b):\n  return a +\n", ASSERT, FAST)])[0]
+  result = pool.execute([Job("def add(a, b):\n  return a +\n", ASSERT, FAST)])[0]
   assert result.status is Status.FAIL and "SyntaxError" in result.detail, result
 
 
 def test_a_pool_driven_from_short_lived_threads_keeps_its_workers():
   with ExecutionPool(workers=1) as pool:
     for _ in range(2):
-      thread = threading.Thread(target=lambda: pool.run([Job(ADD, CALL, FAST)]))
+      thread = threading.Thread(target=lambda: pool.execute([Job(ADD, CALL, FAST)]))
       thread.start()
       thread.join()
       time.sleep(0.2)
-    assert pool.run([Job(ADD, CALL, FAST)])[0].passed
+    assert pool.execute([Job(ADD, CALL, FAST)])[0].passed
     assert pool.stats()["worker_deaths"] == 0
 
 
@@ -436,7 +436,7 @@ def test_sigterm_stops_the_pool_and_its_workers(tmp_path):
     "import sys, time\n"
     "from precisecoder.execution import ExecutionPool, Job\n"
     "pool = ExecutionPool(workers=2)\n"
-    f"pool.run([Job({ADD!r}, {CALL!r})])\n"
+    f"pool.execute([Job({ADD!r}, {CALL!r})])\n"
     "print(*[w.process.pid for w in pool._workers], flush=True)\n"
     "time.sleep(3600)\n"
   )  # until the signal
@@ -520,12 +520,12 @@ def test_hostile_channel_output_fails_its_own_run_and_nothing_else(pool):
     Job(program + "def add(a, b):\n  return a * b\n", tests, FAST)
     for _, tests, program in HOSTILE_CHANNEL
   ]
-  results = pool.run(jobs + [Job(ADD, ASSERT, FAST)])
+  results = pool.execute(jobs + [Job(ADD, ASSERT, FAST)])
   for (name, _, _), result in zip(HOSTILE_CHANNEL, results):
     assert result.status in (Status.FAIL, Status.CRASH), (name, result)
     json.dumps(result.detail, ensure_ascii=False).encode("utf-8")  # a score file can hold it
   assert results[-1].passed  # the batch, and the pool, go on
-  assert pool.run([Job(ADD, CALL, FAST)])[0].passed
+  assert pool.execute([Job(ADD, CALL, FAST)])[0].passed
 
 
 def test_a_run_that_fails_a_check_is_stopped_there():
@@ -535,7 +535,7 @@ def test_a_run_that_fails_a_check_is_stopped_there():
   hangs = "def add(a, b):\n  if a < 0:\n    while True:\n      pass\n  return a - b\n"
   slow = "def add(a, b):\n  for _ in range(2_000_000):\n    pass\n  return a + b\n"
   with ExecutionPool(workers=2) as pool:
-    results = pool.run(
+    results = pool.execute(
       [Job(hangs, ASSERT, FAST), Job(hangs, UNITTEST, FAST), Job(slow, ASSERT, FAST)]
     )
     stopped = pool.stats()["stopped"]
@@ -553,7 +553,7 @@ def test_hostile_lines_of_a_running_check_run_fail_it_alone(pool):
     for _, tests, program in HOSTILE_CHANNEL
     if tests["kind"] in ("assert", "unittest")
   ]
-  results = pool.run(jobs + [Job(ADD, ASSERT, FAST)])
+  results = pool.execute(jobs + [Job(ADD, ASSERT, FAST)])
   assert all(r.status is Status.FAIL for r in results[:-1]), results
   assert results[-1].passed
 
@@ -563,11 +563,11 @@ def test_workers_run_under_the_interpreter_they_are_given(monkeypatch):
   program = "import sys\ndef where():\n  return sys.executable\n"
   tests = {"kind": "call", "entry_point": "where", "cases": [{"args": [], "expected": python}]}
   with ExecutionPool(workers=1, python=python) as pool:
-    assert pool.run([Job(program, tests, FAST)])[0].passed
+    assert pool.execute([Job(program, tests, FAST)])[0].passed
   # An interpreter that loads another bytecode is sent the programs' source, not our code.
   monkeypatch.setattr(pool_module, "_MAGIC", "another bytecode")
   with ExecutionPool(workers=1) as pool:
-    assert pool.run([Job(ADD, ASSERT, FAST), Job(WRONG_ADD, CALL, FAST)])[0].passed
+    assert pool.execute([Job(ADD, ASSERT, FAST), Job(WRONG_ADD, CALL, FAST)])[0].passed
     assert not pool._send_code  # pylint: disable=protected-access
   with pytest.raises(ValueError, match="no such executable"):
     ExecutionPool(python="/no/such/python")
@@ -585,5 +585,5 @@ def test_a_venv_reached_through_a_link_keeps_its_name_and_libraries(tmp_path):
   )
   tests = {"kind": "call", "entry_point": "where", "cases": [{"args": [], "expected": [python, 2]}]}
   with ExecutionPool(workers=1, python=python) as pool:
-    result = pool.run([Job(program, tests, Limits(timeout_s=60))])[0]
+    result = pool.execute([Job(program, tests, Limits(timeout_s=60))])[0]
   assert result.passed, result

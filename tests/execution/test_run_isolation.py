@@ -146,7 +146,7 @@ def _pool(mode: str):
   """A one-worker pool in `mode`, started with a harmless job, or a skip where it fell back to
   "plain": there the writer's daemon would outlive its run, and its files stay on the host."""
   with ExecutionPool(workers=1, sandbox=mode) as pool:
-    pool.run([Job("def observe():\n  return '-'\n", CALL, PATIENT)])
+    pool.execute([Job("def observe():\n  return '-'\n", CALL, PATIENT)])
     if pool.stats()["sandbox"] == "plain":
       pytest.skip("no namespaces on this host: runs share the host's /tmp and IPC")
     yield pool
@@ -155,7 +155,7 @@ def _pool(mode: str):
 @pytest.mark.parametrize("mode", ["auto", "userns"])
 def test_a_run_observes_nothing_an_earlier_run_wrote(mode):
   with _pool(mode) as pool:
-    results = pool.run([_probe(1), Job(WRITER, CALL, PATIENT), _probe(2)])
+    results = pool.execute([_probe(1), Job(WRITER, CALL, PATIENT), _probe(2)])
   assert results[1].got == "wrote", (results[1].detail, results[1].got)
   before, after = _observed(results[0]), _observed(results[2])
   assert after["sysv keys"] == [-1, -1, -1]
@@ -180,7 +180,7 @@ def test_an_early_stop_leaves_later_runs_nothing_to_observe():
   checks = {"kind": "assert", "code": "assert add(1, 1) == 3\nassert add(2, 3) == 5\n"}
   passes = {"kind": "assert", "code": "assert add(1, 1) == 2\n"}
   with _pool("auto") as pool:
-    results = pool.run(
+    results = pool.execute(
       [
         _probe(1),
         Job(stopped, checks, PATIENT),
@@ -210,7 +210,7 @@ def test_a_runs_processes_see_one_another_in_proc():
           child.wait()
       """)
   with _pool("auto") as pool:
-    result = pool.run([Job(program, CALL, PATIENT)])[0]
+    result = pool.execute([Job(program, CALL, PATIENT)])[0]
   assert result.got == ["(sleep)", 1, False], (result.detail, result.got)
 
 
@@ -226,5 +226,5 @@ def test_the_kernel_key_calls_are_refused_as_on_a_kernel_without_keys():
         return found
       """)
   with _pool("auto") as pool:
-    result = pool.run([Job(program, CALL, PATIENT)])[0]
+    result = pool.execute([Job(program, CALL, PATIENT)])[0]
   assert result.got == [[-1, 38], [-1, 38]], (result.detail, result.got)  # ENOSYS

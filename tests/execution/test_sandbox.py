@@ -40,7 +40,7 @@ def test_weaker_sandbox_modes_still_run_every_kind(mode):
     ("import os\nos._exit(0)\n", ASSERT),
   ]
   with ExecutionPool(workers=1, sandbox=mode) as pool:
-    results = pool.run([Job(program, tests, FAST) for program, tests in programs])
+    results = pool.execute([Job(program, tests, FAST) for program, tests in programs])
     assert pool.stats()["sandbox"] == mode
   assert [r.passed for r in results] == [True, True, True, True, False, False], results
 
@@ -50,13 +50,13 @@ def test_plain_workers_leave_no_folder_behind_when_closed_or_killed():
   the worker has gone, whether it exited at close or was killed and replaced."""
   leaves_a_file = "open('left.txt', 'w').write('x')\n" + ADD
   with ExecutionPool(workers=1, sandbox="plain") as pool:
-    assert pool.run([Job(leaves_a_file, ASSERT, FAST)])[0].passed
+    assert pool.execute([Job(leaves_a_file, ASSERT, FAST)])[0].passed
     killed = pool._workers[0].scratch  # pylint: disable=protected-access
     assert killed.startswith("/tmp/precisecoder-runs-") and os.path.isdir(killed)
     pool._replace(pool._workers[0])  # pylint: disable=protected-access
     closed = pool._workers[0].scratch  # pylint: disable=protected-access
     assert not os.path.exists(killed) and os.path.isdir(closed)
-    assert pool.run([Job(leaves_a_file, ASSERT, FAST)])[0].passed
+    assert pool.execute([Job(leaves_a_file, ASSERT, FAST)])[0].passed
   assert not os.path.exists(closed)
 
 
@@ -231,7 +231,7 @@ def test_runs_are_the_first_processes_the_oom_killer_picks():
   program = "def add(a, b):\n  return int(open('/proc/self/oom_score_adj').read())\n"
   tests = {"kind": "call", "entry_point": "add", "cases": [{"args": [0, 0], "expected": 1000}]}
   with ExecutionPool(workers=1) as pool:
-    result = pool.run([Job(program, tests, FAST)])[0]
+    result = pool.execute([Job(program, tests, FAST)])[0]
   assert result.passed, (result.detail, result.got)
   with open("/proc/self/oom_score_adj") as f:
     assert int(f.read()) < 1000  # the pool's own process (the trainer's) is left as it was

@@ -40,7 +40,7 @@ PROBE = textwrap.dedent(f"""
             " + len(open('ROOT_DIR/writable.txt').read())\\n")
     with ExecutionPool(workers=2) as pool:
       # Limits no slow host reaches where the verdict must not depend on its speed.
-      results = pool.run([Job(program, CALL, Limits(timeout_s=2 if program is BOMB else 60))
+      results = pool.execute([Job(program, CALL, Limits(timeout_s=2 if program is BOMB else 60))
                           for program in (ADD, BOMB, DAEMON, ROOT)])
       print(json.dumps({{"statuses": [r.status.value for r in results],
                         "sandbox": pool.stats()["sandbox"]}}))

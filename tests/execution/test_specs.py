@@ -78,7 +78,7 @@ def pool():
 
 def test_what_task_loading_accepts_the_pool_runs(pool):
   loaded = [tasks.parse_task(_record(tests), "f.jsonl:1").tests for _, tests in ACCEPTED]
-  results = pool.run(
+  results = pool.execute(
     [Job(program, tests, Limits(timeout_s=5)) for (program, _), tests in zip(ACCEPTED, loaded)]
   )
   assert [r.status for r in results] == [Status.PASS] * len(ACCEPTED), results
@@ -92,7 +92,7 @@ def test_what_one_rejects_every_layer_rejects_naming_the_field(pool, tests, mess
     expectations.split(tests)
   with pytest.raises(tasks.TaskError, match=re.escape(f"f.jsonl:1 (t_0): {message}")):
     tasks.parse_task(_record(tests), "f.jsonl:1")
-  result = pool.run([Job(ADD, tests, Limits(timeout_s=5))])[0]
+  result = pool.execute([Job(ADD, tests, Limits(timeout_s=5))])[0]
   assert result.status is Status.INFRA_ERROR and message in result.detail
 
 

@@ -1232,7 +1232,7 @@ def pool():
 
 def test_honest_programs_pass(pool):
   cases = HONEST + HONEST_ONE_PROCESS
-  results = pool.run([Job(program, tests, LIMITS) for _, program, tests in cases])
+  results = pool.execute([Job(program, tests, LIMITS) for _, program, tests in cases])
   failed = [
     f"{name}: {r.status.value} {r.detail} {r.stderr[-300:]}"
     for (name, _, _), r in zip(cases, results)
@@ -1242,7 +1242,7 @@ def test_honest_programs_pass(pool):
 
 
 def test_hostile_programs_never_pass(pool):
-  results = pool.run([Job(program, tests, limits) for _, program, tests, limits in HOSTILE])
+  results = pool.execute([Job(program, tests, limits) for _, program, tests, limits in HOSTILE])
   forged = [f"{name}: {r.detail}" for (name, *_), r in zip(HOSTILE, results) if r.passed]
   assert not forged, "\n".join(forged)
   unscored = [name for (name, *_), r in zip(HOSTILE, results) if r.status is Status.INFRA_ERROR]
@@ -1255,7 +1255,7 @@ def test_the_channel_stays_closed_where_the_run_owns_its_pipe():
   infrastructure error by reading back the "ready" line)."""
   channel = [case for case in HOSTILE if case[0].startswith("pipe:")]
   with ExecutionPool(workers=1, sandbox="userns") as userns:
-    results = userns.run(
+    results = userns.execute(
       [Job(program, tests, limits) for _, program, tests, limits in channel]
       + [Job(HONEST[2][1], SAVE, LIMITS)]
     )

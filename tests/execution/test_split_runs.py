@@ -1175,7 +1175,7 @@ def pool():
 
 
 def test_honest_programs_pass_split(pool):
-  results = pool.run([Job(program, tests, LIMITS) for _, program, tests in HONEST])
+  results = pool.execute([Job(program, tests, LIMITS) for _, program, tests in HONEST])
   failed = [
     f"{name}: {r.status.value} {r.detail} {r.stderr[-300:]}"
     for (name, _, _), r in zip(HONEST, results)
@@ -1188,7 +1188,7 @@ def test_hostile_programs_never_pass_split(pool):
   jobs = [Job(program, tests, LIMITS) for _, program, tests, _ in HOSTILE]
   jobs += [Job(program, ADD_ASSERT, LIMITS) for _, program, _, _ in HOSTILE[1:3]]
   names = [name for name, *_ in HOSTILE] + [f"{n} [assert]" for n, *_ in HOSTILE[1:3]]
-  results = pool.run(
+  results = pool.execute(
     jobs
     + [
       Job(WRONG_ADD, ADD_UNITTEST, LIMITS),
@@ -1254,7 +1254,7 @@ def test_the_programs_process_holds_no_trace_of_the_tests_text(pool):
     "mimetypes.add_type('application/x-pc-scan', '.pcx3')\n"
     "SECOND = os.path.basename('/x/PCMARK-5e1d02-TOPLEVEL')\n",
   )
-  (result,) = pool.run([Job(MEMORY_SCAN, tests, LIMITS)])
+  (result,) = pool.execute([Job(MEMORY_SCAN, tests, LIMITS)])
   assert result.passed, (result.detail, result.stderr[-500:])
 
 
@@ -1276,7 +1276,7 @@ def test_each_process_loads_only_the_zones_it_runs(pool):
         zones = {m.split('.')[2] for m in names if m.count('.') >= 2}
         self.assertEqual(sorted(zones), ['program_side', 'shared', 'test_side', 'worker_side'])
       """)
-  (result,) = pool.run([Job(program, tests, LIMITS)])
+  (result,) = pool.execute([Job(program, tests, LIMITS)])
   assert result.passed, (result.detail, result.stderr[-500:])
 
 
@@ -1310,7 +1310,7 @@ def test_the_hostile_programs_forge_a_pass_in_one_interpreter():
     for _, program, tests in plain
   ]
   with ExecutionPool(workers=2) as p:  # io jobs: one process, judged here
-    results = p.run(jobs)
+    results = p.execute(jobs)
   broken = [f"{name}: {r.detail}" for (name, _, _), r in zip(plain, results) if not r.passed]
   assert not broken, "\n".join(broken)
 

@@ -75,7 +75,7 @@ def pool():
 
 
 def test_state_crosses_as_in_one_interpreter(pool):
-  results = pool.run([Job(program, tests, LIMITS) for _, program, tests in CASES])
+  results = pool.execute([Job(program, tests, LIMITS) for _, program, tests in CASES])
   failed = [
     f"{name}: {r.status.value} {r.detail}"
     for (name, _, _), r in zip(CASES, results)

@@ -37,11 +37,11 @@ def _cpus_of(pid):
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
 def test_workers_are_pinned_to_cpus_of_their_own_unless_told_not_to():
   with ExecutionPool(workers=2) as pool:
-    assert pool.run([Job(ADD, CALL, FAST)])[0].passed
+    assert pool.execute([Job(ADD, CALL, FAST)])[0].passed
     masks = [_cpus_of(w.process.pid) for w in pool._workers]  # pylint: disable=protected-access
     assert all(len(m) == 1 for m in masks) and masks[0] != masks[1]
   with ExecutionPool(workers=2, pin_workers=False) as pool:
-    assert pool.run([Job(ADD, CALL, FAST)])[0].passed
+    assert pool.execute([Job(ADD, CALL, FAST)])[0].passed
     assert all(_cpus_of(w.process.pid) == os.sched_getaffinity(0) for w in pool._workers)  # pylint: disable=protected-access
 
 
@@ -51,7 +51,7 @@ def test_workers_never_import_jax(pool):
     "  return sorted(m for m in ('jax', 'flax', 'torch') if m in sys.modules)\n"
   )
   tests = {"kind": "call", "entry_point": "loaded", "cases": [{"args": [], "expected": []}]}
-  assert pool.run([Job(program, tests, FAST)])[0].passed
+  assert pool.execute([Job(program, tests, FAST)])[0].passed
 
 
 def test_runs_draw_fresh_random_numbers_from_workers_without_fork_hooks(pool):
@@ -63,7 +63,7 @@ def test_runs_draw_fresh_random_numbers_from_workers_without_fork_hooks(pool):
     "print(loaded, random.getrandbits(64))\n# run "
   )
   tests = {"kind": "io", "cases": [{"stdin": "", "stdout": "?"}]}
-  results = pool.run([Job(program + str(i), tests, FAST) for i in range(2)])
+  results = pool.execute([Job(program + str(i), tests, FAST) for i in range(2)])
   lines = [result.stdout.split() for result in results]
   assert [line[0] for line in lines] == ["[]", "[]"], results
   assert lines[0][1] != lines[1][1]
@@ -79,7 +79,7 @@ def test_large_outputs_are_read_whole_and_floods_stopped_at_the_cap():
   flood = "import sys\nwhile True:\n  sys.stdout.write('y' * 1000)\n"
   copy = "import sys\nsys.stdout.write(sys.stdin.read())\n"
   with ExecutionPool(workers=1) as pool:
-    whole, flooded, copied = pool.run(
+    whole, flooded, copied = pool.execute(
       [
         Job(echo, {"kind": "io", "cases": [{"stdin": "", "stdout": expected}]}, big),
         Job(flood, {"kind": "io", "cases": [{"stdin": "", "stdout": ""}]}, big),

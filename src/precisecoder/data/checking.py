@@ -52,7 +52,7 @@ class PoolChecker:
     jobs = [
       self._job(program=program, tests=dict(tests), limits=self._limits) for program, tests in items
     ]
-    results = self._pool.run(jobs)
+    results = self._pool.execute(jobs)
     for i, result in enumerate(results):
       module = None if result.passed else environments.missing_module(result.detail)
       if module is not None:

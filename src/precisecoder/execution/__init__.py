@@ -2,7 +2,7 @@
 
   from precisecoder.execution import ExecutionPool, Job, Limits, Result, Status
   with ExecutionPool(workers=2) as pool:
-    results = pool.run([Job(program, tests, Limits(timeout_s=2))], deadline_s=60)
+    results = pool.execute([Job(program, tests, Limits(timeout_s=2))], deadline_s=60)
     print(pool.stats())
 
 Layout: one sub-package per trust zone, each importing only the zones listed

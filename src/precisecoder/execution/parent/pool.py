@@ -130,7 +130,7 @@ def _message(
 
 
 class _Batch:
-  """The jobs of one `run` call: each unique job (equal `Job.key()`) prepared once, and where
+  """The jobs of one `execute` call: each unique job (equal `Job.key()`) prepared once, and where
   its result goes."""
 
   def __init__(
@@ -377,9 +377,9 @@ class ExecutionPool:
 
   Usage:
     with ExecutionPool(workers=4) as pool:
-      results = pool.run([Job(program, tests, Limits(timeout_s=2))])
+      results = pool.execute([Job(program, tests, Limits(timeout_s=2))])
 
-  `run` returns one `Result` per job, in order. Identical jobs in a batch
+  `execute` returns one `Result` per job, in order. Identical jobs in a batch
   (equal `Job.key()`) run once. Workers start on first use.
 
   Args:
@@ -487,7 +487,7 @@ class ExecutionPool:
 
   # -- batches -----------------------------------------------------------------
 
-  def run(
+  def execute(
     self,
     jobs: Sequence[Job],
     deadline_s: float | None = None,
@@ -501,7 +501,7 @@ class ExecutionPool:
     workers; it returns further jobs of this batch, whose results follow. A caller that must
     work out some of a batch's jobs (diffing programs, say) does it there, while the workers run
     those it knew already and this thread keeps serving them (stopping a run that has already
-    failed, say). `run` waits for the pool's lock, so `more` must not call it.
+    failed, say). `execute` waits for the pool's lock, so `more` must not call it.
     """
     with self._lock:
       self._start()
@@ -561,7 +561,7 @@ class ExecutionPool:
   def _execute(
     self, batch: _Batch, batch_deadline: float, more: Callable[[], Sequence[Job]] | None = None
   ) -> list[Result]:
-    """Feeds chunks to workers and judges replies as they arrive. `more` (see `run`) runs in a
+    """Feeds chunks to workers and judges replies as they arrive. `more` (see `execute`) runs in a
     thread once the first chunks are out; the jobs it returns join the batch when it ends."""
     prepared = batch.prepared
     queue = collections.deque(self._longest_first(prepared, range(len(prepared))))

@@ -142,7 +142,7 @@ def main() -> None:
       os.write(2, f"the program's process did not start: {type(e).__name__}: {e}\n".encode())
     finally:
       os._exit(1)  # pylint: disable=protected-access
-  split_program.run(sock, {"program": fields["program"]}, code)
+  split_program.execute(sock, {"program": fields["program"]}, code)
 
 
 def _import_quietly(names) -> None:

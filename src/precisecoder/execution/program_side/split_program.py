@@ -491,7 +491,7 @@ def rehearse(job: dict, code: types.CodeType | None) -> None:
     program_sock.close()
 
 
-def run(sock, job: dict, code: types.CodeType | None) -> None:
+def execute(sock, job: dict, code: types.CodeType | None) -> None:
   """The program process's life: serve, then exit; never returns."""
   status = 0
   try:

@@ -530,7 +530,7 @@ def _install_reports(channel: Channel, namespace: dict, remote=None) -> list[int
   return reported
 
 
-def run(channel_fd: int, nonce: str, job: dict) -> None:
+def execute(channel_fd: int, nonce: str, job: dict) -> None:
   """Runs one job's program and tests in this (already sandboxed) process; never returns."""
   _seal_channel(channel_fd)
   status = _session(Channel(channel_fd, nonce), job)
@@ -570,7 +570,7 @@ def _seal_channel(fd: int) -> None:
 
 
 def _session(channel: Channel, job: dict) -> int:
-  """Everything a run does but exit (which `run` does with the status returned), apart so that
+  """Everything a run does but exit (which `execute` does with the status returned), apart so that
   the worker can rehearse it (`_rehearse`)."""
   kind = job["tests"]["kind"]
   exit_code = 0

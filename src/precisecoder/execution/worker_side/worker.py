@@ -346,7 +346,7 @@ def _child(enter_child, job: dict, nonce: str, limits: dict, fds: tuple[int, ...
   _run_harness(CHANNEL_FD, nonce, job)
 
 
-_dup2, _write, _exit, _run_harness = os.dup2, os.write, os._exit, harness.run
+_dup2, _write, _exit, _run_harness = os.dup2, os.write, os._exit, harness.execute
 
 
 class _Watch:
