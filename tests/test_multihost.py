@@ -33,7 +33,8 @@ from precisecoder.train import metrics
 pytestmark = pytest.mark.xdist_group("multihost")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-STEPS = 3
+# The preempted run stops after step 1 (see `hosts`), so two steps still resume one.
+STEPS = 2
 # Two prompts of four samples: 8 rows, one minibatch gathered (shuffled) from both hosts.
 OVERRIDES = dict(
   rl=dict(
@@ -165,12 +166,11 @@ def hosts(request, start):
     runs.append(_run("stale_resumed", "precisecoder", start / "stale_stopped", overrides))
   launch = Launch(start / "hosts", 2, 2, runs, TIMEOUTS)
   deadline = time.monotonic() + RUN_TIMEOUT_S * len(runs)  # for hosts that hang
-  # The preemption: SIGTERM to one host once the run has finished a step (its first metrics).
-  while (
-    not metrics.read_metrics(start / "preempted" / "metrics.jsonl")
-    and launch.running()
-    and time.monotonic() < deadline
-  ):
+  # The preemption: SIGTERM to one host once the run has started (its watcher is in place
+  # before it logs where it resumed): step 1 is under way, so the hosts save it and stop.
+  started = f"resumed {start / 'preempted'} at step 0 "
+  log = start / "hosts" / "logs" / "process_1.log"
+  while started not in log.read_text() and launch.running() and time.monotonic() < deadline:
     time.sleep(0.1)
   if launch.running():
     launch.send_signal(1, signal.SIGTERM)
