@@ -126,6 +126,73 @@ def _two_devices(base: pathlib.Path) -> dict:
   return dict(seen)
 
 
+def _four_devices() -> dict:
+  """In a process with four CPU devices: the meshes `place` builds, and the tiny model's
+  weights, sharded over the learner's three devices, copied onto the sampler's one (and onto
+  a two-device sampler mesh) under transfer guards that refuse host copies."""
+  import jax
+  from flax import nnx
+
+  from precisecoder.model import Decoder, architectures, shard_model
+  from precisecoder.train import config as train_config
+  from precisecoder.train import placement
+
+  assert jax.device_count() == 4, jax.devices()
+  out = {}
+  cfg = _config("", 1)
+  cfg.model.mesh = "fsdp"
+  for n in (1, 2, 4):
+    cfg.rl.sampler_devices = n
+    try:
+      meshes = placement.place(cfg)
+    except train_config.ConfigError as e:
+      out[f"place{n}"] = str(e)
+      continue
+    out[f"place{n}"] = [[d.id for d in m.devices.flat] for m in (meshes.learner, meshes.sampler)]
+    model = shard_model(Decoder(architectures.get("tiny"), rngs=nnx.Rngs(0)), meshes.learner)
+    params = nnx.state(model)
+    shardings = placement.sampler_shardings(params, meshes.sampler)
+    with (
+      jax.transfer_guard_host_to_device("disallow_explicit"),
+      jax.transfer_guard_device_to_host("disallow_explicit"),
+    ):
+      copied = placement.to_sampler(params, shardings)
+      try:  # the same copy through the host
+        jax.device_put(jax.device_get(params), shardings)
+        refused = False
+      except Exception:  # pylint: disable=broad-except
+        refused = True
+    pairs = list(zip(jax.tree.leaves(params), jax.tree.leaves(copied), jax.tree.leaves(shardings)))
+    out[f"copy{n}"] = dict(
+      equal=all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b, _ in pairs),
+      placed=all(b.sharding == s for _, b, s in pairs),
+      q_proj=str(copied["layers"]["q_proj"][...].sharding.spec),
+      host_copy_refused=refused,
+    )
+  return out
+
+
+def _run_with_devices(count: int, *args: str) -> dict:
+  """This file run as a script with `count` CPU devices; what its last line reports."""
+  tests = str(pathlib.Path(__file__).parents[1])
+  env = {
+    **os.environ,
+    "XLA_FLAGS": f"--xla_force_host_platform_device_count={count}",
+    "JAX_PLATFORMS": "cpu",
+    "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]),
+  }
+  # The timeout only turns a hang into a failure: a loaded host may take many minutes.
+  proc = subprocess.run(
+    [sys.executable, __file__, str(count), *args],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=3600,
+  )
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 @pytest.fixture(scope="module")
 def start(tmp_path_factory):
   """Tasks the answering policy passes about half the time, and the step-0 checkpoint that
@@ -178,19 +245,7 @@ def test_disaggregated_run_trains_what_the_shared_run_trains_and_resumes_exactly
 
   shared = _workdir(start, "shared")
   assert rl.train(_config(start / "tasks.jsonl", 0), str(shared)) == 0
-  tests = str(pathlib.Path(__file__).parents[1])
-  env = {
-    **os.environ,
-    "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
-    "JAX_PLATFORMS": "cpu",
-    "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]),
-  }
-  # The timeout only turns a hang into a failure: a loaded host may take many minutes.
-  proc = subprocess.run(
-    [sys.executable, __file__, str(start)], env=env, capture_output=True, text=True, timeout=3600
-  )
-  assert proc.returncode == 0, proc.stderr[-4000:]
-  seen = json.loads(proc.stdout.strip().splitlines()[-1])
+  seen = _run_with_devices(2, str(start))
 
   want = _rows(shared)
   assert [r["train/staleness"] for r in want] == [0, 1, 1, 1]
@@ -212,5 +267,22 @@ def test_disaggregated_run_trains_what_the_shared_run_trains_and_resumes_exactly
   assert all(seen["host_copy_refused"])
 
 
+def test_weights_go_to_the_sampler_mesh_device_to_device():
+  """On four devices: the sampler takes the last n, the learner the rest (four cannot leave it
+  one); the weights sharded over the learner's mesh arrive on the sampler's shardings unchanged,
+  with host copies refused (and a copy through the host is refused, so the guard is live)."""
+  seen = _run_with_devices(4)
+  assert seen["place1"] == [[0, 1, 2], [3]]
+  assert seen["place2"] == [[0, 1], [2, 3]]
+  assert seen["place4"].startswith("config.rl.sampler_devices=4 must leave the learner")
+  for n in (1, 2):
+    copy = seen[f"copy{n}"]
+    assert copy["equal"] and copy["placed"] and copy["host_copy_refused"], (n, copy)
+  assert seen["copy2"]["q_proj"] == "P(None, 'fsdp')"  # split over the sampler's two devices
+
+
 if __name__ == "__main__":
-  print(json.dumps(_two_devices(pathlib.Path(sys.argv[1]))))
+  if sys.argv[1] == "2":
+    print(json.dumps(_two_devices(pathlib.Path(sys.argv[2]))))
+  else:
+    print(json.dumps(_four_devices()))
