@@ -13,7 +13,9 @@
 #      data), 30 steps of 32 tasks x 8 samples, evaluated every 5 steps;
 #   2. `precisecoder compare --preset compare-h200` (SmolLM2-135M from the bundled GGUF, the
 #      two halves joined in /tmp), 20 steps;
-#   3. benchmarks/gpu_figures.py (decode bandwidth, MFU, qwen3-4b at 1024 + 4096).
+#   3. benchmarks/gpu_figures.py (decode bandwidth, MFU, qwen3-4b at 1024 + 4096);
+#   4. benchmarks/bench_rl_step.py: k = 0, 1, 2 on the shared mesh; with 2 devices or more,
+#      also the sampler on a device of its own (rl.sampler_devices=1) at k = 1.
 # Each stage's wall time goes to OUT/gpu_run.json; the reports are OUT/compare-*/report.md.
 # The files over 64 MiB cannot travel in one device call, hence the GGUF halves
 # (../shared/device/README.md).
@@ -91,11 +93,21 @@ stage gpu-figures $py benchmarks/gpu_figures.py "${figures[@]}" --json "$out/gpu
 # GPU preset's own sizes (its base is built by then).
 stage rl-step $py benchmarks/bench_rl_step.py --preset "$gpu_preset" --staleness 0,1,2 \
   --steps 8 --prompts 0 --max-new-tokens 0 --prompt-bucket 0
+# The sampler on a device of its own (rl.sampler_devices=1) beside the shared mesh, at k = 1:
+# one device cannot be split, so on a one-GPU machine (and in --quick, on CPU) it is skipped.
+devices=$($py -c 'import jax; print(jax.device_count())' 2>/dev/null || echo 0)
+if [ "$devices" -ge 2 ]; then
+  stage rl-step-split $py benchmarks/bench_rl_step.py --preset "$gpu_preset" --staleness 1 \
+    --sampler-devices 0,1 --mesh fsdp --steps 8 --prompts 0 --max-new-tokens 0 --prompt-bucket 0
+else
+  seconds[rl-step-split]="0 skipped"
+  echo "== rl-step-split: skipped ($devices device(s); a sampler mesh of its own needs 2)"
+fi
 
 {
   echo "{"
   first=1
-  for name in compare-gpu compare-h200 gpu-figures rl-step; do
+  for name in compare-gpu compare-h200 gpu-figures rl-step rl-step-split; do
     read -r s status <<<"${seconds[$name]}"
     [ $first = 1 ] || echo ","
     printf '  "%s": {"wall_s": %s, "status": "%s"}' "$name" "$s" "$status"

@@ -357,6 +357,14 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       # sampled before a step learns and scored while it does, so a step learns from samples
       # of parameters up to that many updates old. 0: synchronous (on-policy).
       max_staleness=0,
+      # Placement (train/placement.py; docs/training.md "Placement"): 0 samples on the
+      # learner's mesh, taking turns with it. n >= 1 (needs max_staleness >= 1, one process):
+      # the last n devices are the sampler's own mesh of shape sampler_mesh ((data, fsdp,
+      # tensor), as model.mesh; "-1,1,1" replicates the weights when they fit one device),
+      # the learner keeps the rest, and each update's weights are copied over device to
+      # device while the next steps sample beside the learning.
+      sampler_devices=0,
+      sampler_mesh="1,-1,1",
       # The G samples of a task share its prompt: compute it once per group in the train step
       # (exact; minibatches are then whole groups). Its attention is dense over the prompt, so
       # for short completions, where the prompt is most of each row.
@@ -599,6 +607,7 @@ def _problems(c: ml_collections.ConfigDict):
     ):
       yield from at_least(field, 1)
     yield from at_least("rl.max_staleness", 0)
+    yield from _placement_problems(c, at_least, bad)
     yield from number("rl.visible_fraction", 0, 1, low_open=True)
     yield from at_least("rl.reward_workers", 1, MAX_WORKERS)
     if not isinstance(c.rl.get("reward_urls", ""), str):
@@ -635,6 +644,33 @@ def _problems(c: ml_collections.ConfigDict):
       yield from at_least(field, 1)
     yield from at_least("dpo.samples_per_task", 2)  # a chosen and a rejected completion
     yield from number("dpo.beta", 0, low_open=True)
+
+
+def _placement_problems(c: ml_collections.ConfigDict, at_least, bad):
+  """rl.sampler_devices and rl.sampler_mesh (with validate's helpers; the device count is
+  checked when the run starts: train/placement.py)."""
+  yield from at_least("rl.sampler_devices", 0)
+  n = c.rl.get("sampler_devices", 0)
+  if not isinstance(n, int) or n < 1:
+    return
+  if c.rl.max_staleness < 1:
+    yield (
+      f"config.rl.sampler_devices={n} needs rl.max_staleness >= 1 (it is "
+      f"{c.rl.max_staleness}): a synchronous step samples with the update just made, so the "
+      "sampler's and the learner's devices would only take turns"
+    )
+  shape = c.rl.get("sampler_mesh", "")
+  parts = shape.split(",") if isinstance(shape, str) else []
+  try:
+    sizes = [int(x) for x in parts]
+  except ValueError:
+    sizes = []
+  if len(sizes) != 3 or sizes.count(-1) > 1 or any(x < 1 and x != -1 for x in sizes):
+    yield bad(
+      "rl.sampler_mesh",
+      shape,
+      'must be "data,fsdp,tensor" sizes, one of them -1 at most (the rest of the devices)',
+    )
 
 
 def _loss_variant_problems(c: ml_collections.ConfigDict, one_of, number):

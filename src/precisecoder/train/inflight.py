@@ -19,6 +19,7 @@ one drew next, and trains every prompt once.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import dataclasses
 from collections.abc import Iterable
 from typing import Protocol
@@ -46,6 +47,17 @@ class Ready:
 
   def result(self) -> Collected:
     return self.collected
+
+
+@dataclasses.dataclass
+class OnThread:
+  """A step's rollouts being sampled on the sampler's thread (rl.sampler_devices >= 1): a
+  future of their Pending."""
+
+  future: concurrent.futures.Future
+
+  def result(self) -> Collected:
+    return self.future.result().result()
 
 
 @dataclasses.dataclass

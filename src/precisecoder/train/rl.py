@@ -19,6 +19,11 @@ own starting parameters, and learns from those sampled k steps earlier, whose sc
 the steps between learned (train/inflight.py: the schedule, and the checkpoint that holds the
 rollouts in flight). k = 0 samples this step's own: the synchronous loop.
 
+With `rl.sampler_devices` = n >= 1 (train/placement.py) the sampler has devices of its own:
+the launched rollouts sample there on the sampler's thread while this one learns, from a copy
+of the step's starting parameters that each update refreshes device to device. The schedule
+(which parameters sample which step) is the shared placement's.
+
 A step whose advantages are all zero (no group had reward variance) and whose loss has no KL
 term has a gradient of exactly zero. It skips step 4 altogether: no forward or backward pass
 and no optimiser update. Feeding Adam the zero gradient instead would still move the weights
@@ -33,6 +38,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -45,13 +51,13 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from precisecoder import episodes, multihost, reward_recipes
-from precisecoder.model import make_mesh, run_checkpoints
+from precisecoder.model import run_checkpoints
 from precisecoder.model.sharding import mesh_scope
 from precisecoder.rewards import RewardScorer
 from precisecoder.tasks import Task
 from precisecoder.train import greedy_eval, metrics, policy as policy_lib, rollout as rollout_lib
-from precisecoder.train import dynamic_sampling, inflight, overlong, scoring, step as step_lib
-from precisecoder.train import tasksets
+from precisecoder.train import dynamic_sampling, inflight, overlong, placement, scoring
+from precisecoder.train import step as step_lib, tasksets
 from precisecoder.train.run import Run, due, eval_due, sample_seed, steps_left
 
 _TERMS_LOGGED = ("unit", "precision", "recall", "f1", "edit_lines", "noop")
@@ -244,7 +250,8 @@ def train(
     # Set-up: the workdir, the policy and optimiser at the step to start from, the data, the
     # scorer and the outputs.
     run = stack.enter_context(Run(cfg, workdir))
-    mesh = make_mesh(cfg.model.mesh) if jax.device_count() > 1 else None
+    meshes = placement.place(cfg)
+    mesh = meshes.learner
     policy = policy_lib.load_policy(cfg, mesh, checkpoint=checkpoint)
     graphdef, params = nnx.split(policy.model)
     # The weights live in the loop: the policy kept here is the tokenizer and ids, and
@@ -281,6 +288,14 @@ def train(
     progress = metrics.Progress(cfg.train.steps, step)
     executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="reward")
     stack.callback(executor.shutdown, wait=True)
+    # Disaggregated: the sampler's thread and the copy of the weights onto its mesh (the
+    # sampler thread hands chunks to the reward thread: it stops first).
+    sampler_thread, to_sampler = None, None
+    if meshes.disaggregated:
+      sampler_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sampler")
+      stack.callback(sampler_thread.shutdown, wait=True, cancel_futures=True)
+      shardings = placement.sampler_shardings(params, meshes.sampler)
+      to_sampler = functools.partial(placement.to_sampler, shardings=shardings)
     model_meta = run_checkpoints.model_meta(
       policy.config,
       policy.source,
@@ -329,7 +344,7 @@ def train(
           seed=cfg.seed,
           step=step,
           include_tests=cfg.data.include_tests_in_prompt,
-          mesh=mesh,
+          mesh=meshes.sampler,
           part_offset=offset,
         )
 
@@ -343,12 +358,16 @@ def train(
             policy.pad_id,
           )
         )
+      elif sampler_thread is not None:  # beside the learning, on the sampler's devices
+        pending = inflight.OnThread(sampler_thread.submit(sample_part, batch_tasks, 0))
       else:
         pending = sample_part(batch_tasks, 0)
       return inflight.InFlight(step, version, pending)
 
     if step == 0:  # a fresh run: the policy it starts from
       evaluate(step, params)
+    # What the sampler samples with: the parameters after update `step` (shared: the same).
+    sampler_params = to_sampler(params) if to_sampler else params
     # Rollouts sampled for the steps after this one (rl.max_staleness >= 1), as checkpointed.
     in_flight = inflight.restore(run.saved_rollouts(step), step)
     # The loop: one step is a batch of tasks sampled and scored, advantages, the updates, then
@@ -358,11 +377,13 @@ def train(
     while steps_left(cfg, step):
       t_step = time.perf_counter()
       while len(in_flight) <= rl.max_staleness and step + len(in_flight) < cfg.train.steps:
-        in_flight.append(launch(step + len(in_flight) + 1, step, params))
+        in_flight.append(launch(step + len(in_flight) + 1, step, sampler_params))
       launched = time.perf_counter() - t_step
       step += 1
       current = in_flight.popleft()
+      t0 = time.perf_counter()
       rollout, terms, timing = current.pending.result()
+      waited = time.perf_counter() - t0
       model_tokens = rollout.loss_mask.sum(axis=1, dtype=np.int32)  # feedback turns left out
       cut = overlong.cut_samples(rollout, policy.eos_ids, rl.max_new_tokens)
       every = multihost.allgather_rows({**terms, "lengths": model_tokens, "truncated": cut})
@@ -391,6 +412,15 @@ def train(
           reference_params=reference_params,
         )
       timing["time/train"] = time.perf_counter() - t0
+      if to_sampler is not None:
+        # The learner waited on the sampler (its thread still sampling this step's rollouts)
+        # beside the scores; then the new weights go over (none when nothing was updated).
+        timing["time/sampler_wait"] = max(0.0, waited - timing["time/reward_exposed"])
+        t0 = time.perf_counter()
+        sampler_params = sampler_params if skip else to_sampler(params)
+        timing["time/weight_transfer"] = time.perf_counter() - t0
+      else:
+        sampler_params = params
       groups = reward.reshape(-1, rl.group_size)
       exposed = timing["time/reward_exposed"] / (time.perf_counter() - t_step)
       values: dict[str, Any] = {
