@@ -35,10 +35,10 @@ _ROOT = _SCRIPT.parents[1]
 class Launch:
   """`processes` hosts with `devices` CPU devices each, running `runs` ({"name", "args",
   "copy", "hooks"}) in order; logs and the plan in `folder`. `ends_killed`: the last run kills
-  every host (SIGKILL), which then ends the launch as it should. `env`: more of the hosts'
-  environment."""
+  every host (SIGKILL), which then ends the launch as it should. `extra_env`: more of the
+  hosts' environment."""
 
-  def __init__(self, folder, processes, devices, runs, timeouts, ends_killed=False, env=None):
+  def __init__(self, folder, processes, devices, runs, timeouts, ends_killed=False, extra_env=None):
     self.folder = pathlib.Path(folder)
     self.names = [r["name"] for r in runs]
     self.ends_killed = ends_killed
@@ -60,7 +60,7 @@ class Launch:
         "JAX_PROCESS_ID": str(i),
         "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices} "
         + os.environ.get("XLA_FLAGS", ""),
-        **(env or {}),
+        **(extra_env or {}),
       }
       with open(self.folder / "logs" / f"process_{i}.log", "w") as log:
         # A session of its own: a host that hangs is killed with its reward pool's workers.
@@ -251,17 +251,19 @@ def main(plan_path):
   import jax  # pylint: disable=import-outside-toplevel
   from precisecoder import multihost  # pylint: disable=import-outside-toplevel
 
+  from precisecoder.commands import train  # noqa: F401  (imported before the runs start)
+
   plan = json.loads(pathlib.Path(plan_path).read_text())
   # Joined once here; each run's own `initialize` then finds the process joined.
   multihost.initialize(**plan["timeouts"])
   for run in plan["runs"]:
     name = run["name"]
     print(f"== run {name}", file=sys.stderr, flush=True)
-    if run.get("copy"):
-      source, target = run["copy"]
-      if jax.process_index() == 0:
-        shutil.copytree(source, target)
-      multihost.barrier(f"copy for {name}", plan["timeouts"]["shutdown_timeout_s"])
+    if run.get("copy") and jax.process_index() == 0:
+      shutil.copytree(*run["copy"])
+    # The hosts start each run together (imported already): on a loaded machine one can reach
+    # the run's first collective more than gloo's 30 s after the other.
+    multihost.barrier(f"start {name}", plan["timeouts"]["shutdown_timeout_s"])
     with _hooks(run.get("hooks")):
       status = _train(run["args"])
     print(f"== run {name} exit {status}", file=sys.stderr, flush=True)

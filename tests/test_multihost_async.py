@@ -46,13 +46,10 @@ STOPPED_AT = 2
 # SIGKILL of both hosts after step 3, checkpoints every 2 steps: the rerun resumes from step 2
 # (holding steps 3 .. 2 + k in flight) and trains step 3 again.
 KILL_AT, KILL_CHECKPOINTS = 3, 2
-# A host that compiles a program 30 s after another fails the program's first collective (gloo's
-# rendezvous) on a loaded machine, and a resumed run's first step compiles the update first thing:
-# one host compiles each program and hands it to the other (both start it together), and later
-# runs load it from a cache the launches share.
-COMPILES = dict(
-  JAX_SHARE_BINARY_BETWEEN_HOSTS="true", JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0"
-)
+# Runs after the first load their programs from a compilation cache the launches share: a host
+# that starts a program's first collective 30 s after the other (gloo's rendezvous timeout), as
+# one slower to compile can on a loaded machine, fails it.
+CACHE = dict(JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
 TIMEOUTS = dict(initialization_timeout_s=900, heartbeat_timeout_s=300, shutdown_timeout_s=1800)
 RUN_TIMEOUT_S = 600  # per run of a launch
 
@@ -111,8 +108,10 @@ def launches(start):
   out = {}
   for i, runs in enumerate(plans):
     ends_killed = i < len(plans) - 1
-    env = dict(COMPILES, JAX_COMPILATION_CACHE_DIR=str(start / "compiled"))
-    launch = Launch(start / f"launch{i}", 2, 2, runs, TIMEOUTS, ends_killed=ends_killed, env=env)
+    cache = dict(CACHE, JAX_COMPILATION_CACHE_DIR=str(start / "compiled"))
+    launch = Launch(
+      start / f"launch{i}", 2, 2, runs, TIMEOUTS, ends_killed=ends_killed, extra_env=cache
+    )
     launch.wait(RUN_TIMEOUT_S * len(runs))
     out.update({run["name"]: launch for run in runs})
   return out
