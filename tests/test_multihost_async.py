@@ -145,6 +145,8 @@ def _straight(start, launches, k):
   rows = _step_metrics(start / f"straight{k}")
   assert [r["train/staleness"] for r in rows] == [min(k, t - 1) for t in range(1, STEPS + 1)]
   assert all(r["advantage_abs"] > 0 and r["train/grad_norm"] > 0 for r in rows), rows
+  # Stale samples are another policy's: a resume that sampled with the wrong version would show.
+  assert min(r["train/is_log_ratio_max_abs"] for r in rows[1:]) > 1e-3, rows
   return start / f"straight{k}", trained
 
 
