@@ -7,11 +7,15 @@ The tests start a launch with `Launch`; each host runs this file:
   python tests/multihost_runs.py PLAN.json
 
 PLAN.json: {"timeouts": multihost.initialize's arguments, "runs": [{"name", "args": the train
-command's arguments, "copy": optional [workdir, new workdir] the primary host copies first}]}.
+command's arguments, "copy": optional [workdir, new workdir] the primary host copies first,
+"hooks": optional test hooks (`_hooks`)}]}.
 A host's log (FOLDER/logs/process_i.log) frames each run's lines with `== run NAME` and
-`== run NAME exit STATUS`; a host stops at the first run that fails.
+`== run NAME exit STATUS`; a host stops at the first run that fails. A launch whose last run
+kills every host (the hook "kill") is made with `ends_killed=True`.
 """
 
+import contextlib
+import hashlib
 import json
 import os
 import pathlib
@@ -21,6 +25,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 _SCRIPT = pathlib.Path(__file__).resolve()
@@ -29,11 +34,14 @@ _ROOT = _SCRIPT.parents[1]
 
 class Launch:
   """`processes` hosts with `devices` CPU devices each, running `runs` ({"name", "args",
-  "copy"}) in order; logs and the plan in `folder`."""
+  "copy", "hooks"}) in order; logs and the plan in `folder`. `ends_killed`: the last run kills
+  every host (SIGKILL), which then ends the launch as it should. `extra_env`: more of the
+  hosts' environment."""
 
-  def __init__(self, folder, processes, devices, runs, timeouts):
+  def __init__(self, folder, processes, devices, runs, timeouts, ends_killed=False, extra_env=None):
     self.folder = pathlib.Path(folder)
     self.names = [r["name"] for r in runs]
+    self.ends_killed = ends_killed
     self.error = None  # set by `wait`
     (self.folder / "logs").mkdir(parents=True)
     plan = self.folder / "plan.json"
@@ -52,6 +60,7 @@ class Launch:
         "JAX_PROCESS_ID": str(i),
         "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices} "
         + os.environ.get("XLA_FLAGS", ""),
+        **(extra_env or {}),
       }
       with open(self.folder / "logs" / f"process_{i}.log", "w") as log:
         # A session of its own: a host that hangs is killed with its reward pool's workers.
@@ -84,7 +93,8 @@ class Launch:
       os.killpg(self.hosts[i].pid, signal.SIGKILL)
       self.hosts[i].wait()
     statuses = [h.returncode for h in self.hosts]
-    if any(statuses):
+    expected = [-signal.SIGKILL if self.ends_killed else 0] * len(statuses)
+    if statuses != expected:
       note = (
         f" (killed: hosts {killed}, running after {timeout_s:.0f} s or another's failure)"
         if killed
@@ -122,9 +132,101 @@ class Launch:
     )
     return {host: m.group(1) for host, m in found.items()}
 
+  def killed_run_logs(self, name):
+    """Each host's log lines of run `name`, the last, which killed every host at its "kill"
+    step (an AssertionError with the hosts' logs unless it did)."""
+    assert self.ends_killed and self.names[-1] == name, (name, self.names)
+    logs = self.logs()
+    found = {
+      host: re.search(
+        rf"^== run {re.escape(name)}\n(.*^== killing every host\n)", text, re.S | re.M
+      )
+      for host, text in logs.items()
+    }
+    assert all(found.values()) and self.error is None, (
+      f"run {name!r} did not kill every host: {self.error or self._tails(logs)}"
+    )
+    return {host: m.group(1) for host, m in found.items()}
+
   @staticmethod
   def _tails(logs):
     return "\n".join(f"== {host}\n{text[-6000:]}" for host, text in logs.items())
+
+
+def prompt_digest(prompt_ids):
+  """A short digest of a host's rows of prompt ids: which prompts a step trained, in order."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+
+  ids = np.ascontiguousarray(prompt_ids, np.int32)
+  return hashlib.sha256(str(ids.shape).encode() + ids.tobytes()).hexdigest()[:16]
+
+
+def trained_prompts(log):
+  """{step: prompt_digest} of the steps a host's log of one run says it trained."""
+  return {int(s): d for s, d in re.findall(r"^== step (\d+) trained prompts (\w+)$", log, re.M)}
+
+
+@contextlib.contextmanager
+def _hooks(spec):
+  """A run's test hooks, in place while it trains. Each host logs the prompts every step
+  trains (`== step S trained prompts DIGEST`, `prompt_digest` of its rows) after the step's
+  metrics; then, at step spec["signal"]["step"] (a dict: "step", "hosts", "group"), it sends
+  itself SIGTERM (with "group": its whole process group, reward workers too, as a VM's
+  shutdown does) if it is one of the "hosts"; at step spec["kill"], every host waits for the
+  checkpoints it started, and once all are there, the primary SIGKILLs every host's process
+  group, its own last: a pod lost at once after that step."""
+  if not spec:
+    yield
+    return
+  # pylint: disable=import-outside-toplevel
+  import jax
+  from precisecoder import multihost
+  from precisecoder.train import checkpoint_writer, metrics, rollout
+
+  trained, checkpointers = [], []
+  real_write = metrics.MetricsWriter.write
+  real_arrays = rollout.training_arrays
+  real_save = checkpoint_writer.Checkpointer.save
+
+  def training_arrays(batch, *args, **kwargs):
+    trained.append(prompt_digest(batch.prompt_ids))
+    return real_arrays(batch, *args, **kwargs)
+
+  def save(self, *args, **kwargs):
+    checkpointers.append(self)
+    return real_save(self, *args, **kwargs)
+
+  def write(self, step, values, **kwargs):
+    real_write(self, step, values, **kwargs)
+    if not trained:  # not a training step's metrics
+      return
+    print(f"== step {step} trained prompts {trained.pop()}", file=sys.stderr, flush=True)
+    signal_at = spec.get("signal")
+    if signal_at and step == signal_at["step"] and jax.process_index() in signal_at["hosts"]:
+      if signal_at.get("group"):
+        assert os.getpgrp() == os.getpid(), "a host leads its own process group (Launch)"
+        os.killpg(os.getpgrp(), signal.SIGTERM)
+      else:
+        os.kill(os.getpid(), signal.SIGTERM)
+    if step == spec.get("kill"):
+      for checkpointer in checkpointers:
+        checkpointer.wait()
+      print("== killing every host", file=sys.stderr, flush=True)  # before it may be
+      groups = multihost.allgather_json(os.getpgrp())  # every host has its checkpoints
+      if multihost.is_primary():
+        for group in reversed(groups):
+          os.killpg(group, signal.SIGKILL)
+      threading.Event().wait()  # the primary kills this host
+
+  metrics.MetricsWriter.write = write
+  rollout.training_arrays = training_arrays
+  checkpoint_writer.Checkpointer.save = save
+  try:
+    yield
+  finally:
+    metrics.MetricsWriter.write = real_write
+    rollout.training_arrays = real_arrays
+    checkpoint_writer.Checkpointer.save = real_save
 
 
 def _train(args):
@@ -149,18 +251,21 @@ def main(plan_path):
   import jax  # pylint: disable=import-outside-toplevel
   from precisecoder import multihost  # pylint: disable=import-outside-toplevel
 
+  from precisecoder.commands import train  # noqa: F401  (imported before the runs start)
+
   plan = json.loads(pathlib.Path(plan_path).read_text())
   # Joined once here; each run's own `initialize` then finds the process joined.
   multihost.initialize(**plan["timeouts"])
   for run in plan["runs"]:
     name = run["name"]
     print(f"== run {name}", file=sys.stderr, flush=True)
-    if run.get("copy"):
-      source, target = run["copy"]
-      if jax.process_index() == 0:
-        shutil.copytree(source, target)
-      multihost.barrier(f"copy for {name}", plan["timeouts"]["shutdown_timeout_s"])
-    status = _train(run["args"])
+    if run.get("copy") and jax.process_index() == 0:
+      shutil.copytree(*run["copy"])
+    # The hosts start each run together (imported already): on a loaded machine one can reach
+    # the run's first collective more than gloo's 30 s after the other.
+    multihost.barrier(f"start {name}", plan["timeouts"]["shutdown_timeout_s"])
+    with _hooks(run.get("hooks")):
+      status = _train(run["args"])
     print(f"== run {name} exit {status}", file=sys.stderr, flush=True)
     if status:
       return status
