@@ -50,7 +50,7 @@ def test_the_cache_key_follows_the_whole_config(monkeypatch, tmp_path):
   assert base_model.key(cfg) != before
 
 
-def test_a_field_at_its_neutral_value_leaves_the_cache_keys_as_they_were():
+def test_a_field_at_its_neutral_value_leaves_the_cache_keys_as_they_were(tmp_path):
   """mixture.fresh_names came after bases were cached: at 0 (nothing renamed) the base and its
   SFT data keep the keys they had without the field; at any other value they change."""
   cfg = config_lib.base_config("tiny")
@@ -65,3 +65,12 @@ def test_a_field_at_its_neutral_value_leaves_the_cache_keys_as_they_were():
   assert base_model._hashed(data) == {**data, "mixture": without.mixture.to_dict()}
   cfg.mixture.fresh_names = 0.5
   assert base_model.key(cfg) != base_model.key(without)
+  # So with the SFT loop's options that came later (one answer a step, the copy warm-up).
+  cfg = config_lib.base_config("tiny")
+  without = config_lib.base_config("tiny")
+  for field in base_model._SFT_OPTIONS:
+    del without.sft[field]
+  assert base_model.key(cfg) == base_model.key(without)
+  cfg.sft.copy_warmup_steps = 10
+  assert base_model.key(cfg) != base_model.key(without)
+  assert base_model.sft_config(cfg, tmp_path, tmp_path / "t.jsonl").sft.copy_warmup_steps == 10

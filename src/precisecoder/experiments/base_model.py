@@ -78,7 +78,15 @@ def key(base_cfg: ml_collections.ConfigDict) -> str:
 
 # Fields added after bases were cached, with the value that changes nothing: left out of the
 # hashes when they hold it, so the bases and SFT data built before them stay valid.
-_NEUTRAL = {("mixture", "fresh_names"): 0.0}
+_NEUTRAL = {
+  ("mixture", "fresh_names"): 0.0,
+  ("sft", "answers_per_task"): 0,
+  ("sft", "copy_warmup_steps"): 0,
+  ("sft", "copy_warmup_rows"): 64,
+  ("sft", "copy_warmup_length"): 64,
+  ("sft", "copy_warmup_vocab"): 0,
+  ("sft", "copy_warmup_learning_rate"): 0.0,
+}
 
 
 def _hashed(config: dict[str, Any]) -> dict[str, Any]:
@@ -240,6 +248,17 @@ def tokenizer_texts(tasks: Sequence[Task], include_tests: bool) -> list[str]:
   ]
 
 
+# The SFT loop's options a base config may set (train/config.py's `sft`).
+_SFT_OPTIONS = (
+  "answers_per_task",
+  "copy_warmup_steps",
+  "copy_warmup_rows",
+  "copy_warmup_length",
+  "copy_warmup_vocab",
+  "copy_warmup_learning_rate",
+)
+
+
 def sft_config(
   base_cfg: ml_collections.ConfigDict, tokenizer_dir: pathlib.Path, task_file: pathlib.Path
 ) -> ml_collections.ConfigDict:
@@ -263,7 +282,12 @@ def sft_config(
     include_tests_in_prompt=base_cfg.data.include_tests_in_prompt,
   )
   s = base_cfg.sft
-  c.sft.update(batch_size=s.batch_size, max_len=s.max_len, group_by_length=True)
+  c.sft.update(
+    batch_size=s.batch_size,
+    max_len=s.max_len,
+    group_by_length=True,
+    **{k: s[k] for k in _SFT_OPTIONS if k in s},
+  )
   c.optim.update(
     learning_rate=s.learning_rate, warmup_steps=s.warmup_steps, weight_decay=0.01, b2=0.98
   )
