@@ -359,6 +359,7 @@ def build(base_cfg: ml_collections.ConfigDict, root: pathlib.Path) -> dict[str, 
     corpus_tasks=len(tasks),
     targets={k: kinds.count(k) / len(kinds) for k in sft_mixture.KINDS},
     sft_loss=_last_loss(root / "sft"),
+    copy_warmup=_last_warmup(root / "sft"),
   )
   (root / "base.json").write_text(json.dumps(result, indent=1, default=float) + "\n")
   print(summary(result), flush=True)
@@ -370,6 +371,13 @@ def _last_loss(workdir: pathlib.Path) -> float | None:
 
   rows = [r["train/loss"] for r in read_metrics(workdir / "metrics.jsonl") if "train/loss" in r]
   return float(np.mean(rows[-20:])) if rows else None
+
+
+def _last_warmup(workdir: pathlib.Path) -> dict[str, float] | None:
+  """The copy warm-up's last logged step (train/copy_warmup.py), if it had one."""
+  path = workdir / "copy_warmup.jsonl"
+  lines = path.read_text().splitlines() if path.exists() else []
+  return json.loads(lines[-1]) if lines else None
 
 
 def measure(model_dir: pathlib.Path, base_cfg: ml_collections.ConfigDict) -> dict[str, Any]:
@@ -456,6 +464,12 @@ def summary(result: dict[str, Any]) -> str:
     f"SFT loss {result.get('sft_loss') or float('nan'):.3f}; targets "
     + ", ".join(f"{k} {v:.0%}" for k, v in result["targets"].items())
   ]
+  warmup = result.get("copy_warmup")
+  if warmup:
+    lines.append(
+      f"  copy warm-up: {warmup['step']} steps, loss {warmup['loss']:.3f}, copy accuracy "
+      f"{warmup['accuracy']:.1%} on random-token spans it never trained on"
+    )
   programs = result.get("config", {}).get("measure", {}).get("tier", "").startswith("programs")
   held_out = "held-out-structure tasks" if programs else "held-out-family tasks"
   held_in = (
