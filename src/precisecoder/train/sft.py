@@ -3,6 +3,8 @@
 A task's answers are its reference fix, or, for the small policy's base, the targets its SFT
 mixture drew (`task.extra["sft_targets"]`: data/sft_mixture.py, experiments/base_model.py), trained
 as consecutive rows that share the task's prompt (computed once per task on one device).
+A step may take only some of each task's answers (`sft.answers_per_task`), and a fresh run may
+first warm up on copying random-token spans (`sft.copy_warmup_steps`: train/copy_warmup.py).
 """
 
 from __future__ import annotations
