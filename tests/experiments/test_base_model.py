@@ -50,7 +50,7 @@ def test_the_cache_key_follows_the_whole_config(monkeypatch, tmp_path):
   assert base_model.key(cfg) != before
 
 
-def test_a_field_at_its_neutral_value_leaves_the_cache_keys_as_they_were():
+def test_a_field_at_its_neutral_value_leaves_the_cache_keys_as_they_were(tmp_path):
   """mixture.fresh_names came after bases were cached: at 0 (nothing renamed) the base and its
   SFT data keep the keys they had without the field; at any other value they change."""
   cfg = config_lib.base_config("tiny")
@@ -65,3 +65,41 @@ def test_a_field_at_its_neutral_value_leaves_the_cache_keys_as_they_were():
   assert base_model._hashed(data) == {**data, "mixture": without.mixture.to_dict()}
   cfg.mixture.fresh_names = 0.5
   assert base_model.key(cfg) != base_model.key(without)
+  # So with the SFT loop's options that came later (one answer a step, the copy warm-up).
+  cfg = config_lib.base_config("tiny")
+  without = config_lib.base_config("tiny")
+  for field in base_model._SFT_OPTIONS:
+    del without.sft[field]
+  assert base_model.key(cfg) == base_model.key(without)
+  cfg.sft.copy_warmup_steps = 10
+  assert base_model.key(cfg) != base_model.key(without)
+  assert base_model.sft_config(cfg, tmp_path, tmp_path / "t.jsonl").sft.copy_warmup_steps == 10
+
+
+def test_the_summary_reports_the_copy_warm_up_when_there_was_one(tmp_path):
+  assert base_model._last_warmup(tmp_path) is None
+  (tmp_path / "copy_warmup.jsonl").write_text(
+    '{"step": 25, "loss": 7.0, "accuracy": 0.0}\n{"step": 50, "loss": 1.25, "accuracy": 0.875}\n'
+  )
+  warmup = base_model._last_warmup(tmp_path)
+  assert warmup == {"step": 50, "loss": 1.25, "accuracy": 0.875}
+  result = dict(
+    name="tiny",
+    key="abc",
+    parameters=1e6,
+    vocab=512,
+    corpus_tasks=32,
+    sft_loss=1.0,
+    targets={"reference": 1.0},
+    groups=dict(
+      num_groups=2,
+      sampled_pass=0,
+      sampled_edit_lines=1,
+      sampled_noop=0,
+      unit_varies=0,
+      r_lambda_varies=0,
+    ),
+  )
+  assert "copy warm-up" not in base_model.summary(result)
+  line = "  copy warm-up: 50 steps, loss 1.250, copy accuracy 87.5% on random-token spans"
+  assert line in base_model.summary({**result, "copy_warmup": warmup})

@@ -1,13 +1,18 @@
-"""SFT on a handful of demonstrations drives their loss toward zero (tiny random model)."""
+"""SFT on a handful of demonstrations drives their loss toward zero (tiny random model); a
+step on some of each task's answers; the copy warm-up in the trainer."""
+
+import dataclasses
+import json
 
 import jax
 import ml_collections
 import numpy as np
+import pytest
 from flax import nnx
 
 from precisecoder import tasks as tasks_lib
 from precisecoder.model import Decoder, architectures
-from precisecoder.train import sequences, sft, step as step_lib
+from precisecoder.train import config as config_lib, metrics, sequences, sft, step as step_lib
 from precisecoder.train.policy import ByteTokenizer, Policy
 
 
@@ -62,3 +67,41 @@ def test_sft_overfits_a_handful_of_examples():
   assert losses[0] > 4.0  # ~log(1024) at random init
   assert losses[-1] < 0.1
   assert np.all(np.isfinite(losses))
+
+
+def test_a_step_may_train_on_some_of_each_tasks_answers():
+  task = _task(0)
+  task = dataclasses.replace(task, extra={"sft_targets": ["a", "b", "c", "d"]})
+  rng = np.random.default_rng(0)
+  drawn = [sft.some_answers([task, task], 2, rng) for _ in range(20)]
+  kept = [t.extra["sft_targets"] for pair in drawn for t in pair]
+  assert all(len(k) == 2 and k == sorted(set(k)) for k in kept)  # distinct, in their order
+  assert len({tuple(k) for k in kept}) > 3  # a fresh choice each time
+  assert task.extra["sft_targets"] == ["a", "b", "c", "d"]  # the task itself is unchanged
+
+
+@pytest.mark.slow
+def test_the_copy_warm_up_and_one_answer_a_step_run_in_the_trainer(tmp_path):
+  """sft.train with `sft.copy_warmup_steps` logs the warm-up, then trains its steps on one of
+  each task's two answers; more answers a step than a task carries is refused."""
+  demos = [
+    dataclasses.replace(t, extra={"sft_targets": [t.gt_solution, t.buggy_code]})
+    for t in (_task(i) for i in range(4))
+  ]
+  tasks_lib.write_tasks(tmp_path / "tasks.jsonl", demos)
+  cfg = config_lib.default("tiny")
+  cfg.trainer = "sft"
+  cfg.model.arch = "tiny"
+  cfg.data.update(task_file=str(tmp_path / "tasks.jsonl"), num_validation=0, num_clean=0)
+  cfg.sft.update(batch_size=2, max_len=256, answers_per_task=1)
+  cfg.sft.update(copy_warmup_steps=2, copy_warmup_rows=4, copy_warmup_length=8)
+  cfg.train.update(steps=2, eval_every=0, eval_at_start=False, report=False)
+  config_lib.validate(cfg)
+  assert sft.train(cfg, str(tmp_path / "run")) == 0
+  warmup = [json.loads(line) for line in (tmp_path / "run" / "copy_warmup.jsonl").open()]
+  assert [r["step"] for r in warmup] == [2]
+  steps = [r["step"] for r in metrics.read_metrics(tmp_path / "run" / "metrics.jsonl")]
+  assert steps == [1, 2]
+  cfg.sft.answers_per_task = 3
+  with pytest.raises(ValueError, match="answers_per_task=3 but the SFT tasks carry 2"):
+    sft.train(cfg, str(tmp_path / "other"))

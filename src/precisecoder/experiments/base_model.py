@@ -78,7 +78,15 @@ def key(base_cfg: ml_collections.ConfigDict) -> str:
 
 # Fields added after bases were cached, with the value that changes nothing: left out of the
 # hashes when they hold it, so the bases and SFT data built before them stay valid.
-_NEUTRAL = {("mixture", "fresh_names"): 0.0}
+_NEUTRAL = {
+  ("mixture", "fresh_names"): 0.0,
+  ("sft", "answers_per_task"): 0,
+  ("sft", "copy_warmup_steps"): 0,
+  ("sft", "copy_warmup_rows"): 64,
+  ("sft", "copy_warmup_length"): 64,
+  ("sft", "copy_warmup_vocab"): 0,
+  ("sft", "copy_warmup_learning_rate"): 0.0,
+}
 
 
 def _hashed(config: dict[str, Any]) -> dict[str, Any]:
@@ -240,6 +248,17 @@ def tokenizer_texts(tasks: Sequence[Task], include_tests: bool) -> list[str]:
   ]
 
 
+# The SFT loop's options a base config may set (train/config.py's `sft`).
+_SFT_OPTIONS = (
+  "answers_per_task",
+  "copy_warmup_steps",
+  "copy_warmup_rows",
+  "copy_warmup_length",
+  "copy_warmup_vocab",
+  "copy_warmup_learning_rate",
+)
+
+
 def sft_config(
   base_cfg: ml_collections.ConfigDict, tokenizer_dir: pathlib.Path, task_file: pathlib.Path
 ) -> ml_collections.ConfigDict:
@@ -263,7 +282,12 @@ def sft_config(
     include_tests_in_prompt=base_cfg.data.include_tests_in_prompt,
   )
   s = base_cfg.sft
-  c.sft.update(batch_size=s.batch_size, max_len=s.max_len, group_by_length=True)
+  c.sft.update(
+    batch_size=s.batch_size,
+    max_len=s.max_len,
+    group_by_length=True,
+    **{k: s[k] for k in _SFT_OPTIONS if k in s},
+  )
   c.optim.update(
     learning_rate=s.learning_rate, warmup_steps=s.warmup_steps, weight_decay=0.01, b2=0.98
   )
@@ -335,6 +359,7 @@ def build(base_cfg: ml_collections.ConfigDict, root: pathlib.Path) -> dict[str, 
     corpus_tasks=len(tasks),
     targets={k: kinds.count(k) / len(kinds) for k in sft_mixture.KINDS},
     sft_loss=_last_loss(root / "sft"),
+    copy_warmup=_last_warmup(root / "sft"),
   )
   (root / "base.json").write_text(json.dumps(result, indent=1, default=float) + "\n")
   print(summary(result), flush=True)
@@ -346,6 +371,13 @@ def _last_loss(workdir: pathlib.Path) -> float | None:
 
   rows = [r["train/loss"] for r in read_metrics(workdir / "metrics.jsonl") if "train/loss" in r]
   return float(np.mean(rows[-20:])) if rows else None
+
+
+def _last_warmup(workdir: pathlib.Path) -> dict[str, float] | None:
+  """The copy warm-up's last logged step (train/copy_warmup.py), if it had one."""
+  path = workdir / "copy_warmup.jsonl"
+  lines = path.read_text().splitlines() if path.exists() else []
+  return json.loads(lines[-1]) if lines else None
 
 
 def measure(model_dir: pathlib.Path, base_cfg: ml_collections.ConfigDict) -> dict[str, Any]:
@@ -432,6 +464,12 @@ def summary(result: dict[str, Any]) -> str:
     f"SFT loss {result.get('sft_loss') or float('nan'):.3f}; targets "
     + ", ".join(f"{k} {v:.0%}" for k, v in result["targets"].items())
   ]
+  warmup = result.get("copy_warmup")
+  if warmup:
+    lines.append(
+      f"  copy warm-up: {warmup['step']} steps, loss {warmup['loss']:.3f}, copy accuracy "
+      f"{warmup['accuracy']:.1%} on random-token spans it never trained on"
+    )
   programs = result.get("config", {}).get("measure", {}).get("tier", "").startswith("programs")
   held_out = "held-out-structure tasks" if programs else "held-out-family tasks"
   held_in = (

@@ -400,7 +400,23 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
 
   # group_by_length: batches of tasks with answers of similar length, lengths padded to powers
   # of two (fewer shapes and less padding when answers range from 3 to 30 lines).
-  c.sft = ml_collections.ConfigDict(dict(batch_size=8, max_len=1024, group_by_length=False))
+  # answers_per_task: how many of each task's answers a step trains on (0: all of them).
+  # copy_warmup_*: steps of copying random-token spans before SFT (train/copy_warmup.py), rows
+  # a step, prompt tokens a row, the lowest token ids drawn from (0: all) and its learning rate
+  # (0: the SFT one); 0 steps: none.
+  c.sft = ml_collections.ConfigDict(
+    dict(
+      batch_size=8,
+      max_len=1024,
+      group_by_length=False,
+      answers_per_task=0,
+      copy_warmup_steps=0,
+      copy_warmup_rows=64,
+      copy_warmup_length=64,
+      copy_warmup_vocab=0,
+      copy_warmup_learning_rate=0.0,
+    )
+  )
   c.dpo = ml_collections.ConfigDict(dict(beta=0.1, batch_size=8, max_len=1024, samples_per_task=4))
 
   # Several hosts (jax.distributed; a single process ignores them): seconds a host may take to
@@ -637,8 +653,12 @@ def _problems(c: ml_collections.ConfigDict):
         "groups)"
       )
   elif c.trainer == "sft":
-    for field in ("sft.batch_size", "sft.max_len"):
+    for field in ("sft.batch_size", "sft.max_len", "sft.copy_warmup_rows"):
       yield from at_least(field, 1)
+    for field in ("sft.answers_per_task", "sft.copy_warmup_steps", "sft.copy_warmup_vocab"):
+      yield from at_least(field, 0)
+    yield from at_least("sft.copy_warmup_length", 4)
+    yield from number("sft.copy_warmup_learning_rate", 0)
   elif c.trainer == "dpo":
     for field in ("dpo.batch_size", "dpo.max_len"):
       yield from at_least(field, 1)
@@ -901,6 +921,12 @@ def base_config(name: str) -> ml_collections.ConfigDict:
           learning_rate=b["learning_rate"],
           warmup_steps=b.get("warmup_steps", 50),
           max_len=512,
+          answers_per_task=b.get("answers_per_task", 0),
+          copy_warmup_steps=b.get("copy_warmup_steps", 0),
+          copy_warmup_rows=64,
+          copy_warmup_length=64,
+          copy_warmup_vocab=0,
+          copy_warmup_learning_rate=0.0,
         )
       ),
       # The printed measurements: greedy on held-out-family tasks, and reward variance of

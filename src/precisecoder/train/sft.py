@@ -3,6 +3,8 @@
 A task's answers are its reference fix, or, for the small policy's base, the targets its SFT
 mixture drew (`task.extra["sft_targets"]`: data/sft_mixture.py, experiments/base_model.py), trained
 as consecutive rows that share the task's prompt (computed once per task on one device).
+A step may take only some of each task's answers (`sft.answers_per_task`), and a fresh run may
+first warm up on copying random-token spans (`sft.copy_warmup_steps`: train/copy_warmup.py).
 """
 
 from __future__ import annotations
@@ -58,6 +60,51 @@ def sft_batch(
   )
 
 
+def some_answers(tasks: Sequence[Task], k: int, rng: np.random.Generator) -> list[Task]:
+  """Each task carrying `k` of its answers, drawn without replacement (in their order)."""
+  out = []
+  for task in tasks:
+    programs = answers(task)
+    keep = sorted(rng.choice(len(programs), size=k, replace=False))
+    out.append(
+      dataclasses.replace(task, extra={**task.extra, "sft_targets": [programs[i] for i in keep]})
+    )
+  return out
+
+
+def _copy_warmup(cfg, run: Run, graphdef, params, tx, policy: Policy):
+  """`params` after the copy warm-up of `cfg.sft` (train/copy_warmup.py), logged to the
+  workdir's copy_warmup.jsonl, and whether a preemption stopped it."""
+  if jax.device_count() > 1:
+    raise ValueError("config.sft.copy_warmup_steps runs on one device")
+  from precisecoder.train import copy_warmup  # pylint: disable=import-outside-toplevel
+
+  warmup_lr = float(cfg.sft.get("copy_warmup_learning_rate", 0.0))
+  if warmup_lr > 0:
+    optim = ml_collections.ConfigDict({**cfg.optim.to_dict(), "learning_rate": warmup_lr})
+    tx = step_lib.make_optimizer(optim)
+  log_path = run.workdir / "copy_warmup.jsonl"
+  log_path.unlink(missing_ok=True)  # a rerun from step 0 warms up again
+  params, out = copy_warmup.warm_up(
+    graphdef,
+    params,
+    tx,
+    token_ids=copy_warmup.token_ids(
+      policy.tokenizer,
+      [policy.pad_id, *policy.eos_ids],
+      limit=int(cfg.sft.get("copy_warmup_vocab", 0)),
+    ),
+    pad_id=policy.pad_id,
+    steps=int(cfg.sft.copy_warmup_steps),
+    rows=int(cfg.sft.get("copy_warmup_rows", 64)),
+    length=int(cfg.sft.get("copy_warmup_length", 64)),
+    seed=int(cfg.seed),
+    log_path=log_path if run.primary else None,
+    stop=lambda: run.preempted(0),
+  )
+  return params, bool(out["stopped"])
+
+
 def length_units(tasks: Sequence[Task], batch_size: int, seed: int) -> list[list[Task]]:
   """The tasks cut into batches of similar answer length (shuffled within a length, by
   `seed`): a batch of short answers is not padded to a long one, and padded lengths take few
@@ -111,8 +158,16 @@ def train(
         f"SFT tasks carry different numbers of answers ({sorted(per_task)}); "
         "every task needs the same number"
       )
+    drawn = per_task.pop() if demos else 1
+    # A step may train on some of each task's answers (`sft.answers_per_task`, 0: all): more
+    # distinct prompts for the same rows.
+    per_step = int(cfg.sft.get("answers_per_task", 0)) or drawn
+    if per_step > drawn:
+      raise ValueError(
+        f"config.sft.answers_per_task={per_step} but the SFT tasks carry {drawn} answers each"
+      )
     # Each task's prompt once for its answers; on a mesh rows are dealt to devices one by one.
-    group = per_task.pop() if demos and mesh is None else 1
+    group = per_step if mesh is None else 1
     step_fn = step_lib.make_sft_step(graphdef, tx, group)
     by_length = cfg.sft.get("group_by_length", False)
     if by_length:  # whole batches of similar length, shuffled as units (one host)
@@ -163,6 +218,12 @@ def train(
       if run.primary:
         run.dir.sync()
 
+    if step == 0 and cfg.sft.get("copy_warmup_steps", 0) > 0:  # a fresh run: warm up first
+      params, stopped = _copy_warmup(cfg, run, graphdef, params, tx, policy)
+      if stopped:  # nothing to save before step 1: a rerun warms up again
+        logging.warning("preempted during the copy warm-up; exiting")
+        return 0
+      opt_state = step_lib.init_optimizer(tx, params, mesh)
     if step == 0:  # a fresh run: the policy it starts from
       evaluate(step, params)
     while steps_left(cfg, step):
@@ -170,6 +231,8 @@ def train(
       item = next(iterator)
       batch_tasks = tasksets.as_tasks(item[0] if by_length else item, f"sft batch {step + 1}")
       step += 1
+      if per_step < drawn:
+        batch_tasks = some_answers(batch_tasks, per_step, np.random.default_rng([cfg.seed, step]))
       batch = sft_batch(
         policy,
         batch_tasks,

@@ -1,0 +1,124 @@
+"""An induction warm-up before SFT: copying spans of random tokens.
+
+A small decoder trained from scratch on the program space learns the programs' statistics long
+before it learns to copy the program in its prompt (benchmarks/RESULTS.md, "Why the
+program-space base does not copy"). On random tokens nothing but a copy predicts anything, so
+the copy circuit (induction heads: attend to the token after an earlier occurrence of the
+current one) is the only thing to learn, and short rows make each step cheap.
+
+Each row: a prompt of `length` tokens drawn uniformly from the vocabulary (special tokens
+left out) and an answer that repeats a span of `length // 2` of them starting at a random
+offset. The span's first token cannot be predicted (the offset is random); every later one
+can, by copying. The copy accuracy is the share of those later tokens the model gives more
+than half its probability (so they are its greedy choice), on a batch it never trains on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from absl import logging
+from flax import nnx
+
+from precisecoder.train import sequences, step as step_lib
+
+
+def copy_batch(
+  rng: np.random.Generator, token_ids: Sequence[int], rows: int, length: int, pad_id: int
+) -> dict[str, np.ndarray]:
+  """`rows` rows of a random prompt of `length` tokens and a copy of a random half of it."""
+  if length < 4:
+    raise ValueError(f"copy warm-up rows need at least 4 tokens, got length {length}")
+  ids = np.asarray(token_ids)
+  span = length // 2
+  prompts = rng.choice(ids, size=(rows, length))
+  starts = rng.integers(0, length - span + 1, size=rows)
+  answers = [p[s : s + span].tolist() for p, s in zip(prompts, starts)]
+  return sequences.sequence_batch(prompts.tolist(), answers, pad_id, multiple=8)
+
+
+def make_accuracy_fn(graphdef: nnx.GraphDef) -> Callable:
+  """accuracy(params, batch): the share of answer tokens after the first that the model
+  gives probability > 1/2."""
+
+  @jax.jit
+  def fn(params, batch):
+    t = batch["completion_mask"].shape[1]
+    logp, _ = step_lib.completion_logprobs(graphdef, params, batch["tokens"], batch["mask"], t)
+    mask = batch["completion_mask"][:, 1:]
+    hits = (logp[:, 1:] > math.log(0.5)) & mask
+    return jnp.sum(hits) / jnp.maximum(jnp.sum(mask), 1)
+
+  return fn
+
+
+def token_ids(tokenizer: Any, special: Sequence[int] = (), limit: int = 0) -> list[int]:
+  """The ids the warm-up draws from: the vocabulary but its special tokens (the tokenizer's,
+  if it names them, and `special`); with `limit` > 0 only the `limit` lowest of them (a BPE's
+  bytes and most frequent merges: fewer distinct tokens make the copy circuit form sooner)."""
+  left_out = set(getattr(tokenizer, "all_special_ids", ())) | set(special)
+  ids = [i for i in range(len(tokenizer)) if i not in left_out]
+  return ids[:limit] if limit > 0 else ids
+
+
+def warm_up(
+  graphdef: nnx.GraphDef,
+  params: Any,
+  tx: optax.GradientTransformation,
+  *,
+  token_ids: Sequence[int],
+  pad_id: int,
+  steps: int,
+  rows: int,
+  length: int,
+  seed: int,
+  log_every: int = 25,
+  log_path: pathlib.Path | None = None,
+  stop: Callable[[], bool] | None = None,
+) -> tuple[Any, dict[str, float]]:
+  """`params` after `steps` copy steps of `rows` rows (its own optimiser state, dropped
+  after); with the last loss and copy accuracy, and `stopped` 1.0 when `stop()` (asked before
+  each step) ended it early. Each logged step is a JSON line of `log_path` (step, loss,
+  accuracy, seconds)."""
+  step_fn = step_lib.make_sft_step(graphdef, tx)
+  accuracy_fn = make_accuracy_fn(graphdef)
+  opt_state = step_lib.init_optimizer(tx, params)
+  rng = np.random.default_rng([seed, 0xC0B1])
+  held_out = step_lib.to_device(
+    copy_batch(np.random.default_rng([seed, 0xE7A1]), token_ids, rows, length, pad_id)
+  )
+  out = {"loss": float("nan"), "accuracy": float("nan"), "stopped": 0.0}
+  t0 = time.perf_counter()
+  for step in range(1, steps + 1):
+    if stop is not None and stop():
+      return params, {**out, "stopped": 1.0}
+    batch = step_lib.to_device(copy_batch(rng, token_ids, rows, length, pad_id))
+    params, opt_state, m = step_fn(params, opt_state, batch)
+    if step % log_every == 0 or step == steps:
+      out = {
+        "loss": float(m["loss"]),
+        "accuracy": float(accuracy_fn(params, held_out)),
+        "stopped": 0.0,
+      }
+      row = {"step": step, "loss": out["loss"], "accuracy": out["accuracy"]}
+      row["seconds"] = time.perf_counter() - t0
+      logging.info(
+        "copy warm-up %d/%d: loss %.3f, copy accuracy %.1f%%",
+        step,
+        steps,
+        row["loss"],
+        100 * row["accuracy"],
+      )
+      if log_path is not None:
+        with open(log_path, "a") as handle:
+          handle.write(json.dumps(row) + "\n")
+  return params, out

@@ -1,0 +1,106 @@
+"""The induction warm-up (train/copy_warmup.py): its rows, and that a tiny model learns from it
+to copy spans of random tokens it has never seen."""
+
+import json
+
+import ml_collections
+import numpy as np
+import pytest
+from flax import nnx
+
+from precisecoder.model import Decoder, architectures
+from precisecoder.train import copy_warmup, step as step_lib
+
+
+def test_each_answer_repeats_a_span_of_its_prompt():
+  batch = copy_warmup.copy_batch(np.random.default_rng(0), range(3, 50), 16, 12, pad_id=0)
+  tokens, cmask = batch["tokens"], batch["completion_mask"]
+  t = cmask.shape[1]
+  prompts, answers = tokens[:, :-t], tokens[:, -t:]
+  starts = set()
+  for row, (prompt, answer, keep) in enumerate(zip(prompts, answers, cmask)):
+    span = answer[keep].tolist()
+    prompt = prompt[batch["mask"][row, :-t]]  # left-padded
+    assert len(prompt) == 12 and min(prompt) >= 3 and len(span) == 6
+    found = [s for s in range(7) if prompt[s : s + 6].tolist() == span]
+    assert found
+    starts.add(found[0])
+  assert len(starts) > 1  # the span starts anywhere, not at a fixed offset
+  with pytest.raises(ValueError, match="at least 4 tokens"):
+    copy_warmup.copy_batch(np.random.default_rng(0), range(3, 50), 2, 3, pad_id=0)
+
+
+def test_the_special_tokens_are_never_drawn():
+  class Tokenizer:
+    all_special_ids = [0, 5]
+
+    def __len__(self):
+      return 8
+
+  assert copy_warmup.token_ids(Tokenizer(), [7]) == [1, 2, 3, 4, 6]
+  assert copy_warmup.token_ids(Tokenizer(), [7], limit=3) == [1, 2, 3]
+
+
+def _tiny(vocab_size: int):
+  config = architectures.get("tiny", num_layers=2, vocab_size=vocab_size)
+  graphdef = nnx.split(Decoder(config, rngs=nnx.Rngs(0)))[0]
+
+  def fresh():  # each warm-up donates the parameters it is given
+    return nnx.split(Decoder(config, rngs=nnx.Rngs(0)))[1]
+
+  optim = ml_collections.ConfigDict(
+    dict(learning_rate=1e-2, warmup_steps=0, weight_decay=0.0, b1=0.9, b2=0.98, grad_clip=1.0)
+  )
+  return graphdef, fresh, step_lib.make_optimizer(optim)
+
+
+def test_the_warm_up_logs_its_loss_and_copy_accuracy(tmp_path):
+  graphdef, fresh, tx = _tiny(32)
+  log = tmp_path / "copy_warmup.jsonl"
+  _, out = copy_warmup.warm_up(
+    graphdef,
+    fresh(),
+    tx,
+    token_ids=range(8, 32),
+    pad_id=0,
+    steps=3,
+    rows=4,
+    length=8,
+    seed=0,
+    log_every=2,
+    log_path=log,
+  )
+  rows = [json.loads(line) for line in log.read_text().splitlines()]
+  assert [r["step"] for r in rows] == [2, 3]
+  assert out == {"loss": rows[-1]["loss"], "accuracy": rows[-1]["accuracy"], "stopped": 0.0}
+  assert 0 <= out["accuracy"] < 0.5 and 2.0 < out["loss"] < 5.0  # chance: log(24) = 3.2
+  # A preemption (asked before each step) stops it early.
+  asked = []
+  _, out = copy_warmup.warm_up(
+    graphdef,
+    fresh(),
+    tx,
+    token_ids=range(8, 32),
+    pad_id=0,
+    steps=5,
+    rows=4,
+    length=8,
+    seed=0,
+    stop=lambda: asked.append(1) or len(asked) > 2,
+  )
+  assert out["stopped"] == 1.0 and len(asked) == 3
+
+
+@pytest.mark.slow
+def test_a_tiny_model_learns_to_copy_unseen_spans(tmp_path):
+  """Induction forms in a phase change (at about step 200 here): before it, no token is
+  predicted with probability > 1/2 (chance is 1/64 a token); after it, nearly all the copied
+  ones are, on rows never trained on."""
+  graphdef, fresh, tx = _tiny(80)
+  log = tmp_path / "copy_warmup.jsonl"
+  kwargs = dict(token_ids=range(16, 80), pad_id=0, rows=64, length=16, seed=0, log_path=log)
+  _, after = copy_warmup.warm_up(graphdef, fresh(), tx, steps=300, log_every=50, **kwargs)
+  rows = [json.loads(line) for line in log.read_text().splitlines()]
+  print([(r["step"], round(r["accuracy"], 2)) for r in rows])
+  assert rows[0]["accuracy"] < 0.05
+  assert after["accuracy"] > 0.8 and after["loss"] < rows[0]["loss"] / 2
