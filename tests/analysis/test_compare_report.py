@@ -187,3 +187,54 @@ def test_comparison_over_seeds_and_the_multi_line_split(tmp_path):
   assert "| model | pass | precision | recall | f1 | edit_lines | noop | damage |" in section
   multi_section = text[text.index("## Multi-line split") :]
   assert "| model | pass | precision | recall | f1 | edit_lines |\n" in multi_section
+
+
+def test_asynchronous_arms_beside_their_synchronous_twins(tmp_path):
+  """Each k = 1 arm minus its k = 0 twin, by task (seeds pooled) and by seed, with a verdict in
+  words: grpo_async learns exactly as grpo does (the same within the intervals);
+  precisecoder_async learns nothing on held-in tasks (beyond noise)."""
+  n = 8
+  base = _records([0] * n, [3] * n, [0, 1] * 4)
+  arms = {"grpo": 0, "precisecoder": 0, "grpo_async": 1, "precisecoder_async": 1}
+  for arm, k in arms.items():
+    for seed in (0, 1):
+      workdir = tmp_path / arm / f"seed_{seed}"
+      learned = arm != "precisecoder_async"
+      passes = [1] * (n // 2 + seed) + [0] * (n // 2 - seed) if learned else [0] * n
+      for step, records in ((0, base), (5, _records(passes, [2] * n, [0, 1] * 4))):
+        _write_eval(workdir, step, records)
+        path = workdir / "eval" / f"step_{step}.json"
+        data = json.loads(path.read_text())
+        path.write_text(json.dumps(dict(data, heldin={"summary": {}, "records": records})))
+      (workdir / "config.json").write_text(json.dumps({"rl": {"max_staleness": k}}))
+  twins = {"grpo_async": "grpo", "precisecoder_async": "precisecoder"}
+  text = compare_report.write(tmp_path, list(arms), {"twins": twins}, seeds=[0, 1]).read_text()
+  data = json.loads((tmp_path / "report.json").read_text())["twins"]
+  same = data["grpo_async − grpo"]["sections"]["heldin"]
+  assert data["grpo_async − grpo"]["staleness"] == [1, 0]
+  assert same["same"] and same["by_task"]["pass"]["mean"] == 0.0
+  assert same["by_seed"]["pass"]["n"] == 2 and same["seeds"] == [0, 1]
+  assert same["from_base"]["grpo_async"]["pass"]["mean"] == pytest.approx(4.5 / 8)
+  assert len(same["inside_twin_interval"]) == 7  # every paper column
+  worse = data["precisecoder_async − precisecoder"]["sections"]["heldin"]
+  assert not worse["same"] and ["pass", "by task"] in worse["beyond_noise"]
+  assert worse["by_task"]["pass"]["mean"] == pytest.approx(-4.5 / 8)
+  assert "pass" not in worse["inside_twin_interval"]
+  section = text[text.index("## Asynchronous arms beside their synchronous twins") :]
+  assert section.index("### On held-in tasks") < section.index("### On validation tasks")
+  assert (
+    "On held-in tasks `grpo_async` (k = 1) has the same result as `grpo` (k = 0) within the "
+    "intervals: no column's difference excludes 0, paired by task or by seed (2 seeds); pass "
+    "+0.0 [+0.0, +0.0]"
+  ) in section
+  assert "On held-in tasks `precisecoder_async` (k = 1) differs from `precisecoder` (k = 0) " in (
+    section
+  )
+  assert "| grpo_async − grpo (by seed) | +0.0 [+0.0, +0.0] |" in section
+  # One seed: no interval over seeds, so nothing to exclude 0 by seed.
+  one = compare_report.build(tmp_path, list(arms), seeds=[1], twins=twins)["twins"]
+  assert one["grpo_async − grpo"]["sections"]["heldin"]["same"]
+  assert one["grpo_async − grpo"]["sections"]["heldin"]["by_seed"] == {}
+  # Without twins (a comparison of recipes at one schedule) the section is left out.
+  text = compare_report.write(tmp_path, ["grpo", "precisecoder"], seeds=[0, 1]).read_text()
+  assert "synchronous twins" not in text

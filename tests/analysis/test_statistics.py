@@ -137,3 +137,11 @@ def test_paired_differences_pair_by_task_and_ignore_unshared_tasks():
   # The same tasks, every one improved: the paired interval excludes zero.
   assert statistics.paired_differences(rows([0] * 8, []), rows([1] * 8, []))["pass"].excludes(0)
   assert math.isnan(diff["precision"].mean)  # no precision values at all
+
+
+def test_a_mean_without_an_interval_excludes_nothing():
+  """One seed's mean has no interval over seeds: no star, whatever its value."""
+  one = statistics.seed_interval([0.3])
+  assert one.n == 1 and not one.excludes(0.0)
+  assert statistics.cell(one, "pass", difference=True) == "+30.0"
+  assert statistics.seed_interval([0.3, 0.31]).excludes(0.0)

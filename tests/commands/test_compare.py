@@ -7,6 +7,7 @@ import pytest
 from conftest import read_only_folder
 
 from precisecoder.commands import compare
+from tests.analysis.test_report import _records, _write_eval
 
 TINY = ["--preset", "tiny", "--config.train.steps=1", "--config.train.eval_every=1"]
 
@@ -23,6 +24,25 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
   with pytest.raises(SystemExit):
     compare.main(["--workdir", str(tmp_path), "--stray"])
   assert compare.main([*TINY, "--workdir", str(tmp_path), "--config.rl.bogus=1"]) == 2
+
+
+def test_an_asynchronous_arm_needs_its_synchronous_twin(tmp_path, capsys):
+  """grpo beside precisecoder_async would confound the recipe with the schedule: refused, one
+  line naming the arm without its twin; with twins, --report-only pairs each with its twin."""
+  assert compare.main([*TINY, "--arms", "grpo,precisecoder_async", "--workdir", str(tmp_path)]) == 2
+  assert "without one: precisecoder_async (" in _one_line(capsys)
+  for arm, k, passes in (("grpo", 0, [1, 1, 0, 0]), ("grpo_async", 1, [1, 0, 1, 0])):
+    _write_eval(tmp_path / arm, 0, _records([0] * 4, [3] * 4, [0, 1]))
+    _write_eval(tmp_path / arm, 1, _records(passes, [2] * 4, [0, 1]))
+    (tmp_path / arm / "config.json").write_text(json.dumps({"rl": {"max_staleness": k}}))
+  argv = [*TINY, "--arms", "grpo,grpo_async", "--report-only", "--workdir", str(tmp_path)]
+  assert compare.main(argv) == 0
+  twins = json.loads((tmp_path / "report.json").read_text())["twins"]
+  assert twins["grpo_async − grpo"]["staleness"] == [1, 0]
+  assert twins["grpo_async − grpo"]["sections"]["validation"]["same"]
+  assert "`grpo_async` (k = 1) has the same result as `grpo` (k = 0)" in (
+    (tmp_path / "report.md").read_text()
+  )
 
 
 def test_help_points_at_pages_that_say_what_it_promises():

@@ -35,3 +35,32 @@ def test_agent_arms_stand_beside_single_turn_arms():
   }
   assert configs["precisecoder_agent"].rl.reward == "r_lambda"
   assert configs["grpo_agent"].rl.reward == "unit"
+
+
+def test_async_arms_differ_from_their_twin_in_the_schedule_only():
+  """configs/*_async.py are their recipe's config with rl.max_staleness = 1: each is paired with
+  its synchronous twin, and an asynchronous arm without its twin (which would confound the
+  recipe with the schedule), or one differing from it in anything else, is refused."""
+  arms = ("grpo", "precisecoder", "grpo_async", "precisecoder_async")
+  configs = _configs(arms=arms)
+  assert compare_arms.check_same_budget(configs) == {
+    "grpo_async": "grpo",
+    "precisecoder_async": "precisecoder",
+  }
+  assert {arm: c.rl.max_staleness for arm, c in configs.items()} == {
+    "grpo": 0,
+    "precisecoder": 0,
+    "grpo_async": 1,
+    "precisecoder_async": 1,
+  }
+  # The asynchronous arms alone share one schedule: a plain comparison of recipes.
+  assert compare_arms.check_same_budget({a: configs[a] for a in arms[2:]}) == {}
+  with pytest.raises(ValueError, match=r"without one: precisecoder_async \(.*max_staleness=1"):
+    compare_arms.check_same_budget({a: configs[a] for a in ("grpo", "precisecoder_async")})
+  configs["grpo_async"].rl.is_correction = "token_tis"
+  assert compare_arms.check_same_budget(configs)["grpo_async"] == "grpo"
+  configs["grpo_async"].rl.max_staleness = 2  # differs from precisecoder_async: still its twin's
+  assert compare_arms.check_same_budget(configs)["grpo_async"] == "grpo"
+  configs["grpo_async"].rl.group_size = 3
+  with pytest.raises(ValueError, match="rl.group_size: grpo=.* grpo_async=3"):
+    compare_arms.check_same_budget(configs)

@@ -9,6 +9,8 @@ Reads each arm's workdir (`<workdir>/<arm>/eval/step_N.json`, `metrics.jsonl`,
   excludes 0;
 - the same tables for each split evaluated apart (held-in tasks, the multi-line split), and,
   with seeds, the tables over seeds;
+- each asynchronous arm beside its synchronous twin (analysis/compare_twins.py), when the
+  comparison has such pairs;
 - the paper's correlations, on the validation tasks and on each split: edit size (−ℓ) vs unit
   over evaluated buggy samples, and precision vs no-op rate across evaluation points (arm, step);
 - curves over steps: evaluation (with interval bands) and training.
@@ -23,7 +25,7 @@ import pathlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from precisecoder.analysis import plots, report, statistics
+from precisecoder.analysis import compare_twins, plots, report, statistics
 from precisecoder.train.metrics import read_metrics
 
 # Evaluation curves of the report, by paper column (plotted as eval/<column>).
@@ -280,9 +282,13 @@ def _finite(value: float) -> float | None:
 
 
 def build(
-  workdir: str | os.PathLike, arm_names: Sequence[str], seeds: Sequence[int] = ()
+  workdir: str | os.PathLike,
+  arm_names: Sequence[str],
+  seeds: Sequence[int] = (),
+  twins: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-  """Everything the report says, as Interval/Correlation objects and plain values."""
+  """Everything the report says, as Interval/Correlation objects and plain values; `twins`
+  ({arm: twin}, experiments/compare_arms.check_same_budget's) adds the pairs' section."""
   workdir = pathlib.Path(workdir)
   arms = [
     SeededArm(name, workdir / name, seeds) if seeds else Arm(name, workdir / name)
@@ -309,6 +315,11 @@ def build(
       changes[f"{name} − {reference}"] = statistics.paired_differences(
         final[reference]["records"], e["records"]
       )
+  seeds_result = seed_tables(arms)
+  splits = {name: split_tables(arms, base, name) for name in report.SPLITS}
+  per_seed = {"": seeds_result["per_seed"]} | {
+    name: split["seeds"]["per_seed"] for name, split in splits.items()
+  }
   return {
     "workdir": workdir,
     "arms": arms,
@@ -317,8 +328,9 @@ def build(
     "changes": changes,
     "correlations": _correlations(arms, base),
     "notes": notes,
-    "seeds": seed_tables(arms),
-    "splits": {name: split_tables(arms, base, name) for name in report.SPLITS},
+    "seeds": seeds_result,
+    "splits": splits,
+    "twins": compare_twins.build(arms, base, per_seed, twins or {}),
   }
 
 
@@ -332,7 +344,9 @@ def _setup(arms: Sequence[Arm], run: Mapping[str, Any]) -> list[str]:
   )
   recipes = ", ".join(
     f"`{a.name}` ({a.config.get('rl', {}).get('reward')}, "
-    f"{a.config.get('rl', {}).get('advantage')})"
+    f"{a.config.get('rl', {}).get('advantage')}"
+    + (f", k = {compare_twins.staleness(a)}" if compare_twins.staleness(a) else "")
+    + ")"
     for a in arms
   )
   lines = [
@@ -570,9 +584,9 @@ def write(
   seeds: Sequence[int] = (),
 ) -> pathlib.Path:
   """Writes report.md, report.json and the PNGs into `workdir`; returns report.md's path."""
-  result = build(workdir, arm_names, seeds)
-  workdir, arms = result["workdir"], result["arms"]
   run = dict(run or {})
+  result = build(workdir, arm_names, seeds, run.get("twins"))
+  workdir, arms = result["workdir"], result["arms"]
   curves = {a.name: a.curves() for a in arms}
   eval_png = plot_evaluations(
     result,
@@ -608,6 +622,7 @@ def write(
   lines += _seed_lines(result["seeds"])
   for name, split in result["splits"].items():
     lines += _split_lines(name, split)
+  lines += compare_twins.lines(result["twins"], arms)
   lines += [
     "## Correlations (Pearson r, 95% Fisher-z interval)",
     "",
@@ -684,6 +699,7 @@ def write(
           if split["paper_table"]
         },
         "correlations": _correlations_json(corr),
+        "twins": compare_twins.to_json(result["twins"]),
       },
       indent=1,
       default=float,

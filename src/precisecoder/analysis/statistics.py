@@ -47,8 +47,11 @@ class Interval:
     )
 
   def excludes(self, value: float = 0.0) -> bool:
-    """Whether `value` lies outside the interval (for a difference: not explained by noise)."""
-    return self.n > 0 and not self.low <= value <= self.high
+    """Whether `value` lies outside the interval (for a difference: not explained by noise).
+    A mean without an interval (one seed's) excludes nothing."""
+    if self.n == 0 or math.isnan(self.low) or math.isnan(self.high):
+      return False
+    return not self.low <= value <= self.high
 
   def to_json(self) -> dict[str, float | int]:
     return dataclasses.asdict(self)

@@ -143,7 +143,7 @@ def main(argv: Sequence[str]) -> int:
     parser.error(f"--arms {args.arms!r}: give each arm once")
   try:
     arms = _arms(names, configs_dir, args.preset, overrides)
-    compare_arms.check_same_budget({name: cfg for name, (_, cfg) in arms.items()})
+    twins = compare_arms.check_same_budget({name: cfg for name, (_, cfg) in arms.items()})
     seeds = _seeds(args.seeds)
     runs = compare_arms.run_specs(arms, args.preset, overrides, pathlib.Path(args.workdir), seeds)
     workdir = _check_workdir(args, runs)
@@ -152,7 +152,7 @@ def main(argv: Sequence[str]) -> int:
     return 2
   run_path = workdir / "compare.json"
   run = json.loads(run_path.read_text()) if run_path.exists() else {"wall_s": {}}
-  run.update(arms=names, preset=args.preset, overrides=overrides, seeds=seeds)
+  run.update(arms=names, preset=args.preset, overrides=overrides, seeds=seeds, twins=twins)
   codes: dict[str, int] = {}
   if not args.report_only:
     t0 = time.perf_counter()

@@ -1,11 +1,12 @@
 """Train several reward recipes ("arms") side by side: the arms' configs, checked to differ
-only in their reward recipe (and in single answers vs multi-turn episodes), and their
-trainer processes.
+only in their reward recipe (and in single answers vs multi-turn episodes, and in the
+rollouts' staleness beside a twin), and their trainer processes.
 
 Each arm is `configs/<arm>.py:<preset>` with the same `--config.` overrides, trained by its own
 `python -m precisecoder.train` process in `<workdir>/<arm>` (resumable: a rerun continues
 unfinished arms and skips finished ones). Arms must differ only in their reward recipe and
-`rl.turns` (a single-turn arm beside an agent arm, configs/*_agent.py): base
+`rl.turns` (a single-turn arm beside an agent arm, configs/*_agent.py), and in the schedule
+(SCHEDULE_FIELDS: an asynchronous arm, configs/*_async.py, beside its synchronous twin): base
 model, tasks, seed, sampling and budget are checked to be identical before anything runs, so
 every arm is evaluated on the same held-in tasks and clean programs at the same steps. The
 `precisecoder compare` command (commands/compare.py) runs them and writes the report
@@ -38,12 +39,19 @@ KNOWN_ARMS = (
   "recall_only",
   "grpo_agent",
   "precisecoder_agent",
+  "grpo_async",
+  "precisecoder_async",
 )
 # What arms may differ in: the reward recipe, and single answers vs episodes with test
 # feedback (`rl.turns`, configs/*_agent.py). Everything else must match across arms.
 RECIPE_FIELDS = frozenset(
   {"rl.reward", "rl.advantage", "rl.lam", "rl.ea_alpha", "rl.ea_beta", "rl.scale_std", "rl.turns"}
 )
+# What an arm may differ in from its twin, an arm of the same reward recipe: how stale its
+# rollouts may be (train/inflight.py) and the off-policy correction that goes with staleness.
+# Recipes are compared at one schedule: an arm whose schedule differs from the first arm's
+# needs its twin in the comparison, so that a recipe is never confounded with a schedule.
+SCHEDULE_FIELDS = frozenset({"rl.max_staleness", "rl.is_correction", "rl.is_cap"})
 PROGRESS_EVERY_S = 60.0
 
 
@@ -74,9 +82,11 @@ def resolve_config(
   return values.config
 
 
-def check_same_budget(configs: dict[str, ml_collections.ConfigDict]) -> None:
-  """Raises ValueError naming every field (other than the reward recipe and rl.turns) that
-  differs."""
+def check_same_budget(configs: dict[str, ml_collections.ConfigDict]) -> dict[str, str]:
+  """Raises ValueError naming every field that differs beyond the reward recipe, rl.turns and
+  the schedule (SCHEDULE_FIELDS), and every arm whose schedule differs from the first arm's
+  without a twin. Returns the twins: {arm: the arm of its recipe at the first arm's schedule}
+  for each arm at another schedule (`{"grpo_async": "grpo"}`)."""
   names = list(configs)
   flat = {name: config_lib.flatten(cfg) for name, cfg in configs.items()}
   for name in names:
@@ -84,19 +94,42 @@ def check_same_budget(configs: dict[str, ml_collections.ConfigDict]) -> None:
       raise ValueError(
         f"arm {name!r} has trainer={configs[name].trainer!r}; compare trains RL arms only"
       )
-  differ = []
-  for name in names[1:]:
-    keys = set(flat[names[0]]) | set(flat[name])
-    differ += [
-      f"{k}: {names[0]}={flat[names[0]].get(k)!r} {name}={flat[name].get(k)!r}"
-      for k in sorted(keys - RECIPE_FIELDS)
-      if flat[names[0]].get(k) != flat[name].get(k)
+
+  def differing(a: str, b: str, allowed: frozenset[str]) -> list[str]:
+    keys = set(flat[a]) | set(flat[b])
+    return [
+      f"{k}: {a}={flat[a].get(k)!r} {b}={flat[b].get(k)!r}"
+      for k in sorted(keys - allowed)
+      if flat[a].get(k) != flat[b].get(k)
     ]
+
+  first = names[0]
+  differ = [
+    d for name in names[1:] for d in differing(first, name, RECIPE_FIELDS | SCHEDULE_FIELDS)
+  ]
   if differ:
     raise ValueError(
-      "arms must share everything but the reward recipe and rl.turns; differing: "
-      + "; ".join(differ)
+      "arms must share everything but the reward recipe, rl.turns and the schedule "
+      f"({', '.join(sorted(SCHEDULE_FIELDS))}); differing: " + "; ".join(differ)
     )
+  at_first = [name for name in names if not differing(first, name, RECIPE_FIELDS)]
+  twins, orphans = {}, []
+  for name in names:
+    if name in at_first:
+      continue
+    twin = next((t for t in at_first if not differing(name, t, SCHEDULE_FIELDS)), None)
+    if twin is None:
+      schedule = ", ".join(f"{k}={flat[name].get(k)!r}" for k in sorted(SCHEDULE_FIELDS))
+      orphans.append(f"{name} ({schedule})")
+    else:
+      twins[name] = twin
+  if orphans:
+    raise ValueError(
+      f"arms at another schedule than the first arm {first!r} need their twin, an arm of the "
+      "same reward recipe at the first arm's schedule (e.g. --arms grpo,grpo_async); without "
+      "one: " + "; ".join(orphans)
+    )
+  return twins
 
 
 def arm_finished(workdir: pathlib.Path, cfg: ml_collections.ConfigDict) -> bool:

@@ -1,0 +1,14 @@
+"""PreciseCoder (configs/precisecoder.py) with its rollouts sampled one step ahead of the learner
+(`rl.max_staleness` = 1, train/inflight.py): the asynchronous twin of `precisecoder` in a
+comparison."""
+
+from precisecoder.train import config as train_config
+
+
+def get_config(arg=None):
+  c = train_config.default(arg)
+  c.rl.reward = "r_lambda"
+  c.rl.advantage = "gdpo"
+  c.rl.lam = 1 / 3
+  c.rl.max_staleness = 1
+  return c
