@@ -59,6 +59,15 @@ def test_held_in_tasks_are_new_instances_of_the_training_families(tmp_path, monk
   assert tasksets.heldin_tasks(cfg) == []
 
 
+def test_cached_correct_programs_are_those_of_the_tier_asked_for(tmp_path, monkeypatch):
+  monkeypatch.setenv("PRECISECODER_CACHE", str(tmp_path))
+  programs = tasksets.generated("train", "programs", 4, 1, clean=True)
+  easy = tasksets.generated("train", "easy", 4, 1, clean=True)  # after the other is cached
+  assert easy == generator.make_clean_tasks("train", 4, 1, tier="easy")
+  assert programs == generator.make_clean_tasks("train", 4, 1, tier="programs")
+  assert {t.task_id for t in easy}.isdisjoint(t.task_id for t in programs)
+
+
 def test_files_replace_the_generator(tmp_path):
   buggy = generator.make_tasks("validation", "medium", 4, 1)
   clean = generator.make_clean_tasks("validation", 1, 1)

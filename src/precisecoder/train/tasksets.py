@@ -44,7 +44,7 @@ def generated(split: str, tier: str, n: int, seed: int, *, clean: bool = False) 
 
   if n == 0:
     return []
-  kind = "clean" if clean else tier
+  kind = f"clean-{tier}" if clean else tier  # correct programs differ by tier as buggy ones do
   path = cache_root() / "tasks" / f"{split}-{kind}-{n}-{seed}-{_generator_digest()}.jsonl.gz"
   if path.exists():
     return tasks_lib.load_tasks(path)
