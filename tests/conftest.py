@@ -197,3 +197,26 @@ def save_step_zero(cfg, workdir, **policy):
       None,
       run_checkpoints.model_meta(start.config, start.source),
     )
+
+
+def step_metrics(workdir):
+  """A run's metrics.jsonl rows without what timing decides (time/*, the reward's exposed
+  share): what two runs that trained alike have equal."""
+  from precisecoder.train import metrics  # pylint: disable=import-outside-toplevel
+
+  return [
+    {k: v for k, v in r.items() if not k.startswith(("time/", "reward_exposed"))}
+    for r in metrics.read_metrics(pathlib.Path(workdir) / "metrics.jsonl")
+  ]
+
+
+def saved_params(workdir):
+  """The parameters of a run's latest checkpoint, as numpy arrays in tree order."""
+  # pylint: disable=import-outside-toplevel
+  import jax
+  import numpy as np
+  from flax import nnx
+  from precisecoder.model import run_checkpoints
+
+  model, _, _ = run_checkpoints.load(workdir)
+  return [np.asarray(x) for x in jax.tree.leaves(nnx.state(model))]

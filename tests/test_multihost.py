@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import answerable_tasks, save_step_zero
+from conftest import answerable_tasks, save_step_zero, saved_params, step_metrics
 from multihost_runs import Launch
 
 from precisecoder.train import metrics
@@ -191,22 +191,6 @@ def _fingerprints(logs):
   }
 
 
-def _step_metrics(workdir):
-  return [
-    {k: v for k, v in r.items() if not k.startswith(("time/", "reward_exposed"))}
-    for r in metrics.read_metrics(workdir / "metrics.jsonl")
-  ]
-
-
-def _params(workdir):
-  import jax
-  from flax import nnx
-  from precisecoder.model import run_checkpoints
-
-  model, _, _ = run_checkpoints.load(workdir)
-  return [np.asarray(x) for x in jax.tree.leaves(nnx.state(model))]
-
-
 def test_a_global_batch_does_not_depend_on_the_number_of_hosts():
   """Host i's batch k is the i-th block of one host's batch k: the same tasks in the same
   order for any number of hosts (so the one-process run below sees the same global batch)."""
@@ -238,20 +222,20 @@ def test_two_hosts_train_like_one_process_with_the_same_global_batch(start, host
   workdir = start / "rl"
   prints = _fingerprints(hosts.run_logs("rl"))
   assert len(prints) == 2 and len(set(prints.values())) == 1, prints  # replicas agree
-  rows = _step_metrics(workdir)
+  rows = step_metrics(workdir)
   assert [r["step"] for r in rows] == list(range(1, STEPS + 1))
   # The policy really learns: rewards vary within groups and the parameters move.
   assert all(r["advantage_abs"] > 0 and r["train/grad_norm"] > 0 for r in rows), rows
   assert not np.allclose(
-    np.concatenate([p.ravel() for p in _params(workdir)]),
-    np.concatenate([p.ravel() for p in _params(start / "start")]),
+    np.concatenate([p.ravel() for p in saved_params(workdir)]),
+    np.concatenate([p.ravel() for p in saved_params(start / "start")]),
   )
 
   one_host.run_logs("rl")
   single = start / "rl_one_host"
-  for a, b in zip(_params(workdir), _params(single)):
+  for a, b in zip(saved_params(workdir), saved_params(single)):
     np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
-  for x, y in zip(rows, _step_metrics(single)):
+  for x, y in zip(rows, step_metrics(single)):
     assert x.keys() == y.keys()
     for k in x:
       assert x[k] == pytest.approx(y[k], rel=1e-6, abs=1e-6), k  # float32 sums
@@ -276,8 +260,8 @@ def test_sigterm_to_one_host_then_resume_matches_the_uninterrupted_run(start, ho
 
   hosts.run_logs("resumed")  # in a copy of the preempted workdir
   resumed = start / "resumed"
-  assert _step_metrics(resumed) == _step_metrics(reference)
-  for a, b in zip(_params(resumed), _params(reference)):
+  assert step_metrics(resumed) == step_metrics(reference)
+  for a, b in zip(saved_params(resumed), saved_params(reference)):
     np.testing.assert_array_equal(a, b)
 
 
@@ -305,10 +289,10 @@ def _two_hosts_and_one_device(start, hosts, name):
   one = _workdir(start, f"{name}_one_device", checkpoint)
   assert train.train(cfg, str(one)) == 0
   assert not np.allclose(
-    np.concatenate([p.ravel() for p in _params(two)]),
-    np.concatenate([p.ravel() for p in _params(start / checkpoint)]),
+    np.concatenate([p.ravel() for p in saved_params(two)]),
+    np.concatenate([p.ravel() for p in saved_params(start / checkpoint)]),
   )
-  for a, b in zip(_params(two), _params(one)):
+  for a, b in zip(saved_params(two), saved_params(one)):
     np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
   return two, one
 
@@ -317,7 +301,7 @@ def test_sft_on_two_hosts_trains_like_one_process(start, hosts):
   """The SFT baseline on a pod: each host pads its rows to the lengths all hosts agree on,
   and the token-mean loss over the global batch is the one-process loss."""
   two, one = _two_hosts_and_one_device(start, hosts, "sft")
-  for x, y in zip(_step_metrics(two), _step_metrics(one), strict=True):
+  for x, y in zip(step_metrics(two), step_metrics(one), strict=True):
     assert x["train/loss"] == pytest.approx(y["train/loss"], rel=1e-6)
 
 
@@ -325,9 +309,9 @@ def test_dpo_on_two_hosts_trains_like_one_process(start, hosts):
   """The DPO baseline on a pod: each host samples and scores its own tasks, pads its pairs
   to a count all hosts agree on with weight-0 pairs; the loss is the one-process loss."""
   two, one = _two_hosts_and_one_device(start, hosts, "dpo")
-  rows = _step_metrics(two)
+  rows = step_metrics(two)
   assert all(r["pairs"] > 0 for r in rows), rows  # the policy's samples pass and fail
-  for x, y in zip(rows, _step_metrics(one), strict=True):
+  for x, y in zip(rows, step_metrics(one), strict=True):
     assert x.keys() == y.keys()
     for k in x:
       assert x[k] == pytest.approx(y[k], rel=1e-6, abs=1e-6), k
@@ -339,9 +323,9 @@ def test_agent_episodes_on_two_hosts_train_like_one_process(start, hosts):
   stay on its host, feedback from its own pool) and every host takes the same turns; the
   parameters and metrics are one process's."""
   two, one = _two_hosts_and_one_device(start, hosts, "agent")
-  rows = _step_metrics(two)
+  rows = step_metrics(two)
   assert max(r["agent/turns"] for r in rows) > 1 and all(r["advantage_abs"] > 0 for r in rows)
-  for x, y in zip(rows, _step_metrics(one), strict=True):
+  for x, y in zip(rows, step_metrics(one), strict=True):
     assert x.keys() == y.keys()
     for k in x:
       assert x[k] == pytest.approx(y[k], rel=1e-6, abs=1e-6), k
@@ -353,9 +337,9 @@ def test_rollouts_in_flight_on_two_hosts_train_and_resume_like_one_process(start
   own rows in flight; the run trains as one process does, and stopped after step 1 with step
   2's rollouts in flight then resumed, as the run never stopped."""
   two, one = _two_hosts_and_one_device(start, hosts, "stale")
-  rows = _step_metrics(two)
+  rows = step_metrics(two)
   assert [r["train/staleness"] for r in rows] == [0.0, 1.0]
-  for x, y in zip(rows, _step_metrics(one), strict=True):
+  for x, y in zip(rows, step_metrics(one), strict=True):
     assert x.keys() == y.keys()
     for k in x:
       assert x[k] == pytest.approx(y[k], rel=1e-6, abs=1e-6), k
@@ -364,8 +348,8 @@ def test_rollouts_in_flight_on_two_hosts_train_and_resume_like_one_process(start
   resumed = start / "stale_stopped"
   held = sorted(p.name for p in (resumed / "checkpoints" / "1" / "rollouts").glob("*.npz"))
   assert held == ["process_0-of-2.npz", "process_1-of-2.npz"]
-  assert _step_metrics(resumed) == rows
-  for a, b in zip(_params(resumed), _params(two)):
+  assert step_metrics(resumed) == rows
+  for a, b in zip(saved_params(resumed), saved_params(two)):
     np.testing.assert_array_equal(a, b)
 
 
@@ -394,5 +378,5 @@ def test_the_local_pod_script_trains_the_tiny_preset_on_two_hosts(tmp_path):
   assert sorted(logs) == ["process_0.log", "process_1.log"]
   # Each host holds its own shards of the parameters, and says so at the last step.
   assert all("step 2: parameters on this host: sha256" in text for text in logs.values()), logs
-  assert sorted({r["step"] for r in _step_metrics(workdir)}) == [0, 1, 2]  # evaluated at 0
+  assert sorted({r["step"] for r in step_metrics(workdir)}) == [0, 1, 2]  # evaluated at 0
   assert json.loads((workdir / "report.json").read_text())

@@ -14,10 +14,9 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import answerable_tasks, save_step_zero
+from conftest import answerable_tasks, save_step_zero, saved_params, step_metrics
 from multihost_runs import Launch, prompt_digest, trained_prompts
 
-from precisecoder.train import metrics
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("multihost")]
 
@@ -117,22 +116,6 @@ def launches(start):
   return out
 
 
-def _step_metrics(workdir):
-  return [
-    {k: v for k, v in r.items() if not k.startswith(("time/", "reward_exposed"))}
-    for r in metrics.read_metrics(workdir / "metrics.jsonl")
-  ]
-
-
-def _params(workdir):
-  import jax
-  from flax import nnx
-  from precisecoder.model import run_checkpoints
-
-  model, _, _ = run_checkpoints.load(workdir)
-  return [np.asarray(x) for x in jax.tree.leaves(nnx.state(model))]
-
-
 def _trained(logs):
   """Each host's {step: digest of the prompts it trained} from a run's logs."""
   return {host: trained_prompts(text) for host, text in logs.items()}
@@ -142,7 +125,7 @@ def _straight(start, launches, k):
   """The uninterrupted run's workdir and trained prompts (each host's, by step)."""
   trained = _trained(launches[f"straight{k}"].run_logs(f"straight{k}"))
   assert all(sorted(steps) == list(range(1, STEPS + 1)) for steps in trained.values()), trained
-  rows = _step_metrics(start / f"straight{k}")
+  rows = step_metrics(start / f"straight{k}")
   assert [r["train/staleness"] for r in rows] == [min(k, t - 1) for t in range(1, STEPS + 1)]
   assert all(r["advantage_abs"] > 0 and r["train/grad_norm"] > 0 for r in rows), rows
   # Stale samples are another policy's: a resume that sampled with the wrong version would show.
@@ -167,8 +150,8 @@ def _held(workdir, step, k, straight):
 
 
 def _same_as_straight(workdir, straight_dir):
-  assert _step_metrics(workdir) == _step_metrics(straight_dir)
-  for a, b in zip(_params(workdir), _params(straight_dir), strict=True):
+  assert step_metrics(workdir) == step_metrics(straight_dir)
+  for a, b in zip(saved_params(workdir), saved_params(straight_dir), strict=True):
     np.testing.assert_array_equal(a, b)
 
 

@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import answerable_tasks, save_step_zero
+from conftest import answerable_tasks, save_step_zero, saved_params, step_metrics
 
 from precisecoder import reward_recipes
 from precisecoder.train import config as train_config
@@ -58,23 +58,6 @@ def start(tmp_path_factory):
 def _workdir(start, name):
   shutil.copytree(start / "start" / "checkpoints", start / name / "checkpoints")
   return start / name
-
-
-def _rows(workdir):
-  drop = ("time/", "reward_exposed_fraction")
-  return [
-    {k: v for k, v in r.items() if not k.startswith(drop)}
-    for r in metrics.read_metrics(workdir / "metrics.jsonl")
-  ]
-
-
-def _params(workdir):
-  import jax
-  from flax import nnx
-  from precisecoder.model import run_checkpoints
-
-  model, _, _ = run_checkpoints.load(workdir)
-  return [np.asarray(x) for x in jax.tree.leaves(nnx.state(model))]
 
 
 def test_rollouts_in_flight_round_trip_through_a_checkpoint(tmp_path):
@@ -202,13 +185,13 @@ def test_the_loop_trains_what_the_schedule_written_out_trains(start, k):
   still trains bit for bit what the plain schedule trains."""
   workdir = _straight(start, k)
   rows, params = _reference(start, k, start / f"reference{k}")
-  got = _rows(workdir)
+  got = step_metrics(workdir)
   assert [r["step"] for r in got] == list(range(1, STEPS + 1))
   assert [r["train/staleness"] for r in got] == [min(k, t - 1) for t in range(1, STEPS + 1)]
   assert [(r["reward"], r.get("train/loss"), r["train/staleness"]) for r in got] == [
     (r["reward"], r["loss"], r["staleness"]) for r in rows
   ]
-  for a, b in zip(_params(workdir), params):
+  for a, b in zip(saved_params(workdir), params):
     np.testing.assert_array_equal(a, b)
   # The sampler/learner log-ratio: numerics alone at k = 0; an update or more apart after.
   ratios = [r["train/is_log_ratio_max_abs"] for r in got if "train/is_log_ratio_max_abs" in r]
@@ -228,8 +211,8 @@ def test_stopped_with_rollouts_in_flight_then_resumed_matches_the_straight_run(s
   reader.close()
   assert [(x.step, x.version) for x in held] == [(t, 0) for t in range(2, 2 + k)]
   assert rl.train(_config(task_file, k), str(workdir)) == 0
-  assert _rows(workdir) == _rows(_straight(start, k))
-  for a, b in zip(_params(workdir), _params(_straight(start, k))):
+  assert step_metrics(workdir) == step_metrics(_straight(start, k))
+  for a, b in zip(saved_params(workdir), saved_params(_straight(start, k))):
     np.testing.assert_array_equal(a, b)
 
 
@@ -247,10 +230,10 @@ def test_sigterm_with_rollouts_in_flight_saves_them_and_resumes_exactly(start, m
   monkeypatch.setattr(metrics.MetricsWriter, "write", write)
   assert rl.train(_config(start / "tasks.jsonl", 2), str(workdir)) == 0
   monkeypatch.undo()
-  assert [r["step"] for r in _rows(workdir)] == [1, 2]
+  assert [r["step"] for r in step_metrics(workdir)] == [1, 2]
   assert rl.train(_config(start / "tasks.jsonl", 2), str(workdir)) == 0
-  assert _rows(workdir) == _rows(_straight(start, 2))
-  for a, b in zip(_params(workdir), _params(_straight(start, 2))):
+  assert step_metrics(workdir) == step_metrics(_straight(start, 2))
+  for a, b in zip(saved_params(workdir), saved_params(_straight(start, 2))):
     np.testing.assert_array_equal(a, b)
 
 
@@ -284,8 +267,8 @@ def test_sigkill_with_rollouts_in_flight_resumes_from_the_last_checkpoint_exactl
   env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
   killed = subprocess.run([sys.executable, "-c", code], env=env, timeout=600, check=False)
   assert killed.returncode == -signal.SIGKILL
-  assert [r["step"] for r in _rows(workdir)] == [1, 2, 3]
+  assert [r["step"] for r in step_metrics(workdir)] == [1, 2, 3]
   assert rl.train(_config(start / "tasks.jsonl", 1, checkpoint_every=2), str(workdir)) == 0
-  assert _rows(workdir) == _rows(_straight(start, 1))
-  for a, b in zip(_params(workdir), _params(_straight(start, 1))):
+  assert step_metrics(workdir) == step_metrics(_straight(start, 1))
+  for a, b in zip(saved_params(workdir), saved_params(_straight(start, 1))):
     np.testing.assert_array_equal(a, b)

@@ -18,6 +18,7 @@ import threading
 
 import numpy as np
 import pytest
+from conftest import answerable_tasks, save_step_zero, saved_params, step_metrics
 
 STEPS = 4
 
@@ -46,26 +47,6 @@ def _config(task_file, sampler_devices, **train):
 def _workdir(base, name):
   shutil.copytree(base / "start" / "checkpoints", base / name / "checkpoints")
   return base / name
-
-
-def _rows(workdir):
-  from precisecoder.train import metrics
-
-  drop = ("time/", "reward_exposed_fraction")
-  return [
-    {k: v for k, v in r.items() if not k.startswith(drop)}
-    for r in metrics.read_metrics(workdir / "metrics.jsonl")
-  ]
-
-
-def _params(workdir):
-  import jax
-  from flax import nnx
-
-  from precisecoder.model import run_checkpoints
-
-  model, _, _ = run_checkpoints.load(workdir)
-  return [np.asarray(x) for x in jax.tree.leaves(nnx.state(model))]
 
 
 def _two_devices(base: pathlib.Path) -> dict:
@@ -197,8 +178,6 @@ def _run_with_devices(count: int, *args: str) -> dict:
 def start(tmp_path_factory):
   """Tasks the answering policy passes about half the time, and the step-0 checkpoint that
   every run starts from."""
-  from conftest import answerable_tasks, save_step_zero
-
   base = tmp_path_factory.mktemp("placement")
   answerable_tasks(base / "tasks.jsonl")
   save_step_zero(_config(base / "tasks.jsonl", 0), base / "start")
@@ -251,11 +230,11 @@ def test_disaggregated_run_trains_what_the_shared_run_trains_and_resumes_exactly
   assert rl.train(_config(start / "tasks.jsonl", 0), str(shared)) == 0
   seen = _run_with_devices(2, str(start))
 
-  want = _rows(shared)
+  want = step_metrics(shared)
   assert [r["train/staleness"] for r in want] == [0, 1, 1, 1]
   for name in ("disaggregated", "stopped"):
-    assert _rows(start / name) == want, name
-    for a, b in zip(_params(start / name), _params(shared)):
+    assert step_metrics(start / name) == want, name
+    for a, b in zip(saved_params(start / name), saved_params(shared)):
       np.testing.assert_array_equal(a, b)
   # Straight run: steps 1..4; the stopped one's 1, 2 then the resumed one's 3, 4 (its step 2
   # was in the checkpoint).
