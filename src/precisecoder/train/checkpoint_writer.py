@@ -41,7 +41,24 @@ def _process_file(directory: epath.Path, suffix: str = "json") -> epath.Path:
   return directory / f"process_{jax.process_index()}-of-{jax.process_count()}.{suffix}"
 
 
-class DataStateHandler(ocp.CheckpointHandler):
+class _PerProcessFiles(ocp.CheckpointHandler):
+  """A handler whose item is one file per process, written whole by `save`: nothing to
+  finalize, describe or close."""
+
+  def metadata(self, directory: epath.Path) -> None:
+    del directory
+
+  def structure(self, directory: epath.Path) -> None:
+    del directory
+
+  def finalize(self, directory: epath.Path) -> None:
+    del directory
+
+  def close(self) -> None:
+    pass
+
+
+class DataStateHandler(_PerProcessFiles):
   """One JSON file per process: that host's data-iterator state."""
 
   def save(self, directory: epath.Path, args: "DataStateSave") -> None:
@@ -59,18 +76,6 @@ class DataStateHandler(ocp.CheckpointHandler):
       )
     return json.loads(path.read_text())
 
-  def metadata(self, directory: epath.Path) -> None:
-    del directory
-
-  def structure(self, directory: epath.Path) -> None:
-    del directory
-
-  def finalize(self, directory: epath.Path) -> None:
-    del directory
-
-  def close(self) -> None:
-    pass
-
 
 @ocp.args.register_with_handler(DataStateHandler, for_save=True)
 @dataclasses.dataclass
@@ -84,7 +89,7 @@ class DataStateRestore(ocp.args.CheckpointArgs):
   pass
 
 
-class RolloutsHandler(ocp.CheckpointHandler):
+class RolloutsHandler(_PerProcessFiles):
   """One .npz file per process: that host's rows of the rollouts in flight (flat arrays)."""
 
   def save(self, directory: epath.Path, args: "RolloutsSave") -> None:
@@ -99,18 +104,6 @@ class RolloutsHandler(ocp.CheckpointHandler):
       raise FileNotFoundError(f"{path}: no rollouts in flight for this process")
     with np.load(io.BytesIO(path.read_bytes()), allow_pickle=False) as data:
       return {k: data[k] for k in data.files}
-
-  def metadata(self, directory: epath.Path) -> None:
-    del directory
-
-  def structure(self, directory: epath.Path) -> None:
-    del directory
-
-  def finalize(self, directory: epath.Path) -> None:
-    del directory
-
-  def close(self) -> None:
-    pass
 
 
 @ocp.args.register_with_handler(RolloutsHandler, for_save=True)
