@@ -91,24 +91,21 @@ def test_large_outputs_are_read_whole_and_floods_stopped_at_the_cap():
   assert flooded.detail.endswith("stdout exceeded 3145728 bytes"), flooded
 
 
-def test_a_worker_answers_its_protocol_directly():
-  """Hello, then one reply per job in order, over framed messages on fds 0 and 1."""
+def _plain_worker() -> subprocess.Popen:
+  """A worker started as the pool starts one (sandbox "plain", no run uid), its protocol on
+  our pipes."""
   src_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(worker.__file__))))
-  process = subprocess.Popen(
-    [
-      sys.executable,
-      "-E",
-      "-s",
-      "-m",
-      "precisecoder.execution.worker_side.worker",
-      "0",
-      "plain",
-      "-1",
-    ],
+  return subprocess.Popen(
+    [sys.executable, "-E", "-s", "-m", worker.__name__, "0", "plain", "-1"],
     stdin=subprocess.PIPE,
     stdout=subprocess.PIPE,
     cwd=src_root,
   )
+
+
+def test_a_worker_answers_its_protocol_directly():
+  """Hello, then one reply per job in order, over framed messages on fds 0 and 1."""
+  process = _plain_worker()
   try:
     inbox, outbox = process.stdin.fileno(), process.stdout.fileno()
     hello = protocol.read_message(outbox)
@@ -135,22 +132,7 @@ def test_a_worker_answers_its_protocol_directly():
 def test_a_running_check_run_reports_its_lines_and_stops_when_the_pool_says_so():
   """A run of assert tests still going at a tick sends the lines it wrote; a stop naming its
   nonce ends it, and the worker goes on to the next job."""
-  src_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(worker.__file__))))
-  process = subprocess.Popen(
-    [
-      sys.executable,
-      "-E",
-      "-s",
-      "-m",
-      "precisecoder.execution.worker_side.worker",
-      "0",
-      "plain",
-      "-1",
-    ],
-    stdin=subprocess.PIPE,
-    stdout=subprocess.PIPE,
-    cwd=src_root,
-  )
+  process = _plain_worker()
   hangs = "def add(a, b):\n  if a < 0:\n    while True:\n      pass\n  return a - b\n"
   tests = {"kind": "assert", "code": "assert add(2, 3) == 5\nassert add(-1, 1) == 0\n"}
   try:
