@@ -137,6 +137,11 @@ def test_wandb_logs_the_metrics_beside_tensorboard_only_when_asked(tmp_path, mon
     w.write(step, {"reward": 0.25 * step, "train/loss": np.float32(1.0 / step), "flag": True})
   w.write(2, {"pass": 0.5}, prefix="eval/")
   w.close()
+  # finish() can return before W&B's service process has written the run's file (seen on a
+  # loaded host); teardown waits for the service to end.
+  import wandb  # pylint: disable=import-outside-toplevel
+
+  wandb.teardown()
   rows = {r["_step"]: r for r in _wandb_history(tmp_path / "run")}
   assert rows[1]["reward"] == 0.25 and rows[1]["train/loss"] == 1.0
   assert rows[2]["reward"] == 0.5 and rows[2]["eval/pass"] == 0.5
