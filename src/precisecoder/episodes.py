@@ -146,8 +146,11 @@ def play(
   seed: int = 0,
   mesh: Mesh | None = None,
   prompt_bucket: int = 64,
+  host_rows: sampling.HostRows | None = None,
 ) -> Episodes:
-  """`num_samples` episodes per task, each starting from its rendered prompt text."""
+  """`num_samples` episodes per task, each starting from its rendered prompt text.
+  `host_rows`: this host's place in the global batch when it samples on a mesh of its own
+  devices (sampling.sample)."""
   prompt_ids = [prompts.encode_prompt(tokenizer, text) for text in prompt_texts]
   conversation = sampling.Conversation(
     model,
@@ -164,6 +167,7 @@ def play(
     seed=seed,
     mesh=mesh,
     prompt_bucket=prompt_bucket,
+    host_rows=host_rows,
   )
   out = conversation.first
   rows = len(out.lengths)
@@ -223,8 +227,10 @@ def play(
       tokens[r, lengths[r] : lengths[r] + len(ids)] = ids
       lengths[r] += len(ids)
     live = [r for r in range(rows) if replies[r]]
-    # Every host takes the same turns (its peers' rows may go on when its own have ended).
-    if k == agent.turns - 1 or not multihost.global_max(int(bool(live))):
+    # On a mesh across hosts every host takes the same turns (its peers' rows may go on when
+    # its own have ended); on its own devices a host stops when its rows have.
+    more = multihost.global_max(int(bool(live))) if multihost.spans_processes(mesh) else live
+    if k == agent.turns - 1 or not more:
       break
     out = conversation.reply(replies)
   return Episodes(

@@ -343,15 +343,58 @@ def _check(
   return longest
 
 
-def _prompt_batch(prompt_ids, longest: int, mesh: Mesh | None, prompt_bucket: int, pad_id: int):
+@dataclasses.dataclass(frozen=True)
+class HostRows:
+  """Where one host's prompts sit in a global batch that each host samples on devices of its
+  own (a sampler mesh per host: no collective while sampling): the global index of its first
+  prompt (which seeds its rows) and the longest prompt of every host's (the padded width, so
+  that every host's rows have the shapes, and the numbers, of one global batch)."""
+
+  first: int
+  longest: int
+
+
+def agree_rows(lengths: Sequence[Sequence[int]]) -> list[HostRows]:
+  """Each batch's HostRows, from this host's prompt lengths in each of `lengths` (the prompts
+  of several batches, sampled one after the other): one collective for all of them, so every
+  host calls it in the same order as its others (on one process: no collective)."""
+  counts = np.array([[len(x), max(x, default=0)] for x in lengths], np.int64).reshape(-1, 2)
+  every = multihost.allgather_rows(counts[None])  # [hosts, batches, 2]
+  first = np.sum(every[: jax.process_index(), :, 0], axis=0)
+  longest = np.max(every[:, :, 1], axis=0)
+  return [HostRows(int(f), int(m)) for f, m in zip(first, longest)]
+
+
+def _prompt_batch(
+  prompt_ids,
+  longest: int,
+  mesh: Mesh | None,
+  prompt_bucket: int,
+  pad_id: int,
+  host_rows: HostRows | None = None,
+):
   """(prompt, mask, global prompt index, padding prompts added): this host's prompts
-  left-padded to a length every host agrees on, padded with copies to fill whole devices."""
+  left-padded to a length every host agrees on, padded with copies to fill whole devices.
+  `host_rows`: that length and the prompts' global place, agreed beforehand (agree_rows) for
+  a mesh of this host's own devices."""
   # Across hosts every process holds its own prompts; the padded length must agree.
   multi = multihost.spans_processes(mesh)
-  prompt_len = bucket_length(multihost.global_max(longest) if multi else longest, prompt_bucket)
+  if host_rows is not None:
+    if multi or longest > host_rows.longest:
+      raise ValueError(
+        f"sample: host_rows {host_rows} is for a mesh of this host's devices and prompts of "
+        f"at most {host_rows.longest} tokens (the mesh spans hosts: {multi}; longest: {longest})"
+      )
+    longest = host_rows.longest
+  elif multi:
+    longest = multihost.global_max(longest)
+  prompt_len = bucket_length(longest, prompt_bucket)
   prompt, mask = pad_rows(prompt_ids, prompt_len, pad_id, left=True)
   # A prompt's index in the global batch (hosts' prompts in process order) seeds its rows.
-  first = multihost.rows_before(len(prompt_ids)) if multi else 0
+  if host_rows is not None:
+    first = host_rows.first
+  else:
+    first = multihost.rows_before(len(prompt_ids)) if multi else 0
   index = np.arange(first, first + len(prompt_ids), dtype=np.int32)
   # Each host's block must fill whole devices; rows added for that are dropped again below.
   extra = (-len(prompt_ids)) % multihost.rows_per_host_multiple(mesh) if multi else 0
@@ -414,12 +457,15 @@ def sample(
   mesh: Mesh | None = None,
   prompt_bucket: int = PROMPT_BUCKET,
   decode_segments: int = 1,
+  host_rows: HostRows | None = None,
 ) -> SampleOutput:
   """Samples `num_samples` completions per prompt; deterministic for a seed (and any mesh).
 
   On a mesh that spans several processes, every process passes its own prompts (the same
   number on each) and gets back the rows of those prompts; together they are one global
-  batch, host-major, sampled as one process holding all of them would sample it.
+  batch, host-major, sampled as one process holding all of them would sample it. With
+  `host_rows` (agree_rows'), each host samples its prompts of such a batch on a mesh of its
+  own devices, with the same seeds and padded width, and no collective.
 
   `decode_segments` > 1 splits decoding into loops that each attend only to the part of the
   KV cache filled so far. On CPU the window slice costs more than it saves (hence 1, the
@@ -428,7 +474,9 @@ def sample(
   longest = _check(
     model, prompt_ids, num_samples, max_new_tokens, temperature, top_p, top_k, max_new_tokens
   )
-  prompt, mask, index, _ = _prompt_batch(prompt_ids, longest, mesh, prompt_bucket, pad_id)
+  prompt, mask, index, _ = _prompt_batch(
+    prompt_ids, longest, mesh, prompt_bucket, pad_id, host_rows
+  )
   graphdef, state = nnx.split(model)
   statics = _statics(
     num_samples, max_new_tokens, temperature, top_p, top_k, eos_ids, pad_id, decode_segments
@@ -536,8 +584,9 @@ class Conversation:
   tokens, so a row sees exactly its own conversation. Turn 1 is `sample`'s program; all later
   turns share one (the slots are traced). A row without
   feedback is done: it stays masked and yields no tokens. Turn 1 draws exactly what `sample`
-  draws; turn k > 0 draws from its own keys, again per (prompt index, sample). Across hosts
-  every process calls `reply` the same number of times (with [] for rows it has ended).
+  draws; turn k > 0 draws from its own keys, again per (prompt index, sample). On a mesh
+  across hosts every process calls `reply` the same number of times (with [] for rows it has
+  ended); with `host_rows` (as `sample`'s) each host's conversation is its own.
   """
 
   def __init__(
@@ -558,6 +607,7 @@ class Conversation:
     mesh: Mesh | None = None,
     prompt_bucket: int = 64,
     decode_segments: int = 1,
+    host_rows: HostRows | None = None,
   ):
     if turns < 1 or feedback_len < 1:
       raise ValueError(
@@ -569,7 +619,9 @@ class Conversation:
     longest = _check(
       model, prompt_ids, num_samples, max_new_tokens, temperature, top_p, top_k, budget
     )
-    prompt, mask, index, extra = _prompt_batch(prompt_ids, longest, mesh, prompt_bucket, pad_id)
+    prompt, mask, index, extra = _prompt_batch(
+      prompt_ids, longest, mesh, prompt_bucket, pad_id, host_rows
+    )
     self.prompt_len = prompt.shape[1]
     self.rows = len(prompt_ids) * num_samples
     self._padding_rows = extra * num_samples

@@ -358,11 +358,12 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       # of parameters up to that many updates old. 0: synchronous (on-policy).
       max_staleness=0,
       # Placement (train/placement.py; docs/training.md "Placement"): 0 samples on the
-      # learner's mesh, taking turns with it. n >= 1 (needs max_staleness >= 1, one process):
-      # the last n devices are the sampler's own mesh of shape sampler_mesh ((data, fsdp,
-      # tensor), as model.mesh; "-1,1,1" replicates the weights when they fit one device),
-      # the learner keeps the rest, and each update's weights are copied over device to
-      # device while the next steps sample beside the learning.
+      # learner's mesh, taking turns with it. n >= 1 (needs max_staleness >= 1): each
+      # process's last n devices are its sampler's own mesh of shape sampler_mesh ((data,
+      # fsdp, tensor), as model.mesh; "-1,1,1" replicates the weights when they fit one
+      # device), sampling that host's tasks; the learner keeps the rest, and each update's
+      # weights are copied over device to device while the next steps sample beside the
+      # learning (LoRA: the adapters alone).
       sampler_devices=0,
       sampler_mesh="1,-1,1",
       # The G samples of a task share its prompt: compute it once per group in the train step

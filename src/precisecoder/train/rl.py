@@ -21,8 +21,10 @@ rollouts in flight). k = 0 samples this step's own: the synchronous loop.
 
 With `rl.sampler_devices` = n >= 1 (train/placement.py) the sampler has devices of its own:
 the launched rollouts sample there on the sampler's thread while this one learns, from a copy
-of the step's starting parameters that each update refreshes device to device. The schedule
-(which parameters sample which step) is the shared placement's.
+of the step's starting parameters that each update refreshes device to device (LoRA: its
+adapters alone). The schedule (which parameters sample which step) is the shared placement's.
+On several hosts each samples its own tasks on its own sampler mesh, their place in the
+global batch agreed on this thread first (`agree_chunks`).
 
 A step whose advantages are all zero (no group had reward variance) and whose loss has no KL
 term has a gradient of exactly zero. It skips step 4 altogether: no forward or backward pass
@@ -50,8 +52,8 @@ from absl import logging
 from flax import nnx
 from jax.sharding import Mesh
 
-from precisecoder import episodes, multihost, reward_recipes
-from precisecoder.model import run_checkpoints
+from precisecoder import episodes, multihost, reward_recipes, sampling
+from precisecoder.model import lora as lora_lib, run_checkpoints
 from precisecoder.model.sharding import mesh_scope
 from precisecoder.rewards import RewardScorer
 from precisecoder.tasks import Task
@@ -136,6 +138,27 @@ class Scoring:
     return self.collected
 
 
+def rollout_chunks(rl: ml_collections.ConfigDict, tasks: int) -> list[np.ndarray]:
+  """The tasks' indices of each of a step's `rl.rollout_chunks` chunks."""
+  return np.array_split(np.arange(tasks), max(1, min(rl.rollout_chunks, tasks)))
+
+
+def agree_chunks(
+  rl: ml_collections.ConfigDict, policy: policy_lib.Policy, batch_tasks: list, include_tests: bool
+) -> list[sampling.HostRows]:
+  """Each chunk's place in the global batch (first row, padded width), agreed by every host
+  (one collective: on the loop's thread, before its sampling is handed to the sampler's)."""
+  agent = rollout_lib.agent_config(rl)
+  return sampling.agree_rows(
+    [
+      rollout_lib.prompt_lengths(
+        policy, [batch_tasks[j] for j in index], include_tests=include_tests, agent=agent
+      )
+      for index in rollout_chunks(rl, len(batch_tasks))
+    ]
+  )
+
+
 def sample_and_score(
   rl: ml_collections.ConfigDict,
   policy: policy_lib.Policy,
@@ -148,14 +171,14 @@ def sample_and_score(
   include_tests: bool,
   mesh: Mesh | None,
   part_offset: int = 0,
+  host_rows: Sequence[sampling.HostRows] | None = None,
 ) -> Scoring:
   """Samples one step's rollouts (from `policy`, seeded by the run's `seed` and `step`, its
   chunks from `part_offset` on), handing each finished chunk to `executor` to be scored
-  while the next one samples."""
+  while the next one samples. `host_rows`: each chunk's place in the global batch when this
+  host samples on a mesh of its own (`agree_chunks`)."""
   agent = rollout_lib.agent_config(rl)
-  chunks = np.array_split(
-    np.arange(len(batch_tasks)), max(1, min(rl.rollout_chunks, len(batch_tasks)))
-  )
+  chunks = rollout_chunks(rl, len(batch_tasks))
   parts, futures = [], []
   t_sample = 0.0
   for i, index in enumerate(chunks):
@@ -173,6 +196,7 @@ def sample_and_score(
       mesh=mesh,
       agent=agent,
       pool=scorer if agent is not None else None,
+      host_rows=host_rows[i] if host_rows is not None else None,
     )
     t_sample += time.perf_counter() - t0
     parts.append(part)
@@ -296,6 +320,16 @@ def train(
       stack.callback(sampler_thread.shutdown, wait=True, cancel_futures=True)
       shardings = placement.sampler_shardings(params, meshes.sampler)
       to_sampler = functools.partial(placement.to_sampler, shardings=shardings)
+      if run.lora is not None:  # the base is frozen: after the first copy only adapters move
+        adapter_shardings = lora_lib.adapters_of(shardings)
+
+    def refresh_sampler(params: Any, current: Any) -> Any:
+      """The sampler's copy of the weights `params` (disaggregated), `current` the last."""
+      if run.lora is None:
+        return to_sampler(params)
+      adapters = placement.to_sampler(lora_lib.adapters_of(params), adapter_shardings)
+      return lora_lib.with_adapters(current, adapters)
+
     model_meta = run_checkpoints.model_meta(
       policy.config,
       policy.source,
@@ -334,7 +368,7 @@ def train(
       batch_tasks = tasksets.as_tasks(next(iterator), f"train batch {step}")
       sampler = policy_at(params)
 
-      def sample_part(tasks: list, offset: int) -> Scoring:
+      def sample_part(tasks: list, offset: int, host_rows=None) -> Scoring:
         return sample_and_score(
           rl,
           sampler,
@@ -346,20 +380,28 @@ def train(
           include_tests=cfg.data.include_tests_in_prompt,
           mesh=meshes.sampler,
           part_offset=offset,
+          host_rows=host_rows,
         )
+
+      def agreed(tasks: list):  # each host's sampler mesh its own: agreed here, not there
+        if not meshes.sampler_per_host:
+          return None
+        return agree_chunks(rl, policy, tasks, cfg.data.include_tests_in_prompt)
 
       if rl.dynamic_sampling:  # more tasks until the batch is groups with reward variance
         pending = inflight.Ready(
           dynamic_sampling.collect(
             rl,
-            lambda tasks, offset: sample_part(tasks, offset).result(),
+            lambda tasks, offset: sample_part(tasks, offset, agreed(tasks)).result(),
             batch_tasks,
             lambda: tasksets.as_tasks(next(iterator), f"train batch {step}+"),
             policy.pad_id,
           )
         )
       elif sampler_thread is not None:  # beside the learning, on the sampler's devices
-        pending = inflight.OnThread(sampler_thread.submit(sample_part, batch_tasks, 0))
+        pending = inflight.OnThread(
+          sampler_thread.submit(sample_part, batch_tasks, 0, agreed(batch_tasks))
+        )
       else:
         pending = sample_part(batch_tasks, 0)
       return inflight.InFlight(step, version, pending)
@@ -417,7 +459,7 @@ def train(
         # beside the scores; then the new weights go over (none when nothing was updated).
         timing["time/sampler_wait"] = max(0.0, waited - timing["time/reward_exposed"])
         t0 = time.perf_counter()
-        sampler_params = sampler_params if skip else to_sampler(params)
+        sampler_params = sampler_params if skip else refresh_sampler(params, sampler_params)
         timing["time/weight_transfer"] = time.perf_counter() - t0
       else:
         sampler_params = params

@@ -71,6 +71,25 @@ def encode_prompts(
   return [policy.prompt_ids(t, include_tests=include_tests) for t in tasks]
 
 
+def _prompt_texts(policy: Policy, tasks: Sequence[Task], include_tests: bool) -> list[str]:
+  """The chat prompts an episode starts from (its later turns continue their text)."""
+  return [prompts.render_prompt(policy.tokenizer, t, include_tests=include_tests) for t in tasks]
+
+
+def prompt_lengths(
+  policy: Policy,
+  tasks: Sequence[Task],
+  *,
+  include_tests: bool = True,
+  agent: episodes_lib.AgentConfig | None = None,
+) -> list[int]:
+  """The prompt tokens of each task as `sample_rollout` encodes it."""
+  if agent is not None:
+    texts = _prompt_texts(policy, tasks, include_tests)
+    return [len(prompts.encode_prompt(policy.tokenizer, text)) for text in texts]
+  return [len(ids) for ids in encode_prompts(policy, tasks, include_tests=include_tests)]
+
+
 def sample_rollout(
   policy: Policy,
   tasks: Sequence[Task],
@@ -85,11 +104,14 @@ def sample_rollout(
   mesh: Mesh | None = None,
   agent: episodes_lib.AgentConfig | None = None,
   pool=None,
+  host_rows: sampling.HostRows | None = None,
 ) -> Rollout:
   """`num_samples` completions per task and the programs extracted from them; with `agent`,
-  `num_samples` episodes per task whose visible tests run in `pool` (a pool or scorer)."""
+  `num_samples` episodes per task whose visible tests run in `pool` (a pool or scorer).
+  `host_rows`: the tasks' place in the global batch when this host samples them on devices
+  of its own (sampling.agree_rows, from `prompt_lengths`)."""
   if agent is not None:
-    texts = [prompts.render_prompt(policy.tokenizer, t, include_tests=include_tests) for t in tasks]
+    texts = _prompt_texts(policy, tasks, include_tests)
     out = episodes_lib.play(
       policy.model,
       policy.tokenizer,
@@ -106,6 +128,7 @@ def sample_rollout(
       seed=seed,
       mesh=mesh,
       prompt_bucket=prompt_bucket,
+      host_rows=host_rows,
     )
     return Rollout(
       tasks=[tasks[g] for g in out.groups],
@@ -133,6 +156,7 @@ def sample_rollout(
     seed=seed,
     mesh=mesh,
     prompt_bucket=prompt_bucket,
+    host_rows=host_rows,
   )
   completions = [
     prompts.decode_completion(policy.tokenizer, out.completion_ids(r, eos_ids=policy.eos_ids))
