@@ -247,12 +247,44 @@ def _train(args):
   return 0
 
 
+def _cache_on_every_host():
+  """Lets every host write the persistent compilation cache, not only process 0.
+
+  JAX writes it from process 0 alone (one cache on a filesystem all hosts share), but on CPU a
+  program's cache key holds its host's topology, so host 1 never reads host 0's entries: without
+  its own, host 1 compiled every program again in each run of a launch while host 0 loaded its
+  copies, and host 0 waited at the first collective. The keys differ per host, so the hosts'
+  entries share one folder without clashing. Uses JAX's private `_cache_write`; where a JAX
+  release lacks it, hosts other than 0 compile as before (slower, nothing else changes)."""
+  # pylint: disable=import-outside-toplevel,protected-access
+  import jax
+  from jax._src import compilation_cache, compiler, distributed
+
+  real = getattr(compiler, "_cache_write", None)
+  put = getattr(compilation_cache, "put_executable_and_time", None)
+  if real is None or put is None:
+    print("== JAX has no _cache_write: host 0 alone caches compiles", file=sys.stderr)
+    return
+
+  def write(cache_key, compile_time_s, module_name, backend, executable, host_callbacks):
+    if distributed.global_state.process_id == 0:
+      return real(cache_key, compile_time_s, module_name, backend, executable, host_callbacks)
+    # What `_cache_write` checks besides the process: programs with host callbacks embed
+    # this process's callbacks, and quick compiles are not worth an entry.
+    if host_callbacks or compile_time_s < jax.config.jax_persistent_cache_min_compile_time_secs:
+      return None
+    return put(cache_key, module_name, executable, backend, int(compile_time_s))
+
+  compiler._cache_write = write
+
+
 def main(plan_path):
   import jax  # pylint: disable=import-outside-toplevel
   from precisecoder import multihost  # pylint: disable=import-outside-toplevel
 
   from precisecoder.commands import train  # noqa: F401  (imported before the runs start)
 
+  _cache_on_every_host()
   plan = json.loads(pathlib.Path(plan_path).read_text())
   # Joined once here; each run's own `initialize` then finds the process joined.
   multihost.initialize(**plan["timeouts"])
