@@ -73,8 +73,13 @@ RUNS = {  # name: (config file, its overrides beyond TWO_STEPS, the checkpoint i
   # Rollouts sampled a step ahead (rl.max_staleness=1), scored while the step learns.
   "stale": ("precisecoder", dict(rl=dict(OVERRIDES["rl"], max_staleness=1)), "start"),
 }
-AGENT_TEST = "test_agent_episodes_on_two_hosts_train_like_one_process"  # slow: its run too
-STALE_TEST = "test_rollouts_in_flight_on_two_hosts_train_and_resume_like_one_process"  # slow
+# The runs only a slow test reads, by the test: a launch makes them when it is selected.
+SLOW_RUNS = {
+  "sft": "test_sft_on_two_hosts_trains_like_one_process",
+  "dpo": "test_dpo_on_two_hosts_trains_like_one_process",
+  "agent": "test_agent_episodes_on_two_hosts_train_like_one_process",
+  "stale": "test_rollouts_in_flight_on_two_hosts_train_and_resume_like_one_process",
+}
 # What a host may take to join, go silent or reach a barrier, on a loaded 2-core machine.
 TIMEOUTS = dict(initialization_timeout_s=900, heartbeat_timeout_s=300, shutdown_timeout_s=1800)
 RUN_TIMEOUT_S = 600  # per run of a launch
@@ -134,7 +139,7 @@ def _run(name, config, workdir, overrides, copy=None):
 @pytest.fixture(scope="module")
 def hosts(request, start):
   """The launch of 2 processes x 2 devices: the RL run, the same run preempted by SIGTERM to
-  one host then resumed, the SFT and DPO baselines (and agent episodes when their test runs)."""
+  one host then resumed, and the runs of the slow tests selected (SLOW_RUNS)."""
   rl = _rl_overrides(start)
   runs = [
     _run("rl", "precisecoder", _workdir(start, "rl"), rl),
@@ -147,19 +152,16 @@ def hosts(request, start):
       copy=(start / "preempted", start / "resumed"),
     ),
   ]
-  names = ["sft", "dpo"]
-  if any(item.name == AGENT_TEST for item in request.session.items):
+  selected = {item.name for item in request.session.items}
+  names = [name for name, test in SLOW_RUNS.items() if test in selected]
+  if "agent" in names:
     _step_zero(start / "tasks.jsonl", start / "agent_start", garbage_ends=True)  # hears feedback
-    names.append("agent")
-  stale = any(item.name == STALE_TEST for item in request.session.items)
-  if stale:
-    names.append("stale")
   for name in names:
     config, _, checkpoint = RUNS[name]
     runs.append(
       _run(name, config, _workdir(start, f"{name}_two_hosts", checkpoint), _overrides(start, name))
     )
-  if stale:  # stopped after step 1 with step 2's rollouts in flight, then resumed
+  if "stale" in names:  # stopped after step 1 with step 2's rollouts in flight, then resumed
     overrides = _overrides(start, "stale")
     stopped = dict(overrides, train=dict(overrides["train"], stop_after=1))
     runs.append(_run("stale_stopped", "precisecoder", _workdir(start, "stale_stopped"), stopped))
@@ -297,6 +299,7 @@ def _two_hosts_and_one_device(start, hosts, name):
   return two, one
 
 
+@pytest.mark.slow  # one more 2-host run and its reference (-m slow)
 def test_sft_on_two_hosts_trains_like_one_process(start, hosts):
   """The SFT baseline on a pod: each host pads its rows to the lengths all hosts agree on,
   and the token-mean loss over the global batch is the one-process loss."""
@@ -305,6 +308,7 @@ def test_sft_on_two_hosts_trains_like_one_process(start, hosts):
     assert x["train/loss"] == pytest.approx(y["train/loss"], rel=1e-6)
 
 
+@pytest.mark.slow  # one more 2-host run and its reference (-m slow)
 def test_dpo_on_two_hosts_trains_like_one_process(start, hosts):
   """The DPO baseline on a pod: each host samples and scores its own tasks, pads its pairs
   to a count all hosts agree on with weight-0 pairs; the loss is the one-process loss."""
