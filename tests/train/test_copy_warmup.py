@@ -72,7 +72,13 @@ def test_the_warm_up_logs_its_loss_and_copy_accuracy(tmp_path):
   )
   rows = [json.loads(line) for line in log.read_text().splitlines()]
   assert [r["step"] for r in rows] == [2, 3]
-  assert out == {"loss": rows[-1]["loss"], "accuracy": rows[-1]["accuracy"], "stopped": 0.0}
+  assert out == {
+    "loss": rows[-1]["loss"],
+    "accuracy": rows[-1]["accuracy"],
+    "step": 3.0,
+    "reached": 0.0,
+    "stopped": 0.0,
+  }
   assert 0 <= out["accuracy"] < 0.5 and 2.0 < out["loss"] < 5.0  # chance: log(24) = 3.2
   # A preemption (asked before each step) stops it early.
   asked = []
@@ -89,6 +95,28 @@ def test_the_warm_up_logs_its_loss_and_copy_accuracy(tmp_path):
     stop=lambda: asked.append(1) or len(asked) > 2,
   )
   assert out["stopped"] == 1.0 and len(asked) == 3
+
+
+def test_the_warm_up_ends_at_the_first_logged_step_that_reaches_its_target(tmp_path, monkeypatch):
+  """With `target_accuracy` the step count is a cap: the warm-up stops at the first logged
+  step whose copy accuracy reaches the target (here a scripted accuracy: 0.1, 0.3, 0.6)."""
+  accuracies = iter([0.1, 0.3, 0.6, 0.9])
+  monkeypatch.setattr(
+    copy_warmup, "make_accuracy_fn", lambda graphdef: lambda params, batch: next(accuracies)
+  )
+  graphdef, fresh, tx = _tiny(32)
+  log = tmp_path / "copy_warmup.jsonl"
+  kwargs = dict(token_ids=range(8, 32), pad_id=0, rows=4, length=8, seed=0, log_every=2)
+  _, out = copy_warmup.warm_up(
+    graphdef, fresh(), tx, steps=20, log_path=log, target_accuracy=0.5, **kwargs
+  )
+  rows = [json.loads(line) for line in log.read_text().splitlines()]
+  assert [(r["step"], r["accuracy"]) for r in rows] == [(2, 0.1), (4, 0.3), (6, 0.6)]
+  assert (out["step"], out["accuracy"], out["reached"]) == (6.0, 0.6, 1.0)
+  # Never reached: all its steps, and `reached` says so.
+  accuracies = iter([0.1, 0.2, 0.3])
+  _, out = copy_warmup.warm_up(graphdef, fresh(), tx, steps=5, target_accuracy=0.5, **kwargs)
+  assert (out["step"], out["accuracy"], out["reached"]) == (5.0, 0.3, 0.0)
 
 
 @pytest.mark.slow

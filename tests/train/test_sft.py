@@ -1,10 +1,13 @@
-"""SFT on a handful of demonstrations drives their loss toward zero (tiny random model); a
-step on some of each task's answers; the copy warm-up in the trainer."""
+"""SFT on a handful of demonstrations drives their loss toward zero (tiny random model); the
+loss on the prompt's tokens; a step on some of each task's answers; the copy warm-up in the
+trainer."""
 
 import dataclasses
 import json
+import re
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import pytest
@@ -67,6 +70,79 @@ def test_sft_overfits_a_handful_of_examples():
   assert losses[0] > 4.0  # ~log(1024) at random init
   assert losses[-1] < 0.1
   assert np.all(np.isfinite(losses))
+
+
+def test_the_prompt_loss_scores_each_prompt_once_and_leaves_the_answer_loss_alone():
+  """`prompt_logprobs` on rows sharing prompts (group 2, each prompt computed once) matches
+  the full forward pass; `make_sft_step(prompt_weight=...)` reports the answers' loss as
+  without it and the prompts' mean NLL apart, and trains on their sum."""
+  config = architectures.get("tiny", num_layers=1, vocab_size=300)
+  graphdef, params = nnx.split(Decoder(config, rngs=nnx.Rngs(0)))
+  tok = ByteTokenizer()
+  prompts = [tok.encode("def f(x):"), tok.encode("ab")]  # unequal: the second is left-padded
+  answers = [tok.encode(a) + [1] for a in ("x + 1", "x", "abc", "b")]
+  batch = sequences.sequence_batch([p for p in prompts for _ in range(2)], answers, pad_id=0)
+  dev = step_lib.to_device(batch)
+  t = batch["completion_mask"].shape[1]
+  logp, prompt_logp, prompt_mask = step_lib.prompt_logprobs(
+    graphdef, params, dev["tokens"], dev["mask"], t, group=2
+  )
+  # The reference: every position's log-softmax from one forward pass of the whole rows.
+  model = nnx.merge(graphdef, params)
+  full = jax.nn.log_softmax(model(dev["tokens"], dev["mask"]), axis=-1)
+  tokens, mask = batch["tokens"], batch["mask"]
+  picked = np.take_along_axis(np.asarray(full[:, :-1]), tokens[:, 1:, None], axis=-1)[..., 0]
+  start = tokens.shape[1] - t
+  np.testing.assert_allclose(logp, picked[:, start - 1 :], atol=2e-5)
+  want_mask = (mask[:, :-1] & mask[:, 1:])[::2, : start - 1]
+  np.testing.assert_array_equal(prompt_mask, want_mask)
+  assert want_mask.sum(axis=1).tolist() == [len(prompts[0]) - 1, len(prompts[1]) - 1]
+  np.testing.assert_allclose(
+    np.where(want_mask, prompt_logp, 0), np.where(want_mask, picked[::2, : start - 1], 0), atol=2e-5
+  )
+  # One step with and without the prompt's loss, from the same weights.
+  optim = ml_collections.ConfigDict(
+    dict(learning_rate=1e-2, warmup_steps=0, weight_decay=0.0, b1=0.9, b2=0.99, grad_clip=1.0)
+  )
+  tx = step_lib.make_optimizer(optim)
+  out = {}
+  for weight in (0.0, 0.5):
+    fresh = jax.tree.map(jnp.copy, params)  # a step donates its parameters
+    new, _, m = step_lib.make_sft_step(graphdef, tx, 2, prompt_weight=weight)(
+      fresh, tx.init(fresh), dev
+    )
+    out[weight] = (new, {k: float(v) for k, v in m.items()})
+  answer_nll = -float(np.sum(picked[:, start - 1 :] * batch["completion_mask"]))
+  assert out[0.0][1]["loss"] == pytest.approx(answer_nll / batch["completion_mask"].sum(), 1e-5)
+  assert out[0.5][1]["loss"] == pytest.approx(out[0.0][1]["loss"], 1e-6)
+  assert "prompt_loss" not in out[0.0][1]
+  prompt_nll = -float(np.sum(picked[::2, : start - 1] * want_mask)) / want_mask.sum()
+  assert out[0.5][1]["prompt_loss"] == pytest.approx(prompt_nll, 1e-5)
+  moved = jax.tree.map(lambda a, b: float(jnp.max(jnp.abs(a - b))), out[0.0][0], out[0.5][0])
+  assert max(jax.tree.leaves(moved)) > 0  # the prompt's loss changed the update
+
+
+@pytest.mark.parametrize(
+  "field, value, message",
+  [
+    (
+      "prompt_loss_weight",
+      -0.5,
+      "config.sft.prompt_loss_weight=-0.5: must be a number in [0, inf]",
+    ),
+    (
+      "copy_warmup_target_accuracy",
+      1.5,
+      "config.sft.copy_warmup_target_accuracy=1.5: must be a number in [0, 1]",
+    ),
+  ],
+)
+def test_bad_sft_options_are_named(field, value, message):
+  cfg = config_lib.default("tiny")
+  cfg.trainer = "sft"
+  cfg.sft[field] = value
+  with pytest.raises(config_lib.ConfigError, match=re.escape(message)):
+    config_lib.validate(cfg)
 
 
 def test_a_step_may_train_on_some_of_each_tasks_answers():

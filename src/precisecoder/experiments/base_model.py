@@ -86,6 +86,8 @@ _NEUTRAL = {
   ("sft", "copy_warmup_length"): 64,
   ("sft", "copy_warmup_vocab"): 0,
   ("sft", "copy_warmup_learning_rate"): 0.0,
+  ("sft", "copy_warmup_target_accuracy"): 0.0,
+  ("sft", "prompt_loss_weight"): 0.0,
 }
 
 
@@ -256,6 +258,8 @@ _SFT_OPTIONS = (
   "copy_warmup_length",
   "copy_warmup_vocab",
   "copy_warmup_learning_rate",
+  "copy_warmup_target_accuracy",
+  "prompt_loss_weight",
 )
 
 

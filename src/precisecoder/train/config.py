@@ -403,7 +403,10 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
   # answers_per_task: how many of each task's answers a step trains on (0: all of them).
   # copy_warmup_*: steps of copying random-token spans before SFT (train/copy_warmup.py), rows
   # a step, prompt tokens a row, the lowest token ids drawn from (0: all) and its learning rate
-  # (0: the SFT one); 0 steps: none.
+  # (0: the SFT one); 0 steps: none. copy_warmup_target_accuracy > 0 ends it once its held-out
+  # copy accuracy reaches that (copy_warmup_steps is then a cap).
+  # prompt_loss_weight: the prompt's tokens' mean NLL, times this, added to the loss (0: answers
+  # only).
   c.sft = ml_collections.ConfigDict(
     dict(
       batch_size=8,
@@ -415,6 +418,8 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       copy_warmup_length=64,
       copy_warmup_vocab=0,
       copy_warmup_learning_rate=0.0,
+      copy_warmup_target_accuracy=0.0,
+      prompt_loss_weight=0.0,
     )
   )
   c.dpo = ml_collections.ConfigDict(dict(beta=0.1, batch_size=8, max_len=1024, samples_per_task=4))
@@ -659,6 +664,8 @@ def _problems(c: ml_collections.ConfigDict):
       yield from at_least(field, 0)
     yield from at_least("sft.copy_warmup_length", 4)
     yield from number("sft.copy_warmup_learning_rate", 0)
+    yield from number("sft.copy_warmup_target_accuracy", 0, 1)
+    yield from number("sft.prompt_loss_weight", 0)
   elif c.trainer == "dpo":
     for field in ("dpo.batch_size", "dpo.max_len"):
       yield from at_least(field, 1)
@@ -925,8 +932,10 @@ def base_config(name: str) -> ml_collections.ConfigDict:
           copy_warmup_steps=b.get("copy_warmup_steps", 0),
           copy_warmup_rows=64,
           copy_warmup_length=64,
-          copy_warmup_vocab=0,
-          copy_warmup_learning_rate=0.0,
+          copy_warmup_vocab=b.get("copy_warmup_vocab", 0),
+          copy_warmup_learning_rate=b.get("copy_warmup_learning_rate", 0.0),
+          copy_warmup_target_accuracy=b.get("copy_warmup_target_accuracy", 0.0),
+          prompt_loss_weight=b.get("prompt_loss_weight", 0.0),
         )
       ),
       # The printed measurements: greedy on held-out-family tasks, and reward variance of

@@ -84,11 +84,14 @@ def warm_up(
   log_every: int = 25,
   log_path: pathlib.Path | None = None,
   stop: Callable[[], bool] | None = None,
+  target_accuracy: float = 0.0,
 ) -> tuple[Any, dict[str, float]]:
   """`params` after `steps` copy steps of `rows` rows (its own optimiser state, dropped
-  after); with the last loss and copy accuracy, and `stopped` 1.0 when `stop()` (asked before
-  each step) ended it early. Each logged step is a JSON line of `log_path` (step, loss,
-  accuracy, seconds)."""
+  after), or fewer: with `target_accuracy` > 0 it ends at the first logged step whose copy
+  accuracy reaches it (the circuit forms in a phase change whose step no fixed count
+  foresees). Returns the last loss, copy accuracy and step, `reached` 1.0 when the target was
+  reached, and `stopped` 1.0 when `stop()` (asked before each step) ended it early. Each
+  logged step is a JSON line of `log_path` (step, loss, accuracy, seconds)."""
   step_fn = step_lib.make_sft_step(graphdef, tx)
   accuracy_fn = make_accuracy_fn(graphdef)
   opt_state = step_lib.init_optimizer(tx, params)
@@ -96,7 +99,8 @@ def warm_up(
   held_out = step_lib.to_device(
     copy_batch(np.random.default_rng([seed, 0xE7A1]), token_ids, rows, length, pad_id)
   )
-  out = {"loss": float("nan"), "accuracy": float("nan"), "stopped": 0.0}
+  out = {"loss": float("nan"), "accuracy": float("nan"), "step": 0.0, "reached": 0.0}
+  out["stopped"] = 0.0
   t0 = time.perf_counter()
   for step in range(1, steps + 1):
     if stop is not None and stop():
@@ -104,11 +108,10 @@ def warm_up(
     batch = step_lib.to_device(copy_batch(rng, token_ids, rows, length, pad_id))
     params, opt_state, m = step_fn(params, opt_state, batch)
     if step % log_every == 0 or step == steps:
-      out = {
-        "loss": float(m["loss"]),
-        "accuracy": float(accuracy_fn(params, held_out)),
-        "stopped": 0.0,
-      }
+      accuracy = float(accuracy_fn(params, held_out))
+      reached = target_accuracy > 0 and accuracy >= target_accuracy
+      out = {"loss": float(m["loss"]), "accuracy": accuracy, "step": float(step)}
+      out.update(reached=float(reached), stopped=0.0)
       row = {"step": step, "loss": out["loss"], "accuracy": out["accuracy"]}
       row["seconds"] = time.perf_counter() - t0
       logging.info(
@@ -121,4 +124,6 @@ def warm_up(
       if log_path is not None:
         with open(log_path, "a") as handle:
           handle.write(json.dumps(row) + "\n")
+      if reached:
+        break
   return params, out
