@@ -76,6 +76,7 @@ def test_the_warm_up_logs_its_loss_and_copy_accuracy(tmp_path):
     "loss": rows[-1]["loss"],
     "accuracy": rows[-1]["accuracy"],
     "step": 3.0,
+    "ids": 24.0,
     "reached": 0.0,
     "stopped": 0.0,
   }
@@ -117,6 +118,54 @@ def test_the_warm_up_ends_at_the_first_logged_step_that_reaches_its_target(tmp_p
   accuracies = iter([0.1, 0.2, 0.3])
   _, out = copy_warmup.warm_up(graphdef, fresh(), tx, steps=5, target_accuracy=0.5, **kwargs)
   assert (out["step"], out["accuracy"], out["reached"]) == (5.0, 0.3, 0.0)
+
+
+def test_a_widening_warm_up_moves_to_more_ids_each_time_it_reaches_its_target(
+  tmp_path, monkeypatch
+):
+  """From the 4 lowest ids, times 3 each time the target is reached (4, 12, then all 24),
+  each stage drawing only from its ids; it ends once the target is reached on all of them."""
+  assert copy_warmup.stages(24, 4, 3) == [4, 12, 24]
+  assert copy_warmup.stages(24, 0, 3) == [24] and copy_warmup.stages(24, 4, 0) == [4]
+  accuracies = iter([0.6, 0.2, 0.7, 0.1, 0.4, 0.8, 0.9])
+  monkeypatch.setattr(
+    copy_warmup, "make_accuracy_fn", lambda graphdef: lambda params, batch: next(accuracies)
+  )
+  drawn = []
+  batch = copy_warmup.copy_batch
+  monkeypatch.setattr(
+    copy_warmup,
+    "copy_batch",
+    lambda rng, ids, *a, **k: drawn.append(len(ids)) or batch(rng, ids, *a, **k),
+  )
+  graphdef, fresh, tx = _tiny(32)
+  log = tmp_path / "copy_warmup.jsonl"
+  kwargs = dict(pad_id=0, rows=4, length=8, seed=0, log_every=1, log_path=log)
+  _, out = copy_warmup.warm_up(
+    graphdef,
+    fresh(),
+    tx,
+    token_ids=range(8, 32),
+    steps=20,
+    target_accuracy=0.5,
+    first=4,
+    widen=3,
+    **kwargs,
+  )
+  rows = [json.loads(line) for line in log.read_text().splitlines()]
+  assert [(r["step"], r["ids"]) for r in rows] == [
+    (1, 4),
+    (2, 12),
+    (3, 12),
+    (4, 24),
+    (5, 24),
+    (6, 24),
+  ]
+  assert (out["step"], out["ids"], out["reached"]) == (6.0, 24.0, 1.0)
+  # Training batches (every step's) and held-out ones (one per stage) came from the stage's ids.
+  assert drawn == [4, 4, 12, 12, 12, 24, 24, 24, 24]
+  with pytest.raises(ValueError, match="needs a target accuracy"):
+    copy_warmup.warm_up(graphdef, fresh(), tx, token_ids=range(8, 32), steps=2, widen=3, **kwargs)
 
 
 @pytest.mark.slow

@@ -135,6 +135,8 @@ def test_the_prompt_loss_scores_each_prompt_once_and_leaves_the_answer_loss_alon
       1.5,
       "config.sft.copy_warmup_target_accuracy=1.5: must be a number in [0, 1]",
     ),
+    ("copy_warmup_widen", 1, "config.sft.copy_warmup_widen=1: must be 0, or >= 2 with"),
+    ("copy_warmup_widen", 8, "config.sft.copy_warmup_widen=8: must be 0, or >= 2 with"),
   ],
 )
 def test_bad_sft_options_are_named(field, value, message):
@@ -158,8 +160,9 @@ def test_a_step_may_train_on_some_of_each_tasks_answers():
 
 @pytest.mark.slow
 def test_the_copy_warm_up_and_one_answer_a_step_run_in_the_trainer(tmp_path):
-  """sft.train with `sft.copy_warmup_steps` logs the warm-up, then trains its steps on one of
-  each task's two answers; more answers a step than a task carries is refused."""
+  """sft.train with `sft.copy_warmup_steps` logs the warm-up (here capped before its target,
+  on its first ids), then trains its steps on one of each task's two answers with the prompt's
+  loss beside; more answers a step than a task carries is refused."""
   demos = [
     dataclasses.replace(t, extra={"sft_targets": [t.gt_solution, t.buggy_code]})
     for t in (_task(i) for i in range(4))
@@ -171,13 +174,16 @@ def test_the_copy_warm_up_and_one_answer_a_step_run_in_the_trainer(tmp_path):
   cfg.data.update(task_file=str(tmp_path / "tasks.jsonl"), num_validation=0, num_clean=0)
   cfg.sft.update(batch_size=2, max_len=256, answers_per_task=1)
   cfg.sft.update(copy_warmup_steps=2, copy_warmup_rows=4, copy_warmup_length=8)
+  cfg.sft.update(copy_warmup_vocab=64, copy_warmup_widen=4, copy_warmup_target_accuracy=0.99)
+  cfg.sft.prompt_loss_weight = 0.5
   cfg.train.update(steps=2, eval_every=0, eval_at_start=False, report=False)
   config_lib.validate(cfg)
   assert sft.train(cfg, str(tmp_path / "run")) == 0
   warmup = [json.loads(line) for line in (tmp_path / "run" / "copy_warmup.jsonl").open()]
-  assert [r["step"] for r in warmup] == [2]
-  steps = [r["step"] for r in metrics.read_metrics(tmp_path / "run" / "metrics.jsonl")]
-  assert steps == [1, 2]
+  assert [(r["step"], r["ids"]) for r in warmup] == [(2, 64)]
+  rows = metrics.read_metrics(tmp_path / "run" / "metrics.jsonl")
+  assert [r["step"] for r in rows] == [1, 2]
+  assert all(r["train/prompt_loss"] > 0 and r["train/loss"] > 0 for r in rows)
   cfg.sft.answers_per_task = 3
   with pytest.raises(ValueError, match="answers_per_task=3 but the SFT tasks carry 2"):
     sft.train(cfg, str(tmp_path / "other"))

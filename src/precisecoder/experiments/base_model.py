@@ -87,6 +87,7 @@ _NEUTRAL = {
   ("sft", "copy_warmup_vocab"): 0,
   ("sft", "copy_warmup_learning_rate"): 0.0,
   ("sft", "copy_warmup_target_accuracy"): 0.0,
+  ("sft", "copy_warmup_widen"): 0,
   ("sft", "prompt_loss_weight"): 0.0,
 }
 
@@ -259,6 +260,7 @@ _SFT_OPTIONS = (
   "copy_warmup_vocab",
   "copy_warmup_learning_rate",
   "copy_warmup_target_accuracy",
+  "copy_warmup_widen",
   "prompt_loss_weight",
 )
 

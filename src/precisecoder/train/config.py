@@ -404,7 +404,9 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
   # copy_warmup_*: steps of copying random-token spans before SFT (train/copy_warmup.py), rows
   # a step, prompt tokens a row, the lowest token ids drawn from (0: all) and its learning rate
   # (0: the SFT one); 0 steps: none. copy_warmup_target_accuracy > 0 ends it once its held-out
-  # copy accuracy reaches that (copy_warmup_steps is then a cap).
+  # copy accuracy reaches that (copy_warmup_steps is then a cap); copy_warmup_widen >= 2 (with a
+  # target and copy_warmup_vocab) multiplies the ids by that each time the target is reached,
+  # up to all of them (0: never).
   # prompt_loss_weight: the prompt's tokens' mean NLL, times this, added to the loss (0: answers
   # only).
   c.sft = ml_collections.ConfigDict(
@@ -419,6 +421,7 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       copy_warmup_vocab=0,
       copy_warmup_learning_rate=0.0,
       copy_warmup_target_accuracy=0.0,
+      copy_warmup_widen=0,
       prompt_loss_weight=0.0,
     )
   )
@@ -665,6 +668,16 @@ def _problems(c: ml_collections.ConfigDict):
     yield from at_least("sft.copy_warmup_length", 4)
     yield from number("sft.copy_warmup_learning_rate", 0)
     yield from number("sft.copy_warmup_target_accuracy", 0, 1)
+    yield from at_least("sft.copy_warmup_widen", 0)
+    if c.sft.copy_warmup_widen == 1 or (
+      c.sft.copy_warmup_widen
+      and not (c.sft.copy_warmup_target_accuracy and c.sft.copy_warmup_vocab)
+    ):
+      yield (
+        f"config.sft.copy_warmup_widen={c.sft.copy_warmup_widen}: must be 0, or >= 2 with "
+        "sft.copy_warmup_target_accuracy > 0 (the accuracy it widens at) and "
+        "sft.copy_warmup_vocab > 0 (the ids it starts from)"
+      )
     yield from number("sft.prompt_loss_weight", 0)
   elif c.trainer == "dpo":
     for field in ("dpo.batch_size", "dpo.max_len"):
@@ -935,6 +948,7 @@ def base_config(name: str) -> ml_collections.ConfigDict:
           copy_warmup_vocab=b.get("copy_warmup_vocab", 0),
           copy_warmup_learning_rate=b.get("copy_warmup_learning_rate", 0.0),
           copy_warmup_target_accuracy=b.get("copy_warmup_target_accuracy", 0.0),
+          copy_warmup_widen=b.get("copy_warmup_widen", 0),
           prompt_loss_weight=b.get("prompt_loss_weight", 0.0),
         )
       ),

@@ -70,6 +70,15 @@ def token_ids(tokenizer: Any, special: Sequence[int] = (), limit: int = 0) -> li
   return ids[:limit] if limit > 0 else ids
 
 
+def stages(count: int, first: int, widen: int) -> list[int]:
+  """How many of `count` ids each stage of a widening warm-up draws from: `first` (0: all),
+  times `widen` (< 2: no widening) each stage, the last all of them."""
+  sizes = [min(first, count) if first > 0 else count]
+  while widen >= 2 and sizes[-1] < count:
+    sizes.append(min(sizes[-1] * widen, count))
+  return sizes
+
+
 def warm_up(
   graphdef: nnx.GraphDef,
   params: Any,
@@ -85,45 +94,64 @@ def warm_up(
   log_path: pathlib.Path | None = None,
   stop: Callable[[], bool] | None = None,
   target_accuracy: float = 0.0,
+  first: int = 0,
+  widen: int = 0,
 ) -> tuple[Any, dict[str, float]]:
   """`params` after `steps` copy steps of `rows` rows (its own optimiser state, dropped
   after), or fewer: with `target_accuracy` > 0 it ends at the first logged step whose copy
   accuracy reaches it (the circuit forms in a phase change whose step no fixed count
-  foresees). Returns the last loss, copy accuracy and step, `reached` 1.0 when the target was
-  reached, and `stopped` 1.0 when `stop()` (asked before each step) ended it early. Each
-  logged step is a JSON line of `log_path` (step, loss, accuracy, seconds)."""
+  foresees). Rows draw from the `first` of `token_ids` (0: all); with `widen` >= 2 (and a
+  target) each time the target is reached the ids widen that many times (`stages`), and it
+  ends when the target is reached on all of them: a copy learnt on a few ids, then carried to
+  the whole vocabulary. Returns the last loss, copy accuracy, step and number of ids,
+  `reached` 1.0 when the target was reached on the last stage, and `stopped` 1.0 when `stop()`
+  (asked before each step) ended it early. Each logged step is a JSON line of `log_path`
+  (step, ids, loss, accuracy, seconds)."""
+  if widen >= 2 and target_accuracy <= 0:
+    raise ValueError("a widening copy warm-up needs a target accuracy to move on at")
   step_fn = step_lib.make_sft_step(graphdef, tx)
   accuracy_fn = make_accuracy_fn(graphdef)
   opt_state = step_lib.init_optimizer(tx, params)
   rng = np.random.default_rng([seed, 0xC0B1])
-  held_out = step_lib.to_device(
-    copy_batch(np.random.default_rng([seed, 0xE7A1]), token_ids, rows, length, pad_id)
-  )
-  out = {"loss": float("nan"), "accuracy": float("nan"), "step": 0.0, "reached": 0.0}
-  out["stopped"] = 0.0
+  sizes = stages(len(token_ids), first, widen)
+
+  def held_out(size: int):  # rows it never trains on, from the stage's ids
+    key = [seed, 0xE7A1] if size == sizes[0] else [seed, 0xE7A1, size]
+    ids = token_ids[:size]
+    return step_lib.to_device(copy_batch(np.random.default_rng(key), ids, rows, length, pad_id))
+
+  stage, held = 0, held_out(sizes[0])
+  out = {"loss": float("nan"), "accuracy": float("nan"), "step": 0.0, "ids": float(sizes[0])}
+  out.update(reached=0.0, stopped=0.0)
   t0 = time.perf_counter()
   for step in range(1, steps + 1):
     if stop is not None and stop():
       return params, {**out, "stopped": 1.0}
-    batch = step_lib.to_device(copy_batch(rng, token_ids, rows, length, pad_id))
+    ids = token_ids[: sizes[stage]]
+    batch = step_lib.to_device(copy_batch(rng, ids, rows, length, pad_id))
     params, opt_state, m = step_fn(params, opt_state, batch)
     if step % log_every == 0 or step == steps:
-      accuracy = float(accuracy_fn(params, held_out))
+      accuracy = float(accuracy_fn(params, held))
       reached = target_accuracy > 0 and accuracy >= target_accuracy
       out = {"loss": float(m["loss"]), "accuracy": accuracy, "step": float(step)}
-      out.update(reached=float(reached), stopped=0.0)
-      row = {"step": step, "loss": out["loss"], "accuracy": out["accuracy"]}
+      out.update(ids=float(len(ids)), reached=0.0, stopped=0.0)
+      row = {"step": step, "ids": len(ids), "loss": out["loss"], "accuracy": out["accuracy"]}
       row["seconds"] = time.perf_counter() - t0
       logging.info(
-        "copy warm-up %d/%d: loss %.3f, copy accuracy %.1f%%",
+        "copy warm-up %d/%d on %d ids: loss %.3f, copy accuracy %.1f%%",
         step,
         steps,
+        len(ids),
         row["loss"],
         100 * row["accuracy"],
       )
       if log_path is not None:
         with open(log_path, "a") as handle:
           handle.write(json.dumps(row) + "\n")
-      if reached:
+      if reached and stage + 1 < len(sizes):
+        stage += 1
+        held = held_out(sizes[stage])
+      elif reached:
+        out["reached"] = 1.0
         break
   return params, out
