@@ -88,6 +88,7 @@ _NEUTRAL = {
   ("sft", "copy_warmup_learning_rate"): 0.0,
   ("sft", "copy_warmup_target_accuracy"): 0.0,
   ("sft", "copy_warmup_widen"): 0,
+  ("sft", "copy_warmup_own_softmax"): False,
   ("sft", "prompt_loss_weight"): 0.0,
 }
 
@@ -261,6 +262,7 @@ _SFT_OPTIONS = (
   "copy_warmup_learning_rate",
   "copy_warmup_target_accuracy",
   "copy_warmup_widen",
+  "copy_warmup_own_softmax",
   "prompt_loss_weight",
 )
 

@@ -406,7 +406,8 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
   # (0: the SFT one); 0 steps: none. copy_warmup_target_accuracy > 0 ends it once its held-out
   # copy accuracy reaches that (copy_warmup_steps is then a cap); copy_warmup_widen >= 2 (with a
   # target and copy_warmup_vocab) multiplies the ids by that each time the target is reached,
-  # up to all of them (0: never).
+  # up to all of them (0: never); copy_warmup_own_softmax: its loss and accuracy under a softmax
+  # over the ids it draws from alone.
   # prompt_loss_weight: the prompt's tokens' mean NLL, times this, added to the loss (0: answers
   # only).
   c.sft = ml_collections.ConfigDict(
@@ -422,6 +423,7 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       copy_warmup_learning_rate=0.0,
       copy_warmup_target_accuracy=0.0,
       copy_warmup_widen=0,
+      copy_warmup_own_softmax=False,
       prompt_loss_weight=0.0,
     )
   )
@@ -949,6 +951,7 @@ def base_config(name: str) -> ml_collections.ConfigDict:
           copy_warmup_learning_rate=b.get("copy_warmup_learning_rate", 0.0),
           copy_warmup_target_accuracy=b.get("copy_warmup_target_accuracy", 0.0),
           copy_warmup_widen=b.get("copy_warmup_widen", 0),
+          copy_warmup_own_softmax=b.get("copy_warmup_own_softmax", False),
           prompt_loss_weight=b.get("prompt_loss_weight", 0.0),
         )
       ),

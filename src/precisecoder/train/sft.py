@@ -93,6 +93,7 @@ def _copy_warmup(cfg, run: Run, graphdef, params, tx, policy: Policy):
     token_ids=copy_warmup.token_ids(policy.tokenizer, [policy.pad_id, *policy.eos_ids]),
     first=int(cfg.sft.get("copy_warmup_vocab", 0)),
     widen=int(cfg.sft.get("copy_warmup_widen", 0)),
+    own_softmax=bool(cfg.sft.get("copy_warmup_own_softmax", False)),
     pad_id=policy.pad_id,
     steps=int(cfg.sft.copy_warmup_steps),
     rows=int(cfg.sft.get("copy_warmup_rows", 64)),
