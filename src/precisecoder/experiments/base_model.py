@@ -474,9 +474,10 @@ def summary(result: dict[str, Any]) -> str:
   ]
   warmup = result.get("copy_warmup")
   if warmup:
+    on = f" of {warmup['ids']} ids" if "ids" in warmup else ""
     lines.append(
       f"  copy warm-up: {warmup['step']} steps, loss {warmup['loss']:.3f}, copy accuracy "
-      f"{warmup['accuracy']:.1%} on random-token spans it never trained on"
+      f"{warmup['accuracy']:.1%} on random-token spans{on} it never trained on"
     )
   programs = result.get("config", {}).get("measure", {}).get("tier", "").startswith("programs")
   held_out = "held-out-structure tasks" if programs else "held-out-family tasks"
