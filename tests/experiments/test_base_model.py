@@ -103,3 +103,7 @@ def test_the_summary_reports_the_copy_warm_up_when_there_was_one(tmp_path):
   assert "copy warm-up" not in base_model.summary(result)
   line = "  copy warm-up: 50 steps, loss 1.250, copy accuracy 87.5% on random-token spans"
   assert line in base_model.summary({**result, "copy_warmup": warmup})
+  line = (
+    "copy accuracy 87.5% on random-token spans of 512 ids it never trained on"  # its last stage
+  )
+  assert line in base_model.summary({**result, "copy_warmup": {**warmup, "ids": 512}})

@@ -1,10 +1,13 @@
-"""SFT on a handful of demonstrations drives their loss toward zero (tiny random model); a
-step on some of each task's answers; the copy warm-up in the trainer."""
+"""SFT on a handful of demonstrations drives their loss toward zero (tiny random model); the
+loss on the prompt's tokens; a step on some of each task's answers; the copy warm-up in the
+trainer."""
 
 import dataclasses
 import json
+import re
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 import pytest
@@ -69,6 +72,81 @@ def test_sft_overfits_a_handful_of_examples():
   assert np.all(np.isfinite(losses))
 
 
+def test_the_prompt_loss_scores_each_prompt_once_and_leaves_the_answer_loss_alone():
+  """`prompt_logprobs` on rows sharing prompts (group 2, each prompt computed once) matches
+  the full forward pass; `make_sft_step(prompt_weight=...)` reports the answers' loss as
+  without it and the prompts' mean NLL apart, and trains on their sum."""
+  config = architectures.get("tiny", num_layers=1, vocab_size=300)
+  graphdef, params = nnx.split(Decoder(config, rngs=nnx.Rngs(0)))
+  tok = ByteTokenizer()
+  prompts = [tok.encode("def f(x):"), tok.encode("ab")]  # unequal: the second is left-padded
+  answers = [tok.encode(a) + [1] for a in ("x + 1", "x", "abc", "b")]
+  batch = sequences.sequence_batch([p for p in prompts for _ in range(2)], answers, pad_id=0)
+  dev = step_lib.to_device(batch)
+  t = batch["completion_mask"].shape[1]
+  logp, prompt_logp, prompt_mask = step_lib.prompt_logprobs(
+    graphdef, params, dev["tokens"], dev["mask"], t, group=2
+  )
+  # The reference: every position's log-softmax from one forward pass of the whole rows.
+  model = nnx.merge(graphdef, params)
+  full = jax.nn.log_softmax(model(dev["tokens"], dev["mask"]), axis=-1)
+  tokens, mask = batch["tokens"], batch["mask"]
+  picked = np.take_along_axis(np.asarray(full[:, :-1]), tokens[:, 1:, None], axis=-1)[..., 0]
+  start = tokens.shape[1] - t
+  np.testing.assert_allclose(logp, picked[:, start - 1 :], atol=2e-5)
+  want_mask = (mask[:, :-1] & mask[:, 1:])[::2, : start - 1]
+  np.testing.assert_array_equal(prompt_mask, want_mask)
+  assert want_mask.sum(axis=1).tolist() == [len(prompts[0]) - 1, len(prompts[1]) - 1]
+  np.testing.assert_allclose(
+    np.where(want_mask, prompt_logp, 0), np.where(want_mask, picked[::2, : start - 1], 0), atol=2e-5
+  )
+  # One step with and without the prompt's loss, from the same weights.
+  optim = ml_collections.ConfigDict(
+    dict(learning_rate=1e-2, warmup_steps=0, weight_decay=0.0, b1=0.9, b2=0.99, grad_clip=1.0)
+  )
+  tx = step_lib.make_optimizer(optim)
+  out = {}
+  for weight in (0.0, 0.5):
+    fresh = jax.tree.map(jnp.copy, params)  # a step donates its parameters
+    new, _, m = step_lib.make_sft_step(graphdef, tx, 2, prompt_weight=weight)(
+      fresh, tx.init(fresh), dev
+    )
+    out[weight] = (new, {k: float(v) for k, v in m.items()})
+  answer_nll = -float(np.sum(picked[:, start - 1 :] * batch["completion_mask"]))
+  assert out[0.0][1]["loss"] == pytest.approx(answer_nll / batch["completion_mask"].sum(), 1e-5)
+  assert out[0.5][1]["loss"] == pytest.approx(out[0.0][1]["loss"], 1e-6)
+  assert "prompt_loss" not in out[0.0][1]
+  prompt_nll = -float(np.sum(picked[::2, : start - 1] * want_mask)) / want_mask.sum()
+  assert out[0.5][1]["prompt_loss"] == pytest.approx(prompt_nll, 1e-5)
+  moved = jax.tree.map(lambda a, b: float(jnp.max(jnp.abs(a - b))), out[0.0][0], out[0.5][0])
+  assert max(jax.tree.leaves(moved)) > 0  # the prompt's loss changed the update
+
+
+@pytest.mark.parametrize(
+  "field, value, message",
+  [
+    (
+      "prompt_loss_weight",
+      -0.5,
+      "config.sft.prompt_loss_weight=-0.5: must be a number in [0, inf]",
+    ),
+    (
+      "copy_warmup_target_accuracy",
+      1.5,
+      "config.sft.copy_warmup_target_accuracy=1.5: must be a number in [0, 1]",
+    ),
+    ("copy_warmup_widen", 1, "config.sft.copy_warmup_widen=1: must be 0, or >= 2 with"),
+    ("copy_warmup_widen", 8, "config.sft.copy_warmup_widen=8: must be 0, or >= 2 with"),
+  ],
+)
+def test_bad_sft_options_are_named(field, value, message):
+  cfg = config_lib.default("tiny")
+  cfg.trainer = "sft"
+  cfg.sft[field] = value
+  with pytest.raises(config_lib.ConfigError, match=re.escape(message)):
+    config_lib.validate(cfg)
+
+
 def test_a_step_may_train_on_some_of_each_tasks_answers():
   task = _task(0)
   task = dataclasses.replace(task, extra={"sft_targets": ["a", "b", "c", "d"]})
@@ -82,8 +160,9 @@ def test_a_step_may_train_on_some_of_each_tasks_answers():
 
 @pytest.mark.slow
 def test_the_copy_warm_up_and_one_answer_a_step_run_in_the_trainer(tmp_path):
-  """sft.train with `sft.copy_warmup_steps` logs the warm-up, then trains its steps on one of
-  each task's two answers; more answers a step than a task carries is refused."""
+  """sft.train with `sft.copy_warmup_steps` logs the warm-up (here capped before its target,
+  on its first ids), then trains its steps on one of each task's two answers with the prompt's
+  loss beside; more answers a step than a task carries is refused."""
   demos = [
     dataclasses.replace(t, extra={"sft_targets": [t.gt_solution, t.buggy_code]})
     for t in (_task(i) for i in range(4))
@@ -95,13 +174,16 @@ def test_the_copy_warm_up_and_one_answer_a_step_run_in_the_trainer(tmp_path):
   cfg.data.update(task_file=str(tmp_path / "tasks.jsonl"), num_validation=0, num_clean=0)
   cfg.sft.update(batch_size=2, max_len=256, answers_per_task=1)
   cfg.sft.update(copy_warmup_steps=2, copy_warmup_rows=4, copy_warmup_length=8)
+  cfg.sft.update(copy_warmup_vocab=64, copy_warmup_widen=4, copy_warmup_target_accuracy=0.99)
+  cfg.sft.prompt_loss_weight = 0.5
   cfg.train.update(steps=2, eval_every=0, eval_at_start=False, report=False)
   config_lib.validate(cfg)
   assert sft.train(cfg, str(tmp_path / "run")) == 0
   warmup = [json.loads(line) for line in (tmp_path / "run" / "copy_warmup.jsonl").open()]
-  assert [r["step"] for r in warmup] == [2]
-  steps = [r["step"] for r in metrics.read_metrics(tmp_path / "run" / "metrics.jsonl")]
-  assert steps == [1, 2]
+  assert [(r["step"], r["ids"]) for r in warmup] == [(2, 64)]
+  rows = metrics.read_metrics(tmp_path / "run" / "metrics.jsonl")
+  assert [r["step"] for r in rows] == [1, 2]
+  assert all(r["train/prompt_loss"] > 0 and r["train/loss"] > 0 for r in rows)
   cfg.sft.answers_per_task = 3
   with pytest.raises(ValueError, match="answers_per_task=3 but the SFT tasks carry 2"):
     sft.train(cfg, str(tmp_path / "other"))

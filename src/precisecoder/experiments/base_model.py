@@ -86,6 +86,10 @@ _NEUTRAL = {
   ("sft", "copy_warmup_length"): 64,
   ("sft", "copy_warmup_vocab"): 0,
   ("sft", "copy_warmup_learning_rate"): 0.0,
+  ("sft", "copy_warmup_target_accuracy"): 0.0,
+  ("sft", "copy_warmup_widen"): 0,
+  ("sft", "copy_warmup_own_softmax"): False,
+  ("sft", "prompt_loss_weight"): 0.0,
 }
 
 
@@ -256,6 +260,10 @@ _SFT_OPTIONS = (
   "copy_warmup_length",
   "copy_warmup_vocab",
   "copy_warmup_learning_rate",
+  "copy_warmup_target_accuracy",
+  "copy_warmup_widen",
+  "copy_warmup_own_softmax",
+  "prompt_loss_weight",
 )
 
 
@@ -466,9 +474,10 @@ def summary(result: dict[str, Any]) -> str:
   ]
   warmup = result.get("copy_warmup")
   if warmup:
+    on = f" of {warmup['ids']} ids" if "ids" in warmup else ""
     lines.append(
       f"  copy warm-up: {warmup['step']} steps, loss {warmup['loss']:.3f}, copy accuracy "
-      f"{warmup['accuracy']:.1%} on random-token spans it never trained on"
+      f"{warmup['accuracy']:.1%} on random-token spans{on} it never trained on"
     )
   programs = result.get("config", {}).get("measure", {}).get("tier", "").startswith("programs")
   held_out = "held-out-structure tasks" if programs else "held-out-family tasks"

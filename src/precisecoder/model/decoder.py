@@ -412,8 +412,14 @@ class Decoder(nnx.Module):
     return (x if hidden_only else self.logits(x)), cache
 
   def shared_prefix_hidden(
-    self, prefix: jax.Array, prefix_mask: jax.Array, suffix: jax.Array, suffix_mask: jax.Array
-  ) -> jax.Array:
+    self,
+    prefix: jax.Array,
+    prefix_mask: jax.Array,
+    suffix: jax.Array,
+    suffix_mask: jax.Array,
+    *,
+    with_prefix: bool = False,
+  ) -> jax.Array | tuple[jax.Array, jax.Array]:
     """The final-normed hidden states that predict each suffix token, [B, T, D], for rows
     whose prefixes come in groups: row r continues prefix r // (B // N).
 
@@ -421,7 +427,9 @@ class Decoder(nnx.Module):
     the group's rows; suffix [B, T] (right-padded) attends to them. Equal to
     `hidden_states(concat(prefix, suffix))[:, P - 1:-1]` with each prefix repeated (a test),
     in less work when groups are large: the G samples of an RL group share one prompt, so
-    their prompt is computed once instead of G times, forward and backward.
+    their prompt is computed once instead of G times, forward and backward. `with_prefix`:
+    also the prefix's own final-normed hidden states [N, P, D] (a loss on the prompt's tokens),
+    returned first.
     """
     n, p = prefix.shape
     b, t = suffix.shape
@@ -450,7 +458,8 @@ class Decoder(nnx.Module):
     y, _ = self.forward_cached(
       suffix, positions, suffix_mask, cache, jnp.int32(p), layer_params, hidden_only=True
     )
-    return jnp.concatenate([repeat(x[:, -1:]), y[:, :-1]], axis=1)
+    hidden = jnp.concatenate([repeat(x[:, -1:]), y[:, :-1]], axis=1)
+    return (x, hidden) if with_prefix else hidden
 
 
 def param_count(model: nnx.Module) -> int:

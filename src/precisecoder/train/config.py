@@ -404,7 +404,13 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
   # answers_per_task: how many of each task's answers a step trains on (0: all of them).
   # copy_warmup_*: steps of copying random-token spans before SFT (train/copy_warmup.py), rows
   # a step, prompt tokens a row, the lowest token ids drawn from (0: all) and its learning rate
-  # (0: the SFT one); 0 steps: none.
+  # (0: the SFT one); 0 steps: none. copy_warmup_target_accuracy > 0 ends it once its held-out
+  # copy accuracy reaches that (copy_warmup_steps is then a cap); copy_warmup_widen >= 2 (with a
+  # target and copy_warmup_vocab) multiplies the ids by that each time the target is reached,
+  # up to all of them (0: never); copy_warmup_own_softmax: its loss and accuracy under a softmax
+  # over the ids it draws from alone.
+  # prompt_loss_weight: the prompt's tokens' mean NLL, times this, added to the loss (0: answers
+  # only).
   c.sft = ml_collections.ConfigDict(
     dict(
       batch_size=8,
@@ -416,6 +422,10 @@ def default(arg: str | None = None) -> ml_collections.ConfigDict:
       copy_warmup_length=64,
       copy_warmup_vocab=0,
       copy_warmup_learning_rate=0.0,
+      copy_warmup_target_accuracy=0.0,
+      copy_warmup_widen=0,
+      copy_warmup_own_softmax=False,
+      prompt_loss_weight=0.0,
     )
   )
   c.dpo = ml_collections.ConfigDict(dict(beta=0.1, batch_size=8, max_len=1024, samples_per_task=4))
@@ -660,6 +670,18 @@ def _problems(c: ml_collections.ConfigDict):
       yield from at_least(field, 0)
     yield from at_least("sft.copy_warmup_length", 4)
     yield from number("sft.copy_warmup_learning_rate", 0)
+    yield from number("sft.copy_warmup_target_accuracy", 0, 1)
+    yield from at_least("sft.copy_warmup_widen", 0)
+    if c.sft.copy_warmup_widen == 1 or (
+      c.sft.copy_warmup_widen
+      and not (c.sft.copy_warmup_target_accuracy and c.sft.copy_warmup_vocab)
+    ):
+      yield (
+        f"config.sft.copy_warmup_widen={c.sft.copy_warmup_widen}: must be 0, or >= 2 with "
+        "sft.copy_warmup_target_accuracy > 0 (the accuracy it widens at) and "
+        "sft.copy_warmup_vocab > 0 (the ids it starts from)"
+      )
+    yield from number("sft.prompt_loss_weight", 0)
   elif c.trainer == "dpo":
     for field in ("dpo.batch_size", "dpo.max_len"):
       yield from at_least(field, 1)
@@ -926,8 +948,12 @@ def base_config(name: str) -> ml_collections.ConfigDict:
           copy_warmup_steps=b.get("copy_warmup_steps", 0),
           copy_warmup_rows=64,
           copy_warmup_length=64,
-          copy_warmup_vocab=0,
-          copy_warmup_learning_rate=0.0,
+          copy_warmup_vocab=b.get("copy_warmup_vocab", 0),
+          copy_warmup_learning_rate=b.get("copy_warmup_learning_rate", 0.0),
+          copy_warmup_target_accuracy=b.get("copy_warmup_target_accuracy", 0.0),
+          copy_warmup_widen=b.get("copy_warmup_widen", 0),
+          copy_warmup_own_softmax=b.get("copy_warmup_own_softmax", False),
+          prompt_loss_weight=b.get("prompt_loss_weight", 0.0),
         )
       ),
       # The printed measurements: greedy on held-out-family tasks, and reward variance of

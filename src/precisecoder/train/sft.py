@@ -3,8 +3,9 @@
 A task's answers are its reference fix, or, for the small policy's base, the targets its SFT
 mixture drew (`task.extra["sft_targets"]`: data/sft_mixture.py, experiments/base_model.py), trained
 as consecutive rows that share the task's prompt (computed once per task on one device).
-A step may take only some of each task's answers (`sft.answers_per_task`), and a fresh run may
-first warm up on copying random-token spans (`sft.copy_warmup_steps`: train/copy_warmup.py).
+A step may take only some of each task's answers (`sft.answers_per_task`), the loss may add the
+prompt's tokens (`sft.prompt_loss_weight`), and a fresh run may first warm up on copying
+random-token spans (`sft.copy_warmup_steps`: train/copy_warmup.py).
 """
 
 from __future__ import annotations
@@ -89,11 +90,10 @@ def _copy_warmup(cfg, run: Run, graphdef, params, tx, policy: Policy):
     graphdef,
     params,
     tx,
-    token_ids=copy_warmup.token_ids(
-      policy.tokenizer,
-      [policy.pad_id, *policy.eos_ids],
-      limit=int(cfg.sft.get("copy_warmup_vocab", 0)),
-    ),
+    token_ids=copy_warmup.token_ids(policy.tokenizer, [policy.pad_id, *policy.eos_ids]),
+    first=int(cfg.sft.get("copy_warmup_vocab", 0)),
+    widen=int(cfg.sft.get("copy_warmup_widen", 0)),
+    own_softmax=bool(cfg.sft.get("copy_warmup_own_softmax", False)),
     pad_id=policy.pad_id,
     steps=int(cfg.sft.copy_warmup_steps),
     rows=int(cfg.sft.get("copy_warmup_rows", 64)),
@@ -101,7 +101,14 @@ def _copy_warmup(cfg, run: Run, graphdef, params, tx, policy: Policy):
     seed=int(cfg.seed),
     log_path=log_path if run.primary else None,
     stop=lambda: run.preempted(0),
+    target_accuracy=float(cfg.sft.get("copy_warmup_target_accuracy", 0.0)),
   )
+  if out["step"] and not out["reached"] and cfg.sft.get("copy_warmup_target_accuracy", 0.0):
+    logging.warning(
+      "copy warm-up: copy accuracy %.1f%% after its %d steps, short of the target",
+      100 * out["accuracy"],
+      int(out["step"]),
+    )
   return params, bool(out["stopped"])
 
 
@@ -168,7 +175,9 @@ def train(
       )
     # Each task's prompt once for its answers; on a mesh rows are dealt to devices one by one.
     group = per_step if mesh is None else 1
-    step_fn = step_lib.make_sft_step(graphdef, tx, group)
+    step_fn = step_lib.make_sft_step(
+      graphdef, tx, group, prompt_weight=float(cfg.sft.get("prompt_loss_weight", 0.0))
+    )
     by_length = cfg.sft.get("group_by_length", False)
     if by_length:  # whole batches of similar length, shuffled as units (one host)
       iterator = tasksets.task_iterator(

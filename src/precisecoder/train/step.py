@@ -247,21 +247,75 @@ def make_logprob_fn(graphdef: nnx.GraphDef, temperature: float = 1.0, group: int
   return fn
 
 
+def prompt_logprobs(
+  graphdef: nnx.GraphDef,
+  params: nnx.State,
+  tokens: jax.Array,
+  mask: jax.Array,
+  completion_len: int,
+  group: int = 1,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """(log-prob [B, T], prompt log-prob [N, P - 1], prompt mask [N, P - 1]): the completion's
+  tokens as `completion_logprobs`, and each prompt token after the first given those before
+  it (its mask: both tokens real), one row per prompt (`group` consecutive rows share one)."""
+  model = nnx.merge(graphdef, params)
+  start = tokens.shape[1] - completion_len
+  targets = tokens[:, start:]
+  if group > 1:
+    prefix, prefix_mask = tokens[::group, :start], mask[::group, :start]
+    prefix_hidden, hidden = model.shared_prefix_hidden(
+      prefix, prefix_mask, targets, mask[:, start:], with_prefix=True
+    )
+  else:
+    prefix, prefix_mask = tokens[:, :start], mask[:, :start]
+    every = model.hidden_states(tokens, mask)
+    prefix_hidden, hidden = every[:, :start], every[:, start - 1 : -1]
+  prompt_mask = prefix_mask[:, :-1] & prefix_mask[:, 1:]
+  chunk = model.config.logprob_chunk
+  out = []
+  for h, t in ((hidden, targets), (prefix_hidden[:, :-1], prefix[:, 1:])):
+    if not chunk:
+      out.append(losses.token_logprobs(model.logits(h), t)[0])
+    else:
+      weight, axes = model.output_projection()
+      out.append(
+        losses.chunked_token_logprobs(h, weight, t, weight_axes=axes, chunk_tokens=chunk)[0]
+      )
+  return out[0], out[1], prompt_mask
+
+
 def make_sft_step(
-  graphdef: nnx.GraphDef, tx: optax.GradientTransformation, group: int = 1
+  graphdef: nnx.GraphDef,
+  tx: optax.GradientTransformation,
+  group: int = 1,
+  prompt_weight: float = 0.0,
 ) -> Callable:
-  """`group` > 1: consecutive rows come in groups sharing one prompt (several targets each)."""
+  """`group` > 1: consecutive rows come in groups sharing one prompt (several targets each).
+
+  `prompt_weight` > 0: the loss adds that times the prompts' mean negative log-likelihood
+  (each prompt once, `prompt_logprobs`); the metric `loss` stays the answers' alone, the one
+  every SFT run reports, and `prompt_loss` is the prompts'."""
 
   def loss_fn(params, batch):
     t = batch["completion_mask"].shape[1]
-    logp, _ = completion_logprobs(graphdef, params, batch["tokens"], batch["mask"], t, group=group)
-    return losses.sft_loss(logp, batch["completion_mask"])
+    if prompt_weight <= 0:
+      logp, _ = completion_logprobs(
+        graphdef, params, batch["tokens"], batch["mask"], t, group=group
+      )
+      loss = losses.sft_loss(logp, batch["completion_mask"])
+      return loss, {"loss": loss}
+    logp, prompt_logp, prompt_mask = prompt_logprobs(
+      graphdef, params, batch["tokens"], batch["mask"], t, group
+    )
+    loss = losses.sft_loss(logp, batch["completion_mask"])
+    prompt_loss = losses.sft_loss(prompt_logp, prompt_mask)
+    return loss + prompt_weight * prompt_loss, {"loss": loss, "prompt_loss": prompt_loss}
 
   @functools.partial(jax.jit, donate_argnums=(0, 1))
   def step(params, opt_state, batch):
-    loss, grads = jax.value_and_grad(loss_fn)(params, batch)
+    (_, out), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch)
     params, opt_state, gnorm = _apply(tx, params, opt_state, grads)
-    return params, opt_state, {"loss": loss, "grad_norm": gnorm}
+    return params, opt_state, {**out, "grad_norm": gnorm}
 
   return step
 
