@@ -84,12 +84,14 @@ def test_the_prompt_loss_scores_each_prompt_once_and_leaves_the_answer_loss_alon
   batch = sequences.sequence_batch([p for p in prompts for _ in range(2)], answers, pad_id=0)
   dev = step_lib.to_device(batch)
   t = batch["completion_mask"].shape[1]
-  logp, prompt_logp, prompt_mask = step_lib.prompt_logprobs(
-    graphdef, params, dev["tokens"], dev["mask"], t, group=2
-  )
+  # Jitted: run op by op, each of their few hundred operations would compile on its own.
+  logp, prompt_logp, prompt_mask = jax.jit(
+    lambda p, tokens, mask: step_lib.prompt_logprobs(graphdef, p, tokens, mask, t, group=2)
+  )(params, dev["tokens"], dev["mask"])
   # The reference: every position's log-softmax from one forward pass of the whole rows.
-  model = nnx.merge(graphdef, params)
-  full = jax.nn.log_softmax(model(dev["tokens"], dev["mask"]), axis=-1)
+  full = jax.jit(lambda p, tokens, mask: jax.nn.log_softmax(nnx.merge(graphdef, p)(tokens, mask)))(
+    params, dev["tokens"], dev["mask"]
+  )
   tokens, mask = batch["tokens"], batch["mask"]
   picked = np.take_along_axis(np.asarray(full[:, :-1]), tokens[:, 1:, None], axis=-1)[..., 0]
   start = tokens.shape[1] - t
