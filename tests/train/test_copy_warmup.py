@@ -180,15 +180,22 @@ def test_its_own_softmax_is_over_the_ids_it_draws_from(tmp_path):
   )
   t = batch["completion_mask"].shape[1]
   start = batch["tokens"].shape[1] - t
-  logits = nnx.merge(graphdef, params)(batch["tokens"], batch["mask"])[:, start - 1 : -1]
+  # Jitted: op by op, each operation would compile on its own.
+  forward = jax.jit(lambda p, tokens, mask: nnx.merge(graphdef, p)(tokens, mask))
+  logits = forward(params, batch["tokens"], batch["mask"])[:, start - 1 : -1]
   targets = np.asarray(batch["tokens"][:, start:])
   mask = np.asarray(batch["completion_mask"])
   own = jax.nn.log_softmax(logits[..., 8:16], axis=-1)
   want = np.take_along_axis(np.asarray(own), np.clip(targets - 8, 0, 7)[..., None], -1)[..., 0]
-  got = copy_warmup.answer_logprobs(graphdef, params, batch, jnp.arange(8, 16))
+  answer_logprobs = jax.jit(
+    lambda p, batch, ids: copy_warmup.answer_logprobs(graphdef, p, batch, ids)
+  )
+  got = answer_logprobs(params, batch, jnp.arange(8, 16))
   np.testing.assert_allclose(np.where(mask, got, 0), np.where(mask, want, 0), atol=1e-5)
-  full, _ = step_lib.completion_logprobs(graphdef, params, batch["tokens"], batch["mask"], t)
-  np.testing.assert_array_equal(copy_warmup.answer_logprobs(graphdef, params, batch, None), full)
+  full, _ = jax.jit(
+    lambda p, tokens, mask: step_lib.completion_logprobs(graphdef, p, tokens, mask, t)
+  )(params, batch["tokens"], batch["mask"])
+  np.testing.assert_array_equal(answer_logprobs(params, batch, None), full)
   assert np.all((np.asarray(full) < np.asarray(got)) | ~mask)  # less mass to share out
   log = tmp_path / "copy_warmup.jsonl"
   _, out = copy_warmup.warm_up(
