@@ -30,6 +30,14 @@ import time
 
 _SCRIPT = pathlib.Path(__file__).resolve()
 _ROOT = _SCRIPT.parents[1]
+# What a host may take to join, go silent or reach a barrier, on a loaded 2-core machine.
+TIMEOUTS = dict(initialization_timeout_s=900, heartbeat_timeout_s=300, shutdown_timeout_s=1800)
+RUN_TIMEOUT_S = 600  # per run of a launch
+
+
+def config_flags(overrides):
+  """`--config.SECTION.FIELD=VALUE` arguments from {section: {field: value}}."""
+  return [f"--config.{s}.{k}={v}" for s, values in overrides.items() for k, v in values.items()]
 
 
 class Launch:

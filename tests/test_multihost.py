@@ -25,7 +25,7 @@ import time
 import numpy as np
 import pytest
 from conftest import answerable_tasks, save_step_zero, saved_params, step_metrics
-from multihost_runs import Launch
+from multihost_runs import RUN_TIMEOUT_S, TIMEOUTS, Launch, config_flags
 
 from precisecoder.train import metrics
 
@@ -80,9 +80,6 @@ SLOW_RUNS = {
   "agent": "test_agent_episodes_on_two_hosts_train_like_one_process",
   "stale": "test_rollouts_in_flight_on_two_hosts_train_and_resume_like_one_process",
 }
-# What a host may take to join, go silent or reach a barrier, on a loaded 2-core machine.
-TIMEOUTS = dict(initialization_timeout_s=900, heartbeat_timeout_s=300, shutdown_timeout_s=1800)
-RUN_TIMEOUT_S = 600  # per run of a launch
 
 
 def _config(task_file):
@@ -93,10 +90,6 @@ def _config(task_file):
     cfg[section].update(values)
   cfg.data.task_file = str(task_file)
   return cfg
-
-
-def _flags(overrides):
-  return [f"--config.{s}.{k}={v}" for s, values in overrides.items() for k, v in values.items()]
 
 
 def _rl_overrides(start):
@@ -131,7 +124,7 @@ def _run(name, config, workdir, overrides, copy=None):
   """A run of a launch: `precisecoder train --config=configs/<config>.py:tiny` in `workdir`."""
   return dict(
     name=name,
-    args=[f"--config=configs/{config}.py:tiny", f"--workdir={workdir}", *_flags(overrides)],
+    args=[f"--config=configs/{config}.py:tiny", f"--workdir={workdir}", *config_flags(overrides)],
     copy=copy and [str(p) for p in copy],
   )
 

@@ -15,7 +15,14 @@ import shutil
 import numpy as np
 import pytest
 from conftest import answerable_tasks, save_step_zero, saved_params, step_metrics
-from multihost_runs import Launch, prompt_digest, trained_prompts
+from multihost_runs import (
+  RUN_TIMEOUT_S,
+  TIMEOUTS,
+  Launch,
+  config_flags,
+  prompt_digest,
+  trained_prompts,
+)
 
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("multihost")]
@@ -49,12 +56,6 @@ KILL_AT, KILL_CHECKPOINTS = 3, 2
 # that starts a program's first collective 30 s after the other (gloo's rendezvous timeout), as
 # one slower to compile can on a loaded machine, fails it.
 CACHE = dict(JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
-TIMEOUTS = dict(initialization_timeout_s=900, heartbeat_timeout_s=300, shutdown_timeout_s=1800)
-RUN_TIMEOUT_S = 600  # per run of a launch
-
-
-def _flags(overrides):
-  return [f"--config.{s}.{k}={v}" for s, values in overrides.items() for k, v in values.items()]
 
 
 def _run(start, name, k, workdir=None, hooks=None, **train):
@@ -69,7 +70,7 @@ def _run(start, name, k, workdir=None, hooks=None, **train):
     "train": dict(OVERRIDES["train"], **train),
     "data": dict(task_file=str(start / "tasks.jsonl")),
   }
-  args = ["--config=configs/precisecoder.py:tiny", f"--workdir={workdir}", *_flags(overrides)]
+  args = ["--config=configs/precisecoder.py:tiny", f"--workdir={workdir}", *config_flags(overrides)]
   return dict(name=name, args=args, hooks=dict(hooks or {}, trace=True))
 
 

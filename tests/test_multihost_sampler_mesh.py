@@ -13,7 +13,7 @@ import shutil
 import numpy as np
 import pytest
 from conftest import answerable_tasks, save_step_zero, saved_params, step_metrics
-from multihost_runs import Launch, trained_prompts
+from multihost_runs import RUN_TIMEOUT_S, TIMEOUTS, Launch, config_flags, trained_prompts
 
 from precisecoder.train import metrics
 
@@ -43,8 +43,6 @@ OVERRIDES = dict(
 )
 DISAGGREGATED = dict(sampler_devices=1, sampler_mesh="1,-1,1")
 CACHE = dict(JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
-TIMEOUTS = dict(initialization_timeout_s=900, heartbeat_timeout_s=300, shutdown_timeout_s=1800)
-RUN_TIMEOUT_S = 600  # per run of a launch
 
 
 def _run(start, name, workdir=None, rl=None, **train):
@@ -59,8 +57,7 @@ def _run(start, name, workdir=None, rl=None, **train):
     "train": dict(OVERRIDES["train"], **train),
     "data": dict(task_file=str(start / "tasks.jsonl")),
   }
-  flags = [f"--config.{s}.{k}={v}" for s, values in overrides.items() for k, v in values.items()]
-  args = ["--config=configs/precisecoder.py:tiny", f"--workdir={workdir}", *flags]
+  args = ["--config=configs/precisecoder.py:tiny", f"--workdir={workdir}", *config_flags(overrides)]
   return dict(name=name, args=args, hooks=dict(trace=True))
 
 
