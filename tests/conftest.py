@@ -152,6 +152,29 @@ def answerable_tasks(path):
   write_tasks(path, tasks)
 
 
+def answerable_rl_config(task_file, steps, **rl):
+  """The tiny model's RL run on `answerable_tasks`: 2 tasks x 4 samples of up to 4 tokens a
+  step in 2 rollout chunks, `steps` steps, no evaluation or report, one checkpoint at the end;
+  `rl` overrides `config.rl`'s fields. Its step size makes each update move the policy, so that
+  samples from a stale policy differ from fresh ones."""
+  from precisecoder.train import config as train_config  # pylint: disable=import-outside-toplevel
+
+  cfg = train_config.default("tiny")
+  cfg.data.task_file = str(task_file)
+  cfg.rl.update(
+    prompts_per_step=2,
+    group_size=4,
+    max_new_tokens=4,
+    minibatch_size=8,
+    rollout_chunks=2,
+    prompt_bucket=1024,
+  )
+  cfg.rl.update(rl)
+  cfg.optim.learning_rate = 1e-4
+  cfg.train.update(dict(steps=steps, checkpoint_every=100, eval_every=0, report=False))
+  return cfg
+
+
 def answering_policy(params, garbage_ends=False):
   """Edits the tiny model so that its residual stream is (almost) the current token's
   embedding, a bigram model set by the tied embeddings: after "\n" (the end of every prompt)

@@ -18,28 +18,14 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import answerable_tasks, save_step_zero, saved_params, step_metrics
+from conftest import answerable_rl_config, answerable_tasks, save_step_zero, saved_params
+from conftest import step_metrics
 
 STEPS = 4
 
 
 def _config(task_file, sampler_devices, **train):
-  from precisecoder.train import config as train_config
-
-  cfg = train_config.default("tiny")
-  cfg.data.task_file = str(task_file)
-  cfg.rl.update(
-    prompts_per_step=2,
-    group_size=4,
-    max_new_tokens=4,
-    minibatch_size=8,
-    rollout_chunks=2,
-    prompt_bucket=1024,
-    max_staleness=1,
-    sampler_devices=sampler_devices,
-  )
-  cfg.optim.learning_rate = 1e-4  # each update moves the policy: stale samples differ
-  cfg.train.update(dict(steps=STEPS, checkpoint_every=100, eval_every=0, report=False))
+  cfg = answerable_rl_config(task_file, STEPS, max_staleness=1, sampler_devices=sampler_devices)
   cfg.train.update(train)
   return cfg
 

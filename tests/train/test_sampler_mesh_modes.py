@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import answerable_tasks, save_step_zero, step_metrics
+from conftest import answerable_rl_config, answerable_tasks, save_step_zero, step_metrics
 
 STEPS = 2
 LORA = dict(rank=4, alpha=8.0, targets="q,v,down")
@@ -34,22 +34,13 @@ MODES = {  # name: (overrides by config section, the step-0 checkpoint it starts
 
 
 def _config(base, mode, sampler_devices):
-  from precisecoder.train import config as train_config
-
-  cfg = train_config.default("tiny")
-  cfg.data.task_file = str(base / "tasks.jsonl")
-  cfg.rl.update(
-    prompts_per_step=2,
-    group_size=4,
-    max_new_tokens=4,
-    minibatch_size=8,
+  cfg = answerable_rl_config(
+    base / "tasks.jsonl",
+    STEPS,
     rollout_chunks=1,
-    prompt_bucket=1024,
     max_staleness=1,
     sampler_devices=sampler_devices,
   )
-  cfg.optim.learning_rate = 1e-4  # each update moves the policy: stale samples differ
-  cfg.train.update(dict(steps=STEPS, checkpoint_every=100, eval_every=0, report=False))
   overrides, checkpoint = MODES[mode]
   for section, values in overrides.items():
     (cfg.model.lora if section == "lora" else cfg[section]).update(values)
