@@ -152,6 +152,17 @@ def answerable_tasks(path):
   write_tasks(path, tasks)
 
 
+# The RL sizes every run on `answerable_tasks` shares, in one process or on several hosts: 2
+# tasks x 4 samples of up to 4 tokens a step, all 8 rows one minibatch.
+ANSWERABLE_RL = dict(prompts_per_step=2, group_size=4, max_new_tokens=4, minibatch_size=8)
+
+
+def answerable_train(steps):
+  """`config.train` for such a run: `steps` steps, no evaluation or report, one checkpoint at
+  the end."""
+  return dict(steps=steps, checkpoint_every=100, eval_every=0, report=False)
+
+
 def answerable_rl_config(task_file, steps, **rl):
   """The tiny model's RL run on `answerable_tasks`: 2 tasks x 4 samples of up to 4 tokens a
   step in 2 rollout chunks, `steps` steps, no evaluation or report, one checkpoint at the end;
@@ -161,17 +172,10 @@ def answerable_rl_config(task_file, steps, **rl):
 
   cfg = train_config.default("tiny")
   cfg.data.task_file = str(task_file)
-  cfg.rl.update(
-    prompts_per_step=2,
-    group_size=4,
-    max_new_tokens=4,
-    minibatch_size=8,
-    rollout_chunks=2,
-    prompt_bucket=1024,
-  )
+  cfg.rl.update(ANSWERABLE_RL, rollout_chunks=2, prompt_bucket=1024)
   cfg.rl.update(rl)
   cfg.optim.learning_rate = 1e-4
-  cfg.train.update(dict(steps=steps, checkpoint_every=100, eval_every=0, report=False))
+  cfg.train.update(answerable_train(steps))
   return cfg
 
 

@@ -14,7 +14,8 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import answerable_tasks, save_step_zero, saved_params, step_metrics
+from conftest import ANSWERABLE_RL, answerable_tasks, answerable_train, save_step_zero
+from conftest import saved_params, step_metrics
 from multihost_runs import (
   RUN_TIMEOUT_S,
   TIMEOUTS,
@@ -33,15 +34,12 @@ STEPS = 4
 # behaviour log-probs of stale and fresh parameters differ (in the metrics).
 OVERRIDES = dict(
   rl=dict(
-    prompts_per_step=2,
-    group_size=4,
-    max_new_tokens=4,
-    minibatch_size=8,
+    **ANSWERABLE_RL,
     rollout_chunks=1,
     prompt_bucket=1024,
     reward="r_lambda",
   ),
-  train=dict(steps=STEPS, checkpoint_every=100, eval_every=0, report=False),
+  train=answerable_train(STEPS),
   model=dict(mesh="2,2,1"),
   optim=dict(learning_rate=1e-5),
 )

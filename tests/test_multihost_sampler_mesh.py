@@ -12,7 +12,8 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import answerable_tasks, save_step_zero, saved_params, step_metrics
+from conftest import ANSWERABLE_RL, answerable_tasks, answerable_train, save_step_zero
+from conftest import saved_params, step_metrics
 from multihost_runs import RUN_TIMEOUT_S, TIMEOUTS, Launch, config_flags, trained_prompts
 
 from precisecoder.train import metrics
@@ -24,16 +25,13 @@ STEPS = 3
 # batches a step whose padded width and row seeds the hosts agree on before sampling.
 OVERRIDES = dict(
   rl=dict(
-    prompts_per_step=2,
-    group_size=4,
-    max_new_tokens=4,
-    minibatch_size=8,
+    **ANSWERABLE_RL,
     rollout_chunks=2,
     prompt_bucket=1024,
     reward="r_lambda",
     max_staleness=1,
   ),
-  train=dict(steps=STEPS, checkpoint_every=100, eval_every=0, report=False),
+  train=answerable_train(STEPS),
   # fsdp over the learner's two devices, one per host: each host holds half of every weight,
   # so the copy to a host's sampler gathers the other half from the other host.
   model=dict(mesh="fsdp"),
