@@ -1,7 +1,10 @@
 """Suite-wide settings: offline, CPU only, and a persistent JAX compilation cache."""
 
+import json
 import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -177,6 +180,32 @@ def answerable_rl_config(task_file, steps, **rl):
   cfg.optim.learning_rate = 1e-4
   cfg.train.update(answerable_train(steps))
   return cfg
+
+
+def run_with_cpu_devices(script, count, *args):
+  """`script` run as a process of its own with `count` CPU devices and tests/ importable; the
+  JSON its last line of output reports."""
+  env = {
+    **os.environ,
+    # Last, so that it wins over a device count the environment sets.
+    "XLA_FLAGS": " ".join(
+      [os.environ.get("XLA_FLAGS", ""), f"--xla_force_host_platform_device_count={count}"]
+    ),
+    "JAX_PLATFORMS": "cpu",
+    "PYTHONPATH": os.pathsep.join(
+      [str(pathlib.Path(__file__).parent), os.environ.get("PYTHONPATH", "")]
+    ),
+  }
+  # The timeout only turns a hang into a failure: a loaded host may take many minutes.
+  proc = subprocess.run(
+    [sys.executable, str(script), *map(str, args)],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=3600,
+  )
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def answering_policy(params, garbage_ends=False):

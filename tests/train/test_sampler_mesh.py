@@ -9,17 +9,15 @@ this process's one CPU device.
 
 import collections
 import json
-import os
 import pathlib
 import shutil
-import subprocess
 import sys
 import threading
 
 import numpy as np
 import pytest
-from conftest import answerable_rl_config, answerable_tasks, save_step_zero, saved_params
-from conftest import step_metrics
+from conftest import answerable_rl_config, answerable_tasks, run_with_cpu_devices, save_step_zero
+from conftest import saved_params, step_metrics
 
 STEPS = 4
 
@@ -139,27 +137,6 @@ def _four_devices() -> dict:
   return out
 
 
-def _run_with_devices(count: int, *args: str) -> dict:
-  """This file run as a script with `count` CPU devices; what its last line reports."""
-  tests = str(pathlib.Path(__file__).parents[1])
-  env = {
-    **os.environ,
-    "XLA_FLAGS": f"--xla_force_host_platform_device_count={count}",
-    "JAX_PLATFORMS": "cpu",
-    "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]),
-  }
-  # The timeout only turns a hang into a failure: a loaded host may take many minutes.
-  proc = subprocess.run(
-    [sys.executable, __file__, str(count), *args],
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=3600,
-  )
-  assert proc.returncode == 0, proc.stderr[-4000:]
-  return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 @pytest.fixture(scope="module")
 def start(tmp_path_factory):
   """Tasks the answering policy passes about half the time, and the step-0 checkpoint that
@@ -210,7 +187,7 @@ def test_disaggregated_run_trains_what_the_shared_run_trains_and_resumes_exactly
 
   shared = _workdir(start, "shared")
   assert rl.train(_config(start / "tasks.jsonl", 0), str(shared)) == 0
-  seen = _run_with_devices(2, str(start))
+  seen = run_with_cpu_devices(__file__, 2, 2, start)
 
   want = step_metrics(shared)
   assert [r["train/staleness"] for r in want] == [0, 1, 1, 1]
@@ -236,7 +213,7 @@ def test_weights_go_to_the_sampler_mesh_device_to_device():
   """On four devices: the sampler takes the last n, the learner the rest (four cannot leave it
   one); the weights sharded over the learner's mesh arrive on the sampler's shardings unchanged,
   with host copies refused (and a copy through the host is refused, so the guard is live)."""
-  seen = _run_with_devices(4)
+  seen = run_with_cpu_devices(__file__, 4, 4)
   assert seen["place1"] == [[0, 1, 2], [3]]
   assert seen["place2"] == [[0, 1], [2, 3]]
   assert seen["place4"].startswith("config.rl.sampler_devices=4 must leave the learner")

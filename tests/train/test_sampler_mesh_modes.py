@@ -10,15 +10,14 @@ one CPU device.
 """
 
 import json
-import os
 import pathlib
 import shutil
-import subprocess
 import sys
 
 import numpy as np
 import pytest
-from conftest import answerable_rl_config, answerable_tasks, save_step_zero, step_metrics
+from conftest import answerable_rl_config, answerable_tasks, run_with_cpu_devices, save_step_zero
+from conftest import step_metrics
 
 STEPS = 2
 LORA = dict(rank=4, alpha=8.0, targets="q,v,down")
@@ -101,19 +100,7 @@ def runs(tmp_path_factory):
   answerable_tasks(base / "tasks.jsonl")
   save_step_zero(_config(base, "unit", 0), base / "start")
   save_step_zero(_config(base, "unit", 0), base / "agent_start", garbage_ends=True)
-  tests = str(pathlib.Path(__file__).parents[1])
-  env = {
-    **os.environ,
-    "XLA_FLAGS": f"--xla_force_host_platform_device_count=2 {os.environ.get('XLA_FLAGS', '')}",
-    "JAX_PLATFORMS": "cpu",
-    "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]),
-  }
-  # The timeout only turns a hang into a failure: a loaded host may take many minutes.
-  proc = subprocess.run(
-    [sys.executable, __file__, str(base)], env=env, capture_output=True, text=True, timeout=3600
-  )
-  assert proc.returncode == 0, proc.stderr[-4000:]
-  moved = json.loads(proc.stdout.strip().splitlines()[-1])
+  moved = run_with_cpu_devices(__file__, 2, base)
   return base, moved
 
 
