@@ -6,7 +6,7 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import answerable_tasks, save_step_zero
+from conftest import ANSWERABLE_RL, answerable_tasks, save_step_zero
 
 from precisecoder.commands import train as train_command
 from precisecoder.train import config as train_config
@@ -143,16 +143,7 @@ def _agent_config(task_file, k=0, **train):
   cfg = _config(**train)
   cfg.rl.max_staleness = k
   cfg.data.task_file = str(task_file)
-  cfg.rl.update(
-    turns=2,
-    feedback_tokens=320,
-    max_new_tokens=4,
-    prompts_per_step=2,
-    group_size=4,
-    minibatch_size=8,
-    rollout_chunks=1,
-    prompt_bucket=128,
-  )
+  cfg.rl.update(ANSWERABLE_RL, turns=2, feedback_tokens=320, rollout_chunks=1, prompt_bucket=128)
   cfg.optim.learning_rate = 1e-5
   return cfg
 
