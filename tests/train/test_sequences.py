@@ -35,5 +35,11 @@ def test_sequence_batches_pad_prompts_left_answers_right_and_mask_the_answers():
   # Past max_len the answer is cut (the prompt never is): 8 prompt columns leave 4.
   cut = sequences.sequence_batch([[5] * 8], [list(range(1, 10))], 0, multiple=4, max_len=12)
   assert cut["tokens"].shape == (1, 12) and cut["tokens"][0, 8:].tolist() == [1, 2, 3, 4]
+  # Powers of two that would pass max_len fall back to multiples: 5 + 9 tokens fit 8 + 12
+  # columns, so no answer token is cut, where 8 + 16 would have cut 4 of them.
+  fits = sequences.sequence_batch(
+    [[5] * 5], [list(range(1, 10))], 0, multiple=4, max_len=20, power_of_two=True
+  )
+  assert fits["tokens"].shape == (1, 8 + 12) and fits["completion_mask"].sum() == 9
   with pytest.raises(ValueError, match="2 prompts but 1 answers"):
     sequences.sequence_batch([[1], [2]], [[3]], 0)

@@ -137,6 +137,7 @@ def test_the_prompt_loss_scores_each_prompt_once_and_leaves_the_answer_loss_alon
       1.5,
       "config.sft.copy_warmup_target_accuracy=1.5: must be a number in [0, 1]",
     ),
+    ("length_multiple", -8, "config.sft.length_multiple=-8: must be an integer >= 0"),
     ("copy_warmup_widen", 1, "config.sft.copy_warmup_widen=1: must be 0, or >= 2 with"),
     ("copy_warmup_widen", 8, "config.sft.copy_warmup_widen=8: must be 0, or >= 2 with"),
   ],
@@ -158,6 +159,52 @@ def test_a_step_may_train_on_some_of_each_tasks_answers():
   assert all(len(k) == 2 and k == sorted(set(k)) for k in kept)  # distinct, in their order
   assert len({tuple(k) for k in kept}) > 3  # a fresh choice each time
   assert task.extra["sft_targets"] == ["a", "b", "c", "d"]  # the task itself is unchanged
+
+
+def test_length_units_batch_tasks_of_similar_answer_length():
+  """Bins of 256 characters hold these short answers in one bin, shuffled; bins of one
+  character sort them, so each batch's answers are no longer than the next batch's."""
+  tasks = [
+    dataclasses.replace(_task(i), extra={"sft_targets": ["x" * (1 + (7 * i) % 40)]})
+    for i in range(40)
+  ]
+  longest = [[len(sft.answers(t)[0]) for t in unit] for unit in sft.length_units(tasks, 4, 0)]
+  assert sorted(map(max, longest)) != list(map(max, longest))
+  units = sft.length_units(tasks, 4, 0, bin_chars=1)
+  lengths = [[len(sft.answers(t)[0]) for t in unit] for unit in units]
+  assert [n for unit in lengths for n in unit] == sorted(1 + (7 * i) % 40 for i in range(40))
+  assert sorted(t.task_id for unit in units for t in unit) == sorted(t.task_id for t in tasks)
+
+
+def test_sft_batches_pad_to_multiples_of_the_length_multiple():
+  config = architectures.get("tiny", num_layers=1)
+  policy = Policy(model=None, tokenizer=ByteTokenizer(), config=config, eos_ids=[1], pad_id=0)
+  tasks = [_task(i) for i in range(2)]
+  prompt = len(policy.prompt_ids(tasks[0], include_tests=False))
+  answer = len(ByteTokenizer().encode(sequences.reference_answer(tasks[0]))) + 1
+  batch = sft.sft_batch(policy, tasks, include_tests=False, multiple=8)
+  assert batch["completion_mask"].shape[1] == -(-answer // 8) * 8
+  assert batch["tokens"].shape[1] == -(-prompt // 8) * 8 + -(-answer // 8) * 8
+
+
+def test_the_trainer_batches_by_sorted_length_with_a_length_multiple(tmp_path):
+  """group_by_length with sft.length_multiple: batches of two tasks of similar answer length
+  (answers of 30 to 120 characters), padded to multiples of 16 tokens."""
+  demos = [
+    dataclasses.replace(t, extra={"sft_targets": [t.gt_solution + "  # " + "y" * (30 * i)]})
+    for i, t in enumerate(_task(i) for i in range(4))
+  ]
+  tasks_lib.write_tasks(tmp_path / "tasks.jsonl", demos)
+  cfg = config_lib.default("tiny")
+  cfg.trainer = "sft"
+  cfg.model.arch = "tiny"
+  cfg.data.update(task_file=str(tmp_path / "tasks.jsonl"), num_validation=0, num_clean=0)
+  cfg.sft.update(batch_size=2, max_len=512, group_by_length=True, length_multiple=16)
+  cfg.train.update(steps=2, eval_every=0, eval_at_start=False, report=False)
+  config_lib.validate(cfg)
+  assert sft.train(cfg, str(tmp_path / "run")) == 0
+  rows = metrics.read_metrics(tmp_path / "run" / "metrics.jsonl")
+  assert [r["step"] for r in rows] == [1, 2] and all(r["train/loss"] > 0 for r in rows)
 
 
 @pytest.mark.slow

@@ -80,6 +80,7 @@ def key(base_cfg: ml_collections.ConfigDict) -> str:
 # hashes when they hold it, so the bases and SFT data built before them stay valid.
 _NEUTRAL = {
   ("mixture", "fresh_names"): 0.0,
+  ("sft", "length_multiple"): 0,
   ("sft", "answers_per_task"): 0,
   ("sft", "copy_warmup_steps"): 0,
   ("sft", "copy_warmup_rows"): 64,
@@ -254,6 +255,7 @@ def tokenizer_texts(tasks: Sequence[Task], include_tests: bool) -> list[str]:
 
 # The SFT loop's options a base config may set (train/config.py's `sft`).
 _SFT_OPTIONS = (
+  "length_multiple",
   "answers_per_task",
   "copy_warmup_steps",
   "copy_warmup_rows",

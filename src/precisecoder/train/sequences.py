@@ -31,24 +31,25 @@ def sequence_batch(
   """Left-padded prompts then right-padded answers, with the mask over the answer part.
 
   Lengths are rounded up to a multiple of `multiple`, or with `power_of_two` to `multiple`
-  times a power of two (fewer shapes, so fewer compilations, for more padding).
-  Answers longer than `max_len` minus the prompt are cut (the loss then covers the prefix).
+  times a power of two (fewer shapes, so fewer compilations, for more padding) where that
+  fits `max_len`. Answers longer than `max_len` minus the prompt are cut (the loss then
+  covers the prefix); padding alone never cuts one.
   On several hosts this is collective: each calls it once per global batch with its own rows.
   """
   if len(prompts) != len(answers):
     raise ValueError(f"{len(prompts)} prompts but {len(answers)} answers")
 
-  def bucket(n: int) -> int:
-    if not power_of_two:
-      return sampling.bucket_length(n, multiple)
+  def power_bucket(n: int) -> int:
     size = multiple
     while size < n:
       size *= 2
     return size
 
   # Every host pads to the longest lengths of any host: their rows join one global batch.
-  p = multihost.global_max(bucket(max(len(x) for x in prompts)))
-  t = multihost.global_max(bucket(max(len(x) for x in answers)))
+  longest = [multihost.global_max(max(map(len, rows))) for rows in (prompts, answers)]
+  p, t = (sampling.bucket_length(n, multiple) for n in longest)
+  if power_of_two and (max_len is None or sum(map(power_bucket, longest)) <= max_len):
+    p, t = map(power_bucket, longest)
   if max_len is not None and p + t > max_len:
     t = max(multiple, max_len - p)
   prompt_tokens, prompt_mask = sampling.pad_rows(prompts, p, pad_id, left=True)

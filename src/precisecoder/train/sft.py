@@ -43,10 +43,12 @@ def sft_batch(
   *,
   include_tests: bool = True,
   max_len: int | None = None,
+  multiple: int = 32,
   power_of_two: bool = False,
 ) -> dict[str, np.ndarray]:
   """Chat prompt of each task, then each of its answers and an end-of-sequence token; the
-  rows of one task are consecutive and share its (identically padded) prompt."""
+  rows of one task are consecutive and share its (identically padded) prompt. Padding:
+  sequences.sequence_batch."""
   prompt_ids, answer_ids = [], []
   for task in tasks:
     ids = policy.prompt_ids(task, include_tests=include_tests)
@@ -57,7 +59,12 @@ def sft_batch(
         + [policy.eos_ids[0]]
       )
   return sequences.sequence_batch(
-    prompt_ids, answer_ids, policy.pad_id, max_len=max_len, power_of_two=power_of_two
+    prompt_ids,
+    answer_ids,
+    policy.pad_id,
+    multiple=multiple,
+    max_len=max_len,
+    power_of_two=power_of_two,
   )
 
 
@@ -112,13 +119,17 @@ def _copy_warmup(cfg, run: Run, graphdef, params, tx, policy: Policy):
   return params, bool(out["stopped"])
 
 
-def length_units(tasks: Sequence[Task], batch_size: int, seed: int) -> list[list[Task]]:
-  """The tasks cut into batches of similar answer length (shuffled within a length, by
-  `seed`): a batch of short answers is not padded to a long one, and padded lengths take few
-  values (few compilations). The iterator then shuffles whole batches."""
+def length_units(
+  tasks: Sequence[Task], batch_size: int, seed: int, bin_chars: int = 256
+) -> list[list[Task]]:
+  """The tasks cut into batches of similar answer length, in bins of `bin_chars` characters
+  (shuffled within a bin, by `seed`): a batch of short answers is not padded to a long one,
+  and padded lengths take few values (few compilations). The iterator then shuffles whole
+  batches."""
   rng = np.random.default_rng(seed)
   order = sorted(
-    range(len(tasks)), key=lambda i: (max(map(len, answers(tasks[i]))) // 256, rng.random())
+    range(len(tasks)),
+    key=lambda i: (max(map(len, answers(tasks[i]))) // bin_chars, rng.random()),
   )
   return [
     [tasks[i] for i in order[start : start + batch_size]]
@@ -179,9 +190,13 @@ def train(
       graphdef, tx, group, prompt_weight=float(cfg.sft.get("prompt_loss_weight", 0.0))
     )
     by_length = cfg.sft.get("group_by_length", False)
+    # 0: grouped lengths padded to powers of two; else to multiples of that many tokens, and
+    # grouped in batches of tasks sorted by answer length (less padding, more compilations).
+    length_multiple = int(cfg.sft.get("length_multiple", 0))
     if by_length:  # whole batches of similar length, shuffled as units (one host)
+      bins = 1 if length_multiple else 256
       iterator = tasksets.task_iterator(
-        length_units(demos, cfg.sft.batch_size, cfg.seed), 1, cfg.seed
+        length_units(demos, cfg.sft.batch_size, cfg.seed, bins), 1, cfg.seed
       )
     else:
       iterator = tasksets.task_iterator(demos, cfg.sft.batch_size, cfg.seed)
@@ -247,7 +262,8 @@ def train(
         batch_tasks,
         include_tests=cfg.data.include_tests_in_prompt,
         max_len=cfg.sft.max_len,
-        power_of_two=by_length,
+        multiple=length_multiple or 32,
+        power_of_two=by_length and not length_multiple,
       )
       batch = fill_devices(batch, mesh)
       with mesh_scope(mesh):
