@@ -861,7 +861,7 @@ BASE_PRESETS: dict[str, dict] = {
   # The program space (data/programs.py) instead of the families: programs too many to
   # memorise, so that the base learns to copy the program in its prompt. Measured on held-out
   # program structures; answers are longer than the families' (made-up identifiers), so
-  # lengths are padded to multiples of 32 tokens, not powers of two. 1,500 steps, about 30
+  # lengths are padded to multiples of 32 tokens, not powers of two. 1,500 steps, about 32
   # minutes on 2 idle cores: the copy only begins to form after 600.
   "cpu-programs": dict(
     model="coder-cpu",
