@@ -4,7 +4,8 @@ Batches are made as `train.sft.train` makes them for the base (`group_by_length`
 base's cached SFT data and tokenizer, one batch per drawn unit, in two ways side by side:
 
   powers of two  `sft.length_multiple` 0 (the families' bases): tasks in bins of 256 answer
-                 characters, prompt and answer each padded to 32 times a power of two;
+                 characters, prompt and answer each padded to 32 times a power of two (to
+                 multiples of 32 where that would pass `sft.max_len`);
   multiples      `sft.length_multiple` 32 (cpu-programs): tasks sorted by answer length,
                  prompt and answer padded to multiples of 32 tokens.
 
