@@ -12,8 +12,8 @@ base's cached SFT data and tokenizer, one batch per drawn unit, in two ways side
 For each: padded positions a step (each task's prompt once, its answers each), against the real
 tokens; the distinct shapes (each one compiles); the seconds of the compiling calls; and the
 mean and median of the other steps, which train the same model from the same weights. Also how
-many answer rows of the powers-of-two batches the rule before `sequence_batch`'s fallback cut
-(powers of two past `sft.max_len` cut the answer to fit).
+many answer rows of the powers-of-two batches (those timed, and all of them) the rule before
+`sequence_batch`'s fallback cut (powers of two past `sft.max_len` cut the answer to fit).
 
   python benchmarks/bench_sft_step.py [--preset cpu-programs] [--batches 60]
 
@@ -136,6 +136,14 @@ def main() -> None:
     )
   before, after = (np.mean(runs[k]["warm"]) for k in ("powers of two", "multiples"))
   print(f"mean warm step, powers of two / multiples: {before / after:.2f}x")
+  units = sft.length_units(demos, cfg.sft.batch_size, cfg.seed)
+  batches = [
+    sft.sft_batch(policy, u, include_tests=cfg.data.include_tests_in_prompt, power_of_two=True)
+    for u in units
+  ]
+  cut = sum(_old_cut_rows(b, cfg.sft.max_len) for b in batches)
+  rows = sum(len(b["tokens"]) for b in batches)
+  print(f"answer rows the old rule cut, all {len(units)} powers-of-two batches: {cut / rows:.1%}")
 
 
 if __name__ == "__main__":
