@@ -12,8 +12,8 @@ base's cached SFT data and tokenizer, one batch per drawn unit, in two ways side
 For each: padded positions a step (each task's prompt once, its answers each), against the real
 tokens; the distinct shapes (each one compiles); the seconds of the compiling calls; and the
 mean and median of the other steps, which train the same model from the same weights. Also how
-many answer rows of the powers-of-two batches (those timed, and all of them) the rule before
-`sequence_batch`'s fallback cut (powers of two past `sft.max_len` cut the answer to fit).
+many answer rows of all the powers-of-two batches the rule before `sequence_batch`'s fallback
+cut (powers of two past `sft.max_len` cut the answer to fit).
 
   python benchmarks/bench_sft_step.py [--preset cpu-programs] [--batches 60]
 
@@ -36,15 +36,9 @@ from flax import nnx  # noqa: E402
 
 from precisecoder.experiments import base_model  # noqa: E402
 from precisecoder.train import config as config_lib  # noqa: E402
-from precisecoder.train import policy as policy_lib, sft, step as step_lib, tasksets  # noqa: E402
+from precisecoder.train import policy as policy_lib, sequences, sft, step as step_lib  # noqa: E402
+from precisecoder.train import tasksets  # noqa: E402
 from results import add_record_flag, recorded  # noqa: E402
-
-
-def _power(n: int, multiple: int = 32) -> int:
-  size = multiple
-  while size < n:
-    size *= 2
-  return size
 
 
 def _old_cut_rows(batch: dict[str, np.ndarray], max_len: int) -> int:
@@ -52,7 +46,8 @@ def _old_cut_rows(batch: dict[str, np.ndarray], max_len: int) -> int:
   fit max_len."""
   answers = batch["completion_mask"].sum(axis=1)
   columns = batch["tokens"].shape[1] - batch["completion_mask"].shape[1]
-  p, t = _power(int(batch["mask"][:, :columns].sum(axis=1).max())), _power(int(answers.max()))
+  prompt = int(batch["mask"][:, :columns].sum(axis=1).max())
+  p, t = sequences.power_bucket(prompt, 32), sequences.power_bucket(int(answers.max()), 32)
   if p + t <= max_len:
     return 0
   return int(np.sum(answers > max(32, max_len - p)))
@@ -64,7 +59,7 @@ def _scheme(cfg, policy, demos, multiple: int, picks, graphdef, params0, tx) -> 
   step_fn = step_lib.make_sft_step(graphdef, tx, len(sft.answers(demos[0])))
   params = jax.tree.map(lambda x: x.copy(), params0)
   opt_state = step_lib.init_optimizer(tx, params, None)
-  out = {"padded": [], "real": [], "cut": 0, "rows": 0, "compile_s": 0.0, "warm": []}
+  out = {"padded": [], "real": [], "compile_s": 0.0, "warm": []}
   shapes = set()
   for i in picks:
     tasks = units[i]
@@ -81,8 +76,6 @@ def _scheme(cfg, policy, demos, multiple: int, picks, graphdef, params0, tx) -> 
     out["padded"].append(len(tasks) * columns + batch["completion_mask"].size)
     prompts = batch["mask"][::group, :columns].sum()
     out["real"].append(int(prompts + batch["completion_mask"].sum()))
-    out["cut"] += _old_cut_rows(batch, cfg.sft.max_len) if not multiple else 0
-    out["rows"] += len(batch["tokens"])
     start = time.perf_counter()
     params, opt_state, m = step_fn(params, opt_state, step_lib.to_device(batch))
     jax.block_until_ready(m)
@@ -123,16 +116,14 @@ def main() -> None:
   )
   print(
     f"{'padding':<14} {'padded/step':>11} {'real/step':>9} {'shapes':>6} {'compile s':>9} "
-    f"{'mean s':>7} {'median s':>8} {'old rule cut':>12}"
+    f"{'mean s':>7} {'median s':>8}"
   )
   runs = {}
   for name, multiple in (("powers of two", 0), ("multiples", 32)):
     r = runs[name] = _scheme(cfg, policy, demos, multiple, picks, graphdef, params, tx)
-    cut = f"{r['cut'] / r['rows']:.1%}" if not multiple else "-"
     print(
       f"{name:<14} {np.mean(r['padded']):>11.0f} {np.mean(r['real']):>9.0f} {r['shapes']:>6} "
-      f"{r['compile_s']:>9.1f} {np.mean(r['warm']):>7.3f} {statistics.median(r['warm']):>8.3f} "
-      f"{cut:>12}"
+      f"{r['compile_s']:>9.1f} {np.mean(r['warm']):>7.3f} {statistics.median(r['warm']):>8.3f}"
     )
   before, after = (np.mean(runs[k]["warm"]) for k in ("powers of two", "multiples"))
   print(f"mean warm step, powers of two / multiples: {before / after:.2f}x")

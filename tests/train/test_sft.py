@@ -187,24 +187,47 @@ def test_sft_batches_pad_to_multiples_of_the_length_multiple():
   assert batch["tokens"].shape[1] == -(-prompt // 8) * 8 + -(-answer // 8) * 8
 
 
-def test_the_trainer_batches_by_sorted_length_with_a_length_multiple(tmp_path):
-  """group_by_length with sft.length_multiple: batches of two tasks of similar answer length
-  (answers of 30 to 120 characters), padded to multiples of 16 tokens."""
+def test_the_trainer_batches_by_sorted_length_with_a_length_multiple(tmp_path, monkeypatch):
+  """group_by_length with sft.length_multiple: batches of two tasks of neighbouring answer
+  length (answers of about 35 to 120 characters), padded to multiples of 16 tokens, not powers
+  of two, and no answer cut."""
+  made = []
+
+  def recording(policy, tasks, **kwargs):
+    batch = real_batch(policy, tasks, **kwargs)
+    whole = [
+      len(policy.tokenizer.encode(sequences.answer_text(a), add_special_tokens=False)) + 1
+      for t in tasks
+      for a in sft.answers(t)
+    ]
+    assert batch["completion_mask"].sum(axis=1).tolist() == whole  # no answer cut
+    made.append(({t.task_id for t in tasks}, batch))
+    return batch
+
+  real_batch = sft.sft_batch
+  monkeypatch.setattr(sft, "sft_batch", recording)
   demos = [
-    dataclasses.replace(t, extra={"sft_targets": [t.gt_solution + "  # " + "y" * (30 * i)]})
-    for i, t in enumerate(_task(i) for i in range(4))
+    dataclasses.replace(t, extra={"sft_targets": [t.gt_solution + "  # " + "y" * (12 * i)]})
+    for i, t in enumerate(_task(i) for i in range(8))
   ]
   tasks_lib.write_tasks(tmp_path / "tasks.jsonl", demos)
   cfg = config_lib.default("tiny")
   cfg.trainer = "sft"
   cfg.model.arch = "tiny"
   cfg.data.update(task_file=str(tmp_path / "tasks.jsonl"), num_validation=0, num_clean=0)
-  cfg.sft.update(batch_size=2, max_len=512, group_by_length=True, length_multiple=16)
-  cfg.train.update(steps=2, eval_every=0, eval_at_start=False, report=False)
+  cfg.data.include_tests_in_prompt = False
+  cfg.sft.update(batch_size=2, max_len=2048, group_by_length=True, length_multiple=16)
+  cfg.train.update(steps=4, eval_every=0, eval_at_start=False, report=False)
   config_lib.validate(cfg)
   assert sft.train(cfg, str(tmp_path / "run")) == 0
   rows = metrics.read_metrics(tmp_path / "run" / "metrics.jsonl")
-  assert [r["step"] for r in rows] == [1, 2] and all(r["train/loss"] > 0 for r in rows)
+  assert [r["step"] for r in rows] == [1, 2, 3, 4] and all(r["train/loss"] > 0 for r in rows)
+  # One pass over the four batches: neighbours in answer length (in one 256-character bin
+  # these would be drawn at random).
+  assert sorted(sorted(ids) for ids, _ in made) == [[f"t{i}", f"t{i + 1}"] for i in (0, 2, 4, 6)]
+  for _, batch in made:
+    longest = int(batch["completion_mask"].sum(axis=1).max())
+    assert batch["completion_mask"].shape[1] == -(-longest // 16) * 16
 
 
 @pytest.mark.slow

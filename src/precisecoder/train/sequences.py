@@ -19,6 +19,14 @@ def reference_answer(task: Task) -> str:
   return answer_text(task.gt_solution)
 
 
+def power_bucket(n: int, multiple: int) -> int:
+  """`n` rounded up to `multiple` times a power of two."""
+  size = multiple
+  while size < n:
+    size *= 2
+  return size
+
+
 def sequence_batch(
   prompts: Sequence[Sequence[int]],
   answers: Sequence[Sequence[int]],
@@ -38,18 +46,12 @@ def sequence_batch(
   """
   if len(prompts) != len(answers):
     raise ValueError(f"{len(prompts)} prompts but {len(answers)} answers")
-
-  def power_bucket(n: int) -> int:
-    size = multiple
-    while size < n:
-      size *= 2
-    return size
-
   # Every host pads to the longest lengths of any host: their rows join one global batch.
   longest = [multihost.global_max(max(map(len, rows))) for rows in (prompts, answers)]
   p, t = (sampling.bucket_length(n, multiple) for n in longest)
-  if power_of_two and (max_len is None or sum(map(power_bucket, longest)) <= max_len):
-    p, t = map(power_bucket, longest)
+  powers = [power_bucket(n, multiple) for n in longest]
+  if power_of_two and (max_len is None or sum(powers) <= max_len):
+    p, t = powers
   if max_len is not None and p + t > max_len:
     t = max(multiple, max_len - p)
   prompt_tokens, prompt_mask = sampling.pad_rows(prompts, p, pad_id, left=True)
