@@ -24,6 +24,9 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
   with pytest.raises(SystemExit):
     compare.main(["--workdir", str(tmp_path), "--stray"])
   assert compare.main([*TINY, "--workdir", str(tmp_path), "--config.rl.bogus=1"]) == 2
+  with pytest.raises(SystemExit):
+    compare.main([*TINY, "--workdir", str(tmp_path), "--report-only", "--remeasure", "4"])
+  assert "--report-only only rewrites the report" in capsys.readouterr().err
 
 
 def test_an_asynchronous_arm_needs_its_synchronous_twin(tmp_path, capsys):
@@ -84,7 +87,7 @@ def test_a_read_only_workdir_is_refused_before_any_arm_starts(tmp_path, capsys):
   assert _one_line(capsys).startswith(f"precisecoder compare: error: --workdir {workdir}: ")
 
 
-def test_two_tiny_arms_train_evaluate_report_and_resume(tmp_path):
+def test_two_tiny_arms_train_evaluate_report_and_resume(tmp_path, monkeypatch):
   """CI's comparison: grpo and precisecoder on the tiny random model, one step each, evaluated
   before and after on the same tasks; the rerun trains nothing and rebuilds the report."""
   assert compare.main([*TINY, "--workdir", str(tmp_path), "--parallel", "2"]) == 0
@@ -118,6 +121,51 @@ def test_two_tiny_arms_train_evaluate_report_and_resume(tmp_path):
   assert json.loads((tmp_path / "compare.json").read_text())["wall_s"] == run["wall_s"]
   for arm, log in logs.items():
     assert (tmp_path / arm / "train.log").read_text() == log  # finished: not started again
+  _check_remeasure(tmp_path, monkeypatch)
+
+
+def _check_remeasure(workdir, monkeypatch):
+  """`--remeasure N` on the finished comparison: the base and each arm's last checkpoint on N
+  + N fresh tasks, reported as a split; measured once. On the evaluation's own tasks it gives
+  what the trainer's evaluation gave at step 0 and at the last step: the same checkpoints,
+  decoded the same way."""
+  from precisecoder.experiments import compare_arms, remeasure
+  from precisecoder.train import tasksets
+
+  assert compare.main([*TINY, "--workdir", str(workdir), "--remeasure", "3"]) == 0
+  arms = ("grpo", "precisecoder")
+  wide = {
+    arm: [json.loads((workdir / arm / "eval" / f"wide_step_{s}.json").read_text()) for s in (0, 1)]
+    for arm in arms
+  }
+  assert wide["grpo"][0] == wide["precisecoder"][0]  # the base, measured once
+  for arm in arms:  # each arm's own last checkpoint
+    assert wide[arm][1]["checkpoint"] == str(workdir / arm / "checkpoints" / "1")
+  records = wide["grpo"][1]["records"]
+  assert [r["is_buggy"] for r in records] == [True] * 3 + [False] * 3
+  evaluated = json.loads((workdir / "grpo" / "eval" / "step_1.json").read_text())["records"]
+  assert not {r["task_id"] for r in records} & {r["task_id"] for r in evaluated}  # fresh
+  split = json.loads((workdir / "report.json").read_text())["wide"]
+  assert list(split["paper_table"]) == ["base (step 0)", "grpo (step 1)", "precisecoder (step 1)"]
+  assert split["paper_table"]["grpo (step 1)"]["noop"]["n"] == 3
+  assert "Wider held-out measurement" in (workdir / "report.md").read_text()
+  stamps = sorted((p, p.stat().st_mtime_ns) for p in workdir.glob("*/eval/wide_step_*.json"))
+  assert compare.main([*TINY, "--workdir", str(workdir), "--remeasure", "3"]) == 0
+  assert (
+    sorted((p, p.stat().st_mtime_ns) for p in workdir.glob("*/eval/wide_step_*.json")) == stamps
+  )
+
+  monkeypatch.setattr(tasksets, "wide_tasks", lambda cfg, n: tasksets.eval_tasks(cfg))
+  overrides = TINY[2:]
+  configs = compare._arms(arms, compare_arms.default_configs_dir(), "tiny", overrides)
+  remeasure.remeasure(compare_arms.run_specs(configs, "tiny", overrides, workdir), 3)
+  for arm in arms:
+    for step in (0, 1):
+      again = json.loads((workdir / arm / "eval" / f"wide_step_{step}.json").read_text())
+      trained = json.loads((workdir / arm / "eval" / f"step_{step}.json").read_text())
+      assert [r["completion"] for r in again["records"]] == [
+        r["completion"] for r in trained["records"]
+      ]
 
 
 def test_a_failing_arm_exits_1_and_still_reports(tmp_path, capsys):

@@ -59,6 +59,21 @@ def test_held_in_tasks_are_new_instances_of_the_training_families(tmp_path, monk
   assert tasksets.heldin_tasks(cfg) == []
 
 
+def test_the_wider_measurement_draws_tasks_the_evaluation_does_not_have(tmp_path, monkeypatch):
+  """`n` buggy tasks then `n` correct programs of the validation split at data seed + 1: none of
+  the evaluation's programs; evaluation files leave nothing to draw from, so they are refused."""
+  monkeypatch.setenv("PRECISECODER_CACHE", str(tmp_path))
+  cfg = _cfg(num_validation=6, num_clean=6)
+  wide = tasksets.wide_tasks(cfg, 6)
+  assert [t.is_buggy for t in wide] == [True] * 6 + [False] * 6
+  assert not {t.buggy_code for t in wide} & {t.buggy_code for t in tasksets.eval_tasks(cfg)}
+  assert {t.extra["family"] for t in wide} <= {
+    f.key for f in families.families("easy", "validation")
+  }
+  with pytest.raises(ValueError, match="evaluates on files"):
+    tasksets.wide_tasks(_cfg(clean_file="clean.jsonl"), 6)
+
+
 def test_cached_correct_programs_are_those_of_the_tier_asked_for(tmp_path, monkeypatch):
   monkeypatch.setenv("PRECISECODER_CACHE", str(tmp_path))
   programs = tasksets.generated("train", "programs", 4, 1, clean=True)

@@ -34,10 +34,15 @@ DIFFERENCE_NOTE = (
 
 
 def load_evals(workdir: str | os.PathLike) -> list[dict[str, Any]]:
-  """Evaluations by step: `{"step", **summary, "records": [per-task records]}`."""
+  """Evaluations by step: `{"step", **summary, "records": [per-task records]}`, with the
+  splits evaluated apart, the wider measurement (`wide_step_N.json`) among them."""
   out = []
-  for path in pathlib.Path(workdir, "eval").glob("step_*.json"):
+  folder = pathlib.Path(workdir, "eval")
+  for path in folder.glob("step_*.json"):
     data = json.loads(path.read_text())
+    wide = folder / f"wide_{path.name}"
+    if wide.exists():
+      data["wide"] = json.loads(wide.read_text())
     out.append(
       {
         "step": data["step"],
@@ -64,6 +69,12 @@ SPLITS = {
     "Multi-line split (generalisation)",
     "the multi-line split",
     "held-out families, one atomic 2-4-line bug each; training had single-line bugs only.",
+  ),
+  "wide": (
+    "Wider held-out measurement",
+    "the wider held-out sets",
+    "fresh held-out buggy tasks and correct programs, more than the evaluation during "
+    "training has, measured on the base and the last checkpoint only (`compare --remeasure`).",
   ),
 }
 

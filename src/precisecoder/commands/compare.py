@@ -1,13 +1,15 @@
 """`precisecoder compare`: train reward recipes side by side and report them.
 
     precisecoder compare [--arms grpo,precisecoder] [--preset compare-cpu] [--workdir runs/compare]
-        [--parallel N] [--configs DIR] [--report-only] [--config.a.b=v ...]
+        [--parallel N] [--configs DIR] [--seeds 0,1,2] [--remeasure N] [--report-only]
+        [--config.a.b=v ...]
 
 The arms and their trainer processes are experiments/compare_arms.py's; the report,
 `<workdir>/report.md` and `report.json` (analysis/compare_report.py), is rebuilt on every run, so
-a rerun that trains nothing (every arm finished) or `--report-only` just rewrites it. Ctrl-C stops
-the arms as a preemption does (each saves a checkpoint of the step it finished) and exits 130
-with one line; the same command resumes them.
+a rerun that trains nothing (every arm finished) or `--report-only` just rewrites it.
+`--remeasure N` then measures the finished runs on more held-out tasks than their evaluation
+had (experiments/remeasure.py). Ctrl-C stops the arms as a preemption does (each saves a
+checkpoint of the step it finished) and exits 130 with one line; the same command resumes them.
 """
 
 from __future__ import annotations
@@ -81,6 +83,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     action="store_true",
     help="rebuild the report from the arms' workdirs without training",
   )
+  parser.add_argument(
+    "--remeasure",
+    type=checks.non_negative_int,
+    default=0,
+    metavar="N",
+    help="once every run has finished, measure the base and each run's last checkpoint on N "
+    "fresh held-out buggy tasks and N correct programs (the report's wider held-out "
+    "measurement: narrower intervals; measured ones are kept) (default: 0, none)",
+  )
   parser.add_argument("--verbose", action="store_true", help=console.VERBOSE_HELP)
 
 
@@ -141,6 +152,8 @@ def main(argv: Sequence[str]) -> int:
   names = [a.strip() for a in args.arms.split(",") if a.strip()]
   if len(names) != len(set(names)) or not names:
     parser.error(f"--arms {args.arms!r}: give each arm once")
+  if args.remeasure and args.report_only:
+    parser.error("--remeasure measures checkpoints; --report-only only rewrites the report")
   try:
     arms = _arms(names, configs_dir, args.preset, overrides)
     twins = compare_arms.check_same_budget({name: cfg for name, (_, cfg) in arms.items()})
@@ -178,6 +191,17 @@ def main(argv: Sequence[str]) -> int:
       }
     )
     run_path.write_text(json.dumps(run, indent=1) + "\n")
+    if args.remeasure and not any(codes.values()):
+      from precisecoder.experiments import remeasure  # pylint: disable=import-outside-toplevel
+
+      try:
+        remeasure.remeasure(runs, args.remeasure)
+      except ValueError as e:
+        print(f"{PROG}: error: --remeasure: {e}", file=sys.stderr)
+        return 2
+      except KeyboardInterrupt:  # what was measured is kept
+        print(f"{PROG}: interrupted; rerun to measure the rest", file=sys.stderr, flush=True)
+        return 130
   from precisecoder.analysis import compare_report  # matplotlib only once training is over
 
   path = compare_report.write(workdir, names, run, seeds=seeds)

@@ -117,6 +117,30 @@ def evaluate_greedy(
   return summary, records
 
 
+def evaluate_as_configured(
+  cfg: ml_collections.ConfigDict,
+  policy: Policy,
+  tasks: Sequence[Task],
+  scorer: RewardScorer,
+  max_new_tokens: int,
+  mesh: Mesh | None = None,
+) -> tuple[dict[str, float], list[dict]]:
+  """`evaluate_greedy` with a run's settings: its evaluation batch, prompts, seed and, for an
+  agent arm, its episodes."""
+  return evaluate_greedy(
+    policy,
+    tasks,
+    scorer,
+    max_new_tokens=max_new_tokens,
+    batch_size=cfg.train.eval_batch_size,
+    include_tests=cfg.data.include_tests_in_prompt,
+    seed=cfg.seed,
+    prompt_bucket=cfg.rl.prompt_bucket,
+    mesh=mesh,
+    agent=rollout_lib.agent_config(cfg.rl) if cfg.trainer == "rl" else None,
+  )
+
+
 class Evaluator:
   """Greedy evaluation during training on validation tasks and clean programs, and apart (each
   under its own key in the file and `eval_<split>/` in the metrics) on the held-in tasks and the
@@ -175,23 +199,13 @@ class Evaluator:
     self, policy: Policy, tasks, max_new_tokens: int
   ) -> tuple[dict[str, float], list[dict]]:
     """(summary, per-task records) of `policy`'s greedy completions of `tasks`."""
-    cfg = self.cfg
     # Several hosts: each evaluates an equal share (the last task repeated to even it out),
     # then the records are gathered and summarised as one set.
     share = cdiv(len(tasks), jax.process_count())
     mine = tasks[multihost.host_slice(share * jax.process_count())] if len(tasks) else []
     mine = list(mine) + list(tasks[-1:]) * (share - len(mine))
-    summary, records = evaluate_greedy(
-      policy,
-      mine,
-      self.scorer,
-      max_new_tokens=max_new_tokens,
-      batch_size=cfg.train.eval_batch_size,
-      include_tests=cfg.data.include_tests_in_prompt,
-      seed=cfg.seed,
-      prompt_bucket=cfg.rl.prompt_bucket,
-      mesh=self.mesh,
-      agent=rollout_lib.agent_config(cfg.rl) if cfg.trainer == "rl" else None,
+    summary, records = evaluate_as_configured(
+      self.cfg, policy, mine, self.scorer, max_new_tokens, self.mesh
     )
     if jax.process_count() > 1:
       records = [r for part in multihost.allgather_json(records) for r in part][: len(tasks)]

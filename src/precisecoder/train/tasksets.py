@@ -87,6 +87,22 @@ def eval_tasks(cfg: ml_collections.ConfigDict) -> list[Task]:
   return list(buggy) + list(clean)
 
 
+def wide_tasks(cfg: ml_collections.ConfigDict, n: int) -> list[Task]:
+  """`n` validation tasks and `n` clean programs drawn apart from `eval_tasks`' (data seed + 1):
+  the wider measurement of a finished comparison (experiments/remeasure.py)."""
+  from precisecoder.data import generator
+
+  if cfg.data.validation_file or cfg.data.clean_file:
+    raise ValueError(
+      "a wider measurement draws fresh generated tasks; this config evaluates on files "
+      "(config.data.validation_file / clean_file)"
+    )
+  seed, tier = cfg.data.seed + 1, cfg.data.tier
+  return generated("validation", tier, n, seed) + generated(
+    "validation", generator.clean_tier(tier), n, seed, clean=True
+  )
+
+
 def multi_tasks(cfg: ml_collections.ConfigDict) -> list[Task]:
   """The multi-line split (held-out families, one atomic 2-4-line bug each): how far a policy
   trained on single-line bugs generalises; evaluated beside the validation tasks."""

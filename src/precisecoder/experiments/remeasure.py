@@ -1,0 +1,103 @@
+"""The wider measurement of a finished comparison (`precisecoder compare --remeasure N`).
+
+The evaluation during training runs every few steps, so its sets are small and its intervals
+wide. This one runs once per checkpoint: the base and each run's last one, greedily, on N
+held-out buggy tasks and N held-out correct programs drawn apart from the evaluation sets
+(tasksets.wide_tasks). Intervals over tasks shrink as one over the square root of N.
+
+Each result goes to `<run>/eval/wide_step_<step>.json` (the base's, step 0, to every run's
+folder) in the layout of a split of `eval/step_<step>.json`, and the reports read it as the
+split "wide" (analysis/report.py). A file already written for the same tasks is kept: a rerun
+measures only what is missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+from collections.abc import Sequence
+
+import ml_collections
+from absl import logging
+
+from precisecoder import sampling
+from precisecoder.experiments import base_model, compare_arms
+from precisecoder.tasks import Task
+from precisecoder.train import greedy_eval, policy as policy_lib, rollout as rollout_lib, scoring
+from precisecoder.train import tasksets
+
+
+def result_path(workdir: pathlib.Path, step: int) -> pathlib.Path:
+  return workdir / "eval" / f"wide_step_{step}.json"
+
+
+def remeasure(runs: Sequence[compare_arms.RunSpec], n: int) -> None:
+  """Measures the base and the last checkpoint of each of `runs` (all finished) on `n` + `n`
+  fresh held-out tasks, skipping what is already measured on them."""
+  sampling.enable_compilation_cache()  # as the trainers do: the same programs compile once
+  tasks = tasksets.wide_tasks(runs[0].cfg, n)
+  digest = _digest(tasks)
+  bases: dict[str, dict] = {}  # the base's result per way of evaluating (agents: episodes)
+  for spec in runs:
+    path = result_path(spec.workdir, 0)
+    if not _measured(path, digest):
+      mode = repr(rollout_lib.agent_config(spec.cfg.rl))
+      if mode not in bases:
+        checkpoint, _ = base_model.resolve(spec.cfg)
+        bases[mode] = _measure(spec.cfg, checkpoint, tasks, digest, step=0, name="the base")
+      _write(path, bases[mode])
+    step = spec.cfg.train.steps
+    path = result_path(spec.workdir, step)
+    if _measured(path, digest):
+      continue
+    checkpoint = spec.workdir / "checkpoints" / str(step)
+    if not checkpoint.is_dir():
+      raise ValueError(f"{spec.name}: no checkpoint of its last step, {checkpoint}")
+    _write(path, _measure(spec.cfg, str(checkpoint), tasks, digest, step=step, name=spec.name))
+
+
+def _measure(
+  cfg: ml_collections.ConfigDict,
+  checkpoint: str | None,
+  tasks: Sequence[Task],
+  digest: str,
+  *,
+  step: int,
+  name: str,
+) -> dict:
+  logging.info("remeasure: %s on %d tasks", name, len(tasks))
+  policy = policy_lib.load_policy(cfg, checkpoint=checkpoint)
+  with scoring.open_scorer(cfg.rl) as scorer:
+    summary, records = greedy_eval.evaluate_as_configured(
+      cfg, policy, tasks, scorer, cfg.train.eval_max_new_tokens
+    )
+  logging.info(
+    "remeasure: %s: %s",
+    name,
+    "  ".join(f"{k}={v:.3f}" for k, v in summary.items() if isinstance(v, float)),
+  )
+  return {
+    "step": step,
+    "checkpoint": policy.source,  # what was measured
+    "tasks": digest,
+    "summary": summary,
+    "records": records,
+  }
+
+
+def _digest(tasks: Sequence[Task]) -> str:
+  """What identifies the measured tasks: their ids and programs."""
+  text = json.dumps([[t.task_id, t.buggy_code] for t in tasks])
+  return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _measured(path: pathlib.Path, digest: str) -> bool:
+  return path.exists() and json.loads(path.read_text()).get("tasks") == digest
+
+
+def _write(path: pathlib.Path, result: dict) -> None:
+  path.parent.mkdir(parents=True, exist_ok=True)
+  temporary = path.with_suffix(".tmp")
+  temporary.write_text(json.dumps(result, indent=1) + "\n")
+  temporary.replace(path)  # whole or absent: a killed rerun measures it again
