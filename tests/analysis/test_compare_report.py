@@ -44,10 +44,19 @@ def test_comparison_report_tables_correlations_and_pngs(tmp_path, monkeypatch):
         for s, v in zip((1, 2), lines)
       )
     )
-  path = compare_report.write(
-    tmp_path, ["grpo", "precisecoder"], {"preset": "tiny", "overrides": [], "wall_s": {"grpo": 3.0}}
-  )
+  run = {
+    "preset": "tiny",
+    "overrides": [],
+    # The workdir's record also holds an arm this report leaves out: not reported.
+    "wall_s": {"grpo": 3.0, "ea_grpo": 9.0, "grpo/seed_1": 5.0},
+    "invocations": [
+      {"parallel": 2, "trained": ["grpo"]},
+      {"parallel": 3, "trained": ["ea_grpo", "grpo/seed_1"]},
+    ],
+  }
+  path = compare_report.write(tmp_path, ["grpo", "precisecoder"], run)
   text = path.read_text()
+  assert "arms trained 2 at a time; wall time per arm (all its runs) `grpo` 3 s." in text
   assert "| grpo (step 2) | 100.0 [100.0, 100.0] |" in text
   change = next(line for line in text.splitlines() if line.startswith("| precisecoder − grpo |"))
   assert "-5.00 [-5.00, -5.00] *" in change  # edited lines, paired by task

@@ -41,6 +41,10 @@ def test_pearson_matches_hand_worked_example():
   assert c.low == pytest.approx(math.tanh(z - 1.959964 / math.sqrt(2)), abs=1e-5)
   assert c.high == pytest.approx(math.tanh(z + 1.959964 / math.sqrt(2)), abs=1e-5)
   assert math.isnan(statistics.pearson([1, 1, 1], [1, 2, 3]).r)  # constant side: undefined
+  assert statistics.pearson([1, 2, 3], [1, 3, 2]).format() == "+0.50 (n = 3, no interval)"
+  assert (
+    statistics.pearson([1, 2, 3, 4, 5], [2, 4, 5, 4, 5]).format() == "+0.77 [-0.34, +0.98] (n = 5)"
+  )
 
 
 def test_paper_table_splits_buggy_and_clean_and_groups_by_task():

@@ -370,8 +370,13 @@ def _setup(arms: Sequence[Arm], run: Mapping[str, Any]) -> list[str]:
     + "."
   ]
   if run:
-    walls = ", ".join(f"`{a}` {s:.0f} s" for a, s in run.get("wall_s", {}).items())
-    parallel = sorted({i["parallel"] for i in run.get("invocations", []) if i["trained"]})
+    # The workdir's record covers every run trained there; the report's runs only.
+    ours = {a.name for a in arms}
+    ours |= {f"{a}/seed_{k}" for a in ours for k in run.get("seeds") or ()}
+    walls = ", ".join(f"`{a}` {s:.0f} s" for a, s in run.get("wall_s", {}).items() if a in ours)
+    parallel = sorted(
+      {i["parallel"] for i in run.get("invocations", []) if ours.intersection(i["trained"])}
+    )
     lines.append(
       f"Preset `{run.get('preset')}`, overrides `{' '.join(run.get('overrides', []))}`"
       f"; arms trained {' or '.join(map(str, parallel)) or '?'} at a time; wall time "

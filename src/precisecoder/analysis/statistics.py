@@ -69,6 +69,8 @@ class Correlation:
   def format(self) -> str:
     if math.isnan(self.r):
       return f"– (n = {self.n})"
+    if math.isnan(self.low):  # r = ±1, or too few pairs for Fisher's z
+      return f"{self.r:+.2f} (n = {self.n}, no interval)"
     return f"{self.r:+.2f} [{self.low:+.2f}, {self.high:+.2f}] (n = {self.n})"
 
   def to_json(self) -> dict[str, float | int]:
