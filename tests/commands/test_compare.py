@@ -154,6 +154,15 @@ def _check_remeasure(workdir, monkeypatch):
   assert (
     sorted((p, p.stat().st_mtime_ns) for p in workdir.glob("*/eval/wide_step_*.json")) == stamps
   )
+  # A run without the base's file gets another run's copy, measured on the same tasks.
+  (workdir / "precisecoder" / "eval" / "wide_step_0.json").unlink()
+  measured = []
+  with monkeypatch.context() as patch:
+    patch.setattr(remeasure, "_measure", lambda *a, **k: measured.append(a) or {})
+    assert compare.main([*TINY, "--workdir", str(workdir), "--remeasure", "3"]) == 0
+  assert measured == []
+  base = json.loads((workdir / "precisecoder" / "eval" / "wide_step_0.json").read_text())
+  assert base == wide["grpo"][0]
 
   monkeypatch.setattr(tasksets, "wide_tasks", lambda cfg, n: tasksets.eval_tasks(cfg))
   overrides = TINY[2:]

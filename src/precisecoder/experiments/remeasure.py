@@ -44,8 +44,9 @@ def remeasure(runs: Sequence[compare_arms.RunSpec], n: int) -> None:
     if not _measured(path, digest):
       mode = repr(rollout_lib.agent_config(spec.cfg.rl))
       if mode not in bases:
-        checkpoint, _ = base_model.resolve(spec.cfg)
-        bases[mode] = _measure(spec.cfg, checkpoint, tasks, digest, step=0, name="the base")
+        bases[mode] = _measured_base(runs, mode, digest) or _measure(
+          spec.cfg, base_model.resolve(spec.cfg)[0], tasks, digest, step=0, name="the base"
+        )
       _write(path, bases[mode])
     step = spec.cfg.train.steps
     path = result_path(spec.workdir, step)
@@ -55,6 +56,15 @@ def remeasure(runs: Sequence[compare_arms.RunSpec], n: int) -> None:
     if not checkpoint.is_dir():
       raise ValueError(f"{spec.name}: no checkpoint of its last step, {checkpoint}")
     _write(path, _measure(spec.cfg, str(checkpoint), tasks, digest, step=step, name=spec.name))
+
+
+def _measured_base(runs: Sequence[compare_arms.RunSpec], mode: str, digest: str) -> dict | None:
+  """The base's result on these tasks in another run's folder, evaluated the same way."""
+  for spec in runs:
+    path = result_path(spec.workdir, 0)
+    if repr(rollout_lib.agent_config(spec.cfg.rl)) == mode and _measured(path, digest):
+      return json.loads(path.read_text())
+  return None
 
 
 def _measure(
