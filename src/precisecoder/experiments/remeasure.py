@@ -38,16 +38,14 @@ def remeasure(runs: Sequence[compare_arms.RunSpec], n: int) -> None:
   sampling.enable_compilation_cache()  # as the trainers do: the same programs compile once
   tasks = tasksets.wide_tasks(runs[0].cfg, n)
   digest = _digest(tasks)
-  bases: dict[str, dict] = {}  # the base's result per way of evaluating (agents: episodes)
   for spec in runs:
     path = result_path(spec.workdir, 0)
-    if not _measured(path, digest):
-      mode = repr(rollout_lib.agent_config(spec.cfg.rl))
-      if mode not in bases:
-        bases[mode] = _measured_base(runs, mode, digest) or _measure(
-          spec.cfg, base_model.resolve(spec.cfg)[0], tasks, digest, step=0, name="the base"
-        )
-      _write(path, bases[mode])
+    if not _measured(path, digest):  # the base: once per way of evaluating
+      cfg = spec.cfg
+      base = _measured_base(runs, spec, digest) or _measure(
+        cfg, base_model.resolve(cfg)[0], tasks, digest, step=0, name="the base"
+      )
+      _write(path, base)
     step = spec.cfg.train.steps
     path = result_path(spec.workdir, step)
     if _measured(path, digest):
@@ -58,11 +56,15 @@ def remeasure(runs: Sequence[compare_arms.RunSpec], n: int) -> None:
     _write(path, _measure(spec.cfg, str(checkpoint), tasks, digest, step=step, name=spec.name))
 
 
-def _measured_base(runs: Sequence[compare_arms.RunSpec], mode: str, digest: str) -> dict | None:
-  """The base's result on these tasks in another run's folder, evaluated the same way."""
+def _measured_base(
+  runs: Sequence[compare_arms.RunSpec], like: compare_arms.RunSpec, digest: str
+) -> dict | None:
+  """The base's result on these tasks in some run's folder, evaluated as `like` evaluates (an
+  agent arm evaluates in episodes)."""
+  mode = rollout_lib.agent_config(like.cfg.rl)
   for spec in runs:
     path = result_path(spec.workdir, 0)
-    if repr(rollout_lib.agent_config(spec.cfg.rl)) == mode and _measured(path, digest):
+    if rollout_lib.agent_config(spec.cfg.rl) == mode and _measured(path, digest):
       return json.loads(path.read_text())
   return None
 
