@@ -138,7 +138,7 @@ def _check_remeasure(workdir, monkeypatch):
     arm: [json.loads((workdir / arm / "eval" / f"wide_step_{s}.json").read_text()) for s in (0, 1)]
     for arm in arms
   }
-  assert wide["grpo"][0] == wide["precisecoder"][0]  # the base, measured once
+  assert wide["grpo"][0] == wide["precisecoder"][0]  # the same base result in both folders
   for arm in arms:  # each arm's own last checkpoint
     assert wide[arm][1]["checkpoint"] == str(workdir / arm / "checkpoints" / "1")
   records = wide["grpo"][1]["records"]
