@@ -99,3 +99,26 @@ def test_bootstrap_drops_pips_location_notices_and_keeps_its_real_messages():
     "ERROR: Could not find a version that satisfies the requirement jax==99",
     "WARNING: Location 'x' is ignored: it is neither a file nor a directory. And more.",
   ]
+
+
+def test_bootstrap_refuses_a_disk_too_full_for_the_stack(tmp_path):
+  """Before creating .venv, bootstrap.sh compares the free space where it installs with what the
+  stack needs, and says both figures in one line instead of letting pip fail partway."""
+
+  def check(needed_mib):
+    script = f"source {ROOT / 'scripts' / 'bootstrap.sh'}; NEEDED_MIB={needed_mib}; "
+    return subprocess.run(
+      ["bash", "-c", script + f"check_space {tmp_path}"],
+      capture_output=True,
+      text=True,
+      check=False,
+    )
+
+  roomy = check(1)
+  assert roomy.returncode == 0 and not roomy.stderr
+  full = check(2**40)  # more MiB than any disk has
+  assert full.returncode == 1 and not full.stdout
+  message = full.stderr.strip()
+  assert len(message.splitlines()) == 1
+  assert message.startswith("bootstrap: ") and f"free on {tmp_path}'s disk" in message
+  assert f"needs about {2**40} MiB" in message
