@@ -10,6 +10,8 @@ from precisecoder.commands import compare
 from tests.analysis.test_report import _records, _write_eval
 
 TINY = ["--preset", "tiny", "--config.train.steps=1", "--config.train.eval_every=1"]
+# The same with a held-in split, which the wider measurement then measures too.
+HELDIN = [*TINY, "--config.data.num_heldin=2", "--config.data.num_heldin_clean=2"]
 
 
 def _one_line(capsys) -> str:
@@ -90,7 +92,7 @@ def test_a_read_only_workdir_is_refused_before_any_arm_starts(tmp_path, capsys):
 def test_two_tiny_arms_train_evaluate_report_and_resume(tmp_path, monkeypatch):
   """CI's comparison: grpo and precisecoder on the tiny random model, one step each, evaluated
   before and after on the same tasks; the rerun trains nothing and rebuilds the report."""
-  assert compare.main([*TINY, "--workdir", str(tmp_path), "--parallel", "2"]) == 0
+  assert compare.main([*HELDIN, "--workdir", str(tmp_path), "--parallel", "2"]) == 0
   for arm in ("grpo", "precisecoder"):
     final = json.loads((tmp_path / arm / "eval" / "step_1.json").read_text())
     # Per-task records are kept (the intervals need them): 2 validation + 2 clean tasks.
@@ -113,10 +115,10 @@ def test_two_tiny_arms_train_evaluate_report_and_resume(tmp_path, monkeypatch):
   logs = {arm: (tmp_path / arm / "train.log").read_text() for arm in ("grpo", "precisecoder")}
 
   (tmp_path / "report.md").unlink()
-  assert compare.main([*TINY, "--workdir", str(tmp_path)]) == 0
+  assert compare.main([*HELDIN, "--workdir", str(tmp_path)]) == 0
   assert (tmp_path / "report.md").exists()
   (tmp_path / "report.md").unlink()
-  assert compare.main([*TINY, "--workdir", str(tmp_path), "--report-only"]) == 0
+  assert compare.main([*HELDIN, "--workdir", str(tmp_path), "--report-only"]) == 0
   assert (tmp_path / "report.md").read_text() == text
   assert json.loads((tmp_path / "compare.json").read_text())["wall_s"] == run["wall_s"]
   for arm, log in logs.items():
@@ -126,13 +128,15 @@ def test_two_tiny_arms_train_evaluate_report_and_resume(tmp_path, monkeypatch):
 
 def _check_remeasure(workdir, monkeypatch):
   """`--remeasure N` on the finished comparison: the base and each arm's last checkpoint on N
-  + N fresh tasks, reported as a split; measured once. On the evaluation's own tasks it gives
+  + N fresh held-out tasks and N + N fresh held-in ones, each reported as a split; measured
+  once. On the evaluation's own tasks it gives
   what the trainer's evaluation gave at step 0 and at the last step: the same checkpoints,
   decoded the same way."""
+  from precisecoder.data import families
   from precisecoder.experiments import compare_arms, remeasure
   from precisecoder.train import tasksets
 
-  assert compare.main([*TINY, "--workdir", str(workdir), "--remeasure", "3"]) == 0
+  assert compare.main([*HELDIN, "--workdir", str(workdir), "--remeasure", "3"]) == 0
   arms = ("grpo", "precisecoder")
   wide = {
     arm: [json.loads((workdir / arm / "eval" / f"wide_step_{s}.json").read_text()) for s in (0, 1)]
@@ -149,32 +153,50 @@ def _check_remeasure(workdir, monkeypatch):
   assert list(split["paper_table"]) == ["base (step 0)", "grpo (step 1)", "precisecoder (step 1)"]
   assert split["paper_table"]["grpo (step 1)"]["noop"]["n"] == 3
   assert "Wider held-out measurement" in (workdir / "report.md").read_text()
-  stamps = sorted((p, p.stat().st_mtime_ns) for p in workdir.glob("*/eval/wide_step_*.json"))
-  assert compare.main([*TINY, "--workdir", str(workdir), "--remeasure", "3"]) == 0
-  assert (
-    sorted((p, p.stat().st_mtime_ns) for p in workdir.glob("*/eval/wide_step_*.json")) == stamps
-  )
+  # The held-in one: new instances of the training families, none trained on or in the held-in
+  # split.
+  heldin = json.loads((workdir / "grpo" / "eval" / "wide_heldin_step_1.json").read_text())
+  assert [r["is_buggy"] for r in heldin["records"]] == [True] * 3 + [False] * 3
+  configs = compare._arms(arms, compare_arms.default_configs_dir(), "tiny", HELDIN[2:])
+  specs = compare_arms.run_specs(configs, "tiny", HELDIN[2:], workdir)
+  cfg = specs[0].cfg
+  known = {t.buggy_code for t in tasksets.train_tasks(cfg) + tasksets.heldin_tasks(cfg)}
+  drawn = tasksets.wide_heldin_tasks(cfg, 3)
+  assert [t.task_id for t in drawn] == [r["task_id"] for r in heldin["records"]]
+  assert not {t.buggy_code for t in drawn} & known
+  trained_families = {f.key for f in families.families(cfg.data.tier, "train")}
+  assert {t.extra["family"] for t in drawn} <= trained_families
+
+  assert "Wider held-in measurement" in (workdir / "report.md").read_text()
+  files = "*/eval/wide*_step_*.json"
+  stamps = sorted((p, p.stat().st_mtime_ns) for p in workdir.glob(files))
+  assert len(stamps) == 8  # two splits, the base and the last step, in each arm's folder
+  assert compare.main([*HELDIN, "--workdir", str(workdir), "--remeasure", "3"]) == 0
+  assert sorted((p, p.stat().st_mtime_ns) for p in workdir.glob(files)) == stamps
   # A run without the base's file gets another run's copy, measured on the same tasks.
   (workdir / "precisecoder" / "eval" / "wide_step_0.json").unlink()
   measured = []
   with monkeypatch.context() as patch:
     patch.setattr(remeasure, "_measure", lambda *a, **k: measured.append(a) or {})
-    assert compare.main([*TINY, "--workdir", str(workdir), "--remeasure", "3"]) == 0
+    assert compare.main([*HELDIN, "--workdir", str(workdir), "--remeasure", "3"]) == 0
   assert measured == []
   base = json.loads((workdir / "precisecoder" / "eval" / "wide_step_0.json").read_text())
   assert base == wide["grpo"][0]
 
   monkeypatch.setattr(tasksets, "wide_tasks", lambda cfg, n: tasksets.eval_tasks(cfg))
-  overrides = TINY[2:]
-  configs = compare._arms(arms, compare_arms.default_configs_dir(), "tiny", overrides)
-  remeasure.remeasure(compare_arms.run_specs(configs, "tiny", overrides, workdir), 3)
+  monkeypatch.setattr(
+    tasksets, "wide_heldin_tasks", lambda cfg, n, seen: tasksets.heldin_tasks(cfg)
+  )
+  remeasure.remeasure(specs, 3)
   for arm in arms:
     for step in (0, 1):
-      again = json.loads((workdir / arm / "eval" / f"wide_step_{step}.json").read_text())
       trained = json.loads((workdir / arm / "eval" / f"step_{step}.json").read_text())
-      assert [r["completion"] for r in again["records"]] == [
-        r["completion"] for r in trained["records"]
-      ]
+      for split, records in (
+        ("wide", trained["records"]),
+        ("wide_heldin", trained["heldin"]["records"]),
+      ):
+        again = json.loads((workdir / arm / "eval" / f"{split}_step_{step}.json").read_text())
+        assert [r["completion"] for r in again["records"]] == [r["completion"] for r in records]
 
 
 def test_a_failing_arm_exits_1_and_still_reports(tmp_path, capsys):

@@ -74,6 +74,25 @@ def test_the_wider_measurement_draws_tasks_the_evaluation_does_not_have(tmp_path
     tasksets.wide_tasks(_cfg(clean_file="clean.jsonl"), 6)
 
 
+def test_the_wider_held_in_measurement_leaves_out_what_the_run_saw_and_its_evaluation_has(
+  tmp_path, monkeypatch
+):
+  """`n` buggy then `n` correct programs of the training families at data seed + 2, none a
+  program of the run's training tasks, of its base's corpus (`seen`) or of its held-in split:
+  correct programs recur across seeds, so drawn plainly some would be."""
+  monkeypatch.setenv("PRECISECODER_CACHE", str(tmp_path))
+  cfg = _cfg(num_train=40, num_heldin=12, num_heldin_clean=32)
+  seen = tasksets.generated("train", "easy", 32, 7, clean=True)  # a base's corpus
+  wide = tasksets.wide_heldin_tasks(cfg, 32, seen)
+  assert [t.is_buggy for t in wide] == [True] * 32 + [False] * 32
+  assert {t.extra["family"] for t in wide} <= {f.key for f in families.families("easy", "train")}
+  known = [*tasksets.train_tasks(cfg), *seen, *tasksets.heldin_tasks(cfg, seen)]
+  known = {t.buggy_code for t in known} | {t.gt_solution for t in known}
+  assert not {t.buggy_code for t in wide} & known
+  plain = tasksets.generated("train", "easy", 32, cfg.data.seed + 2, clean=True)
+  assert {t.buggy_code for t in plain} & known
+
+
 def test_cached_correct_programs_are_those_of_the_tier_asked_for(tmp_path, monkeypatch):
   monkeypatch.setenv("PRECISECODER_CACHE", str(tmp_path))
   programs = tasksets.generated("train", "programs", 4, 1, clean=True)

@@ -40,9 +40,10 @@ def load_evals(workdir: str | os.PathLike) -> list[dict[str, Any]]:
   folder = pathlib.Path(workdir, "eval")
   for path in folder.glob("step_*.json"):
     data = json.loads(path.read_text())
-    wide = folder / f"wide_{path.name}"
-    if wide.exists():
-      data["wide"] = json.loads(wide.read_text())
+    for split in ("wide", "wide_heldin"):  # experiments/remeasure.py's files
+      wide = folder / f"{split}_{path.name}"
+      if wide.exists():
+        data[split] = json.loads(wide.read_text())
     out.append(
       {
         "step": data["step"],
@@ -75,6 +76,13 @@ SPLITS = {
     "the wider held-out sets",
     "fresh held-out buggy tasks and correct programs, more than the evaluation during "
     "training has, measured on the base and the last checkpoint only (`compare --remeasure`).",
+  ),
+  "wide_heldin": (
+    "Wider held-in measurement",
+    "the wider held-in sets",
+    "fresh new instances of the training families and correct programs of them, none in the "
+    "held-in split or seen in training, measured on the base and the last checkpoint only "
+    "(`compare --remeasure`).",
   ),
 }
 

@@ -7,8 +7,8 @@
 The arms and their trainer processes are experiments/compare_arms.py's; the report,
 `<workdir>/report.md` and `report.json` (analysis/compare_report.py), is rebuilt on every run, so
 a rerun that trains nothing (every arm finished) or `--report-only` just rewrites it.
-`--remeasure N` then measures the finished runs on more held-out tasks than their evaluation
-had (experiments/remeasure.py). Ctrl-C stops the arms as a preemption does (each saves a
+`--remeasure N` then measures the finished runs on more held-out (and held-in) tasks than their
+evaluation had (experiments/remeasure.py). Ctrl-C stops the arms as a preemption does (each saves a
 checkpoint of the step it finished) and exits 130 with one line; the same command resumes them.
 """
 
@@ -89,8 +89,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     default=0,
     metavar="N",
     help="once every run has finished, measure the base and each run's last checkpoint on N "
-    "fresh held-out buggy tasks and N correct programs (the report's wider held-out "
-    "measurement: narrower intervals; measured ones are kept) (default: 0, none)",
+    "fresh held-out buggy tasks and N correct programs, and as many held-in ones where the "
+    "runs evaluate held-in tasks (the report's wider measurements: narrower intervals; "
+    "measured ones are kept) (default: 0, none)",
   )
   parser.add_argument("--verbose", action="store_true", help=console.VERBOSE_HELP)
 

@@ -3,12 +3,14 @@
 The evaluation during training runs every few steps, so its sets are small and its intervals
 wide. This one runs once per checkpoint: the base and each run's last one, greedily, on N
 held-out buggy tasks and N held-out correct programs drawn apart from the evaluation sets
-(tasksets.wide_tasks). Intervals over tasks shrink as one over the square root of N.
+(tasksets.wide_tasks), and, where the runs evaluate held-in tasks, on N of those and N held-in
+correct programs likewise (tasksets.wide_heldin_tasks). Intervals over tasks shrink as one over
+the square root of N.
 
-Each result goes to `<run>/eval/wide_step_<step>.json` (the base's, step 0, to every run's
+Each result goes to `<run>/eval/<split>_step_<step>.json` (the base's, step 0, to every run's
 folder) in the layout of a split of `eval/step_<step>.json`, and the reports read it as the
-split "wide" (analysis/report.py). A file already written for the same tasks is kept: a rerun
-measures only what is missing.
+split "wide" or "wide_heldin" (analysis/report.py). A file already written for the same tasks
+is kept: a rerun measures only what is missing.
 """
 
 from __future__ import annotations
@@ -28,42 +30,52 @@ from precisecoder.train import greedy_eval, policy as policy_lib, rollout as rol
 from precisecoder.train import tasksets
 
 
-def result_path(workdir: pathlib.Path, step: int) -> pathlib.Path:
-  return workdir / "eval" / f"wide_step_{step}.json"
+def result_path(workdir: pathlib.Path, step: int, split: str) -> pathlib.Path:
+  return workdir / "eval" / f"{split}_step_{step}.json"
+
+
+def wide_splits(cfg: ml_collections.ConfigDict, n: int) -> dict[str, list[Task]]:
+  """The tasks of each wider split `cfg`'s runs are measured on: held-out ones always, held-in
+  ones where the runs' evaluation has a held-in split."""
+  splits = {"wide": tasksets.wide_tasks(cfg, n)}
+  if cfg.data.num_heldin or cfg.data.num_heldin_clean:
+    splits["wide_heldin"] = tasksets.wide_heldin_tasks(cfg, n, base_model.resolve(cfg)[1])
+  return splits
 
 
 def remeasure(runs: Sequence[compare_arms.RunSpec], n: int) -> None:
   """Measures the base and the last checkpoint of each of `runs` (all finished) on `n` + `n`
-  fresh held-out tasks, skipping what is already measured on them."""
+  fresh tasks of each wider split, skipping what is already measured on them."""
   sampling.enable_compilation_cache()  # as the trainers do: the same programs compile once
-  tasks = tasksets.wide_tasks(runs[0].cfg, n)
-  digest = _digest(tasks)
-  for spec in runs:
-    path = result_path(spec.workdir, 0)
-    if not _measured(path, digest):  # the base: once per way of evaluating
-      cfg = spec.cfg
-      base = _measured_base(runs, spec, digest) or _measure(
-        cfg, base_model.resolve(cfg)[0], tasks, digest, step=0, name="the base"
-      )
-      _write(path, base)
-    step = spec.cfg.train.steps
-    path = result_path(spec.workdir, step)
-    if _measured(path, digest):
-      continue
-    checkpoint = spec.workdir / "checkpoints" / str(step)
-    if not checkpoint.is_dir():
-      raise ValueError(f"{spec.name}: no checkpoint of its last step, {checkpoint}")
-    _write(path, _measure(spec.cfg, str(checkpoint), tasks, digest, step=step, name=spec.name))
+  for split, tasks in wide_splits(runs[0].cfg, n).items():
+    digest = _digest(tasks)
+    for spec in runs:
+      path = result_path(spec.workdir, 0, split)
+      if not _measured(path, digest):  # the base: once per way of evaluating
+        cfg = spec.cfg
+        base = _measured_base(runs, spec, split, digest) or _measure(
+          cfg, base_model.resolve(cfg)[0], tasks, digest, step=0, name=f"the base, {split}"
+        )
+        _write(path, base)
+      step = spec.cfg.train.steps
+      path = result_path(spec.workdir, step, split)
+      if _measured(path, digest):
+        continue
+      checkpoint = spec.workdir / "checkpoints" / str(step)
+      if not checkpoint.is_dir():
+        raise ValueError(f"{spec.name}: no checkpoint of its last step, {checkpoint}")
+      name = f"{spec.name}, {split}"
+      _write(path, _measure(spec.cfg, str(checkpoint), tasks, digest, step=step, name=name))
 
 
 def _measured_base(
-  runs: Sequence[compare_arms.RunSpec], like: compare_arms.RunSpec, digest: str
+  runs: Sequence[compare_arms.RunSpec], like: compare_arms.RunSpec, split: str, digest: str
 ) -> dict | None:
   """The base's result on these tasks in some run's folder, evaluated as `like` evaluates (an
   agent arm evaluates in episodes)."""
   mode = rollout_lib.agent_config(like.cfg.rl)
   for spec in runs:
-    path = result_path(spec.workdir, 0)
+    path = result_path(spec.workdir, 0, split)
     if rollout_lib.agent_config(spec.cfg.rl) == mode and _measured(path, digest):
       return json.loads(path.read_text())
   return None

@@ -103,6 +103,16 @@ def wide_tasks(cfg: ml_collections.ConfigDict, n: int) -> list[Task]:
   )
 
 
+def wide_heldin_tasks(
+  cfg: ml_collections.ConfigDict, n: int, seen: Sequence[Task] = ()
+) -> list[Task]:
+  """`n` held-in tasks and `n` held-in correct programs (data seed + 2) that neither the run,
+  its base (`seen`) nor the evaluation's held-in split (`heldin_tasks`) holds: the wider
+  measurement of what the policy practised. Families have few members: fewer may come back."""
+  seen = train_tasks(cfg) + list(seen) + heldin_tasks(cfg, seen)
+  return unseen_instances(cfg.data.tier, n, n, cfg.data.seed + 2, seen)
+
+
 def multi_tasks(cfg: ml_collections.ConfigDict) -> list[Task]:
   """The multi-line split (held-out families, one atomic 2-4-line bug each): how far a policy
   trained on single-line bugs generalises; evaluated beside the validation tasks."""
