@@ -52,6 +52,20 @@ _SMOLLM2_CPU = dict(
   rl=dict(rollout_chunks=1, feedback_tokens=384),
 )
 
+# The CPU comparisons' budget (compare-cpu, compare-cpu-programs): 40 steps, greedy evaluation
+# every 10 on 64 held-out-family tasks, 32 clean programs, 32 multi-line tasks, 64 held-in tasks
+# and 32 held-in clean programs.
+_COMPARE_CPU_DATA = dict(
+  num_train=512,
+  num_validation=64,
+  num_clean=32,
+  num_multi=32,
+  num_heldin=64,
+  num_heldin_clean=32,
+  include_tests_in_prompt=False,
+)
+_COMPARE_CPU_TRAIN = dict(steps=40, checkpoint_every=10, eval_every=10, eval_batch_size=32)
+
 
 # Run presets. Each names the architecture (model/architectures.py; config.model.arch), the
 # checkpoint to start from and the mesh (model/sharding.py), the sampling sizes and learning rate
@@ -182,38 +196,16 @@ RUN_PRESETS: dict[str, dict[str, Any]] = {
     "qwen3-14b", "Qwen/Qwen3-14B", "v5p-128", max_new_tokens=4096, learning_rate=5e-7
   ),
   # The arms of `precisecoder compare` (experiments/compare_arms.py; docs/compare.md): a budget
-  # each arm gets in full. compare-cpu: the main job's policy and sizes, 40 steps, greedy
-  # evaluation every 10 steps on 64 held-out-family tasks, 32 clean programs, 32
-  # multi-line tasks, 64 held-in tasks and 32 held-in clean programs.
-  "compare-cpu": dict(
-    **_SMALL_POLICY_CPU,
-    data=dict(
-      num_train=512,
-      num_validation=64,
-      num_clean=32,
-      num_multi=32,
-      num_heldin=64,
-      num_heldin_clean=32,
-      include_tests_in_prompt=False,
-    ),
-    train=dict(steps=40, checkpoint_every=10, eval_every=10, eval_batch_size=32),
-  ),
+  # each arm gets in full. compare-cpu: the main job's policy and sizes, the CPU comparisons'
+  # budget.
+  "compare-cpu": dict(**_SMALL_POLICY_CPU, data=_COMPARE_CPU_DATA, train=_COMPARE_CPU_TRAIN),
   # compare-cpu on the program space (data/programs.py): its own base (cpu-programs), training
   # and evaluation tasks drawn from programs, held-out ones of structures no training program
   # has; answers up to 160 tokens (made-up identifiers make programs longer in tokens).
   "compare-cpu-programs": dict(
     **{**_SMALL_POLICY_CPU, "base": "cpu-programs", "max_new_tokens": 160},
-    data=dict(
-      tier="programs",
-      num_train=512,
-      num_validation=64,
-      num_clean=32,
-      num_multi=32,
-      num_heldin=64,
-      num_heldin_clean=32,
-      include_tests_in_prompt=False,
-    ),
-    train=dict(steps=40, checkpoint_every=10, eval_every=10, eval_batch_size=32),
+    data=dict(**_COMPARE_CPU_DATA, tier="programs"),
+    train=_COMPARE_CPU_TRAIN,
   ),
   # The comparison on SmolLM2-135M on 2 CPU cores: 4 steps at twice local-smollm2's step size.
   "compare-cpu-smollm2": dict(
