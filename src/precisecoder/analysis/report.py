@@ -80,7 +80,7 @@ SPLITS = {
   "wide_heldin": (
     "Wider held-in measurement",
     "the wider held-in sets",
-    "fresh new instances of the training families and correct programs of them, none in the "
+    "more new instances of the training families and correct programs of them, none in the "
     "held-in split or seen in training, measured on the base and the last checkpoint only "
     "(`compare --remeasure`).",
   ),
