@@ -30,14 +30,12 @@ stage() {  # stage LABEL PIP_ARGS...: one line, then pip, quiet and filtered
 
 # The CPU stack fills about 2.5 GiB in .venv, and pip unpacks wheels beside it (torch is the
 # largest). With less free, pip stops partway with "No space left on device"; say so first.
-NEEDED_MIB=3072
-
-check_space() {  # check_space DIR: fails, naming DIR and both figures, when too little is free
-  local free_mib
+check_space() {  # check_space DIR MIB WHAT: fails, in one line naming DIR and the figures,
+  local free_mib   # when DIR's disk has less than MIB free for WHAT
   free_mib=$(( $(df -Pk "$1" | awk 'NR == 2 {print $4}') / 1024 ))
-  if [ "$free_mib" -lt "$NEEDED_MIB" ]; then
-    echo "bootstrap: $free_mib MiB free on $(cd "$1" && pwd)'s disk; the pinned stack needs" \
-         "about $NEEDED_MIB MiB for .venv and pip's unpacking: free some space and run it again" >&2
+  if [ "$free_mib" -lt "$2" ]; then
+    echo "$(basename "$0"): $free_mib MiB free on $(cd "$1" && pwd)'s disk; $3 needs about" \
+         "$2 MiB: free some space and run it again" >&2
     return 1
   fi
 }
@@ -55,7 +53,8 @@ main() {
   stamp=.venv/.installed-$(cat requirements.txt requirements-nodeps.txt pyproject.toml \
     ${extra[@]+"${extra[@]}"} | sha1sum | cut -c1-12)
   [ -x .venv/bin/python ] && [ -f "$stamp" ] && return 0
-  [ -x .venv/bin/python ] || check_space . || exit 1
+  [ -x .venv/bin/python ] || check_space . 3072 "the pinned stack (.venv and pip's unpacking)" \
+    || exit 1
   started=$SECONDS done_stages=0 stages=$((5 + ${#extra[@]}))
   exec 3>&1
   echo "bootstrap: [$((++done_stages))/$stages] creating .venv with $("$py" --version 2>&1)" \

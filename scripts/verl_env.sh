@@ -10,6 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=${1:-.venv-verl}
+source scripts/bootstrap.sh  # its check_space: verl's environment fills about 0.9 GiB
+[ -x "$VENV/bin/python" ] || check_space . 1536 "verl's environment" || exit 1
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 stamp="$VENV/.installed-$(sha1sum requirements-verl.txt | cut -c1-12)"
 if [ ! -f "$stamp" ]; then

@@ -102,13 +102,14 @@ def test_bootstrap_drops_pips_location_notices_and_keeps_its_real_messages():
 
 
 def test_bootstrap_refuses_a_disk_too_full_for_the_stack(tmp_path):
-  """Before creating .venv, bootstrap.sh compares the free space where it installs with what the
-  stack needs, and says both figures in one line instead of letting pip fail partway."""
+  """Before creating a venv, bootstrap.sh and verl_env.sh compare the free space where they
+  install with what the install needs, and say both figures in one line instead of letting pip
+  fail partway."""
 
   def check(needed_mib):
-    script = f"source {ROOT / 'scripts' / 'bootstrap.sh'}; NEEDED_MIB={needed_mib}; "
+    script = f"source {ROOT / 'scripts' / 'bootstrap.sh'}; "
     return subprocess.run(
-      ["bash", "-c", script + f"check_space {tmp_path}"],
+      ["bash", "-c", script + f"check_space {tmp_path} {needed_mib} 'the stack'", "setup.sh"],
       capture_output=True,
       text=True,
       check=False,
@@ -120,5 +121,7 @@ def test_bootstrap_refuses_a_disk_too_full_for_the_stack(tmp_path):
   assert full.returncode == 1 and not full.stdout
   message = full.stderr.strip()
   assert len(message.splitlines()) == 1
-  assert message.startswith("bootstrap: ") and f"free on {tmp_path}'s disk" in message
-  assert f"needs about {2**40} MiB" in message
+  assert message.startswith("setup.sh: ") and f"free on {tmp_path}'s disk" in message
+  assert f"the stack needs about {2**40} MiB" in message
+  for script in ("bootstrap.sh", "verl_env.sh"):
+    assert "|| check_space . " in (ROOT / "scripts" / script).read_text()

@@ -129,9 +129,8 @@ def test_two_tiny_arms_train_evaluate_report_and_resume(tmp_path, monkeypatch):
 def _check_remeasure(workdir, monkeypatch):
   """`--remeasure N` on the finished comparison: the base and each arm's last checkpoint on N
   + N fresh held-out tasks and N + N fresh held-in ones, each reported as a split; measured
-  once. On the evaluation's own tasks it gives
-  what the trainer's evaluation gave at step 0 and at the last step: the same checkpoints,
-  decoded the same way."""
+  once. On the evaluation's own tasks it gives what the trainer's evaluation gave at step 0 and
+  at the last step: the same checkpoints, decoded the same way."""
   from precisecoder.data import families
   from precisecoder.experiments import compare_arms, remeasure
   from precisecoder.train import tasksets
@@ -153,8 +152,7 @@ def _check_remeasure(workdir, monkeypatch):
   assert list(split["paper_table"]) == ["base (step 0)", "grpo (step 1)", "precisecoder (step 1)"]
   assert split["paper_table"]["grpo (step 1)"]["noop"]["n"] == 3
   assert "Wider held-out measurement" in (workdir / "report.md").read_text()
-  # The held-in one: new instances of the training families, none trained on or in the held-in
-  # split.
+  # The held-in split: new instances of the training families, none trained on nor held in.
   heldin = json.loads((workdir / "grpo" / "eval" / "wide_heldin_step_1.json").read_text())
   assert [r["is_buggy"] for r in heldin["records"]] == [True] * 3 + [False] * 3
   configs = compare._arms(arms, compare_arms.default_configs_dir(), "tiny", HELDIN[2:])
@@ -166,7 +164,6 @@ def _check_remeasure(workdir, monkeypatch):
   assert not {t.buggy_code for t in drawn} & known
   trained_families = {f.key for f in families.families(cfg.data.tier, "train")}
   assert {t.extra["family"] for t in drawn} <= trained_families
-
   assert "Wider held-in measurement" in (workdir / "report.md").read_text()
   files = "*/eval/wide*_step_*.json"
   stamps = sorted((p, p.stat().st_mtime_ns) for p in workdir.glob(files))
