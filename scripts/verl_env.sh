@@ -10,8 +10,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=${1:-.venv-verl}
-source scripts/bootstrap.sh  # its check_space: verl's environment fills about 0.9 GiB
-[ -x "$VENV/bin/python" ] || check_space . 1536 "verl's environment" || exit 1
+source scripts/bootstrap.sh  # its check_space: verl's environment fills up to 1.4 GiB
+if [ ! -x "$VENV/bin/python" ]; then
+  mkdir -p "$(dirname "$VENV")"
+  check_space "$(dirname "$VENV")" 2048 "verl's environment" || exit 1
+fi
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 stamp="$VENV/.installed-$(sha1sum requirements-verl.txt | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
