@@ -35,7 +35,8 @@ DIFFERENCE_NOTE = (
 
 def load_evals(workdir: str | os.PathLike) -> list[dict[str, Any]]:
   """Evaluations by step: `{"step", **summary, "records": [per-task records]}`, with the
-  splits evaluated apart, the wider measurement (`wide_step_N.json`) among them."""
+  splits evaluated apart, the wider measurements (`wide_step_N.json`, `wide_heldin_step_N.json`)
+  among them."""
   out = []
   folder = pathlib.Path(workdir, "eval")
   for path in folder.glob("step_*.json"):

@@ -34,12 +34,14 @@ def result_path(workdir: pathlib.Path, step: int, split: str) -> pathlib.Path:
   return workdir / "eval" / f"{split}_step_{step}.json"
 
 
-def wide_splits(cfg: ml_collections.ConfigDict, n: int) -> dict[str, list[Task]]:
+def wide_splits(
+  cfg: ml_collections.ConfigDict, n: int, seen: Sequence[Task]
+) -> dict[str, list[Task]]:
   """The tasks of each wider split `cfg`'s runs are measured on: held-out ones always, held-in
-  ones where the runs' evaluation has a held-in split."""
+  ones (none of `seen`, the base's corpus) where the runs' evaluation has a held-in split."""
   splits = {"wide": tasksets.wide_tasks(cfg, n)}
   if cfg.data.num_heldin or cfg.data.num_heldin_clean:
-    splits["wide_heldin"] = tasksets.wide_heldin_tasks(cfg, n, base_model.resolve(cfg)[1])
+    splits["wide_heldin"] = tasksets.wide_heldin_tasks(cfg, n, seen)
   return splits
 
 
@@ -47,16 +49,17 @@ def remeasure(runs: Sequence[compare_arms.RunSpec], n: int) -> None:
   """Measures the base and the last checkpoint of each of `runs` (all finished) on `n` + `n`
   fresh tasks of each wider split, skipping what is already measured on them."""
   sampling.enable_compilation_cache()  # as the trainers do: the same programs compile once
-  for split, tasks in wide_splits(runs[0].cfg, n).items():
+  # The runs share their base: compare refuses arms that differ beyond the reward and schedule.
+  base, seen = base_model.resolve(runs[0].cfg)
+  for split, tasks in wide_splits(runs[0].cfg, n, seen).items():
     digest = _digest(tasks)
     for spec in runs:
       path = result_path(spec.workdir, 0, split)
       if not _measured(path, digest):  # the base: once per way of evaluating
-        cfg = spec.cfg
-        base = _measured_base(runs, spec, split, digest) or _measure(
-          cfg, base_model.resolve(cfg)[0], tasks, digest, step=0, name=f"the base, {split}"
+        measured = _measured_base(runs, spec, split, digest) or _measure(
+          spec.cfg, base, tasks, digest, step=0, name=f"the base, {split}"
         )
-        _write(path, base)
+        _write(path, measured)
       step = spec.cfg.train.steps
       path = result_path(spec.workdir, step, split)
       if _measured(path, digest):
