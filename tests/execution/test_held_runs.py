@@ -113,7 +113,7 @@ def test_the_judge_requires_the_order():
   assert verdict(right[0], right[2]) is Status.FAIL  # skipped
   assert verdict(*right[:2], expects=3) is Status.FAIL
   lines = f'{{"expect": 1, "value": 0.75, "nonce": "{nonce}"}}\n'
-  assert verdicts.fails_already(expected, lines, nonce)  # stopped at the first out of turn
+  assert verdicts.RunningChecks(expected, nonce).fail_now(lines)  # stopped at the first out of turn
 
 
 # The harness's records, written by the program itself with the right answers: what a program

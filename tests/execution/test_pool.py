@@ -545,6 +545,17 @@ def test_a_run_that_fails_a_check_is_stopped_there():
   assert stopped == 2
 
 
+def test_a_slow_run_whose_checks_hold_is_never_stopped(pool):
+  """Its checks reach the pool a few at each of the worker's ticks: each is judged in its turn in
+  the whole run, not in the tick's lines (the second check alone would be out of turn)."""
+  checks = "".join(f"  assert candidate({a}, 1) == {a + 1}\n" for a in range(4))
+  tests = {"kind": "assert", "code": f"def check(candidate):\n{checks}check(add)\n"}
+  slow = "def add(a, b):\n  for _ in range(3_000_000):\n    pass\n  return a + b\n"
+  before = pool.stats()["stopped"]
+  assert pool.execute([Job(slow, tests, FAST)])[0].status is Status.PASS
+  assert pool.stats()["stopped"] == before
+
+
 def test_hostile_lines_of_a_running_check_run_fail_it_alone(pool):
   """What a run writes to its channel before a tick reaches the pool while it runs."""
   wait = "for _ in range(3_000_000):\n  pass\n"

@@ -82,12 +82,22 @@ def test_lines_that_already_fail_a_check_fix_the_verdict_at_fail():
       json.dumps({"expect": k, "value": v, "nonce": sign}) + "\n" for k, v in enumerate(values)
     )
 
-  assert verdicts.fails_already(expected, lines(2, 4), nonce)
-  assert verdicts.fails_already(expected, lines(5), nonce)
-  assert not verdicts.fails_already(expected, lines(2), nonce)  # holds so far
-  assert not verdicts.fails_already(expected, lines(5, sign="f" * 32), nonce)  # not signed
-  assert not verdicts.fails_already(expected, '{"expect": 0, "value": [[[[\n' + "[" * 10**5, nonce)
+  def fails(*pieces):
+    """Whether a run that wrote `pieces`, one a tick, is stopped, and at which."""
+    running = verdicts.RunningChecks(expected, nonce)
+    return [running.fail_now(piece) for piece in pieces]
+
+  assert fails(lines(2, 4)) == [True]
+  assert fails(lines(5)) == [True]
+  assert fails(lines(2)) == [False]  # holds so far
+  assert fails(lines(5, sign="f" * 32)) == [False]  # not signed
+  assert fails('{"expect": 0, "value": [[[[\n' + "[" * 10**5) == [False]
+  # A piece is read after those before it: a check's turn is its place in the whole run.
+  first, second = lines(2, 3).splitlines(keepends=True)
+  assert fails(first, second) == [False, False]
+  assert fails(second) == [True]  # out of turn
+  assert fails(first, lines(2, 4).splitlines(keepends=True)[1], second) == [False, True, False]
   _, call = expectations.split(
     {"kind": "call", "entry_point": "f", "cases": [{"args": [1], "expected": 2}]}
   )
-  assert not verdicts.fails_already(call, lines(5), nonce)  # call runs end on their own
+  assert not verdicts.RunningChecks(call, nonce).fail_now(lines(5))  # call runs end on their own

@@ -287,6 +287,7 @@ class _Worker:
     self.note = ""
     self.run_uid: int | None = None
     self.magic = ""  # the bytecode its interpreter loads (importlib's MAGIC_NUMBER, hex)
+    self.running: verdicts.RunningChecks | None = None  # the reports of the run it is on
     self.scratch: str | None = None  # a folder it made on the host's file system, removed here
 
   def await_hello(self, deadline: float) -> None:
@@ -687,18 +688,16 @@ class ExecutionPool:
         worker.send(ids, [prepared[i].message for i in ids])
 
   def _stop_if_failed(self, worker: _Worker, prepared: list[_Prepared], report: dict) -> None:
-    """Stops the run a partial report comes from if its lines already fail it: its verdict is
-    FAIL whatever it does next, and the rest of a failing run (the slow last test, a loop that
+    """Stops the run a partial report comes from if its lines so far already fail it: its verdict
+    is FAIL whatever it does next, and the rest of a failing run (the slow last test, a loop that
     would run to the time limit) is time the batch waits for."""
-    index = report["partial"]
+    index, nonce = report["partial"], report["nonce"]
     if not worker.inflight or worker.inflight[0] != index:
       return
-    try:
-      failed = verdicts.fails_already(prepared[index].expected, report["lines"], report["nonce"])
-    except Exception:  # pylint: disable=broad-except  (left to judge when the run ends)
-      return
-    if failed:
-      worker.stop(index, report["nonce"])
+    if worker.running is None or worker.running.nonce != nonce:
+      worker.running = verdicts.RunningChecks(prepared[index].expected, nonce)
+    if worker.running.fail_now(report["lines"]):
+      worker.stop(index, nonce)
       self._counts["stopped"] += 1
 
   def _worker_died(

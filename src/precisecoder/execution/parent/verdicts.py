@@ -227,10 +227,11 @@ def judge(expected: Expected, runs: list[Mapping[str, Any]], limits: Limits) -> 
         return result(Status.PASS)
     return result(*_abnormal(last, records, limits))
 
-  reports = _check_reports(expected, records, last)
-  if isinstance(reports, str):
-    return result(Status.FAIL, reports)
-  reported, seen = reports
+  checks = _Checks(expected, last)
+  failure = checks.read(records)
+  if failure is not None:
+    return result(Status.FAIL, failure)
+  reported, seen = checks.reported, checks.seen
   if expected.kind == "assert":
     end = next((r for r in records if r.get("end") == "assert" and _signed(r, last)), None)
     if end is not None:
@@ -257,40 +258,51 @@ def judge(expected: Expected, runs: list[Mapping[str, Any]], limits: Limits) -> 
   return result(status, detail)
 
 
-def _check_reports(
-  expected: Expected, records: list[dict], run: Mapping[str, Any]
-) -> tuple[int, set[int]] | str:
-  """(how many signed value reports, which checks they covered), or why one fails its check.
-  Where the checks have an order (`Expected.order`: the job ran in one process), the reports
-  must follow it exactly: no check skipped, repeated or reported out of turn."""
-  reported, seen, order = 0, set(), expected.order
-  for record in records:
-    if "expect" not in record or not _signed(record, run):
-      continue
-    reported += 1
+class _Checks:
+  """Reads a run's signed check reports in order: how many there were, which checks they covered,
+  and the first that fails its check. Where the checks have an order (`Expected.order`: the job
+  ran in one process), the reports must follow it exactly: no check skipped, repeated or reported
+  out of turn."""
+
+  def __init__(self, expected: Expected, run: Mapping[str, Any]):
+    self.expected, self.run = expected, run
+    self.reported, self.seen = 0, set()
+
+  def read(self, records: list[dict]) -> str | None:
+    """Why one of `records`, after those read before, fails its check; None while they hold."""
+    for record in records:
+      if "expect" in record and _signed(record, self.run):
+        failure = self._check(record)
+        if failure is not None:
+          return failure
+    return None
+
+  def _check(self, record: dict) -> str | None:
+    expected, order = self.expected, self.expected.order
+    self.reported += 1
     k = record["expect"]
     if type(k) is not int or not 0 <= k < len(expected.checks):  # pylint: disable=unidiomatic-typecheck
       return f"unknown expectation {k!r}"
-    if order is not None and (reported > len(order) or order[reported - 1] != k):
-      return f"assert #{k} reported out of turn (report {reported})"
-    seen.add(k)
+    if order is not None and (self.reported > len(order) or order[self.reported - 1] != k):
+      return f"assert #{k} reported out of turn (report {self.reported})"
+    self.seen.add(k)
     operator, literal = expected.checks[k]
     if "value" not in record:  # not plain data: the child could report only its truth
       truth = record.get("truthy")
       if type(truth) is not bool:  # pylint: disable=unidiomatic-typecheck
         return f"assert #{k}: no value"
       if operator == "is not":  # only None, True and False are held by `is`: plain data all
-        continue
+        return None
       if record.get("remote") is True and operator in ("==", "!=", "is"):
         # a split run's reference to a program object: it equals nothing the tests hold
         if operator != "!=":
           return f"assert #{k} failed: got a reference to an object of the program"
-        continue
+        return None
       if operator not in ("truthy", "falsy"):
         return f"assert #{k}: {record.get('error', 'no value')!s:.300}"
       if truth is not (operator == "truthy"):
         return f"assert #{k} failed: got a value that is {truth}"
-      continue
+      return None
     try:
       value = decode_tagged(record["value"])
       converted = isinstance(record["value"], dict) and "v" in record["value"]
@@ -304,17 +316,34 @@ def _check_reports(
       return f"assert #{k}: unreadable value"
     if not holds:
       return f"assert #{k} failed: got {value!r:.200}, expected {_wanted(operator, literal)}"
-  return reported, seen
+    return None
 
 
-def fails_already(expected: Expected, lines: str, nonce: str) -> bool:
-  """Whether some whole lines of a running job's channel already fix its verdict at FAIL: `judge`
-  reads the check reports first, in order, and fails a run on the first that fails its check,
-  whatever the run does after it. So the pool stops such a run there (`pool._Worker.stop`), as a
-  plain interpreter stops at the first failing assert."""
-  if expected.kind not in ("assert", "unittest"):
-    return False
-  return isinstance(_check_reports(expected, _parsed(lines.splitlines()), {"nonce": nonce}), str)
+class RunningChecks:
+  """The check reports of a run still going, read as the worker passes them on: a few lines at
+  each of its ticks. `judge` reads a run's check reports first, in order, and fails it on the
+  first that fails its check, whatever it does after; so the pool stops such a run there
+  (`pool._Worker.stop`), as a plain interpreter stops at the first failing assert. Each report
+  is read after all those before it, since a check's turn is its place in the whole run."""
+
+  def __init__(self, expected: Expected, nonce: str):
+    self.nonce = nonce
+    judged_early = expected.kind in ("assert", "unittest")  # call and io runs end on their own
+    self._checks = _Checks(expected, {"nonce": nonce}) if judged_early else None
+
+  def fail_now(self, lines: str) -> bool:
+    """Whether `lines` (whole lines, written after those read before) fail the run. True once
+    at most: the run is stopped then, and the lines it wrote meanwhile change nothing."""
+    if self._checks is None:
+      return False
+    try:
+      failure = self._checks.read(_parsed(lines.splitlines()))
+    except Exception:  # pylint: disable=broad-except  (left to `judge` when the run ends)
+      failure = None
+      self._checks = None
+    if failure is not None:
+      self._checks = None
+    return failure is not None
 
 
 def _ending(expected: Expected, end: dict, reported: int, seen: set[int]) -> tuple[Status, str]:

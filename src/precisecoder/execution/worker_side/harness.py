@@ -251,7 +251,7 @@ class Channel:
   Each record is written as it is made: the worker reads the pipe only when the run ends or at
   its ticks, so a write costs the run a system call and wakes nobody, and a record that fails
   the run is in the pipe before the tests go on (the pool stops such a run at the next tick:
-  `verdicts.fails_already`). "ready" is the first (the worker reads it as "the sandbox came
+  `verdicts.RunningChecks`). "ready" is the first (the worker reads it as "the sandbox came
   up").
   """
 
