@@ -10,6 +10,7 @@ verdict certifies the values reported, as for a call job, and the failures come 
 
 from __future__ import annotations
 
+import itertools
 import textwrap
 
 import pytest
@@ -83,37 +84,65 @@ def test_pool_routes_held_jobs_to_one_process():
   assert "held" not in _message(0, RIGHT, held, {}, False, False, True)  # split runs off
 
 
+NONCE = "n" * 32
+HONEST_REPORTS = [(0, 5), (1, 0.75), (2, 42)]  # (check, value) of HELD_ASSERT's honest run
+
+
+def _channel(*reports, expects=None):
+  """The lines of a run that reported `reports` and then signed its end."""
+  lines = ['{"ready": "x"}']
+  lines += [f'{{"expect": {k}, "value": {v}, "nonce": "{NONCE}"}}' for k, v in reports]
+  count = len(reports) if expects is None else expects
+  return [*lines, f'{{"end": "assert", "expects": {count}, "nonce": "{NONCE}"}}']
+
+
+def _verdict(expected, lines):
+  run = {
+    "channel": "\n".join(lines),
+    "nonce": NONCE,
+    "ready": True,
+    "timeout": False,
+    "overflow": None,
+    "signal": None,
+    "exit": 0,
+    "stdout": "",
+    "stderr": "",
+    "duration_s": 0.0,
+  }
+  return verdicts.judge(expected, [run], LIMITS).status
+
+
 def test_the_judge_requires_the_order():
   _, expected = expectations.split(HELD_ASSERT)
-  nonce = "n" * 32
 
   def verdict(*reports, expects=None):
-    lines = ['{"ready": "x"}']
-    lines += [f'{{"expect": {k}, "value": {v}, "nonce": "{nonce}"}}' for k, v in reports]
-    count = len(reports) if expects is None else expects
-    lines.append(f'{{"end": "assert", "expects": {count}, "nonce": "{nonce}"}}')
-    run = {
-      "channel": "\n".join(lines),
-      "nonce": nonce,
-      "ready": True,
-      "timeout": False,
-      "overflow": None,
-      "signal": None,
-      "exit": 0,
-      "stdout": "",
-      "stderr": "",
-      "duration_s": 0.0,
-    }
-    return verdicts.judge(expected, [run], LIMITS).status
+    return _verdict(expected, _channel(*reports, expects=expects))
 
-  right = [(0, 5), (1, 0.75), (2, 42)]
+  right = HONEST_REPORTS
   assert verdict(*right) is Status.PASS
   assert verdict(right[1], right[0], right[2]) is Status.FAIL  # reordered
   assert verdict(*right, right[2]) is Status.FAIL  # repeated
   assert verdict(right[0], right[2]) is Status.FAIL  # skipped
   assert verdict(*right[:2], expects=3) is Status.FAIL
-  lines = f'{{"expect": 1, "value": 0.75, "nonce": "{nonce}"}}\n'
-  assert verdicts.RunningChecks(expected, nonce).fail_now(lines)  # stopped at the first out of turn
+  lines = f'{{"expect": 1, "value": 0.75, "nonce": "{NONCE}"}}\n'
+  assert verdicts.RunningChecks(expected, NONCE).fail_now(lines)  # stopped at the first out of turn
+
+
+def test_a_running_run_is_stopped_where_the_judge_fails_it_wherever_its_ticks_fall():
+  """The worker passes a running run's lines on a few at each tick; where the ticks cut them
+  changes nothing: the run is stopped once if the judge fails it on a check, never otherwise."""
+  _, expected = expectations.split(HELD_ASSERT)
+  right = HONEST_REPORTS
+  runs = [right, [right[1], right[0], right[2]], [*right, right[2]], [right[0], right[2]]]
+  runs.append([right[0], (1, 0.5), right[2]])  # a wrong value
+  for reports in runs:
+    lines = _channel(*reports)
+    failed = _verdict(expected, lines) is Status.FAIL
+    for first, second in itertools.combinations(range(len(lines) + 1), 2):
+      ticks = [lines[:first], lines[first:second], lines[second:]]
+      running = verdicts.RunningChecks(expected, NONCE)
+      stops = [running.fail_now("".join(line + "\n" for line in tick)) for tick in ticks]
+      assert sum(stops) == failed, (reports, first, second, stops)
 
 
 # The harness's records, written by the program itself with the right answers: what a program
