@@ -49,6 +49,19 @@ def test_clean_set():
     assert parse_task(task_to_record(t), "roundtrip") == t
 
 
+def test_a_slow_gold_passes_in_the_pool():
+  """HumanEval/75's gold takes tens of milliseconds a check, so its checks reach the pool over
+  several of the worker's ticks; judged a tick at a time, it was stopped as out of turn."""
+  from precisecoder.execution import ExecutionPool, Job, Limits
+
+  (task,) = [t for t in humaneval.load_tasks("clean") if t.task_id == "HumanEval/75_clean"]
+  assert task.tests["kind"] == "assert"
+  with ExecutionPool(workers=1) as pool:
+    (result,) = pool.execute([Job(task.gt_solution, task.tests, Limits(timeout_s=60.0))])
+    assert result.passed, result
+    assert pool.stats()["stopped"] == 0
+
+
 @pytest.mark.parametrize("kind", ["single", "multi"])
 def test_shipped_buggy_sets(kind):
   tasks = humaneval.load_tasks(kind)
