@@ -53,8 +53,11 @@ main() {
   stamp=.venv/.installed-$(cat requirements.txt requirements-nodeps.txt pyproject.toml \
     ${extra[@]+"${extra[@]}"} | sha1sum | cut -c1-12)
   [ -x .venv/bin/python ] && [ -f "$stamp" ] && return 0
-  [ -x .venv/bin/python ] || check_space . 3072 "the pinned stack (.venv and pip's unpacking)" \
-    || exit 1
+  if [ -x .venv/bin/python ]; then  # an update: pip unpacks only the changed wheels
+    check_space . 1024 "an update of .venv (pip's unpacking)" || exit 1
+  else
+    check_space . 3072 "the pinned stack (.venv and pip's unpacking)" || exit 1
+  fi
   started=$SECONDS done_stages=0 stages=$((5 + ${#extra[@]}))
   exec 3>&1
   echo "bootstrap: [$((++done_stages))/$stages] creating .venv with $("$py" --version 2>&1)" \

@@ -102,9 +102,9 @@ def test_bootstrap_drops_pips_location_notices_and_keeps_its_real_messages():
 
 
 def test_bootstrap_refuses_a_disk_too_full_for_the_stack(tmp_path):
-  """Before creating a venv, bootstrap.sh and verl_env.sh compare the free space where they
-  install with what the install needs, and say both figures in one line instead of letting pip
-  fail partway."""
+  """Before creating a venv (bootstrap.sh also before updating .venv), bootstrap.sh and
+  verl_env.sh compare the free space where they install with what the install needs, and say
+  both figures in one line instead of letting pip fail partway."""
 
   def check(needed_mib):
     script = f"source {ROOT / 'scripts' / 'bootstrap.sh'}; "
