@@ -337,13 +337,13 @@ class RunningChecks:
     if self._checks is None:
       return False
     try:
-      failure = self._checks.read(_parsed(lines.splitlines()))
+      failed = self._checks.read(_parsed(lines.splitlines())) is not None
     except Exception:  # pylint: disable=broad-except  (left to `judge` when the run ends)
-      failure = None
+      failed = False
+      self._checks = None  # where the lines stand in the run is lost: read no more
+    if failed:
       self._checks = None
-    if failure is not None:
-      self._checks = None
-    return failure is not None
+    return failed
 
 
 def _ending(expected: Expected, end: dict, reported: int, seen: set[int]) -> tuple[Status, str]:
