@@ -7,8 +7,9 @@ once a job, takes less of the CPUs the runs need. It never imports JAX and never
 values: the pool strips them before sending (verdicts.py compares in the pool).
 
 A run of an assert or unittest job that is still going at a tick of `_READ_EVERY_S` reports the
-channel lines it wrote since the last tick; the pool answers with a stop where one of them
-already fails the run (`verdicts.RunningChecks`), and the worker kills the run then.
+channel lines it wrote since the last tick; the pool reads them after the run's earlier
+lines and answers with a stop where they already fail the run (`verdicts.RunningChecks`), and the
+worker kills the run then.
 
 Messages in:  {"jobs": [{"id": ID, "code": B64, "tests": {...}, "limits": {...}}]}, where B64
               is the program as the pool compiled it (marshal, base64), or "program": SRC
