@@ -52,18 +52,19 @@ _SMOLLM2_CPU = dict(
   rl=dict(rollout_chunks=1, feedback_tokens=384),
 )
 
-# The CPU comparisons' budget (compare-cpu, compare-cpu-programs): 40 steps, greedy evaluation
-# every 10 on 64 held-out-family tasks, 32 clean programs, 32 multi-line tasks, 64 held-in tasks
-# and 32 held-in clean programs.
-_COMPARE_CPU_DATA = dict(
+# The small policy's CPU runs (local, compare-cpu, compare-cpu-programs): 512 training tasks and
+# greedy evaluation on 64 held-out-family tasks, 32 clean programs, 64 held-in tasks and 32
+# held-in clean programs.
+_CPU_DATA = dict(
   num_train=512,
   num_validation=64,
   num_clean=32,
-  num_multi=32,
   num_heldin=64,
   num_heldin_clean=32,
   include_tests_in_prompt=False,
 )
+# The CPU comparisons' budget: 40 steps, evaluated every 10, with 32 multi-line tasks too.
+_COMPARE_CPU_DATA = dict(**_CPU_DATA, num_multi=32)
 _COMPARE_CPU_TRAIN = dict(steps=40, checkpoint_every=10, eval_every=10, eval_batch_size=32)
 
 
@@ -111,15 +112,7 @@ RUN_PRESETS: dict[str, dict[str, Any]] = {
   # minutes on 2 idle CPU cores.
   "local": dict(
     **_SMALL_POLICY_CPU,
-    data=dict(
-      num_train=512,
-      num_validation=64,
-      num_clean=32,
-      num_multi=0,
-      num_heldin=64,
-      num_heldin_clean=32,
-      include_tests_in_prompt=False,
-    ),
+    data=dict(**_CPU_DATA, num_multi=0),
     train=dict(steps=20, checkpoint_every=10, eval_every=20, eval_batch_size=32),
   ),
   # The same path on the tiny base (tests, the GPU script's CPU rehearsal).
